@@ -1,0 +1,210 @@
+"""The policy contract: what an algorithm implements to get a table, TensorBoard curves and checkpoints.
+
+A policy owns its networks and optimizers and has three modes:
+
+* **learn**: ``_forward_learn(data) -> dict`` performs one train iteration and returns an *info dict*
+  of scalars. The keys may differ from call to call (TD3's actor loss only on delayed actor steps,
+  PPG's auxiliary losses once every ``n_pi`` iterations); every key that may ever appear must be
+  listed by ``_monitor_vars_learn()``.
+* **collect**: ``_forward_collect(obs, envstep) -> dict`` picks exploration actions for a batch of
+  observations coming from a vector environment.
+* **eval**: ``_forward_eval(obs) -> actions`` picks deterministic actions.
+
+Data handed to ``_forward_learn``:
+
+* off-policy (``on_policy = False``): a batch sampled from the replay buffer, a dict of float32 CPU
+  tensors ``obs [B, *obs_shape]``, ``action [B, *act_shape]``, ``reward [B]``,
+  ``next_obs [B, *obs_shape]``, ``terminated [B]`` (1.0 where the episode really ended; truncated
+  episodes are *not* terminal, so they bootstrap);
+* on-policy (``on_policy = True``): one rollout, a dict of tensors shaped ``[T, N, ...]`` (``T`` steps
+  of ``N`` environments) with ``obs``, ``action``, ``reward``, ``next_obs`` (the true next observation,
+  i.e. the final observation where an episode ended), ``terminated``, ``truncated`` and every extra key
+  that ``_forward_collect`` returned (for example ``log_prob`` and ``value``).
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import difflib
+import numbers
+from typing import Any, ClassVar, Dict, List, Mapping, Optional
+
+import numpy as np
+import torch
+
+Scalar = Any  # int | float | numpy scalar | one-element torch.Tensor
+
+
+class PolicyConfigError(KeyError):
+    """A policy configuration names a key the policy does not know, or has a bad value."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+def merge_policy_config(defaults: Mapping[str, Any], overrides: Optional[Mapping[str, Any]], owner: str) -> Dict[str, Any]:
+    """Return ``defaults`` updated with ``overrides``; an unknown key raises :class:`PolicyConfigError`.
+
+    Nested dicts are merged recursively. The error names the policy, the key and the closest known keys.
+    """
+    merged = copy.deepcopy(dict(defaults))
+    for key, value in (overrides or {}).items():
+        if key not in merged:
+            close = difflib.get_close_matches(key, list(merged), n=3)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise PolicyConfigError(
+                f"{owner}: unknown config key 'policy.{key}'{hint} Known keys: {', '.join(sorted(merged))}"
+            )
+        if isinstance(merged[key], dict) and isinstance(value, Mapping):
+            merged[key] = merge_policy_config(merged[key], value, owner)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+class Policy(abc.ABC):
+    """Base class of every rlearn policy.
+
+    Subclasses set :attr:`default_config` (every config key the policy accepts, with its default) and
+    :attr:`on_policy`, and implement ``_init_learn``, ``_forward_learn``, ``_monitor_vars_learn``,
+    ``_forward_collect`` and ``_forward_eval``. Networks and optimizers are exposed through
+    :meth:`modules` and :meth:`optimizers`, which is all the framework needs for checkpoints,
+    learning-rate scheduling and distributed training.
+
+    Args:
+        cfg: overrides of :attr:`default_config` (the ``policy`` section of a run config).
+        observation_space: the (single-environment) observation space.
+        action_space: the (single-environment) action space.
+        device: torch device the networks live on.
+        seed: seeds the policy's own random generators (exploration noise, minibatch order).
+    """
+
+    #: every config key the policy accepts, with its default value
+    default_config: ClassVar[Dict[str, Any]] = {}
+    #: True for policies that learn from fresh rollouts (PPG), False for replay-buffer ones (TD3)
+    on_policy: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        cfg: Optional[Mapping[str, Any]],
+        observation_space: Any,
+        action_space: Any,
+        device: str | torch.device = "cpu",
+        seed: Optional[int] = None,
+    ) -> None:
+        self.cfg: Dict[str, Any] = merge_policy_config(self.default_config, cfg, type(self).__name__)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.device = torch.device(device)
+        self.seed = seed
+        self.np_random = np.random.default_rng(seed)
+        self._init_learn()
+        self._init_collect()
+        self._init_eval()
+
+    # ------------------------------------------------------------------ learn
+    @abc.abstractmethod
+    def _init_learn(self) -> None:
+        """Build networks, optimizers and anything the learn mode needs."""
+
+    @abc.abstractmethod
+    def _forward_learn(self, data: Any) -> Dict[str, Scalar]:
+        """Run one train iteration on ``data`` and return an info dict of scalars.
+
+        The dict may hold any subset of :meth:`_monitor_vars_learn`; values are Python numbers, numpy
+        scalars or one-element tensors.
+        """
+
+    @abc.abstractmethod
+    def _monitor_vars_learn(self) -> List[str]:
+        """Every key that :meth:`_forward_learn` may ever return, periodic ones included."""
+
+    def monitor_vars(self) -> List[str]:
+        """The declared monitor keys, checked: a list of unique, non-empty strings."""
+        keys = list(self._monitor_vars_learn())
+        seen = set()
+        for key in keys:
+            if not isinstance(key, str) or not key:
+                raise TypeError(
+                    f"{type(self).__name__}._monitor_vars_learn() must return non-empty strings, got {key!r}"
+                )
+            if key in seen:
+                raise ValueError(f"{type(self).__name__}._monitor_vars_learn() lists {key!r} twice")
+            seen.add(key)
+        return keys
+
+    # ---------------------------------------------------------------- collect
+    def _init_collect(self) -> None:
+        """Prepare the collect mode (exploration noise etc.). Optional."""
+
+    @abc.abstractmethod
+    def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
+        """Pick exploration actions for a batch ``obs [N, *obs_shape]`` from ``N`` environments.
+
+        Returns a dict with at least ``action [N, ...]``: what is stored and learned from. If the
+        action sent to the environment differs (clipped, rescaled), return it as ``env_action`` too.
+        Any other key (``log_prob``, ``value``...) is stored per step in the rollout. ``envstep`` is
+        the number of environment steps collected so far (TD3 acts uniformly at random before
+        ``learning_starts``).
+        """
+
+    # ------------------------------------------------------------------- eval
+    def _init_eval(self) -> None:
+        """Prepare the eval mode. Optional."""
+
+    @abc.abstractmethod
+    def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic actions for a batch ``obs [N, *obs_shape]``, in the environment's format."""
+
+    # ------------------------------------------------------------------ state
+    def modules(self) -> Dict[str, torch.nn.Module]:
+        """The policy's networks by name (target networks included). Used for checkpoints and DDP."""
+        return {}
+
+    def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        """The policy's optimizers by name. Used for checkpoints, LR scheduling and ``cur_lr``."""
+        return {}
+
+    def extra_state(self) -> Dict[str, Any]:
+        """Anything else a resumed run needs (counters, running statistics). Override with
+        :meth:`load_extra_state`."""
+        return {}
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Everything needed to resume: networks, optimizers, extra state and RNG state."""
+        return {
+            "modules": {name: module.state_dict() for name, module in self.modules().items()},
+            "optimizers": {name: opt.state_dict() for name, opt in self.optimizers().items()},
+            "extra": self.extra_state(),
+            "np_random": self.np_random.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; a missing or unexpected network/optimizer is a clear error."""
+        for section, owned in (("modules", self.modules()), ("optimizers", self.optimizers())):
+            saved = state.get(section, {})
+            missing = sorted(set(owned) - set(saved))
+            unexpected = sorted(set(saved) - set(owned))
+            if missing or unexpected:
+                raise ValueError(
+                    f"{type(self).__name__}: checkpoint {section} do not match this policy "
+                    f"(missing: {missing or 'none'}, unexpected: {unexpected or 'none'})"
+                )
+            for name, obj in owned.items():
+                obj.load_state_dict(saved[name])
+        self.load_extra_state(state.get("extra", {}))
+        if "np_random" in state:
+            self.np_random.bit_generator.state = state["np_random"]
+
+
+def is_scalar(value: Any) -> bool:
+    """True for values an info dict may hold: real numbers, numpy scalars, one-element tensors."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1
+    if isinstance(value, np.ndarray):
+        return value.size == 1
+    return isinstance(value, (numbers.Real, np.number))
