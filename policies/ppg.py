@@ -1,0 +1,536 @@
+"""Phasic Policy Gradient (PPG): Cobbe, Hilton, Klimov and Schulman, 2020, https://arxiv.org/abs/2009.04416
+
+PPG is PPO with the policy and the value function trained in separate *phases* so that they can share
+features without fighting over them:
+
+* **policy phase**, once per train iteration (= one call of :meth:`PPGPolicy._forward_learn`, one
+  rollout ``[T, N]`` from ``N`` vectorised environments):
+
+  1. GAE(lambda) advantages and value targets (:func:`compute_gae`): bootstrap with ``V(next_obs)``
+     where an episode was *truncated* (time limit), use zero where it *terminated*, and never let the
+     recursion run across an episode end;
+  2. ``e_policy`` epochs of the PPO clipped objective plus an entropy bonus on shuffled minibatches
+     (advantages normalised per minibatch, gradient norm clipped);
+  3. ``e_value`` epochs of value-network regression on the value targets;
+  4. the rollout's observations and value targets are kept for the auxiliary phase.
+
+* **auxiliary phase**, every ``n_pi`` policy iterations (:meth:`PPGPolicy._auxiliary_phase`):
+  the action distribution of every stored observation is recorded first (categorical logits, or the
+  Gaussian mean and log-std); then ``e_aux`` epochs minimise, on the policy network,
+  ``aux_value_loss + beta_clone * KL(pi_old || pi_new)`` -- the auxiliary value head distils the value
+  targets into the policy's features while the KL over *full* distributions (:func:`behavioral_cloning_kl`)
+  keeps the policy where it was -- and train the value network further on the same targets. Then the
+  store is cleared.
+
+The networks are *detached* (the paper's recommended architecture): a policy network (trunk, action head,
+auxiliary value head, and a state-independent log-std for continuous actions) and a separate value
+network, each with its own Adam optimizer. Discrete actions use a ``Categorical``; continuous ones a
+diagonal ``Normal`` whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
+it) while the environment receives ``env_action``, the sample clipped to the action bounds.
+
+Every policy iteration reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac``,
+``explained_variance`` and ``cur_lr``; only iterations that run an auxiliary phase add
+``aux_value_loss``, ``behavioral_cloning_loss`` and ``auxiliary_loss``. These are *irregular metrics*:
+give the learner a monitor window of at least ``n_pi`` iterations, or the auxiliary losses are missing
+from most windows (see ``docs/ppg.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from gymnasium import spaces
+import torch.nn.functional as F
+from torch import nn
+from torch.distributions import Categorical, Distribution, Independent, Normal, kl_divergence
+
+from policies.base import Policy, PolicyConfigError
+import contextlib  # TEMP until rlearn.trace lands
+
+
+def span(name: str, lane: str = ""):  # TEMP until rlearn.trace lands
+    return contextlib.nullcontext()
+
+# ----------------------------------------------------------------------------------------------- math
+
+
+def compute_gae(
+    reward: torch.Tensor,
+    value: torch.Tensor,
+    next_value: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """GAE(lambda) advantages and value targets for a rollout of ``[T, N]`` tensors.
+
+    ``value[t] = V(obs[t])`` and ``next_value[t] = V(next_obs[t])`` where ``next_obs`` is the true next
+    observation (the final one where an episode ended). The one-step error bootstraps from
+    ``next_value`` unless the step *terminated*; a truncated step bootstraps (the episode was cut by a
+    time limit, the state still has a future). The recursion ``A[t] = delta[t] + gamma * lambda *
+    A[t+1]`` stops at every episode end (terminated or truncated), since step ``t+1`` of that
+    environment belongs to a new episode, and the last step of the rollout uses ``A[T] = 0`` (its
+    ``delta`` already bootstraps from ``V(next_obs)``).
+
+    Returns ``(advantages, value_targets)`` with ``value_targets = advantages + value``.
+    """
+    not_terminated = 1.0 - terminated
+    episode_continues = (1.0 - terminated) * (1.0 - truncated)
+    delta = reward + gamma * not_terminated * next_value - value
+    advantages = torch.zeros_like(reward)
+    running = torch.zeros_like(reward[0])
+    for t in reversed(range(reward.shape[0])):
+        running = delta[t] + gamma * gae_lambda * episode_continues[t] * running
+        advantages[t] = running
+    return advantages, advantages + value
+
+
+def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, discrete: bool) -> torch.Tensor:
+    """``KL(pi_old || pi_new)`` per sample between two full action distributions.
+
+    Discrete: ``params`` are categorical logits ``[B, n]`` and the KL is
+    ``sum_a p_old(a) * (log p_old(a) - log p_new(a))`` on log-softmax values. Those are finite for
+    finite logits, and a probability that underflows to 0 multiplies a finite difference, so the
+    result is finite by construction (``torch.distributions.kl_divergence`` instead returns ``inf``
+    as soon as one new probability underflows to exactly 0 in float32).
+
+    Continuous: ``params`` are ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``; the closed-form
+    Gaussian KL from ``torch.distributions.kl_divergence`` (finite since ``std = exp(log_std) > 0``),
+    summed over action dimensions.
+    """
+    if discrete:
+        old_logp = F.log_softmax(old_params, dim=-1)
+        new_logp = F.log_softmax(new_params, dim=-1)
+        return (old_logp.exp() * (old_logp - new_logp)).sum(-1)
+    return kl_divergence(_gaussian(old_params), _gaussian(new_params))
+
+
+def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
+    """``1 - Var(target - prediction) / Var(target)``: 1 is a perfect value function, 0 no better than a
+    constant, negative worse. ``nan`` when the targets are all equal (the ratio is undefined)."""
+    target_var = target.var(unbiased=False)
+    if target_var.item() == 0.0:
+        return float("nan")
+    return (1.0 - (target - prediction).var(unbiased=False) / target_var).item()
+
+
+def _gaussian(params: torch.Tensor) -> Distribution:
+    """Diagonal Gaussian from ``[mean, log_std]`` concatenated on the last dimension."""
+    mean, log_std = params.chunk(2, dim=-1)
+    return Independent(Normal(mean, log_std.exp(), validate_args=False), 1, validate_args=False)
+
+
+# ------------------------------------------------------------------------------------------- networks
+
+
+def mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str) -> Tuple[nn.Sequential, int]:
+    """A stack of ``Linear + activation`` layers (orthogonal init, gain sqrt(2)); returns it and its width."""
+    act_cls = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
+    layers: List[nn.Module] = []
+    for size in hidden_sizes:
+        layers += [_orthogonal(nn.Linear(in_dim, size), np.sqrt(2)), act_cls()]
+        in_dim = size
+    return nn.Sequential(*layers), in_dim
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class PolicyNetwork(nn.Module):
+    """Policy trunk with two heads: action-distribution parameters and the auxiliary value.
+
+    ``forward(obs) -> (dist_params, aux_value)``: ``dist_params`` are logits ``[B, n]`` for discrete
+    actions, ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]`` for continuous ones (the log-std is
+    one learned vector shared by every state).
+    """
+
+    def __init__(
+        self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
+        continuous: bool, init_log_std: float,
+    ) -> None:
+        super().__init__()
+        self.trunk, width = mlp(obs_dim, hidden_sizes, activation)
+        self.action_head = _orthogonal(nn.Linear(width, n_outputs), 0.01)
+        self.aux_value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+        self.log_std = nn.Parameter(torch.full((n_outputs,), float(init_log_std))) if continuous else None
+
+    def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        features = self.trunk(obs)
+        params = self.action_head(features)
+        if self.log_std is not None:
+            params = torch.cat([params, self.log_std.expand_as(params)], dim=-1)
+        return params, self.aux_value_head(features).squeeze(-1)
+
+
+class ValueNetwork(nn.Module):
+    """The separate value network ``V(obs) -> [B]``."""
+
+    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        self.trunk, width = mlp(obs_dim, hidden_sizes, activation)
+        self.head = _orthogonal(nn.Linear(width, 1), 1.0)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.head(self.trunk(obs)).squeeze(-1)
+
+
+# --------------------------------------------------------------------------------------------- policy
+
+_ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "log_prob", "value")
+
+
+class PPGPolicy(Policy):
+    """Phasic Policy Gradient for ``Discrete`` and ``Box`` action spaces (see the module docstring).
+
+    Config keys (``policy`` section of a run config; defaults in :attr:`default_config`):
+
+    * rollout and returns: ``rollout_steps`` (steps per environment per iteration), ``gamma``,
+      ``gae_lambda``, ``reward_scale`` (rewards are multiplied by it before GAE);
+    * policy phase: ``e_policy`` epochs on minibatches of ``minibatch_size``, ``clip_ratio``,
+      ``entropy_coef``, ``max_grad_norm``; value phase: ``e_value`` epochs;
+    * auxiliary phase: every ``n_pi`` iterations, ``e_aux`` epochs on minibatches of
+      ``aux_minibatch_size``, behavioural-cloning weight ``beta_clone``;
+    * networks: ``hidden_sizes``, ``activation`` (``"tanh"`` or ``"relu"``), ``init_log_std``
+      (continuous actions);
+    * optimisation: ``lr`` for both Adam optimizers, ``lr_schedule`` ``"constant"`` or ``"linear"``
+      (decays to 0 over ``lr_decay_env_steps`` env steps learned by this policy).
+    """
+
+    on_policy = True
+    default_config: Dict[str, Any] = dict(
+        rollout_steps=32,
+        gamma=0.98,
+        gae_lambda=0.8,
+        reward_scale=1.0,
+        e_policy=10,
+        minibatch_size=256,
+        clip_ratio=0.2,
+        entropy_coef=0.0,
+        max_grad_norm=0.5,
+        e_value=10,
+        n_pi=8,
+        e_aux=4,
+        aux_minibatch_size=512,
+        beta_clone=1.0,
+        hidden_sizes=[64, 64],
+        activation="tanh",
+        init_log_std=0.0,
+        lr=1e-3,
+        lr_schedule="constant",
+        lr_decay_env_steps=0,
+    )
+
+    # ------------------------------------------------------------------------------------ setup
+    def _init_learn(self) -> None:
+        cfg = self.cfg
+        self._check_config(cfg)
+        if not isinstance(self.observation_space, spaces.Box) or len(self.observation_space.shape) != 1:
+            raise TypeError(
+                f"PPGPolicy needs a flat Box observation space, got {self.observation_space!r}"
+            )
+        obs_dim = int(self.observation_space.shape[0])
+        if isinstance(self.action_space, spaces.Discrete):
+            self.discrete = True
+            n_outputs = int(self.action_space.n)
+        elif isinstance(self.action_space, spaces.Box) and len(self.action_space.shape) == 1:
+            self.discrete = False
+            n_outputs = int(self.action_space.shape[0])
+            self._low = np.asarray(self.action_space.low, dtype=np.float32)
+            self._high = np.asarray(self.action_space.high, dtype=np.float32)
+        else:
+            raise TypeError(f"PPGPolicy supports Discrete or 1-D Box action spaces, got {self.action_space!r}")
+
+        # Initialise the networks from the policy's seed without touching torch's global RNG.
+        with torch.random.fork_rng(devices=[]):
+            if self.seed is not None:
+                torch.manual_seed(self.seed)
+            self.policy_net = PolicyNetwork(
+                obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
+            ).to(self.device)
+            self.value_net = ValueNetwork(obs_dim, cfg["hidden_sizes"], cfg["activation"]).to(self.device)
+        self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg["lr"], eps=1e-5)
+        self.value_optimizer = torch.optim.Adam(self.value_net.parameters(), lr=cfg["lr"], eps=1e-5)
+
+        self.policy_iterations = 0  # completed policy phases
+        self.env_steps_learned = 0  # transitions consumed by _forward_learn (drives the linear lr decay)
+        self._aux_obs: List[torch.Tensor] = []  # one [T*N, obs_dim] tensor per policy iteration
+        self._aux_targets: List[torch.Tensor] = []  # one [T*N] tensor of value targets per iteration
+
+    @staticmethod
+    def _check_config(cfg: Mapping[str, Any]) -> None:
+        def bad(key: str, requirement: str) -> PolicyConfigError:
+            return PolicyConfigError(f"PPGPolicy: policy.{key} must be {requirement}, got {cfg[key]!r}")
+
+        for key in ("rollout_steps", "minibatch_size", "n_pi", "aux_minibatch_size", "e_aux"):
+            if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 1:
+                raise bad(key, "an integer >= 1")
+        for key in ("e_policy", "e_value", "lr_decay_env_steps"):
+            if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 0:
+                raise bad(key, "an integer >= 0")
+        for key in ("gamma", "gae_lambda"):
+            if not 0.0 <= float(cfg[key]) <= 1.0:
+                raise bad(key, "in [0, 1]")
+        for key in ("clip_ratio", "max_grad_norm", "reward_scale"):
+            if not float(cfg[key]) > 0.0:
+                raise bad(key, "> 0")
+        for key in ("entropy_coef", "beta_clone", "lr"):
+            if not float(cfg[key]) >= 0.0:
+                raise bad(key, ">= 0")
+        if cfg["activation"] not in ("tanh", "relu"):
+            raise bad("activation", "'tanh' or 'relu'")
+        if cfg["lr_schedule"] not in ("constant", "linear"):
+            raise bad("lr_schedule", "'constant' or 'linear'")
+        if cfg["lr_schedule"] == "linear" and cfg["lr_decay_env_steps"] < 1:
+            raise bad("lr_decay_env_steps", "an integer >= 1 when lr_schedule is 'linear'")
+        sizes = cfg["hidden_sizes"]
+        if not isinstance(sizes, (list, tuple)) or not all(isinstance(s, int) and s >= 1 for s in sizes):
+            raise bad("hidden_sizes", "a list of integers >= 1")
+
+    def modules(self) -> Dict[str, nn.Module]:
+        return {"policy_net": self.policy_net, "value_net": self.value_net}
+
+    def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        return {"policy": self.policy_optimizer, "value": self.value_optimizer}
+
+    def _distribution(self, params: torch.Tensor) -> Distribution:
+        if self.discrete:
+            return Categorical(logits=params, validate_args=False)
+        return _gaussian(params)
+
+    def _obs_tensor(self, obs: Any) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
+
+    # ---------------------------------------------------------------------------------- collect
+    def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
+        """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action`` for continuous
+        spaces), and the behaviour policy's ``log_prob`` and ``value`` that the policy phase needs.
+
+        Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints).
+        """
+        obs_t = self._obs_tensor(obs)
+        with torch.inference_mode():
+            params, _ = self.policy_net(obs_t)
+            value = self.value_net(obs_t)
+            if self.discrete:
+                probs = torch.softmax(params, dim=-1).cpu().numpy().astype(np.float64)
+                uniform = self.np_random.random((probs.shape[0], 1))
+                action = (probs.cumsum(axis=-1) < uniform).sum(axis=-1).clip(max=probs.shape[1] - 1)
+                action_t = torch.as_tensor(action, device=self.device)
+            else:
+                mean, log_std = params.chunk(2, dim=-1)
+                noise = torch.as_tensor(self.np_random.standard_normal(mean.shape), dtype=torch.float32)
+                action_t = mean + log_std.exp() * noise.to(self.device)
+            log_prob = self._distribution(params).log_prob(action_t)
+        out = {
+            "log_prob": log_prob.cpu().numpy().astype(np.float32),
+            "value": value.cpu().numpy().astype(np.float32),
+        }
+        if self.discrete:
+            out["action"] = action.astype(np.int64)
+        else:
+            out["action"] = action_t.cpu().numpy().astype(np.float32)
+            out["env_action"] = np.clip(out["action"], self._low, self._high)
+        return out
+
+    # ------------------------------------------------------------------------------------- eval
+    def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy actions: the most likely class, or the Gaussian mean clipped to the bounds."""
+        with torch.inference_mode():
+            params, _ = self.policy_net(self._obs_tensor(obs))
+        if self.discrete:
+            return params.argmax(dim=-1).cpu().numpy().astype(np.int64)
+        mean = params.chunk(2, dim=-1)[0].cpu().numpy().astype(np.float32)
+        return np.clip(mean, self._low, self._high)
+
+    # ------------------------------------------------------------------------------------ learn
+    def _monitor_vars_learn(self) -> List[str]:
+        return [
+            "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "cur_lr",
+            "aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss",
+        ]
+
+    def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
+        """One policy iteration on a rollout of ``[T, N, ...]`` tensors, plus the auxiliary phase every
+        ``n_pi``-th call. Returns the info dict described in the module docstring."""
+        rollout = self._check_rollout(data)
+        T, N = rollout["reward"].shape
+        cur_lr = self._apply_lr_schedule()
+
+        # 1. advantages and value targets with the networks that collected the rollout
+        with torch.no_grad():
+            next_value = self.value_net(rollout["next_obs"].flatten(0, 1)).view(T, N)
+            advantages, targets = compute_gae(
+                rollout["reward"] * self.cfg["reward_scale"], rollout["value"], next_value,
+                rollout["terminated"], rollout["truncated"], self.cfg["gamma"], self.cfg["gae_lambda"],
+            )
+        batch = {
+            "obs": rollout["obs"].flatten(0, 1),
+            "action": rollout["action"].flatten(0, 1),
+            "log_prob": rollout["log_prob"].flatten(0, 1),
+            "advantage": advantages.flatten(),
+            "target": targets.flatten(),
+        }
+        info = {"explained_variance": explained_variance(rollout["value"].flatten(), batch["target"])}
+
+        # 2.-3. policy phase: PPO epochs on the policy network, then value-network epochs
+        info.update(self._policy_epochs(batch))
+        info["value_loss"] = self._value_epochs(batch["obs"], batch["target"], self.cfg["e_value"])
+        info["cur_lr"] = cur_lr
+
+        # 4. keep what the auxiliary phase needs; run it every n_pi policy iterations
+        self._aux_obs.append(batch["obs"])
+        self._aux_targets.append(batch["target"])
+        self.policy_iterations += 1
+        self.env_steps_learned += T * N
+        if self.policy_iterations % self.cfg["n_pi"] == 0:
+            with span("ppg/auxiliary_phase", lane="learner"):
+                info.update(self._auxiliary_phase())
+        return info
+
+    def _check_rollout(self, data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+        """Validate the on-policy rollout and return float32 tensors on the policy's device."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"PPGPolicy._forward_learn expects a rollout dict, got {type(data).__name__}")
+        missing = [key for key in _ROLLOUT_KEYS if key not in data]
+        if missing:
+            raise KeyError(f"PPGPolicy: rollout is missing {missing} (it has {sorted(data)})")
+        rollout = {key: torch.as_tensor(data[key], dtype=torch.float32).to(self.device) for key in _ROLLOUT_KEYS}
+        shape = rollout["reward"].shape
+        if len(shape) != 2:
+            raise ValueError(f"PPGPolicy: rollout 'reward' must be [T, N], got shape {tuple(shape)}")
+        for key, tensor in rollout.items():
+            if tuple(tensor.shape[:2]) != tuple(shape):
+                raise ValueError(
+                    f"PPGPolicy: rollout {key!r} has shape {tuple(tensor.shape)}, expected [T, N, ...] = {tuple(shape)}"
+                )
+            if not torch.isfinite(tensor).all():
+                raise ValueError(f"PPGPolicy: rollout {key!r} contains NaN or inf")
+        if self.discrete:
+            rollout["action"] = rollout["action"].long()
+        return rollout
+
+    def _apply_lr_schedule(self) -> float:
+        """Set both optimizers' learning rate for this iteration and return it."""
+        lr = float(self.cfg["lr"])
+        if self.cfg["lr_schedule"] == "linear":
+            lr *= max(0.0, 1.0 - self.env_steps_learned / self.cfg["lr_decay_env_steps"])
+        for optimizer in (self.policy_optimizer, self.value_optimizer):
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+        return lr
+
+    def _minibatches(self, size: int, minibatch_size: int) -> List[np.ndarray]:
+        """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller)."""
+        order = self.np_random.permutation(size)
+        return [order[start:start + minibatch_size] for start in range(0, size, minibatch_size)]
+
+    def _step(self, loss: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Backward, clip the gradient norm and take one optimizer step."""
+        with span("learner/backward", lane="learner"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(module.parameters(), self.cfg["max_grad_norm"])
+        with span("learner/optimizer_step", lane="learner"):
+            optimizer.step()
+
+    def _policy_epochs(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+        """``e_policy`` epochs of the clipped PPO objective; returns minibatch means of the statistics."""
+        clip = self.cfg["clip_ratio"]
+        stats: List[torch.Tensor] = []
+        for _ in range(self.cfg["e_policy"]):
+            for idx in self._minibatches(len(batch["obs"]), self.cfg["minibatch_size"]):
+                idx_t = torch.as_tensor(idx, device=self.device)
+                with span("learner/forward", lane="learner"):
+                    params, _ = self.policy_net(batch["obs"][idx_t])
+                    dist = self._distribution(params)
+                    log_ratio = dist.log_prob(batch["action"][idx_t]) - batch["log_prob"][idx_t]
+                    ratio = log_ratio.exp()
+                    adv = batch["advantage"][idx_t]
+                    if len(adv) > 1:
+                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                    policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
+                    entropy = dist.entropy().mean()
+                    loss = policy_loss - self.cfg["entropy_coef"] * entropy
+                self._step(loss, self.policy_net, self.policy_optimizer)
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, non-negative KL estimator
+                    clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
+                stats.append(torch.stack([policy_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
+        if not stats:  # e_policy == 0: the policy network is not trained this iteration
+            return {}
+        means = torch.stack(stats).mean(0).tolist()
+        return dict(zip(("policy_loss", "entropy", "approx_kl", "clipfrac"), means))
+
+    def _value_epochs(self, obs: torch.Tensor, target: torch.Tensor, epochs: int) -> float:
+        """``epochs`` epochs of value regression ``0.5 * (V(obs) - target)^2``; returns the mean loss."""
+        losses: List[torch.Tensor] = []
+        for _ in range(epochs):
+            for idx in self._minibatches(len(obs), self.cfg["minibatch_size"]):
+                idx_t = torch.as_tensor(idx, device=self.device)
+                with span("learner/forward", lane="learner"):
+                    loss = 0.5 * (self.value_net(obs[idx_t]) - target[idx_t]).pow(2).mean()
+                self._step(loss, self.value_net, self.value_optimizer)
+                losses.append(loss.detach())
+        if not losses:  # e_value == 0: report the loss of the untouched value network
+            with torch.no_grad():
+                return (0.5 * (self.value_net(obs) - target).pow(2).mean()).item()
+        return torch.stack(losses).mean().item()
+
+    def _auxiliary_phase(self) -> Dict[str, float]:
+        """``e_aux`` epochs of auxiliary value distillation + behavioural cloning over every stored
+        observation, plus value-network training on the same targets; then clears the store."""
+        obs = torch.cat(self._aux_obs)
+        targets = torch.cat(self._aux_targets)
+        with torch.no_grad():  # pi_old: the full distribution of every stored observation, before the phase
+            old_params = torch.cat([self.policy_net(chunk)[0] for chunk in obs.split(4096)])
+        beta = self.cfg["beta_clone"]
+        stats: List[torch.Tensor] = []
+        for _ in range(self.cfg["e_aux"]):
+            for idx in self._minibatches(len(obs), self.cfg["aux_minibatch_size"]):
+                idx_t = torch.as_tensor(idx, device=self.device)
+                with span("learner/forward", lane="learner"):
+                    params, aux_value = self.policy_net(obs[idx_t])
+                    aux_value_loss = 0.5 * (aux_value - targets[idx_t]).pow(2).mean()
+                    bc_loss = behavioral_cloning_kl(old_params[idx_t], params, self.discrete).mean()
+                    auxiliary_loss = aux_value_loss + beta * bc_loss
+                self._step(auxiliary_loss, self.policy_net, self.policy_optimizer)
+                with span("learner/forward", lane="learner"):
+                    value_loss = 0.5 * (self.value_net(obs[idx_t]) - targets[idx_t]).pow(2).mean()
+                self._step(value_loss, self.value_net, self.value_optimizer)
+                stats.append(torch.stack([aux_value_loss.detach(), bc_loss.detach(), auxiliary_loss.detach()]))
+        self._aux_obs.clear()
+        self._aux_targets.clear()
+        means = torch.stack(stats).mean(0).tolist()
+        return dict(zip(("aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss"), means))
+
+    # ------------------------------------------------------------------------------------ state
+    def extra_state(self) -> Dict[str, Any]:
+        """Iteration counters and the auxiliary store, so a run resumed mid-cycle is exact."""
+        return {
+            "policy_iterations": self.policy_iterations,
+            "env_steps_learned": self.env_steps_learned,
+            "aux_obs": [t.cpu() for t in self._aux_obs],
+            "aux_targets": [t.cpu() for t in self._aux_targets],
+        }
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        missing = [k for k in ("policy_iterations", "env_steps_learned", "aux_obs", "aux_targets") if k not in state]
+        if missing:
+            raise KeyError(f"PPGPolicy: checkpoint extra state is missing {missing}")
+        if len(state["aux_obs"]) != len(state["aux_targets"]):
+            raise ValueError("PPGPolicy: checkpoint aux store has different numbers of obs and target rollouts")
+        self.policy_iterations = int(state["policy_iterations"])
+        self.env_steps_learned = int(state["env_steps_learned"])
+        self._aux_obs = [torch.as_tensor(t).to(self.device) for t in state["aux_obs"]]
+        self._aux_targets = [torch.as_tensor(t).to(self.device) for t in state["aux_targets"]]
+
+    @property
+    def aux_store_size(self) -> int:
+        """Number of rollouts waiting for the next auxiliary phase (0 right after one)."""
+        return len(self._aux_obs)

@@ -1,0 +1,72 @@
+"""``CheckpointHook``: periodic and final checkpoints in ``<work_dir>/ckpt``.
+
+Each save writes ``iteration_<n>.pt`` and ``latest.pt`` (the same bytes) atomically, then deletes the
+oldest ``iteration_*.pt`` beyond ``keep``. See docs/checkpoints.md for the content and for resuming.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from rlearn.hooks.base import Hook
+from rlearn.learner.checkpoint import prune_checkpoints
+from rlearn.registry import HOOKS
+
+__all__ = ["CheckpointHook"]
+
+
+def _optional_positive_int(name: str, value: Any) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"CheckpointHook {name} must be a positive int or None, got {value!r}")
+    return value
+
+
+@HOOKS.register
+class CheckpointHook(Hook):
+    """Save checkpoints every ``freq`` iterations and when the run ends.
+
+    Args:
+        freq: iterations between two checkpoints (``train_iter % freq == 0``); None saves only at the end.
+        keep: how many ``iteration_<n>.pt`` files to keep (the newest); None keeps all. ``latest.pt``
+            is always kept.
+        save_last: also save in ``after_run`` (unless this iteration was just saved).
+        dirname: sub-directory of the learner's ``work_dir``.
+
+    Only rank 0 saves. Registered with priority ``LOW`` (70) in the configs: after ``LogShowHook``, so
+    a checkpoint includes the TensorBoard points of its own iteration.
+    """
+
+    def __init__(self, freq: Optional[int] = None, keep: Optional[int] = None, save_last: bool = True, dirname: str = "ckpt") -> None:
+        self.freq = _optional_positive_int("freq", freq)
+        self.keep = _optional_positive_int("keep", keep)
+        self.save_last = bool(save_last)
+        if not isinstance(dirname, str) or not dirname:
+            raise ValueError(f"CheckpointHook dirname must be a non-empty str, got {dirname!r}")
+        self.dirname = dirname
+        self.last_saved_iter: Optional[int] = None
+
+    def after_iter(self, learner: Any) -> None:
+        if self.freq is not None and learner.train_iter % self.freq == 0:
+            self.save(learner)
+
+    def after_run(self, learner: Any) -> None:
+        if self.save_last and self.last_saved_iter != learner.train_iter:
+            self.save(learner)
+
+    def save(self, learner: Any) -> Optional[Path]:
+        """Save ``iteration_<train_iter>.pt`` and ``latest.pt`` now; returns the path (None on ranks > 0)."""
+        if learner.rank != 0:
+            return None
+        if learner.work_dir is None:
+            raise ValueError("CheckpointHook needs a learner with a work_dir")
+        directory = Path(learner.work_dir) / self.dirname
+        path = learner.save_checkpoint(directory / f"iteration_{learner.train_iter}.pt", copies=[directory / "latest.pt"])
+        self.last_saved_iter = learner.train_iter
+        removed = prune_checkpoints(directory, self.keep, protect=[path])
+        learner.logger.info(
+            "checkpoint saved: %s%s", path, f" (removed {', '.join(p.name for p in removed)})" if removed else ""
+        )
+        return path

@@ -1,0 +1,472 @@
+"""``BaseLearner``: one ``train(data, envstep)`` call is one train iteration of a policy.
+
+The learner owns the counters (``train_iter``, ``envstep``), the :class:`~rlearn.monitor.TickMonitor`
+that windows the metrics, the TensorBoard writer, the hooks and the checkpoints. One iteration::
+
+    envstep updated -> before_iter hooks -> policy._forward_learn(data) -> record cur_lr, then the info
+    -> train_iter += 1 -> after_iter hooks (timer, LR scheduler, LogShowHook, CheckpointHook) -> tick
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import numbers
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from rlearn import __version__
+from rlearn.hooks.base import HookManager
+from rlearn.learner import checkpoint as ckpt
+from rlearn.learner.tb_events import TBWriter, rewind_event_files
+from rlearn.logging import MessageHub, get_logger
+from rlearn.monitor import TickMonitor
+
+__all__ = ["BaseLearner", "LearnerConfigError"]
+
+_hub_ids = itertools.count()
+
+
+class LearnerConfigError(ValueError):
+    """A learner config key is unknown or has a bad value; the message names it."""
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise LearnerConfigError(f"learner config {name!r} must be a positive int, got {value!r}")
+    return int(value)
+
+
+class BaseLearner(HookManager):
+    """Runs train iterations of a policy, monitors their metrics and saves/loads checkpoints.
+
+    Args:
+        policy: a :class:`policies.Policy` (anything with ``_forward_learn``, ``monitor_vars``,
+            ``optimizers``, ``state_dict`` and ``load_state_dict``).
+        cfg: the ``learner`` config section; keys (all optional):
+
+            * ``log_freq`` (int, default 100): iterations between two tables / TensorBoard points; the
+              default of :class:`~rlearn.hooks.LogShowHook` ``freq``;
+            * ``monitor_window`` (int, default: ``log_freq``): window of every key, in iterations, so
+              that each table summarises exactly the iterations since the previous one;
+            * ``monitor_windows`` (dict key -> int): per-key windows (e.g. a key reported every 50
+              iterations needs a window of at least 50 to ever show a value);
+            * ``strict`` (bool, default False): an undeclared key is an error instead of a warning;
+            * ``hooks`` (list of dicts): hooks built with :func:`rlearn.hooks.build_hook` and registered.
+
+            Any other key is a :class:`LearnerConfigError` that names it.
+        work_dir: where ``tb/`` (TensorBoard) and ``ckpt/`` (checkpoints) go; None keeps nothing on disk.
+        logger: where tables and warnings go (default: ``rlearn.logging.get_logger()``).
+        rank, world_size: this process's place in a distributed run; only rank 0 writes TensorBoard.
+
+    Attributes:
+        train_iter: completed train iterations.
+        envstep: env steps collected so far (global across ranks), as passed to :meth:`train`.
+        monitor: the :class:`~rlearn.monitor.TickMonitor` (one tick per iteration).
+        message_hub: a :class:`~rlearn.logging.MessageHub` holding ``train_iter``, ``envstep``, ``rank``,
+            ``world_size``, ``work_dir`` and ``policy`` as runtime info.
+        run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
+    """
+
+    DEFAULT_CONFIG: Dict[str, Any] = {
+        "log_freq": 100,
+        "monitor_window": None,
+        "monitor_windows": {},
+        "strict": False,
+        "hooks": [],
+    }
+
+    def __init__(
+        self,
+        policy: Any,
+        cfg: Optional[Mapping[str, Any]] = None,
+        work_dir: Union[str, Path, None] = None,
+        logger: Optional[logging.Logger] = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        super().__init__()
+        self.policy = policy
+        self.cfg = self._check_config(cfg)
+        self.work_dir: Optional[Path] = Path(work_dir) if work_dir is not None else None
+        self.logger = logger if logger is not None else get_logger()
+        if isinstance(rank, bool) or not isinstance(rank, int) or isinstance(world_size, bool) or not isinstance(world_size, int):
+            raise TypeError(f"rank and world_size must be ints, got rank={rank!r}, world_size={world_size!r}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+        self.rank = rank
+        self.world_size = world_size
+        self.run_config: Optional[Mapping[str, Any]] = None
+
+        self.train_iter = 0
+        self.envstep = 0
+        self.monitor = TickMonitor(window_size=self.cfg["monitor_window"], window_sizes=self.cfg["monitor_windows"])
+
+        self._policy_vars: List[str] = list(policy.monitor_vars())
+        self._lr_keys: Dict[str, str] = self._learner_lr_keys()
+        self._extra_vars: List[str] = []
+        self._declared = set(self._policy_vars) | set(self._lr_keys.values())
+        self._warned_undeclared: set = set()
+        self._states: Dict[str, Any] = {}
+        self._tb_writer: Optional[TBWriter] = None
+        self._tb_points: Dict[str, List[int]] = {}
+        self._tick_pending = False
+
+        self.message_hub = MessageHub.get_instance(f"rlearn.learner.{next(_hub_ids)}")
+        self.message_hub.update_info("rank", rank)
+        self.message_hub.update_info("world_size", world_size)
+        self.message_hub.update_info("work_dir", None if self.work_dir is None else str(self.work_dir))
+        self.message_hub.update_info("policy", type(policy).__name__)
+        self._publish_counters()
+
+        if self.cfg["hooks"]:
+            from rlearn.hooks import build_hook  # local: rlearn.hooks imports the built-in hooks lazily
+
+            for index, hook_cfg in enumerate(self.cfg["hooks"]):
+                if not isinstance(hook_cfg, Mapping):
+                    raise LearnerConfigError(f"learner config 'hooks[{index}]' must be a dict, got {hook_cfg!r}")
+                hook, priority = build_hook(dict(hook_cfg))
+                self.register_hook(hook, priority)
+
+    # ------------------------------------------------------------------------------------------ config
+    @classmethod
+    def _check_config(cls, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+        if cfg is None:
+            cfg = {}
+        if not isinstance(cfg, Mapping):
+            raise LearnerConfigError(f"learner config must be a dict, got {type(cfg).__name__}")
+        unknown = [key for key in cfg if key not in cls.DEFAULT_CONFIG]
+        if unknown:
+            raise LearnerConfigError(
+                f"unknown learner config key(s) {', '.join(repr(k) for k in unknown)}; "
+                f"known keys: {', '.join(cls.DEFAULT_CONFIG)}"
+            )
+        merged = {**copy.deepcopy(cls.DEFAULT_CONFIG), **dict(cfg)}
+        merged["log_freq"] = _positive_int("log_freq", merged["log_freq"])
+        if merged["monitor_window"] is None:
+            merged["monitor_window"] = merged["log_freq"]
+        merged["monitor_window"] = _positive_int("monitor_window", merged["monitor_window"])
+        windows = merged["monitor_windows"] or {}
+        if not isinstance(windows, Mapping):
+            raise LearnerConfigError(f"learner config 'monitor_windows' must be a dict key -> int, got {windows!r}")
+        merged["monitor_windows"] = {
+            str(key): _positive_int(f"monitor_windows.{key}", size) for key, size in windows.items()
+        }
+        if not isinstance(merged["strict"], bool):
+            raise LearnerConfigError(f"learner config 'strict' must be True or False, got {merged['strict']!r}")
+        if not isinstance(merged["hooks"], (list, tuple)):
+            raise LearnerConfigError(f"learner config 'hooks' must be a list of dicts, got {merged['hooks']!r}")
+        merged["hooks"] = list(merged["hooks"])
+        return merged
+
+    # --------------------------------------------------------------------------------- monitor vars
+    def _learner_lr_keys(self) -> Dict[str, str]:
+        """optimizer name -> the learner's own lr key (empty if the policy reports its own cur_lr*)."""
+        if any(key.startswith("cur_lr") for key in self._policy_vars):
+            return {}
+        names = list(self.policy.optimizers())
+        if len(names) == 1:
+            return {names[0]: "cur_lr"}
+        return {name: f"cur_lr_{name}" for name in names}
+
+    def monitor_vars(self) -> List[str]:
+        """Declared monitor keys in declaration order: the policy's, the learner's ``cur_lr`` keys, then
+        those declared by hooks and the pipeline (:meth:`declare_monitor_vars`)."""
+        return self._policy_vars + list(self._lr_keys.values()) + self._extra_vars
+
+    def declare_monitor_vars(self, keys: Iterable[str]) -> None:
+        """Declare keys recorded by hooks or the pipeline (``data_time``, ``collector/episode_return``...).
+
+        Declaring a key twice is harmless. Keys must be non-empty strings (TypeError otherwise).
+        """
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        for key in keys:
+            if not isinstance(key, str) or not key:
+                raise TypeError(f"monitor keys must be non-empty strings, got {key!r}")
+        for key in keys:
+            if key not in self._declared:
+                self._declared.add(key)
+                self._extra_vars.append(key)
+
+    # --------------------------------------------------------------------------------------- record
+    def record(self, info: Mapping[str, Any]) -> None:
+        """Record ``info`` at the current tick, checking that every key is declared.
+
+        An undeclared key is still recorded and shown, with one warning per key (per learner). With
+        ``strict=True`` it raises ``ValueError`` naming the key(s) and records nothing of ``info``. Bad
+        values raise ``TypeError`` from the monitor (naming the key), also recording nothing.
+        """
+        if not isinstance(info, Mapping):
+            raise TypeError(f"learner.record expects a dict of scalars, got {type(info).__name__}")
+        undeclared = [key for key in info if key not in self._declared]
+        owner = type(self.policy).__name__
+        if undeclared and self.cfg["strict"]:
+            raise ValueError(
+                f"undeclared monitor key(s) {', '.join(repr(k) for k in undeclared)} (strict mode): add them "
+                f"to {owner}._monitor_vars_learn(), or declare keys recorded by hooks or the pipeline "
+                "with learner.declare_monitor_vars(); nothing of this update was recorded"
+            )
+        self.monitor.update(info)
+        for key in undeclared:
+            if key not in self._warned_undeclared:
+                self._warned_undeclared.add(key)
+                self.logger.warning(
+                    "monitor key %r is not declared: it is recorded and shown, but add it to "
+                    "%s._monitor_vars_learn() (keys recorded by hooks or the pipeline: "
+                    "learner.declare_monitor_vars)",
+                    key,
+                    owner,
+                )
+
+    def _lr_info(self) -> Dict[str, Any]:
+        if not self._lr_keys:
+            return {}
+        optimizers = self.policy.optimizers()
+        return {key: optimizers[name].param_groups[0]["lr"] for name, key in self._lr_keys.items() if name in optimizers}
+
+    # ---------------------------------------------------------------------------------------- train
+    def _set_envstep(self, envstep: Any) -> None:
+        if isinstance(envstep, bool) or not isinstance(envstep, numbers.Integral):
+            raise TypeError(f"envstep must be an int, got {envstep!r}")
+        if envstep < self.envstep:
+            raise ValueError(
+                f"envstep went backwards: {int(envstep)} < {self.envstep} (the learner's env-step axis must "
+                "not decrease; pass the collector's total env steps)"
+            )
+        self.envstep = int(envstep)
+
+    def _publish_counters(self) -> None:
+        self.message_hub.update_info("train_iter", self.train_iter)
+        self.message_hub.update_info("envstep", self.envstep)
+
+    def train(self, data: Any, envstep: Optional[int] = None) -> Dict[str, Any]:
+        """One train iteration on ``data``; ``envstep`` is the env steps collected so far (None: unchanged).
+
+        Returns the policy's info dict. If ``_forward_learn`` or recording raises, the iteration is
+        not counted. After-iter hooks see this iteration's values in the window; the tick comes last.
+        """
+        if envstep is not None:
+            self._set_envstep(envstep)
+        self._publish_counters()
+        self.call_hook("before_iter")
+        info = self.policy._forward_learn(data)
+        if not isinstance(info, Mapping):
+            raise TypeError(
+                f"{type(self.policy).__name__}._forward_learn must return a dict of scalars, got {type(info).__name__}"
+            )
+        lr_info = self._lr_info()
+        if lr_info:
+            self.monitor.update(lr_info)
+        self.record(info)
+        self.train_iter += 1
+        self._publish_counters()
+        self._tick_pending = True
+        try:
+            self.call_hook("after_iter")
+        finally:
+            self.monitor.tick()
+            self._tick_pending = False
+        return dict(info)
+
+    # ------------------------------------------------------------------------------------ TensorBoard
+    @property
+    def tb_writer(self) -> Optional[TBWriter]:
+        """The TensorBoard writer (``<work_dir>/tb``) on rank 0, created on first use; None on other ranks
+        or without a work dir. It is a ``tensorboardX.SummaryWriter`` that writes synchronously."""
+        if self.rank != 0 or self.work_dir is None:
+            return None
+        if self._tb_writer is None:
+            self._tb_writer = TBWriter(self.work_dir / "tb", points=self._tb_points)
+        return self._tb_writer
+
+    def close_tb_writer(self) -> None:
+        """Flush and close the TensorBoard writer (a later use opens a new event file)."""
+        if self._tb_writer is not None:
+            self._tb_writer.close()
+            self._tb_writer = None
+
+    def close(self) -> None:
+        """Release files (the TensorBoard writer)."""
+        self.close_tb_writer()
+
+    # ------------------------------------------------------------------------------------- checkpoints
+    def register_state(self, name: str, obj: Any) -> None:
+        """Save ``obj.state_dict()`` in every checkpoint under ``name`` and restore it on load."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"state name must be a non-empty str, got {name!r}")
+        if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))):
+            raise TypeError(f"register_state({name!r}): {type(obj).__name__} has no state_dict/load_state_dict")
+        if name in self._states:
+            raise ValueError(f"a state called {name!r} is already registered")
+        self._states[name] = obj
+
+    def _stateful_hooks(self) -> Dict[str, Any]:
+        hooks: Dict[str, Any] = {}
+        for hook in self.hooks:
+            if callable(getattr(hook, "state_dict", None)) and callable(getattr(hook, "load_state_dict", None)):
+                name = type(hook).__name__
+                suffix = 2
+                while name in hooks:
+                    name = f"{type(hook).__name__}.{suffix}"
+                    suffix += 1
+                hooks[name] = hook
+        return hooks
+
+    def checkpoint_dict(self) -> Dict[str, Any]:
+        """Everything a resumed run needs, as saved by :meth:`save_checkpoint` (see docs/checkpoints.md)."""
+        checkpoint: Dict[str, Any] = {
+            "format": ckpt.FORMAT_TAG,
+            "format_version": ckpt.FORMAT_VERSION,
+            "rlearn_version": __version__,
+            "policy_class": type(self.policy).__qualname__,
+            "policy_module": type(self.policy).__module__,
+            "train_iter": self.train_iter,
+            "envstep": self.envstep,
+            "saved_at": time.time(),
+            "learner": {
+                "monitor": self.monitor.state_dict(),
+                "tick_pending": self._tick_pending,
+                "message_hub": self.message_hub.state_dict(),
+                "warned_undeclared": sorted(self._warned_undeclared),
+                "extra_monitor_vars": list(self._extra_vars),
+                "tb_points": copy.deepcopy(self._tb_points),
+            },
+            "policy": self.policy.state_dict(),
+            "hooks": {name: hook.state_dict() for name, hook in self._stateful_hooks().items()},
+            "states": {name: obj.state_dict() for name, obj in self._states.items()},
+            "rng": ckpt.capture_rng_state(),
+            "config": copy.deepcopy(dict(self.run_config)) if self.run_config is not None else None,
+        }
+        return checkpoint
+
+    def save_checkpoint(self, path: Union[str, Path, None] = None, copies: Sequence[Union[str, Path]] = ()) -> Path:
+        """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``)
+        and to each path in ``copies`` (e.g. ``latest.pt``); returns ``path``.
+
+        TensorBoard is flushed first, so every point the checkpoint counts is on disk. Hooks get
+        ``before_save_checkpoint(learner, checkpoint)`` and may add entries. A state that cannot be
+        stored raises :class:`~rlearn.learner.checkpoint.CheckpointError` before any file is touched.
+        """
+        if path is None:
+            if self.work_dir is None:
+                raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
+            path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
+        path = Path(path)
+        if self._tb_writer is not None:
+            self._tb_writer.flush()
+        checkpoint = self.checkpoint_dict()
+        self.call_hook("before_save_checkpoint", checkpoint)
+        data = ckpt.serialize_checkpoint(checkpoint)
+        ckpt.atomic_write_bytes(path, data)
+        for copy_path in copies:
+            ckpt.atomic_write_bytes(copy_path, data)
+        return path
+
+    def load_checkpoint(self, path: Union[str, Path], rewind_tensorboard: bool = True) -> Dict[str, Any]:
+        """Restore a checkpoint written by :meth:`save_checkpoint` and return its content.
+
+        Restores counters, monitor windows (completing the tick of a checkpoint taken inside an
+        iteration), message hub, policy (networks, optimizers, extra state), stateful hooks, registered
+        states and RNG states. With ``rewind_tensorboard`` (rank 0, with a work dir) the event files
+        under ``<work_dir>/tb`` lose every point written after the checkpoint, so the resumed run's
+        curves have no duplicate and no missing point.
+
+        Every problem (missing file, not a checkpoint, truncated, another policy class, mismatched
+        network shapes, a registered state missing) raises
+        :class:`~rlearn.learner.checkpoint.CheckpointError` naming the file, before anything is changed.
+        """
+        path = Path(path)
+        checkpoint = ckpt.read_checkpoint(path)
+        self._check_compatible(path, checkpoint)
+        saved_hooks = checkpoint["hooks"]
+        hooks = self._stateful_hooks()
+        for name in sorted(set(saved_hooks) - set(hooks)):
+            self.logger.warning("checkpoint %s has state for hook %s, which is not registered; ignored", path, name)
+        for name in sorted(set(hooks) - set(saved_hooks)):
+            self.logger.warning("checkpoint %s has no state for hook %s; it starts fresh", path, name)
+
+        def apply(section: str, action) -> None:
+            try:
+                action()
+            except Exception as exc:
+                raise ckpt.CheckpointError(
+                    f"checkpoint {path}: cannot restore {section} ({type(exc).__name__}: {exc})"
+                ) from exc
+
+        learner_state = checkpoint["learner"]
+        apply("the policy", lambda: self.policy.load_state_dict(checkpoint["policy"]))
+        apply("the monitor", lambda: self.monitor.load_state_dict(learner_state["monitor"]))
+        if learner_state.get("tick_pending"):
+            self.monitor.tick()  # the checkpoint was taken in after_iter, before the iteration's tick
+        if "message_hub" in learner_state:
+            apply("the message hub", lambda: self.message_hub.load_state_dict(learner_state["message_hub"]))
+        for name, hook in hooks.items():
+            if name in saved_hooks:
+                apply(f"hook {name}", lambda h=hook, n=name: h.load_state_dict(saved_hooks[n]))
+        for name, obj in self._states.items():
+            apply(f"state {name!r}", lambda o=obj, n=name: o.load_state_dict(checkpoint["states"][n]))
+        apply("the RNG states", lambda: ckpt.restore_rng_state(checkpoint["rng"]))
+        self.train_iter = int(checkpoint["train_iter"])
+        self.envstep = int(checkpoint["envstep"])
+        self._warned_undeclared = set(learner_state.get("warned_undeclared", ()))
+        self.declare_monitor_vars(learner_state.get("extra_monitor_vars", ()))
+        self._tb_points.clear()
+        self._tb_points.update({tag: [int(v[0]), int(v[1])] for tag, v in learner_state.get("tb_points", {}).items()})
+        self._publish_counters()
+        if rewind_tensorboard and self.rank == 0 and self.work_dir is not None:
+            current = self._tb_writer.event_file if self._tb_writer is not None else None
+            rewind_event_files(
+                self.work_dir / "tb",
+                self.train_iter,
+                self.envstep,
+                points=self._tb_points,
+                skip=(current,) if current else (),
+                logger=self.logger,
+            )
+        self.call_hook("after_load_checkpoint", checkpoint)
+        self.logger.info(
+            "resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep
+        )
+        return checkpoint
+
+    def _check_compatible(self, path: Path, checkpoint: Mapping[str, Any]) -> None:
+        """Policy class, network shapes and registered states must match; raises CheckpointError."""
+        saved_class = checkpoint["policy_class"]
+        current_class = type(self.policy).__qualname__
+        if saved_class != current_class:
+            raise ckpt.CheckpointError(
+                f"checkpoint {path}: written by policy {saved_class}, but this learner runs {current_class}"
+            )
+        saved_modules = checkpoint["policy"].get("modules", {}) if isinstance(checkpoint["policy"], Mapping) else {}
+        current_modules = {name: module.state_dict() for name, module in self.policy.modules().items()}
+        problems: List[str] = []
+        for name in sorted(set(current_modules) | set(saved_modules)):
+            if name not in saved_modules:
+                problems.append(f"network {name!r} missing from the checkpoint")
+                continue
+            if name not in current_modules:
+                problems.append(f"unexpected network {name!r} in the checkpoint")
+                continue
+            saved, current = saved_modules[name], current_modules[name]
+            for param in sorted(set(saved) | set(current)):
+                if param not in saved:
+                    problems.append(f"{name}.{param} missing from the checkpoint")
+                elif param not in current:
+                    problems.append(f"unexpected {name}.{param} in the checkpoint")
+                elif hasattr(saved[param], "shape") and tuple(saved[param].shape) != tuple(current[param].shape):
+                    problems.append(
+                        f"{name}.{param} has shape {tuple(saved[param].shape)} in the checkpoint, "
+                        f"{tuple(current[param].shape)} in the policy"
+                    )
+        if problems:
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            raise ckpt.CheckpointError(f"checkpoint {path} does not fit policy {current_class}: {shown}")
+        missing_states = sorted(set(self._states) - set(checkpoint["states"]))
+        if missing_states:
+            raise ckpt.CheckpointError(
+                f"checkpoint {path}: no state for registered object(s) {', '.join(map(repr, missing_states))}"
+            )
+        for name in sorted(set(checkpoint["states"]) - set(self._states)):
+            self.logger.warning("checkpoint %s has state %r, which is not registered; ignored", path, name)

@@ -1,0 +1,293 @@
+"""TensorBoard event files: a synchronous, point-counting writer and the rewind used on resume.
+
+Why not the stock ``tensorboardX.SummaryWriter``? Two reasons:
+
+* its events go through a background thread, so ``flush()`` does not wait for queued events: a checkpoint
+  taken right after a flush could claim points that never reached the disk. :class:`TBWriter` writes
+  each event synchronously (a buffered file write) and ``flush()`` fsyncs;
+* on resume we must know which points belong to the run *before* the checkpoint. :class:`TBWriter`
+  counts, for each scalar tag, the last step written and how many points it has at that step; the
+  learner stores that table in the checkpoint.
+
+:func:`rewind_event_files` is run when a checkpoint is loaded: it rewrites the event files in the
+TensorBoard directory so that only the points written before the checkpoint remain, and the resumed run
+adds the rest, with no duplicated and no missing point. Event files are TFRecord files: each record is
+``uint64 length (LE) | uint32 masked crc32c(length) | data | uint32 masked crc32c(data)`` and ``data``
+is a serialized ``Event`` protocol buffer (``tensorboardX.proto.event_pb2``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+from tensorboardX import SummaryWriter
+from tensorboardX.event_file_writer import EventsWriter
+from tensorboardX.proto import event_pb2
+from tensorboardX.record_writer import masked_crc32c
+from tensorboardX.writer import FileWriter
+
+from .checkpoint import atomic_write_bytes
+
+#: per tag: ``[last step written, number of points written at that step]``
+PointTable = Dict[str, List[int]]
+
+_HEADER = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+
+
+# -------------------------------------------------------------------------------------------- writer
+class _SyncEventFileWriter:
+    """Drop-in for tensorboardX's ``EventFileWriter`` that writes in the caller's thread."""
+
+    def __init__(self, logdir: str, filename_suffix: str) -> None:
+        self._logdir = logdir
+        os.makedirs(logdir, exist_ok=True)
+        self._events = EventsWriter(os.path.join(logdir, "events"), filename_suffix)
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        return self._events._file_name
+
+    def get_logdir(self) -> str:
+        return self._logdir
+
+    def add_event(self, event: event_pb2.Event) -> None:
+        if not self._closed:
+            self._events.write_event(event)
+
+    def flush(self) -> None:
+        if not self._closed:
+            self._events.flush()  # file flush + fsync
+
+    def close(self) -> None:
+        if not self._closed:
+            self._events.close()
+            self._closed = True
+
+    def reopen(self) -> None:  # FileWriter API; a closed TBWriter opens a new file on its next write
+        pass
+
+
+class _SyncFileWriter(FileWriter):
+    """tensorboardX ``FileWriter`` over :class:`_SyncEventFileWriter` (no thread, no atexit handler)."""
+
+    def __init__(self, logdir: str, filename_suffix: str) -> None:  # noqa: D107 - do not start a thread
+        self.event_writer = _SyncEventFileWriter(str(logdir), filename_suffix)
+        self._default_metadata = {}
+
+
+class TBWriter(SummaryWriter):
+    """A tensorboardX ``SummaryWriter`` with synchronous writes and per-tag point counts.
+
+    Args:
+        logdir: directory of the event files (``<work_dir>/tb``).
+        points: the table to update, shared with the learner so that it survives the writer being
+            closed and reopened (each open writes a new event file).
+    """
+
+    def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None) -> None:
+        self.points: PointTable = points if points is not None else {}
+        super().__init__(logdir=str(logdir))
+
+    def _get_file_writer(self) -> FileWriter:
+        if self.all_writers is None or self.file_writer is None:
+            # the time_ns suffix keeps files opened within the same second distinct and in creation order
+            # (tensorboardX names files by the second only: a second writer would truncate the first file)
+            self.file_writer = _SyncFileWriter(self.logdir, f".{time.time_ns()}")
+            self.all_writers = {self.file_writer.get_logdir(): self.file_writer}
+        return self.file_writer
+
+    @property
+    def event_file(self) -> Optional[str]:
+        """Path of the event file currently open, or None when closed."""
+        if self.file_writer is None:
+            return None
+        return self.file_writer.event_writer.path
+
+    def add_scalar(self, tag, scalar_value, global_step=None, walltime=None, display_name="", summary_description=""):
+        """As ``SummaryWriter.add_scalar``; also counts the point for :func:`rewind_event_files`."""
+        super().add_scalar(tag, scalar_value, global_step, walltime, display_name, summary_description)
+        if global_step is not None:
+            step = int(global_step)
+            entry = self.points.get(tag)
+            if entry is not None and entry[0] == step:
+                entry[1] += 1
+            else:
+                self.points[tag] = [step, 1]
+
+
+# ---------------------------------------------------------------------------------------- reading
+class EventFileError(ValueError):
+    """An event file is not a valid TFRecord file."""
+
+
+@dataclass
+class EventFile:
+    """The records of one event file, and whether it ended with a damaged or truncated record."""
+
+    path: Path
+    records: List[bytes] = field(default_factory=list)
+    damaged_tail: Optional[str] = None
+
+
+def read_records(path: Union[str, os.PathLike]) -> EventFile:
+    """Read the TFRecord records of ``path``, checking both CRCs.
+
+    Reading stops at the first record that is truncated or fails a checksum (what a crash mid-write
+    leaves); :attr:`EventFile.damaged_tail` then says what was wrong and where.
+    """
+    path = Path(path)
+    blob = path.read_bytes()
+    result = EventFile(path)
+    offset = 0
+    while offset < len(blob):
+        if len(blob) - offset < _HEADER.size + _CRC.size:
+            result.damaged_tail = f"truncated record header at byte {offset}"
+            break
+        header = blob[offset : offset + _HEADER.size]
+        (length,) = _HEADER.unpack(header)
+        (header_crc,) = _CRC.unpack_from(blob, offset + _HEADER.size)
+        if header_crc != masked_crc32c(header):
+            result.damaged_tail = f"bad length checksum at byte {offset}"
+            break
+        start = offset + _HEADER.size + _CRC.size
+        end = start + length
+        if end + _CRC.size > len(blob):
+            result.damaged_tail = f"truncated record at byte {offset}"
+            break
+        data = blob[start:end]
+        (data_crc,) = _CRC.unpack_from(blob, end)
+        if data_crc != masked_crc32c(data):
+            result.damaged_tail = f"bad data checksum at byte {offset}"
+            break
+        result.records.append(data)
+        offset = end + _CRC.size
+    return result
+
+
+def encode_record(data: bytes) -> bytes:
+    """One TFRecord record around ``data``."""
+    header = _HEADER.pack(len(data))
+    return header + _CRC.pack(masked_crc32c(header)) + data + _CRC.pack(masked_crc32c(data))
+
+
+def iter_events(path: Union[str, os.PathLike]) -> Iterator[event_pb2.Event]:
+    """The events of one file (stops silently at a damaged tail, as TensorBoard does)."""
+    for data in read_records(path).records:
+        event = event_pb2.Event()
+        event.ParseFromString(data)
+        yield event
+
+
+def event_files(logdir: Union[str, os.PathLike]) -> List[Path]:
+    """Every TensorBoard event file under ``logdir`` (recursively), in the order TensorBoard reads them."""
+    logdir = Path(logdir)
+    if not logdir.is_dir():
+        return []
+    return sorted(p for p in logdir.rglob("*") if p.is_file() and "tfevents" in p.name)
+
+
+# ---------------------------------------------------------------------------------------- rewinding
+def _axis_is_step(tag: str) -> bool:
+    """``learner_step/x``, ``collector_step/x``, ``evaluator_step/x``: the env-step axis."""
+    head = tag.split("/", 1)[0]
+    return head.endswith("_step")
+
+
+@dataclass
+class RewindReport:
+    """What :func:`rewind_event_files` changed."""
+
+    files_rewritten: List[Path] = field(default_factory=list)
+    points_removed: int = 0
+    damaged_tails: Dict[Path, str] = field(default_factory=dict)
+
+
+def rewind_event_files(
+    logdir: Union[str, os.PathLike],
+    train_iter: int,
+    envstep: int,
+    points: Optional[Mapping[str, List[int]]] = None,
+    skip: Tuple[Union[str, os.PathLike], ...] = (),
+    logger: Optional[logging.Logger] = None,
+) -> RewindReport:
+    """Remove from the event files under ``logdir`` every point written after a checkpoint.
+
+    Rules, per summary value of tag ``T`` at step ``s``, files taken in TensorBoard's reading order:
+
+    * ``T`` in ``points`` (the table :class:`TBWriter` kept up to the checkpoint), with last step ``L``
+      and ``n`` points at ``L``: keep if ``s < L``; at ``s == L`` keep the first ``n``; drop if ``s > L``.
+      This is exact even when the env-step counter did not move between two logs.
+    * any other tag (first written after the checkpoint, or by another writer): drop if ``s`` is beyond
+      the checkpoint on the tag's axis: ``envstep`` for ``*_step/...`` tags, ``train_iter`` otherwise.
+
+    Events without summaries (file version, session logs, graphs) are kept. A damaged or truncated last
+    record (a crash mid-write) is dropped. A file that changes is replaced atomically (temporary file in
+    the same directory, fsync, rename); unchanged files are not touched. ``skip`` lists files to leave
+    alone (the event file the current writer has open).
+    """
+    points = points or {}
+    skipped = {Path(p).resolve() for p in skip}
+    seen_at_last: Dict[str, int] = {}
+    report = RewindReport()
+
+    def keep(tag: str, step: int) -> bool:
+        entry = points.get(tag)
+        if entry is not None:
+            last_step, count = int(entry[0]), int(entry[1])
+            if step < last_step:
+                return True
+            if step > last_step:
+                return False
+            seen_at_last[tag] = seen_at_last.get(tag, 0) + 1
+            return seen_at_last[tag] <= count
+        limit = envstep if _axis_is_step(tag) else train_iter
+        return step <= limit
+
+    for path in event_files(logdir):
+        if path.resolve() in skipped:
+            continue
+        content = read_records(path)
+        changed = content.damaged_tail is not None
+        if changed:
+            report.damaged_tails[path] = content.damaged_tail
+        out: List[bytes] = []
+        for data in content.records:
+            event = event_pb2.Event()
+            event.ParseFromString(data)
+            if not event.HasField("summary"):
+                out.append(encode_record(data))
+                continue
+            kept = [value for value in event.summary.value if keep(value.tag, event.step)]
+            removed = len(event.summary.value) - len(kept)
+            if removed == 0:
+                out.append(encode_record(data))
+                continue
+            changed = True
+            report.points_removed += removed
+            if kept:
+                del event.summary.value[:]
+                event.summary.value.extend(kept)
+                out.append(encode_record(event.SerializeToString()))
+        if changed:
+            # the temporary name must not contain "tfevents", or TensorBoard would read it
+            atomic_write_bytes(path, b"".join(out), tmp_prefix=".rlearn-rewind-")
+            report.files_rewritten.append(path)
+    if logger is not None and (report.files_rewritten or report.damaged_tails):
+        logger.info(
+            "TensorBoard rewind to train_iter=%d envstep=%d: removed %d point(s) written after the checkpoint "
+            "from %d event file(s)%s",
+            train_iter,
+            envstep,
+            report.points_removed,
+            len(report.files_rewritten),
+            "".join(f"; dropped damaged tail of {p.name} ({why})" for p, why in report.damaged_tails.items()),
+        )
+    return report

@@ -1,0 +1,190 @@
+"""``get_logger``: a configured :class:`logging.Logger` (format, colours, warning de-duplication, rank files)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections import OrderedDict
+from pathlib import Path
+from typing import Optional, Union
+
+__all__ = ["get_logger", "get_rank", "rank_log_file"]
+
+DATE_FORMAT = "%m/%d %H:%M:%S"
+_BASE = "%(asctime)s - %(name)s - {level} - "
+_LOCATION = "%(pathname)s - %(funcName)s - %(lineno)d - "
+_COLOURS = {
+    logging.DEBUG: "\033[36m",  # cyan
+    logging.WARNING: "\033[33m",  # yellow
+    logging.ERROR: "\033[31m",  # red
+    logging.CRITICAL: "\033[1;31m",  # bold red
+}
+_RESET = "\033[0m"
+_MARK = "_rlearn_handler"  # attribute set on the handlers get_logger installs
+
+
+class RlearnFormatter(logging.Formatter):
+    """``MM/DD HH:MM:SS - name - LEVEL - message``; ERROR and above add ``path - function - line - ``.
+
+    With ``color=True`` the level name is wrapped in ANSI colours (for terminals only).
+    """
+
+    def __init__(self, color: bool = False) -> None:
+        super().__init__(datefmt=DATE_FORMAT)
+        self.color = color
+        self._styles = {}
+        for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL):
+            name = "%(levelname)s"
+            if color and level in _COLOURS:
+                name = f"{_COLOURS[level]}%(levelname)s{_RESET}"
+            fmt = _BASE.format(level=name) + (_LOCATION if level >= logging.ERROR else "") + "%(message)s"
+            self._styles[level] = logging.PercentStyle(fmt)
+
+    def usesTime(self) -> bool:  # noqa: N802 - logging API name
+        return True
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging API name
+        level = max((lv for lv in self._styles if lv <= record.levelno), default=logging.DEBUG)
+        return self._styles[level].format(record)
+
+
+class DuplicateWarningFilter(logging.Filter):
+    """Lets a WARNING message through the first time only (other levels always pass).
+
+    Remembers the last ``max_seen`` distinct warnings, so memory stays bounded.
+    """
+
+    def __init__(self, max_seen: int = 10_000) -> None:
+        super().__init__()
+        self.max_seen = max_seen
+        self._seen: "OrderedDict[str, None]" = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        message = record.getMessage()
+        if message in self._seen:
+            return False
+        self._seen[message] = None
+        if len(self._seen) > self.max_seen:
+            self._seen.popitem(last=False)
+        return True
+
+
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stdout`` is at emit time; colours only when it is a TTY."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._plain = RlearnFormatter(color=False)
+        self._colour = RlearnFormatter(color=True)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ assigns it; we always follow sys.stdout
+        pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        try:
+            tty = self.stream.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        return (self._colour if tty else self._plain).format(record)
+
+
+def _parse_level(log_level: Union[str, int]) -> int:
+    if isinstance(log_level, bool):
+        raise ValueError(f"log_level must be a level name or number; got {log_level!r}")
+    if isinstance(log_level, int):
+        if log_level in (logging.NOTSET, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL):
+            return log_level
+        raise ValueError(f"unknown log_level {log_level!r}; use one of 0, 10, 20, 30, 40, 50")
+    if isinstance(log_level, str):
+        names = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
+        upper = log_level.upper()
+        if upper in names:
+            return int(getattr(logging, upper))
+        raise ValueError(f"unknown log_level {log_level!r}; use one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    raise ValueError(f"log_level must be a level name or number; got {type(log_level).__name__}")
+
+
+def get_rank() -> int:
+    """This process's rank: ``torch.distributed`` if it is initialised, else the ``RANK`` variable, else 0."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        dist = getattr(torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    raw = os.environ.get("RANK")
+    if raw is None or raw == "":
+        return 0
+    try:
+        rank = int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable RANK must be a non-negative int; got {raw!r}") from None
+    if rank < 0:
+        raise ValueError(f"environment variable RANK must be a non-negative int; got {raw!r}")
+    return rank
+
+
+def rank_log_file(log_file: Union[str, Path], rank: int) -> Path:
+    """The log file of ``rank``: ``log_file`` itself for rank 0, ``<stem>_rank<r><ext>`` beside it otherwise."""
+    path = Path(log_file)
+    return path if rank == 0 else path.with_name(f"{path.stem}_rank{rank}{path.suffix}")
+
+
+def get_logger(
+    name: str = "rlearn",
+    log_file: Optional[Union[str, Path]] = None,
+    log_level: Union[str, int] = "INFO",
+    distributed: bool = False,
+) -> logging.Logger:
+    """Return the logger ``name`` set up the rlearn way.
+
+    * one stdout handler with lines ``MM/DD HH:MM:SS - name - LEVEL - message`` (ERROR and above add
+      ``path - function - line - `` before the message); colours only when stdout is a terminal;
+      on ranks other than 0 the console shows ERROR and above only;
+    * a WARNING whose text was already shown is dropped (``DuplicateWarningFilter``);
+    * ``propagate = False``, so nothing is printed twice by the root logger;
+    * with ``log_file``: rank 0 appends to it (parent directories are created). With
+      ``distributed=True`` rank ``r > 0`` writes ``<stem>_rank<r><ext>`` beside it; with
+      ``distributed=False`` other ranks write no file. The rank comes from ``torch.distributed`` when it
+      is initialised, else from the ``RANK`` environment variable.
+
+    Calling it again with the same name reuses the handlers (no duplicate lines), updates the level and
+    adds a file handler only for a file it does not write yet. An unknown ``log_level`` raises
+    ``ValueError``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"logger name must be a non-empty str; got {name!r}")
+    level = _parse_level(log_level)
+    rank = get_rank()
+    logger = logging.getLogger(name)
+    logger.setLevel(level)
+    logger.propagate = False
+
+    if not any(isinstance(f, DuplicateWarningFilter) for f in logger.filters):
+        logger.addFilter(DuplicateWarningFilter())
+
+    ours = [h for h in logger.handlers if getattr(h, _MARK, None)]
+    if not any(getattr(h, _MARK) == "stream" for h in ours):
+        stream = _StdoutHandler()
+        setattr(stream, _MARK, "stream")
+        logger.addHandler(stream)
+    for handler in logger.handlers:
+        if getattr(handler, _MARK, None) == "stream":
+            handler.setLevel(logging.NOTSET if rank == 0 else logging.ERROR)
+
+    if log_file is not None and (rank == 0 or distributed):
+        path = rank_log_file(log_file, rank).resolve()
+        if not any(getattr(h, _MARK, None) == "file" and Path(h.baseFilename) == path for h in ours):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            file_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+            file_handler.setFormatter(RlearnFormatter(color=False))
+            setattr(file_handler, _MARK, "file")
+            logger.addHandler(file_handler)
+    return logger

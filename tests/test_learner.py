@@ -1,0 +1,279 @@
+"""BaseLearner: config checks, the five steps of one iteration, cur_lr, record (undeclared / strict / bad
+values), counters and the message hub."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from policies.base import Policy
+from rlearn.hooks import Hook
+from rlearn.learner import BaseLearner, LearnerConfigError
+from rlearn.monitor import TickMonitor
+
+
+class TinyPolicy(Policy):
+    """Returns ``info`` from a script (one dict per iteration); declares ``loss`` and ``aux``."""
+
+    default_config = {"optimizers": 1, "declare": ["loss", "aux"]}
+
+    def _init_learn(self):
+        self.net = torch.nn.Linear(2, 1)
+        self.opts = {
+            f"o{i}": torch.optim.SGD(self.net.parameters(), lr=0.1 * (i + 1)) for i in range(self.cfg["optimizers"])
+        }
+        self.script = []
+
+    def _forward_learn(self, data):
+        return self.script.pop(0) if self.script else {"loss": 1.0}
+
+    def _monitor_vars_learn(self):
+        return list(self.cfg["declare"])
+
+    def _forward_collect(self, obs, envstep):
+        return {"action": np.zeros(len(obs))}
+
+    def _forward_eval(self, obs):
+        return np.zeros(len(obs))
+
+    def modules(self):
+        return {"net": self.net}
+
+    def optimizers(self):
+        return self.opts
+
+
+@pytest.fixture
+def logger():
+    log = logging.getLogger("rlearn.test.learner")
+    log.setLevel(logging.INFO)
+    return log
+
+
+def make(cfg=None, policy_cfg=None, logger=None, **kwargs):
+    return BaseLearner(TinyPolicy(policy_cfg, None, None), cfg, logger=logger, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------ config
+def test_config_defaults_and_unknown_keys():
+    learner = make()
+    assert learner.cfg["log_freq"] == 100 and learner.cfg["monitor_window"] == 100 and learner.cfg["strict"] is False
+    assert isinstance(learner.monitor, TickMonitor) and learner.monitor.window_size("anything") == 100
+    assert make({"log_freq": 7}).monitor.window_size("loss") == 7  # window follows log_freq by default
+    with pytest.raises(LearnerConfigError, match=r"unknown learner config key\(s\) 'log_frq', 'x'; known keys: log_freq"):
+        make({"log_frq": 10, "x": 1})
+
+
+@pytest.mark.parametrize(
+    "cfg, culprit",
+    [
+        ({"log_freq": 0}, "log_freq"),
+        ({"log_freq": 2.5}, "log_freq"),
+        ({"monitor_window": True}, "monitor_window"),
+        ({"monitor_windows": {"aux": 0}}, "monitor_windows.aux"),
+        ({"monitor_windows": [1]}, "monitor_windows"),
+        ({"strict": "yes"}, "strict"),
+        ({"hooks": "LogShowHook"}, "hooks"),
+    ],
+)
+def test_bad_config_values_name_the_key(cfg, culprit):
+    with pytest.raises(LearnerConfigError, match=f"'{culprit}'"):
+        make(cfg)
+
+
+def test_per_key_windows_and_hooks_from_config(tmp_path):
+    learner = make(
+        {"monitor_window": 5, "monitor_windows": {"aux": 50}, "hooks": [dict(type="LogShowHook", freq=3, priority="BELOW_NORMAL")]},
+        work_dir=tmp_path,
+    )
+    assert learner.monitor.window_size("loss") == 5 and learner.monitor.window_size("aux") == 50
+    (hook,) = learner.hooks
+    assert type(hook).__name__ == "LogShowHook" and hook.freq == 3 and int(hook.priority) == 60
+
+
+# ------------------------------------------------------------------------------------ one iteration
+class Spy(Hook):
+    def __init__(self, events, learner_ref):
+        self.events = events
+        self.learner_ref = learner_ref
+
+    def before_iter(self, learner):
+        self.events.append(("before_iter", learner.train_iter, learner.envstep, learner.monitor.tick_count))
+
+    def after_iter(self, learner):
+        # the values of this iteration are in the window, the tick has not happened yet
+        self.events.append(
+            ("after_iter", learner.train_iter, learner.monitor.tick_count, learner.monitor.last("loss"), learner.monitor.count("loss"))
+        )
+
+
+def test_iteration_order_counters_and_message_hub():
+    learner = make({"monitor_window": 10})
+    events = []
+    learner.register_hook(Spy(events, learner))
+    learner.policy.script = [{"loss": 2.0}, {"loss": 4.0, "aux": 1}]
+    out = learner.train("batch", envstep=16)
+    assert out == {"loss": 2.0}
+    learner.train("batch")  # envstep unchanged
+    assert events == [
+        ("before_iter", 0, 16, 0),
+        ("after_iter", 1, 0, 2.0, 1),
+        ("before_iter", 1, 16, 1),
+        ("after_iter", 2, 1, 4.0, 2),
+    ]
+    assert (learner.train_iter, learner.envstep, learner.monitor.tick_count) == (2, 16, 2)
+    assert learner.monitor.avg("loss") == 3.0 and learner.monitor.avg("aux") == 1.0
+    hub = learner.message_hub
+    assert (hub.get_info("train_iter"), hub.get_info("envstep"), hub.get_info("policy")) == (2, 16, "TinyPolicy")
+
+
+def test_envstep_must_be_an_int_that_does_not_decrease():
+    learner = make()
+    learner.train(None, envstep=10)
+    with pytest.raises(ValueError, match="envstep went backwards: 5 < 10"):
+        learner.train(None, envstep=5)
+    with pytest.raises(TypeError, match="envstep must be an int"):
+        learner.train(None, envstep=5.0)
+    assert learner.train_iter == 1 and learner.envstep == 10
+
+
+def test_forward_learn_must_return_a_dict():
+    learner = make()
+    learner.policy.script = [[("loss", 1.0)]]
+    with pytest.raises(TypeError, match="TinyPolicy._forward_learn must return a dict of scalars, got list"):
+        learner.train(None)
+    assert learner.train_iter == 0
+
+
+def test_a_failing_after_iter_hook_still_ticks():
+    class Boom(Hook):
+        def after_iter(self, learner):
+            raise RuntimeError("boom")
+
+    learner = make()
+    learner.register_hook(Boom())
+    with pytest.raises(RuntimeError, match="boom"):
+        learner.train(None)
+    assert learner.train_iter == 1 and learner.monitor.tick_count == 1
+
+
+# --------------------------------------------------------------------------------------------- cur_lr
+def test_cur_lr_is_read_after_scheduling():
+    learner = make({"monitor_window": 1})
+    optimizer = learner.policy.opts["o0"]
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.5)
+
+    class SchedulerStep(Hook):
+        def after_iter(self, learner):
+            scheduler.step()
+
+    learner.register_hook(SchedulerStep())
+    assert learner.monitor_vars() == ["loss", "aux", "cur_lr"]
+    seen = []
+    for _ in range(4):
+        learner.train(None)
+        seen.append(learner.monitor.last("cur_lr"))
+    # the lr the optimizer used in each iteration: 0.1, then halved by each scheduler step
+    assert seen == pytest.approx([0.1, 0.05, 0.025, 0.0125], rel=0, abs=1e-15)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.00625)
+
+
+def test_cur_lr_with_lr_scheduler_hook_warmup():
+    from rlearn.hooks import LRSchedulerHook
+
+    learner = make({"monitor_window": 1})
+    hook = LRSchedulerHook(scheduler=dict(type="ConstantLR", factor=1.0, total_iters=1), warmup="linear", warmup_iters=4, warmup_ratio=0.5)
+    learner.register_hook(hook)
+    learner.call_hook("before_run")
+    seen = []
+    for _ in range(6):
+        learner.train(None)
+        seen.append(learner.monitor.last("cur_lr"))
+    # linear warmup from 0.5 * lr to lr over 4 iterations, then the base lr
+    assert seen[0] == pytest.approx(0.05) and seen[-1] == pytest.approx(0.1)
+    assert seen == sorted(seen) and seen[0] < seen[2] < seen[4]
+
+
+def test_several_optimizers_and_policy_owned_lr():
+    learner = make(policy_cfg={"optimizers": 2})
+    assert learner.monitor_vars() == ["loss", "aux", "cur_lr_o0", "cur_lr_o1"]
+    learner.train(None)
+    assert learner.monitor.last("cur_lr_o0") == pytest.approx(0.1) and learner.monitor.last("cur_lr_o1") == pytest.approx(0.2)
+
+    own = make(policy_cfg={"declare": ["loss", "cur_lr_actor"]})
+    assert own.monitor_vars() == ["loss", "cur_lr_actor"]
+    own.train(None)
+    assert own.monitor.keys() == ["loss"]
+
+    none = make(policy_cfg={"optimizers": 0})
+    none.train(None)
+    assert none.monitor_vars() == ["loss", "aux"] and none.monitor.keys() == ["loss"]
+
+
+# --------------------------------------------------------------------------------------------- record
+def test_undeclared_key_recorded_with_one_warning(caplog, logger):
+    learner = make(logger=logger)
+    learner.policy.script = [{"loss": 1.0, "mystery": 2.0}, {"mystery": 4.0}, {"mystery": 6.0, "other": 1}]
+    with caplog.at_level(logging.WARNING, logger="rlearn.test.learner"):
+        for _ in range(3):
+            learner.train(None)
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len([m for m in messages if "'mystery'" in m]) == 1
+    assert len([m for m in messages if "'other'" in m]) == 1
+    assert "monitor key 'mystery' is not declared" in messages[0]
+    assert "add it to TinyPolicy._monitor_vars_learn()" in messages[0]
+    assert learner.monitor.avg("mystery") == 4.0 and learner.monitor.avg("other") == 1.0
+
+
+def test_strict_mode_raises_before_recording_anything():
+    learner = make({"strict": True})
+    learner.policy.script = [{"loss": 5.0, "mystery": 2.0}]
+    with pytest.raises(ValueError, match=r"undeclared monitor key\(s\) 'mystery' \(strict mode\): add them to TinyPolicy._monitor_vars_learn\(\)"):
+        learner.train(None)
+    assert learner.monitor.last("loss") is None and learner.monitor.last("mystery") is None
+    assert learner.train_iter == 0
+    learner.declare_monitor_vars(["mystery"])
+    learner.policy.script = [{"loss": 5.0, "mystery": 2.0}]
+    learner.train(None)
+    assert learner.monitor.last("mystery") == 2.0
+
+
+def test_bad_value_type_names_the_key_and_records_nothing_of_the_update():
+    learner = make()
+    learner.policy.script = [{"loss": 1.0, "aux": "high"}]
+    with pytest.raises(TypeError, match="aux"):
+        learner.train(None)
+    assert learner.monitor.last("loss") is None
+    with pytest.raises(TypeError, match="record expects a dict"):
+        learner.record([1.0])
+
+
+def test_tensor_and_numpy_values(tmp_path):
+    learner = make()
+    learner.policy.script = [{"loss": torch.tensor(2.0), "aux": np.float32(3.0)}, {"loss": torch.tensor([4.0])}]
+    learner.train(None)
+    learner.train(None)
+    assert learner.monitor.avg("loss") == 3.0 and learner.monitor.avg("aux") == 3.0
+
+
+def test_declare_monitor_vars():
+    learner = make()
+    learner.declare_monitor_vars(["data_time", "collector/episode_return", "data_time"])
+    learner.declare_monitor_vars("train_time")
+    assert learner.monitor_vars() == ["loss", "aux", "cur_lr", "data_time", "collector/episode_return", "train_time"]
+    with pytest.raises(TypeError, match="non-empty strings"):
+        learner.declare_monitor_vars([""])
+
+
+def test_rank_checks_and_register_state():
+    with pytest.raises(ValueError, match="rank"):
+        make(rank=2, world_size=2)
+    learner = make()
+    with pytest.raises(TypeError, match="no state_dict/load_state_dict"):
+        learner.register_state("thing", object())
+    learner.register_state("buffer", torch.nn.Linear(1, 1))
+    with pytest.raises(ValueError, match="'buffer' is already registered"):
+        learner.register_state("buffer", torch.nn.Linear(1, 1))

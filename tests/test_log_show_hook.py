@@ -1,0 +1,272 @@
+"""LogShowHook: table text, TensorBoard points read back with TensorBoard's EventAccumulator, warnings."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from policies.base import Policy
+from rlearn.hooks import LogShowHook
+from rlearn.hooks.log_show import format_value, horizontal_tables, tb_tags
+from rlearn.learner import BaseLearner
+
+F32 = np.float32
+
+
+class PeriodicPolicy(Policy):
+    """``loss`` = n every iteration, ``aux`` = 100 + n every 5 iterations, ``never`` declared, never sent.
+    ``nan_at`` makes ``loss`` NaN at those iterations; ``extra`` adds an undeclared key."""
+
+    default_config = {"nan_at": [], "extra": False}
+
+    def _init_learn(self):
+        self.net = torch.nn.Linear(1, 1)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.25)
+        self.n = 0
+
+    def _forward_learn(self, data):
+        self.n += 1
+        info = {"loss": math.nan if self.n in self.cfg["nan_at"] else float(self.n)}
+        if self.n % 5 == 0:
+            info["aux"] = 100.0 + self.n
+        if self.cfg["extra"]:
+            info["surprise"] = np.float32(2 * self.n)
+        return info
+
+    def _monitor_vars_learn(self):
+        return ["loss", "aux", "never"]
+
+    def _forward_collect(self, obs, envstep):
+        return {"action": np.zeros(len(obs))}
+
+    def _forward_eval(self, obs):
+        return np.zeros(len(obs))
+
+    def optimizers(self):
+        return {"opt": self.opt}
+
+
+class ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def make(tmp_path, iters=40, policy_cfg=None, hook=None, width=400, **cfg):
+    logger = logging.getLogger(f"rlearn.test.logshow.{tmp_path.name}")
+    logger.setLevel(logging.INFO)
+    handler = ListHandler()
+    logger.addHandler(handler)
+    learner = BaseLearner(
+        PeriodicPolicy(policy_cfg, None, None),
+        dict(dict(log_freq=10, monitor_window=10), **cfg),
+        work_dir=tmp_path,
+        logger=logger,
+    )
+    learner.register_hook(hook or LogShowHook(width=width), "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    for i in range(1, iters + 1):
+        learner.train(None, envstep=7 * i)
+    learner.call_hook("after_run")
+    return learner, handler.records
+
+
+def read_scalars(logdir):
+    acc = EventAccumulator(str(logdir), purge_orphaned_data=False, size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def parse_tables(text):
+    """{column: cell} from the grid tables of one log message."""
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    cells = {}
+    for header, values in zip(rows[0::2], rows[1::2]):
+        names = [c.strip() for c in header.strip("|").split("|")]
+        vals = [c.strip() for c in values.strip("|").split("|")]
+        cells.update(zip(names, vals))
+    return cells
+
+
+def tables(records):
+    return [r.getMessage() for r in records if r.levelno == logging.INFO and r.getMessage().startswith("train_iter")]
+
+
+def warnings_of(records):
+    return [r.getMessage() for r in records if r.levelno == logging.WARNING]
+
+
+def test_periodic_key_tensorboard_points_exact(tmp_path):
+    make(tmp_path)
+    got = read_scalars(tmp_path / "tb")
+    metric_tags = {t for t in got if not t.startswith("throughput")}
+    assert metric_tags == {
+        "learner_iter/loss_avg",
+        "learner_step/loss_avg",
+        "learner_iter/aux_avg",
+        "learner_step/aux_avg",
+        "learner_iter/cur_lr_avg",
+        "learner_step/cur_lr_avg",
+    }
+    assert set(got) - metric_tags == {
+        "throughput_iter/iters_per_sec",
+        "throughput_iter/env_steps_per_sec",
+        "throughput_step/iters_per_sec",
+        "throughput_step/env_steps_per_sec",
+    }
+    # loss: mean of the 10 values of the window; aux: mean of its 2 values (iterations 5k and 5k+5)
+    assert got["learner_iter/loss_avg"] == [(10, 5.5), (20, 15.5), (30, 25.5), (40, 35.5)]
+    assert got["learner_step/loss_avg"] == [(70, 5.5), (140, 15.5), (210, 25.5), (280, 35.5)]
+    assert got["learner_iter/aux_avg"] == [(10, 107.5), (20, 117.5), (30, 127.5), (40, 137.5)]
+    assert got["learner_step/aux_avg"] == [(70, 107.5), (140, 117.5), (210, 127.5), (280, 137.5)]
+    assert got["learner_iter/cur_lr_avg"] == [(s, F32(0.25)) for s in (10, 20, 30, 40)]
+    for tag in ("throughput_iter/iters_per_sec", "throughput_iter/env_steps_per_sec"):
+        assert [s for s, _ in got[tag]] == [10, 20, 30, 40] and all(v > 0 for _, v in got[tag])
+    assert [s for s, _ in got["throughput_step/env_steps_per_sec"]] == [70, 140, 210, 280]
+
+
+def test_table_text_and_never_reported_key(tmp_path):
+    _, records = make(tmp_path)
+    texts = tables(records)
+    assert len(texts) == 4
+    first = parse_tables(texts[0])
+    assert list(first) == [
+        "train_iter", "envstep", "iters/s", "env_steps/s", "loss_avg", "aux_avg", "never_avg", "cur_lr_avg"
+    ]
+    assert (first["train_iter"], first["envstep"]) == ("10", "70")
+    assert (first["loss_avg"], first["aux_avg"], first["never_avg"], first["cur_lr_avg"]) == ("5.5", "107.5", "-", "0.25")
+    assert float(first["iters/s"]) > 0 and float(first["env_steps/s"]) > 0
+    last = parse_tables(texts[-1])
+    assert (last["train_iter"], last["loss_avg"], last["aux_avg"], last["never_avg"]) == ("40", "35.5", "137.5", "-")
+
+    never = [w for w in warnings_of(records) if "'never'" in w]
+    assert len(never) == 1  # once, at the second log, not repeated at the 3rd and 4th
+    assert "declared monitor key 'never' has never been reported after 20 iterations" in never[0]
+    assert "_monitor_vars_learn()" in never[0]
+    assert not [w for w in warnings_of(records) if "'aux'" in w or "'loss'" in w]
+
+
+def test_never_reported_warns_at_end_when_only_one_log(tmp_path):
+    _, records = make(tmp_path, iters=15)
+    never = [w for w in warnings_of(records) if "'never'" in w]
+    assert len(never) == 1 and "after 15 iterations" in never[0]
+
+
+def test_no_warning_for_a_key_seen_before_the_second_log(tmp_path):
+    # aux every 5 iterations, log every 3: aux is missing at the first log (iteration 3), not a problem
+    _, records = make(tmp_path, iters=12, log_freq=3, monitor_window=3)
+    assert not [w for w in warnings_of(records) if "'aux'" in w]
+    first = parse_tables(tables(records)[0])
+    assert first["aux_avg"] == "-"
+
+
+def test_empty_window_gets_dash_and_no_point(tmp_path):
+    # aux every 5 iterations, a window of 2 and logs at 12 and 24: the windows (11-12, 23-24) never hold
+    # an aux value -> '-' and no point at all (never a fabricated 0)
+    _, records = make(tmp_path, iters=24, log_freq=12, monitor_window=2)
+    got = read_scalars(tmp_path / "tb")
+    assert "learner_iter/aux_avg" not in got and "learner_step/aux_avg" not in got
+    assert [parse_tables(t)["aux_avg"] for t in tables(records)] == ["-", "-"]
+    assert got["learner_iter/loss_avg"] == [(12, 11.5), (24, 23.5)]
+
+
+def test_per_key_windows(tmp_path):
+    make(tmp_path, iters=20, monitor_windows={"aux": 20})
+    got = read_scalars(tmp_path / "tb")
+    assert got["learner_iter/aux_avg"] == [(10, 107.5), (20, 112.5)]  # (105+110+115+120)/4 at 20
+
+
+def test_nonfinite_values_are_counted_not_averaged(tmp_path):
+    _, records = make(tmp_path, iters=20, policy_cfg={"nan_at": [3]})
+    got = read_scalars(tmp_path / "tb")
+    assert got["learner_iter/loss_avg"] == [(10, F32((55 - 3) / 9)), (20, 15.5)]
+    assert got["learner_iter/loss_nonfinite"] == [(10, 1.0)]
+    assert got["learner_step/loss_nonfinite"] == [(70, 1.0)]
+    texts = tables(records)
+    first, second = parse_tables(texts[0]), parse_tables(texts[1])
+    assert first["loss_avg"] == format_value((55 - 3) / 9) and first["loss_nonfinite"] == "1"
+    assert "loss_nonfinite" not in second
+    nonfinite = [w for w in warnings_of(records) if "non-finite" in w]
+    assert nonfinite == ["non-finite values (NaN/inf) in the window, excluded from the averages: loss: 1"]
+
+
+def test_undeclared_key_is_shown_and_written(tmp_path):
+    _, records = make(tmp_path, iters=20, policy_cfg={"extra": True})
+    got = read_scalars(tmp_path / "tb")
+    assert got["learner_iter/surprise_avg"] == [(10, 11.0), (20, 31.0)]
+    assert parse_tables(tables(records)[0])["surprise_avg"] == "11"
+    undeclared = [w for w in warnings_of(records) if "'surprise'" in w]
+    assert len(undeclared) == 1 and "add it to PeriodicPolicy._monitor_vars_learn()" in undeclared[0]
+
+
+def test_grouped_keys_go_to_their_group(tmp_path):
+    assert tb_tags("loss") == ("learner_iter/loss_avg", "learner_step/loss_avg")
+    assert tb_tags("collector/episode_return") == ("collector_iter/episode_return_avg", "collector_step/episode_return_avg")
+    learner = BaseLearner(PeriodicPolicy(None, None, None), dict(log_freq=2), work_dir=tmp_path)
+    learner.declare_monitor_vars(["collector/episode_return"])
+    learner.register_hook(LogShowHook(), "BELOW_NORMAL")
+    learner.train(None, envstep=50)
+    learner.record({"collector/episode_return": -3.0})
+    learner.train(None, envstep=100)
+    learner.call_hook("after_run")
+    got = read_scalars(tmp_path / "tb")
+    assert got["collector_iter/episode_return_avg"] == [(2, -3.0)]
+    assert got["collector_step/episode_return_avg"] == [(100, -3.0)]
+
+
+def test_tables_wrap_to_the_width(tmp_path):
+    columns = [(f"column_number_{i}_avg", f"{i}.25") for i in range(12)]
+    text = horizontal_tables(columns, width=80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert len([line for line in lines if line.startswith("|")]) > 2  # several tables
+    cells = parse_tables(text)
+    assert list(cells) == [name for name, _ in columns] and cells["column_number_7_avg"] == "7.25"
+    # one column wider than the terminal still gets printed, alone
+    wide = horizontal_tables([("x" * 100, "1"), ("y", "2")], width=40)
+    assert parse_tables(wide) == {"x" * 100: "1", "y": "2"}
+
+    _, records = make(tmp_path, iters=10, width=60)
+    text = tables(records)[0]
+    assert max(len(line) for line in text.splitlines()[1:]) <= 60
+    assert parse_tables(text)["loss_avg"] == "5.5"
+
+
+def test_terminal_width_is_used_by_default(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=(120, 24): os.terminal_size((50, 20)))
+    _, records = make(tmp_path, iters=10, hook=LogShowHook())
+    assert max(len(line) for line in tables(records)[0].splitlines()[1:]) <= 50
+
+
+def test_freq_argument_overrides_log_freq_and_validation(tmp_path):
+    _, records = make(tmp_path, iters=12, hook=LogShowHook(freq=4, width=300))
+    assert [parse_tables(t)["train_iter"] for t in tables(records)] == ["4", "8", "12"]
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="freq"):
+            LogShowHook(freq=bad)
+
+
+def test_no_tensorboard_without_work_dir_or_on_other_ranks(tmp_path):
+    learner = BaseLearner(PeriodicPolicy(None, None, None), dict(log_freq=1), work_dir=tmp_path, rank=1, world_size=2)
+    hook = LogShowHook()
+    learner.register_hook(hook, "BELOW_NORMAL")
+    learner.train(None, envstep=1)
+    assert learner.tb_writer is None and hook.logs == 0 and not (tmp_path / "tb").exists()
+
+
+def test_format_value():
+    assert [format_value(v) for v in (None, 3, 0.1 + 0.2, 1234567.0, math.nan, -math.inf, 1e-7)] == [
+        "-", "3", "0.3", "1.23457e+06", "nan", "-inf", "1e-07"
+    ]

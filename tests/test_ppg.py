@@ -1,0 +1,393 @@
+"""PPGPolicy: irregular monitor keys, GAE, the auxiliary phase, action handling, checkpoints."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.distributions import Categorical, Normal, kl_divergence
+
+from policies import PolicyConfigError, get_policy_class, is_scalar
+from policies.ppg import PPGPolicy, behavioral_cloning_kl, compute_gae, explained_variance
+
+AUX_KEYS = {"aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss"}
+EVERY_ITER_KEYS = {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "cur_lr"}
+
+DISCRETE = (spaces.Box(-1.0, 1.0, (4,), np.float32), spaces.Discrete(3))
+CONTINUOUS = (spaces.Box(-1.0, 1.0, (3,), np.float32), spaces.Box(-2.0, 2.0, (2,), np.float32))
+SMALL = dict(hidden_sizes=[16], rollout_steps=8, minibatch_size=8, aux_minibatch_size=16, e_policy=2, e_value=2, e_aux=2)
+
+
+def make_policy(action="discrete", seed=0, **cfg):
+    obs_space, act_space = DISCRETE if action == "discrete" else CONTINUOUS
+    return PPGPolicy({**SMALL, **cfg}, obs_space, act_space, seed=seed)
+
+
+def make_rollout(policy, T=8, N=2, seed=0, done_prob=0.15):
+    """A synthetic on-policy rollout [T, N]: random observations, actions from ``_forward_collect``,
+    random rewards and episode ends (terminated and truncated both occur)."""
+    rng = np.random.default_rng(seed)
+    obs_dim = policy.observation_space.shape[0]
+    obs = rng.uniform(-1, 1, (T + 1, N, obs_dim)).astype(np.float32)
+    steps = [policy._forward_collect(obs[t], envstep=t * N) for t in range(T)]
+    ends = rng.random((T, N))
+    data = {
+        "obs": obs[:-1],
+        "next_obs": obs[1:],
+        "reward": rng.normal(size=(T, N)).astype(np.float32),
+        "terminated": (ends < done_prob / 2).astype(np.float32),
+        "truncated": ((ends >= done_prob / 2) & (ends < done_prob)).astype(np.float32),
+    }
+    for key in steps[0]:
+        data[key] = np.stack([s[key] for s in steps])
+    return {key: torch.as_tensor(value) for key, value in data.items()}
+
+
+# ------------------------------------------------------------------------------------ monitor keys
+@pytest.mark.parametrize("action", ["discrete", "continuous"])
+def test_monitor_vars_both_directions(action):
+    """Every returned key is declared, every declared key appears within n_pi iterations, values are finite scalars."""
+    n_pi = 3
+    policy = make_policy(action, n_pi=n_pi)
+    declared = policy.monitor_vars()
+    assert set(declared) == EVERY_ITER_KEYS | AUX_KEYS and len(declared) == 10
+    seen = set()
+    for it in range(n_pi):
+        info = policy._forward_learn(make_rollout(policy, seed=it))
+        assert set(info) <= set(declared), set(info) - set(declared)
+        for key, value in info.items():
+            assert is_scalar(value) and math.isfinite(float(value)), (key, value)
+        seen |= set(info)
+    assert seen == set(declared)
+
+
+def test_aux_phase_every_n_pi_iterations_and_clears_store():
+    n_pi = 3
+    policy = make_policy(n_pi=n_pi)
+    for it in range(1, 3 * n_pi + 2):
+        info = policy._forward_learn(make_rollout(policy, seed=it))
+        has_aux = it % n_pi == 0
+        assert (AUX_KEYS <= set(info)) == has_aux and (AUX_KEYS & set(info) == set()) == (not has_aux), it
+        assert EVERY_ITER_KEYS <= set(info)
+        assert policy.aux_store_size == it % n_pi
+        assert policy.policy_iterations == it
+
+
+def test_aux_phase_uses_every_stored_observation():
+    """The auxiliary phase trains on the concatenation of the n_pi stored rollouts (T * N * n_pi rows)."""
+    policy = make_policy(n_pi=2, e_aux=1, aux_minibatch_size=1000)
+    seen_rows = []
+    original = policy.policy_net.forward
+
+    def spy(obs):
+        seen_rows.append(obs.shape[0])
+        return original(obs)
+
+    policy._forward_learn(make_rollout(policy, seed=1))
+    policy.policy_net.forward = spy
+    policy._forward_learn(make_rollout(policy, seed=2))
+    # last two calls: pi_old over all 32 stored rows, then one aux minibatch with all 32 rows
+    assert seen_rows[-2:] == [2 * 8 * 2, 2 * 8 * 2]
+
+
+# -------------------------------------------------------------------------------------------- GAE
+def naive_gae(reward, value, next_value, terminated, truncated, gamma, lam):
+    """Reference: A[t] = sum_l (gamma*lam)^l delta[t+l] over the rest of the episode inside the rollout."""
+    T, N = len(reward), len(reward[0])
+    adv = [[0.0] * N for _ in range(T)]
+    for n in range(N):
+        for t in range(T):
+            total, weight = 0.0, 1.0
+            for u in range(t, T):
+                bootstrap = 0.0 if terminated[u][n] else gamma * next_value[u][n]
+                total += weight * (reward[u][n] + bootstrap - value[u][n])
+                if terminated[u][n] or truncated[u][n]:
+                    break
+                weight *= gamma * lam
+            adv[t][n] = total
+    return adv
+
+
+def test_gae_hand_made_rollout():
+    """T=3, N=2, gamma=0.5, lambda=0.5. Env 0 terminates at t=1 then starts a new episode;
+    env 1 is truncated at t=0 (bootstraps V(final obs) = 4) and its last step bootstraps V(next_obs) = 8."""
+    reward = torch.tensor([[1.0, 2.0], [1.0, 0.0], [1.0, 1.0]])
+    value = torch.tensor([[2.0, 1.0], [2.0, 3.0], [1.0, 2.0]])
+    next_value = torch.tensor([[2.0, 4.0], [100.0, 2.0], [6.0, 8.0]])
+    terminated = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    truncated = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
+    adv, ret = compute_gae(reward, value, next_value, terminated, truncated, gamma=0.5, gae_lambda=0.5)
+    # deltas: env0: t0 1+1-2=0, t1 1+0-2=-1 (terminal: V(next)=100 ignored), t2 1+3-1=3
+    #         env1: t0 2+2-1=3 (truncated: bootstraps), t1 0+1-3=-2, t2 1+4-2=3
+    # env0: A2=3, A1=-1 (episode ended at t1: no A2 term), A0=0+0.25*-1=-0.25
+    # env1: A2=3, A1=-2+0.25*3=-1.25, A0=3 (episode ended at t0)
+    expected = torch.tensor([[-0.25, 3.0], [-1.0, -1.25], [3.0, 3.0]])
+    assert torch.equal(adv, expected)
+    assert torch.equal(ret, expected + value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    T=st.integers(1, 7),
+    N=st.integers(1, 3),
+    gamma=st.floats(0.0, 1.0),
+    lam=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_gae_matches_naive_reference(T, N, gamma, lam, seed):
+    rng = np.random.default_rng(seed)
+    reward, value, next_value = (rng.normal(size=(T, N)) for _ in range(3))
+    ends = rng.integers(0, 3, size=(T, N))  # 0: continues, 1: terminated, 2: truncated
+    terminated, truncated = (ends == 1).astype(float), (ends == 2).astype(float)
+    to_t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
+    adv, ret = compute_gae(to_t(reward), to_t(value), to_t(next_value), to_t(terminated), to_t(truncated), gamma, lam)
+    expected = naive_gae(reward.tolist(), value.tolist(), next_value.tolist(), terminated, truncated, gamma, lam)
+    np.testing.assert_allclose(adv.numpy(), np.array(expected), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ret.numpy(), np.array(expected) + value, rtol=1e-10, atol=1e-10)
+
+
+def test_policy_value_targets_bootstrap_from_next_obs():
+    """The stored value targets are GAE returns with V of the *final* observation at truncations (not V of
+    the next episode's first obs), zero at terminations, and the collect-time values."""
+    policy = make_policy(n_pi=100, gamma=0.9, gae_lambda=0.7, reward_scale=0.5)
+    data = make_rollout(policy, T=8, N=3, seed=5, done_prob=0.4)
+    assert data["terminated"].sum() > 0 and data["truncated"].sum() > 0
+    with torch.no_grad():
+        next_value = policy.value_net(data["next_obs"])
+        value_now = policy.value_net(data["obs"])
+    np.testing.assert_allclose(data["value"].numpy(), value_now.numpy(), rtol=1e-6, atol=1e-6)
+    adv = naive_gae(
+        (data["reward"] * 0.5).tolist(), data["value"].tolist(), next_value.tolist(),
+        data["terminated"].tolist(), data["truncated"].tolist(), 0.9, 0.7,
+    )
+    policy._forward_learn(data)
+    expected_targets = (torch.tensor(adv) + data["value"]).flatten()
+    np.testing.assert_allclose(policy._aux_targets[0].numpy(), expected_targets.numpy(), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ KL / BC
+@pytest.mark.parametrize("discrete,width", [(True, 5), (False, 6)])
+def test_kl_is_zero_for_identical_distributions(discrete, width):
+    params = torch.randn(64, width) * 3
+    kl = behavioral_cloning_kl(params, params.clone(), discrete)
+    assert torch.equal(kl, torch.zeros(64))
+
+
+def test_kl_matches_torch_on_ordinary_inputs():
+    old, new = torch.randn(32, 4), torch.randn(32, 4)
+    expected = kl_divergence(Categorical(logits=old), Categorical(logits=new))
+    torch.testing.assert_close(behavioral_cloning_kl(old, new, True), expected)
+    old_c, new_c = torch.randn(32, 6), torch.randn(32, 6)
+    expected_c = kl_divergence(
+        Normal(old_c[:, :3], old_c[:, 3:].exp()), Normal(new_c[:, :3], new_c[:, 3:].exp())
+    ).sum(-1)
+    torch.testing.assert_close(behavioral_cloning_kl(old_c, new_c, False), expected_c)
+    assert (behavioral_cloning_kl(old, new, True) > 0).all()
+
+
+def test_bc_loss_finite_for_near_deterministic_policies():
+    """Tiny probabilities that underflow to 0 in float32: DI-engine's kl_div of sampled log-probs is NaN and
+    torch's categorical KL is inf; ours is finite and exact."""
+    old = torch.tensor([[0.0, -200.0, -300.0], [50.0, -60.0, 0.0]])
+    new = torch.tensor([[0.0, -250.0, -120.0], [50.0, 0.0, -70.0]])
+    action = torch.tensor([2, 2])  # rarely sampled actions: log-probs of -300 and -50
+    logp_old = Categorical(logits=old).log_prob(action)
+    logp_new = Categorical(logits=new).log_prob(action)
+    assert torch.isnan(F.kl_div(logp_new, logp_old, reduction="batchmean"))  # DI-engine's formula
+    assert torch.isinf(kl_divergence(Categorical(logits=old), Categorical(logits=new))).any()
+    ours = behavioral_cloning_kl(old, new, True)
+    assert torch.isfinite(ours).all()
+    # exact value: p_old puts all its (float32) mass on one action, where both log-probs are ~0
+    torch.testing.assert_close(ours, torch.zeros(2), atol=1e-12, rtol=0)
+    # a real difference stays finite and large rather than becoming inf
+    big = behavioral_cloning_kl(torch.tensor([[0.0, 0.0]]), torch.tensor([[0.0, -300.0]]), True)
+    torch.testing.assert_close(big, torch.tensor([150.0 - math.log(2.0)]), rtol=1e-6, atol=0)
+
+
+def test_aux_phase_of_near_deterministic_policy_is_finite():
+    policy = make_policy(n_pi=1)
+    with torch.no_grad():
+        policy.policy_net.action_head.weight.mul_(1e5)  # logits differ by thousands: probabilities underflow
+    data = make_rollout(policy, seed=3)
+    with torch.no_grad():
+        probs = torch.softmax(policy.policy_net(data["obs"].flatten(0, 1))[0], -1)
+    assert (probs == 0).any(), "the setup must produce probabilities that underflow to exactly 0"
+    info = policy._forward_learn(data)
+    assert AUX_KEYS <= set(info)
+    assert all(math.isfinite(v) for k, v in info.items() if k != "explained_variance"), info
+
+
+@pytest.mark.parametrize("action", ["discrete", "continuous"])
+def test_bc_loss_is_zero_when_policy_cannot_change(action):
+    """lr = 0: the policy is unchanged through the auxiliary phase, so KL(pi_old || pi_new) is exactly 0."""
+    policy = make_policy(action, n_pi=2, lr=0.0)
+    policy._forward_learn(make_rollout(policy, seed=1))
+    info = policy._forward_learn(make_rollout(policy, seed=2))
+    assert info["behavioral_cloning_loss"] == 0.0
+    assert info["auxiliary_loss"] == info["aux_value_loss"] > 0.0
+
+
+def test_bc_term_keeps_policy_close():
+    """With a large beta_clone the auxiliary phase barely moves the policy; with beta_clone=0 it drifts more."""
+    drift = {}
+    for beta in (0.0, 100.0):
+        policy = make_policy(n_pi=1, beta_clone=beta, e_policy=0, e_aux=8, aux_minibatch_size=4, lr=1e-2)
+        with torch.no_grad():
+            policy.policy_net.action_head.weight.mul_(100.0)  # logits that depend on the shared trunk
+        data = make_rollout(policy, seed=7)
+        obs = data["obs"].flatten(0, 1)
+        with torch.no_grad():
+            before = policy.policy_net(obs)[0]
+        policy._forward_learn(data)
+        with torch.no_grad():
+            drift[beta] = behavioral_cloning_kl(before, policy.policy_net(obs)[0], True).mean().item()
+    assert drift[100.0] < drift[0.0] / 5
+
+
+# --------------------------------------------------------------------------------------- actions
+def test_continuous_actions_clipped_for_env_log_prob_of_unclipped():
+    policy = make_policy("continuous", init_log_std=1.5)  # std ~4.5 with bounds [-2, 2]: most samples clip
+    obs = np.random.default_rng(0).uniform(-1, 1, (256, 3)).astype(np.float32)
+    out = policy._forward_collect(obs, envstep=0)
+    action, env_action = out["action"], out["env_action"]
+    assert action.shape == env_action.shape == (256, 2) and action.dtype == env_action.dtype == np.float32
+    assert (np.abs(action) > 2).mean() > 0.3
+    np.testing.assert_array_equal(env_action, np.clip(action, -2.0, 2.0))
+    with torch.no_grad():
+        mean, log_std = policy.policy_net(torch.as_tensor(obs))[0].chunk(2, -1)
+    expected = Normal(mean, log_std.exp()).log_prob(torch.as_tensor(action)).sum(-1).numpy()
+    np.testing.assert_allclose(out["log_prob"], expected, rtol=1e-5, atol=1e-5)
+    clipped_lp = Normal(mean, log_std.exp()).log_prob(torch.as_tensor(env_action)).sum(-1).numpy()
+    assert not np.allclose(out["log_prob"], clipped_lp)
+    eval_action = policy._forward_eval(obs)
+    np.testing.assert_array_equal(eval_action, np.clip(mean.numpy(), -2.0, 2.0))
+
+
+def test_discrete_actions_follow_the_policy_distribution():
+    policy = make_policy("discrete")
+    with torch.no_grad():
+        policy.policy_net.action_head.bias.copy_(torch.tensor([2.0, 0.0, -1.0]))
+        policy.policy_net.action_head.weight.zero_()
+    obs = np.zeros((20000, 4), np.float32)
+    out = policy._forward_collect(obs, envstep=0)
+    assert out["action"].dtype == np.int64 and "env_action" not in out
+    freq = np.bincount(out["action"], minlength=3) / len(obs)
+    probs = torch.softmax(torch.tensor([2.0, 0.0, -1.0]), 0).numpy()
+    np.testing.assert_allclose(freq, probs, atol=0.015)
+    np.testing.assert_allclose(out["log_prob"], np.log(probs)[out["action"]], rtol=1e-5)
+    np.testing.assert_array_equal(policy._forward_eval(obs[:5]), np.zeros(5, np.int64))
+
+
+def test_same_seed_same_behaviour():
+    a, b = make_policy(seed=3), make_policy(seed=3)
+    ra, rb = make_rollout(a, seed=1), make_rollout(b, seed=1)
+    for key in ra:
+        assert torch.equal(ra[key], rb[key]), key
+    assert a._forward_learn(ra) == b._forward_learn(rb)
+
+
+# ---------------------------------------------------------------------------------------- learning
+def test_lr_schedule_linear_decay_reported_as_cur_lr():
+    policy = make_policy(n_pi=2, lr=1e-3, lr_schedule="linear", lr_decay_env_steps=64)  # 16 steps per rollout
+    lrs = [policy._forward_learn(make_rollout(policy, seed=i))["cur_lr"] for i in range(5)]
+    assert lrs == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3, 0.0], abs=1e-12)
+    assert policy.policy_optimizer.param_groups[0]["lr"] == policy.value_optimizer.param_groups[0]["lr"] == 0.0
+
+
+def test_policy_phase_improves_advantage_weighted_likelihood():
+    """One policy phase makes the actions with positive advantage more likely (a learning sanity check)."""
+    policy = make_policy(n_pi=100, e_policy=4, gae_lambda=0.0, gamma=0.0)
+    data = make_rollout(policy, T=16, N=4, seed=11)
+    data["value"].zero_()
+    obs, act = data["obs"].flatten(0, 1), data["action"].flatten(0, 1).long()
+    with torch.no_grad():
+        before = Categorical(logits=policy.policy_net(obs)[0]).log_prob(act)
+    policy._forward_learn(data)
+    with torch.no_grad():
+        after = Categorical(logits=policy.policy_net(obs)[0]).log_prob(act)
+    reward = data["reward"].flatten()
+    assert ((after - before) * reward).sum() > 0
+
+
+def test_explained_variance():
+    target = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert explained_variance(target, target) == 1.0
+    assert explained_variance(torch.full((4,), 2.5), target) == 0.0
+    assert math.isnan(explained_variance(target, torch.ones(4)))
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+@pytest.mark.parametrize("action", ["discrete", "continuous"])
+def test_state_dict_round_trip_mid_cycle_is_exact(action):
+    """Resume after 2 of n_pi=3 iterations: the next aux phase uses the restored store, results are identical."""
+    policy = make_policy(action, n_pi=3, seed=1, lr_schedule="linear", lr_decay_env_steps=1000)
+    for it in range(2):
+        policy._forward_learn(make_rollout(policy, seed=it))
+    buffer = io.BytesIO()
+    torch.save(policy.state_dict(), buffer)
+    buffer.seek(0)
+    restored = make_policy(action, n_pi=3, seed=99, lr_schedule="linear", lr_decay_env_steps=1000)
+    restored.load_state_dict(torch.load(buffer, weights_only=False))
+    assert restored.aux_store_size == 2 and restored.policy_iterations == 2
+
+    data = make_rollout(policy, seed=5)
+    assert data.keys() == make_rollout(restored, seed=5).keys()
+    info_a = policy._forward_learn(make_rollout(policy, seed=5))
+    info_b = restored._forward_learn(make_rollout(restored, seed=5))
+    assert AUX_KEYS <= set(info_a)
+    assert info_a == info_b
+    for name, module in policy.modules().items():
+        for (key, pa), pb in zip(module.state_dict().items(), restored.modules()[name].state_dict().values()):
+            assert torch.equal(pa, pb), (name, key)
+
+
+def test_load_state_dict_rejects_mismatch():
+    policy = make_policy()
+    state = policy.state_dict()
+    del state["extra"]["aux_obs"]
+    with pytest.raises(KeyError, match="aux_obs"):
+        make_policy().load_state_dict(state)
+    state = policy.state_dict()
+    state["modules"].pop("value_net")
+    with pytest.raises(ValueError, match="value_net"):
+        make_policy().load_state_dict(state)
+
+
+# -------------------------------------------------------------------------------------- bad input
+def test_bad_config_is_named():
+    with pytest.raises(PolicyConfigError, match="n_pie"):
+        make_policy(n_pie=3)
+    with pytest.raises(PolicyConfigError, match="policy.n_pi"):
+        make_policy(n_pi=0)
+    with pytest.raises(PolicyConfigError, match="policy.gae_lambda"):
+        make_policy(gae_lambda=1.5)
+    with pytest.raises(PolicyConfigError, match="lr_decay_env_steps"):
+        make_policy(lr_schedule="linear")
+    with pytest.raises(TypeError, match="action space"):
+        PPGPolicy({}, DISCRETE[0], spaces.MultiBinary(3))
+
+
+def test_bad_rollout_is_named():
+    policy = make_policy()
+    data = make_rollout(policy)
+    with pytest.raises(KeyError, match="log_prob"):
+        policy._forward_learn({k: v for k, v in data.items() if k != "log_prob"})
+    bad = dict(data, reward=data["reward"].clone())
+    bad["reward"][3, 1] = float("nan")
+    with pytest.raises(ValueError, match="'reward'"):
+        policy._forward_learn(bad)
+    with pytest.raises(ValueError, match="'value'"):
+        policy._forward_learn(dict(data, value=data["value"][:4]))
+    assert policy.policy_iterations == 0 and policy.aux_store_size == 0  # nothing was half-recorded
+
+
+def test_registered_as_ppg():
+    assert get_policy_class("ppg") is PPGPolicy
+    assert PPGPolicy.on_policy is True
