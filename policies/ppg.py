@@ -47,11 +47,7 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Independent, Normal, kl_divergence
 
 from policies.base import Policy, PolicyConfigError
-import contextlib  # TEMP until rlearn.trace lands
-
-
-def span(name: str, lane: str = ""):  # TEMP until rlearn.trace lands
-    return contextlib.nullcontext()
+from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
 
@@ -198,8 +194,9 @@ class PPGPolicy(Policy):
       ``aux_minibatch_size``, behavioural-cloning weight ``beta_clone``;
     * networks: ``hidden_sizes``, ``activation`` (``"tanh"`` or ``"relu"``), ``init_log_std``
       (continuous actions);
-    * optimisation: ``lr`` for both Adam optimizers, ``lr_schedule`` ``"constant"`` or ``"linear"``
-      (decays to 0 over ``lr_decay_env_steps`` env steps learned by this policy).
+    * optimisation: ``lr``, the initial learning rate of both Adam optimizers (``policy`` and
+      ``value``). To decay it, add an ``LRSchedulerHook`` to the learner (the bundled CartPole config
+      decays it linearly); ``cur_lr`` reports the rate each iteration actually used.
     """
 
     on_policy = True
@@ -222,8 +219,6 @@ class PPGPolicy(Policy):
         activation="tanh",
         init_log_std=0.0,
         lr=1e-3,
-        lr_schedule="constant",
-        lr_decay_env_steps=0,
     )
 
     # ------------------------------------------------------------------------------------ setup
@@ -258,7 +253,6 @@ class PPGPolicy(Policy):
         self.value_optimizer = torch.optim.Adam(self.value_net.parameters(), lr=cfg["lr"], eps=1e-5)
 
         self.policy_iterations = 0  # completed policy phases
-        self.env_steps_learned = 0  # transitions consumed by _forward_learn (drives the linear lr decay)
         self._aux_obs: List[torch.Tensor] = []  # one [T*N, obs_dim] tensor per policy iteration
         self._aux_targets: List[torch.Tensor] = []  # one [T*N] tensor of value targets per iteration
 
@@ -270,7 +264,7 @@ class PPGPolicy(Policy):
         for key in ("rollout_steps", "minibatch_size", "n_pi", "aux_minibatch_size", "e_aux"):
             if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 1:
                 raise bad(key, "an integer >= 1")
-        for key in ("e_policy", "e_value", "lr_decay_env_steps"):
+        for key in ("e_policy", "e_value"):
             if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 0:
                 raise bad(key, "an integer >= 0")
         for key in ("gamma", "gae_lambda"):
@@ -284,10 +278,6 @@ class PPGPolicy(Policy):
                 raise bad(key, ">= 0")
         if cfg["activation"] not in ("tanh", "relu"):
             raise bad("activation", "'tanh' or 'relu'")
-        if cfg["lr_schedule"] not in ("constant", "linear"):
-            raise bad("lr_schedule", "'constant' or 'linear'")
-        if cfg["lr_schedule"] == "linear" and cfg["lr_decay_env_steps"] < 1:
-            raise bad("lr_decay_env_steps", "an integer >= 1 when lr_schedule is 'linear'")
         sizes = cfg["hidden_sizes"]
         if not isinstance(sizes, (list, tuple)) or not all(isinstance(s, int) and s >= 1 for s in sizes):
             raise bad("hidden_sizes", "a list of integers >= 1")
@@ -360,7 +350,7 @@ class PPGPolicy(Policy):
         ``n_pi``-th call. Returns the info dict described in the module docstring."""
         rollout = self._check_rollout(data)
         T, N = rollout["reward"].shape
-        cur_lr = self._apply_lr_schedule()
+        cur_lr = self.policy_optimizer.param_groups[0]["lr"]  # as set by the learner's LR scheduler, if any
 
         # 1. advantages and value targets with the networks that collected the rollout
         with torch.no_grad():
@@ -387,7 +377,6 @@ class PPGPolicy(Policy):
         self._aux_obs.append(batch["obs"])
         self._aux_targets.append(batch["target"])
         self.policy_iterations += 1
-        self.env_steps_learned += T * N
         if self.policy_iterations % self.cfg["n_pi"] == 0:
             with span("ppg/auxiliary_phase", lane="learner"):
                 info.update(self._auxiliary_phase())
@@ -414,16 +403,6 @@ class PPGPolicy(Policy):
         if self.discrete:
             rollout["action"] = rollout["action"].long()
         return rollout
-
-    def _apply_lr_schedule(self) -> float:
-        """Set both optimizers' learning rate for this iteration and return it."""
-        lr = float(self.cfg["lr"])
-        if self.cfg["lr_schedule"] == "linear":
-            lr *= max(0.0, 1.0 - self.env_steps_learned / self.cfg["lr_decay_env_steps"])
-        for optimizer in (self.policy_optimizer, self.value_optimizer):
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-        return lr
 
     def _minibatches(self, size: int, minibatch_size: int) -> List[np.ndarray]:
         """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller)."""
@@ -511,22 +490,20 @@ class PPGPolicy(Policy):
 
     # ------------------------------------------------------------------------------------ state
     def extra_state(self) -> Dict[str, Any]:
-        """Iteration counters and the auxiliary store, so a run resumed mid-cycle is exact."""
+        """The iteration counter and the auxiliary store, so a run resumed mid-cycle is exact."""
         return {
             "policy_iterations": self.policy_iterations,
-            "env_steps_learned": self.env_steps_learned,
             "aux_obs": [t.cpu() for t in self._aux_obs],
             "aux_targets": [t.cpu() for t in self._aux_targets],
         }
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        missing = [k for k in ("policy_iterations", "env_steps_learned", "aux_obs", "aux_targets") if k not in state]
+        missing = [k for k in ("policy_iterations", "aux_obs", "aux_targets") if k not in state]
         if missing:
             raise KeyError(f"PPGPolicy: checkpoint extra state is missing {missing}")
         if len(state["aux_obs"]) != len(state["aux_targets"]):
             raise ValueError("PPGPolicy: checkpoint aux store has different numbers of obs and target rollouts")
         self.policy_iterations = int(state["policy_iterations"])
-        self.env_steps_learned = int(state["env_steps_learned"])
         self._aux_obs = [torch.as_tensor(t).to(self.device) for t in state["aux_obs"]]
         self._aux_targets = [torch.as_tensor(t).to(self.device) for t in state["aux_targets"]]
 

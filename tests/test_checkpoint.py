@@ -9,7 +9,6 @@ import logging
 import os
 import random
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,7 +122,7 @@ def make_learner(tmp_path, policy_cls=NoisyPolicy, log_freq=5, window=15, seed=0
     return learner
 
 
-def run(learner, start, stop, envstep_per_iter=8, hooks_run=True):
+def run(learner, start, stop, envstep_per_iter=8):
     for i in range(start, stop):
         learner.train(DATA, envstep=(i + 1) * envstep_per_iter)
 
@@ -484,6 +483,7 @@ def test_resume_continues_counters_windows_rng_and_tensorboard(tmp_path):
     resumed.call_hook("after_run")
     assert (resumed.train_iter, resumed.envstep) == (40, 320)
     assert resumed.policy.n == 40
+    assert resumed.get_hook("LogShowHook").logs == 8  # the hook's state continued too (4 logs + 4)
 
     got, want = scalars(tmp_path / "run" / "tb"), scalars(tmp_path / "ref" / "tb")
     assert set(got) == set(want)
@@ -498,3 +498,32 @@ def test_resume_continues_counters_windows_rng_and_tensorboard(tmp_path):
     assert [s for s, _ in got["learner_iter/aux_avg"]] == [5, 10, 15, 20, 25, 30, 35, 40]
     # the window of 15 at iteration 30 spans 16..30: its first values came from the checkpoint
     assert resumed.monitor.avg("loss") == reference.monitor.avg("loss")
+
+
+def test_checkpoint_mount_points_and_window_change_warning(tmp_path, caplog):
+    from rlearn.hooks import Hook
+
+    class Extra(Hook):
+        def __init__(self):
+            self.loaded = None
+
+        def before_save_checkpoint(self, learner, checkpoint):
+            checkpoint["extra"] = {"note": np.arange(3)}
+
+        def after_load_checkpoint(self, learner, checkpoint):
+            self.loaded = (learner.train_iter, checkpoint["extra"]["note"].tolist())
+
+    learner = make_learner(tmp_path / "a", window=15)
+    learner.register_hook(Extra())
+    run(learner, 0, 3)
+    path = learner.save_checkpoint()
+
+    other = make_learner(tmp_path / "b", window=5)
+    hook = Extra()
+    other.register_hook(hook)
+    with caplog.at_level(logging.WARNING, logger="rlearn.test.checkpoint"):
+        other.load_checkpoint(path, rewind_tensorboard=False)
+    assert hook.loaded == (3, [0, 1, 2])
+    assert other.monitor.window_size("loss") == 15
+    warnings = [r.getMessage() for r in caplog.records if "monitor windows differ" in r.getMessage()]
+    assert len(warnings) == 1 and "loss: 15 (config 5)" in warnings[0]

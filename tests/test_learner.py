@@ -28,6 +28,8 @@ class TinyPolicy(Policy):
         self.script = []
 
     def _forward_learn(self, data):
+        for optimizer in self.opts.values():
+            optimizer.step()  # no gradients: changes nothing, but schedulers see the step was taken
         return self.script.pop(0) if self.script else {"loss": 1.0}
 
     def _monitor_vars_learn(self):
@@ -185,16 +187,16 @@ def test_cur_lr_with_lr_scheduler_hook_warmup():
     from rlearn.hooks import LRSchedulerHook
 
     learner = make({"monitor_window": 1})
-    hook = LRSchedulerHook(scheduler=dict(type="ConstantLR", factor=1.0, total_iters=1), warmup="linear", warmup_iters=4, warmup_ratio=0.5)
+    hook = LRSchedulerHook(scheduler=dict(type="StepLR", step_size=2, gamma=0.1), warmup="linear", warmup_iters=4, warmup_ratio=0.5)
     learner.register_hook(hook)
     learner.call_hook("before_run")
     seen = []
     for _ in range(6):
         learner.train(None)
         seen.append(learner.monitor.last("cur_lr"))
-    # linear warmup from 0.5 * lr to lr over 4 iterations, then the base lr
-    assert seen[0] == pytest.approx(0.05) and seen[-1] == pytest.approx(0.1)
-    assert seen == sorted(seen) and seen[0] < seen[2] < seen[4]
+    # iteration i uses 0.1 * 0.1 ** (i // 2) (StepLR) times the linear warmup factor 1 - (1 - i/4) * 0.5
+    expected = [0.1 * 0.5, 0.1 * 0.625, 0.01 * 0.75, 0.01 * 0.875, 0.001, 0.001]
+    assert seen == pytest.approx(expected, rel=1e-12)
 
 
 def test_several_optimizers_and_policy_owned_lr():

@@ -294,11 +294,14 @@ def test_same_seed_same_behaviour():
 
 
 # ---------------------------------------------------------------------------------------- learning
-def test_lr_schedule_linear_decay_reported_as_cur_lr():
-    policy = make_policy(n_pi=2, lr=1e-3, lr_schedule="linear", lr_decay_env_steps=64)  # 16 steps per rollout
-    lrs = [policy._forward_learn(make_rollout(policy, seed=i))["cur_lr"] for i in range(5)]
-    assert lrs == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3, 0.0], abs=1e-12)
-    assert policy.policy_optimizer.param_groups[0]["lr"] == policy.value_optimizer.param_groups[0]["lr"] == 0.0
+def test_cur_lr_is_the_rate_the_iteration_used():
+    """A scheduler (the learner's LRSchedulerHook) changes the optimizers' lr between iterations;
+    cur_lr reports the rate in effect, not the configured one."""
+    policy = make_policy(n_pi=2, lr=1e-3)
+    assert policy._forward_learn(make_rollout(policy, seed=0))["cur_lr"] == 1e-3
+    for optimizer in policy.optimizers().values():
+        optimizer.param_groups[0]["lr"] = 2.5e-4
+    assert policy._forward_learn(make_rollout(policy, seed=1))["cur_lr"] == 2.5e-4
 
 
 def test_policy_phase_improves_advantage_weighted_likelihood():
@@ -327,13 +330,13 @@ def test_explained_variance():
 @pytest.mark.parametrize("action", ["discrete", "continuous"])
 def test_state_dict_round_trip_mid_cycle_is_exact(action):
     """Resume after 2 of n_pi=3 iterations: the next aux phase uses the restored store, results are identical."""
-    policy = make_policy(action, n_pi=3, seed=1, lr_schedule="linear", lr_decay_env_steps=1000)
+    policy = make_policy(action, n_pi=3, seed=1)
     for it in range(2):
         policy._forward_learn(make_rollout(policy, seed=it))
     buffer = io.BytesIO()
     torch.save(policy.state_dict(), buffer)
     buffer.seek(0)
-    restored = make_policy(action, n_pi=3, seed=99, lr_schedule="linear", lr_decay_env_steps=1000)
+    restored = make_policy(action, n_pi=3, seed=99)
     restored.load_state_dict(torch.load(buffer, weights_only=False))
     assert restored.aux_store_size == 2 and restored.policy_iterations == 2
 
@@ -368,8 +371,8 @@ def test_bad_config_is_named():
         make_policy(n_pi=0)
     with pytest.raises(PolicyConfigError, match="policy.gae_lambda"):
         make_policy(gae_lambda=1.5)
-    with pytest.raises(PolicyConfigError, match="lr_decay_env_steps"):
-        make_policy(lr_schedule="linear")
+    with pytest.raises(PolicyConfigError, match="policy.hidden_sizes"):
+        make_policy(hidden_sizes=[64, 0])
     with pytest.raises(TypeError, match="action space"):
         PPGPolicy({}, DISCRETE[0], spaces.MultiBinary(3))
 

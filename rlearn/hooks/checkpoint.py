@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from rlearn.hooks.base import Hook
+from rlearn.hooks.base import Hook, Priority
 from rlearn.learner.checkpoint import prune_checkpoints
 from rlearn.registry import HOOKS
+from rlearn.trace import span
 
 __all__ = ["CheckpointHook"]
 
@@ -35,9 +36,11 @@ class CheckpointHook(Hook):
         save_last: also save in ``after_run`` (unless this iteration was just saved).
         dirname: sub-directory of the learner's ``work_dir``.
 
-    Only rank 0 saves. Registered with priority ``LOW`` (70) in the configs: after ``LogShowHook``, so
-    a checkpoint includes the TensorBoard points of its own iteration.
+    Only rank 0 saves. Default priority ``LOW`` (70): after ``LogShowHook``, so a checkpoint includes
+    the TensorBoard points of its own iteration.
     """
+
+    DEFAULT_PRIORITY = Priority.LOW
 
     def __init__(self, freq: Optional[int] = None, keep: Optional[int] = None, save_last: bool = True, dirname: str = "ckpt") -> None:
         self.freq = _optional_positive_int("freq", freq)
@@ -49,7 +52,7 @@ class CheckpointHook(Hook):
         self.last_saved_iter: Optional[int] = None
 
     def after_iter(self, learner: Any) -> None:
-        if self.freq is not None and learner.train_iter % self.freq == 0:
+        if self.freq is not None and self.every_n_iters(learner, self.freq):
             self.save(learner)
 
     def after_run(self, learner: Any) -> None:
@@ -63,9 +66,10 @@ class CheckpointHook(Hook):
         if learner.work_dir is None:
             raise ValueError("CheckpointHook needs a learner with a work_dir")
         directory = Path(learner.work_dir) / self.dirname
-        path = learner.save_checkpoint(directory / f"iteration_{learner.train_iter}.pt", copies=[directory / "latest.pt"])
-        self.last_saved_iter = learner.train_iter
-        removed = prune_checkpoints(directory, self.keep, protect=[path])
+        with span("checkpoint/save", lane="checkpoint"):
+            path = learner.save_checkpoint(directory / f"iteration_{learner.train_iter}.pt", copies=[directory / "latest.pt"])
+            self.last_saved_iter = learner.train_iter
+            removed = prune_checkpoints(directory, self.keep, protect=[path])
         learner.logger.info(
             "checkpoint saved: %s%s", path, f" (removed {', '.join(p.name for p in removed)})" if removed else ""
         )

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tabulate import tabulate
 
-from rlearn.hooks.base import Hook
+from rlearn.hooks.base import Hook, Priority
+from rlearn import trace
 from rlearn.registry import HOOKS
 
 __all__ = ["LogShowHook", "tb_tags", "format_value", "horizontal_tables"]
@@ -48,28 +49,35 @@ def format_value(value: Any) -> str:
     return f"{value:.6g}"
 
 
+def _grid(columns: List[Tuple[str, str]]) -> str:
+    return tabulate(
+        [[value for _, value in columns]],
+        headers=[name for name, _ in columns],
+        tablefmt="grid",
+        disable_numparse=True,
+        stralign="right",
+    )
+
+
 def horizontal_tables(columns: List[Tuple[str, str]], width: int) -> str:
     """Render ``(name, value)`` columns as grid tables of one row, as many as needed to fit ``width``.
 
-    A grid table's width is 1 + sum(column width + 3); a column wider than ``width`` on its own gets a
-    table of its own.
+    Columns keep their order and are cut into consecutive groups; each column's rendered width is
+    measured with tabulate itself. A column wider than ``width`` on its own gets a table of its own.
     """
     chunks: List[List[Tuple[str, str]]] = []
     current: List[Tuple[str, str]] = []
-    used = 1
-    for name, value in columns:
-        need = max(len(name), len(value)) + 3
+    used = 1  # the left border
+    for column in columns:
+        need = len(_grid([column]).split("\n", 1)[0]) - 1  # its cells plus one border
         if current and used + need > width:
             chunks.append(current)
             current, used = [], 1
-        current.append((name, value))
+        current.append(column)
         used += need
     if current:
         chunks.append(current)
-    return "\n".join(
-        tabulate([[v for _, v in chunk]], headers=[n for n, _ in chunk], tablefmt="grid", disable_numparse=True, stralign="right")
-        for chunk in chunks
-    )
+    return "\n".join(_grid(chunk) for chunk in chunks)
 
 
 @HOOKS.register
@@ -81,8 +89,8 @@ class LogShowHook(Hook):
         tensorboard: write TensorBoard scalars (through ``learner.tb_writer``, rank 0 only).
         width: table width in characters; None uses the terminal width (``shutil.get_terminal_size``).
 
-    Registered with priority ``BELOW_NORMAL`` (60) in the configs: after the timer and LR scheduler
-    hooks, before ``CheckpointHook`` (``LOW``), so a checkpoint contains the points of its own log.
+    Default priority ``BELOW_NORMAL`` (60): after the timer and LR scheduler hooks, before
+    ``CheckpointHook`` (``LOW``), so a checkpoint contains the points of its own log.
 
     Warnings (through ``learner.logger``):
 
@@ -92,6 +100,8 @@ class LogShowHook(Hook):
     * non-finite values (NaN, inf) in the window are excluded from ``<key>_avg`` and counted in a
       ``<key>_nonfinite`` column, also written to TensorBoard, and a warning names the keys.
     """
+
+    DEFAULT_PRIORITY = Priority.BELOW_NORMAL
 
     def __init__(self, freq: Optional[int] = None, tensorboard: bool = True, width: Optional[int] = None) -> None:
         if freq is not None and (isinstance(freq, bool) or not isinstance(freq, int) or freq < 1):
@@ -113,7 +123,7 @@ class LogShowHook(Hook):
         freq = self.freq if self.freq is not None else learner.cfg["log_freq"]
         if self._since is None:  # train() called without before_run: measure from the first iteration seen
             self._since = (time.perf_counter(), learner.train_iter - 1, learner.envstep)
-        if learner.train_iter % freq == 0:
+        if self.every_n_iters(learner, freq):
             self.log(learner)
 
     def after_run(self, learner: Any) -> None:
@@ -121,8 +131,7 @@ class LogShowHook(Hook):
             return
         if self.logs >= 1:
             self._warn_never_reported(learner)
-        if learner._tb_writer is not None:
-            learner.close_tb_writer()
+        learner.close_tb_writer()  # flushes; a later write opens a new event file
 
     # ---------------------------------------------------------------------------------------- logging
     def keys(self, learner: Any) -> List[str]:
@@ -144,6 +153,9 @@ class LogShowHook(Hook):
                 iters_per_sec = (learner.train_iter - self._since[1]) / elapsed
                 env_per_sec = (learner.envstep - self._since[2]) / elapsed
         self._since = (now, learner.train_iter, learner.envstep)
+        if iters_per_sec is not None:
+            trace.counter("iters_per_s", iters_per_sec)
+            trace.counter("env_steps_per_s", env_per_sec)
 
         columns: List[Tuple[str, str]] = [
             ("train_iter", str(learner.train_iter)),

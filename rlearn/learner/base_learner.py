@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from rlearn import __version__
-from rlearn.hooks.base import HookManager
+from rlearn.hooks.base import HookManager, build_hook
 from rlearn.learner import checkpoint as ckpt
 from rlearn.learner.tb_events import TBWriter, rewind_event_files
 from rlearn.logging import MessageHub, get_logger
 from rlearn.monitor import TickMonitor
+from rlearn.trace import span
 
 __all__ = ["BaseLearner", "LearnerConfigError"]
 
@@ -115,15 +116,9 @@ class BaseLearner(HookManager):
         self._tick_pending = False
 
         self.message_hub = MessageHub.get_instance(f"rlearn.learner.{next(_hub_ids)}")
-        self.message_hub.update_info("rank", rank)
-        self.message_hub.update_info("world_size", world_size)
-        self.message_hub.update_info("work_dir", None if self.work_dir is None else str(self.work_dir))
-        self.message_hub.update_info("policy", type(policy).__name__)
-        self._publish_counters()
+        self._publish_info()
 
         if self.cfg["hooks"]:
-            from rlearn.hooks import build_hook  # local: rlearn.hooks imports the built-in hooks lazily
-
             for index, hook_cfg in enumerate(self.cfg["hooks"]):
                 if not isinstance(hook_cfg, Mapping):
                     raise LearnerConfigError(f"learner config 'hooks[{index}]' must be a dict, got {hook_cfg!r}")
@@ -241,6 +236,14 @@ class BaseLearner(HookManager):
         self.message_hub.update_info("train_iter", self.train_iter)
         self.message_hub.update_info("envstep", self.envstep)
 
+    def _publish_info(self) -> None:
+        """Runtime info of this process (also re-published after a checkpoint replaced the hub's)."""
+        self.message_hub.update_info("rank", self.rank)
+        self.message_hub.update_info("world_size", self.world_size)
+        self.message_hub.update_info("work_dir", None if self.work_dir is None else str(self.work_dir))
+        self.message_hub.update_info("policy", type(self.policy).__name__)
+        self._publish_counters()
+
     def train(self, data: Any, envstep: Optional[int] = None) -> Dict[str, Any]:
         """One train iteration on ``data``; ``envstep`` is the env steps collected so far (None: unchanged).
 
@@ -251,7 +254,8 @@ class BaseLearner(HookManager):
             self._set_envstep(envstep)
         self._publish_counters()
         self.call_hook("before_iter")
-        info = self.policy._forward_learn(data)
+        with span("learner/iteration", lane="learner"):
+            info = self.policy._forward_learn(data)
         if not isinstance(info, Mapping):
             raise TypeError(
                 f"{type(self.policy).__name__}._forward_learn must return a dict of scalars, got {type(info).__name__}"
@@ -398,6 +402,16 @@ class BaseLearner(HookManager):
         learner_state = checkpoint["learner"]
         apply("the policy", lambda: self.policy.load_state_dict(checkpoint["policy"]))
         apply("the monitor", lambda: self.monitor.load_state_dict(learner_state["monitor"]))
+        configured = {key: self.cfg["monitor_windows"].get(key, self.cfg["monitor_window"]) for key in self.monitor_vars()}
+        restored = {key: self.monitor.window_size(key) for key in configured}
+        if configured != restored:
+            changed = ", ".join(f"{k}: {restored[k]} (config {configured[k]})" for k in configured if configured[k] != restored[k])
+            self.logger.warning(
+                "checkpoint %s: monitor windows differ from the config; the checkpoint's are kept so the windows "
+                "continue: %s",
+                path,
+                changed,
+            )
         if learner_state.get("tick_pending"):
             self.monitor.tick()  # the checkpoint was taken in after_iter, before the iteration's tick
         if "message_hub" in learner_state:
@@ -414,7 +428,7 @@ class BaseLearner(HookManager):
         self.declare_monitor_vars(learner_state.get("extra_monitor_vars", ()))
         self._tb_points.clear()
         self._tb_points.update({tag: [int(v[0]), int(v[1])] for tag, v in learner_state.get("tb_points", {}).items()})
-        self._publish_counters()
+        self._publish_info()
         if rewind_tensorboard and self.rank == 0 and self.work_dir is not None:
             current = self._tb_writer.event_file if self._tb_writer is not None else None
             rewind_event_files(

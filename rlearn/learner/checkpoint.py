@@ -63,6 +63,8 @@ def encode_state(obj: Any, where: str = "checkpoint") -> Any:
     Raises :class:`CheckpointError` naming the dotted path of the first value that cannot be stored
     safely (``where`` is the name of the root).
     """
+    if isinstance(obj, np.generic):  # before the primitives: np.float64 is a subclass of float
+        return {_TYPE_KEY: "npscalar", "value": encode_state(np.asarray(obj), where)}
     if obj is None or isinstance(obj, (bool, int, float, str, bytes, torch.Tensor, torch.dtype, torch.device)):
         return obj
     if isinstance(obj, np.ndarray):
@@ -73,9 +75,8 @@ def encode_state(obj: Any, where: str = "checkpoint") -> Any:
             data: Any = torch.from_numpy(array)
         except TypeError:  # dtypes torch has no tensor type for (strings, complex256...): raw bytes
             data = array.tobytes()
-        return {_TYPE_KEY: "ndarray", "dtype": array.dtype.str, "shape": tuple(array.shape), "data": data}
-    if isinstance(obj, np.generic):
-        return {_TYPE_KEY: "npscalar", "value": encode_state(np.asarray(obj), where)}
+        # shape of obj: ascontiguousarray turns a 0-d array into a 1-d one
+        return {_TYPE_KEY: "ndarray", "dtype": array.dtype.str, "shape": tuple(obj.shape), "data": data}
     if isinstance(obj, collections.deque):
         items = [encode_state(v, f"{where}[{i}]") for i, v in enumerate(obj)]
         return {_TYPE_KEY: "deque", "items": items, "maxlen": obj.maxlen}

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
+from google.protobuf.message import DecodeError
 from tensorboardX import SummaryWriter
 from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto import event_pb2
@@ -133,7 +134,8 @@ class EventFile:
     """The records of one event file, and whether it ended with a damaged or truncated record."""
 
     path: Path
-    records: List[bytes] = field(default_factory=list)
+    records: List[bytes] = field(default_factory=list)  # the serialized events
+    raw: List[bytes] = field(default_factory=list)  # the same records as stored (framing and CRCs included)
     damaged_tail: Optional[str] = None
 
 
@@ -168,6 +170,7 @@ def read_records(path: Union[str, os.PathLike]) -> EventFile:
             result.damaged_tail = f"bad data checksum at byte {offset}"
             break
         result.records.append(data)
+        result.raw.append(blob[offset : end + _CRC.size])
         offset = end + _CRC.size
     return result
 
@@ -208,6 +211,7 @@ class RewindReport:
     files_rewritten: List[Path] = field(default_factory=list)
     points_removed: int = 0
     damaged_tails: Dict[Path, str] = field(default_factory=dict)
+    skipped: Dict[Path, str] = field(default_factory=dict)
 
 
 def rewind_event_files(
@@ -255,20 +259,23 @@ def rewind_event_files(
         if path.resolve() in skipped:
             continue
         content = read_records(path)
+        try:
+            events = [event_pb2.Event.FromString(data) for data in content.records]
+        except DecodeError as exc:  # valid records that are not events: not ours to rewrite
+            report.skipped[path] = f"not a TensorBoard event file ({exc})"
+            continue
         changed = content.damaged_tail is not None
         if changed:
             report.damaged_tails[path] = content.damaged_tail
         out: List[bytes] = []
-        for data in content.records:
-            event = event_pb2.Event()
-            event.ParseFromString(data)
+        for event, raw in zip(events, content.raw):
             if not event.HasField("summary"):
-                out.append(encode_record(data))
+                out.append(raw)
                 continue
             kept = [value for value in event.summary.value if keep(value.tag, event.step)]
             removed = len(event.summary.value) - len(kept)
             if removed == 0:
-                out.append(encode_record(data))
+                out.append(raw)  # unchanged records are copied as stored: no checksum to recompute
                 continue
             changed = True
             report.points_removed += removed
@@ -280,6 +287,9 @@ def rewind_event_files(
             # the temporary name must not contain "tfevents", or TensorBoard would read it
             atomic_write_bytes(path, b"".join(out), tmp_prefix=".rlearn-rewind-")
             report.files_rewritten.append(path)
+    if logger is not None:
+        for path, why in report.skipped.items():
+            logger.warning("TensorBoard rewind: left %s untouched: %s", path, why)
     if logger is not None and (report.files_rewritten or report.damaged_tails):
         logger.info(
             "TensorBoard rewind to train_iter=%d envstep=%d: removed %d point(s) written after the checkpoint "

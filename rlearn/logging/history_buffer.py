@@ -106,8 +106,8 @@ def _check_count(count: Any, what: str = "count") -> float:
     return c
 
 
-def _two_sum(a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Vectorised error-free sum: ``a + b == s + e`` exactly."""
+def _two_sum(a: Any, b: Any) -> Tuple[Any, Any]:
+    """Error-free sum of floats or float arrays (Knuth's TwoSum): ``a + b == s + e`` exactly."""
     s = a + b
     bp = s - a
     e = (a - (s - bp)) + (b - bp)
@@ -240,11 +240,9 @@ class HistoryBuffer:
         e += self._sl - bl
         self._sh, self._sl = _two_sum(s, e)
         self._sc -= bc
-        s2, e2 = _two_sum(np.array([self._tot_hi]), np.array([-bh]))
-        e2 += self._tot_lo - bl
-        hi, lo = _two_sum(s2, e2)
-        self._tot_hi, self._tot_lo = float(hi[0]), float(lo[0])
-        self._tot_c = float(self._tot_c - bc)
+        s2, e2 = _two_sum(self._tot_hi, -float(bh))
+        self._tot_hi, self._tot_lo = _two_sum(s2, e2 + (self._tot_lo - float(bl)))
+        self._tot_c -= float(bc)
 
     # ------------------------------------------------------------------ update
     def update(self, value: Any, count: Any = 1) -> None:

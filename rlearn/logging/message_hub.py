@@ -8,7 +8,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 from rlearn.logging.history_buffer import HistoryBuffer, _check_count, _check_value
 

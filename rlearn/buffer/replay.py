@@ -1,0 +1,249 @@
+"""A uniform replay buffer for off-policy policies, on preallocated numpy storage.
+
+Storage is one numpy array per field, allocated once at full capacity and written circularly: once the
+buffer is full, each new transition overwrites the oldest one. ``sample`` draws indices uniformly with
+replacement from the stored transitions and gathers them with ``numpy.take`` into fresh arrays that
+``torch.from_numpy`` wraps without another copy.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from rlearn.env.collector import to_numpy
+
+#: the fields a transition must have; each is stored and returned by :meth:`ReplayBuffer.sample`
+FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
+ShapeLike = Union[int, Sequence[int]]
+
+
+def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    try:
+        dims = tuple(shape)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"ReplayBuffer: {name} must be a tuple of ints, got {shape!r}") from None
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in dims):
+        raise ValueError(f"ReplayBuffer: {name} must be a tuple of non-negative ints, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+class ReplayBuffer:
+    """Fixed-capacity ring buffer of transitions with uniform sampling.
+
+    Args:
+        capacity: maximum number of transitions kept; older ones are overwritten first.
+        obs_shape: shape of one observation (``()`` for ``Discrete`` observations).
+        action_shape: shape of one action (``()`` for ``Discrete`` actions).
+        obs_dtype: storage dtype of ``obs`` and ``next_obs`` (``np.uint8`` for images saves 4x memory).
+        action_dtype: storage dtype of ``action``.
+        seed: seeds the sampling generator (its state is part of :meth:`state_dict`).
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: ShapeLike,
+        action_shape: ShapeLike,
+        obs_dtype: Any = np.float32,
+        action_dtype: Any = np.float32,
+        seed: Optional[int] = None,
+    ) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) or capacity < 1:
+            raise ValueError(f"ReplayBuffer: capacity must be an int >= 1, got {capacity!r}")
+        self.capacity = int(capacity)
+        self.obs_shape = _as_shape(obs_shape, "obs_shape")
+        self.action_shape = _as_shape(action_shape, "action_shape")
+        self.obs_dtype = np.dtype(obs_dtype)
+        self.action_dtype = np.dtype(action_dtype)
+        for name, dtype in (("obs_dtype", self.obs_dtype), ("action_dtype", self.action_dtype)):
+            if dtype == object or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+                raise TypeError(f"ReplayBuffer: {name} must be a numeric dtype, got {dtype}")
+        self._item_shapes: Dict[str, Tuple[int, ...]] = {
+            "obs": self.obs_shape,
+            "action": self.action_shape,
+            "reward": (),
+            "next_obs": self.obs_shape,
+            "terminated": (),
+        }
+        dtypes = {"obs": self.obs_dtype, "action": self.action_dtype, "reward": np.float32,
+                  "next_obs": self.obs_dtype, "terminated": np.float32}
+        # np.zeros maps pages lazily: memory is touched as the buffer fills.
+        self._storage: Dict[str, np.ndarray] = {
+            key: np.zeros((self.capacity, *shape), dtype=dtypes[key]) for key, shape in self._item_shapes.items()
+        }
+        self._pos = 0  # next slot to write
+        self._size = 0  # filled slots
+        self._rng = np.random.default_rng(seed)
+        self._castable: set = set()  # (field, dtype) pairs already accepted by add
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def full(self) -> bool:
+        """Whether the buffer holds ``capacity`` transitions (the next add overwrites the oldest)."""
+        return self._size == self.capacity
+
+    def __repr__(self) -> str:
+        return (f"ReplayBuffer(size={self._size}, capacity={self.capacity}, obs_shape={self.obs_shape}, "
+                f"action_shape={self.action_shape})")
+
+    # ------------------------------------------------------------------------------------------ add
+    def add(self, transitions: Mapping[str, Any]) -> int:
+        """Store a batch of transitions; returns how many were added.
+
+        ``transitions`` maps each of :data:`FIELDS` to an array shaped either ``[n, ...]`` or, as the
+        collector returns them, ``[n_steps, num_envs, ...]`` (flattened step-major: step 0 of every env,
+        then step 1...). Other keys (``truncated``, ``log_prob``...) are ignored: a truncated episode is
+        not terminal, so only ``terminated`` is kept. Nothing is written unless the whole batch is valid:
+        a missing field, a shape or dtype that does not fit, a non-finite value, or a ``terminated``
+        flag other than 0/1 is an error naming the field.
+        """
+        if not isinstance(transitions, Mapping):
+            raise TypeError(f"ReplayBuffer.add expects a dict of arrays, got {type(transitions).__name__}")
+        missing = [key for key in FIELDS if key not in transitions]
+        if missing:
+            raise KeyError(f"ReplayBuffer.add: transitions lack {missing} (have {sorted(map(str, transitions))})")
+        arrays = {key: to_numpy(transitions[key], copy=False) for key in FIELDS}
+        obs = arrays["obs"]
+        lead_ndim = obs.ndim - len(self.obs_shape)
+        if lead_ndim not in (1, 2) or obs.shape[lead_ndim:] != self.obs_shape:
+            raise ValueError(
+                f"ReplayBuffer.add: 'obs' has shape {obs.shape}; expected [n, *{self.obs_shape}] or "
+                f"[n_steps, num_envs, *{self.obs_shape}]"
+            )
+        lead = obs.shape[:lead_ndim]
+        n = math.prod(lead)
+        for key, array in arrays.items():
+            expected = (*lead, *self._item_shapes[key])
+            if array.shape != expected:
+                raise ValueError(f"ReplayBuffer.add: {key!r} has shape {array.shape}, expected {expected}")
+            self._check_dtype(key, array.dtype)
+            # one float64 sum is NaN/inf iff an element is (float32 values cannot overflow it); the exact
+            # count runs only on the rare batch that fails the cheap test
+            if array.dtype.kind in "fc" and not np.isfinite(array.sum(dtype=np.float64)):
+                bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+                if bad:
+                    raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was added")
+            if lead_ndim == 2:
+                arrays[key] = array.reshape(n, *self._item_shapes[key])
+        flags = arrays["terminated"]
+        if not ((flags == 0) | (flags == 1)).all():
+            raise ValueError("ReplayBuffer.add: 'terminated' must hold 0/1 flags")
+        if n == 0:
+            return 0
+        if n > self.capacity:  # only the newest `capacity` transitions would survive
+            arrays = {key: array[n - self.capacity:] for key, array in arrays.items()}
+            self._pos = (self._pos + n - self.capacity) % self.capacity
+            n_write = self.capacity
+        else:
+            n_write = n
+        first = min(n_write, self.capacity - self._pos)
+        for key, array in arrays.items():
+            store = self._storage[key]
+            store[self._pos:self._pos + first] = array[:first]
+            if n_write > first:  # wrapped: the rest goes to the start
+                store[:n_write - first] = array[first:]
+        self._pos = (self._pos + n_write) % self.capacity
+        self._size = min(self._size + n, self.capacity)
+        return n
+
+    def _check_dtype(self, key: str, dtype: np.dtype) -> None:
+        """Refuse a dtype that cannot be stored without changing kind (float into int, str...); cached."""
+        if (key, dtype) in self._castable:
+            return
+        target = self._storage[key].dtype
+        if dtype == object or not np.can_cast(dtype, target, casting="same_kind"):
+            raise TypeError(f"ReplayBuffer.add: {key!r} has dtype {dtype}, which cannot be stored as {target}")
+        self._castable.add((key, dtype))
+
+    # --------------------------------------------------------------------------------------- sample
+    def sample(self, batch_size: int) -> Dict[str, torch.Tensor]:
+        """A batch of ``batch_size`` transitions drawn uniformly with replacement.
+
+        Returns float32 CPU tensors ``obs [B, *obs_shape]``, ``action [B, *action_shape]``, ``reward [B]``,
+        ``next_obs [B, *obs_shape]``, ``terminated [B]``; they own their memory (later adds do not
+        change a batch already returned).
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+            raise ValueError(f"ReplayBuffer.sample: batch_size must be an int >= 1, got {batch_size!r}")
+        if self._size == 0:
+            raise RuntimeError("ReplayBuffer.sample: the buffer is empty; add transitions before sampling")
+        index = self._rng.integers(0, self._size, size=int(batch_size))
+        return self.gather(index)
+
+    def gather(self, index: np.ndarray) -> Dict[str, torch.Tensor]:
+        """The transitions at storage positions ``index`` (ints in ``[0, len(self))``), as :meth:`sample` returns them."""
+        batch = {}
+        for key, store in self._storage.items():
+            picked = store.take(index, axis=0)
+            if picked.dtype != np.float32:
+                picked = picked.astype(np.float32)
+            batch[key] = torch.from_numpy(picked)
+        return batch
+
+    # ---------------------------------------------------------------------------------------- state
+    def state_dict(self) -> Dict[str, Any]:
+        """The filled part of the storage (copied), the write position and the sampling generator's state."""
+        return {
+            "capacity": self.capacity,
+            "obs_shape": list(self.obs_shape),
+            "action_shape": list(self.action_shape),
+            "obs_dtype": self.obs_dtype.str,
+            "action_dtype": self.action_dtype.str,
+            "pos": self._pos,
+            "size": self._size,
+            "data": {key: store[:self._size].copy() for key, store in self._storage.items()},
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into this buffer (same capacity, shapes and dtypes).
+
+        Everything is checked before anything changes: on error the buffer keeps its contents.
+        """
+        expected = {"capacity", "obs_shape", "action_shape", "obs_dtype", "action_dtype", "pos", "size", "data", "rng"}
+        if not isinstance(state, Mapping) or set(state) != expected:
+            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(f"ReplayBuffer.load_state_dict: expected keys {sorted(expected)}, got {keys}")
+        mine = {"capacity": self.capacity, "obs_shape": list(self.obs_shape), "action_shape": list(self.action_shape),
+                "obs_dtype": self.obs_dtype.str, "action_dtype": self.action_dtype.str}
+        for key, value in mine.items():
+            theirs = list(state[key]) if key.endswith("shape") else state[key]
+            if theirs != value:
+                raise ValueError(f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has {value!r}")
+        size, pos = state["size"], state["pos"]
+        for name, value, high in (("size", size, self.capacity), ("pos", pos, self.capacity - 1)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= high:
+                raise ValueError(f"ReplayBuffer.load_state_dict: {name}={value!r} is outside [0, {high}]")
+        if size < self.capacity and pos != size:
+            raise ValueError(f"ReplayBuffer.load_state_dict: pos={pos} must equal size={size} until the buffer is full")
+        data = state["data"]
+        if not isinstance(data, Mapping) or set(data) != set(FIELDS):
+            raise ValueError(f"ReplayBuffer.load_state_dict: 'data' must hold exactly {list(FIELDS)}")
+        arrays = {}
+        for key in FIELDS:
+            array = to_numpy(data[key], copy=False)
+            want = (int(size), *self._item_shapes[key])
+            if array.shape != want or array.dtype != self._storage[key].dtype:
+                raise ValueError(
+                    f"ReplayBuffer.load_state_dict: data[{key!r}] is {array.dtype}{list(array.shape)}, "
+                    f"expected {self._storage[key].dtype}{list(want)}"
+                )
+            arrays[key] = array
+        rng = np.random.default_rng()
+        try:
+            rng.bit_generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"ReplayBuffer.load_state_dict: bad 'rng' state ({exc})") from exc
+        for key, array in arrays.items():
+            self._storage[key][:size] = array
+        self._size, self._pos, self._rng = int(size), int(pos), rng

@@ -1,0 +1,63 @@
+"""On-policy rollouts: a collector's transitions as the ``[T, N, ...]`` tensors ``_forward_learn`` receives.
+
+An on-policy policy (``on_policy = True``) learns from one fresh rollout per train iteration: the
+:class:`~rlearn.env.CollectResult` of ``collector.collect(T)`` on ``N`` environments, converted by
+:func:`rollout_to_tensors`. The time-major layout is kept so the policy can run GAE backwards over ``T``;
+:func:`flatten_rollout` merges the two leading dimensions when it needs a flat batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Union
+
+import numpy as np
+import torch
+
+from rlearn.env.collector import CollectResult, to_numpy
+
+#: keys every rollout has (besides the extra keys the policy's ``_forward_collect`` returned)
+ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
+
+
+def rollout_to_tensors(
+    rollout: Union[CollectResult, Mapping[str, Any]], device: Union[str, torch.device] = "cpu"
+) -> Dict[str, torch.Tensor]:
+    """Convert a rollout to a dict of tensors shaped ``[T, N, ...]`` on ``device``.
+
+    Args:
+        rollout: a :class:`CollectResult` or its ``transitions`` dict: :data:`ROLLOUT_KEYS` plus any
+            extra per-step keys (``log_prob``, ``value``...), all with the same leading ``[T, N]``.
+        device: where the tensors go.
+
+    Returns:
+        Every key of the rollout. Floating-point and boolean arrays become float32 tensors, integer
+        arrays (discrete actions, integer observations) int64 tensors.
+    """
+    transitions = rollout.transitions if isinstance(rollout, CollectResult) else rollout
+    if not isinstance(transitions, Mapping):
+        raise TypeError(f"rollout_to_tensors expects a CollectResult or a dict of arrays, got {type(rollout).__name__}")
+    missing = [key for key in ROLLOUT_KEYS if key not in transitions]
+    if missing:
+        raise KeyError(f"rollout_to_tensors: the rollout lacks {missing} (have {sorted(map(str, transitions))})")
+    lead = to_numpy(transitions["reward"], copy=False).shape
+    if len(lead) != 2:
+        raise ValueError(f"rollout_to_tensors: 'reward' has shape {lead}, expected [T, N]")
+    out: Dict[str, torch.Tensor] = {}
+    for key, value in transitions.items():
+        array = to_numpy(value, copy=False)
+        if array.shape[:2] != lead:
+            raise ValueError(f"rollout_to_tensors: {key!r} has shape {array.shape}, expected leading dims {lead}")
+        if np.issubdtype(array.dtype, np.integer):
+            array = array.astype(np.int64, copy=False)
+        elif np.issubdtype(array.dtype, np.floating) or array.dtype == np.bool_:
+            array = array.astype(np.float32, copy=False)
+        else:
+            raise TypeError(f"rollout_to_tensors: {key!r} has unsupported dtype {array.dtype}")
+        out[key] = torch.from_numpy(np.ascontiguousarray(array)).to(device)
+    return out
+
+
+def flatten_rollout(data: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Merge the ``[T, N]`` leading dimensions of every tensor into one batch dimension ``T * N``
+    (step-major: step 0 of every environment, then step 1...)."""
+    return {key: value.reshape(value.shape[0] * value.shape[1], *value.shape[2:]) for key, value in data.items()}

@@ -1,0 +1,108 @@
+"""``rlearn train CONFIG``: train a policy from a config file or a bundled config.
+
+Exit codes: 0 when the run finished (``train.max_env_steps`` or ``eval.stop_value`` reached), 2 for a
+mistake in the command or the config (one line on stderr, no traceback), 130 after Ctrl-C (a checkpoint
+was saved; the last lines say how to resume). See docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+HELP = "train a policy from a config file or a bundled config"
+
+EPILOG = """\
+examples:
+  rlearn train td3_pendulum
+  rlearn train examples/custom_policy.py --set train.max_env_steps=20000 --set learner.log_freq=20
+  rlearn train ppg_cartpole --work-dir runs/ppg --seed 3
+  rlearn train td3_pendulum --resume            # continue work_dirs/<exp_name> from ckpt/latest.pt
+  rlearn train --list-configs
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``rlearn train`` (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("config", nargs="?", metavar="CONFIG",
+                        help="a Python config file defining `config = dict(...)`, or a bundled config name")
+    parser.add_argument("--work-dir", metavar="DIR", default=None,
+                        help="where the log, tb/, ckpt/ and config.py go (default: work_dirs/<exp_name>)")
+    parser.add_argument("--seed", type=int, default=None, metavar="N", help="override the config's seed")
+    parser.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="override a config value by dotted key, e.g. --set train.max_env_steps=5000 "
+                             "policy.lr=3e-4 (values are read as the key's type)")
+    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="PATH",
+                        help="continue a run: from PATH, or from <work-dir>/ckpt/latest.pt without PATH")
+    parser.add_argument("--list-configs", action="store_true", help="list the bundled configs and exit")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config (defaults and overrides applied) and exit")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of a config or checkpoint error")
+
+
+def _error(message: Any) -> int:
+    text = " ".join(str(message).split())  # one line
+    print(f"rlearn train: error: {text}", file=sys.stderr)
+    return 2
+
+
+def _list_configs() -> int:
+    import importlib
+
+    from rlearn.configs import available_configs
+
+    names = available_configs()
+    if not names:
+        print("no bundled configs")
+        return 0
+    width = max(len(n) for n in names)
+    for name in names:
+        module = importlib.import_module(f"rlearn.configs.{name}")
+        doc = (module.__doc__ or "").strip().splitlines()
+        cfg = getattr(module, "config", {}) or {}
+        env = (cfg.get("env") or {}).get("id", "?")
+        policy = (cfg.get("policy") or {}).get("type", "?")
+        summary = doc[0] if doc else f"{policy} on {env}"
+        print(f"{name:<{width}}  {summary}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the config, train, and return the exit code."""
+    if args.list_configs:
+        return _list_configs()
+    if not args.config:
+        return _error("CONFIG is required: a config file (e.g. examples/custom_policy.py) or a bundled config "
+                      "name (see: rlearn train --list-configs)")
+
+    from rlearn.config import ConfigError, load_config
+
+    debug = args.debug or os.environ.get("RLEARN_DEBUG", "") not in ("", "0")
+    try:
+        cfg = load_config(args.config, overrides=args.overrides, seed=args.seed)
+    except ConfigError as exc:
+        if debug:
+            raise
+        return _error(exc)
+    if args.print_config:
+        import pprint
+
+        print(pprint.pformat(cfg, sort_dicts=False, width=100))
+        return 0
+
+    from rlearn.learner import CheckpointError
+    from rlearn.pipeline import serial_pipeline
+
+    try:
+        result = serial_pipeline(cfg, work_dir=args.work_dir, resume=args.resume,
+                                 progress=False if args.no_progress else None)
+    except (ConfigError, CheckpointError) as exc:
+        if debug:
+            raise
+        return _error(exc)
+    return 130 if result.interrupted else 0

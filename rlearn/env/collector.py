@@ -1,0 +1,272 @@
+"""The collector: steps a vector environment with a policy's exploration actions and returns transitions.
+
+``Collector.collect(n_steps)`` steps every sub-environment ``n_steps`` times and returns a
+:class:`CollectResult`: the transitions as ``[n_steps, num_envs, ...]`` numpy arrays, plus every episode
+that ended during the call. Under gymnasium's ``SAME_STEP`` autoreset (see :mod:`rlearn.env.vector_env`)
+``next_obs`` is the true next observation -- the final observation where an episode ended, whether it was
+*terminated* or *truncated* -- while the following step starts from the reset observation.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
+from rlearn.trace import span
+
+#: transition keys the collector writes itself; a policy may not return them from ``_forward_collect``
+RESERVED_KEYS = ("obs", "next_obs", "reward", "terminated", "truncated")
+
+
+@dataclass
+class CollectResult:
+    """What one :meth:`Collector.collect` call gathered.
+
+    Attributes:
+        transitions: ``obs``, ``action``, every extra key ``_forward_collect`` returned (``env_action``
+            excepted), ``reward``, ``next_obs``, ``terminated``, ``truncated``; each an array
+            ``[n_steps, num_envs, ...]``. ``reward``, ``terminated`` and ``truncated`` are float32 (0/1
+            flags); observations are float32, or the space's integer dtype for integer observations.
+        episodes: one dict ``{episode_return, episode_length, env_index}`` per episode that ended during
+            this call, in the order they ended (by step, then by environment index). Returns and lengths
+            count the whole episode, including steps gathered by earlier calls.
+        envstep: the collector's env-step counter after this call.
+    """
+
+    transitions: Dict[str, np.ndarray]
+    episodes: List[Dict[str, Any]] = field(default_factory=list)
+    envstep: int = 0
+
+    @property
+    def num_steps(self) -> int:
+        """Steps per environment (``T``)."""
+        return int(self.transitions["reward"].shape[0])
+
+    @property
+    def num_envs(self) -> int:
+        """Number of environments (``N``)."""
+        return int(self.transitions["reward"].shape[1])
+
+
+def to_numpy(value: Any, copy: bool = True) -> np.ndarray:
+    """``value`` as a numpy array; torch tensors are detached and moved to the CPU (torch is not imported here)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy().copy() if copy else value.detach().cpu().numpy()
+    return np.array(value, copy=True) if copy else np.asarray(value)
+
+
+class Collector:
+    """Collects exploration transitions from a vector environment with ``policy._forward_collect``.
+
+    Args:
+        env: a gymnasium vector env in ``AutoresetMode.SAME_STEP`` (from :func:`~rlearn.env.make_vector_env`).
+        policy: any object with ``_forward_collect(obs [N, ...], envstep) -> dict`` (an
+            :class:`policies.Policy`). The returned dict holds ``action [N, ...]`` (stored), optionally
+            ``env_action`` (sent to the environment instead of ``action``, not stored) and any extra
+            per-step arrays (``log_prob``, ``value``...), which are stored under their own key.
+        seed: the first reset uses ``env.reset(seed=seed)`` (sub-environment ``i`` gets ``seed + i``);
+            later full resets (after :meth:`load_state_dict`) use :func:`~rlearn.env.vector_env.derive_seed`.
+            ``None`` resets without a seed (sub-environments seeded by ``make_vector_env`` stay reproducible).
+
+    The current observation is kept between calls, so consecutive ``collect`` calls continue the same
+    episodes. ``envstep`` counts environment steps summed over the sub-environments.
+    """
+
+    def __init__(self, env: Any, policy: Any, seed: Optional[int] = None) -> None:
+        check_same_step_autoreset(env, "Collector")
+        if not callable(getattr(policy, "_forward_collect", None)):
+            raise TypeError(f"Collector: policy {type(policy).__name__} has no _forward_collect(obs, envstep) method")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"Collector: seed must be a non-negative int or None, got {seed!r}")
+        self.env = env
+        self.policy = policy
+        self.seed = seed
+        self.num_envs: int = int(env.num_envs)
+        self.obs_dtype = observation_dtype(env.single_observation_space, "Collector")
+        self.obs_shape = tuple(env.single_observation_space.shape)
+        self._policy_name = type(policy).__name__
+        self._envstep = 0
+        self._episode_count = 0
+        self._resets = 0
+        self._obs: Optional[np.ndarray] = None
+        self._returns = np.zeros(self.num_envs, dtype=np.float64)
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+
+    # ------------------------------------------------------------------------------------- counters
+    @property
+    def envstep(self) -> int:
+        """Environment steps collected so far, summed over sub-environments."""
+        return self._envstep
+
+    @property
+    def episode_count(self) -> int:
+        """Episodes that ended so far."""
+        return self._episode_count
+
+    # ---------------------------------------------------------------------------------------- reset
+    def reset(self) -> np.ndarray:
+        """Reset every sub-environment (fresh episodes) and return the first observation batch.
+
+        Called by the first :meth:`collect`; partially played episodes are dropped, not reported.
+        """
+        obs, _ = self.env.reset(seed=derive_seed(self.seed, self._resets))
+        self._resets += 1
+        self._obs = self._as_obs(obs, "reset")
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return self._obs
+
+    def _as_obs(self, obs: Any, where: str) -> np.ndarray:
+        array = np.array(obs, dtype=self.obs_dtype, copy=True)
+        if array.shape != (self.num_envs, *self.obs_shape):
+            raise ValueError(
+                f"Collector: env {where} returned observations of shape {array.shape}, expected "
+                f"{(self.num_envs, *self.obs_shape)}"
+            )
+        return array
+
+    # -------------------------------------------------------------------------------------- collect
+    def collect(self, n_steps: int) -> CollectResult:
+        """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
+        with span("collector/collect", lane="collector", steps=int(n_steps)):
+            return self._collect(int(n_steps))
+
+    def _collect(self, n_steps: int) -> CollectResult:
+        if self._obs is None:
+            self.reset()
+        columns: Dict[str, List[np.ndarray]] = {key: [] for key in ("obs", "next_obs", "reward", "terminated", "truncated")}
+        extras: Dict[str, List[np.ndarray]] = {}
+        layout: Optional[Dict[str, tuple]] = None
+        episodes: List[Dict[str, Any]] = []
+        for _ in range(n_steps):
+            obs = self._obs
+            assert obs is not None
+            out = self._policy_output(obs)
+            if layout is None:
+                layout = {key: value.shape for key, value in out.items()}
+                extras = {key: [] for key in out if key != "env_action"}
+            else:
+                self._check_layout(layout, out)
+            env_action = out.get("env_action", out["action"])
+            next_raw, reward, terminated, truncated, info = self.env.step(env_action)
+            next_obs = self._as_obs(next_raw, "step")  # reset observation where an episode ended
+            ended = np.logical_or(terminated, truncated)
+            true_next = next_obs
+            if ended.any():
+                true_next = next_obs.copy()
+                final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
+                for i in np.flatnonzero(ended):
+                    if final_obs is None or has_final is None or not has_final[i]:
+                        raise RuntimeError(
+                            f"Collector: sub-environment {i} ended an episode but info['final_obs'] holds no "
+                            f"final observation for it; is the env in AutoresetMode.SAME_STEP?"
+                        )
+                    true_next[i] = final_obs[i]
+
+            columns["obs"].append(obs)
+            columns["next_obs"].append(true_next)
+            columns["reward"].append(np.asarray(reward, dtype=np.float32))
+            columns["terminated"].append(np.asarray(terminated, dtype=np.float32))
+            columns["truncated"].append(np.asarray(truncated, dtype=np.float32))
+            for key in extras:
+                extras[key].append(out[key])
+
+            self._returns += np.asarray(reward, dtype=np.float64)
+            self._lengths += 1
+            for i in np.flatnonzero(ended):
+                episodes.append(
+                    {"episode_return": float(self._returns[i]), "episode_length": int(self._lengths[i]), "env_index": int(i)}
+                )
+                self._returns[i] = 0.0
+                self._lengths[i] = 0
+            self._episode_count += int(ended.sum())
+            self._envstep += self.num_envs
+            self._obs = next_obs
+
+        transitions = {"obs": np.stack(columns["obs"])}
+        transitions["action"] = np.stack(extras.pop("action"))
+        for key, values in extras.items():
+            transitions[key] = np.stack(values)
+        for key in ("reward", "next_obs", "terminated", "truncated"):
+            transitions[key] = np.stack(columns[key])
+        return CollectResult(transitions=transitions, episodes=episodes, envstep=self._envstep)
+
+    def _policy_output(self, obs: np.ndarray) -> Dict[str, np.ndarray]:
+        """Call ``_forward_collect`` and check what it returned; errors name the policy and the key."""
+        name = f"{self._policy_name}._forward_collect"
+        out = self.policy._forward_collect(obs, self._envstep)
+        if not isinstance(out, Mapping):
+            raise TypeError(f"{name} must return a dict with an 'action' entry, got {type(out).__name__}")
+        if "action" not in out:
+            raise ValueError(f"{name} returned no 'action' (keys: {sorted(map(str, out))})")
+        reserved = sorted(set(out) & set(RESERVED_KEYS))
+        if reserved:
+            raise ValueError(f"{name} returned reserved key(s) {reserved}; the collector writes those itself")
+        arrays: Dict[str, np.ndarray] = {}
+        for key, value in out.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{name} returned a non-string key {key!r}")
+            array = to_numpy(value)
+            if array.dtype == object:
+                raise TypeError(f"{name} returned {key!r} as an object array; return numbers")
+            if array.ndim == 0 or array.shape[0] != self.num_envs:
+                raise ValueError(
+                    f"{name} returned {key!r} with shape {array.shape}; expected a leading dimension of "
+                    f"num_envs={self.num_envs}"
+                )
+            arrays[key] = array
+        for key in ("action", "env_action"):
+            array = arrays.get(key)
+            if array is not None and np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+                raise ValueError(f"{name} returned a non-finite {key!r}: {array.tolist()}")
+        return arrays
+
+    def _check_layout(self, layout: Mapping[str, tuple], out: Mapping[str, np.ndarray]) -> None:
+        if set(out) != set(layout):
+            raise ValueError(
+                f"{self._policy_name}._forward_collect returned keys {sorted(out)} but {sorted(layout)} "
+                f"earlier in the same collect call; the keys must not change between steps"
+            )
+        for key, shape in layout.items():
+            if out[key].shape != shape:
+                raise ValueError(
+                    f"{self._policy_name}._forward_collect returned {key!r} with shape {out[key].shape}, "
+                    f"{shape} earlier in the same collect call"
+                )
+
+    # ---------------------------------------------------------------------------------------- state
+    def state_dict(self) -> Dict[str, int]:
+        """Counters a resumed run continues: ``envstep``, ``episode_count`` and ``resets``.
+
+        The environments' internal state is not saved: after :meth:`load_state_dict` the next
+        :meth:`collect` resets every sub-environment, so a resumed run starts fresh episodes (with a
+        new derived seed, not a replay of the first reset) and the episodes unfinished at save time are
+        not reported.
+        """
+        return {"envstep": self._envstep, "episode_count": self._episode_count, "resets": self._resets}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; a missing, unknown or non-integer entry is a ``ValueError``."""
+        expected = {"envstep", "episode_count", "resets"}
+        if not isinstance(state, Mapping) or set(state) != expected:
+            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(f"Collector.load_state_dict: expected keys {sorted(expected)}, got {keys}")
+        values = {}
+        for key in expected:
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"Collector.load_state_dict: {key!r} must be a non-negative int, got {value!r}")
+            values[key] = int(value)
+        self._envstep = values["envstep"]
+        self._episode_count = values["episode_count"]
+        self._resets = values["resets"]
+        self._obs = None  # the next collect starts fresh episodes
+        self._returns[:] = 0.0
+        self._lengths[:] = 0

@@ -1,0 +1,201 @@
+"""Vectorised gymnasium environments set up the way rlearn's collector and evaluator expect.
+
+Every vector environment built here uses gymnasium's ``AutoresetMode.SAME_STEP``: when a sub-environment
+ends an episode (``terminated`` or ``truncated``), the same ``step`` call resets it, returns the *reset*
+observation in ``obs`` and puts the *final* observation of the ended episode in ``info["final_obs"][i]``
+(with the boolean mask ``info["_final_obs"]``). Each step is therefore one real transition, and the
+collector can store the true next observation for bootstrapping.
+
+An environment is named by a registered gymnasium id (``"Pendulum-v1"``) or given as a callable that
+builds one (``lambda **kw: MyEnv(**kw)``); :func:`register_env` registers a custom environment under an id.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import multiprocessing
+from typing import Any, Callable, Mapping, Optional, Union
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+
+EnvFactory = Callable[..., gym.Env]
+EnvId = Union[str, EnvSpec, EnvFactory]
+
+#: multiprocessing start method for ``asynchronous=True``: ``forkserver`` where the platform has it, else
+#: ``spawn``. Neither forks the (possibly multi-threaded, torch-holding) parent process. Workers are started
+#: from a fresh interpreter, so the environment factory must be importable or picklable (a registered id, a
+#: class or function defined in a module, or a lambda), and a script must guard its entry point with
+#: ``if __name__ == "__main__":``.
+DEFAULT_ASYNC_CONTEXT = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def register_env(
+    env_id: str,
+    entry_point: Union[str, EnvFactory],
+    *,
+    max_episode_steps: Optional[int] = None,
+    kwargs: Optional[Mapping[str, Any]] = None,
+    override: bool = False,
+) -> None:
+    """Register a custom environment with gymnasium so it can be named by ``env_id`` in a config.
+
+    Args:
+        env_id: gymnasium id, e.g. ``"MyEnv-v0"``.
+        entry_point: the environment class or factory, or an import string ``"package.module:Class"``.
+        max_episode_steps: wrap the environment in ``TimeLimit`` (episodes are *truncated* at this length).
+        kwargs: default keyword arguments for the constructor.
+        override: replace an existing registration; without it, registering a taken id is an error
+            (gymnasium would only warn and silently replace it).
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise TypeError(f"register_env: env_id must be a non-empty str, got {env_id!r}")
+    if not (isinstance(entry_point, str) or callable(entry_point)):
+        raise TypeError(f"register_env({env_id!r}): entry_point must be a callable or an import string")
+    if env_id in gym.registry and not override:
+        raise ValueError(f"register_env: environment id {env_id!r} is already registered (pass override=True)")
+    if env_id in gym.registry:
+        del gym.registry[env_id]
+    gym.register(env_id, entry_point=entry_point, max_episode_steps=max_episode_steps, kwargs=dict(kwargs or {}))
+
+
+def resolve_env_spec(env_id: str) -> EnvSpec:
+    """The registered :class:`EnvSpec` of ``env_id``; an unknown id is a ``ValueError`` naming it."""
+    if not isinstance(env_id, str):
+        raise TypeError(f"environment id must be a str, got {type(env_id).__name__}")
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as exc:
+        close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+        hint = f" Registered ids close to it: {', '.join(repr(c) for c in close)}." if close else ""
+        raise ValueError(
+            f"unknown environment id {env_id!r}: {exc}{hint} Register custom environments with "
+            f"rlearn.env.register_env or gymnasium.register, or pass a callable that builds the environment."
+        ) from exc
+
+
+def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], seed: Optional[int]) -> gym.Env:
+    """Build one sub-environment and seed it (runs in the worker process for asynchronous envs)."""
+    if isinstance(env, EnvSpec):
+        instance = gym.make(env, **env_kwargs)
+    else:
+        instance = env(**env_kwargs)
+        if not isinstance(instance, gym.Env):
+            name = getattr(env, "__qualname__", repr(env))
+            raise TypeError(f"environment factory {name} returned {type(instance).__name__}, not a gymnasium.Env")
+    if seed is not None:
+        # Seeds the environment's own generator once; later resets without a seed continue from it.
+        instance.reset(seed=seed)
+        instance.action_space.seed(seed)
+        instance.observation_space.seed(seed)
+    return instance
+
+
+def make_env_fn(
+    env_id: EnvId, seed: Optional[int] = None, env_kwargs: Optional[Mapping[str, Any]] = None
+) -> Callable[[], gym.Env]:
+    """A zero-argument callable that builds (and, given ``seed``, seeds) one environment.
+
+    ``env_id`` is a registered id, an :class:`EnvSpec` or a callable ``factory(**env_kwargs) -> gym.Env``.
+    An id is resolved here, in the calling process, so an unknown id fails before any worker starts.
+    The returned callable is picklable (for worker processes) whenever ``env_id`` is.
+    """
+    if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
+        raise TypeError(f"env_kwargs must be a mapping, got {type(env_kwargs).__name__}")
+    if isinstance(env_id, str):
+        target: Union[EnvSpec, EnvFactory] = resolve_env_spec(env_id)
+    elif isinstance(env_id, EnvSpec) or callable(env_id):
+        target = env_id
+    else:
+        raise TypeError(f"env must be a gymnasium id, an EnvSpec or a callable, got {type(env_id).__name__}")
+    return functools.partial(_build_env, target, dict(env_kwargs or {}), seed)
+
+
+def make_vector_env(
+    env_id: EnvId,
+    num_envs: int,
+    seed: Optional[int] = None,
+    asynchronous: bool = False,
+    env_kwargs: Optional[Mapping[str, Any]] = None,
+    context: Optional[str] = None,
+) -> VectorEnv:
+    """Build ``num_envs`` copies of an environment as one gymnasium vector environment.
+
+    Args:
+        env_id: a registered gymnasium id, an ``EnvSpec``, or a callable ``factory(**env_kwargs) -> gym.Env``.
+        num_envs: number of sub-environments (>= 1).
+        seed: sub-environment ``i`` is seeded with ``seed + i`` (its reset generator, action space and
+            observation space), and the batched action space with ``seed``. ``None`` leaves them unseeded.
+        asynchronous: one worker process per sub-environment (``AsyncVectorEnv``) instead of stepping them
+            in turn in this process (``SyncVectorEnv``).
+        env_kwargs: keyword arguments for every sub-environment's constructor.
+        context: multiprocessing start method for asynchronous envs (default :data:`DEFAULT_ASYNC_CONTEXT`).
+
+    Returns:
+        A vector environment in ``AutoresetMode.SAME_STEP``. Close it with ``env.close()``.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    fns = [make_env_fn(env_id, None if seed is None else seed + i, env_kwargs) for i in range(num_envs)]
+    if asynchronous:
+        ctx = context or DEFAULT_ASYNC_CONTEXT
+        if ctx not in multiprocessing.get_all_start_methods():
+            raise ValueError(f"multiprocessing context {ctx!r} is not available here")
+        env: VectorEnv = AsyncVectorEnv(fns, context=ctx, autoreset_mode=AutoresetMode.SAME_STEP)
+    else:
+        env = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    if seed is not None:
+        env.action_space.seed(seed)
+    return env
+
+
+def check_same_step_autoreset(env: Any, owner: str) -> None:
+    """Raise a clear error unless ``env`` is a gymnasium vector env in ``AutoresetMode.SAME_STEP``."""
+    if not isinstance(env, VectorEnv):
+        raise TypeError(
+            f"{owner} needs a gymnasium.vector.VectorEnv (build one with rlearn.env.make_vector_env), "
+            f"got {type(env).__name__}"
+        )
+    mode = env.metadata.get("autoreset_mode")
+    if mode != AutoresetMode.SAME_STEP:
+        raise ValueError(
+            f"{owner} needs a vector env with autoreset_mode=AutoresetMode.SAME_STEP (so every step is a real "
+            f"transition and the final observation is in info['final_obs']), got {mode!r}; build it with "
+            f"rlearn.env.make_vector_env"
+        )
+
+
+def observation_dtype(space: gym.Space, owner: str) -> np.dtype:
+    """The dtype rlearn stores observations of ``space`` in: the space's own dtype for integer
+    observations (``Discrete``, ``MultiDiscrete``, ``MultiBinary``, integer ``Box`` such as uint8 images),
+    ``float32`` for floating-point ``Box`` spaces. Other spaces (``Dict``, ``Tuple``, ``Text``...) are refused."""
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)):
+        dtype = np.dtype(space.dtype)
+        if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+            return dtype
+        if np.issubdtype(dtype, np.floating):
+            return np.dtype(np.float32)
+    raise TypeError(
+        f"{owner}: observation space {space} is not supported; rlearn stores Box, Discrete, MultiDiscrete "
+        f"and MultiBinary observations (flatten Dict/Tuple spaces with gymnasium.wrappers.FlattenObservation)"
+    )
+
+
+def derive_seed(seed: Optional[int], k: int) -> Optional[int]:
+    """The reset seed of the ``k``-th seeded reset of a component whose base seed is ``seed``.
+
+    ``k = 0`` gives ``seed`` itself; later resets get distinct, reproducible seeds from
+    ``numpy.random.SeedSequence([seed, k])``, so they never coincide with another component's
+    ``seed + i`` sub-environment seeds by simple arithmetic. ``None`` stays ``None`` (unseeded).
+    """
+    if seed is None:
+        return None
+    if k == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, k]).generate_state(1, np.uint32)[0])

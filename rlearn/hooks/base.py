@@ -1,0 +1,277 @@
+"""The hook core: ``Hook`` (mount points), ``Priority``, ``HookManager`` (register / call) and ``build_hook``.
+
+A hook is an object whose methods the learner calls at fixed *mount points* of a run (before and after
+the run, every train iteration, collection, evaluation, checkpoints). Hooks are kept in a list sorted
+by priority: a lower value runs first, and hooks of equal priority run in registration order.
+See docs/hooks.md.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import enum
+import numbers
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
+
+from rlearn.registry import HOOKS, Registry
+
+__all__ = ["Hook", "Priority", "get_priority", "HookManager", "HOOKS", "build_hook", "MOUNT_POINTS", "PriorityLike"]
+
+
+class Priority(enum.IntEnum):
+    """Hook priorities: a lower value runs first."""
+
+    HIGHEST = 0
+    VERY_HIGH = 10
+    HIGH = 30
+    ABOVE_NORMAL = 40
+    NORMAL = 50
+    BELOW_NORMAL = 60
+    LOW = 70
+    VERY_LOW = 90
+    LOWEST = 100
+
+
+PriorityLike = Union[int, str, Priority]
+
+
+def get_priority(priority: PriorityLike) -> int:
+    """Normalise a priority to an int in 0..100.
+
+    Accepts a :class:`Priority`, a priority name (case-insensitive, e.g. ``"below_normal"``) or an int
+    in 0..100. An unknown name or an int out of range is a ``ValueError``; any other type (``bool``,
+    ``float``, ``None``...) is a ``TypeError``.
+    """
+    if isinstance(priority, Priority):
+        return int(priority)
+    if isinstance(priority, bool):
+        raise TypeError(f"hook priority must be a Priority, a name or an int 0..100, not a bool ({priority!r})")
+    if isinstance(priority, numbers.Integral):
+        value = int(priority)
+        if not 0 <= value <= 100:
+            raise ValueError(f"hook priority must be in 0..100 (lower runs first), got {value}")
+        return value
+    if isinstance(priority, str):
+        member = Priority.__members__.get(priority.strip().upper())
+        if member is None:
+            names = list(Priority.__members__)
+            close = difflib.get_close_matches(priority.strip().upper(), names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown hook priority {priority!r}.{hint} Known names: {', '.join(names)}")
+        return int(member)
+    raise TypeError(
+        f"hook priority must be a Priority, a name or an int 0..100, got {type(priority).__name__}: {priority!r}"
+    )
+
+
+class Hook:
+    """Base class of hooks: every mount point is a method that does nothing by default.
+
+    Subclasses override the mount points they need. Each receives the learner (see
+    :class:`rlearn.learner.BaseLearner`), and the two checkpoint points also receive the checkpoint
+    dict. A hook with state implements ``state_dict()`` / ``load_state_dict(state)``; checkpoints
+    store it under the hook's class name.
+
+    ``priority`` is a reserved attribute: :meth:`HookManager.register_hook` sets it, and refuses a hook
+    that already has one. A subclass chooses the priority it gets when none is given with
+    :attr:`DEFAULT_PRIORITY`.
+    """
+
+    #: priority used when the hook is registered (or built from a config) without an explicit one
+    DEFAULT_PRIORITY: PriorityLike = Priority.NORMAL
+
+    # ---------------------------------------------------------------------------------- run
+    def before_run(self, learner: Any) -> None:
+        """Once, before the first train iteration (the pipeline calls it; also after resuming)."""
+
+    def after_run(self, learner: Any) -> None:
+        """Once, after the last train iteration (also when training stops early or is interrupted)."""
+
+    # ----------------------------------------------------------------------------- iteration
+    def before_iter(self, learner: Any) -> None:
+        """Before each train iteration; ``learner.train_iter`` is the index of the coming iteration."""
+
+    def after_iter(self, learner: Any) -> None:
+        """After each train iteration: ``learner.train_iter`` already counts it, and its values are in
+        the monitor's window (the monitor ticks after these hooks)."""
+
+    # ------------------------------------------------------------------------- collect / eval
+    def before_collect(self, learner: Any) -> None:
+        """Before the pipeline collects environment steps."""
+
+    def after_collect(self, learner: Any) -> None:
+        """After the pipeline collected environment steps (``learner.envstep`` may not be updated yet)."""
+
+    def before_eval(self, learner: Any) -> None:
+        """Before an evaluation."""
+
+    def after_eval(self, learner: Any) -> None:
+        """After an evaluation."""
+
+    # ---------------------------------------------------------------------------- checkpoints
+    def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
+        """Before ``checkpoint`` is written; a hook may add entries to it."""
+
+    def after_load_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
+        """After a checkpoint was loaded and every state restored."""
+
+    # -------------------------------------------------------------------------------- helpers
+    @staticmethod
+    def every_n_iters(learner: Any, n: int) -> bool:
+        """True when ``learner.train_iter`` (completed iterations) is a multiple of ``n``.
+
+        Meant for ``after_iter``: with ``n=100`` it fires after iterations 100, 200, ... ``n <= 0``
+        never fires.
+        """
+        _check_int("n", n)
+        return n > 0 and learner.train_iter % n == 0
+
+    @staticmethod
+    def every_n_envsteps(learner: Any, n: int, last: Optional[int]) -> bool:
+        """True when ``learner.envstep`` reached a new multiple of ``n`` since envstep ``last``.
+
+        Env steps grow in chunks (a vector env collects several steps at once), so "is a multiple of
+        ``n``" would miss most boundaries; this compares ``envstep // n`` with ``last // n``. ``last``
+        is the envstep at which the caller last fired, or None if it never fired (then it fires at
+        the first multiple of ``n`` reached, envstep 0 excluded). ``n <= 0`` never fires.
+        """
+        _check_int("n", n)
+        if n <= 0:
+            return False
+        if last is None:
+            return learner.envstep >= n
+        _check_int("last", last)
+        return learner.envstep // n > last // n
+
+    @staticmethod
+    def is_first_iter(learner: Any) -> bool:
+        """True in ``before_iter`` of the first iteration of a run (``train_iter == 0``)."""
+        return learner.train_iter == 0
+
+    def __repr__(self) -> str:
+        priority = self.__dict__.get("priority")
+        return f"{type(self).__name__}(priority={priority})" if priority is not None else f"{type(self).__name__}()"
+
+
+def _check_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+#: every mount point name :meth:`HookManager.call_hook` accepts
+MOUNT_POINTS: Tuple[str, ...] = (
+    "before_run",
+    "after_run",
+    "before_iter",
+    "after_iter",
+    "before_collect",
+    "after_collect",
+    "before_eval",
+    "after_eval",
+    "before_save_checkpoint",
+    "after_load_checkpoint",
+)
+_MOUNT_POINT_SET = frozenset(MOUNT_POINTS)
+
+
+class HookManager:
+    """Mixin holding a priority-sorted list of hooks (:class:`rlearn.learner.BaseLearner` inherits it).
+
+    Subclasses call ``super().__init__()``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._hooks: List[Hook] = []
+        self._hook_priorities: List[int] = []  # parallel to _hooks, sorted: bisect keeps ties stable
+
+    @property
+    def hooks(self) -> List[Hook]:
+        """The registered hooks in calling order (a copy: register hooks with :meth:`register_hook`)."""
+        return list(self._hooks)
+
+    def register_hook(self, hook: Hook, priority: Optional[PriorityLike] = None) -> None:
+        """Insert ``hook`` by priority and set ``hook.priority``.
+
+        Args:
+            hook: a :class:`Hook` instance (anything else: ``TypeError``). A hook that already has a
+                ``priority`` attribute (registered before, or defining its own) is refused with
+                ``ValueError``: the attribute is reserved.
+            priority: a :class:`Priority`, a name or an int 0..100 (see :func:`get_priority`); lower
+                runs first, equal priorities run in registration order. ``None`` (the default) uses
+                the hook's ``DEFAULT_PRIORITY``, which is ``NORMAL`` unless the class says otherwise
+                (``TimerHook``: ``HIGHEST``).
+        """
+        if not isinstance(hook, Hook):
+            raise TypeError(f"register_hook expects a rlearn.hooks.Hook instance, got {type(hook).__name__}: {hook!r}")
+        if hasattr(hook, "priority"):
+            raise ValueError(
+                f'"priority" is a reserved attribute for hooks: {type(hook).__name__} already has one '
+                f"({getattr(hook, 'priority')!r}); a hook is registered once, and sets no priority itself "
+                "(use the DEFAULT_PRIORITY class attribute)"
+            )
+        value = get_priority(hook.DEFAULT_PRIORITY if priority is None else priority)
+        index = bisect.bisect_right(self._hook_priorities, value)
+        hook.priority = value  # type: ignore[attr-defined]
+        self._hooks.insert(index, hook)
+        self._hook_priorities.insert(index, value)
+
+    def call_hook(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Call mount point ``name`` of every hook in order, as ``hook.<name>(self, *args, **kwargs)``.
+
+        An unknown mount point name raises ``ValueError`` listing the valid ones.
+        """
+        if name not in _MOUNT_POINT_SET:
+            close = difflib.get_close_matches(str(name), MOUNT_POINTS, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown hook mount point {name!r}.{hint} Mount points: {', '.join(MOUNT_POINTS)}")
+        for hook in self._hooks:
+            getattr(hook, name)(self, *args, **kwargs)
+
+    def get_hook(self, which: Union[str, Type[Hook]]) -> Hook:
+        """The first registered hook that is an instance of class ``which``, or whose class is named ``which``.
+
+        ``KeyError`` (listing the registered hooks) when there is none.
+        """
+        for hook in self._hooks:
+            if (isinstance(which, str) and type(hook).__name__ == which) or (
+                isinstance(which, type) and isinstance(hook, which)
+            ):
+                return hook
+        if not isinstance(which, (str, type)):
+            raise TypeError(f"get_hook expects a hook class or class name, got {which!r}")
+        wanted = which if isinstance(which, str) else which.__name__
+        registered = ", ".join(type(h).__name__ for h in self._hooks) or "none"
+        raise KeyError(f"no hook {wanted!r} is registered (registered: {registered})")
+
+
+def build_hook(cfg: Mapping[str, Any], registry: Registry = HOOKS) -> Tuple[Hook, int]:
+    """Build a hook from a config dict: ``type`` (a registered name), optional ``priority``, and the
+    constructor's arguments. Returns ``(hook, priority)``, ready for ``learner.register_hook``.
+
+    ``cfg`` is not modified. Without ``priority`` the class's ``DEFAULT_PRIORITY`` is used. An unknown
+    type raises :class:`rlearn.registry.RegistryError` (a ``KeyError`` and ``ValueError``) listing the
+    known types; a bad priority raises ``ValueError``/``TypeError`` before anything is built.
+
+    Example::
+
+        hook, priority = build_hook(dict(type="LogShowHook", freq=100, priority="BELOW_NORMAL"))
+        learner.register_hook(hook, priority)
+    """
+    if not isinstance(cfg, Mapping):
+        raise TypeError(f"a hook config must be a dict with a 'type' key, got {type(cfg).__name__}: {cfg!r}")
+    args = dict(cfg)
+    raw_priority = args.pop("priority", None)
+    if "type" in args and isinstance(args["type"], str):
+        cls = registry.get(args["type"])  # unknown type: error before looking at the priority
+    else:
+        cls = None
+    try:
+        priority = get_priority(raw_priority if raw_priority is not None else getattr(cls, "DEFAULT_PRIORITY", Priority.NORMAL))
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"hook config {dict(cfg)!r}: {exc}") from exc
+    hook = registry.build(args)
+    if not isinstance(hook, Hook):
+        raise TypeError(f"hook config {dict(cfg)!r} built a {type(hook).__name__}, which is not a rlearn.hooks.Hook")
+    return hook, priority

@@ -1,0 +1,128 @@
+"""The terminal progress bar of a training run (env steps, steps/s, last evaluation return).
+
+The bar is drawn with tqdm on stderr, only when stderr is a terminal and ``RLEARN_NO_PROGRESS`` is not
+set to a true value (``1``, ``true``, ``yes``, ``on``). While it is shown, lines written to stdout (the
+log) are routed around it so the bar stays at the bottom instead of being overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional, TextIO
+
+__all__ = ["ProgressBar", "progress_wanted", "ENV_VAR"]
+
+#: environment variable that turns the bar off
+ENV_VAR = "RLEARN_NO_PROGRESS"
+
+
+def progress_wanted(requested: Optional[bool] = None, stream: Optional[TextIO] = None) -> bool:
+    """Whether to show a bar: ``requested`` if given (True still needs a terminal), else on when
+    ``stream`` (default stderr) is a terminal and ``RLEARN_NO_PROGRESS`` is not true-ish."""
+    if requested is False:
+        return False
+    if os.environ.get(ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}:
+        return False
+    stream = stream if stream is not None else sys.stderr
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class _StdoutAroundBar:
+    """Stand-in for ``sys.stdout`` while the bar is shown: complete lines are written with the bar
+    cleared (``tqdm.external_write_mode``), then the bar is redrawn."""
+
+    def __init__(self, real: TextIO, bar_stream: TextIO) -> None:
+        self._real = real
+        self._bar_stream = bar_stream
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        from tqdm import tqdm
+
+        self._pending += text
+        if "\n" in self._pending:
+            lines, _, self._pending = self._pending.rpartition("\n")
+            with tqdm.external_write_mode(file=self._bar_stream):
+                self._real.write(lines + "\n")
+                self._real.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self._real.flush()  # a partial line waits for its newline
+
+    def drain(self) -> None:
+        """Write a pending partial line as it is."""
+        if self._pending:
+            self._real.write(self._pending)
+            self._pending = ""
+        self._real.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno...
+        return getattr(self._real, name)
+
+
+class ProgressBar:
+    """A tqdm bar over env steps; a no-op object when disabled.
+
+    Args:
+        total: env steps of the whole run (``train.max_env_steps``).
+        initial: env steps already done (a resumed run starts there).
+        enabled: draw it (see :func:`progress_wanted`).
+        desc: label on the left (the experiment name).
+
+    Use as a context manager: stdout is routed around the bar while it is open.
+    """
+
+    def __init__(self, total: int, initial: int = 0, enabled: bool = False, desc: str = "") -> None:
+        self.enabled = enabled
+        self._bar: Any = None
+        self._stdout: Optional[_StdoutAroundBar] = None
+        self._saved_stdout: Optional[TextIO] = None
+        self._n = int(initial)
+        self._total = int(total)
+        self._desc = desc
+
+    def __enter__(self) -> "ProgressBar":
+        if self.enabled:
+            from tqdm import tqdm
+
+            stream = sys.stderr
+            self._bar = tqdm(
+                total=self._total, initial=min(self._n, self._total), desc=self._desc, unit="step",
+                unit_scale=True, dynamic_ncols=True, file=stream, leave=True,
+            )
+            self._saved_stdout = sys.stdout
+            self._stdout = _StdoutAroundBar(sys.stdout, stream)
+            sys.stdout = self._stdout  # type: ignore[assignment]
+        return self
+
+    def update(self, envstep: int, eval_return: Optional[float] = None) -> None:
+        """Move the bar to ``envstep``; show ``eval_return`` (the last evaluation's mean return)."""
+        if self._bar is None:
+            return
+        step = min(int(envstep), self._total)
+        if eval_return is not None:
+            self._bar.set_postfix(eval_return=f"{eval_return:.4g}", refresh=False)
+        if step > self._n:
+            self._bar.update(step - self._n)
+            self._n = step
+        else:
+            self._bar.refresh()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the bar and give stdout back (idempotent)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if self._stdout is not None:
+            self._stdout.drain()
+            if sys.stdout is self._stdout:
+                sys.stdout = self._saved_stdout  # type: ignore[assignment]
+            self._stdout = None

@@ -1,0 +1,169 @@
+"""A small name -> class registry, so that configs can name the objects they want built.
+
+Example::
+
+    from rlearn.registry import Registry
+
+    MODELS = Registry("model")
+
+    @MODELS.register                 # registered under its class name, "MLP"
+    class MLP: ...
+
+    @MODELS.register("big_mlp")      # registered under an explicit name
+    class BigMLP: ...
+
+    model = MODELS.build({"type": "MLP", "hidden": 64})   # MLP(hidden=64)
+
+rlearn's own registries live here too: :data:`HOOKS` (``rlearn.hooks``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar, Union
+
+__all__ = ["Registry", "RegistryError", "HOOKS"]
+
+T = TypeVar("T", bound=Callable[..., Any])
+
+
+class RegistryError(KeyError, ValueError):
+    """An unknown name (or a missing ``type``) in a registry; catchable as ``KeyError`` or ``ValueError``.
+
+    The message lists the registered names and, when there is one, the closest match.
+    """
+
+    def __str__(self) -> str:  # KeyError would otherwise print the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry:
+    """Maps names to classes (or other callables) and builds them from config dicts.
+
+    Args:
+        name: what the registry holds, used in error messages (``"hook"``, ``"model"``...).
+    """
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Registry name must be a non-empty str, got {name!r}")
+        self.name = name
+        self._entries: Dict[str, Callable[..., Any]] = {}
+
+    # ------------------------------------------------------------------------------------- register
+    def register(self, obj: Union[T, str, None] = None, *, name: Optional[str] = None, force: bool = False) -> Any:
+        """Register a class under its ``__name__`` or an explicit name.
+
+        Usable as ``@REG.register``, ``@REG.register("name")``, ``@REG.register(name="name")`` or as a
+        plain call ``REG.register(cls)`` / ``REG.register(cls, name="name")``; returns the class (or a
+        decorator that does). A name already taken raises ``ValueError`` unless ``force=True``, which
+        replaces the entry.
+        """
+        if isinstance(obj, str):
+            if name is not None:
+                raise TypeError("give the name once: register('name') or register(name='name')")
+            return self._decorator(obj, force)
+        if obj is None:
+            return self._decorator(name, force)
+        self._add(obj, name, force)
+        return obj
+
+    def _decorator(self, name: Optional[str], force: bool) -> Callable[[T], T]:
+        def decorate(obj: T) -> T:
+            self._add(obj, name, force)
+            return obj
+
+        return decorate
+
+    def _add(self, obj: Any, name: Optional[str], force: bool) -> None:
+        if not callable(obj):
+            raise TypeError(f"{self.name} registry: can only register classes or callables, got {obj!r}")
+        if name is None:
+            name = getattr(obj, "__name__", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"{self.name} registry: the name must be a non-empty str, got {name!r}")
+        if name in self._entries and not force and self._entries[name] is not obj:
+            raise ValueError(
+                f"{self.name} registry: the name {name!r} is already taken by {self._describe(self._entries[name])}; "
+                "pick another name or pass force=True to replace it"
+            )
+        self._entries[name] = obj
+
+    @staticmethod
+    def _describe(obj: Any) -> str:
+        module = getattr(obj, "__module__", None)
+        qualname = getattr(obj, "__qualname__", repr(obj))
+        return f"{module}.{qualname}" if module else qualname
+
+    # ---------------------------------------------------------------------------------------- look-up
+    def get(self, name: str) -> Callable[..., Any]:
+        """The class registered as ``name``; :class:`RegistryError` (a KeyError) listing the known names."""
+        if not isinstance(name, str):
+            raise TypeError(f"{self.name} registry: names are strings, got {name!r}")
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise RegistryError(self._unknown_message(name)) from None
+
+    def _unknown_message(self, name: str) -> str:
+        known = self.names()
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        listing = ", ".join(known) if known else "(none registered)"
+        return f"unknown {self.name} type {name!r}.{hint} Known {self.name} types: {listing}"
+
+    def names(self) -> List[str]:
+        """Registered names, sorted."""
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.name!r}, names={self.names()})"
+
+    # ----------------------------------------------------------------------------------------- build
+    def build(self, cfg: Mapping[str, Any], **overrides: Any) -> Any:
+        """Build ``cfg["type"]`` with the other entries of ``cfg`` (and ``overrides``) as keyword arguments.
+
+        ``cfg`` is not modified. A missing ``type`` or an unknown one raises :class:`RegistryError`;
+        arguments the class does not accept raise ``TypeError`` naming the type and the config.
+        """
+        if not isinstance(cfg, Mapping):
+            raise TypeError(f"{self.name} config must be a dict with a 'type' key, got {type(cfg).__name__}: {cfg!r}")
+        if "type" not in cfg:
+            raise RegistryError(
+                f"{self.name} config {dict(cfg)!r} has no 'type' key. Known {self.name} types: "
+                f"{', '.join(self.names()) or '(none registered)'}"
+            )
+        kind = cfg["type"]
+        if isinstance(kind, str):
+            factory = self.get(kind)
+            type_name = kind
+        elif callable(kind) and kind in self._entries.values():
+            factory = kind
+            type_name = getattr(kind, "__name__", repr(kind))
+        else:
+            raise RegistryError(
+                f"{self.name} config 'type' must be a registered name, got {kind!r}. Known {self.name} types: "
+                f"{', '.join(self.names()) or '(none registered)'}"
+            )
+        kwargs = {key: value for key, value in cfg.items() if key != "type"}
+        kwargs.update(overrides)
+        for key in kwargs:
+            if not isinstance(key, str):
+                raise TypeError(f"{self.name} config for {type_name!r}: argument names must be strings, got {key!r}")
+        try:
+            return factory(**kwargs)
+        except TypeError as exc:
+            raise TypeError(f"cannot build {self.name} {type_name!r} from {dict(cfg)!r}: {exc}") from exc
+
+
+#: registry of hook classes (``rlearn.hooks``); ``rlearn.hooks.build_hook`` builds from it
+HOOKS = Registry("hook")

@@ -1,0 +1,162 @@
+"""Timeline trace of training phases.
+
+Mark a phase with :func:`span`::
+
+    from rlearn.trace import span
+    with span("learner/forward", lane="learner"):
+        ...
+
+When tracing is off (the default) :func:`span` checks one module-level variable and returns a shared no-op
+context manager: no object is created per phase. When it is on (``profile=True`` in the config, or
+``RLEARN_PROFILE=1`` in the environment; the pipeline calls :func:`enable`), every span is appended to
+``<work_dir>/trace/rank<r>.jsonl``; ``rlearn trace WORK_DIR`` merges the ranks' records into one Chrome
+Trace Event JSON for ui.perfetto.dev or chrome://tracing (see ``docs/timeline-traces.md``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Tuple
+
+from rlearn.trace.recorder import DEFAULT_LANE, PathLike, Span, Tracer, read_records, records_path
+
+__all__ = [
+    "span", "counter", "enable", "enable_from_env", "disable", "is_enabled", "is_requested", "get_tracer",
+    "set_clock_offset", "flush", "Tracer", "Span", "NoOpSpan", "NOOP_SPAN", "ENV_VAR", "records_path",
+    "read_records", "DEFAULT_LANE",
+]
+
+#: environment variable that switches tracing on (``1``/``true``/``yes``/``on``) or leaves it off
+ENV_VAR = "RLEARN_PROFILE"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+class NoOpSpan:
+    """The context manager :func:`span` returns when tracing is off: does nothing, shared by every call."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> "NoOpSpan":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "NOOP_SPAN"
+
+
+#: the single no-op span returned by every :func:`span` call while tracing is off
+NOOP_SPAN = NoOpSpan()
+
+_tracer: Optional[Tracer] = None
+_pending_offset: Optional[Tuple[int, int]] = None
+
+
+def span(name: str, lane: Optional[str] = None, **args: Any) -> Any:
+    """Context manager recording the phase ``name`` on ``lane`` (no-op singleton when tracing is off).
+
+    ``lane`` defaults to the part of ``name`` before ``/`` (``"learner/forward"`` -> ``"learner"``).
+    Keyword ``args`` (str, bool, None or finite numbers) are stored with the span; give the learner's
+    iteration span an ``iter=`` arg so ``rlearn trace --from-iter/--to-iter`` can select iterations.
+    """
+    if _tracer is None:
+        return NOOP_SPAN
+    return _tracer.span(name, lane, args)
+
+
+def counter(name: str, value: Any) -> None:
+    """Record a sample of counter ``name`` (e.g. ``env_steps_per_s``); does nothing when tracing is off."""
+    if _tracer is not None:
+        _tracer.counter(name, value)
+
+
+def enable(work_dir: PathLike, rank: int = 0, **tracer_kwargs: Any) -> Tracer:
+    """Start recording into ``<work_dir>/trace/rank<rank>.jsonl`` (appending) and return the tracer.
+
+    Calling it again with the same file returns the running tracer; with another file it closes the
+    running one first. ``tracer_kwargs`` go to :class:`~rlearn.trace.recorder.Tracer` (``flush_every``,
+    ``flush_interval``).
+    """
+    global _tracer
+    path = records_path(work_dir, rank)
+    if _tracer is not None:
+        if _tracer.path.resolve() == path.resolve() and not _tracer.closed:
+            return _tracer
+        disable()
+    tracer = Tracer(work_dir, rank, clock_offset=_pending_offset, **tracer_kwargs)
+    _tracer = tracer
+    return tracer
+
+
+def is_requested(cfg_flag: Any = False) -> bool:
+    """Whether tracing should be on: the config's ``profile`` flag or ``RLEARN_PROFILE`` says so.
+
+    Raises ``ValueError`` naming ``RLEARN_PROFILE`` for a value that is neither true-ish nor false-ish.
+    """
+    raw = os.environ.get(ENV_VAR, "").strip().lower()
+    if raw not in _TRUE and raw not in _FALSE:
+        raise ValueError(f"{ENV_VAR}={os.environ[ENV_VAR]!r} is not understood; use 1 (on) or 0 (off)")
+    if not isinstance(cfg_flag, bool):
+        raise TypeError(f"config field 'profile' must be True or False, got {cfg_flag!r}")
+    return cfg_flag or raw in _TRUE
+
+
+def enable_from_env(work_dir: PathLike, rank: int = 0, cfg_flag: bool = False) -> Optional[Tracer]:
+    """:func:`enable` if :func:`is_requested` (``cfg_flag`` or ``RLEARN_PROFILE``); return the tracer or ``None``."""
+    if is_requested(cfg_flag):
+        return enable(work_dir, rank)
+    return None
+
+
+def disable() -> None:
+    """Stop recording: write what is buffered and close the file. Safe to call when tracing is off."""
+    global _tracer, _pending_offset
+    tracer, _tracer = _tracer, None
+    _pending_offset = None
+    if tracer is not None:
+        tracer.close()
+
+
+def is_enabled() -> bool:
+    """Whether spans are being recorded in this process."""
+    return _tracer is not None
+
+
+def get_tracer() -> Optional[Tracer]:
+    """The running :class:`~rlearn.trace.recorder.Tracer`, or ``None`` when tracing is off."""
+    return _tracer
+
+
+def set_clock_offset(offset_ns: int, error_ns: int) -> None:
+    """Record this rank's wall clock minus rank 0's, with its error bound, both in nanoseconds.
+
+    ``rlearn trace`` subtracts the offset from this rank's times. Called before :func:`enable`, the offset
+    is kept and written in the next session's header.
+    """
+    global _pending_offset
+    if _tracer is not None:
+        _tracer.set_clock_offset(offset_ns, error_ns)
+    else:
+        from rlearn.trace.recorder import _check_offset
+
+        _pending_offset = _check_offset(offset_ns, error_ns)
+
+
+def flush() -> None:
+    """Write buffered records now (does nothing when tracing is off)."""
+    if _tracer is not None:
+        _tracer.flush()
+
+
+def _forget_in_child() -> None:
+    """A forked child (e.g. an environment worker) does not record into its parent's file."""
+    global _tracer
+    if _tracer is not None:
+        _tracer._abandon_in_child()
+        _tracer = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

@@ -1,0 +1,308 @@
+"""Merge every rank's records into one Chrome Trace Event JSON (the format Perfetto and chrome://tracing open).
+
+Steps, each a function:
+
+1. :func:`find_records` / :func:`load_records` read ``<work_dir>/trace/rank<r>.jsonl`` (torn last lines of a
+   killed process are skipped and counted).
+2. :func:`collect` turns every session's monotonic times into rank 0's wall clock: the session's anchor maps
+   monotonic to wall time, and the rank's recorded clock offset (its wall clock minus rank 0's) is
+   subtracted.
+3. :func:`select_iterations` keeps, per rank, what lies inside the learner iterations ``from_iter..to_iter``.
+4. :func:`to_chrome_trace` builds the JSON object: ``X`` events (``ts``/``dur`` in microseconds from the
+   earliest event), one process per rank (``pid = rank + 1``, named ``"rank <r>"``, sorted by rank), one
+   thread (``tid``) per lane, overlapping-but-not-nested spans moved to extra lanes
+   (:mod:`rlearn.trace.lanes`), counters as ``C`` events, and ``M`` metadata naming every process and thread.
+
+``pid`` is ``rank + 1`` because Perfetto treats pid 0 as the kernel's idle process; ``tid`` values are small
+integers, unique across the whole trace and distinct from every ``pid``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from rlearn.trace.lanes import assign_lanes, lane_label
+from rlearn.trace.recorder import PathLike, RecordsError, RecordsFile, read_records
+
+#: lanes shown first, in this order; any other lane follows in alphabetical order
+LANE_ORDER = ("collector", "learner", "ppg", "evaluator", "checkpoint")
+#: the span arg that numbers learner iterations (used by ``--from-iter`` / ``--to-iter``)
+ITER_ARG = "iter"
+
+_RANK_FILE = re.compile(r"^rank(\d+)\.jsonl$")
+
+
+class TraceMergeError(ValueError):
+    """The records cannot be merged as asked (no records, unknown rank, empty iteration range...)."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One recorded phase, in nanoseconds of rank 0's wall clock."""
+
+    rank: int
+    lane: str
+    name: str
+    start: int
+    end: int
+    args: Dict[str, Any] = field(default_factory=dict, compare=False)
+    thread: Tuple[int, int] = (0, 0)  # (pid, OS thread id) that recorded it; spans nest only within one thread
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class CounterSample:
+    """One counter sample, at ``t`` nanoseconds of rank 0's wall clock."""
+
+    rank: int
+    name: str
+    t: int
+    value: float
+
+
+@dataclass
+class RankInfo:
+    """What the merged trace says about one rank."""
+
+    rank: int
+    path: Path
+    hostname: str
+    pids: List[int]
+    clock_offset_ns: int
+    clock_error_ns: int
+    torn_lines: int
+
+
+@dataclass
+class MergeResult:
+    """The merged trace plus what went into it (for the summary table and messages)."""
+
+    trace: Dict[str, Any]
+    intervals: List[Interval]
+    counters: List[CounterSample]
+    ranks: List[RankInfo]
+
+    @property
+    def torn_lines(self) -> int:
+        """Partially written lines skipped over all ranks (a process killed while writing)."""
+        return sum(info.torn_lines for info in self.ranks)
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def trace_dir(work_dir: PathLike) -> Path:
+    """The folder holding the rank files: ``<work_dir>/trace``, or ``work_dir`` itself if it holds them."""
+    work_dir = Path(work_dir)
+    if (work_dir / "trace").is_dir():
+        return work_dir / "trace"
+    if work_dir.is_dir() and any(_RANK_FILE.match(p.name) for p in work_dir.iterdir()):
+        return work_dir
+    if not work_dir.exists():
+        raise TraceMergeError(f"work dir {str(work_dir)!r} does not exist")
+    raise TraceMergeError(f"no trace records in {str(work_dir)!r}: expected {str(work_dir / 'trace')!r} "
+                          "with rank<r>.jsonl files (was the run started with profile=True or RLEARN_PROFILE=1?)")
+
+
+def find_records(work_dir: PathLike) -> Dict[int, Path]:
+    """``{rank: path}`` of every ``rank<r>.jsonl`` under the work dir (see :func:`trace_dir`)."""
+    folder = trace_dir(work_dir)
+    found = {}
+    for path in folder.iterdir():
+        match = _RANK_FILE.match(path.name)
+        if match and path.is_file():
+            found[int(match.group(1))] = path
+    if not found:
+        raise TraceMergeError(f"no rank<r>.jsonl files in {str(folder)!r}")
+    return dict(sorted(found.items()))
+
+
+def load_records(work_dir: PathLike, ranks: Optional[Iterable[int]] = None) -> List[RecordsFile]:
+    """Read the records of ``ranks`` (all by default); an unknown rank raises :class:`TraceMergeError`."""
+    available = find_records(work_dir)
+    wanted = sorted(set(ranks)) if ranks is not None else list(available)
+    missing = [rank for rank in wanted if rank not in available]
+    if missing:
+        raise TraceMergeError(f"no records for rank(s) {missing}; available ranks: {list(available)}")
+    files = []
+    for rank in wanted:
+        records = read_records(available[rank])
+        for session in records.sessions:
+            if session.rank != rank:
+                raise RecordsError(f"{available[rank]}: header says rank {session.rank}, file name says {rank}")
+        files.append(records)
+    return files
+
+
+def collect(files: Sequence[RecordsFile]) -> Tuple[List[Interval], List[CounterSample], List[RankInfo]]:
+    """Every span and counter of ``files`` on rank 0's wall clock, plus one :class:`RankInfo` per file."""
+    intervals: List[Interval] = []
+    counters: List[CounterSample] = []
+    infos: List[RankInfo] = []
+    for records in files:
+        if not records.sessions:
+            continue
+        for session in records.sessions:
+            rank = session.rank
+            for span in session.spans:
+                intervals.append(Interval(rank, span["lane"], span["name"], session.to_wall_ns(span["start"]),
+                                          session.to_wall_ns(span["end"]), dict(span.get("args", {})),
+                                          (session.header["pid"], span.get("tid", 0))))
+            for sample in session.counters:
+                counters.append(CounterSample(rank, sample["name"], session.to_wall_ns(sample["t"]),
+                                              float(sample["value"])))
+        last = records.sessions[-1]
+        infos.append(RankInfo(
+            rank=last.rank, path=records.path, hostname=str(last.header.get("hostname", "?")),
+            pids=[s.header["pid"] for s in records.sessions], clock_offset_ns=last.clock_offset_ns,
+            clock_error_ns=max(s.clock_error_ns for s in records.sessions), torn_lines=records.torn_lines))
+    return intervals, counters, infos
+
+
+# ---------------------------------------------------------------------------------------------- selection
+def iteration_windows(intervals: Sequence[Interval], from_iter: Optional[int],
+                      to_iter: Optional[int]) -> Dict[int, Tuple[int, int]]:
+    """Per rank, the time window ``[start, end]`` covered by spans whose ``iter`` arg is in the range.
+
+    The window runs from the start of the earliest such span to the end of the latest one (``None`` bounds
+    are open). Ranks without any such span are absent.
+    """
+    windows: Dict[int, Tuple[int, int]] = {}
+    for interval in intervals:
+        number = interval.args.get(ITER_ARG)
+        if not isinstance(number, int) or isinstance(number, bool):
+            continue
+        if (from_iter is not None and number < from_iter) or (to_iter is not None and number > to_iter):
+            continue
+        low, high = windows.get(interval.rank, (interval.start, interval.end))
+        windows[interval.rank] = (min(low, interval.start), max(high, interval.end))
+    return windows
+
+
+def select_iterations(intervals: Sequence[Interval], counters: Sequence[CounterSample],
+                      from_iter: Optional[int] = None, to_iter: Optional[int] = None
+                      ) -> Tuple[List[Interval], List[CounterSample]]:
+    """Keep what lies entirely inside each rank's iteration window (see :func:`iteration_windows`).
+
+    With both bounds ``None`` everything is kept. Raises :class:`TraceMergeError` when no span carries an
+    ``iter`` arg or none falls in the range.
+    """
+    if from_iter is None and to_iter is None:
+        return list(intervals), list(counters)
+    if from_iter is not None and to_iter is not None and from_iter > to_iter:
+        raise TraceMergeError(f"--from-iter {from_iter} is after --to-iter {to_iter}")
+    numbered = [i.args[ITER_ARG] for i in intervals
+                if isinstance(i.args.get(ITER_ARG), int) and not isinstance(i.args.get(ITER_ARG), bool)]
+    if not numbered:
+        raise TraceMergeError(f"no span carries an {ITER_ARG!r} arg, so iterations cannot be selected "
+                              f"(the learner's iteration span records it: span(..., {ITER_ARG}=n))")
+    windows = iteration_windows(intervals, from_iter, to_iter)
+    if not windows:
+        raise TraceMergeError(f"no learner iteration in [{from_iter}, {to_iter}]; recorded iterations are "
+                              f"{min(numbered)}..{max(numbered)}")
+    kept = [i for i in intervals if i.rank in windows
+            and windows[i.rank][0] <= i.start and i.end <= windows[i.rank][1]]
+    kept_counters = [c for c in counters if c.rank in windows
+                     and windows[c.rank][0] <= c.t <= windows[c.rank][1]]
+    return kept, kept_counters
+
+
+# ---------------------------------------------------------------------------------------------- output
+def _lane_sort_key(lane: str) -> Tuple[int, str]:
+    return (LANE_ORDER.index(lane), "") if lane in LANE_ORDER else (len(LANE_ORDER), lane)
+
+
+def _us(ns: int) -> float:
+    """Nanoseconds as microseconds (exact to the nanosecond after the viewer's own rounding)."""
+    return ns / 1000
+
+
+def to_chrome_trace(intervals: Sequence[Interval], counters: Sequence[CounterSample],
+                    ranks: Sequence[RankInfo]) -> Dict[str, Any]:
+    """The Chrome Trace Event JSON object (``traceEvents``, ``displayTimeUnit``, ``otherData``)."""
+    rank_ids = sorted({info.rank for info in ranks} | {i.rank for i in intervals} | {c.rank for c in counters})
+    times = [i.start for i in intervals] + [c.t for c in counters]
+    base = min(times) if times else 0
+    next_tid = max(rank_ids, default=-1) + 2  # tids come after every pid (rank + 1) and are unique
+    by_rank_lane: Dict[int, Dict[str, List[Interval]]] = {}
+    for interval in intervals:
+        by_rank_lane.setdefault(interval.rank, {}).setdefault(interval.lane, []).append(interval)
+    metadata: List[Dict[str, Any]] = []
+    events: List[Dict[str, Any]] = []
+    for rank in rank_ids:
+        pid = rank + 1
+        metadata.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"rank {rank}"}})
+        metadata.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": rank}})
+        by_lane = by_rank_lane.get(rank, {})
+        for lane in sorted(by_lane, key=_lane_sort_key):
+            spans = by_lane[lane]
+            sub_lanes = assign_lanes([(s.start, s.end) for s in spans], [s.thread for s in spans])
+            tids = {}
+            for sub in range(max(sub_lanes) + 1):
+                tids[sub] = next_tid
+                metadata.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": next_tid,
+                                 "args": {"name": lane_label(lane, sub)}})
+                metadata.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": next_tid,
+                                 "args": {"sort_index": next_tid}})
+                next_tid += 1
+            for span, sub in zip(spans, sub_lanes):
+                event = {"ph": "X", "name": span.name, "cat": lane, "pid": pid, "tid": tids[sub],
+                         "ts": _us(span.start - base), "dur": _us(span.duration)}
+                if span.args:
+                    event["args"] = span.args
+                events.append(event)
+    for sample in counters:
+        events.append({"ph": "C", "name": sample.name, "pid": sample.rank + 1, "ts": _us(sample.t - base),
+                       "args": {"value": sample.value}})
+    events.sort(key=lambda e: (e["ts"], -e.get("dur", 0.0)))
+    other = {"generator": "rlearn trace", "base_wall_time_ns": str(base)}
+    for info in ranks:
+        other[f"rank {info.rank}"] = (f"host {info.hostname}, pid {','.join(map(str, info.pids))}, clock offset "
+                                      f"{info.clock_offset_ns} ns +- {info.clock_error_ns} ns")
+    return {"traceEvents": metadata + events, "displayTimeUnit": "ms", "otherData": other}
+
+
+def merge_records(files: Sequence[RecordsFile], from_iter: Optional[int] = None,
+                  to_iter: Optional[int] = None) -> MergeResult:
+    """Merge already-read records files (see the module docstring for the steps)."""
+    intervals, counters, infos = collect(files)
+    intervals, counters = select_iterations(intervals, counters, from_iter, to_iter)
+    return MergeResult(to_chrome_trace(intervals, counters, infos), intervals, counters, infos)
+
+
+def merge_work_dir(work_dir: PathLike, ranks: Optional[Iterable[int]] = None, from_iter: Optional[int] = None,
+                   to_iter: Optional[int] = None) -> MergeResult:
+    """Read and merge the records of a work dir; ``ranks`` limits which ranks are included."""
+    return merge_records(load_records(work_dir, ranks), from_iter, to_iter)
+
+
+# ---------------------------------------------------------------------------------------------- files
+def write_trace(trace: Dict[str, Any], path: PathLike) -> Path:
+    """Write ``trace`` as JSON, gzip-compressed (one stream) when ``path`` ends in ``.gz``; return the path.
+
+    The file is written under a temporary name and renamed, so an interrupted write never leaves a
+    half-written trace in place of an older one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(trace, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(data)
+    partial.replace(path)
+    return path
+
+
+def load_trace(path: PathLike) -> Dict[str, Any]:
+    """Read a trace written by :func:`write_trace` (gzip detected by its magic bytes)."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    return json.loads(raw)

@@ -1,0 +1,398 @@
+"""Per-process timeline recorder and the reader of its records.
+
+A :class:`Tracer` appends one JSON object per line to ``<work_dir>/trace/rank<r>.jsonl``:
+
+* a ``header`` line when a recording session starts (rank, pid, hostname and the *anchor*: a wall-clock
+  reading and a monotonic reading taken together, which maps monotonic times to wall-clock times);
+* one ``span`` line per finished phase: ``name``, ``lane``, ``start`` / ``end`` in nanoseconds of
+  :func:`time.perf_counter_ns` (a monotonic clock), the OS thread id ``tid`` and optional ``args``;
+* one ``counter`` line per :meth:`Tracer.counter` call: ``name``, ``t`` (monotonic ns) and ``value``;
+* a ``clock_offset`` line when the distributed start-up measured this rank's wall clock against rank 0's.
+
+Records are buffered and written in batches: every ``flush_every`` records, at least once a second (checked
+when a record arrives), when the tracer is closed and at interpreter exit. A process killed with SIGKILL
+therefore keeps everything up to the last write; a partially written last line is tolerated by
+:func:`read_records`. Re-enabling tracing on the same work dir (a resumed run) appends a new session to the
+same file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import numbers
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+#: version of the records format, written in every header
+RECORDS_VERSION = 1
+#: monotonic clock used for ``start`` / ``end`` / ``t``
+MONOTONIC_CLOCK = time.perf_counter_ns
+#: lane used when a span name has no ``lane/`` prefix and no lane is given
+DEFAULT_LANE = "main"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def records_path(work_dir: PathLike, rank: int) -> Path:
+    """Where rank ``rank`` writes its records: ``<work_dir>/trace/rank<rank>.jsonl``."""
+    return Path(work_dir) / "trace" / f"rank{rank}.jsonl"
+
+
+def take_anchor() -> Tuple[int, int]:
+    """A ``(wall_ns, mono_ns)`` pair read together (the monotonic reading is the midpoint around the wall one)."""
+    before = MONOTONIC_CLOCK()
+    wall = time.time_ns()
+    after = MONOTONIC_CLOCK()
+    return wall, (before + after) // 2
+
+
+def default_lane(name: str) -> str:
+    """The lane of a span given without one: the part of ``name`` before the first ``/`` (``"main"`` if none)."""
+    head, sep, _ = name.partition("/")
+    return head if sep and head else DEFAULT_LANE
+
+
+def check_args(name: str, args: Mapping[str, Any]) -> Dict[str, Any]:
+    """Span ``args`` as JSON-ready values; raises ``TypeError``/``ValueError`` naming the span and the arg.
+
+    Allowed values: ``str``, ``bool``, ``None``, finite real numbers (numpy scalars and one-element tensors
+    are converted with ``.item()``).
+    """
+    clean: Dict[str, Any] = {}
+    for key, value in args.items():
+        if isinstance(value, (str, bool)) or value is None:
+            clean[key] = value
+            continue
+        if not isinstance(value, numbers.Real) and hasattr(value, "item"):
+            try:
+                value = value.item()
+            except (ValueError, RuntimeError) as exc:
+                raise TypeError(f"span {name!r}: arg {key!r} must be a scalar, got {type(value).__name__} "
+                                f"that is not a single element ({exc})") from None
+        if isinstance(value, numbers.Integral):
+            clean[key] = int(value)
+        elif isinstance(value, numbers.Real):
+            if not math.isfinite(value):
+                raise ValueError(f"span {name!r}: arg {key!r} is not finite ({value!r})")
+            clean[key] = float(value)
+        elif isinstance(value, str):  # from .item() of a string-like
+            clean[key] = value
+        else:
+            raise TypeError(f"span {name!r}: arg {key!r} must be a str, bool, None or a real number, "
+                            f"got {type(value).__name__}")
+    return clean
+
+
+def check_counter_value(name: str, value: Any) -> float:
+    """``value`` as a finite float; raises ``TypeError``/``ValueError`` naming the counter."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"counter name must be a non-empty str, got {name!r}")
+    if isinstance(value, bool) or not (isinstance(value, numbers.Real) or hasattr(value, "item")):
+        raise TypeError(f"counter {name!r}: value must be a real number, got {type(value).__name__}")
+    if not isinstance(value, numbers.Real):
+        try:
+            value = value.item()
+        except (ValueError, RuntimeError):
+            raise TypeError(f"counter {name!r}: value must be a single number, got {type(value).__name__} "
+                            "with several elements") from None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"counter {name!r}: value must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"counter {name!r}: value is not finite ({value!r})")
+    return value
+
+
+class Span:
+    """Context manager that records one interval on exit (created by :meth:`Tracer.span`)."""
+
+    __slots__ = ("_tracer", "_prefix", "_args", "_start")
+
+    def __init__(self, tracer: "Tracer", prefix: str, args: Optional[str]) -> None:
+        self._tracer = tracer
+        self._prefix = prefix
+        self._args = args
+        self._start = 0
+
+    def __enter__(self) -> "Span":
+        self._start = MONOTONIC_CLOCK()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        end = MONOTONIC_CLOCK()
+        args = self._args
+        if exc_type is not None:
+            error = json.dumps(exc_type.__name__)
+            args = f'{args[:-1]},"error":{error}}}' if args else f'{{"error":{error}}}'
+        tail = f',"args":{args}}}\n' if args else "}\n"
+        self._tracer._write(
+            f'{self._prefix}"start":{self._start},"end":{end},"tid":{threading.get_native_id()}{tail}')
+
+
+class Tracer:
+    """Records spans and counters of one process into ``<work_dir>/trace/rank<rank>.jsonl``.
+
+    Usually created through :func:`rlearn.trace.enable`; call :meth:`close` (or
+    :func:`rlearn.trace.disable`) to write what is buffered.
+
+    Args:
+        work_dir: the experiment's work dir; records go to ``<work_dir>/trace/rank<rank>.jsonl``.
+        rank: this process's rank (``pid`` in the merged trace).
+        flush_every: write the buffer after this many records.
+        flush_interval: also write it when a record arrives this many seconds after the last write.
+        clock_offset: ``(offset_ns, error_ns)`` of this rank's wall clock against rank 0's, if known.
+    """
+
+    def __init__(self, work_dir: PathLike, rank: int = 0, *, flush_every: int = 256,
+                 flush_interval: float = 1.0, clock_offset: Optional[Tuple[int, int]] = None) -> None:
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 0:
+            raise ValueError(f"trace rank must be a non-negative int, got {rank!r}")
+        if isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1:
+            raise ValueError(f"flush_every must be a positive int, got {flush_every!r}")
+        if not (isinstance(flush_interval, (int, float)) and flush_interval >= 0):
+            raise ValueError(f"flush_interval must be a non-negative number of seconds, got {flush_interval!r}")
+        self.rank = int(rank)
+        self.path = records_path(work_dir, self.rank)
+        self.pid = os.getpid()
+        self.flush_every = flush_every
+        self._flush_interval_ns = int(flush_interval * 1e9)
+        self._lock = threading.Lock()
+        self._buffer: List[str] = []
+        self._prefixes: Dict[Tuple[str, Optional[str]], str] = {}
+        self._closed = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")
+        if self._file.tell() > 0 and not _ends_with_newline(self.path):
+            self._file.write("\n")  # keep a torn last line of a killed session on its own line
+        self.anchor_wall_ns, self.anchor_mono_ns = take_anchor()
+        header: Dict[str, Any] = {
+            "type": "header", "version": RECORDS_VERSION, "rank": self.rank, "pid": self.pid,
+            "hostname": socket.gethostname(), "clock": "perf_counter_ns",
+            "anchor_wall_ns": self.anchor_wall_ns, "anchor_mono_ns": self.anchor_mono_ns,
+        }
+        if clock_offset is not None:
+            header["clock_offset_ns"], header["clock_error_ns"] = _check_offset(*clock_offset)
+        self._file.write(json.dumps(header) + "\n")
+        self._file.flush()
+        self._last_flush = MONOTONIC_CLOCK()
+        atexit.register(self.close)
+
+    # ------------------------------------------------------------------ recording
+    def span(self, name: str, lane: Optional[str] = None, args: Optional[Mapping[str, Any]] = None) -> Span:
+        """A context manager recording the interval it encloses as phase ``name`` on ``lane``.
+
+        ``lane`` defaults to the part of ``name`` before the first ``/``. ``args`` are small key/value
+        annotations shown by the trace viewer (an ``iter`` arg marks a learner iteration for
+        ``rlearn trace --from-iter/--to-iter``). A span whose body raises is recorded with an ``error`` arg.
+        """
+        key = (name, lane)
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"span name must be a non-empty str, got {name!r}")
+            if lane is not None and (not isinstance(lane, str) or not lane):
+                raise TypeError(f"span {name!r}: lane must be a non-empty str or None, got {lane!r}")
+            prefix = (f'{{"type":"span","name":{json.dumps(name)},'
+                      f'"lane":{json.dumps(lane or default_lane(name))},')
+            self._prefixes[key] = prefix
+        encoded = json.dumps(check_args(name, args), separators=(",", ":")) if args else None
+        return Span(self, prefix, encoded)
+
+    def counter(self, name: str, value: Any) -> None:
+        """Record a sample of counter ``name`` (e.g. ``env_steps_per_s``) at the current time."""
+        number = check_counter_value(name, value)
+        now = MONOTONIC_CLOCK()
+        self._write(f'{{"type":"counter","name":{json.dumps(name)},"t":{now},"value":{number!r}}}\n')
+
+    def set_clock_offset(self, offset_ns: int, error_ns: int) -> None:
+        """Record this rank's wall clock minus rank 0's (``offset_ns``) and its error bound (``error_ns``)."""
+        offset_ns, error_ns = _check_offset(offset_ns, error_ns)
+        self._write(json.dumps({"type": "clock_offset", "offset_ns": offset_ns, "error_ns": error_ns}) + "\n")
+        self.flush()
+
+    # ------------------------------------------------------------------ output
+    def _write(self, line: str) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._buffer.append(line)
+            if len(self._buffer) < self.flush_every and \
+                    MONOTONIC_CLOCK() - self._last_flush < self._flush_interval_ns:
+                return
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._buffer and os.getpid() == self.pid:  # a forked child never writes its parent's records
+            self._file.write("".join(self._buffer))
+            self._file.flush()
+        self._buffer.clear()
+        self._last_flush = MONOTONIC_CLOCK()
+
+    def flush(self) -> None:
+        """Write every buffered record to the file now."""
+        with self._lock:
+            if not self._closed:
+                self._flush_locked()
+
+    def close(self) -> None:
+        """Write what is buffered and close the file (idempotent); later records are ignored."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked()
+            self._closed = True
+            self._file.close()
+        atexit.unregister(self.close)
+
+    def _abandon_in_child(self) -> None:
+        """After ``fork``: the child drops the parent's buffer and never writes to the parent's file."""
+        self._lock = threading.Lock()
+        self._buffer = []
+        self._closed = True
+        atexit.unregister(self.close)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+
+def _check_offset(offset_ns: Any, error_ns: Any) -> Tuple[int, int]:
+    for label, value in (("offset_ns", offset_ns), ("error_ns", error_ns)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"clock {label} must be an int number of nanoseconds, got {value!r}")
+    if error_ns < 0:
+        raise ValueError(f"clock error_ns must be >= 0, got {error_ns}")
+    return int(offset_ns), int(error_ns)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+# ====================================================================== reading
+@dataclass
+class Session:
+    """One recording session of one rank: its header and the records that follow it."""
+
+    header: Dict[str, Any]
+    spans: List[Dict[str, Any]] = field(default_factory=list)
+    counters: List[Dict[str, Any]] = field(default_factory=list)
+    clock_offset_ns: int = 0
+    clock_error_ns: int = 0
+
+    @property
+    def rank(self) -> int:
+        return int(self.header["rank"])
+
+    def to_wall_ns(self, mono_ns: int) -> int:
+        """A monotonic time of this session as rank 0's wall clock (anchor plus clock-offset correction)."""
+        return self.header["anchor_wall_ns"] + (mono_ns - self.header["anchor_mono_ns"]) - self.clock_offset_ns
+
+
+@dataclass
+class RecordsFile:
+    """Everything read from one ``rank<r>.jsonl`` file."""
+
+    path: Path
+    sessions: List[Session]
+    torn_lines: int = 0  # partially written lines (a process killed mid-write) that were skipped
+
+
+class RecordsError(ValueError):
+    """A records file is corrupt (names the file and the line)."""
+
+
+_HEADER_KEYS = ("rank", "pid", "anchor_wall_ns", "anchor_mono_ns")
+
+
+def read_records(path: PathLike) -> RecordsFile:
+    """Parse one records file.
+
+    A line that is not valid JSON is accepted only where a crash can leave one: as the last line of the
+    file or right before a new session's header. Anything else that is malformed raises
+    :class:`RecordsError` naming the file and line number.
+    """
+    path = Path(path)
+    with open(path, "rb") as handle:
+        raw_lines = handle.read().split(b"\n")
+    sessions: List[Session] = []
+    torn = 0
+    pending_torn: Optional[int] = None  # line number of an unparsable line awaiting its excuse
+    for number, raw in enumerate(raw_lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError):
+            if pending_torn is not None:
+                raise RecordsError(f"{path}:{pending_torn}: unreadable record (not JSON)") from None
+            pending_torn = number
+            continue
+        kind = record.get("type")
+        if pending_torn is not None:
+            if kind != "header":
+                raise RecordsError(f"{path}:{pending_torn}: unreadable record (not JSON)")
+            torn += 1
+            pending_torn = None
+        where = f"{path}:{number}"
+        if kind == "header":
+            missing = [key for key in _HEADER_KEYS if not _is_int(record.get(key))]
+            if missing:
+                raise RecordsError(f"{where}: header lacks integer field(s) {missing}")
+            session = Session(header=record)
+            if "clock_offset_ns" in record:
+                session.clock_offset_ns = _int_field(record, "clock_offset_ns", where)
+                session.clock_error_ns = _int_field(record, "clock_error_ns", where)
+            sessions.append(session)
+            continue
+        if not sessions:
+            raise RecordsError(f"{where}: record before any header")
+        session = sessions[-1]
+        if kind == "span":
+            start, end = _int_field(record, "start", where), _int_field(record, "end", where)
+            if end < start:
+                raise RecordsError(f"{where}: span ends before it starts")
+            if not isinstance(record.get("name"), str) or not isinstance(record.get("lane"), str):
+                raise RecordsError(f"{where}: span needs string 'name' and 'lane'")
+            if not isinstance(record.get("args", {}), dict):
+                raise RecordsError(f"{where}: span 'args' must be an object")
+            session.spans.append(record)
+        elif kind == "counter":
+            _int_field(record, "t", where)
+            value = record.get("value")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise RecordsError(f"{where}: counter value must be a finite number, got {value!r}")
+            if not isinstance(record.get("name"), str):
+                raise RecordsError(f"{where}: counter needs a string 'name'")
+            session.counters.append(record)
+        elif kind == "clock_offset":
+            session.clock_offset_ns = _int_field(record, "offset_ns", where)
+            session.clock_error_ns = _int_field(record, "error_ns", where)
+        else:
+            raise RecordsError(f"{where}: unknown record type {kind!r}")
+    if pending_torn is not None:
+        torn += 1  # the torn last line of a killed process
+    return RecordsFile(path=path, sessions=sessions, torn_lines=torn)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_field(record: Mapping[str, Any], key: str, where: str) -> int:
+    value = record.get(key)
+    if not _is_int(value):
+        raise RecordsError(f"{where}: field {key!r} must be an integer, got {value!r}")
+    return value

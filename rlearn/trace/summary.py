@@ -1,0 +1,69 @@
+"""Profiler-style summary of a merged trace: one row per phase name, sorted by total time.
+
+* ``calls``: number of spans with that name (over every rank);
+* ``mean`` / ``total``: their mean and summed duration;
+* ``% wall``: total divided by the wall time, where a rank's wall time runs from its first span's start to
+  its last span's end and the ranks' wall times are added up.
+
+Nested phases are each counted in full (``learner/iteration`` includes its ``learner/forward``), so the
+percentages do not add up to 100.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Sequence
+
+from tabulate import tabulate
+
+from rlearn.trace.merge import Interval
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    """Aggregate of one phase name."""
+
+    name: str
+    calls: int
+    total_ns: int
+    wall_ns: int
+
+    @property
+    def mean_ns(self) -> float:
+        return self.total_ns / self.calls
+
+    @property
+    def percent_of_wall(self) -> float:
+        return 100.0 * self.total_ns / self.wall_ns if self.wall_ns else 0.0
+
+
+def wall_time_ns(intervals: Sequence[Interval]) -> int:
+    """Sum over ranks of (last span end - first span start)."""
+    bounds: Dict[int, List[int]] = {}
+    for interval in intervals:
+        low_high = bounds.setdefault(interval.rank, [interval.start, interval.end])
+        low_high[0] = min(low_high[0], interval.start)
+        low_high[1] = max(low_high[1], interval.end)
+    return sum(high - low for low, high in bounds.values())
+
+
+def summarize(intervals: Sequence[Interval]) -> List[PhaseStats]:
+    """One :class:`PhaseStats` per phase name, largest total first (ties by name)."""
+    wall = wall_time_ns(intervals)
+    calls: Dict[str, int] = {}
+    totals: Dict[str, int] = {}
+    for interval in intervals:
+        calls[interval.name] = calls.get(interval.name, 0) + 1
+        totals[interval.name] = totals.get(interval.name, 0) + interval.duration
+    rows = [PhaseStats(name, calls[name], totals[name], wall) for name in calls]
+    rows.sort(key=lambda row: (-row.total_ns, row.name))
+    return rows
+
+
+def format_summary(rows: Sequence[PhaseStats], tablefmt: str = "simple") -> str:
+    """The summary as a text table (times in milliseconds)."""
+    if not rows:
+        return "(no spans recorded)"
+    table = [[row.name, row.calls, row.mean_ns / 1e6, row.total_ns / 1e6, row.percent_of_wall] for row in rows]
+    return tabulate(table, headers=["phase", "calls", "mean (ms)", "total (ms)", "% wall"], tablefmt=tablefmt,
+                    floatfmt=("", "", ".3f", ".3f", ".1f"))

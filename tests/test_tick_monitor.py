@@ -1,0 +1,485 @@
+"""TickMonitor: exact numbers for the irregular-metric cases, scalar handling, state, and a property test
+against a naive reference that keeps every (tick, value) pair."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rlearn.monitor import TickMonitor
+from rlearn.monitor import tick_monitor as tm
+
+
+def run(monitor: TickMonitor, stream: List[Dict[str, float]]) -> None:
+    """One update + tick per element of ``stream``."""
+    for info in stream:
+        monitor.update(info)
+        monitor.tick()
+
+
+# ------------------------------------------------------------------------------------- exact numbers
+def test_periodic_key_is_averaged_over_the_values_it_has():
+    """DESIGN.md: window 20, a key every 10 ticks -> 2 values; a key every tick -> 20 values."""
+    monitor = TickMonitor(window_size=20)
+    seen = {}
+    for it in range(40):
+        info = {"loss": float(it)}
+        if it % 10 == 0:
+            info["aux_loss"] = float(it)
+        monitor.update(info)
+        if it == 39:  # log time, before the tick: the window is ticks 20..39
+            seen = {k: (monitor.count(k), monitor.avg(k), monitor.min(k), monitor.max(k)) for k in ("loss", "aux_loss")}
+        monitor.tick()
+    assert seen["loss"] == (20, sum(range(20, 40)) / 20, 20.0, 39.0)
+    assert seen["aux_loss"] == (2, 25.0, 20.0, 30.0)
+
+
+def test_absent_key_is_none_never_zero():
+    monitor = TickMonitor(window_size=5)
+    run(monitor, [{"a": 3.0}] + [{}] * 4)
+    assert monitor.tick_count == 5
+    # tick 0 left the window (ticks 1..5)
+    assert monitor.avg("a") is None and monitor.min("a") is None and monitor.max("a") is None
+    assert monitor.sum("a") is None
+    assert monitor.count("a") == 0 and monitor.nonfinite("a") == 0
+    assert monitor.last("a") == 3.0  # the last value is kept forever
+    # a key never recorded
+    assert monitor.avg("never") is None and monitor.count("never") == 0 and monitor.last("never") is None
+
+
+def test_seed_001_pitfall_window_shorter_than_the_period():
+    """Seed 001: a window shorter than a key's period shows 0 in DI-engine; rlearn shows nothing (None)."""
+    monitor = TickMonitor(window_size=5)
+    logged = []
+    for it in range(40):
+        monitor.update({"aux_value_loss": float(it)} if it % 10 == 0 else {"approx_kl": 0.5})
+        if (it + 1) % 5 == 0:  # log every 5 iterations
+            logged.append(monitor.avg("aux_value_loss"))
+        monitor.tick()
+    assert logged == [0.0, None, 10.0, None, 20.0, None, 30.0, None]
+
+
+def test_current_tick_is_included_and_several_values_per_tick_count():
+    monitor = TickMonitor(window_size=2)
+    monitor.update({"x": 1.0})
+    monitor.update({"x": 3.0})
+    assert (monitor.count("x"), monitor.avg("x")) == (2, 2.0)
+    monitor.tick()
+    monitor.update({"x": 8.0})
+    assert (monitor.count("x"), monitor.avg("x"), monitor.min("x"), monitor.max("x")) == (3, 4.0, 1.0, 8.0)
+    monitor.tick()  # window: ticks 1..2 -> only 8.0
+    assert (monitor.count("x"), monitor.avg("x"), monitor.last("x")) == (1, 8.0, 8.0)
+
+
+def test_nonfinite_values_are_counted_not_averaged():
+    monitor = TickMonitor(window_size=3)
+    monitor.update({"loss": 1.0})
+    monitor.tick()
+    monitor.update({"loss": float("nan")})
+    monitor.update({"loss": float("inf")})
+    monitor.tick()
+    monitor.update({"loss": 3.0})
+    assert monitor.avg("loss") == 2.0 and monitor.count("loss") == 2
+    assert monitor.min("loss") == 1.0 and monitor.max("loss") == 3.0
+    assert monitor.nonfinite("loss") == 2 and monitor.nonfinite_total("loss") == 2
+    monitor.update({"loss": -math.inf})
+    assert math.isinf(monitor.last("loss"))
+    run(monitor, [{}] * 3)
+    assert monitor.nonfinite("loss") == 0 and monitor.nonfinite_total("loss") == 3
+    # a key with only NaN: counted, no average
+    monitor.update({"bad": float("nan")})
+    assert monitor.avg("bad") is None and monitor.nonfinite("bad") == 1 and math.isnan(monitor.last("bad"))
+
+
+def test_keys_in_first_seen_order():
+    monitor = TickMonitor()
+    monitor.update({"b": 1, "a": 2})
+    monitor.tick()
+    monitor.update({"c": 1, "a": 3})
+    assert monitor.keys() == ["b", "a", "c"]
+    assert "a" in monitor and "z" not in monitor
+
+
+def test_per_key_window_sizes():
+    monitor = TickMonitor(window_size=2, window_sizes={"slow": 10})
+    run(monitor, [{"fast": float(i), "slow": float(i)} for i in range(10)])
+    monitor.update({"fast": 10.0, "slow": 10.0})
+    assert monitor.window_size("fast") == 2 and monitor.window_size("slow") == 10 and monitor.window_size("other") == 2
+    assert (monitor.count("fast"), monitor.avg("fast")) == (2, 9.5)
+    assert (monitor.count("slow"), monitor.avg("slow")) == (10, 5.5)  # ticks 1..10
+
+
+def test_set_window_size_shrinks_now_and_grows_without_resurrecting_values():
+    monitor = TickMonitor(window_size=10)
+    run(monitor, [{"x": float(i)} for i in range(10)])  # ticks 0..9, now at tick 10
+    monitor.set_window_size("x", 3)  # ticks 8..10
+    assert (monitor.count("x"), monitor.avg("x")) == (2, 8.5)
+    monitor.set_window_size("x", 10)  # 0..7 are gone for good
+    assert (monitor.count("x"), monitor.avg("x")) == (2, 8.5)
+    run(monitor, [{"x": 10.0}, {"x": 11.0}])
+    assert monitor.count("x") == 4 and monitor.avg("x") == (8 + 9 + 10 + 11) / 4
+    monitor.set_window_size("new", 4)  # before the key exists
+    run(monitor, [{"new": 1.0}] * 6)
+    assert monitor.count("new") == 3  # window: the last 3 updated ticks + the current (empty) tick
+    monitor.update({"new": 1.0})
+    assert monitor.count("new") == 4
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, True, "3", None])
+def test_bad_window_sizes(size):
+    with pytest.raises(ValueError, match="positive int"):
+        TickMonitor(window_size=size)
+    with pytest.raises(ValueError, match="'k'"):
+        TickMonitor(window_sizes={"k": size})
+    with pytest.raises(ValueError, match="'k'"):
+        TickMonitor().set_window_size("k", size)
+
+
+def test_window_sizes_must_be_a_mapping_of_string_keys():
+    with pytest.raises(TypeError, match="mapping"):
+        TickMonitor(window_sizes=[("k", 3)])
+    with pytest.raises(TypeError, match="strings"):
+        TickMonitor(window_sizes={3: 3})
+
+
+def test_memory_is_bounded_by_the_window_without_any_query():
+    monitor = TickMonitor(window_size=7)
+    run(monitor, [{"x": 1.0, "y": 2.0} for _ in range(1000)])
+    for key in ("x", "y"):
+        window = monitor._windows[key]
+        stored = len(window.front) + len(window.back) + (window.cur is not None)
+        assert stored <= 8
+    assert all(len(record["entries"]) <= 7 for record in monitor.state_dict()["keys"])
+
+
+# ------------------------------------------------------------------------------------------ scalars
+def test_accepted_scalars():
+    monitor = TickMonitor()
+    monitor.update(
+        {
+            "int": 3,
+            "bool": True,
+            "np_float32": np.float32(1.5),
+            "np_int": np.int64(-4),
+            "np_bool": np.bool_(False),
+            "array0d": np.array(2.5),
+            "array1": np.array([[6.0]]),
+            "tensor": torch.tensor(0.25),
+            "tensor1": torch.tensor([7.0]),
+            "tensor_int": torch.tensor([5], dtype=torch.int64),
+            "tensor_bool": torch.tensor(True),
+            "tensor_grad": torch.tensor(2.0, requires_grad=True) * 2,
+            "big_int": 2**70,
+        }
+    )
+    expected = {
+        "int": 3.0, "bool": 1.0, "np_float32": 1.5, "np_int": -4.0, "np_bool": 0.0, "array0d": 2.5,
+        "array1": 6.0, "tensor": 0.25, "tensor1": 7.0, "tensor_int": 5.0, "tensor_bool": 1.0,
+        "tensor_grad": 4.0, "big_int": float(2**70),
+    }
+    for key, value in expected.items():
+        assert monitor.last(key) == value and type(monitor.last(key)) is float, key
+        assert monitor.avg(key) == value
+
+
+@pytest.mark.parametrize(
+    "value, detail",
+    [
+        ("high", "str"),
+        (None, "NoneType"),
+        ([1.0], "list"),
+        ({"v": 1.0}, "dict"),
+        (1 + 2j, "complex"),
+        (np.array([1.0, 2.0]), r"shape \(2,\)"),
+        (np.array([]), r"shape \(0,\)"),
+        (np.array(["a"]), "dtype <U1"),
+        (np.datetime64("2024-01-01"), "dtype datetime64"),
+        (np.complex64(1), "dtype complex64"),
+        (torch.zeros(2, 2), r"shape \(2, 2\)"),
+        (torch.tensor(1 + 1j), "complex"),
+    ],
+)
+def test_non_scalar_values_raise_naming_the_key_and_record_nothing(value, detail):
+    monitor = TickMonitor()
+    monitor.update({"loss": 1.0})
+    with pytest.raises(TypeError, match=rf"'bad_key'.*{detail}"):
+        monitor.update({"loss": 5.0, "new": 2.0, "bad_key": value, "later": 1.0})
+    # all-or-nothing: neither the values before the bad one nor the keys were recorded
+    assert monitor.count("loss") == 1 and monitor.last("loss") == 1.0
+    assert monitor.keys() == ["loss"]
+
+
+def test_int_too_large_for_a_float_is_refused():
+    monitor = TickMonitor()
+    with pytest.raises(ValueError, match="'huge'.*too large"):
+        monitor.update({"ok": 1.0, "huge": 10**400})
+    assert monitor.keys() == []
+
+
+def test_bad_keys_and_info():
+    monitor = TickMonitor()
+    with pytest.raises(TypeError, match="dict of scalars, got list"):
+        monitor.update([("a", 1.0)])
+    with pytest.raises(TypeError, match="keys must be strings, got int"):
+        monitor.update({"a": 1.0, 3: 1.0})
+    with pytest.raises(ValueError, match="non-empty"):
+        monitor.update({"": 1.0})
+    assert monitor.keys() == []
+
+
+def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch):
+    """Pretend CPU tensors live on an accelerator: they must be concatenated and read with one tolist(),
+    never with one item() per key."""
+    monkeypatch.setattr(tm, "_READ_DIRECTLY", frozenset())
+    calls = {"cat": 0}
+    real_cat = torch.cat
+
+    def counting_cat(*args, **kwargs):
+        calls["cat"] += 1
+        return real_cat(*args, **kwargs)
+
+    def no_item(self):
+        raise AssertionError("item() called: one device sync per key")
+
+    monkeypatch.setattr(torch, "cat", counting_cat)
+    monkeypatch.setattr(torch.Tensor, "item", no_item)
+    monitor = TickMonitor()
+    info = {f"loss{i}": torch.tensor(float(i) / 4) for i in range(12)}
+    info["count"] = torch.tensor([3], dtype=torch.int64)  # mixed dtypes: promoted, still one copy
+    info["flag"] = torch.tensor(True)
+    info["plain"] = 2.0
+    monitor.update(info)
+    assert calls["cat"] == 1
+    assert [monitor.last(f"loss{i}") for i in range(12)] == [i / 4 for i in range(12)]
+    assert (monitor.last("count"), monitor.last("flag"), monitor.last("plain")) == (3.0, 1.0, 2.0)
+
+
+def test_batched_conversion_keeps_float64_precision():
+    values = [torch.tensor(0.1, dtype=torch.float64), torch.tensor(1, dtype=torch.int64), torch.tensor(0.5)]
+    assert tm._batched_to_floats(values) == [0.1, 1.0, 0.5]
+
+
+# -------------------------------------------------------------------------------------------- state
+def test_state_dict_round_trip_mid_stream_through_a_checkpoint_file():
+    monitor = TickMonitor(window_size=4, window_sizes={"aux": 6})
+    stream = [{"loss": float(i), **({"aux": float(-i)} if i % 3 == 0 else {})} for i in range(11)]
+    run(monitor, stream)
+    monitor.update({"loss": float("nan")})
+    monitor.update({"loss": 100.0})  # two values in the current tick
+    buffer = io.BytesIO()
+    torch.save(monitor.state_dict(), buffer)  # the learner's checkpoint format: plain types only
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    restored = TickMonitor(window_size=99)
+    restored.load_state_dict(state)
+    assert restored.tick_count == monitor.tick_count == 11
+    assert restored.window_size("loss") == 4 and restored.window_size("aux") == 6
+    for m in (monitor, restored):  # continue both the same way
+        m.update({"loss": 1.0})
+        run(m, [{"aux": 2.0}, {}, {"loss": 5.0}])
+    for key in ("loss", "aux"):
+        for stat in ("avg", "min", "max", "count", "nonfinite", "nonfinite_total", "last"):
+            assert getattr(restored, stat)(key) == getattr(monitor, stat)(key), (key, stat)
+    assert restored.keys() == monitor.keys() == ["loss", "aux"]
+
+
+def _good_state():
+    monitor = TickMonitor(window_size=3)
+    run(monitor, [{"x": 1.0}, {"x": float("nan")}, {"x": 2.0}])
+    monitor.update({"x": 4.0})
+    return monitor.state_dict()
+
+
+def _corrupt(path, value):
+    state = _good_state()
+    target = state
+    for part in path[:-1]:
+        target = target[part]
+    if value is _DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return state
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (("tick_count",), _DELETE, "missing 'tick_count'"),
+        (("tick_count",), -1, "tick_count"),
+        (("tick_count",), "3", "tick_count"),
+        (("version",), 99, "version"),
+        (("window_size",), 0, "window_size"),
+        (("window_sizes",), [1], "window_sizes"),
+        (("window_sizes",), {"x": -2}, "'x'"),
+        (("keys",), "x", "'keys' must be a list"),
+        (("keys", 0, "key"), 5, "bad key name"),
+        (("keys", 0, "entries"), None, "'entries' must be a list"),
+        (("keys", 0, "entries", 0), [0, 1.0, 1], "expected \\[tick"),
+        (("keys", 0, "entries", 0, 0), 99, "not in the window"),
+        (("keys", 0, "entries", 1, 0), 0, "not in the window|must increase"),
+        (("keys", 0, "entries", 0, 2), -1, "count and nonfinite"),
+        (("keys", 0, "entries", 0, 1), "s", "must be numbers"),
+        (("keys", 0, "entries", 1, 3), 99.0, "min <= max"),
+        (("keys", 0, "last"), "v", "'last'"),
+        (("keys", 0, "nonfinite_total"), 0, "smaller than the window"),
+    ],
+)
+def test_load_state_dict_refuses_garbage_and_keeps_the_monitor(path, value, message):
+    monitor = TickMonitor(window_size=5)
+    monitor.update({"keep": 7.0})
+    state = _corrupt(path, value)
+    with pytest.raises(ValueError, match=message):
+        monitor.load_state_dict(state)
+    assert monitor.keys() == ["keep"] and monitor.avg("keep") == 7.0 and monitor.window_size("x") == 5
+
+
+def test_load_state_dict_refuses_non_mappings():
+    with pytest.raises(TypeError, match="expects a dict"):
+        TickMonitor().load_state_dict([1, 2])
+
+
+# -------------------------------------------------------------------------- property test vs reference
+class NaiveMonitor:
+    """Keeps every (tick, value) pair and computes every statistic from scratch."""
+
+    def __init__(self, window_size: int, window_sizes: Dict[str, int]) -> None:
+        self.default = window_size
+        self.sizes = dict(window_sizes)
+        self.now = 0
+        self.values: Dict[str, List[Tuple[int, float]]] = {}
+        self.floor: Dict[str, int] = {}
+
+    def size(self, key: str) -> int:
+        return self.sizes.get(key, self.default)
+
+    def update(self, info: Dict[str, float]) -> None:
+        for key, value in info.items():
+            self.values.setdefault(key, []).append((self.now, float(value)))
+
+    def set_window_size(self, key: str, size: int) -> None:
+        if key in self.values:  # values that already left the old window never come back
+            self.floor[key] = max(self.floor.get(key, 0), self.now - self.size(key) + 1)
+        self.sizes[key] = size
+
+    def window(self, key: str) -> List[float]:
+        start = max(self.now - self.size(key) + 1, self.floor.get(key, 0))
+        return [v for t, v in self.values.get(key, []) if t >= start]
+
+    def finite(self, key: str) -> List[float]:
+        return [v for v in self.window(key) if math.isfinite(v)]
+
+
+KEYS = ["a", "b", "c", "d"]
+special = st.sampled_from([math.nan, math.inf, -math.inf])
+finite_values = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False) | st.integers(-1000, 1000)
+values = st.one_of(finite_values, finite_values, finite_values, special, st.booleans())
+info_dicts = st.dictionaries(st.sampled_from(KEYS), values, max_size=4)
+update_op = st.tuples(st.just("update"), info_dicts)
+tick_op = st.tuples(st.just("tick"), st.integers(1, 4))
+check_op = st.tuples(st.just("check"))
+ops = st.lists(
+    st.one_of(  # weighted: updates and ticks are most of a real stream
+        update_op,
+        update_op,
+        update_op,
+        tick_op,
+        tick_op,
+        check_op,
+        check_op,
+        st.tuples(st.just("set_window"), st.sampled_from(KEYS), st.integers(1, 8)),
+        st.tuples(st.just("roundtrip")),
+    ),
+    min_size=3,
+    max_size=60,
+)
+
+
+def as_input(value):
+    """Feed some values as numpy scalars / tensors to exercise every conversion path."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 100:
+        return np.float64(value)
+    if isinstance(value, float) and math.isfinite(value) and abs(value) < 10:
+        return torch.tensor(value, dtype=torch.float64)
+    return value
+
+
+def check_same(monitor: TickMonitor, ref: NaiveMonitor) -> None:
+    assert monitor.tick_count == ref.now
+    for key in KEYS:
+        window = ref.window(key)
+        finite = ref.finite(key)
+        assert monitor.count(key) == len(finite), key
+        assert monitor.nonfinite(key) == len(window) - len(finite), key
+        history = [v for _, v in ref.values.get(key, [])]
+        last = monitor.last(key)
+        if not history:
+            assert last is None
+        else:
+            assert last == history[-1] or (math.isnan(last) and math.isnan(history[-1]))
+        assert monitor.nonfinite_total(key) == sum(not math.isfinite(v) for v in history)
+        if not finite:
+            assert monitor.avg(key) is None and monitor.min(key) is None and monitor.max(key) is None
+            continue
+        assert monitor.min(key) == min(finite) and monitor.max(key) == max(finite)
+        tolerance = 1e-12 * math.fsum(abs(v) for v in finite) + 1e-300
+        assert abs(monitor.avg(key) * len(finite) - math.fsum(finite)) <= tolerance * len(finite) + tolerance
+    assert [k for k in monitor.keys()] == [k for k in ref.values]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    window_size=st.integers(1, 6),
+    window_sizes=st.dictionaries(st.sampled_from(KEYS), st.integers(1, 8), max_size=2),
+    operations=ops,
+)
+def test_matches_naive_reference(window_size, window_sizes, operations):
+    monitor = TickMonitor(window_size=window_size, window_sizes=window_sizes)
+    ref = NaiveMonitor(window_size, window_sizes)
+    for op in operations:
+        if op[0] == "update":
+            monitor.update({k: as_input(v) for k, v in op[1].items()})
+            ref.update(op[1])
+        elif op[0] == "tick":
+            for _ in range(op[1]):
+                monitor.tick()
+                ref.now += 1
+        elif op[0] == "set_window":
+            monitor.set_window_size(op[1], op[2])
+            ref.set_window_size(op[1], op[2])
+        elif op[0] == "roundtrip":
+            restored = TickMonitor(window_size=1)
+            restored.load_state_dict(monitor.state_dict())
+            monitor = restored
+        else:  # queries only now and then: they expire old ticks, which must not change any result
+            check_same(monitor, ref)
+    check_same(monitor, ref)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    period=st.integers(1, 30),
+    window=st.integers(1, 30),
+    n_ticks=st.integers(1, 120),
+)
+def test_periodic_key_count_is_exact(period, window, n_ticks):
+    """A key reported every ``period`` ticks has exactly the number of its ticks inside the window."""
+    monitor = TickMonitor(window_size=window)
+    for t in range(n_ticks):
+        if t % period == 0:
+            monitor.update({"k": 1.0})
+        monitor.tick()
+    now = n_ticks
+    expected = sum(1 for t in range(max(0, now - window + 1), now) if t % period == 0)
+    assert monitor.count("k") == expected
+    assert monitor.avg("k") == (1.0 if expected else None)
