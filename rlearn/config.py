@@ -679,7 +679,9 @@ def _check_field(cfg: Mapping[str, Any], path: str) -> None:
     if field.check is not None:
         complaint = field.check(value)
         if complaint:
-            raise ConfigError(f"config key '{path}' {complaint}, got {value!r}")
+            # list and dict complaints name the bad item themselves
+            shown = "" if isinstance(value, (list, tuple, dict)) else f", got {value!r}"
+            raise ConfigError(f"config key '{path}' {complaint}{shown}")
 
 
 def validate_config(cfg: Mapping[str, Any]) -> None:

@@ -322,3 +322,25 @@ def test_ppg_learns_from_a_collected_rollout(env_id):
     assert "env_action" not in result.transitions and {"log_prob", "value"} <= set(result.transitions)
     assert {"policy_loss", "value_loss"} <= set(info)
     assert all(np.isfinite(float(v)) for v in info.values())
+
+
+def test_td3_learns_from_replay_samples_of_a_truncating_env():
+    """The off-policy data contract end to end: collector -> ReplayBuffer -> TD3Policy._forward_learn.
+    Pendulum episodes are cut at 5 steps: truncated, so ``terminated`` stays 0 in every sampled batch."""
+    from policies.td3 import TD3Policy
+
+    env = make_vector_env("Pendulum-v1", 2, seed=0, env_kwargs={"max_episode_steps": 5})
+    try:
+        policy = TD3Policy(dict(hidden_sizes=[16], learning_starts=10, batch_size=32),
+                           env.single_observation_space, env.single_action_space, seed=0)
+        collector = Collector(env, policy, seed=0)
+        buffer = ReplayBuffer(100, env.single_observation_space.shape, env.single_action_space.shape, seed=0)
+        result = collector.collect(12)
+        buffer.add(result.transitions)
+        infos = [policy._forward_learn(buffer.sample(32)) for _ in range(2)]
+    finally:
+        env.close()
+    assert len(buffer) == 24 and result.transitions["truncated"].sum() == 4
+    assert buffer.state_dict()["data"]["terminated"].sum() == 0
+    assert "actor_loss" in infos[1] or "actor_loss" in infos[0]
+    assert all(np.isfinite(float(v)) for info in infos for v in info.values())

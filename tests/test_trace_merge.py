@@ -190,6 +190,7 @@ def iteration_run(tmp_path):
         spans += [("collector/collect", "collector", base, base + 2 * MS),
                   ("learner/iteration", "learner", base + 2 * MS, base + 9 * MS, {"iter": i}),
                   ("learner/forward", "learner", base + 3 * MS, base + 4 * MS)]
+    spans.append(("evaluator/eval", "evaluator", 49 * MS, 60 * MS, {"iter": 1}))  # an annotation, not a window
     write_rank(tmp_path, 0, spans=spans, counters=[("fps", 10 * i * MS + 9 * MS, float(i)) for i in range(5)])
 
 
@@ -203,7 +204,8 @@ def test_iteration_filter_keeps_what_lies_inside_the_iterations(tmp_path):
     assert [c.value for c in result.counters] == [1.0, 2.0]
     assert validate_trace(result.trace) == []
     assert min(e["ts"] for e in x_events(result.trace)) == 0.0  # times restart at the window
-    assert {i.args.get("iter") for i in merge_work_dir(tmp_path, from_iter=3).intervals} == {3, 4, None}
+    assert {(i.name, i.args.get("iter")) for i in merge_work_dir(tmp_path, from_iter=3).intervals} == {
+        ("collector/collect", None), ("learner/forward", None), ("learner/iteration", 3), ("learner/iteration", 4)}
     assert {i.args.get("iter") for i in merge_work_dir(tmp_path, to_iter=0).intervals} == {0, None}
 
 
@@ -213,8 +215,8 @@ def test_iteration_filter_errors(tmp_path):
         merge_work_dir(tmp_path, from_iter=7, to_iter=9)
     with pytest.raises(TraceMergeError, match="after"):
         merge_work_dir(tmp_path, from_iter=3, to_iter=1)
-    plain = [Interval(0, "a", "a/x", 0, 5)]
-    with pytest.raises(TraceMergeError, match="no span carries an 'iter' arg"):
+    plain = [Interval(0, "a", "a/x", 0, 5), Interval(0, "evaluator", "evaluator/eval", 0, 5, {"iter": 0})]
+    with pytest.raises(TraceMergeError, match="no span on the 'learner' lane carries an 'iter' arg"):
         select_iterations(plain, [], 0, 1)
     assert select_iterations(plain, [], None, None) == (plain, [])
 

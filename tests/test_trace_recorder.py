@@ -354,3 +354,25 @@ def test_process_killed_mid_run_still_yields_a_readable_trace(tmp_path):
     iterations = sorted(i.args["iter"] for i in result.intervals if i.name == "learner/iteration")
     assert iterations[:10] == list(range(10))  # everything flushed before the kill is there
     assert iterations == list(range(len(iterations)))  # and nothing in between is lost
+
+
+# ------------------------------------------------------------------------------------------ arg encoding
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+scalars = st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=False, allow_infinity=False),
+                    st.text(max_size=8), st.booleans(), st.none())
+
+
+def test_fast_arg_encoding_matches_json(tmp_path):
+    tracer = Tracer(tmp_path)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.dictionaries(st.text(min_size=1, max_size=6), scalars, min_size=1, max_size=5))
+    def check(args):
+        assert json.loads(tracer._encode_args("learner/forward", args)) == args
+
+    try:
+        check()
+    finally:
+        tracer.close()

@@ -181,7 +181,8 @@ class ReplayBuffer:
         return self.gather(index)
 
     def gather(self, index: np.ndarray) -> Dict[str, torch.Tensor]:
-        """The transitions at storage positions ``index`` (ints in ``[0, len(self))``), as :meth:`sample` returns them."""
+        """The transitions at storage positions ``index`` (ints in ``[0, len(self))``), as :meth:`sample`
+        returns them."""
         batch = {}
         for key, store in self._storage.items():
             picked = store.take(index, axis=0)
@@ -219,7 +220,9 @@ class ReplayBuffer:
         for key, value in mine.items():
             theirs = list(state[key]) if key.endswith("shape") else state[key]
             if theirs != value:
-                raise ValueError(f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has {value!r}")
+                raise ValueError(
+                    f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has {value!r}"
+                )
         size, pos = state["size"], state["pos"]
         for name, value, high in (("size", size, self.capacity), ("pos", pos, self.capacity - 1)):
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= high:

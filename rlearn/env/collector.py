@@ -141,7 +141,7 @@ class Collector:
     def _collect(self, n_steps: int) -> CollectResult:
         if self._obs is None:
             self.reset()
-        columns: Dict[str, List[np.ndarray]] = {key: [] for key in ("obs", "next_obs", "reward", "terminated", "truncated")}
+        columns: Dict[str, List[np.ndarray]] = {key: [] for key in RESERVED_KEYS}
         extras: Dict[str, List[np.ndarray]] = {}
         layout: Optional[Dict[str, tuple]] = None
         episodes: List[Dict[str, Any]] = []
@@ -181,9 +181,11 @@ class Collector:
             self._returns += np.asarray(reward, dtype=np.float64)
             self._lengths += 1
             for i in np.flatnonzero(ended):
-                episodes.append(
-                    {"episode_return": float(self._returns[i]), "episode_length": int(self._lengths[i]), "env_index": int(i)}
-                )
+                episodes.append({
+                    "episode_return": float(self._returns[i]),
+                    "episode_length": int(self._lengths[i]),
+                    "env_index": int(i),
+                })
                 self._returns[i] = 0.0
                 self._lengths[i] = 0
             self._episode_count += int(ended.sum())

@@ -139,7 +139,7 @@ class _KeyWindow:
 
     def expire(self, now: int) -> None:
         """Drop the entries of ticks that are no longer in the window at tick ``now``."""
-        limit = now - self.size - 1
+        limit = now - self.size
         front = self.front
         while True:
             if front:
@@ -158,7 +158,7 @@ class _KeyWindow:
     def stats(self, now: int) -> Tuple[float, int, float, float, int]:
         """``(sum, count, min, max, nonfinite)`` of the window at tick ``now``."""
         front = self.front
-        limit = now - self.size - 1
+        limit = now - self.size
         if front:
             if front[-1][0] <= limit:
                 self.expire(now)

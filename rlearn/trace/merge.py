@@ -31,8 +31,10 @@ from rlearn.trace.recorder import PathLike, RecordsError, RecordsFile, read_reco
 
 #: lanes shown first, in this order; any other lane follows in alphabetical order
 LANE_ORDER = ("collector", "learner", "ppg", "evaluator", "checkpoint")
-#: the span arg that numbers learner iterations (used by ``--from-iter`` / ``--to-iter``)
+#: the span arg that numbers learner iterations (used by ``--from-iter`` / ``--to-iter``) ...
 ITER_ARG = "iter"
+#: ... on spans of this lane (an ``iter`` arg elsewhere, e.g. on an evaluation, is only an annotation)
+ITER_LANE = "learner"
 
 _RANK_FILE = re.compile(r"^rank(\d+)\.jsonl$")
 
@@ -166,17 +168,25 @@ def collect(files: Sequence[RecordsFile]) -> Tuple[List[Interval], List[CounterS
 
 
 # ---------------------------------------------------------------------------------------------- selection
+def iteration_number(interval: Interval) -> Optional[int]:
+    """The learner iteration an interval marks: its integer ``iter`` arg on the ``learner`` lane, else None."""
+    number = interval.args.get(ITER_ARG)
+    if interval.lane != ITER_LANE or not isinstance(number, int) or isinstance(number, bool):
+        return None
+    return number
+
+
 def iteration_windows(intervals: Sequence[Interval], from_iter: Optional[int],
                       to_iter: Optional[int]) -> Dict[int, Tuple[int, int]]:
-    """Per rank, the time window ``[start, end]`` covered by spans whose ``iter`` arg is in the range.
+    """Per rank, the time window ``[start, end]`` covered by learner-lane spans whose ``iter`` is in the range.
 
     The window runs from the start of the earliest such span to the end of the latest one (``None`` bounds
     are open). Ranks without any such span are absent.
     """
     windows: Dict[int, Tuple[int, int]] = {}
     for interval in intervals:
-        number = interval.args.get(ITER_ARG)
-        if not isinstance(number, int) or isinstance(number, bool):
+        number = iteration_number(interval)
+        if number is None:
             continue
         if (from_iter is not None and number < from_iter) or (to_iter is not None and number > to_iter):
             continue
@@ -190,18 +200,17 @@ def select_iterations(intervals: Sequence[Interval], counters: Sequence[CounterS
                       ) -> Tuple[List[Interval], List[CounterSample]]:
     """Keep what lies entirely inside each rank's iteration window (see :func:`iteration_windows`).
 
-    With both bounds ``None`` everything is kept. Raises :class:`TraceMergeError` when no span carries an
-    ``iter`` arg or none falls in the range.
+    With both bounds ``None`` everything is kept. Raises :class:`TraceMergeError` when no learner-lane span
+    carries an ``iter`` arg or none falls in the range.
     """
     if from_iter is None and to_iter is None:
         return list(intervals), list(counters)
     if from_iter is not None and to_iter is not None and from_iter > to_iter:
         raise TraceMergeError(f"--from-iter {from_iter} is after --to-iter {to_iter}")
-    numbered = [i.args[ITER_ARG] for i in intervals
-                if isinstance(i.args.get(ITER_ARG), int) and not isinstance(i.args.get(ITER_ARG), bool)]
+    numbered = [n for n in map(iteration_number, intervals) if n is not None]
     if not numbered:
-        raise TraceMergeError(f"no span carries an {ITER_ARG!r} arg, so iterations cannot be selected "
-                              f"(the learner's iteration span records it: span(..., {ITER_ARG}=n))")
+        raise TraceMergeError(f"no span on the {ITER_LANE!r} lane carries an {ITER_ARG!r} arg, so iterations "
+                              f"cannot be selected (record it with span('learner/iteration', {ITER_ARG}=n))")
     windows = iteration_windows(intervals, from_iter, to_iter)
     if not windows:
         raise TraceMergeError(f"no learner iteration in [{from_iter}, {to_iter}]; recorded iterations are "

@@ -166,6 +166,7 @@ class Tracer:
         self._lock = threading.Lock()
         self._buffer: List[str] = []
         self._prefixes: Dict[Tuple[str, Optional[str]], str] = {}
+        self._arg_keys: Dict[str, str] = {}
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")
@@ -202,8 +203,26 @@ class Tracer:
             prefix = (f'{{"type":"span","name":{json.dumps(name)},'
                       f'"lane":{json.dumps(lane or default_lane(name))},')
             self._prefixes[key] = prefix
-        encoded = json.dumps(check_args(name, args), separators=(",", ":")) if args else None
-        return Span(self, prefix, encoded)
+        return Span(self, prefix, self._encode_args(name, args) if args else None)
+
+    def _encode_args(self, name: str, args: Mapping[str, Any]) -> str:
+        """``args`` as a compact JSON object; plain ints, floats and strings skip the general checks."""
+        parts = []
+        keys = self._arg_keys
+        for key, value in args.items():
+            encoded_key = keys.get(key)
+            if encoded_key is None:
+                encoded_key = keys[key] = json.dumps(str(key)) + ":"
+            kind = type(value)
+            if kind is int:
+                parts.append(encoded_key + str(value))
+            elif kind is float and math.isfinite(value):
+                parts.append(encoded_key + repr(value))
+            elif kind is str:
+                parts.append(encoded_key + json.dumps(value))
+            else:  # bool, None, numpy / torch scalars, or bad input (raises naming the span and arg)
+                parts.append(encoded_key + json.dumps(check_args(name, {key: value})[key]))
+        return "{" + ",".join(parts) + "}"
 
     def counter(self, name: str, value: Any) -> None:
         """Record a sample of counter ``name`` (e.g. ``env_steps_per_s``) at the current time."""

@@ -1,0 +1,518 @@
+"""TD3 on Pendulum-v1: learning, speed side by side with Stable-Baselines3, and monitoring overhead.
+
+Sections (``--only`` picks some; default: all):
+
+* ``peak``: single-core matmul throughput (GFLOP/s) for the shapes of a [400, 300] network on a batch of 256
+  -- the ceiling that a TD3 iteration's achieved GFLOP/s is compared with.
+* ``step``: milliseconds per gradient step, in this process, alternating: rlearn's ``TD3Policy._forward_learn``
+  (``learn_threads`` 1 and 2) and SB3's ``TD3.train(gradient_steps=1)`` (torch threads 1 and 2), with achieved
+  GFLOP/s (algorithmic FLOPs of one TD3 iteration, the same count for both).
+* ``speed``: whole training runs in fresh processes, alternating rlearn (``rlearn train td3_pendulum``'s pipeline:
+  log table, TensorBoard, checkpoints) and SB3 TD3 with identical settings -- [400, 300], batch 256, lr 1e-3,
+  gamma 0.98, learning_starts 10,000, buffer 200,000, one gradient step per env step, 20,000 steps -- each
+  followed by a 10-episode evaluation; env steps per second, their ratio, and the final returns.
+* ``overhead``: the learner with ``LogShowHook`` at its default frequency (trace off) vs the learner with no hooks,
+  same loop (collector -> replay buffer -> learner.train), alternating; the relative slow-down.
+* ``learning``: 3 seeds x 20,000 env steps through the pipeline, evaluated (10 episodes) every 1,000 steps;
+  ``benchmarks/results/td3_pendulum_learning.csv`` and ``.png``; target >= -200 at 20k on every seed.
+
+    .venv/bin/python benchmarks/bench_td3.py                 # everything (~30 min on an idle 2-core machine)
+    .venv/bin/python benchmarks/bench_td3.py --quick         # shortened runs (~3 min)
+    .venv/bin/python benchmarks/bench_td3.py --only speed --repeats 3
+    .venv/bin/python benchmarks/bench_td3.py --only learning --seeds 0 1 2
+
+SB3 comes with the ``bench`` extra (``pip install -e '.[bench]'``). Timings on a shared machine are noisy:
+runs alternate so that both sides see the same load, and the ratio is what to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+#: the settings both libraries run with (rl-zoo's TD3 Pendulum-v1 hyperparameters)
+SETTINGS = dict(
+    hidden_sizes=[400, 300], batch_size=256, lr=1e-3, gamma=0.98, learning_starts=10_000, buffer_size=200_000,
+    tau=0.005, exploration_noise=0.1, target_noise=0.2, target_noise_clip=0.5, actor_update_freq=2,
+    total_steps=20_000,
+)
+
+
+# ------------------------------------------------------------------------------------------- FLOPs
+def _dense_flops(sizes: Sequence[int], batch: int, skip_first: bool = False) -> int:
+    """2*B*in*out summed over the layers of an MLP with layer widths ``sizes`` (optionally not the first)."""
+    pairs = list(zip(sizes[:-1], sizes[1:]))[1 if skip_first else 0:]
+    return sum(2 * batch * a * b for a, b in pairs)
+
+
+def td3_iteration_flops(obs_dim: int, act_dim: int, hidden: Sequence[int], batch: int, actor_update_freq: int) -> float:
+    """Matmul FLOPs of one TD3 iteration (the minimum the algorithm needs; elementwise work not counted).
+
+    target: actor' forward + both critics' forward; critic update: both critics forward, weight gradients
+    and input gradients of every layer but the first; actor step (every ``actor_update_freq``): actor and Q1
+    forward, Q1 input gradients (no weight gradients), actor weight and input gradients.
+    """
+    actor = [obs_dim, *hidden, act_dim]
+    critic = [obs_dim + act_dim, *hidden, 1]
+    f_a, f_c = _dense_flops(actor, batch), _dense_flops(critic, batch)
+    target = f_a + 2 * f_c
+    critic_update = 2 * (f_c + f_c + _dense_flops(critic, batch, skip_first=True))
+    actor_update = f_a + f_c + f_c + f_a + _dense_flops(actor, batch, skip_first=True)
+    return target + critic_update + actor_update / actor_update_freq
+
+
+# -------------------------------------------------------------------------------------- utilities
+def _table(rows: List[List[Any]], headers: List[str]) -> str:
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=headers, floatfmt=".3g")
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+# ------------------------------------------------------------------------------------ matmul peak
+def matmul_peak(repeats: int = 200) -> Dict[str, float]:
+    """Single-thread GFLOP/s of the [256, 400] x [400, 300] products of a forward and a backward pass."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, w, g = torch.randn(256, 400), torch.randn(400, 300), torch.randn(256, 300)
+        shapes = {"X @ W (forward)": lambda: a @ w, "X^T @ dY (weight grad)": lambda: a.t() @ g,
+                  "dY @ W^T (input grad)": lambda: g @ w.t()}
+        out = {}
+        for name, fn in shapes.items():
+            for _ in range(20):
+                fn()
+            best = float("inf")
+            for _ in range(5):
+                start = time.perf_counter()
+                for _ in range(repeats // 5):
+                    fn()
+                best = min(best, (time.perf_counter() - start) / (repeats // 5))
+            out[name] = 2 * 256 * 400 * 300 / best / 1e9
+        return out
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------------------------ step timing
+def _pendulum_spaces():
+    import gymnasium as gym
+
+    env = gym.make("Pendulum-v1")
+    return env.observation_space, env.action_space
+
+
+def _random_batch(rng: np.random.Generator, n: int = 256):
+    import torch
+
+    t = lambda *shape: torch.as_tensor(rng.uniform(-1, 1, size=shape), dtype=torch.float32)  # noqa: E731
+    return dict(obs=t(n, 3), action=t(n, 1), reward=t(n) * 8 - 8, next_obs=t(n, 3), terminated=torch.zeros(n))
+
+
+def make_rlearn_stepper(learn_threads: int) -> Callable[[int], None]:
+    """``run(n)``: n TD3 iterations of rlearn's policy on replay-like batches (sampling excluded)."""
+    from policies.td3 import TD3Policy
+
+    obs_space, act_space = _pendulum_spaces()
+    s = SETTINGS
+    policy = TD3Policy(dict(hidden_sizes=s["hidden_sizes"], batch_size=s["batch_size"], lr_actor=s["lr"],
+                            lr_critic=s["lr"], gamma=s["gamma"], learn_threads=learn_threads),
+                       obs_space, act_space, seed=0)
+    rng = np.random.default_rng(0)
+    batches = [_random_batch(rng) for _ in range(16)]
+
+    def run(n: int) -> None:
+        for i in range(n):
+            policy._forward_learn(batches[i % len(batches)])
+
+    return run
+
+
+def make_sb3_stepper() -> Callable[[int], None]:
+    """``run(n)``: n calls of SB3's ``TD3.train(gradient_steps=1)`` (its replay sampling included)."""
+    from stable_baselines3 import TD3
+
+    model = _sb3_model(seed=0, learning_starts=0)
+    env = model.get_env()
+    obs = env.reset()
+    for _ in range(2000):  # fill the replay buffer with random transitions, as SB3's collection would
+        action = np.array([env.action_space.sample()])
+        next_obs, reward, done, infos = env.step(action)
+        model.replay_buffer.add(obs, next_obs, model.policy.scale_action(action), reward, done, infos)
+        obs = next_obs
+    model._setup_learn(total_timesteps=1)
+    assert isinstance(model, TD3)
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            model.train(gradient_steps=1, batch_size=SETTINGS["batch_size"])
+
+    return run
+
+
+def step_timing(iters: int, repeats: int) -> List[Dict[str, Any]]:
+    """ms per gradient step, alternating the variants ``repeats`` times; returns one row per variant."""
+    import torch
+
+    variants: Dict[str, tuple] = {}
+    have_sb3 = _have_sb3()
+    if have_sb3:
+        variants["SB3 TD3, torch threads=1"] = (make_sb3_stepper(), 1)
+        variants["SB3 TD3, torch threads=2"] = (make_sb3_stepper(), 2)
+    variants["rlearn TD3, learn_threads=1"] = (make_rlearn_stepper(1), 1)
+    variants["rlearn TD3, learn_threads=2"] = (make_rlearn_stepper(2), 1)
+    wall: Dict[str, List[float]] = {k: [] for k in variants}
+    cpu: Dict[str, List[float]] = {k: [] for k in variants}
+    threads = torch.get_num_threads()
+    try:
+        for name, (run, nthreads) in variants.items():  # warm-up
+            torch.set_num_threads(nthreads)
+            run(10)
+        for _ in range(repeats):
+            for name, (run, nthreads) in variants.items():
+                torch.set_num_threads(nthreads)
+                start, start_cpu = time.perf_counter(), time.process_time()
+                run(iters)
+                wall[name].append((time.perf_counter() - start) / iters * 1e3)
+                cpu[name].append((time.process_time() - start_cpu) / iters * 1e3)
+    finally:
+        torch.set_num_threads(threads)
+    s = SETTINGS
+    flops = td3_iteration_flops(3, 1, s["hidden_sizes"], s["batch_size"], s["actor_update_freq"])
+    rows = []
+    for name in variants:
+        ms = _median(wall[name])
+        rows.append(dict(variant=name, ms_per_step=ms, cpu_ms_per_step=_median(cpu[name]),
+                         gflops=flops / (ms * 1e-3) / 1e9))
+    return rows
+
+
+# ------------------------------------------------------------------------------- full-run workers
+def _have_sb3() -> bool:
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _sb3_model(seed: int, learning_starts: int):
+    import gymnasium as gym
+    from stable_baselines3 import TD3
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    s = SETTINGS
+    env = gym.make("Pendulum-v1")
+    return TD3(
+        "MlpPolicy", env, learning_rate=s["lr"], buffer_size=s["buffer_size"], learning_starts=learning_starts,
+        batch_size=s["batch_size"], tau=s["tau"], gamma=s["gamma"], train_freq=1, gradient_steps=1,
+        action_noise=NormalActionNoise(np.zeros(1), s["exploration_noise"] * np.ones(1)),
+        policy_delay=s["actor_update_freq"], target_policy_noise=s["target_noise"],
+        target_noise_clip=s["target_noise_clip"], policy_kwargs=dict(net_arch=list(s["hidden_sizes"])),
+        seed=seed, device="cpu", verbose=0,
+    )
+
+
+def worker_sb3(seed: int, steps: int, learning_starts: int, threads: Optional[int]) -> Dict[str, Any]:
+    """Train SB3 TD3 and evaluate it on 10 episodes; the timed region is construction + learn + evaluation."""
+    import gymnasium as gym
+    import torch
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    start = time.perf_counter()
+    model = _sb3_model(seed, learning_starts)
+    model.learn(total_timesteps=steps)
+    train_seconds = time.perf_counter() - start
+    eval_env = gym.make("Pendulum-v1")
+    eval_env.reset(seed=10_000 + seed)
+    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)
+    seconds = time.perf_counter() - start
+    return dict(seconds=seconds, train_seconds=train_seconds, steps=steps, return_mean=float(mean),
+                return_std=float(std), torch_threads=torch.get_num_threads())
+
+
+def rlearn_overrides(steps: int, learning_starts: int, seed: int, eval_freq: Optional[int]) -> List[str]:
+    return [f"seed={seed}", f"train.max_env_steps={steps}", f"policy.learning_starts={learning_starts}",
+            f"eval.freq={eval_freq if eval_freq else 'none'}", "eval.episodes=10"]
+
+
+def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: int,
+                  eval_freq: Optional[int] = None, work_dir: Optional[str] = None) -> Dict[str, Any]:
+    """Train through ``serial_pipeline`` (td3_pendulum: log, TensorBoard, checkpoints) and evaluate at the end."""
+    from rlearn.config import load_config
+    from rlearn.pipeline import SerialPipeline
+
+    overrides = rlearn_overrides(steps, learning_starts, seed, eval_freq) + [f"policy.learn_threads={learn_threads}"]
+    cfg = load_config("td3_pendulum", overrides=overrides)
+    tmp = None
+    if work_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="bench_td3_")
+        work_dir = tmp.name
+    try:
+        start = time.perf_counter()
+        result = SerialPipeline(cfg, work_dir=Path(work_dir) / "run", progress=False).run()
+        seconds = time.perf_counter() - start
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    last = result.last_eval or {}
+    return dict(seconds=seconds, steps=result.envstep, train_iter=result.train_iter,
+                return_mean=last.get("episode_return_mean"), return_std=last.get("episode_return_std"))
+
+
+def run_worker(kind: str, **kwargs: Any) -> Dict[str, Any]:
+    """Run one training in a fresh Python process (so that runs do not share caches or threads)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--worker-args", json.dumps(kwargs)]
+    env = dict(os.environ, RLEARN_NO_PROGRESS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def speed(steps: int, learning_starts: int, repeats: int, sb3_threads: Sequence[Optional[int]],
+          learn_threads: int) -> Dict[str, Any]:
+    """Alternating full runs; rows of env steps/s per variant and the ratios."""
+    variants: Dict[str, tuple] = {f"rlearn (learn_threads={learn_threads})": ("rlearn", dict(learn_threads=learn_threads))}
+    if _have_sb3():
+        for t in sb3_threads:
+            variants[f"SB3 (torch threads={t or 'default'})"] = ("sb3", dict(threads=t))
+    runs: Dict[str, List[Dict[str, Any]]] = {k: [] for k in variants}
+    for rep in range(repeats):
+        for name, (kind, extra) in variants.items():
+            out = run_worker(kind, seed=rep, steps=steps, learning_starts=learning_starts, **extra)
+            runs[name].append(out)
+            print(f"  [{name}] seed {rep}: {out['seconds']:.1f} s, {steps / out['seconds']:.1f} env steps/s, "
+                  f"return {out['return_mean']:.1f}  (load {_load()})", flush=True)
+    rows = []
+    for name, outs in runs.items():
+        secs = _median([o["seconds"] for o in outs])
+        rows.append(dict(variant=name, seconds=secs, env_steps_per_s=steps / secs,
+                         returns=[round(o["return_mean"], 1) for o in outs]))
+    return dict(rows=rows, runs=runs)
+
+
+# ---------------------------------------------------------------------------------- monitoring cost
+def overhead(iters: int, repeats: int) -> Dict[str, float]:
+    """Same loop (collect 1 step -> buffer -> learner.train), learner with LogShowHook (default freq) vs none."""
+    import torch
+
+    from policies.td3 import TD3Policy
+    from rlearn.buffer import ReplayBuffer
+    from rlearn.env import Collector, make_vector_env
+    from rlearn.hooks import LogShowHook
+    from rlearn.learner import BaseLearner
+    from rlearn.logging import get_logger
+
+    torch.set_num_threads(1)
+    logger = get_logger(name="bench_td3_overhead")
+    logger.propagate = False
+    logger.handlers[:] = []  # the table goes nowhere: we time the hook's work, not the terminal
+    loops = {}
+    tmp = tempfile.TemporaryDirectory(prefix="bench_td3_overhead_")
+    s = SETTINGS
+    for name, hooks in (("no hooks", False), ("LogShowHook (default freq)", True)):
+        env = make_vector_env("Pendulum-v1", 1, seed=0)
+        policy = TD3Policy(dict(hidden_sizes=s["hidden_sizes"], lr_actor=s["lr"], lr_critic=s["lr"], gamma=s["gamma"],
+                                learning_starts=0, learn_threads=2), env.single_observation_space,
+                           env.single_action_space, seed=0)
+        collector = Collector(env, policy, seed=0)
+        buffer = ReplayBuffer(s["buffer_size"], (3,), (1,), seed=0)
+        buffer.add(collector.collect(1000).transitions)
+        learner = BaseLearner(policy, {}, work_dir=Path(tmp.name) / name.split()[0], logger=logger)
+        if hooks:
+            learner.register_hook(LogShowHook(), "BELOW_NORMAL")
+        learner.call_hook("before_run")
+
+        def loop(n: int, learner=learner, collector=collector, buffer=buffer) -> None:
+            for _ in range(n):
+                buffer.add(collector.collect(1).transitions)
+                learner.train(buffer.sample(s["batch_size"]), envstep=collector.envstep)
+
+        loops[name] = loop
+    times: Dict[str, List[float]] = {k: [] for k in loops}
+    for loop in loops.values():
+        loop(50)
+    for _ in range(repeats):
+        for name, loop in loops.items():
+            start = time.perf_counter()
+            loop(iters)
+            times[name].append((time.perf_counter() - start) / iters * 1e3)
+    tmp.cleanup()
+    base, hooked = _median(times["no hooks"]), _median(times["LogShowHook (default freq)"])
+    return dict(no_hooks_ms=base, log_show_ms=hooked, slowdown_pct=(hooked / base - 1) * 100,
+                all_no_hooks=times["no hooks"], all_log_show=times["LogShowHook (default freq)"])
+
+
+# ---------------------------------------------------------------------------------------- learning
+def learning(seeds: Sequence[int], steps: int, learning_starts: int, eval_freq: int, learn_threads: int,
+             out_dir: Path) -> Dict[str, Any]:
+    """Pipeline runs per seed; eval curve read back from TensorBoard; CSV + PNG into ``out_dir``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    curves: Dict[int, List[tuple]] = {}
+    finals = {}
+    for seed in seeds:
+        with tempfile.TemporaryDirectory(prefix="bench_td3_learning_") as tmp:
+            out = run_worker("rlearn", seed=seed, steps=steps, learning_starts=learning_starts,
+                             learn_threads=learn_threads, eval_freq=eval_freq, work_dir=tmp)
+            acc = EventAccumulator(str(Path(tmp) / "run" / "tb"), size_guidance={"scalars": 0})
+            acc.Reload()
+            means = {e.step: e.value for e in acc.Scalars("evaluator_step/episode_return_mean")}
+            stds = {e.step: e.value for e in acc.Scalars("evaluator_step/episode_return_std")}
+        curves[seed] = [(step, means[step], stds.get(step, float("nan"))) for step in sorted(means)]
+        finals[seed] = out["return_mean"]
+        print(f"  seed {seed}: return {out['return_mean']:.1f} +- {out['return_std']:.1f} at {out['steps']} steps "
+              f"({out['seconds']:.0f} s)", flush=True)
+    csv_path = out_dir / "td3_pendulum_learning.csv"
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["seed", "env_steps", "eval_return_mean", "eval_return_std"])
+        for seed, rows in curves.items():
+            for step, mean, std in rows:
+                writer.writerow([seed, step, f"{mean:.3f}", f"{std:.3f}"])
+    png_path = out_dir / "td3_pendulum_learning.png"
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for seed, rows in curves.items():
+            steps_, means = [r[0] for r in rows], [r[1] for r in rows]
+            ax.plot(steps_, means, marker=".", label=f"seed {seed}")
+        ax.axhline(-200, color="gray", linestyle="--", linewidth=1, label="target -200")
+        ax.axvline(learning_starts, color="gray", linestyle=":", linewidth=1, label="learning_starts")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("eval return (mean of 10 episodes)")
+        ax.set_title("rlearn TD3 on Pendulum-v1")
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        fig.savefig(png_path, dpi=120)
+        plt.close(fig)
+    except ImportError:
+        png_path = None
+    return dict(finals=finals, csv=str(csv_path), png=str(png_path) if png_path else None)
+
+
+# -------------------------------------------------------------------------------------------- main
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shortened runs (numbers are indicative only)")
+    parser.add_argument("--only", nargs="+", choices=["peak", "step", "speed", "overhead", "learning"],
+                        help="sections to run (default: all)")
+    parser.add_argument("--repeats", type=int, default=None, help="alternations of the speed runs (default 3, quick 1)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="learning seeds (default 0 1 2, quick 0)")
+    parser.add_argument("--learn-threads", type=int, default=2, help="rlearn's policy.learn_threads in full runs")
+    parser.add_argument("--sb3-threads", type=lambda s: None if s == "default" else int(s), nargs="+",
+                        default=[None, 1], help="torch threads of the SB3 runs ('default' = torch's own choice)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the CSV/PNG/JSON results go")
+    parser.add_argument("--worker", choices=["rlearn", "sb3"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        kwargs = json.loads(args.worker_args)
+        out = worker_rlearn(**kwargs) if args.worker == "rlearn" else worker_sb3(**kwargs)
+        print(json.dumps(out))
+        return 0
+
+    sections = args.only or ["peak", "step", "speed", "overhead", "learning"]
+    quick = args.quick
+    repeats = args.repeats or (1 if quick else 3)
+    s = SETTINGS
+    report: Dict[str, Any] = dict(settings=s, quick=quick, load_at_start=_load())
+    print(f"TD3 Pendulum-v1 benchmark ({'quick' if quick else 'full'}); load average {_load()}; "
+          f"{os.cpu_count()} CPUs", flush=True)
+
+    if "peak" in sections:
+        peak = matmul_peak()
+        report["matmul_peak_gflops"] = peak
+        print("\n== single-core matmul, [256 x 400] x [400 x 300] ==")
+        print(_table([[k, v] for k, v in peak.items()], ["product", "GFLOP/s"]))
+
+    if "step" in sections:
+        iters = 50 if quick else 300
+        rows = step_timing(iters, repeats=3 if quick else 5)
+        report["step"] = rows
+        flops = td3_iteration_flops(3, 1, s["hidden_sizes"], s["batch_size"], s["actor_update_freq"])
+        print(f"\n== one gradient step (batch 256, [400, 300]; {flops / 1e6:.0f} MFLOP of matmuls), median of "
+              f"alternating repeats ==")
+        ref = next((r["ms_per_step"] for r in rows if r["variant"].startswith("SB3") and "threads=1" in r["variant"]), None)
+        print(_table([[r["variant"], r["ms_per_step"], r["cpu_ms_per_step"], r["gflops"],
+                       (ref / r["ms_per_step"]) if ref else "-"] for r in rows],
+                     ["variant", "ms/step (wall)", "CPU ms/step", "GFLOP/s", "speed-up vs SB3 1 thread"]))
+
+    if "speed" in sections:
+        steps = 3000 if quick else s["total_steps"]
+        starts = 1000 if quick else s["learning_starts"]
+        print(f"\n== full runs: {steps} env steps, learning_starts {starts}, then 10 eval episodes; "
+              f"{repeats} alternation(s) ==", flush=True)
+        result = speed(steps, starts, repeats, args.sb3_threads, args.learn_threads)
+        report["speed"] = result
+        rows = result["rows"]
+        rl = rows[0]["env_steps_per_s"]
+        print(_table([[r["variant"], r["seconds"], r["env_steps_per_s"], rl / r["env_steps_per_s"], r["returns"]]
+                      for r in rows], ["variant", "seconds (median)", "env steps/s", "rlearn speed-up", "eval returns"]))
+
+    if "overhead" in sections:
+        iters = 300 if quick else 2000
+        result = overhead(iters, repeats=3 if quick else 7)
+        report["overhead"] = result
+        print(f"\n== monitoring overhead: collect -> buffer -> learner.train, {iters} iterations x alternating repeats ==")
+        print(_table([["no hooks", result["no_hooks_ms"]], ["LogShowHook (default freq, trace off)", result["log_show_ms"]]],
+                     ["learner", "ms/iteration (median)"]))
+        print(f"slow-down: {result['slowdown_pct']:+.2f} % (target <= 2 %)")
+
+    if "learning" in sections:
+        seeds = args.seeds if args.seeds is not None else ([0] if quick else [0, 1, 2])
+        steps = 12_000 if quick else s["total_steps"]
+        starts = 4000 if quick else s["learning_starts"]
+        print(f"\n== learning: seeds {seeds}, {steps} env steps, learning_starts {starts}, eval every 1000 ==", flush=True)
+        result = learning(seeds, steps, starts, 1000, args.learn_threads, args.out)
+        report["learning"] = result
+        ok = all(v is not None and v >= -200 for v in result["finals"].values())
+        print(f"final returns: {result['finals']}  -> target >= -200 on every seed: {'met' if ok else 'NOT met'}")
+        print(f"curve: {result['csv']}, {result['png']}")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "td3_bench_quick.json" if quick else "td3_bench.json"
+    report["load_at_end"] = _load()
+    with open(args.out / name, "w") as f:
+        json.dump(report, f, indent=1, default=str)
+    print(f"\nresults: {args.out / name}  (load average at end {_load()})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

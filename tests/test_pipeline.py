@@ -1,0 +1,269 @@
+"""serial_pipeline: update schedule, evaluation, TensorBoard output, resume, Ctrl-C, stop_value, work dirs."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlearn.config import ConfigError, load_config
+from rlearn.hooks import Hook
+from rlearn.learner.checkpoint import read_checkpoint
+from rlearn.pipeline import EPISODES_PER_WINDOW, SerialPipeline, episode_window, serial_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
+
+
+def td3_cfg(*overrides: str) -> dict:
+    """TD3 on Pendulum shrunk to seconds: tiny networks, 20-step episodes."""
+    return load_config("td3_pendulum", [
+        "policy.hidden_sizes=[16]", "policy.batch_size=8", "policy.learning_starts=20", "policy.learn_threads=1",
+        "env.kwargs.max_episode_steps=20", "train.max_env_steps=60", "learner.log_freq=10", "eval.freq=30",
+        "eval.episodes=1", "checkpoint.freq=25", "buffer.size=1000", *overrides,
+    ])
+
+
+def reinforce_cfg(*overrides: str) -> dict:
+    """The custom REINFORCE example: 2 envs x 16 steps = 32 env steps per iteration."""
+    return load_config(EXAMPLE, [
+        "env.num_envs=2", "policy.rollout_steps=16", "policy.baseline_every=2", "policy.hidden=8",
+        "train.max_env_steps=192", "learner.log_freq=3", "eval.freq=96", "eval.episodes=2", "eval.num_envs=2",
+        "eval.stop_value=none", "checkpoint.freq=4", *overrides,
+    ])
+
+
+def scalars(tb_dir: Path) -> Dict[str, List[tuple]]:
+    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def steps(points: List[tuple]) -> List[int]:
+    return [step for step, _ in points]
+
+
+# ------------------------------------------------------------------------------- off-policy schedule
+def expected_updates(max_steps: int, num_envs: int, collect_steps: int, learning_starts: int, ups: float) -> int:
+    """Naive reference of the off-policy schedule: every collected env step at or after learning_starts
+    (counted per collection) earns ``ups`` iterations; fractions carry over."""
+    envstep, credit, total = 0, 0.0, 0
+    while envstep < max_steps:
+        envstep += num_envs * collect_steps
+        if envstep >= learning_starts:
+            credit += ups * num_envs * collect_steps
+            earned = math.floor(credit + 1e-9)
+            credit -= earned
+            total += earned
+    return total
+
+
+@pytest.mark.parametrize("num_envs, collect_steps, ups", [(1, 1, 1.0), (1, 1, 0.5), (2, 3, 1.0), (2, 1, 1.5)])
+def test_off_policy_update_schedule(tmp_path, num_envs, collect_steps, ups):
+    cfg = td3_cfg(f"env.num_envs={num_envs}", f"train.collect_steps={collect_steps}",
+                  f"train.updates_per_step={ups}", "eval.freq=none", "checkpoint.freq=none")
+    result = serial_pipeline(cfg, work_dir=tmp_path)
+    assert result.envstep == math.ceil(60 / (num_envs * collect_steps)) * num_envs * collect_steps
+    assert result.train_iter == expected_updates(60, num_envs, collect_steps, 20, ups)
+    assert result.stop_reason == "max_env_steps"
+    assert read_checkpoint(tmp_path / "ckpt" / "latest.pt")["train_iter"] == result.train_iter
+
+
+def test_off_policy_outputs(tmp_path):
+    result = serial_pipeline(td3_cfg(), work_dir=tmp_path)
+    assert (result.train_iter, result.envstep) == (41, 60)
+    points = scalars(tmp_path / "tb")
+    # a table every 10 iterations, plus one at the end for the last partial window
+    assert steps(points["learner_iter/critic_loss_avg"]) == [10, 20, 30, 40, 41]
+    # the periodic actor loss (every 2nd iteration) is there too
+    assert steps(points["learner_iter/actor_loss_avg"]) == [10, 20, 30, 40, 41]
+    # env-step axis: iteration 10 happens at envstep 29 (learning starts at envstep 20)
+    assert steps(points["learner_step/critic_loss_avg"]) == [29, 39, 49, 59, 60]
+    # evaluations every 30 env steps, on both axes
+    assert steps(points["evaluator_step/episode_return_mean"]) == [30, 60]
+    assert steps(points["evaluator_iter/episode_return_mean"]) == [11, 41]
+    for key in ("episode_return_std", "episode_return_min", "episode_return_max", "episode_length_mean"):
+        assert steps(points[f"evaluator_step/{key}"]) == [30, 60]
+    assert points["evaluator_step/episode_length_mean"][0][1] == 20.0  # the 20-step time limit
+    # 20-step episodes end every 20 env steps: each window holds some
+    assert steps(points["collector_iter/episode_return_avg"]) == [10, 20, 30, 40, 41]
+    assert points["collector_iter/episode_length_avg"][0][1] == 20.0
+    for key in ("episode_return_mean", "episode_length_mean"):
+        assert result.last_eval[key] == pytest.approx(points[f"evaluator_step/{key}"][1][1], rel=1e-6)
+    log = result.log_file.read_text()
+    assert "evaluation at envstep 30 (train_iter 11): episode_return " in log
+    # the evaluation table: envstep, train_iter and the result, names across, values below
+    assert re.search(r"\|\s+envstep \|\s+train_iter \|\s+episode_return_mean \|", log)
+    assert re.search(r"\|\s+30 \|\s+11 \|\s+-?[0-9.]+ \|", log)
+    assert f"tensorboard --logdir {tmp_path / 'tb'}" in log
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["iteration_25.pt", "iteration_41.pt", "latest.pt"]
+    assert (tmp_path / "config.py").is_file()
+    assert load_config(str(tmp_path / "config.py")) == result.config
+
+
+def test_episode_window_holds_episodes():
+    cfg = load_config("td3_pendulum")
+    # 200-step episodes, one iteration per env step: EPISODES_PER_WINDOW episodes take 2000 iterations
+    assert episode_window(cfg, 1.0, 200) == EPISODES_PER_WINDOW * 200 == 2000
+    assert episode_window(cfg, 1.0, 20) == 1000  # never narrower than the monitor window (= log_freq)
+    cfg = reinforce_cfg()
+    assert episode_window(cfg, 1 / 32, 500) == math.ceil(EPISODES_PER_WINDOW * 500 / 32)
+
+
+def test_pipeline_sets_episode_windows_unless_configured(tmp_path):
+    pipeline = SerialPipeline(td3_cfg(), work_dir=tmp_path / "a")
+    try:
+        assert pipeline.learner.monitor.window_size("collector/episode_return") == 200  # 10 x 20-step episodes
+        assert pipeline.learner.monitor.window_size("critic_loss") == 10
+    finally:
+        pipeline.close()
+    pipeline = SerialPipeline(td3_cfg("learner.monitor_windows.collector/episode_return=7"), work_dir=tmp_path / "b")
+    try:
+        assert pipeline.learner.monitor.window_size("collector/episode_return") == 7
+        assert pipeline.learner.monitor.window_size("collector/episode_length") == 200
+    finally:
+        pipeline.close()
+
+
+# --------------------------------------------------------------------------------------- on-policy
+def test_on_policy_periodic_key_averaged_over_its_values(tmp_path):
+    pipeline = SerialPipeline(reinforce_cfg(), work_dir=tmp_path)
+    infos: List[dict] = []
+    learn = pipeline.policy._forward_learn
+
+    def spy(data):
+        info = learn(data)
+        infos.append({k: float(v) for k, v in info.items()})
+        return info
+
+    pipeline.policy._forward_learn = spy
+    result = pipeline.run()
+    assert (result.train_iter, result.envstep) == (6, 192)
+    assert [sorted(i) for i in infos] == [
+        ["entropy", "policy_loss"], ["baseline_loss", "entropy", "policy_loss"]] * 3
+    points = scalars(tmp_path / "tb")
+    # window = log_freq = 3 iterations: iterations 1-3 hold one baseline fit (iteration 2), 4-6 hold two (4 and 6)
+    baseline = points["learner_iter/baseline_loss_avg"]
+    assert steps(baseline) == [3, 6]
+    assert baseline[0][1] == pytest.approx(infos[1]["baseline_loss"], rel=1e-6)
+    assert baseline[1][1] == pytest.approx((infos[3]["baseline_loss"] + infos[5]["baseline_loss"]) / 2, rel=1e-6)
+    policy_loss = points["learner_iter/policy_loss_avg"]
+    assert policy_loss[1][1] == pytest.approx(sum(i["policy_loss"] for i in infos[3:6]) / 3, rel=1e-6)
+    assert steps(points["learner_step/baseline_loss_avg"]) == [96, 192]
+    assert steps(points["evaluator_step/episode_return_mean"]) == [96, 192]
+
+
+def test_same_seed_same_curves(tmp_path):
+    first = serial_pipeline(reinforce_cfg(), work_dir=tmp_path / "a")
+    second = serial_pipeline(reinforce_cfg(), work_dir=tmp_path / "b")
+    a, b = scalars(first.tb_dir), scalars(second.tb_dir)
+    for tag in ("learner_iter/policy_loss_avg", "learner_iter/baseline_loss_avg", "evaluator_step/episode_return_mean"):
+        assert a[tag] == b[tag]
+    # each run's log holds only its own lines
+    assert str(tmp_path / "b") not in first.log_file.read_text()
+
+
+def test_stop_value_ends_the_run(tmp_path):
+    result = serial_pipeline(reinforce_cfg("eval.stop_value=1.0", "eval.freq=64"), work_dir=tmp_path)
+    assert result.stop_reason == "stop_value"
+    assert (result.envstep, result.train_iter) == (64, 2)
+    assert "stop_value reached: episode_return_mean" in result.log_file.read_text()
+    assert read_checkpoint(tmp_path / "ckpt" / "latest.pt")["train_iter"] == 2
+
+
+# ------------------------------------------------------------------------------------ resume, Ctrl-C
+class InterruptAt(Hook):
+    """Sends this process a SIGINT after iteration ``n`` (as Ctrl-C would)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def after_iter(self, learner) -> None:
+        if learner.train_iter == self.n:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def assert_clean_curves(points: Dict[str, List[tuple]]) -> None:
+    for tag, values in points.items():
+        assert steps(values) == sorted(set(steps(values))), f"{tag} has duplicate or unordered steps"
+
+
+def test_ctrl_c_saves_then_resume_finishes_exactly(tmp_path):
+    pipeline = SerialPipeline(td3_cfg(), work_dir=tmp_path)
+    pipeline.learner.register_hook(InterruptAt(15))
+    result = pipeline.run()
+    assert result.stop_reason == "interrupted" and result.interrupted
+    assert result.train_iter == 15 and result.envstep == 34
+    saved = read_checkpoint(tmp_path / "ckpt" / "latest.pt")
+    assert (saved["train_iter"], saved["envstep"]) == (15, 34)
+    assert saved["states"]["collector"]["envstep"] == 34
+    assert len(saved["states"]["replay_buffer"]["data"]["obs"]) == 34
+    assert "Ctrl-C: stopping at train_iter 15, envstep 34; saving a checkpoint" in result.log_file.read_text()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler given back
+
+    resumed = serial_pipeline(td3_cfg(), work_dir=tmp_path, resume=True)
+    assert (resumed.train_iter, resumed.envstep, resumed.stop_reason) == (41, 60, "max_env_steps")
+    points = scalars(tmp_path / "tb")
+    assert_clean_curves(points)
+    assert steps(points["learner_iter/critic_loss_avg"]) == [10, 15, 20, 30, 40, 41]
+    assert steps(points["evaluator_step/episode_return_mean"]) == [30, 60]
+
+
+def test_resume_continues_pending_updates(tmp_path):
+    # 2 envs x 3 steps = 6 env steps per collection -> 6 iterations; stop in the middle of them
+    cfg = td3_cfg("env.num_envs=2", "train.collect_steps=3", "eval.freq=none")
+    pipeline = SerialPipeline(cfg, work_dir=tmp_path)
+    pipeline.learner.register_hook(InterruptAt(8))
+    first = pipeline.run()
+    assert first.train_iter == 8
+    assert read_checkpoint(tmp_path / "ckpt" / "latest.pt")["states"]["pipeline"]["pending_updates"] == 4
+    resumed = serial_pipeline(cfg, work_dir=tmp_path, resume=True)
+    assert resumed.train_iter == expected_updates(60, 2, 3, 20, 1.0) == 42
+    assert resumed.envstep == 60
+
+
+def test_fresh_run_refuses_a_used_work_dir(tmp_path):
+    serial_pipeline(reinforce_cfg("train.max_env_steps=32"), work_dir=tmp_path)
+    assert str(pytest.raises(ConfigError, SerialPipeline, reinforce_cfg(), work_dir=tmp_path).value) == (
+        f"work dir '{tmp_path}' already holds a run ({tmp_path / 'ckpt'} holds checkpoints); continue it with "
+        "--resume, or choose another --work-dir (or delete it)"
+    )
+    missing = tmp_path / "nope.pt"
+    assert str(pytest.raises(ConfigError, SerialPipeline, reinforce_cfg(), work_dir=tmp_path, resume=missing).value) == (
+        f"--resume: no checkpoint at '{missing}'"
+    )
+
+
+def test_bad_env_and_policy_values_are_config_errors(tmp_path):
+    message = str(pytest.raises(ConfigError, serial_pipeline, reinforce_cfg("env.id=CartPol-v1"), work_dir=tmp_path / "a").value)
+    assert message.startswith("env ('CartPol-v1'): unknown environment id 'CartPol-v1'")
+    message = str(pytest.raises(ConfigError, serial_pipeline, reinforce_cfg("policy.baseline_every=0"), work_dir=tmp_path / "b").value)
+    assert message == "policy 'reinforce_demo' (ReinforcePolicy): policy.baseline_every must be >= 1, got 0"
+
+
+def test_profile_records_eval_and_checkpoint_spans(tmp_path):
+    from rlearn import trace
+
+    result = serial_pipeline(reinforce_cfg("profile=true"), work_dir=tmp_path)
+    assert not trace.is_enabled()  # switched off again at the end
+    text = (tmp_path / "trace" / "rank0.jsonl").read_text()
+    assert "evaluator/eval" in text and "checkpoint/save" in text
+    assert result.trace_dir == tmp_path / "trace"
+
+
+def test_hooks_from_config_replace_the_defaults(tmp_path):
+    cfg = reinforce_cfg("learner.hooks=[{'type': 'LogShowHook', 'freq': 2}]")
+    pipeline = SerialPipeline(cfg, work_dir=tmp_path)
+    try:
+        names = [type(h).__name__ for h in pipeline.learner.hooks]
+        assert names.count("LogShowHook") == 1 and "TimerHook" in names and "CheckpointHook" in names
+        assert pipeline.learner.get_hook("LogShowHook").freq == 2
+    finally:
+        pipeline.close()
