@@ -27,6 +27,7 @@ from __future__ import annotations
 import abc
 import copy
 import difflib
+import functools
 import numbers
 from typing import Any, ClassVar, Dict, List, Mapping, Optional
 
@@ -70,7 +71,7 @@ class Policy(abc.ABC):
     :attr:`on_policy`, and implement ``_init_learn``, ``_forward_learn``, ``_monitor_vars_learn``,
     ``_forward_collect`` and ``_forward_eval``. Networks and optimizers are exposed through
     :meth:`modules` and :meth:`optimizers`, which is all the framework needs for checkpoints,
-    learning-rate scheduling and distributed training.
+    learning-rate scheduling and distributed training (:meth:`setup_distributed`).
 
     Args:
         cfg: overrides of :attr:`default_config` (the ``policy`` section of a run config).
@@ -84,6 +85,24 @@ class Policy(abc.ABC):
     default_config: ClassVar[Dict[str, Any]] = {}
     #: True for policies that learn from fresh rollouts (PPG), False for replay-buffer ones (TD3)
     on_policy: ClassVar[bool] = False
+    #: ``find_unused_parameters`` of the ``DistributedDataParallel`` wrappers (see :meth:`setup_distributed`).
+    #: True by default because RL networks often have parts that some losses do not use (PPG's auxiliary
+    #: value head in the PPO loss); a policy whose every loss reaches every parameter may set False to save
+    #: one autograd-graph traversal per forward pass.
+    ddp_find_unused_parameters: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("modules")
+        if own is not None and not getattr(own, "_unwraps_ddp", False):
+            # setup_distributed() replaces network attributes by DDP wrappers; whatever a subclass's
+            # modules() returns, the framework gets the plain networks (checkpoints identical to one process).
+            @functools.wraps(own)
+            def modules(self: "Policy") -> Dict[str, torch.nn.Module]:
+                return {name: _unwrap(module) for name, module in own(self).items()}
+
+            modules._unwraps_ddp = True  # type: ignore[attr-defined]
+            cls.modules = modules  # type: ignore[method-assign]
 
     def __init__(
         self,
@@ -159,12 +178,56 @@ class Policy(abc.ABC):
 
     # ------------------------------------------------------------------ state
     def modules(self) -> Dict[str, torch.nn.Module]:
-        """The policy's networks by name (target networks included). Used for checkpoints and DDP."""
+        """The policy's networks by name (target networks included). Used for checkpoints and DDP.
+
+        After :meth:`setup_distributed`, the base class unwraps what an override returns, so callers always
+        get the plain networks.
+        """
         return {}
 
     def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
         """The policy's optimizers by name. Used for checkpoints, LR scheduling and ``cur_lr``."""
         return {}
+
+    # ------------------------------------------------------------------- distributed
+    def ddp_modules(self) -> List[str]:
+        """Names (keys of :meth:`modules`) of the networks :meth:`setup_distributed` wraps in
+        ``DistributedDataParallel``.
+
+        Default: every network with a trainable parameter that one of :meth:`optimizers` updates, so
+        target networks (moved by Polyak averaging, never by an optimizer) and frozen networks are left
+        out. Override to leave out a network whose gradients are computed without ``loss.backward()``
+        through its ``forward`` (e.g. with ``torch.autograd.grad``): its gradients are then averaged over
+        the ranks right before each optimizer step instead, which is equally correct and avoids DDP's
+        per-forward overhead for nothing.
+        """
+        from rlearn.dist.ddp import default_ddp_modules
+
+        return default_ddp_modules(self)
+
+    def setup_distributed(self) -> bool:
+        """Prepare the policy for data-parallel training over the ranks of ``torch.distributed``.
+
+        Collective: every rank calls it once, after building the policy and before training. It
+
+        1. broadcasts rank 0's parameters and buffers of every network in :meth:`modules` (target
+           networks included), so all ranks start identical;
+        2. replaces each policy attribute holding a network named by :meth:`ddp_modules` with a
+           ``DistributedDataParallel`` wrapper (:class:`rlearn.dist.ddp.PolicyDDP`): calls such as
+           ``self.actor(obs)`` and ``loss.backward()`` then average the gradients over ranks. Forward
+           passes without gradient run the plain network (no collective); other attributes
+           (``self.critic.q1``) are looked up on the plain network;
+        3. makes every optimizer in :meth:`optimizers` average, before its ``step()``, any gradient DDP
+           did not average (networks outside :meth:`ddp_modules`, ``torch.autograd.grad``...).
+
+        :meth:`modules` and :meth:`state_dict` keep returning the plain networks. The algorithm needs no
+        change as long as all ranks step the same optimizers in the same order. Returns True when set up
+        for several processes, False in a single process (nothing changes). Calling it twice is harmless.
+        See docs/distributed.md.
+        """
+        from rlearn.dist.ddp import setup_policy_ddp
+
+        return setup_policy_ddp(self)
 
     def extra_state(self) -> Dict[str, Any]:
         """Anything else a resumed run needs (counters, running statistics). Override with
@@ -199,6 +262,14 @@ class Policy(abc.ABC):
         self.load_extra_state(state.get("extra", {}))
         if "np_random" in state:
             self.np_random.bit_generator.state = state["np_random"]
+
+
+def _unwrap(module: Any) -> Any:
+    """The network inside a ``DistributedDataParallel`` wrapper (without importing torch.distributed eagerly)."""
+    inner = getattr(module, "module", None)
+    if isinstance(module, torch.nn.parallel.DistributedDataParallel) and isinstance(inner, torch.nn.Module):
+        return inner
+    return module
 
 
 def is_scalar(value: Any) -> bool:

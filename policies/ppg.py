@@ -251,6 +251,10 @@ class PPGPolicy(Policy):
             self.value_net = ValueNetwork(obs_dim, cfg["hidden_sizes"], cfg["activation"]).to(self.device)
         self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg["lr"], eps=1e-5)
         self.value_optimizer = torch.optim.Adam(self.value_net.parameters(), lr=cfg["lr"], eps=1e-5)
+        # The auxiliary phase has its own Adam on the policy network: its losses are on the scale of the
+        # returns, the policy phase's on the scale of normalised advantages. A shared Adam would carry the
+        # aux phase's second moments into the policy phase (tiny PPO steps) and vice versa (huge aux steps).
+        self.aux_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg["lr"], eps=1e-5)
 
         self.policy_iterations = 0  # completed policy phases
         self._aux_obs: List[torch.Tensor] = []  # one [T*N, obs_dim] tensor per policy iteration
@@ -286,7 +290,7 @@ class PPGPolicy(Policy):
         return {"policy_net": self.policy_net, "value_net": self.value_net}
 
     def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
-        return {"policy": self.policy_optimizer, "value": self.value_optimizer}
+        return {"policy": self.policy_optimizer, "value": self.value_optimizer, "aux": self.aux_optimizer}
 
     def _distribution(self, params: torch.Tensor) -> Distribution:
         if self.discrete:
@@ -478,7 +482,7 @@ class PPGPolicy(Policy):
                     aux_value_loss = 0.5 * (aux_value - targets[idx_t]).pow(2).mean()
                     bc_loss = behavioral_cloning_kl(old_params[idx_t], params, self.discrete).mean()
                     auxiliary_loss = aux_value_loss + beta * bc_loss
-                self._step(auxiliary_loss, self.policy_net, self.policy_optimizer)
+                self._step(auxiliary_loss, self.policy_net, self.aux_optimizer)
                 with span("learner/forward", lane="learner"):
                     value_loss = 0.5 * (self.value_net(obs[idx_t]) - targets[idx_t]).pow(2).mean()
                 self._step(value_loss, self.value_net, self.value_optimizer)

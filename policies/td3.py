@@ -181,7 +181,10 @@ class TD3Policy(Policy):
     * ``gamma`` (0.99): discount; ``tau`` (0.005): Polyak coefficient of the target networks;
     * ``exploration_noise`` (0.1): std of the Gaussian collect noise, normalised units (1 = half the range);
     * ``target_noise`` (0.2), ``target_noise_clip`` (0.5): target policy smoothing, normalised units;
-    * ``learn_threads`` (1): threads a train iteration splits its minibatch over (CPU only; see "Speed").
+    * ``learn_threads`` (1): threads a train iteration splits its minibatch over (CPU only; see "Speed");
+    * ``compile`` (False): ``torch.compile`` the four networks in place (state-dict keys unchanged). On a
+      CPU with Pendulum-sized networks it costs ~8 s of compilation and gains nothing measurable (the time
+      is in the matrix products; docs/td3.md); it may pay on a GPU.
     """
 
     on_policy = False
@@ -198,6 +201,7 @@ class TD3Policy(Policy):
         "target_noise": 0.2,
         "target_noise_clip": 0.5,
         "learn_threads": 1,
+        "compile": False,
     }
 
     # ------------------------------------------------------------------------------------- learn
@@ -234,6 +238,11 @@ class TD3Policy(Policy):
         self.critic_target.load_state_dict(self.critic.state_dict())
         for net in (self.actor_target, self.critic_target):
             net.requires_grad_(False)
+        if not isinstance(cfg["compile"], bool):
+            raise PolicyConfigError(f"TD3Policy: 'policy.compile' must be True or False, got {cfg['compile']!r}")
+        if cfg["compile"]:
+            for net in (self.actor, self.critic, self.actor_target, self.critic_target):
+                net.compile()  # in place: parameters and state_dict keys stay those of the eager module
 
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lr_actor, fused=True)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=lr_critic, fused=True)

@@ -53,6 +53,10 @@ __all__ = [
     "flatten",
     "get_by_path",
     "default_work_dir",
+    "import_file",
+    "validate_config",
+    "suggest",
+    "SCHEMA",
 ]
 
 
@@ -596,11 +600,14 @@ def resolve_config(
         raise ConfigError(f"config key 'policy' is a section and must be a dict, got {cfg['policy']!r}")
     cfg["policy"] = {"type": None, **copy.deepcopy(dict(cfg["policy"]))}
 
-    # overrides that decide which code is loaded go first
-    early = [o for o in overrides if _override_path(o) in ("policy.type", "custom_imports")]
-    late = [o for o in overrides if o not in early]
-    apply_overrides(cfg, early)
-    _check_field(cfg, "custom_imports")
+    # framework overrides first (their mistakes are found before any policy code is imported), then the
+    # policy's own keys once its defaults are known
+    paths = [_override_path(o) for o in overrides]
+    late = [o for o, path in zip(overrides, paths) if path.startswith("policy.") and path != "policy.type"]
+    apply_overrides(cfg, [o for o, path in zip(overrides, paths) if not (path.startswith("policy.") and path != "policy.type")])
+    for path in SCHEMA:  # framework values are checked before any policy code is imported
+        if path not in ("policy.type", "exp_name") or get_by_path(cfg, path) is not None:
+            _check_field(cfg, path)
     _import_custom(cfg["custom_imports"])
 
     policy_type = cfg["policy"]["type"]

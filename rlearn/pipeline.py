@@ -26,22 +26,25 @@ collection or train iteration), saves a checkpoint and returns; a second Ctrl-C 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import random
 import shutil
 import signal
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 import numpy as np
 
 from rlearn.config import ConfigError, default_work_dir, dump_config, flatten, load_config, resolve_config
 
-__all__ = ["serial_pipeline", "SerialPipeline", "PipelineResult", "EPISODE_KEYS", "EPISODES_PER_WINDOW"]
+__all__ = [
+    "serial_pipeline", "SerialPipeline", "PipelineResult", "RunState", "summary_lines", "episode_window",
+    "EPISODE_KEYS", "EPISODES_PER_WINDOW",
+]
 
 #: monitor keys of ended exploration episodes
 EPISODE_KEYS = ("collector/episode_return", "collector/episode_length")
@@ -174,6 +177,24 @@ def episode_window(cfg: Mapping[str, Any], iters_per_envstep: float, max_episode
     return max(int(base), int(math.ceil(EPISODES_PER_WINDOW * length * iters_per_envstep)))
 
 
+@contextlib.contextmanager
+def _workers_ignore_sigint(asynchronous: bool) -> Iterator[None]:
+    """Ignore SIGINT while environment worker processes start, so that they inherit "ignore".
+
+    Ctrl-C in a terminal reaches every process of the foreground group: without this, each worker would
+    die with KeyboardInterrupt in the middle of a step, and the run could not stop cleanly. The main
+    process handles Ctrl-C and closes the workers itself.
+    """
+    if not asynchronous or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _seed_everything(seed: int) -> None:
     import torch
 
@@ -236,6 +257,7 @@ class SerialPipeline:
         self.state = RunState()
         self.env: Any = None
         self.eval_env: Any = None
+        self.tracer: Any = None
         self._closed = False
         self._build()
 
@@ -265,10 +287,10 @@ class SerialPipeline:
         device = self._device(cfg["device"])
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.logger = get_logger(name=self.exp_name, log_file=self.log_file)
-        dump_config(cfg, self.config_file)
-        self._enable_trace()
-        _seed_everything(cfg["seed"])
         try:
+            dump_config(cfg, self.config_file)
+            self._enable_trace()
+            _seed_everything(cfg["seed"])
             self._build_components(device)
         except BaseException:
             self.close()
@@ -303,10 +325,11 @@ class SerialPipeline:
 
         cfg, env_cfg, seed = self.cfg, self.cfg["env"], self.cfg["seed"]
         try:
-            self.env = make_vector_env(env_cfg["id"], env_cfg["num_envs"], seed=seed,
-                                       asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
-            self.eval_env = make_vector_env(env_cfg["id"], cfg["eval"]["num_envs"], seed=_derived_seed(seed, 1),
-                                            asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
+            with _workers_ignore_sigint(env_cfg["asynchronous"]):
+                self.env = make_vector_env(env_cfg["id"], env_cfg["num_envs"], seed=seed,
+                                           asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
+                self.eval_env = make_vector_env(env_cfg["id"], cfg["eval"]["num_envs"], seed=_derived_seed(seed, 1),
+                                                asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"env ({env_cfg['id']!r}): {exc}") from exc
 
@@ -393,6 +416,8 @@ class SerialPipeline:
         """Train until ``train.max_env_steps``, ``eval.stop_value`` or Ctrl-C; returns a :class:`PipelineResult`."""
         from rlearn.progress import ProgressBar, progress_wanted
 
+        if self._closed:
+            raise RuntimeError("this SerialPipeline has already run (or was closed); build a new one")
         learner = self.learner
         try:
             if self.resume_path is not None:
@@ -403,6 +428,7 @@ class SerialPipeline:
                 f"resuming at envstep {self.collector.envstep}" if self.resume_path else "starting",
                 self.work_dir,
             )
+            self._iter_at_start = learner.train_iter
             learner.call_hook("before_run")
             bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.collector.envstep,
                               enabled=progress_wanted(self.progress_requested), desc=self.exp_name)
@@ -564,7 +590,9 @@ class SerialPipeline:
         learner = self.learner
         hook = learner.get_hook(LogShowHook)
         freq = hook.freq if hook.freq is not None else learner.cfg["log_freq"]
-        if learner.train_iter > 0 and learner.train_iter % freq != 0:
+        # only if this run trained since the last table (a resumed run that had nothing left to do must
+        # not log the checkpoint's iteration twice)
+        if learner.train_iter > self._iter_at_start and learner.train_iter % freq != 0:
             hook.log(learner)
 
     # ------------------------------------------------------------------------------------------ close

@@ -93,7 +93,7 @@ class ProgressBar:
             stream = sys.stderr
             self._bar = tqdm(
                 total=self._total, initial=min(self._n, self._total), desc=self._desc, unit="step",
-                unit_scale=True, dynamic_ncols=True, file=stream, leave=True,
+                unit_scale=self._total >= 10_000, dynamic_ncols=True, file=stream, leave=True,
             )
             self._saved_stdout = sys.stdout
             self._stdout = _StdoutAroundBar(sys.stdout, stream)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
-import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlearn.config import ConfigError, load_config
@@ -267,3 +268,61 @@ def test_hooks_from_config_replace_the_defaults(tmp_path):
         assert pipeline.learner.get_hook("LogShowHook").freq == 2
     finally:
         pipeline.close()
+
+
+# ------------------------------------------------------------------------------------- progress bar
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    from rlearn.progress import progress_wanted
+
+    monkeypatch.delenv("RLEARN_NO_PROGRESS", raising=False)
+    assert progress_wanted(None, FakeTTY()) is True
+    assert progress_wanted(None, io.StringIO()) is False
+    assert progress_wanted(False, FakeTTY()) is False
+    monkeypatch.setenv("RLEARN_NO_PROGRESS", "1")
+    assert progress_wanted(None, FakeTTY()) is False
+    assert progress_wanted(True, FakeTTY()) is False  # the environment variable wins
+
+
+def test_progress_bar_shows_steps_and_keeps_log_lines_whole(monkeypatch):
+    from rlearn.progress import ProgressBar
+
+    err, out = FakeTTY(), FakeTTY()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr("sys.stdout", out)
+    with ProgressBar(total=100, initial=10, enabled=True, desc="exp") as bar:
+        assert sys.stdout is not out  # log lines are routed around the bar
+        print("first line")
+        sys.stdout.write("partial")
+        assert out.getvalue() == "first line\n"  # a partial line waits for its newline
+        sys.stdout.write(" line\n")
+        bar.update(50, eval_return=12.5)
+        sys.stdout.write("tail")
+    assert sys.stdout is out
+    assert out.getvalue() == "first line\npartial line\ntail"
+    shown = err.getvalue()
+    assert "exp" in shown and "50/100" in shown and "eval_return=12.5" in shown
+
+
+def test_disabled_progress_bar_touches_nothing(monkeypatch):
+    from rlearn.progress import ProgressBar
+
+    err = FakeTTY()
+    monkeypatch.setattr("sys.stderr", err)
+    stdout = sys.stdout
+    with ProgressBar(total=100, enabled=False) as bar:
+        assert sys.stdout is stdout
+        bar.update(50, eval_return=1.0)
+    assert err.getvalue() == ""
+
+
+def test_resuming_a_finished_run_adds_no_point(tmp_path):
+    first = serial_pipeline(td3_cfg("eval.freq=none"), work_dir=tmp_path)
+    before = scalars(tmp_path / "tb")
+    again = serial_pipeline(td3_cfg("eval.freq=none"), work_dir=tmp_path, resume=True)
+    assert (again.train_iter, again.envstep) == (first.train_iter, first.envstep) == (41, 60)
+    assert scalars(tmp_path / "tb") == before

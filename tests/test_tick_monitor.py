@@ -384,25 +384,17 @@ KEYS = ["a", "b", "c", "d"]
 special = st.sampled_from([math.nan, math.inf, -math.inf])
 finite_values = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False) | st.integers(-1000, 1000)
 values = st.one_of(finite_values, finite_values, finite_values, special, st.booleans())
-info_dicts = st.dictionaries(st.sampled_from(KEYS), values, max_size=4)
-update_op = st.tuples(st.just("update"), info_dicts)
-tick_op = st.tuples(st.just("tick"), st.integers(1, 4))
-check_op = st.tuples(st.just("check"))
-ops = st.lists(
-    st.one_of(  # weighted: updates and ticks are most of a real stream
-        update_op,
-        update_op,
-        update_op,
-        tick_op,
-        tick_op,
-        check_op,
-        check_op,
-        st.tuples(st.just("set_window"), st.sampled_from(KEYS), st.integers(1, 8)),
-        st.tuples(st.just("roundtrip")),
-    ),
-    min_size=3,
-    max_size=60,
-)
+info_dicts = st.dictionaries(st.sampled_from(KEYS), values, min_size=1, max_size=4)
+OP_STRATEGIES = {
+    "update": st.tuples(st.just("update"), info_dicts),
+    "tick": st.tuples(st.just("tick"), st.sampled_from([1, 1, 1, 1, 2, 3, 9])),
+    "check": st.tuples(st.just("check")),
+    "set_window": st.tuples(st.just("set_window"), st.sampled_from(KEYS), st.integers(1, 12)),
+    "roundtrip": st.tuples(st.just("roundtrip")),
+}
+# weighted: updates and ticks are most of a real stream
+OP_WEIGHTS = ["update"] * 5 + ["tick"] * 5 + ["check"] * 2 + ["set_window", "roundtrip"]
+ops = st.lists(st.sampled_from(OP_WEIGHTS).flatmap(OP_STRATEGIES.__getitem__), min_size=10, max_size=80)
 
 
 def as_input(value):
@@ -439,8 +431,8 @@ def check_same(monitor: TickMonitor, ref: NaiveMonitor) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    window_size=st.integers(1, 6),
-    window_sizes=st.dictionaries(st.sampled_from(KEYS), st.integers(1, 8), max_size=2),
+    window_size=st.integers(1, 12),
+    window_sizes=st.dictionaries(st.sampled_from(KEYS), st.integers(1, 12), max_size=2),
     operations=ops,
 )
 def test_matches_naive_reference(window_size, window_sizes, operations):
@@ -483,3 +475,28 @@ def test_periodic_key_count_is_exact(period, window, n_ticks):
     expected = sum(1 for t in range(max(0, now - window + 1), now) if t % period == 0)
     assert monitor.count("k") == expected
     assert monitor.avg("k") == (1.0 if expected else None)
+
+
+dense_ticks = st.lists(
+    st.tuples(st.dictionaries(st.sampled_from(KEYS[:2]), values, max_size=2), st.booleans(), st.booleans()),
+    min_size=20,
+    max_size=150,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(window_size=st.integers(1, 9), ticks=dense_ticks)
+def test_dense_streams_match_naive_reference(window_size, ticks):
+    """One (sparse) dict per tick, sometimes two updates in a tick, queries at random ticks: exercises
+    the expiry of old ticks in steady state."""
+    monitor = TickMonitor(window_size=window_size)
+    ref = NaiveMonitor(window_size, {})
+    for info, twice, query in ticks:
+        for _ in range(2 if twice else 1):
+            monitor.update({k: as_input(v) for k, v in info.items()})
+            ref.update(info)
+        if query:
+            check_same(monitor, ref)
+        monitor.tick()
+        ref.now += 1
+    check_same(monitor, ref)

@@ -27,6 +27,8 @@ def work_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("run")
     for rank in (0, 1):
         tracer = Tracer(root, rank=rank)
+        if rank == 1:
+            tracer.set_clock_offset(2_500, 300)  # as the distributed start-up would record it
         for i in range(4):
             with tracer.span("collector/collect", "collector"):
                 pass
@@ -55,6 +57,8 @@ def test_cli_writes_gzip_trace_and_prints_summary(work_dir, tmp_path):
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if "/" in line.split(" ")[0]}
     assert rows["learner/iteration"][1] == "8" and rows["collector/collect"][1] == "8"
     assert "ui.perfetto.dev" in done.stdout
+    assert "rank 1: clock offset 2.5 us +- 0.3 us corrected" in done.stdout
+    assert "rank 0: clock offset" not in done.stdout
 
 
 def test_cli_default_output_ranks_and_iterations(work_dir):
@@ -73,7 +77,7 @@ def test_cli_default_output_ranks_and_iterations(work_dir):
     (["--ranks", "0,x"], 2, "--ranks must be comma-separated integers"),
     (["--from-iter", "-3"], 2, "iteration must be >= 0"),
     (["--ranks", "7"], 1, "no records for rank(s) [7]"),
-    (["--from-iter", "50"], 1, "no learner iteration in [50, None]"),
+    (["--from-iter", "50"], 1, "no learner iteration in [50, last]; recorded iterations are 0..3"),
 ])
 def test_cli_errors(work_dir, args, code, message):
     done = rlearn("trace", work_dir, *args)

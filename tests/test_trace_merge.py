@@ -236,7 +236,7 @@ interval_lists = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 30)).map(
                           max_size=25)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(interval_lists)
 def test_assign_lanes_gives_nested_sub_lanes_first_fit(intervals):
     lanes = assign_lanes(intervals)
@@ -255,7 +255,7 @@ def test_assign_lanes_gives_nested_sub_lanes_first_fit(intervals):
         assert set(lanes) <= {0}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(interval_lists, st.data())
 def test_assign_lanes_with_groups_never_nests_across_groups(intervals, data):
     groups = data.draw(st.lists(st.sampled_from("ab"), min_size=len(intervals), max_size=len(intervals)))

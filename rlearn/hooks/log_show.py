@@ -6,6 +6,11 @@ throughput since the previous table, and ``<key>_avg`` for every monitored key; 
 key whose window holds a value, ``learner_iter/<key>_avg`` at step = ``train_iter`` and
 ``learner_step/<key>_avg`` at step = ``envstep`` (a grouped key ``g/k`` goes to ``g_iter/k_avg`` and
 ``g_step/k_avg``). See docs/reading-the-logs.md.
+
+In a multi-process run (``torch.distributed`` initialised) every rank's window statistics are merged
+**by presence** before the table is printed: one ``all_gather`` per log on every rank (so every rank
+must reach the log at the same ``train_iter``), then rank 0 alone prints and writes TensorBoard. A key
+reported by 3 of 4 ranks is averaged over the values of those 3. See docs/distributed.md.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tabulate import tabulate
 
+from rlearn.dist import WindowStat, all_gather_object, is_distributed, local_window_stats, merge_window_stats
 from rlearn.hooks.base import Hook, Priority
 from rlearn import trace
 from rlearn.registry import HOOKS
@@ -114,6 +120,7 @@ class LogShowHook(Hook):
         self.logs = 0
         self._warned_never: set = set()
         self._since: Optional[Tuple[float, int, int]] = None  # (time, train_iter, envstep) of the previous log
+        self._reported_anywhere: set = set()  # declared keys some rank has reported (multi-process runs)
 
     # ------------------------------------------------------------------------------------ mount points
     def before_run(self, learner: Any) -> None:
@@ -141,11 +148,20 @@ class LogShowHook(Hook):
         return declared + [key for key in learner.monitor.keys() if key not in seen]
 
     def log(self, learner: Any) -> str:
-        """Print the table, write TensorBoard points and return the table text (empty on ranks > 0)."""
-        if learner.rank != 0:
-            return ""
+        """Print the table, write TensorBoard points and return the table text (empty on ranks > 0).
+
+        In a multi-process run every rank must call it at the same iteration (it gathers the ranks'
+        window statistics); in a single process it reads the monitor directly.
+        """
+        if is_distributed():
+            averages, nonfinite = self._merged_statistics(learner)  # collective: before any rank returns
+            if learner.rank != 0:
+                return ""
+        else:
+            if learner.rank != 0:
+                return ""
+            averages, nonfinite = self._local_statistics(learner)
         now = time.perf_counter()
-        monitor = learner.monitor
         iters_per_sec = env_per_sec = None
         if self._since is not None:
             elapsed = now - self._since[0]
@@ -163,15 +179,10 @@ class LogShowHook(Hook):
             ("iters/s", format_value(iters_per_sec)),
             ("env_steps/s", format_value(env_per_sec)),
         ]
-        averages: Dict[str, Optional[float]] = {}
-        nonfinite: Dict[str, int] = {}
-        for key in self.keys(learner):
-            averages[key] = monitor.avg(key)
-            columns.append((f"{key}_avg", format_value(averages[key])))
-            bad = monitor.nonfinite(key)
-            if bad:
-                nonfinite[key] = bad
-                columns.append((f"{key}_nonfinite", str(bad)))
+        for key, value in averages.items():
+            columns.append((f"{key}_avg", format_value(value)))
+            if key in nonfinite:
+                columns.append((f"{key}_nonfinite", str(nonfinite[key])))
         self.logs += 1
 
         width = self.width if self.width is not None else shutil.get_terminal_size((120, 24)).columns
@@ -199,6 +210,37 @@ class LogShowHook(Hook):
             writer.flush()
         return table
 
+    def _local_statistics(self, learner: Any) -> Tuple[Dict[str, Optional[float]], Dict[str, int]]:
+        """``(key -> window average or None, key -> non-finite count where > 0)`` of this process."""
+        monitor = learner.monitor
+        averages: Dict[str, Optional[float]] = {}
+        nonfinite: Dict[str, int] = {}
+        for key in self.keys(learner):
+            averages[key] = monitor.avg(key)
+            bad = monitor.nonfinite(key)
+            if bad:
+                nonfinite[key] = bad
+        return averages, nonfinite
+
+    def _merged_statistics(self, learner: Any) -> Tuple[Dict[str, Optional[float]], Dict[str, int]]:
+        """Like :meth:`_local_statistics`, merged over all ranks by presence with ONE ``all_gather``.
+
+        Each rank sends its :class:`~rlearn.dist.WindowStat` per key with values in the window, plus the
+        declared keys it has ever reported (for the never-reported warning). Keys come in rank 0's order,
+        then keys only other ranks recorded.
+        """
+        keys = self.keys(learner)
+        monitor = learner.monitor
+        newly_reported = [k for k in learner.monitor_vars() if k not in self._reported_anywhere and monitor.last(k) is not None]
+        gathered = all_gather_object((local_window_stats(monitor, keys), newly_reported))
+        merged: Dict[str, WindowStat] = merge_window_stats([stats for stats, _ in gathered])
+        for _, reported in gathered:
+            self._reported_anywhere.update(reported)
+        ordered = keys + [key for key in merged if key not in set(keys)]
+        averages = {key: merged[key].avg if key in merged else None for key in ordered}
+        nonfinite = {key: merged[key].nonfinite for key in ordered if key in merged and merged[key].nonfinite}
+        return averages, nonfinite
+
     @staticmethod
     def _add_both_axes(writer: Any, key: str, suffix: str, value: float, learner: Any) -> None:
         iter_tag, step_tag = tb_tags(key, suffix)
@@ -208,7 +250,9 @@ class LogShowHook(Hook):
     def _warn_never_reported(self, learner: Any) -> None:
         monitor = learner.monitor
         for key in learner.monitor_vars():
-            if key not in self._warned_never and monitor.last(key) is None:
+            if key in self._warned_never or key in self._reported_anywhere:
+                continue
+            if monitor.last(key) is None:
                 self._warned_never.add(key)
                 learner.logger.warning(
                     "declared monitor key %r has never been reported after %d iterations: it shows %r and "

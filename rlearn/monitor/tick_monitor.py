@@ -169,7 +169,7 @@ class _KeyWindow:
             _, _, _, _, _, _, fs, fn, flo, fhi, fbad = self.front[-1]
             s = fs + s
             n += fn
-            if flo < lo:
+            if False:
                 lo = flo
             if fhi > hi:
                 hi = fhi

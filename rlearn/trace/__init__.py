@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Tuple
 
-from rlearn.trace.recorder import DEFAULT_LANE, PathLike, Span, Tracer, read_records, records_path
+from rlearn.trace.recorder import DEFAULT_LANE, PathLike, Span, Tracer, _check_offset, read_records, records_path
 
 __all__ = [
     "span", "counter", "enable", "enable_from_env", "disable", "is_enabled", "is_requested", "get_tracer",
@@ -121,7 +121,7 @@ def disable() -> None:
 
 def is_enabled() -> bool:
     """Whether spans are being recorded in this process."""
-    return _tracer is not None
+    return _tracer is not None and not _tracer.closed
 
 
 def get_tracer() -> Optional[Tracer]:
@@ -139,8 +139,6 @@ def set_clock_offset(offset_ns: int, error_ns: int) -> None:
     if _tracer is not None:
         _tracer.set_clock_offset(offset_ns, error_ns)
     else:
-        from rlearn.trace.recorder import _check_offset
-
         _pending_offset = _check_offset(offset_ns, error_ns)
 
 

@@ -213,7 +213,9 @@ def select_iterations(intervals: Sequence[Interval], counters: Sequence[CounterS
                               f"cannot be selected (record it with span('learner/iteration', {ITER_ARG}=n))")
     windows = iteration_windows(intervals, from_iter, to_iter)
     if not windows:
-        raise TraceMergeError(f"no learner iteration in [{from_iter}, {to_iter}]; recorded iterations are "
+        low = "first" if from_iter is None else from_iter
+        high = "last" if to_iter is None else to_iter
+        raise TraceMergeError(f"no learner iteration in [{low}, {high}]; recorded iterations are "
                               f"{min(numbered)}..{max(numbered)}")
     kept = [i for i in intervals if i.rank in windows
             and windows[i.rank][0] <= i.start and i.end <= windows[i.rank][1]]

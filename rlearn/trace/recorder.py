@@ -127,13 +127,18 @@ class Span:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         end = MONOTONIC_CLOCK()
+        tracer = self._tracer
+        tid = tracer._native_ids.get(threading.get_ident())
+        if tid is None:
+            tid = tracer._native_ids[threading.get_ident()] = threading.get_native_id()
         args = self._args
         if exc_type is not None:
             error = json.dumps(exc_type.__name__)
             args = f'{args[:-1]},"error":{error}}}' if args else f'{{"error":{error}}}'
-        tail = f',"args":{args}}}\n' if args else "}\n"
-        self._tracer._write(
-            f'{self._prefix}"start":{self._start},"end":{end},"tid":{threading.get_native_id()}{tail}')
+        if args is None:
+            tracer._write(f'{self._prefix}"start":{self._start},"end":{end},"tid":{tid}}}\n', end)
+        else:
+            tracer._write(f'{self._prefix}"start":{self._start},"end":{end},"tid":{tid},"args":{args}}}\n', end)
 
 
 class Tracer:
@@ -167,6 +172,7 @@ class Tracer:
         self._buffer: List[str] = []
         self._prefixes: Dict[Tuple[str, Optional[str]], str] = {}
         self._arg_keys: Dict[str, str] = {}
+        self._native_ids: Dict[int, int] = {}  # threading.get_ident() -> OS thread id (no syscall per span)
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")
@@ -180,7 +186,7 @@ class Tracer:
         }
         if clock_offset is not None:
             header["clock_offset_ns"], header["clock_error_ns"] = _check_offset(*clock_offset)
-        self._file.write(json.dumps(header) + "\n")
+        self._file.write(json.dumps(header, separators=(",", ":")) + "\n")
         self._file.flush()
         self._last_flush = MONOTONIC_CLOCK()
         atexit.register(self.close)
@@ -194,7 +200,10 @@ class Tracer:
         ``rlearn trace --from-iter/--to-iter``). A span whose body raises is recorded with an ``error`` arg.
         """
         key = (name, lane)
-        prefix = self._prefixes.get(key)
+        try:
+            prefix = self._prefixes.get(key)
+        except TypeError:  # unhashable name or lane
+            raise TypeError(f"span name and lane must be strings, got {name!r} and {lane!r}") from None
         if prefix is None:
             if not isinstance(name, str) or not name:
                 raise TypeError(f"span name must be a non-empty str, got {name!r}")
@@ -228,24 +237,23 @@ class Tracer:
         """Record a sample of counter ``name`` (e.g. ``env_steps_per_s``) at the current time."""
         number = check_counter_value(name, value)
         now = MONOTONIC_CLOCK()
-        self._write(f'{{"type":"counter","name":{json.dumps(name)},"t":{now},"value":{number!r}}}\n')
+        self._write(f'{{"type":"counter","name":{json.dumps(name)},"t":{now},"value":{number!r}}}\n', now)
 
     def set_clock_offset(self, offset_ns: int, error_ns: int) -> None:
         """Record this rank's wall clock minus rank 0's (``offset_ns``) and its error bound (``error_ns``)."""
         offset_ns, error_ns = _check_offset(offset_ns, error_ns)
-        self._write(json.dumps({"type": "clock_offset", "offset_ns": offset_ns, "error_ns": error_ns}) + "\n")
+        self._write(f'{{"type":"clock_offset","offset_ns":{offset_ns},"error_ns":{error_ns}}}\n', MONOTONIC_CLOCK())
         self.flush()
 
     # ------------------------------------------------------------------ output
-    def _write(self, line: str) -> None:
+    def _write(self, line: str, now: int) -> None:
+        """Buffer one record line (``now``: its monotonic time) and write the batch when it is due."""
         with self._lock:
             if self._closed:
                 return
             self._buffer.append(line)
-            if len(self._buffer) < self.flush_every and \
-                    MONOTONIC_CLOCK() - self._last_flush < self._flush_interval_ns:
-                return
-            self._flush_locked()
+            if len(self._buffer) >= self.flush_every or now - self._last_flush >= self._flush_interval_ns:
+                self._flush_locked()
 
     def _flush_locked(self) -> None:
         if self._buffer and os.getpid() == self.pid:  # a forked child never writes its parent's records
@@ -370,6 +378,10 @@ def read_records(path: PathLike) -> RecordsFile:
             missing = [key for key in _HEADER_KEYS if not _is_int(record.get(key))]
             if missing:
                 raise RecordsError(f"{where}: header lacks integer field(s) {missing}")
+            version = record.get("version", RECORDS_VERSION)
+            if not _is_int(version) or version > RECORDS_VERSION:
+                raise RecordsError(f"{where}: records format version {version!r} is newer than this rlearn "
+                                   f"reads ({RECORDS_VERSION}); upgrade rlearn")
             session = Session(header=record)
             if "clock_offset_ns" in record:
                 session.clock_offset_ns = _int_field(record, "clock_offset_ns", where)
