@@ -10,9 +10,11 @@ Part 1 times one phase marker per loop iteration, best of several repeats, in na
 
 Part 2 trains a tiny TD3 (and PPG, unless ``--quick``) with :func:`rlearn.pipeline.serial_pipeline`, with
 ``profile`` off and on, alternating the runs (off, on, off, on, ...), and prints the wall-time ratio
-on/off (median over the pairs). The design target is at most 3% slower with tracing on.
+on/off and CPU-time ratio (this process; less sensitive to other processes' load), medians over the pairs,
+plus an estimate free of run-to-run noise: records written x the measured
+cost of one traced span / run time. The design target is at most 3% slower with tracing on.
 
-    .venv/bin/python benchmarks/bench_trace.py            # 10^6 calls per timing, 3 training pairs per algorithm
+    .venv/bin/python benchmarks/bench_trace.py            # 10^6 calls per timing, 4 training pairs per algorithm
     .venv/bin/python benchmarks/bench_trace.py --quick    # 10^5 calls, 1 TD3 pair
 """
 
@@ -25,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 from tabulate import tabulate
 
@@ -95,7 +97,8 @@ def record_function_profiled(n: int) -> None:
         record_function(n)
 
 
-def per_call_table(n: int, repeats: int) -> None:
+def per_call_table(n: int, repeats: int) -> float:
+    """Print the per-call table; return the cost of a traced span with an arg (ns)."""
     rows: Dict[str, float] = {}
     rows["bare loop"] = best_ns_per_call(bare, n, repeats)
     rows["with <shared no-op>"] = best_ns_per_call(with_shared_null, n, repeats)
@@ -126,6 +129,7 @@ def per_call_table(n: int, repeats: int) -> None:
     print(tabulate(table, headers=["phase marker", "ns/call", "overhead vs bare loop", "overhead / span off",
                                    "ns / record_function"], floatfmt=("", ".1f", ".1f", ".2f", ".2f")))
     print(f"records written while on: {size / lines:.0f} bytes per line on average")
+    return rows["span(iter=i), tracing on"] - floor
 
 
 # ---------------------------------------------------------------------------------------------- part 2
@@ -138,52 +142,78 @@ TINY = {
 CONFIG = {"td3": "td3_pendulum", "ppg": "ppg_cartpole"}
 
 
-def train_seconds(algo: str, steps: int, profile: bool, root: Path, index: int) -> float:
+def count_records(work_dir: Path) -> int:
+    """Span and counter lines written by a run."""
+    return sum(sum(1 for line in path.open() if '"type":"header"' not in line)
+               for path in (work_dir / "trace").glob("rank*.jsonl"))
+
+
+def train_seconds(algo: str, steps: int, profile: bool, root: Path, index: int) -> Tuple[float, float, int]:
+    """Wall seconds, CPU seconds (this process, all threads) and records written by one training run."""
     from rlearn.config import load_config
     from rlearn.pipeline import serial_pipeline
 
     overrides = TINY[algo] + [f"train.max_env_steps={steps}", f"profile={profile}"]
     cfg = load_config(CONFIG[algo], overrides=overrides)
     work_dir = root / f"{algo}_{'on' if profile else 'off'}_{index}"
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     serial_pipeline(cfg, work_dir=work_dir, progress=False)
-    elapsed = time.perf_counter() - start
-    if profile and not any((work_dir / "trace").glob("rank*.jsonl")):
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    records = count_records(work_dir) if profile else 0
+    if profile and not records:
         raise RuntimeError(f"profile=True wrote no trace records in {work_dir}")
-    return elapsed
+    return elapsed, cpu, records
 
 
-def training_table(algos: List[str], steps: Dict[str, int], pairs: int) -> None:
+def training_table(algos: List[str], steps: Dict[str, int], pairs: int, span_on_ns: float) -> None:
+    """Alternating runs (off/on, then on/off, ...) so that a drift in machine load hits both sides."""
     import logging
 
     logging.disable(logging.INFO)  # the runs' own log lines are not the point here
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for algo in algos:
-            off, on = [], []
+            off, on, cpu_off, cpu_on, records = [], [], [], [], 0
             for index in range(pairs):
-                off.append(train_seconds(algo, steps[algo], False, Path(tmp), index))
-                on.append(train_seconds(algo, steps[algo], True, Path(tmp), index))
-                print(f"  {algo} pair {index + 1}: off {off[-1]:.2f} s, on {on[-1]:.2f} s", flush=True)
-            ratio = statistics.median(b / a for a, b in zip(off, on))
-            rows.append([algo, steps[algo], pairs, min(off), min(on), ratio, (ratio - 1) * 100])
-    print("\nTraining wall time, tracing off vs on (alternating runs):")
-    print(tabulate(rows, headers=["algo", "env steps", "pairs", "best off (s)", "best on (s)",
-                                  "median on/off", "slowdown %"], floatfmt=("", "", "", ".2f", ".2f", ".3f", "+.1f")))
+                order = (False, True) if index % 2 == 0 else (True, False)
+                for profile in order:
+                    seconds, cpu, count = train_seconds(algo, steps[algo], profile, Path(tmp), index)
+                    (on if profile else off).append(seconds)
+                    (cpu_on if profile else cpu_off).append(cpu)
+                    records = max(records, count)
+                print(f"  {algo} pair {index + 1}: wall off {off[-1]:.2f} s, on {on[-1]:.2f} s; "
+                      f"cpu off {cpu_off[-1]:.2f} s, on {cpu_on[-1]:.2f} s", flush=True)
+            wall = statistics.median(b / a for a, b in zip(off, on))
+            cpu = statistics.median(b / a for a, b in zip(cpu_off, cpu_on))
+            estimate = 100 * records * span_on_ns * 1e-9 / min(off)
+            rows.append([algo, steps[algo], pairs, records, min(off), min(on), (wall - 1) * 100, (cpu - 1) * 100,
+                         estimate])
+    print("\nTraining time, tracing off vs on (alternating runs; slowdowns are medians over the pairs):")
+    print(tabulate(rows, headers=["algo", "env steps", "pairs", "records", "best off (s)", "best on (s)",
+                                  "wall slowdown %", "cpu slowdown %", "records x span cost %"],
+                   floatfmt=("", "", "", "", ".2f", ".2f", "+.1f", "+.1f", ".2f")))
+    print("'records x span cost' = records written x the 'span(iter=i), tracing on' cost above / best off time:\n"
+          "the overhead the recorder itself adds, free of the run-to-run noise of the measured column.")
 
 
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls, one TD3 training pair")
     parser.add_argument("--no-training", action="store_true", help="only the per-call timings")
+    parser.add_argument("--pairs", type=int, default=None, help="training runs per side (default 4; 1 with --quick)")
+    parser.add_argument("--algos", default=None, help="comma-separated: td3,ppg (default both; td3 with --quick)")
     args = parser.parse_args(argv)
     n, repeats = (100_000, 3) if args.quick else (1_000_000, 5)
     print("Timings on a shared machine are noisy; compare the ratios.")
-    per_call_table(n, repeats)
+    span_on_ns = per_call_table(n, repeats)
     if not args.no_training:
-        algos = ["td3"] if args.quick else ["td3", "ppg"]
+        algos = args.algos.split(",") if args.algos else (["td3"] if args.quick else ["td3", "ppg"])
+        unknown = [algo for algo in algos if algo not in CONFIG]
+        if unknown:
+            parser.error(f"--algos: unknown {unknown}; choose from {sorted(CONFIG)}")
         steps = {"td3": 800 if args.quick else 1500, "ppg": 4096}
-        training_table(algos, steps, pairs=1 if args.quick else 3)
+        pairs = args.pairs or (1 if args.quick else 4)
+        training_table(algos, steps, pairs=pairs, span_on_ns=span_on_ns)
     return 0
 
 

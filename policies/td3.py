@@ -417,7 +417,12 @@ class TD3Policy(Policy):
         if len(slices) == 1:
             return [fn(slices[0])]
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.learn_threads - 1, thread_name_prefix="td3-learn")
+            # torch.set_num_threads is partly per thread (OpenMP and MKL keep thread-local counts): without
+            # this initializer a worker's matmuls would start an OpenMP team of all cores and spin-wait
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.learn_threads - 1, thread_name_prefix="td3-learn",
+                initializer=torch.set_num_threads, initargs=(1,),
+            )
             weakref.finalize(self, self._pool.shutdown, wait=False)
         futures = [self._pool.submit(fn, part) for part in slices[1:]]
         first = fn(slices[0])

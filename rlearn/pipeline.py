@@ -218,6 +218,15 @@ def _run_exists(work_dir: Path) -> Optional[str]:
     return None
 
 
+def _free_work_dir(default: Path) -> Path:
+    """``default`` if it holds no run yet, else the first of ``<default>_2``, ``<default>_3``... that does not."""
+    candidate, n = default, 1
+    while _run_exists(candidate):
+        n += 1
+        candidate = default.with_name(f"{default.name}_{n}")
+    return candidate
+
+
 def _detach_file_handler(logger: Any, path: Path) -> None:
     """Close and remove the handler writing ``path`` (so a later run with the same logger name does not
     write into this run's log)."""
@@ -246,8 +255,16 @@ class SerialPipeline:
         progress: Optional[bool] = None,
     ) -> None:
         self.cfg: Dict[str, Any] = resolve_config(cfg) if isinstance(cfg, Mapping) else load_config(cfg)
-        self.work_dir = Path(work_dir) if work_dir is not None else default_work_dir(self.cfg)
         self.exp_name: str = self.cfg["exp_name"]
+        self.moved_from: Optional[Path] = None  # the default work dir, when it was taken and another was used
+        if work_dir is not None:
+            self.work_dir = Path(work_dir)
+        elif resume is None or resume is False:
+            self.work_dir = _free_work_dir(default_work_dir(self.cfg))
+            if self.work_dir != default_work_dir(self.cfg):
+                self.moved_from = default_work_dir(self.cfg)
+        else:
+            self.work_dir = default_work_dir(self.cfg)
         self.log_file = self.work_dir / f"{self.exp_name}.log"
         self.tb_dir = self.work_dir / "tb"
         self.ckpt_dir = self.work_dir / "ckpt"
@@ -428,6 +445,11 @@ class SerialPipeline:
                 f"resuming at envstep {self.collector.envstep}" if self.resume_path else "starting",
                 self.work_dir,
             )
+            if self.moved_from is not None:
+                self.logger.warning(
+                    "%s already holds a run: this new run writes to %s (continue the other one with --resume; "
+                    "choose the directory with --work-dir)", self.moved_from, self.work_dir,
+                )
             self._iter_at_start = learner.train_iter
             learner.call_hook("before_run")
             bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.collector.envstep,
@@ -658,7 +680,9 @@ def serial_pipeline(
         cfg: a config dict (resolved or not: it is resolved here), a config file path or a bundled
             config name (see :mod:`rlearn.config`).
         work_dir: where the log, ``tb/``, ``ckpt/``, ``config.py`` (and ``trace/``) go; default
-            ``work_dirs/<exp_name>``. A fresh run refuses a work dir that already holds a run.
+            ``work_dirs/<exp_name>``, or ``work_dirs/<exp_name>_2``, ``_3``... when that one already holds
+            a run (checkpoints or TensorBoard events). An explicit ``work_dir`` that holds a run is refused
+            (ConfigError) unless resuming: two runs writing the same curves would make them unreadable.
         resume: ``True`` continues from ``<work_dir>/ckpt/latest.pt``, a path from that checkpoint;
             counters, RNG states, replay buffer, monitor windows and TensorBoard curves continue.
         progress: show the progress bar (None: only on a terminal, unless ``RLEARN_NO_PROGRESS=1``).

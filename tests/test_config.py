@@ -141,12 +141,16 @@ def test_set_of_leaf_at_wrong_level_suggests_its_section():
 
 def test_unknown_policy_key_names_the_policy():
     expected = (
-        "unknown config key 'policy.lr_actr' for policy 'td3'; did you mean 'policy.lr_actor' or 'policy.lr_critic'? "
-        "(keys at 'policy': actor_update_freq, batch_size, exploration_noise, gamma, hidden_sizes, learn_threads, "
-        "learning_starts, lr_actor, lr_critic, target_noise, target_noise_clip, tau, type)"
+        "unknown config key 'policy.baseline_evry' for policy 'reinforce_demo'; did you mean 'policy.baseline_every' "
+        "or 'policy.baseline_lr' or 'policy.baseline_epochs'? (keys at 'policy': baseline_epochs, baseline_every, "
+        "baseline_lr, entropy_coef, gamma, hidden, lr, rollout_steps, type)"
     )
-    assert error(resolve_config, minimal(policy={"type": "td3", "lr_actr": 1.0})) == expected
-    assert error(load_config, minimal(), ["policy.lr_actr=1"]) == expected
+    assert error(load_config, EXAMPLE, ["policy.baseline_evry=3"]) == expected  # registers reinforce_demo too
+    raw = {"env": {"id": "CartPole-v1"}, "policy": {"type": "reinforce_demo", "baseline_evry": 3}}
+    assert error(resolve_config, raw) == expected
+    assert error(resolve_config, minimal(policy={"type": "td3", "lr_actr": 1.0})).startswith(
+        "unknown config key 'policy.lr_actr' for policy 'td3'; did you mean 'policy.lr_actor' or 'policy.lr_critic'? "
+    )
 
 
 def test_unknown_key_without_close_match_lists_siblings():

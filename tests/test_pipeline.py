@@ -326,3 +326,15 @@ def test_resuming_a_finished_run_adds_no_point(tmp_path):
     again = serial_pipeline(td3_cfg("eval.freq=none"), work_dir=tmp_path, resume=True)
     assert (again.train_iter, again.envstep) == (first.train_iter, first.envstep) == (41, 60)
     assert scalars(tmp_path / "tb") == before
+
+
+def test_default_work_dir_is_not_reused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = serial_pipeline(reinforce_cfg("train.max_env_steps=32"))
+    second = serial_pipeline(reinforce_cfg("train.max_env_steps=32"))
+    assert first.work_dir == Path("work_dirs/reinforce_cartpole")
+    assert second.work_dir == Path("work_dirs/reinforce_cartpole_2")
+    assert "work_dirs/reinforce_cartpole already holds a run: this new run writes to work_dirs/reinforce_cartpole_2" in (
+        second.log_file.read_text())
+    resumed = serial_pipeline(reinforce_cfg("train.max_env_steps=64"), resume=True)  # resumes the default one
+    assert resumed.work_dir == first.work_dir and resumed.train_iter == 2

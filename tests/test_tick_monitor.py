@@ -429,7 +429,7 @@ def check_same(monitor: TickMonitor, ref: NaiveMonitor) -> None:
     assert [k for k in monitor.keys()] == [k for k in ref.values]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     window_size=st.integers(1, 12),
     window_sizes=st.dictionaries(st.sampled_from(KEYS), st.integers(1, 12), max_size=2),
@@ -484,7 +484,7 @@ dense_ticks = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(window_size=st.integers(1, 9), ticks=dense_ticks)
 def test_dense_streams_match_naive_reference(window_size, ticks):
     """One (sparse) dict per tick, sometimes two updates in a tick, queries at random ticks: exercises

@@ -7,8 +7,8 @@ window has no average (``None``): absent is not zero. NaN and inf are counted, n
 
 How it stays cheap
 ------------------
-Each key keeps one *aggregate* per tick in which it was reported: ``[tick, sum, count, min, max,
-nonfinite]`` of its finite values (several values in one tick merge into one aggregate). Ticks in
+Each key keeps one *aggregate* per tick in which it was reported: ``(tick, sum, count, min, max,
+nonfinite)`` of its finite values (several values in one tick merge into one aggregate). Ticks in
 which a key was not reported cost that key nothing: expiry is lazy, by tick index.
 
 The aggregates of the window form a queue from which old ticks leave at the front; the statistics are
@@ -51,63 +51,67 @@ def _positive_int(what: str, value: Any) -> int:
 class _KeyWindow:
     """The window of one key (see the module docstring for the data structure).
 
-    An entry is ``(tick, sum, count, min, max, nonfinite)`` (min/max are +inf/-inf while count is 0).
-    ``cur`` is the entry of the newest tick the key was reported in, a list still open for more
-    values; ``back`` the newer half of the other entries (oldest first) with their running total
-    ``back_agg``; ``front`` the older half, *newest first*, each entry extended with five numbers
-    ``(sum, count, min, max, nonfinite)`` that aggregate it and every newer entry of the older half, so
-    ``front[-1]`` is the oldest tick and its numbers cover the whole older half.
+    An entry is a tuple ``(tick, sum, count, min, max, nonfinite)`` of the values of one tick (min/max
+    are +inf/-inf while count is 0). ``cur`` is the entry of the newest tick the key was reported in
+    (replaced by a new tuple when that tick gets another value); ``back`` holds the newer half of the
+    other entries, oldest first, and ``b_sum``... ``b_bad`` their running total; ``front`` holds the
+    older half, *newest first*, each entry extended with five numbers ``(sum, count, min, max,
+    nonfinite)`` that aggregate it and every newer entry of the older half, so ``front[-1]`` is the
+    oldest tick and its numbers cover the whole older half.
     """
 
-    __slots__ = ("size", "cur", "back", "back_agg", "front", "last", "total_bad")
+    __slots__ = ("size", "cur", "back", "b_sum", "b_n", "b_min", "b_max", "b_bad", "front", "last", "total_bad")
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.cur: Optional[List[Any]] = None
-        self.back: List[Entry] = []
-        self.back_agg: List[Any] = [0.0, 0, _INF, -_INF, 0]
+        self.cur: Optional[Entry] = None
         self.front: List[Tuple[Any, ...]] = []
+        self._reset_back()
         self.last: Optional[float] = None
         self.total_bad = 0
 
+    def _reset_back(self) -> None:
+        self.back: List[Entry] = []
+        self.b_sum = 0.0
+        self.b_n = 0
+        self.b_min = _INF
+        self.b_max = -_INF
+        self.b_bad = 0
+
     # ------------------------------------------------------------------------------------- writes
     def add(self, tick: int, value: float) -> None:
-        """Record ``value`` at ``tick`` (ticks never decrease). Hot path: kept inline on purpose."""
+        """Record ``value`` at ``tick`` (ticks never decrease). The hot path: kept inline on purpose."""
         self.last = value
-        finite = value - value == 0.0  # False for NaN and +-inf
-        if not finite:
-            self.total_bad += 1
         cur = self.cur
-        if cur is not None and cur[0] == tick:  # another value in the same tick
-            if finite:
-                cur[1] += value
-                cur[2] += 1
-                if value < cur[3]:
-                    cur[3] = value
-                if value > cur[4]:
-                    cur[4] = value
-            else:
-                cur[5] += 1
-            return
-        self.cur = [tick, value, 1, value, value, 0] if finite else [tick, 0.0, 0, _INF, -_INF, 1]
+        if value - value == 0.0:  # finite (NaN - NaN and inf - inf are NaN)
+            if cur is not None and cur[0] == tick:  # another value in the same tick
+                self.cur = (tick, cur[1] + value, cur[2] + 1, min(cur[3], value), max(cur[4], value), cur[5])
+                return
+            self.cur = (tick, value, 1, value, value, 0)
+        else:
+            self.total_bad += 1
+            if cur is not None and cur[0] == tick:
+                self.cur = cur[:5] + (cur[5] + 1,)
+                return
+            self.cur = (tick, 0.0, 0, _INF, -_INF, 1)
         if cur is None:
             return
-        # close the previous tick's entry: push it to the newer half
+        # the previous tick of this key is closed: push its entry to the newer half
         limit = tick - self.size  # ticks <= limit are out of the window
         if cur[0] <= limit:  # even the newest stored tick has left the window: everything has
             self.front = []
             self._reset_back()
             return
         back = self.back
-        back.append(tuple(cur))  # stored entries are tuples of numbers: the garbage collector ignores them
-        agg = self.back_agg
-        agg[0] += cur[1]
-        agg[1] += cur[2]
-        if cur[3] < agg[2]:
-            agg[2] = cur[3]
-        if cur[4] > agg[3]:
-            agg[3] = cur[4]
-        agg[4] += cur[5]
+        back.append(cur)
+        self.b_sum += cur[1]
+        self.b_n += cur[2]
+        if cur[3] < self.b_min:
+            self.b_min = cur[3]
+        if cur[4] > self.b_max:
+            self.b_max = cur[4]
+        if cur[5]:
+            self.b_bad += cur[5]
         front = self.front
         if front:
             if front[-1][0] <= limit:  # steady state of a key reported every tick: one tick leaves
@@ -116,10 +120,6 @@ class _KeyWindow:
                     self.expire(tick)
         elif back[0][0] <= limit:
             self.expire(tick)
-
-    def _reset_back(self) -> None:
-        self.back = []
-        self.back_agg = [0.0, 0, _INF, -_INF, 0]
 
     def _flip(self) -> None:
         """Move the newer half to the (empty) older half, computing the suffix aggregates."""
@@ -164,12 +164,12 @@ class _KeyWindow:
                 self.expire(now)
         elif (self.back and self.back[0][0] <= limit) or (self.cur is not None and self.cur[0] <= limit):
             self.expire(now)
-        s, n, lo, hi, bad = self.back_agg
+        s, n, lo, hi, bad = self.b_sum, self.b_n, self.b_min, self.b_max, self.b_bad
         if self.front:
             _, _, _, _, _, _, fs, fn, flo, fhi, fbad = self.front[-1]
             s = fs + s
             n += fn
-            if False:
+            if flo < lo:
                 lo = flo
             if fhi > hi:
                 hi = fhi
@@ -186,12 +186,12 @@ class _KeyWindow:
         return s, n, lo, hi, bad
 
     def entries(self, now: int) -> List[Entry]:
-        """The entries in the window at tick ``now``, oldest first, as tuples."""
+        """The entries in the window at tick ``now``, oldest first."""
         self.expire(now)
         out = [item[:6] for item in reversed(self.front)]
         out.extend(self.back)
         if self.cur is not None:
-            out.append(tuple(self.cur))
+            out.append(self.cur)
         return out  # type: ignore[return-value]
 
     def load_entries(self, entries: List[Entry]) -> None:
@@ -202,15 +202,14 @@ class _KeyWindow:
         if not entries:
             return
         *older, newest = entries
-        agg = self.back_agg
         for entry in older:
-            self.back.append(tuple(entry))
-            agg[0] += entry[1]
-            agg[1] += entry[2]
-            agg[2] = min(agg[2], entry[3])
-            agg[3] = max(agg[3], entry[4])
-            agg[4] += entry[5]
-        self.cur = list(newest)
+            self.back.append(tuple(entry))  # type: ignore[arg-type]
+            self.b_sum += entry[1]
+            self.b_n += entry[2]
+            self.b_min = min(self.b_min, entry[3])
+            self.b_max = max(self.b_max, entry[4])
+            self.b_bad += entry[5]
+        self.cur = tuple(newest)  # type: ignore[assignment]
 
 
 class TickMonitor:
@@ -326,9 +325,8 @@ class TickMonitor:
         # validation is over: record everything
         tick = self._tick
         windows = self._windows
-        for key, value in info.items():
-            if converted is not None and key in converted:
-                value = converted[key]
+        items = info.items() if converted is None else [(k, converted.get(k, v)) for k, v in info.items()]
+        for key, value in items:
             window = windows.get(key)
             if window is None:
                 window = windows[key] = _KeyWindow(self._sizes.get(key, self._default_size))

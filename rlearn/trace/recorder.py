@@ -247,19 +247,25 @@ class Tracer:
 
     # ------------------------------------------------------------------ output
     def _write(self, line: str, now: int) -> None:
-        """Buffer one record line (``now``: its monotonic time) and write the batch when it is due."""
-        with self._lock:
-            if self._closed:
-                return
-            self._buffer.append(line)
-            if len(self._buffer) >= self.flush_every or now - self._last_flush >= self._flush_interval_ns:
-                self._flush_locked()
+        """Buffer one record line (``now``: its monotonic time) and write the batch when it is due.
+
+        Lock-free: ``list.append`` is atomic, and :meth:`_flush_locked` removes only the lines it wrote,
+        so a line appended by another thread during a flush waits for the next one.
+        """
+        if self._closed:
+            return
+        buffer = self._buffer
+        buffer.append(line)
+        if len(buffer) >= self.flush_every or now - self._last_flush >= self._flush_interval_ns:
+            self.flush()
 
     def _flush_locked(self) -> None:
-        if self._buffer and os.getpid() == self.pid:  # a forked child never writes its parent's records
-            self._file.write("".join(self._buffer))
+        buffer = self._buffer
+        count = len(buffer)
+        if count and os.getpid() == self.pid:  # a forked child never writes its parent's records
+            self._file.write("".join(buffer[:count]))
             self._file.flush()
-        self._buffer.clear()
+        del buffer[:count]
         self._last_flush = MONOTONIC_CLOCK()
 
     def flush(self) -> None:
