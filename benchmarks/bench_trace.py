@@ -205,12 +205,12 @@ def main(argv: List[str]) -> int:
     args = parser.parse_args(argv)
     n, repeats = (100_000, 3) if args.quick else (1_000_000, 5)
     print("Timings on a shared machine are noisy; compare the ratios.")
+    algos = args.algos.split(",") if args.algos else (["td3"] if args.quick else ["td3", "ppg"])
+    unknown = [algo for algo in algos if algo not in CONFIG]
+    if unknown:
+        parser.error(f"--algos: unknown {unknown}; choose from {sorted(CONFIG)}")
     span_on_ns = per_call_table(n, repeats)
     if not args.no_training:
-        algos = args.algos.split(",") if args.algos else (["td3"] if args.quick else ["td3", "ppg"])
-        unknown = [algo for algo in algos if algo not in CONFIG]
-        if unknown:
-            parser.error(f"--algos: unknown {unknown}; choose from {sorted(CONFIG)}")
         steps = {"td3": 800 if args.quick else 1500, "ppg": 4096}
         pairs = args.pairs or (1 if args.quick else 4)
         training_table(algos, steps, pairs=pairs, span_on_ns=span_on_ns)

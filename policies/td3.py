@@ -333,20 +333,12 @@ class TD3Policy(Policy):
             target_q = self.compute_target(reward, next_obs, terminated, noise)
             q = self.critic(obs, action)  # [2, b]
             error = q - target_q
-            loss = error.square().sum() / batch_size  # = MSE(Q1, y) + MSE(Q2, y) once the slices are summed
+            squared = error.square().sum(dim=1)  # [2]: per-critic sums of squared errors
+            loss = squared.sum() / batch_size  # = MSE(Q1, y) + MSE(Q2, y) once the slices are summed
         with span("learner/backward", lane="learner"):
             grads = torch.autograd.grad(loss, self._critic_params)
-        with torch.no_grad():
-            stats = torch.stack(
-                [
-                    error[0].square().sum(),
-                    error[1].square().sum(),
-                    q[0].sum(),
-                    q[1].sum(),
-                    target_q.sum(),
-                    error.abs().sum() / 2,
-                ]
-            )
+        with torch.no_grad():  # in _STAT_KEYS order, as sums over the slice
+            stats = torch.cat([squared, q.sum(dim=1), target_q.sum().view(1), error.abs().sum().view(1) / 2])
         return grads, stats
 
     def smoothing_noise(self, shape: Sequence[int]) -> torch.Tensor:

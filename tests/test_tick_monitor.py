@@ -237,7 +237,7 @@ def test_bad_keys_and_info():
 def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch):
     """Pretend CPU tensors live on an accelerator: they must be concatenated and read with one tolist(),
     never with one item() per key."""
-    monkeypatch.setattr(tm, "_READ_DIRECTLY", frozenset())
+    monkeypatch.setattr(tm, "_CPU_DIRECT", False)
     calls = {"cat": 0}
     real_cat = torch.cat
 
@@ -259,6 +259,14 @@ def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch
     assert calls["cat"] == 1
     assert [monitor.last(f"loss{i}") for i in range(12)] == [i / 4 for i in range(12)]
     assert (monitor.last("count"), monitor.last("flag"), monitor.last("plain")) == (3.0, 1.0, 2.0)
+
+
+def test_a_tensor_that_cannot_be_copied_records_nothing():
+    monitor = TickMonitor()
+    monitor.update({"a": 1.0})
+    with pytest.raises(TypeError, match="monitor values for 'ghost': cannot copy the tensors to the host"):
+        monitor.update({"a": 2.0, "ghost": torch.empty(1, device="meta")})
+    assert monitor.count("a") == 1 and monitor.keys() == ["a"]
 
 
 def test_batched_conversion_keeps_float64_precision():

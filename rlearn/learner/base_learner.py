@@ -254,7 +254,9 @@ class BaseLearner(HookManager):
             self._set_envstep(envstep)
         self._publish_counters()
         self.call_hook("before_iter")
-        with span("learner/iteration", lane="learner"):
+        # ``iter`` is the 1-based number this iteration will have (TensorBoard step, iteration_<n>.pt),
+        # which ``rlearn trace --from-iter/--to-iter`` filters on.
+        with span("learner/iteration", lane="learner", iter=self.train_iter + 1):
             info = self.policy._forward_learn(data)
         if not isinstance(info, Mapping):
             raise TypeError(

@@ -35,8 +35,9 @@ __all__ = ["TickMonitor"]
 _INF = math.inf
 _NUMPY_KINDS = "biuf"  # bool, signed int, unsigned int, float
 _STATE_VERSION = 1
-#: device types whose tensors are read one by one with ``item()``: no device to synchronise with
-_READ_DIRECTLY = frozenset({"cpu"})
+#: read CPU tensors one by one with ``item()`` (there is no device to synchronise with); tests turn it
+#: off to exercise the batched path that accelerator tensors take
+_CPU_DIRECT = True
 
 # An aggregate entry: (tick, sum, count, min, max, nonfinite). min/max are +inf/-inf when count == 0.
 Entry = Tuple[int, float, int, float, float, int]
@@ -298,17 +299,21 @@ class TickMonitor:
         for key, value in info.items():
             if type(value) is float and type(key) is str and key:  # the common case: nothing to do
                 continue
-            _check_key(key)
+            if type(key) is not str or not key:
+                _check_key(key)
             cls = type(value)
             if cls is float:
                 continue
             if isinstance(value, torch.Tensor):
-                _check_tensor(key, value)
-                if tensors is None:
-                    tensors = {}
-                tensors[key] = value
-                continue
-            if cls is int or cls is bool:
+                if value.is_cpu and _CPU_DIRECT:
+                    number = _cpu_tensor_to_float(key, value)
+                else:  # accelerator: copied to the host together with the others, below
+                    _check_tensor(key, value)
+                    if tensors is None:
+                        tensors = {}
+                    tensors[key] = value
+                    continue
+            elif cls is int or cls is bool:
                 try:
                     number = float(value)
                 except OverflowError:
@@ -321,7 +326,12 @@ class TickMonitor:
         if tensors is not None:
             if converted is None:
                 converted = {}
-            converted.update(zip(tensors, _tensors_to_floats(list(tensors.values()))))
+            try:
+                numbers_ = _tensors_to_floats(list(tensors.values()))
+            except (RuntimeError, NotImplementedError) as exc:  # e.g. meta tensors, a failed device copy
+                names = ", ".join(repr(k) for k in tensors)
+                raise TypeError(f"monitor values for {names}: cannot copy the tensors to the host ({exc})") from exc
+            converted.update(zip(tensors, numbers_))
         # validation is over: record everything
         tick = self._tick
         windows = self._windows
@@ -341,10 +351,11 @@ class TickMonitor:
 
     def avg(self, key: str) -> Optional[float]:
         """Mean of the finite values of ``key`` in its window; None if there are none (never 0)."""
-        stats = self._stats(key)
-        if stats is None or stats[1] == 0:
+        window = self._windows.get(key)  # inlined _stats: this is what every log calls for every key
+        if window is None:
             return None
-        return stats[0] / stats[1]
+        total, count, _, _, _ = window.stats(self._tick)
+        return total / count if count else None
 
     def sum(self, key: str) -> Optional[float]:
         """Sum of the finite values of ``key`` in its window; None if there are none."""
@@ -483,21 +494,28 @@ def _check_tensor(key: str, value: torch.Tensor) -> None:
         raise _not_scalar(key, value, f" of shape {tuple(value.shape)} and dtype {value.dtype}")
 
 
-def _tensors_to_floats(tensors: List[torch.Tensor]) -> List[float]:
-    """Python floats of one-element tensors.
+def _cpu_tensor_to_float(key: str, value: torch.Tensor) -> float:
+    """``item()`` of a one-element CPU tensor; TypeError naming the key for anything else."""
+    try:
+        number = value.item()
+    except RuntimeError:  # several elements (or none)
+        raise _not_scalar(key, value, f" of shape {tuple(value.shape)} and dtype {value.dtype}") from None
+    if type(number) is complex:
+        raise _not_scalar(key, value, f" of shape {tuple(value.shape)} and dtype {value.dtype}")
+    return float(number)
 
-    CPU tensors are read directly (there is nothing to synchronise). Tensors on other devices are
-    concatenated per device (in a common dtype) and copied to the host with one ``tolist()`` each, so an
-    info dict of twelve CUDA losses costs one synchronisation, not twelve.
+
+def _tensors_to_floats(tensors: List[torch.Tensor]) -> List[float]:
+    """Python floats of one-element tensors that live on accelerators.
+
+    The tensors are concatenated per device (in a common dtype) and copied to the host with one
+    ``tolist()`` each, so an info dict of twelve CUDA losses costs one synchronisation, not twelve.
     """
     out: List[Optional[float]] = [None] * len(tensors)
     by_device: Dict[torch.device, List[int]] = {}
     for index, tensor in enumerate(tensors):
-        if tensor.device.type in _READ_DIRECTLY:
-            out[index] = float(tensor.item())
-        else:
-            by_device.setdefault(tensor.device, []).append(index)
-    for device, indices in by_device.items():
+        by_device.setdefault(tensor.device, []).append(index)
+    for indices in by_device.values():
         for index, number in zip(indices, _batched_to_floats([tensors[i] for i in indices])):
             out[index] = number
     return out  # type: ignore[return-value]
