@@ -56,6 +56,7 @@ Adam is the fused CPU/GPU implementation (``fused=True``).
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 import warnings
@@ -224,6 +225,8 @@ class TD3Policy(Policy):
         self.learn_threads = _check_int("learn_threads", cfg["learn_threads"], 1)
         if self.device.type != "cpu":
             self.learn_threads = 1
+        if not isinstance(cfg["compile"], bool):
+            raise PolicyConfigError(f"TD3Policy: 'policy.compile' must be True or False, got {cfg['compile']!r}")
 
         self._init_spaces()
         # Networks are initialised from the policy seed without touching the global torch RNG.
@@ -232,14 +235,8 @@ class TD3Policy(Policy):
                 torch.manual_seed(self.seed)
             self.actor = Actor(self.obs_dim, self.act_dim, self.hidden_sizes).to(self.device)
             self.critic = TwinCritic(self.obs_dim, self.act_dim, self.hidden_sizes).to(self.device)
-        self.actor_target = Actor(self.obs_dim, self.act_dim, self.hidden_sizes).to(self.device)
-        self.critic_target = TwinCritic(self.obs_dim, self.act_dim, self.hidden_sizes).to(self.device)
-        self.actor_target.load_state_dict(self.actor.state_dict())
-        self.critic_target.load_state_dict(self.critic.state_dict())
-        for net in (self.actor_target, self.critic_target):
-            net.requires_grad_(False)
-        if not isinstance(cfg["compile"], bool):
-            raise PolicyConfigError(f"TD3Policy: 'policy.compile' must be True or False, got {cfg['compile']!r}")
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         if cfg["compile"]:
             for net in (self.actor, self.critic, self.actor_target, self.critic_target):
                 net.compile()  # in place: parameters and state_dict keys stay those of the eager module

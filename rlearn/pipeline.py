@@ -512,8 +512,11 @@ class SerialPipeline:
     def _on_policy_step(self) -> None:
         from rlearn.buffer import rollout_to_tensors
 
+        from rlearn.trace import span
+
         result = self._collect(self.rollout_steps)
-        data = rollout_to_tensors(result, device=self.policy.device)
+        with span("learner/data", lane="learner"):
+            data = rollout_to_tensors(result, device=self.policy.device)
         self.learner.train(data, envstep=self.collector.envstep)
 
     def _collect_off_policy(self) -> None:
@@ -528,9 +531,13 @@ class SerialPipeline:
 
     def _run_updates(self, guard: _InterruptGuard) -> bool:
         """Run the pending learner iterations; True if Ctrl-C came in between."""
+        from rlearn.trace import span
+
         while self.state.pending_updates > 0:
             self.state.pending_updates -= 1  # before train(): a checkpoint in after_iter must not count it again
-            self.learner.train(self.buffer.sample(self.batch_size), envstep=self.collector.envstep)
+            with span("learner/data", lane="learner"):
+                batch = self.buffer.sample(self.batch_size)
+            self.learner.train(batch, envstep=self.collector.envstep)
             if guard.requested:
                 return True
         return False

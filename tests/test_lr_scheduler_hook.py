@@ -312,3 +312,21 @@ def test_a_factory_that_returns_no_scheduler():
     learner.register_hook(LRSchedulerHook(scheduler=lambda opt: None))
     with pytest.raises(TypeError, match="has no step"):
         learner.call_hook("before_run")
+
+
+def test_an_optimizer_that_skips_the_first_iteration_does_not_warn():
+    """TD3's actor optimizer steps every other iteration: the scheduler's first step comes before the
+    optimizer's, which torch would warn about (the module turns UserWarnings into errors)."""
+
+    class DelayedPolicy(TinyPolicy):
+        def _forward_learn(self, data):
+            self.seen.append({"main": [self.opts["main"].param_groups[0]["lr"]]})
+            if len(self.seen) % 2 == 0:
+                opt = self.opts["main"]
+                opt.zero_grad()
+                sum((p ** 2).sum() for g in opt.param_groups for p in g["params"]).backward()
+                opt.step()
+            return {}
+
+    lrs = run(LRSchedulerHook(scheduler=dict(type="StepLR", step_size=1, gamma=0.5)), 4, DelayedPolicy())
+    assert lrs == pytest.approx([0.1, 0.05, 0.025, 0.0125])

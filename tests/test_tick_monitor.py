@@ -261,11 +261,17 @@ def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch
     assert (monitor.last("count"), monitor.last("flag"), monitor.last("plain")) == (3.0, 1.0, 2.0)
 
 
-def test_a_tensor_that_cannot_be_copied_records_nothing():
+def test_a_failed_device_copy_records_nothing(monkeypatch):
+    monkeypatch.setattr(tm, "_CPU_DIRECT", False)  # take the accelerator path
+
+    def failing_copy(tensors):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(tm, "_batched_to_floats", failing_copy)
     monitor = TickMonitor()
     monitor.update({"a": 1.0})
-    with pytest.raises(TypeError, match="monitor values for 'ghost': cannot copy the tensors to the host"):
-        monitor.update({"a": 2.0, "ghost": torch.empty(1, device="meta")})
+    with pytest.raises(TypeError, match="monitor values for 'g1', 'g2': cannot copy the tensors to the host .*illegal"):
+        monitor.update({"a": 2.0, "g1": torch.tensor(1.0), "g2": torch.tensor(2.0)})
     assert monitor.count("a") == 1 and monitor.keys() == ["a"]
 
 

@@ -263,10 +263,9 @@ def build_hook(cfg: Mapping[str, Any], registry: Registry = HOOKS) -> Tuple[Hook
         raise TypeError(f"a hook config must be a dict with a 'type' key, got {type(cfg).__name__}: {cfg!r}")
     args = dict(cfg)
     raw_priority = args.pop("priority", None)
-    if "type" in args and isinstance(args["type"], str):
-        cls = registry.get(args["type"])  # unknown type: error before looking at the priority
-    else:
-        cls = None
+    kind = args.get("type")
+    # an unknown type is reported before the priority is looked at
+    cls = registry.get(kind) if isinstance(kind, str) else kind if isinstance(kind, type) else None
     try:
         priority = get_priority(raw_priority if raw_priority is not None else getattr(cls, "DEFAULT_PRIORITY", Priority.NORMAL))
     except (TypeError, ValueError) as exc:

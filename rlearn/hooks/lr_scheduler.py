@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
@@ -128,6 +129,7 @@ class LRSchedulerHook(Hook):
         self._pending_state: Optional[Mapping[str, Any]] = None
         self._regular_lrs: Dict[str, List[float]] = {}  # set while a warmup lr is applied
         self._warming = False
+        self._first_step = True
 
     # ------------------------------------------------------------------------------------ checks
     @staticmethod
@@ -221,6 +223,15 @@ class LRSchedulerHook(Hook):
             return
         if self._warming:
             self._restore_regular()
+        if self._first_step:
+            # An optimizer that did not step in the first iteration (TD3's delayed actor) makes torch
+            # warn that the scheduler stepped before the optimizer; per-iteration scheduling expects that.
+            self._first_step = False
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
+                for scheduler in self.schedulers.values():
+                    scheduler.step()
+            return
         for scheduler in self.schedulers.values():
             scheduler.step()
 
