@@ -80,6 +80,7 @@ DEFAULTS: Dict[str, Any] = {
     "learner": {"log_freq": 100, "monitor_window": None, "monitor_windows": {}, "strict": False, "hooks": []},
     "eval": {"freq": 10_000, "episodes": 10, "num_envs": 1, "stop_value": None},
     "checkpoint": {"freq": 10_000, "keep": 3},
+    "dist": {"backend": None, "timeout_s": 300.0},
 }
 
 #: dicts whose keys are the user's to choose (environment kwargs, per-key monitor windows)
@@ -160,6 +161,10 @@ def _str_keys(v: dict) -> Optional[str]:
     return f"must have string keys, got {bad[0]!r}" if bad else None
 
 
+def _dist_backend(v: str) -> Optional[str]:
+    return None if v in ("gloo", "nccl") else "must be 'gloo', 'nccl' or None (nccl when CUDA is available, else gloo)"
+
+
 SCHEMA: Dict[str, _Field] = {
     "exp_name": _Field(str, check=_exp_name),
     "seed": _Field(int, check=_at_least(0), expected="int >= 0"),
@@ -187,6 +192,8 @@ SCHEMA: Dict[str, _Field] = {
     "eval.stop_value": _Field(float, nullable=True, check=_finite),
     "checkpoint.freq": _Field(int, nullable=True, check=_at_least(1), expected="int >= 1"),
     "checkpoint.keep": _Field(int, nullable=True, check=_at_least(1), expected="int >= 1"),
+    "dist.backend": _Field(str, nullable=True, check=_dist_backend, expected="'gloo' or 'nccl'"),
+    "dist.timeout_s": _Field(float, check=_positive_float, expected="float > 0"),
 }
 
 

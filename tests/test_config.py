@@ -16,8 +16,8 @@ from rlearn.configs import available_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
-TOP = ("buffer, checkpoint, custom_imports, device, env, eval, exp_name, learner, num_threads, policy, profile, "
-       "seed, train")
+TOP = ("buffer, checkpoint, custom_imports, device, dist, env, eval, exp_name, learner, num_threads, policy, "
+       "profile, seed, train")
 
 
 def error(fn, *args, **kwargs) -> str:
