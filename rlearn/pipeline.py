@@ -22,6 +22,14 @@ Everything a resumed run needs (collector and evaluator counters, the replay buf
 counters) is registered with ``learner.register_state``, so every checkpoint carries it and
 ``resume`` continues the counters exactly. Ctrl-C stops at the next safe point (after the current
 collection or train iteration), saves a checkpoint and returns; a second Ctrl-C stops at once.
+
+**Several processes** (launched by ``torchrun``, or ``rlearn train CONFIG --nproc N``; docs/distributed.md):
+the pipeline joins the process group first, every rank collects with its own environments and seeds
+(``seed + 1000 * rank``), the policy's networks are made identical and wrapped in DDP
+(:meth:`policies.Policy.setup_distributed`), counters are global (``envstep`` = the sum over ranks,
+``train_iter`` the same everywhere), the log table is reduced across ranks by presence, rank 0 alone
+writes TensorBoard, checkpoints and ``config.py`` and evaluates (its stop decision is broadcast), and
+every rank keeps its own log file and trace records.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 import numpy as np
 
 from rlearn.config import ConfigError, default_work_dir, dump_config, flatten, load_config, resolve_config
+from rlearn import dist
+from rlearn.logging.logger import rank_log_file
 
 __all__ = [
     "serial_pipeline", "SerialPipeline", "PipelineResult", "RunState", "summary_lines", "episode_window",
@@ -52,6 +62,8 @@ EPISODE_KEYS = ("collector/episode_return", "collector/episode_length")
 EPISODES_PER_WINDOW = 10
 #: assumed episode length when the environment has no time limit in its spec
 DEFAULT_EPISODE_STEPS = 1000
+#: rank ``r`` of a multi-process run seeds its environments, policy, buffer and RNGs with ``seed + r * RANK_SEED_STRIDE``
+RANK_SEED_STRIDE = 1000
 #: keys of an evaluation result written to TensorBoard
 EVAL_TB_KEYS = ("episode_return_mean", "episode_return_std", "episode_return_min", "episode_return_max",
                 "episode_length_mean")
@@ -137,16 +149,19 @@ class RunState:
 class _InterruptGuard:
     """Turns the first SIGINT into a flag checked at safe points; the second raises KeyboardInterrupt.
 
-    Only installed in the main thread (signal handlers cannot be set elsewhere).
+    Only installed in the main thread (signal handlers cannot be set elsewhere), and not at all with
+    ``enabled=False`` (multi-process runs: the ranks could not agree on where to stop without a collective
+    per iteration, so Ctrl-C stops every rank at once, as the default SIGINT handler does).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
         self.requested = False
+        self.enabled = enabled
         self._previous: Any = None
         self._installed = False
 
     def __enter__(self) -> "_InterruptGuard":
-        if threading.current_thread() is threading.main_thread():
+        if self.enabled and threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
             self._installed = True
         return self
@@ -160,6 +175,32 @@ class _InterruptGuard:
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False
+
+
+class _TerminatedByLauncher:
+    """In a multi-process run, turns SIGTERM (what torchrun sends every rank when one of them failed) into
+    a :class:`rlearn.dist.DistributedError`, so the rank closes its files and its log says why it stopped."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._previous: Any = None
+
+    def __enter__(self) -> "_TerminatedByLauncher":
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    @staticmethod
+    def _handle(signum: int, frame: Any) -> None:
+        raise dist.DistributedError(
+            f"rank {dist.get_rank()}: terminated by SIGTERM from the launcher, usually because another rank "
+            "failed (its traceback and log file say why)"
+        )
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
 
 
 def episode_window(cfg: Mapping[str, Any], iters_per_envstep: float, max_episode_steps: Optional[int]) -> int:
@@ -256,16 +297,24 @@ class SerialPipeline:
     ) -> None:
         self.cfg: Dict[str, Any] = resolve_config(cfg) if isinstance(cfg, Mapping) else load_config(cfg)
         self.exp_name: str = self.cfg["exp_name"]
+        # join the process group before touching the disk (single process: nothing happens)
+        joined_before = dist.is_distributed()
+        self.distributed = dist.init_distributed(self.cfg["dist"]["backend"], timeout_s=self.cfg["dist"]["timeout_s"])
+        self._owns_process_group = self.distributed and not joined_before
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.rank_seed = self.cfg["seed"] + RANK_SEED_STRIDE * self.rank
         self.moved_from: Optional[Path] = None  # the default work dir, when it was taken and another was used
         if work_dir is not None:
             self.work_dir = Path(work_dir)
         elif resume is None or resume is False:
-            self.work_dir = _free_work_dir(default_work_dir(self.cfg))
+            # rank 0 picks the directory; the others must not look after rank 0 may have started writing
+            self.work_dir = dist.broadcast_object(_free_work_dir(default_work_dir(self.cfg)) if self.rank == 0 else None)
             if self.work_dir != default_work_dir(self.cfg):
                 self.moved_from = default_work_dir(self.cfg)
         else:
             self.work_dir = default_work_dir(self.cfg)
-        self.log_file = self.work_dir / f"{self.exp_name}.log"
+        #: this rank's text log: ``<exp_name>.log`` on rank 0, ``<exp_name>_rank<r>.log`` on rank r
+        self.log_file = rank_log_file(self.work_dir / f"{self.exp_name}.log", self.rank)
         self.tb_dir = self.work_dir / "tb"
         self.ckpt_dir = self.work_dir / "ckpt"
         self.config_file = self.work_dir / "config.py"
@@ -276,7 +325,11 @@ class SerialPipeline:
         self.eval_env: Any = None
         self.tracer: Any = None
         self._closed = False
-        self._build()
+        try:
+            self._build()
+        except BaseException:
+            self._leave_process_group()
+            raise
 
     # ------------------------------------------------------------------------------------------ build
     def _resume_path(self, resume: Union[bool, str, Path, None]) -> Optional[Path]:
@@ -303,11 +356,13 @@ class SerialPipeline:
             torch.set_num_threads(cfg["num_threads"])
         device = self._device(cfg["device"])
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.logger = get_logger(name=self.exp_name, log_file=self.log_file)
+        self.logger = get_logger(name=self.exp_name, log_file=self.work_dir / f"{self.exp_name}.log",
+                                 distributed=self.distributed)
         try:
-            dump_config(cfg, self.config_file)
+            if self.rank == 0:
+                dump_config(cfg, self.config_file)
             self._enable_trace()
-            _seed_everything(cfg["seed"])
+            _seed_everything(self.rank_seed)
             self._build_components(device)
         except BaseException:
             self.close()
@@ -329,9 +384,13 @@ class SerialPipeline:
         from rlearn import trace
 
         try:
-            self.tracer = trace.enable_from_env(self.work_dir, rank=0, cfg_flag=self.cfg["profile"])
+            self.tracer = trace.enable_from_env(self.work_dir, rank=self.rank, cfg_flag=self.cfg["profile"])
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        if self.tracer is not None and self.distributed:
+            # collective; tracing is on for every rank or none (same config and environment)
+            offset = dist.measure_clock_offset()
+            trace.set_clock_offset(offset.offset_ns, offset.error_ns)
 
     def _build_components(self, device: str) -> None:
         import policies
@@ -340,12 +399,13 @@ class SerialPipeline:
         from rlearn.hooks import CheckpointHook, LogShowHook, TimerHook
         from rlearn.learner import BaseLearner
 
-        cfg, env_cfg, seed = self.cfg, self.cfg["env"], self.cfg["seed"]
+        cfg, env_cfg, seed = self.cfg, self.cfg["env"], self.rank_seed
         try:
             with _workers_ignore_sigint(env_cfg["asynchronous"]):
                 self.env = make_vector_env(env_cfg["id"], env_cfg["num_envs"], seed=seed,
                                            asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
-                self.eval_env = make_vector_env(env_cfg["id"], cfg["eval"]["num_envs"], seed=_derived_seed(seed, 1),
+                # evaluation (rank 0 only) uses the config's seed, as a one-process run does
+                self.eval_env = make_vector_env(env_cfg["id"], cfg["eval"]["num_envs"], seed=_derived_seed(cfg["seed"], 1),
                                                 asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"env ({env_cfg['id']!r}): {exc}") from exc
@@ -360,9 +420,11 @@ class SerialPipeline:
             raise ConfigError(f"policy {cfg['policy']['type']!r} ({policy_cls.__name__}): {message}") from exc
         self.on_policy = bool(getattr(self.policy, "on_policy", False))
         self._check_policy_keys()
+        if self.distributed:
+            self.policy.setup_distributed()  # collective: identical networks, DDP wrappers, gradient averaging
 
         self.collector = Collector(self.env, self.policy, seed=seed)
-        self.evaluator = Evaluator(self.eval_env, self.policy, cfg["eval"]["episodes"], seed=_derived_seed(seed, 2))
+        self.evaluator = Evaluator(self.eval_env, self.policy, cfg["eval"]["episodes"], seed=_derived_seed(cfg["seed"], 2))
         self.buffer = None
         if not self.on_policy:
             obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
@@ -378,7 +440,8 @@ class SerialPipeline:
         for key in EPISODE_KEYS:
             learner_cfg["monitor_windows"].setdefault(key, window)
         try:
-            self.learner = BaseLearner(self.policy, learner_cfg, work_dir=self.work_dir, logger=self.logger)
+            self.learner = BaseLearner(self.policy, learner_cfg, work_dir=self.work_dir, logger=self.logger,
+                                       rank=self.rank, world_size=self.world_size)
         except (ValueError, KeyError, TypeError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise ConfigError(f"learner: {message}") from exc
@@ -428,52 +491,68 @@ class SerialPipeline:
             return 1.0 / (self.rollout_steps * self.cfg["env"]["num_envs"])
         return float(self.cfg["train"]["updates_per_step"])
 
+    @property
+    def envstep(self) -> int:
+        """Env steps collected so far by all ranks (every rank collects the same number per step)."""
+        return self.collector.envstep * self.world_size
+
     # -------------------------------------------------------------------------------------------- run
     def run(self) -> PipelineResult:
         """Train until ``train.max_env_steps``, ``eval.stop_value`` or Ctrl-C; returns a :class:`PipelineResult`."""
-        from rlearn.progress import ProgressBar, progress_wanted
-
         if self._closed:
             raise RuntimeError("this SerialPipeline has already run (or was closed); build a new one")
         learner = self.learner
         try:
-            if self.resume_path is not None:
-                self._resume()
-            self.logger.info(
-                "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
-                self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
-                f"resuming at envstep {self.collector.envstep}" if self.resume_path else "starting",
-                self.work_dir,
-            )
-            if self.moved_from is not None:
-                self.logger.warning(
-                    "%s already holds a run: this new run writes to %s (continue the other one with --resume; "
-                    "choose the directory with --work-dir)", self.moved_from, self.work_dir,
-                )
-            self._iter_at_start = learner.train_iter
-            learner.call_hook("before_run")
-            bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.collector.envstep,
-                              enabled=progress_wanted(self.progress_requested), desc=self.exp_name)
-            self._bar = bar
-            with _InterruptGuard() as guard, bar:
-                stop_reason = self._loop(guard)
-                if stop_reason != "interrupted" and self.state.last_eval_envstep != self.collector.envstep:
-                    self._evaluate()
-                    bar.update(self.collector.envstep, self._last_return())
-            self._final_log()
-            if stop_reason == "interrupted":
-                self._save_now()
-            learner.call_hook("after_run")
-            result = self._result(stop_reason)
-            for line in summary_lines(result):
-                self.logger.info(line)
+            with _TerminatedByLauncher(self.distributed):
+                return self._run(learner)
+        except BaseException as exc:
+            if self.distributed:  # this rank's log file says why it stopped, whatever the console shows
+                self.logger.error("rank %d of %d stopped: %s: %s", self.rank, self.world_size, type(exc).__name__, exc)
+            raise
         finally:
             self.close()
+
+    def _run(self, learner: Any) -> PipelineResult:
+        """The body of :meth:`run` (which adds the signal handling, the error line and closing)."""
+        from rlearn.progress import ProgressBar, progress_wanted
+
+        if self.resume_path is not None:
+            self._resume()
+        self.logger.info(
+            "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
+            self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
+            f"resuming at envstep {self.envstep}" if self.resume_path else "starting",
+            self.work_dir,
+        )
+        if self.moved_from is not None:
+            self.logger.warning(
+                "%s already holds a run: this new run writes to %s (continue the other one with --resume; "
+                "choose the directory with --work-dir)", self.moved_from, self.work_dir,
+            )
+        self._iter_at_start = learner.train_iter
+        learner.call_hook("before_run")
+        bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
+                          enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
+        self._bar = bar
+        with _InterruptGuard(enabled=not self.distributed) as guard, bar:
+            stop_reason = self._loop(guard)
+            if stop_reason != "interrupted" and self.state.last_eval_envstep != self.envstep:
+                self._evaluate()
+                bar.update(self.envstep, self._last_return())
+        self._final_log()
+        if self.distributed:
+            self._check_ranks_agree()
+        if stop_reason == "interrupted":
+            self._save_now()
+        learner.call_hook("after_run")
+        result = self._result(stop_reason)
+        for line in summary_lines(result):
+            self.logger.info(line)
         return result
 
     def _loop(self, guard: _InterruptGuard) -> str:
         max_steps = self.cfg["train"]["max_env_steps"]
-        while self.collector.envstep < max_steps or self.state.pending_updates > 0:
+        while self.envstep < max_steps or self.state.pending_updates > 0:
             if guard.requested:
                 return self._interrupted()
             if self.on_policy:
@@ -483,7 +562,7 @@ class SerialPipeline:
                     self._collect_off_policy()
                 if self._run_updates(guard):
                     return self._interrupted()
-            self._bar.update(self.collector.envstep, self._last_return())
+            self._bar.update(self.envstep, self._last_return())
             if guard.requested:
                 return self._interrupted()
             if self._eval_due() and self._evaluate():
@@ -493,14 +572,14 @@ class SerialPipeline:
     def _interrupted(self) -> str:
         self.logger.warning(
             "Ctrl-C: stopping at train_iter %d, envstep %d; saving a checkpoint",
-            self.learner.train_iter, self.collector.envstep,
+            self.learner.train_iter, self.envstep,
         )
         return "interrupted"
 
     def _collect(self, n_steps: int) -> Any:
         self.learner.call_hook("before_collect")
         result = self.collector.collect(n_steps)
-        self.learner.envstep = self.collector.envstep  # also before learning starts (checkpoints, hooks)
+        self.learner.envstep = self.envstep  # also before learning starts (checkpoints, hooks)
         self.learner.call_hook("after_collect")
         for episode in result.episodes:
             self.learner.record({
@@ -517,9 +596,10 @@ class SerialPipeline:
         result = self._collect(self.rollout_steps)
         with span("learner/data", lane="learner"):
             data = rollout_to_tensors(result, device=self.policy.device)
-        self.learner.train(data, envstep=self.collector.envstep)
+        self.learner.train(data, envstep=self.envstep)
 
     def _collect_off_policy(self) -> None:
+        # learning_starts and updates_per_step count this rank's own steps: each rank samples its own buffer
         before = self.collector.envstep
         result = self._collect(self.cfg["train"]["collect_steps"])
         self.buffer.add(result.transitions)
@@ -537,7 +617,7 @@ class SerialPipeline:
             self.state.pending_updates -= 1  # before train(): a checkpoint in after_iter must not count it again
             with span("learner/data", lane="learner"):
                 batch = self.buffer.sample(self.batch_size)
-            self.learner.train(batch, envstep=self.collector.envstep)
+            self.learner.train(batch, envstep=self.envstep)
             if guard.requested:
                 return True
         return False
@@ -547,21 +627,42 @@ class SerialPipeline:
         freq = self.cfg["eval"]["freq"]
         if freq is None:
             return False
-        return self.collector.envstep // freq > self.state.last_eval_envstep // freq
+        return self.envstep // freq > self.state.last_eval_envstep // freq
 
     def _last_return(self) -> Optional[float]:
         return None if self.state.last_eval is None else self.state.last_eval["episode_return_mean"]
 
     def _evaluate(self) -> bool:
-        """Evaluate now, report the result; True when ``eval.stop_value`` is reached."""
-        from rlearn.hooks.log_show import format_value, horizontal_tables
+        """Evaluate now (rank 0), report the result; True when ``eval.stop_value`` is reached.
+
+        In a multi-process run only rank 0 plays the episodes, while the other ranks wait for its result
+        and stop decision (one broadcast), so every rank stops at the same iteration.
+        """
         from rlearn.trace import span
 
-        learner, envstep = self.learner, self.collector.envstep
+        learner, envstep = self.learner, self.envstep
         learner.call_hook("before_eval")
-        with span("evaluator/eval", lane="evaluator", iter=learner.train_iter):
-            result = self.evaluator.evaluate()
+        if self.rank == 0:
+            with span("evaluator/eval", lane="evaluator", iter=learner.train_iter):
+                result, stop = self._evaluate_and_report(envstep)
+        else:
+            result, stop = None, False
+        if self.distributed:
+            with span("evaluator/wait_for_rank0", lane="evaluator", iter=learner.train_iter):
+                result, stop = dist.broadcast_object((result, stop))
         self.state.last_eval, self.state.last_eval_envstep, self.state.last_eval_iter = result, envstep, learner.train_iter
+        learner.call_hook("after_eval")
+        return stop
+
+    def _evaluate_and_report(self, envstep: int) -> Any:
+        """Play the evaluation episodes, write the log lines, the table and TensorBoard; ``(result, stop)``."""
+        import torch
+
+        from rlearn.hooks.log_show import format_value, horizontal_tables
+
+        learner = self.learner
+        with torch.no_grad():
+            result = self.evaluator.evaluate()
         self.logger.info(
             "evaluation at envstep %d (train_iter %d): episode_return %.4g +- %.4g (min %.4g, max %.4g) over %d "
             "episodes, episode_length %.1f",
@@ -578,24 +679,25 @@ class SerialPipeline:
                 writer.add_scalar(f"evaluator_step/{key}", result[key], envstep)
                 writer.add_scalar(f"evaluator_iter/{key}", result[key], learner.train_iter)
             writer.flush()
-        learner.call_hook("after_eval")
         stop_value = self.cfg["eval"]["stop_value"]
         if stop_value is not None and result["episode_return_mean"] >= stop_value:
             self.logger.info(
                 "stop_value reached: episode_return_mean %.4g >= eval.stop_value %.4g at envstep %d; stopping",
                 result["episode_return_mean"], stop_value, envstep,
             )
-            return True
-        return False
+            return result, True
+        return result, False
 
     # ------------------------------------------------------------------------------------ checkpoints
     def _resume(self) -> None:
         checkpoint = self.learner.load_checkpoint(self.resume_path)
-        if self.collector.envstep != self.learner.envstep:
+        if self.envstep != self.learner.envstep:
             self.logger.warning(
-                "checkpoint %s: collector envstep %d differs from the learner's %d",
-                self.resume_path, self.collector.envstep, self.learner.envstep,
+                "checkpoint %s: collector envstep %d (x%d ranks) differs from the learner's %d",
+                self.resume_path, self.collector.envstep, self.world_size, self.learner.envstep,
             )
+        if self.rank > 0:
+            self._rederive_rank_streams()
         saved = checkpoint.get("config")
         if isinstance(saved, Mapping):
             old, new = flatten(saved), flatten(self.cfg)
@@ -603,6 +705,41 @@ class SerialPipeline:
                        for k in sorted(set(old) | set(new)) if old.get(k, object()) != new.get(k, object())]
             if changes:
                 self.logger.info("resumed with config changes: %s", "; ".join(changes))
+
+    def _rederive_rank_streams(self) -> None:
+        """After every rank loaded rank 0's checkpoint, give ranks > 0 their own random streams again
+        (derived from ``seed + 1000 * rank`` and the iteration), so they do not replay rank 0's exploration
+        and minibatches. The collector already resets its environments from this rank's seed."""
+        stream = _derived_seed(self.rank_seed, self.learner.train_iter)
+        _seed_everything(stream)
+        self.policy.np_random = np.random.default_rng([self.rank_seed, self.learner.train_iter])
+        if self.buffer is not None:
+            state = self.buffer.state_dict()
+            state["rng"] = np.random.default_rng([stream, 1]).bit_generator.state
+            self.buffer.load_state_dict(state)
+
+    def _check_ranks_agree(self) -> None:
+        """Multi-process runs: compare a digest of every network across ranks (one all_gather) and log the
+        outcome on rank 0; different parameters mean gradients were not averaged somewhere."""
+        import hashlib
+
+        digests = {}
+        for name, module in self.policy.modules().items():
+            h = hashlib.sha1()
+            for tensor in module.state_dict().values():
+                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            digests[name] = h.hexdigest()
+        gathered = dist.all_gather_object(digests)
+        if self.rank != 0:
+            return
+        differing = sorted(name for name in digests if any(other.get(name) != digests[name] for other in gathered))
+        if differing:
+            self.logger.error(
+                "parameters differ across the %d ranks for %s: their gradients were not averaged (see "
+                "docs/distributed.md); the checkpoint holds rank 0's", self.world_size, ", ".join(differing),
+            )
+        else:
+            self.logger.info("parameters identical on all %d ranks (%s)", self.world_size, ", ".join(digests))
 
     def _save_now(self) -> Optional[Path]:
         """Save a checkpoint now (Ctrl-C), through the CheckpointHook so ``latest.pt`` and pruning follow."""
@@ -626,7 +763,8 @@ class SerialPipeline:
 
     # ------------------------------------------------------------------------------------------ close
     def close(self) -> None:
-        """Close environments, the TensorBoard writer, the trace and this run's log file (idempotent)."""
+        """Close environments, the TensorBoard writer, the trace and this run's log file, and leave the
+        process group if this pipeline joined it (idempotent)."""
         if self._closed:
             return
         self._closed = True
@@ -645,12 +783,18 @@ class SerialPipeline:
             trace.disable()
         if getattr(self, "logger", None) is not None:
             _detach_file_handler(self.logger, self.log_file)
+        self._leave_process_group()
+
+    def _leave_process_group(self) -> None:
+        if getattr(self, "_owns_process_group", False):
+            self._owns_process_group = False
+            dist.shutdown()
 
     def _result(self, stop_reason: str) -> PipelineResult:
         latest = self.ckpt_dir / "latest.pt"
         result = PipelineResult(
             work_dir=self.work_dir, exp_name=self.exp_name, train_iter=self.learner.train_iter,
-            envstep=self.collector.envstep, stop_reason=stop_reason, last_eval=copy.deepcopy(self.state.last_eval),
+            envstep=self.envstep, stop_reason=stop_reason, last_eval=copy.deepcopy(self.state.last_eval),
             log_file=self.log_file, tb_dir=self.tb_dir, ckpt_dir=self.ckpt_dir,
             latest_checkpoint=latest if latest.is_file() else None, config_file=self.config_file,
             trace_dir=(self.work_dir / "trace") if self.tracer is not None else None, config=copy.deepcopy(self.cfg),

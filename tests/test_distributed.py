@@ -8,8 +8,14 @@ both ranks; a learner with LogShowHook must reduce the ranks' windows by presenc
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -112,3 +118,102 @@ def test_log_show_hook_reduces_windows_by_presence(two_ranks):
     assert points("learner_iter/rank_value_avg") == [(5, 0.5), (10, 0.5)]
     assert [e.step for e in acc.Scalars("learner_step/only_rank0_avg")] == [80, 160]
     assert all(math.isfinite(v) for _, v in points("learner_iter/loss_avg"))
+
+
+# ------------------------------------------------------------------------------ torchrun end to end
+ROOT = Path(__file__).resolve().parents[1]
+HELPERS = Path(__file__).resolve().parent / "dist_helpers.py"
+
+
+def _probe_config(tmp_path: Path, **train) -> Path:
+    """A run of ProbePolicy on CartPole: 2 envs x 4 steps per rank and iteration = 16 global env steps."""
+    config = tmp_path / "probe.py"
+    config.write_text(
+        "config = dict(\n"
+        "    exp_name='probe', seed=3, profile=True,\n"
+        f"    custom_imports=[{str(HELPERS)!r}],\n"
+        "    env=dict(id='CartPole-v1', num_envs=2),\n"
+        "    policy=dict(type='dist_probe', rollout_steps=4),\n"
+        f"    train=dict(max_env_steps={train.get('max_env_steps', 320)}),\n"
+        "    learner=dict(log_freq=5, monitor_window=5),\n"
+        f"    eval=dict(freq={train.get('eval_freq', 96)}, episodes=1, stop_value={train.get('stop_value', 1.0)}),\n"
+        "    checkpoint=dict(freq=None),\n"
+        "    dist=dict(timeout_s=60),\n"
+        ")\n"
+    )
+    return config
+
+
+def _rlearn(args, env_extra, cwd, timeout=240):
+    env = dict(os.environ, RLEARN_NO_PROGRESS="1", **env_extra)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "rlearn", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    return done, time.monotonic() - start
+
+
+def test_two_processes_end_to_end_with_torchrun(tmp_path):
+    """rlearn train --nproc 2: identical parameters, presence reduction in TensorBoard, rank log files,
+    one TensorBoard run, the stop decision of rank 0's evaluation, and a 2-process timeline trace."""
+    work_dir, dumps = tmp_path / "run", tmp_path / "dumps"
+    dumps.mkdir()
+    config = _probe_config(tmp_path)
+    done, _ = _rlearn(["train", str(config), "--nproc", "2", "--work-dir", str(work_dir)],
+                      {dist_helpers.DUMP_ENV: str(dumps)}, tmp_path)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+    # eval at 96 global env steps (iteration 6) reached stop_value on rank 0: both ranks stopped there
+    states = [torch.load(dumps / f"rank{r}.pt") for r in range(2)]
+    assert [s["iterations"] for s in states] == [6, 6]
+    for name in ("net", "net_target"):
+        _assert_same(states[0]["modules"][name], states[1]["modules"][name], name)
+    checkpoint = torch.load(work_dir / "ckpt" / "latest.pt", weights_only=False)
+    assert (checkpoint["train_iter"], checkpoint["envstep"]) == (6, 96)
+
+    log0, log1 = work_dir / "probe.log", work_dir / "probe_rank1.log"
+    assert log1.is_file() and "exp probe: ProbePolicy" in log1.read_text()
+    text0 = log0.read_text()
+    assert "stop_value reached" in text0 and "parameters identical on all 2 ranks (net, net_target)" in text0
+    assert "never been reported" not in text0
+    assert sorted(p.name for p in work_dir.iterdir()) == ["ckpt", "config.py", "probe.log", "probe_rank1.log",
+                                                          "tb", "trace"]
+
+    events = [p for p in work_dir.rglob("*") if "tfevents" in p.name]
+    assert len(events) == 1 and events[0].parent == work_dir / "tb"
+    acc = EventAccumulator(str(events[0]))
+    acc.Reload()
+    points = {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    # rank 0 only: 10 + n over iterations 1..5, then (final table, after iteration 6's tick) over 3..6
+    assert points["learner_iter/only_rank0_avg"] == [(5, 13.0), (6, 14.5)]
+    assert points["learner_iter/rank1_only_avg"] == [(5, 103.0), (6, 104.5)]
+    assert points["learner_iter/rank_value_avg"] == [(5, 0.5), (6, 0.5)]
+    assert [s for s, _ in points["learner_step/only_rank0_avg"]] == [80, 96]  # global env steps
+    assert [s for s, _ in points["evaluator_step/episode_return_mean"]] == [96]
+
+    trace_file = tmp_path / "trace.json"
+    done, _ = _rlearn(["trace", str(work_dir), "-o", str(trace_file), "--no-summary"], {}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    trace_events = json.loads(trace_file.read_text())["traceEvents"]
+    # one process per rank (pid = rank + 1: Perfetto reserves pid 0; docs/timeline-traces.md)
+    names = {e["pid"]: e["args"]["name"] for e in trace_events if e.get("name") == "process_name"}
+    assert names == {1: "rank 0", 2: "rank 1"}
+    spans = {(names[e["pid"]], e["name"]) for e in trace_events if e["ph"] == "X"}
+    assert {("rank 0", "learner/iteration"), ("rank 1", "learner/iteration"), ("rank 0", "evaluator/eval"),
+            ("rank 1", "evaluator/wait_for_rank0")} <= spans
+
+
+def test_a_failing_rank_stops_the_whole_run(tmp_path):
+    """Rank 1 raises at iteration 3: the run exits non-zero well within the collective timeout, the
+    output carries rank 1's error, and rank 0's log says why it stopped."""
+    work_dir = tmp_path / "run"
+    config = _probe_config(tmp_path, eval_freq=None, stop_value=None)
+    done, elapsed = _rlearn(["train", str(config), "--nproc", "2", "--work-dir", str(work_dir)],
+                            {dist_helpers.FAIL_ENV: "1:3"}, tmp_path, timeout=120)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert elapsed < 120
+    assert "InjectedFailure: probe failure injected on rank 1 at iteration 3" in output
+    assert "rank 0 of 2 stopped" in (work_dir / "probe.log").read_text()
+    assert "rank 1 of 2 stopped: InjectedFailure" in (work_dir / "probe_rank1.log").read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest

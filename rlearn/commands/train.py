@@ -2,7 +2,11 @@
 
 Exit codes: 0 when the run finished (``train.max_env_steps`` or ``eval.stop_value`` reached), 2 for a
 mistake in the command or the config (one line on stderr, no traceback), 130 after Ctrl-C (a checkpoint
-was saved; the last lines say how to resume). See docs/cli.md.
+was saved; the last lines say how to resume), 1 for any other failure (in a multi-process run, a rank
+that lost its peers prints one ``rlearn train: error: rank r: ...`` line). See docs/cli.md.
+
+``--nproc N`` re-launches the same command through ``torchrun`` in N processes (docs/distributed.md);
+under ``torchrun`` the command runs as one rank of the group.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ examples:
   rlearn train ppg_cartpole --work-dir runs/ppg --seed 3
   rlearn train td3_pendulum --resume            # continue work_dirs/<exp_name> from ckpt/latest.pt
   rlearn train --list-configs
+  rlearn train ppg_cartpole --nproc 2           # 2 processes on this machine (torchrun, gloo on CPU)
+  torchrun --nproc_per_node 2 -m rlearn train ppg_cartpole    # the same, launched by hand
 """
 
 
@@ -42,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config (defaults and overrides applied) and exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
+    parser.add_argument("--nproc", type=int, default=None, metavar="N",
+                        help="train in N processes on this machine: re-launches this command through torchrun "
+                             "(gloo on CPU, nccl on GPU); see docs/distributed.md")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a config or checkpoint error")
 
 
@@ -94,15 +103,66 @@ def run(args: argparse.Namespace) -> int:
 
         print(pprint.pformat(cfg, sort_dicts=False, width=100))
         return 0
+    if args.nproc is not None:
+        launched = _launch_processes(args)
+        if launched is not None:
+            return launched
 
+    from rlearn.dist import DistributedError
     from rlearn.learner import CheckpointError
     from rlearn.pipeline import serial_pipeline
 
+    train = serial_pipeline
+    if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # under torchrun: its failure summary shows our traceback
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        train = record(serial_pipeline)
     try:
-        result = serial_pipeline(cfg, work_dir=args.work_dir, resume=args.resume,
-                                 progress=False if args.no_progress else None)
+        result = train(cfg, work_dir=args.work_dir, resume=args.resume, progress=False if args.no_progress else None)
     except (ConfigError, CheckpointError) as exc:
         if debug:
             raise
         return _error(exc)
+    except DistributedError as exc:
+        if debug:
+            raise
+        _error(exc)
+        return 1
     return 130 if result.interrupted else 0
+
+
+def _launch_processes(args: argparse.Namespace) -> Any:
+    """``--nproc N``: the exit code of the same command run by torchrun in N processes, or None to train in
+    this process (N == 1, or already one of torchrun's processes with a matching world size)."""
+    if args.nproc < 1:
+        return _error(f"--nproc must be >= 1, got {args.nproc}")
+    world = os.environ.get("WORLD_SIZE")
+    if world is not None:  # already launched (by torchrun, or by a previous --nproc)
+        if world != str(args.nproc):
+            return _error(f"--nproc {args.nproc} but this process is one of WORLD_SIZE={world} launched processes")
+        return None
+    if args.nproc == 1:
+        return None
+    from rlearn.dist.launch import relaunch
+
+    return relaunch(args.nproc, ["train", *_rebuild_argv(args)])
+
+
+def _rebuild_argv(args: argparse.Namespace) -> list:
+    """The command-line arguments of ``args`` without ``--nproc`` (what each launched process gets)."""
+    argv = [args.config]
+    if args.work_dir is not None:
+        argv += ["--work-dir", args.work_dir]
+    if args.seed is not None:
+        argv += ["--seed", str(args.seed)]
+    if args.overrides:
+        argv += ["--set", *args.overrides]
+    if args.resume is True:
+        argv += ["--resume"]
+    elif args.resume is not None:
+        argv += ["--resume", str(args.resume)]
+    if args.no_progress:
+        argv += ["--no-progress"]
+    if args.debug:
+        argv += ["--debug"]
+    return argv
