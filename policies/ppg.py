@@ -24,7 +24,8 @@ features without fighting over them:
 
 The networks are *detached* (the paper's recommended architecture): a policy network (trunk, action head,
 auxiliary value head, and a state-independent log-std for continuous actions) and a separate value
-network, each with its own Adam optimizer. Discrete actions use a ``Categorical``; continuous ones a
+network. The value network has one Adam optimizer; the policy network has two, one per phase (see
+``_init_learn`` for why). Discrete actions use a ``Categorical``; continuous ones a
 diagonal ``Normal`` whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
 it) while the environment receives ``env_action``, the sample clipped to the action bounds.
 
@@ -194,9 +195,10 @@ class PPGPolicy(Policy):
       ``aux_minibatch_size``, behavioural-cloning weight ``beta_clone``;
     * networks: ``hidden_sizes``, ``activation`` (``"tanh"`` or ``"relu"``), ``init_log_std``
       (continuous actions);
-    * optimisation: ``lr``, the initial learning rate of both Adam optimizers (``policy`` and
-      ``value``). To decay it, add an ``LRSchedulerHook`` to the learner (the bundled CartPole config
-      decays it linearly); ``cur_lr`` reports the rate each iteration actually used.
+    * optimisation: ``lr``, the initial learning rate of the three Adam optimizers (``policy`` for the
+      PPO epochs, ``value`` for the value network, ``aux`` for the policy network in the auxiliary
+      phase). To decay it, add an ``LRSchedulerHook`` to the learner (the bundled CartPole config decays
+      it linearly); ``cur_lr`` reports the policy optimizer's rate in effect for the iteration.
     """
 
     on_policy = True
@@ -205,14 +207,14 @@ class PPGPolicy(Policy):
         gamma=0.98,
         gae_lambda=0.8,
         reward_scale=1.0,
-        e_policy=10,
+        e_policy=10,  # the bundled configs document tuned values
         minibatch_size=256,
         clip_ratio=0.2,
         entropy_coef=0.0,
         max_grad_norm=0.5,
         e_value=10,
-        n_pi=8,
-        e_aux=4,
+        n_pi=16,
+        e_aux=2,
         aux_minibatch_size=512,
         beta_clone=1.0,
         hidden_sizes=[64, 64],

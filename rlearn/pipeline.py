@@ -116,9 +116,12 @@ class RunState:
         update_credit: fraction of a learner iteration earned but not run yet (off-policy).
         pending_updates: iterations earned by the last collection and not run yet (off-policy; non-zero
             only in a checkpoint taken between two of them).
+        world_size: processes of the run. A checkpoint resumes only with the same number (``envstep`` is
+            the per-rank count times it); checkpoints without the entry were written by one process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, world_size: int = 1) -> None:
+        self.world_size = world_size
         self.last_eval_envstep = 0
         self.last_eval_iter = 0
         self.last_eval: Optional[Dict[str, float]] = None
@@ -132,13 +135,20 @@ class RunState:
             "last_eval": copy.deepcopy(self.last_eval),
             "update_credit": self.update_credit,
             "pending_updates": self.pending_updates,
+            "world_size": self.world_size,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         expected = {"last_eval_envstep", "last_eval_iter", "last_eval", "update_credit", "pending_updates"}
-        if not isinstance(state, Mapping) or set(state) != expected:
+        if not isinstance(state, Mapping) or set(state) - {"world_size"} != expected:
             keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"pipeline state: expected keys {sorted(expected)}, got {keys}")
+            raise ValueError(f"pipeline state: expected keys {sorted(expected | {'world_size'})}, got {keys}")
+        saved_world = int(state.get("world_size", 1))
+        if saved_world != self.world_size:
+            how = f"--nproc {saved_world}" if saved_world > 1 else "one process (without --nproc)"
+            raise ValueError(
+                f"written by a run of {saved_world} process(es), this run has {self.world_size}; resume it with {how}"
+            )
         self.last_eval_envstep = int(state["last_eval_envstep"])
         self.last_eval_iter = int(state["last_eval_iter"])
         self.last_eval = copy.deepcopy(state["last_eval"])
@@ -320,7 +330,7 @@ class SerialPipeline:
         self.config_file = self.work_dir / "config.py"
         self.resume_path = self._resume_path(resume)
         self.progress_requested = progress
-        self.state = RunState()
+        self.state = RunState(self.world_size)
         self.env: Any = None
         self.eval_env: Any = None
         self.tracer: Any = None

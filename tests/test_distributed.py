@@ -217,3 +217,114 @@ def test_a_failing_rank_stops_the_whole_run(tmp_path):
     assert "InjectedFailure: probe failure injected on rank 1 at iteration 3" in output
     assert "rank 0 of 2 stopped" in (work_dir / "probe.log").read_text()
     assert "rank 1 of 2 stopped: InjectedFailure" in (work_dir / "probe_rank1.log").read_text()
+
+
+@pytest.mark.slow
+def test_two_processes_resume_continue_counters_and_stay_identical(tmp_path):
+    work_dir, dumps = tmp_path / "run", tmp_path / "dumps"
+    dumps.mkdir()
+    config = _probe_config(tmp_path, eval_freq=None, stop_value=None, max_env_steps=160)
+    args = ["train", str(config), "--nproc", "2", "--work-dir", str(work_dir)]
+    done, _ = _rlearn(args, {}, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done, _ = _rlearn(args + ["--resume", "--set", "train.max_env_steps=320"], {dist_helpers.DUMP_ENV: str(dumps)},
+                      tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    states = [torch.load(dumps / f"rank{r}.pt") for r in range(2)]
+    assert [s["iterations"] for s in states] == [20, 20]
+    _assert_same(states[0]["modules"]["net"], states[1]["modules"]["net"], "net after resuming")
+    acc = EventAccumulator(str(work_dir / "tb"))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("learner_iter/only_rank0_avg")] == [5, 10, 15, 20]
+    assert "resumed from" in (work_dir / "probe_rank1.log").read_text()
+
+
+# ------------------------------------------------------------------------- single process, no launch
+def test_setup_distributed_is_a_no_op_in_one_process():
+    from gymnasium import spaces
+
+    policy = dist_helpers.ProbePolicy(None, spaces.Box(-1.0, 1.0, (4,)), spaces.Discrete(2), seed=0)
+    net = policy.net
+    assert policy.setup_distributed() is False
+    assert policy.net is net and getattr(policy, "_distributed", None) is None
+    assert policy.ddp_modules() == ["net"]  # the target network is updated by no optimizer
+
+
+def test_default_ddp_modules_of_td3_and_ppg_leave_targets_out():
+    from gymnasium import spaces
+
+    from policies.ppg import PPGPolicy
+    from policies.td3 import TD3Policy
+
+    td3 = TD3Policy({"hidden_sizes": [8]}, spaces.Box(-1.0, 1.0, (3,)), spaces.Box(-2.0, 2.0, (1,)))
+    assert td3.ddp_modules() == ["actor", "critic"]
+    ppg = PPGPolicy({"hidden_sizes": [8]}, spaces.Box(-1.0, 1.0, (4,)), spaces.Discrete(2))
+    assert ppg.ddp_modules() == ["policy_net", "value_net"]
+
+
+def test_bad_ddp_module_names_are_named_in_the_error():
+    from gymnasium import spaces
+
+    from rlearn.dist.ddp import _check_ddp_names, _holding_attribute
+
+    policy = dist_helpers.ProbePolicy(None, spaces.Box(-1.0, 1.0, (4,)), spaces.Discrete(2), seed=0)
+    modules = policy.modules()
+    with pytest.raises(ValueError, match="'critic', which is not in modules"):
+        _check_ddp_names(policy, ["critic"], modules)
+    with pytest.raises(ValueError, match="'net_target', which has no trainable parameter"):
+        _check_ddp_names(policy, ["net_target"], modules)
+    with pytest.raises(TypeError, match="must return a list"):
+        _check_ddp_names(policy, "net", modules)
+    with pytest.raises(ValueError, match="share parameters"):
+        _check_ddp_names(policy, ["net", "body"], {**modules, "body": policy.net.body})
+    policy.alias = policy.net
+    with pytest.raises(ValueError, match=r"several attributes \(net, alias\)"):
+        _holding_attribute(policy, "net", policy.net)
+
+
+def test_torchrun_command_and_rebuilt_arguments():
+    import argparse
+
+    from rlearn.commands import train
+    from rlearn.dist.launch import torchrun_command
+
+    command = torchrun_command(2, ["train", "cfg.py"], master_port=29999)
+    assert command[1:] == ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                           "--master_port", "29999", "-m", "rlearn", "train", "cfg.py"]
+    with pytest.raises(ValueError, match="--nproc must be an int >= 1"):
+        torchrun_command(0, [])
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    args = parser.parse_args(["cfg.py", "--set", "seed=1", "eval.freq=null", "--nproc", "2", "--resume",
+                              "--work-dir", "w", "--no-progress"])
+    assert train._rebuild_argv(args) == ["cfg.py", "--work-dir", "w", "--set", "seed=1", "eval.freq=null",
+                                         "--resume", "--no-progress"]
+    assert parser.parse_args(train._rebuild_argv(args)) == argparse.Namespace(**{**vars(args), "nproc": None})
+
+
+def test_nproc_must_match_the_launched_world(tmp_path, monkeypatch, capsys):
+    from rlearn.cli import main
+
+    config = _probe_config(tmp_path)
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert main(["train", str(config), "--nproc", "2"]) == 2
+    assert "--nproc 2 but this process is one of WORLD_SIZE=3" in capsys.readouterr().err
+    monkeypatch.delenv("WORLD_SIZE")
+    assert main(["train", str(config), "--nproc", "0"]) == 2
+    assert "--nproc must be >= 1" in capsys.readouterr().err
+
+
+def test_a_checkpoint_resumes_only_with_its_number_of_processes():
+    from rlearn.pipeline import RunState
+
+    two = RunState(2)
+    two.last_eval_envstep = 96
+    state = two.state_dict()
+    with pytest.raises(ValueError, match=r"2 process\(es\), this run has 1; resume it with --nproc 2"):
+        RunState(1).load_state_dict(state)
+    old_format = {k: v for k, v in RunState(1).state_dict().items() if k != "world_size"}
+    with pytest.raises(ValueError, match="resume it with one process"):
+        RunState(2).load_state_dict(old_format)
+    again = RunState(2)
+    again.load_state_dict(state)
+    assert again.last_eval_envstep == 96

@@ -153,9 +153,9 @@ def test_memory_is_bounded_by_the_window_without_any_query():
     monitor = TickMonitor(window_size=7)
     run(monitor, [{"x": 1.0, "y": 2.0} for _ in range(1000)])
     for key in ("x", "y"):
-        window = monitor._windows[key]
-        stored = len(window.front) + len(window.back) + (window.cur is not None)
-        assert stored <= 8
+        window = monitor._windows[key]  # an open and a closed block of at most 7 ticks each
+        stored = len(window.vals) + len(window.bad) + len(window.c_sums) + len(window.c_bad)
+        assert stored <= 14
     assert all(len(record["entries"]) <= 7 for record in monitor.state_dict()["keys"])
 
 

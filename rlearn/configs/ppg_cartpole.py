@@ -1,4 +1,4 @@
-"""PPG on CartPole-v1: reaches the maximum return of 500 in about 15-30k env steps.
+"""PPG on CartPole-v1: first reaches the maximum return of 500 after about 8-30k env steps.
 
 ``rlearn train ppg_cartpole`` trains it for 100k env steps. The policy-phase settings follow rl-zoo's PPO
 for CartPole (8 envs x 32 steps, one minibatch of 256, 20 epochs, lr 1e-3 decayed linearly); the
@@ -24,7 +24,7 @@ config = dict(
         rollout_steps=ROLLOUT_STEPS,  # one iteration = 8 envs x 32 steps = 256 transitions
         gamma=0.98,
         gae_lambda=0.8,
-        reward_scale=1.0,
+        reward_scale=0.1,  # value targets <= 5 instead of <= 50: the aux value head can fit them in few steps
         e_policy=20,  # PPO epochs per iteration
         minibatch_size=256,
         clip_ratio=0.2,

@@ -7,24 +7,35 @@ window has no average (``None``): absent is not zero. NaN and inf are counted, n
 
 How it stays cheap
 ------------------
-Each key keeps one *aggregate* per tick in which it was reported: ``(tick, sum, count, min, max,
-nonfinite)`` of its finite values (several values in one tick merge into one aggregate). Ticks in
-which a key was not reported cost that key nothing: expiry is lazy, by tick index.
+The hot path is ``update`` (once per train iteration, a dozen keys), so recording a value does as
+little as Python allows: two list appends per key (its tick, its value), no per-key method call, no
+arithmetic. ``tick()`` only increments the clock. Everything else is deferred to the queries (made at
+log time) or done once per *block*:
 
-The aggregates of the window form a queue from which old ticks leave at the front; the statistics are
-kept with the classic *two-stack queue*: the newer half of the queue is a list with a running total,
-the older half a list in which every element also stores the combined aggregate of itself and every
-newer element of that half. Removing the oldest tick is a ``pop()``, and the window's statistics are
-the combination of three aggregates (older half, newer half, current tick): O(1) per query,
-O(1) amortised per update (an aggregate is moved from one half to the other once), whatever the window
-size. Nothing is ever *subtracted*, so sums do not drift as values come and go: every result is an
-ordinary floating-point sum of the values in the window, and min/max are exact.
+* The values of a key live in two blocks of ticks. The *open* block starts at some tick ``start`` and
+  takes every value recorded before ``start + window``; all its values are always in the window. The
+  *closed* block is the previous open block: when a value arrives at ``start + window`` or later, the
+  open block becomes the closed one (two reassignments, no copy) and the old closed block, whose ticks
+  have all left the window by then, is dropped. Ticks in which a key was not reported cost it nothing:
+  expiry is lazy, by tick index.
+* A query finds the first closed value still in the window with a binary search on the closed ticks,
+  and takes the closed block's share from *suffix* aggregates (sum, count, min, max of each value and
+  every newer one), built once per block with ``itertools.accumulate`` at the first query that needs
+  them. The open block's share is a running aggregate extended at query time with the values
+  recorded since the previous query. So a query costs O(log window) in a C binary search plus the
+  amortised O(1) per recorded value of those one-off passes, whatever the window size.
+
+Nothing is ever *subtracted*, so sums do not drift as values come and go: every result is a float sum
+of the values in the window (in a different order than a left-to-right sum), and min/max are exact.
+A key keeps at most two blocks, i.e. the values of at most ``2 * window`` ticks.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -38,8 +49,10 @@ _STATE_VERSION = 1
 #: read CPU tensors one by one with ``item()`` (there is no device to synchronise with); tests turn it
 #: off to exercise the batched path that accelerator tensors take
 _CPU_DIRECT = True
+_ONLY_FLOAT = {float}
 
-# An aggregate entry: (tick, sum, count, min, max, nonfinite). min/max are +inf/-inf when count == 0.
+# An aggregate entry of the state dict: (tick, sum, count, min, max, nonfinite); min/max are +inf/-inf
+# when count == 0.
 Entry = Tuple[int, float, int, float, float, int]
 
 
@@ -52,165 +65,195 @@ def _positive_int(what: str, value: Any) -> int:
 class _KeyWindow:
     """The window of one key (see the module docstring for the data structure).
 
-    An entry is a tuple ``(tick, sum, count, min, max, nonfinite)`` of the values of one tick (min/max
-    are +inf/-inf while count is 0). ``cur`` is the entry of the newest tick the key was reported in
-    (replaced by a new tuple when that tick gets another value); ``back`` holds the newer half of the
-    other entries, oldest first, and ``b_sum``... ``b_bad`` their running total; ``front`` holds the
-    older half, *newest first*, each entry extended with five numbers ``(sum, count, min, max,
-    nonfinite)`` that aggregate it and every newer entry of the older half, so ``front[-1]`` is the
-    oldest tick and its numbers cover the whole older half.
+    Open block: ``ticks``/``vals`` (one element per finite value, in recording order), ``bad`` (the
+    tick of every non-finite value) and ``end`` (the first tick that belongs to the next block).
+    ``o_sum`` is the sum of ``vals[:o_sum_n]`` and ``o_lo``/``o_hi`` the min/max of ``vals[:o_mm_n]``,
+    extended lazily by the queries.
+
+    Closed block: ``c_ticks`` (non-decreasing), per element its sum ``c_sums``, count ``c_counts``
+    (``None`` when every element is one value, as after a roll) and min/max ``c_los``/``c_his`` (the
+    same list as ``c_sums`` after a roll), ``c_bad`` (ticks of its non-finite values), and the suffix
+    aggregates ``c_suf*`` (``None`` until a query needs them; one extra neutral element at the end).
     """
 
-    __slots__ = ("size", "cur", "back", "b_sum", "b_n", "b_min", "b_max", "b_bad", "front", "last", "total_bad")
+    __slots__ = (
+        "size", "end", "ticks", "vals", "bad", "o_sum", "o_sum_n", "o_lo", "o_hi", "o_mm_n",
+        "c_ticks", "c_sums", "c_counts", "c_los", "c_his", "c_bad", "c_suf", "c_suf_n", "c_suf_lo", "c_suf_hi",
+        "total_bad",
+    )  # fmt: skip
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, now: int) -> None:
         self.size = size
-        self.cur: Optional[Entry] = None
-        self.front: List[Tuple[Any, ...]] = []
-        self._reset_back()
-        self.last: Optional[float] = None
         self.total_bad = 0
+        self._set_closed([], [], None, [], [], [])
+        self._open_block(now)
 
-    def _reset_back(self) -> None:
-        self.back: List[Entry] = []
-        self.b_sum = 0.0
-        self.b_n = 0
-        self.b_min = _INF
-        self.b_max = -_INF
-        self.b_bad = 0
+    def _open_block(self, now: int) -> None:
+        self.end = now + self.size
+        self.ticks: List[int] = []
+        self.vals: List[float] = []
+        self.bad: List[int] = []
+        self.o_sum, self.o_sum_n = 0.0, 0
+        self.o_lo, self.o_hi, self.o_mm_n = _INF, -_INF, 0
+
+    def _set_closed(
+        self, ticks: List[int], sums: List[float], counts: Optional[List[int]], los: List[float], his: List[float], bad: List[int]
+    ) -> None:
+        self.c_ticks, self.c_sums, self.c_counts, self.c_los, self.c_his, self.c_bad = ticks, sums, counts, los, his, bad
+        self.c_suf: Optional[List[float]] = None
+        self.c_suf_n: Optional[List[int]] = None
+        self.c_suf_lo: Optional[List[float]] = None
+        self.c_suf_hi: Optional[List[float]] = None
 
     # ------------------------------------------------------------------------------------- writes
+    def roll(self, now: int) -> None:
+        """Start a new open block at ``now`` (>= ``end``); the open block becomes the closed one."""
+        # the lists of the dropped closed block are recycled (cleared) for the new open block
+        ticks, vals, bad = self.c_ticks, self.c_sums, self.c_bad
+        ticks.clear()
+        vals.clear()
+        bad.clear()
+        if now - self.size < self.end - 1:  # some of the open block is still in the window
+            self.c_ticks, self.c_sums, self.c_bad = self.ticks, self.vals, self.bad
+            self.ticks, self.vals, self.bad = ticks, vals, bad
+        else:  # everything has left the window: the closed block is empty
+            self.ticks.clear()
+            self.vals.clear()
+            self.bad.clear()
+        self.c_los = self.c_his = self.c_sums
+        self.c_counts = self.c_suf = self.c_suf_n = self.c_suf_lo = self.c_suf_hi = None
+        self.end = now + self.size
+        self.o_sum, self.o_sum_n = 0.0, 0
+        self.o_lo, self.o_hi, self.o_mm_n = _INF, -_INF, 0
+
     def add(self, tick: int, value: float) -> None:
-        """Record ``value`` at ``tick`` (ticks never decrease). The hot path: kept inline on purpose."""
-        self.last = value
-        cur = self.cur
+        """Record a float ``value`` at ``tick`` (ticks never decrease). ``update`` inlines the common case."""
+        if tick >= self.end:
+            self.roll(tick)
         if value - value == 0.0:  # finite (NaN - NaN and inf - inf are NaN)
-            if cur is not None and cur[0] == tick:  # another value in the same tick
-                self.cur = (tick, cur[1] + value, cur[2] + 1, min(cur[3], value), max(cur[4], value), cur[5])
-                return
-            self.cur = (tick, value, 1, value, value, 0)
+            self.ticks.append(tick)
+            self.vals.append(value)
         else:
+            self.bad.append(tick)
             self.total_bad += 1
-            if cur is not None and cur[0] == tick:
-                self.cur = cur[:5] + (cur[5] + 1,)
-                return
-            self.cur = (tick, 0.0, 0, _INF, -_INF, 1)
-        if cur is None:
-            return
-        # the previous tick of this key is closed: push its entry to the newer half
-        limit = tick - self.size  # ticks <= limit are out of the window
-        if cur[0] <= limit:  # even the newest stored tick has left the window: everything has
-            self.front = []
-            self._reset_back()
-            return
-        back = self.back
-        back.append(cur)
-        self.b_sum += cur[1]
-        self.b_n += cur[2]
-        if cur[3] < self.b_min:
-            self.b_min = cur[3]
-        if cur[4] > self.b_max:
-            self.b_max = cur[4]
-        if cur[5]:
-            self.b_bad += cur[5]
-        front = self.front
-        if front:
-            if front[-1][0] <= limit:  # steady state of a key reported every tick: one tick leaves
-                front.pop()
-                if (front[-1][0] if front else back[0][0]) <= limit:
-                    self.expire(tick)
-        elif back[0][0] <= limit:
-            self.expire(tick)
-
-    def _flip(self) -> None:
-        """Move the newer half to the (empty) older half, computing the suffix aggregates."""
-        s, n, lo, hi, bad = 0.0, 0, _INF, -_INF, 0
-        front = []
-        for entry in reversed(self.back):
-            s += entry[1]
-            n += entry[2]
-            if entry[3] < lo:
-                lo = entry[3]
-            if entry[4] > hi:
-                hi = entry[4]
-            bad += entry[5]
-            front.append(entry + (s, n, lo, hi, bad))
-        self.front = front
-        self._reset_back()
-
-    def expire(self, now: int) -> None:
-        """Drop the entries of ticks that are no longer in the window at tick ``now``."""
-        limit = now - self.size
-        front = self.front
-        while True:
-            if front:
-                if front[-1][0] > limit:
-                    break
-                front.pop()
-            elif self.back and self.back[0][0] <= limit:
-                self._flip()
-                front = self.front
-            else:
-                break
-        if self.cur is not None and self.cur[0] <= limit:
-            self.cur = None
 
     # -------------------------------------------------------------------------------------- reads
-    def stats(self, now: int) -> Tuple[float, int, float, float, int]:
-        """``(sum, count, min, max, nonfinite)`` of the window at tick ``now``."""
-        front = self.front
+    def sum_count(self, now: int) -> Tuple[float, int]:
+        """Sum and number of the finite values in the window at tick ``now``."""
+        if now >= self.end:
+            self.roll(now)
+        vals = self.vals
+        count = len(vals)
+        done = self.o_sum_n
+        if done != count:
+            self.o_sum += vals[done] if done + 1 == count else sum(vals[done:])
+            self.o_sum_n = count
+        total = self.o_sum
+        c_ticks = self.c_ticks
         limit = now - self.size
-        if front:
-            if front[-1][0] <= limit:
-                self.expire(now)
-        elif (self.back and self.back[0][0] <= limit) or (self.cur is not None and self.cur[0] <= limit):
-            self.expire(now)
-        s, n, lo, hi, bad = self.b_sum, self.b_n, self.b_min, self.b_max, self.b_bad
-        if self.front:
-            _, _, _, _, _, _, fs, fn, flo, fhi, fbad = self.front[-1]
-            s = fs + s
-            n += fn
-            if flo < lo:
-                lo = flo
-            if fhi > hi:
-                hi = fhi
-            bad += fbad
-        cur = self.cur
-        if cur is not None:
-            s += cur[1]
-            n += cur[2]
-            if cur[3] < lo:
-                lo = cur[3]
-            if cur[4] > hi:
-                hi = cur[4]
-            bad += cur[5]
-        return s, n, lo, hi, bad
+        if c_ticks and c_ticks[-1] > limit:
+            first = bisect_right(c_ticks, limit)
+            suffix = self.c_suf
+            if suffix is None:
+                suffix = self._suffix_sums()
+            total = suffix[first] + total
+            count += len(c_ticks) - first if self.c_counts is None else self.c_suf_n[first]  # type: ignore[index]
+        return total, count
 
+    def min_max(self, now: int) -> Tuple[float, float]:
+        """Min and max of the finite values in the window at tick ``now`` (inf, -inf if none)."""
+        if now >= self.end:
+            self.roll(now)
+        vals = self.vals
+        if self.o_mm_n != len(vals):
+            new = vals[self.o_mm_n :]
+            self.o_lo = min(self.o_lo, min(new))
+            self.o_hi = max(self.o_hi, max(new))
+            self.o_mm_n = len(vals)
+        low, high = self.o_lo, self.o_hi
+        c_ticks = self.c_ticks
+        limit = now - self.size
+        if c_ticks and c_ticks[-1] > limit:
+            first = bisect_right(c_ticks, limit)
+            if self.c_suf_lo is None:
+                self.c_suf_lo = _suffix(self.c_los, min, _INF)
+                self.c_suf_hi = _suffix(self.c_his, max, -_INF)
+            low = min(low, self.c_suf_lo[first])
+            high = max(high, self.c_suf_hi[first])  # type: ignore[index]
+        return low, high
+
+    def nonfinite(self, now: int) -> int:
+        """Number of NaN/inf values in the window at tick ``now``."""
+        if now >= self.end:
+            self.roll(now)
+        count = len(self.bad)
+        c_bad = self.c_bad
+        if c_bad and c_bad[-1] > now - self.size:
+            count += len(c_bad) - bisect_right(c_bad, now - self.size)
+        return count
+
+    def _suffix_sums(self) -> List[float]:
+        self.c_suf = suffix = _suffix(self.c_sums, None, 0.0)
+        if self.c_counts is not None:
+            self.c_suf_n = _suffix(self.c_counts, None, 0)
+        return suffix
+
+    # ------------------------------------------------------------------------------------- state
     def entries(self, now: int) -> List[Entry]:
-        """The entries in the window at tick ``now``, oldest first."""
-        self.expire(now)
-        out = [item[:6] for item in reversed(self.front)]
-        out.extend(self.back)
-        if self.cur is not None:
-            out.append(self.cur)
-        return out  # type: ignore[return-value]
+        """One aggregate per tick of the window at tick ``now``, oldest first (the state dict format)."""
+        if now >= self.end:
+            self.roll(now)
+        limit = now - self.size
+        merged: Dict[int, List[Any]] = {}
 
-    def load_entries(self, entries: List[Entry]) -> None:
-        """Replace the window by ``entries`` (validated, oldest first, all in the window)."""
-        self.front = []
-        self._reset_back()
-        self.cur = None
-        if not entries:
-            return
-        *older, newest = entries
-        for entry in older:
-            self.back.append(tuple(entry))  # type: ignore[arg-type]
-            self.b_sum += entry[1]
-            self.b_n += entry[2]
-            self.b_min = min(self.b_min, entry[3])
-            self.b_max = max(self.b_max, entry[4])
-            self.b_bad += entry[5]
-        self.cur = tuple(newest)  # type: ignore[assignment]
+        def merge(tick: int, total: float, count: int, low: float, high: float, bad: int) -> None:
+            entry = merged.get(tick)
+            if entry is None:
+                merged[tick] = [tick, total, count, low, high, bad]
+            else:  # in recording order, like the running sum of a tick
+                entry[1] += total
+                entry[2] += count
+                entry[3] = min(entry[3], low)
+                entry[4] = max(entry[4], high)
+                entry[5] += bad
+
+        c_ticks, c_counts = self.c_ticks, self.c_counts
+        for i in range(bisect_right(c_ticks, limit), len(c_ticks)):
+            merge(c_ticks[i], self.c_sums[i], 1 if c_counts is None else c_counts[i], self.c_los[i], self.c_his[i], 0)
+        for tick in self.c_bad[bisect_right(self.c_bad, limit) :]:
+            merge(tick, 0.0, 0, _INF, -_INF, 1)
+        for tick, value in zip(self.ticks, self.vals):
+            merge(tick, value, 1, value, value, 0)
+        for tick in self.bad:
+            merge(tick, 0.0, 0, _INF, -_INF, 1)
+        return [tuple(merged[tick]) for tick in sorted(merged)]  # type: ignore[misc]
+
+    def load_entries(self, entries: List[Entry], now: int) -> None:
+        """Replace the window by ``entries`` (validated, oldest first, all in the window at ``now``)."""
+        ticks: List[int] = []
+        sums: List[float] = []
+        counts: List[int] = []
+        los: List[float] = []
+        his: List[float] = []
+        bad: List[int] = []
+        for tick, total, count, low, high, nonfinite in entries:
+            if count:
+                ticks.append(tick)
+                sums.append(total)
+                counts.append(count)
+                los.append(low)
+                his.append(high)
+            bad.extend([tick] * nonfinite)
+        self._set_closed(ticks, sums, counts, los, his, bad)
+        self._open_block(now)
+
+
+def _suffix(values: List[Any], func: Any, neutral: Any) -> List[Any]:
+    """``out[i]`` = ``values[i]`` combined (``func``, default +) with every later value; ``out[-1]`` = neutral."""
+    out = list(accumulate(reversed(values), func))
+    out.reverse()
+    out.append(neutral)
+    return out
 
 
 class TickMonitor:
@@ -253,6 +296,7 @@ class TickMonitor:
                 _check_key(key)
                 self._sizes[key] = _positive_int(f"TickMonitor window size of {key!r}", size)
         self._windows: Dict[str, _KeyWindow] = {}
+        self._last: Dict[str, Optional[float]] = {}
         self._tick = 0
 
     # ------------------------------------------------------------------------------------ clock
@@ -280,8 +324,9 @@ class TickMonitor:
         size = _positive_int(f"TickMonitor window size of {key!r}", size)
         window = self._windows.get(key)
         if window is not None:
-            window.expire(self._tick)  # with the old size, so growing recovers nothing lazily kept
+            entries = window.entries(self._tick)  # with the old size: growing recovers nothing lazily kept
             window.size = size
+            window.load_entries(entries, self._tick)
         self._sizes[key] = size
 
     # ------------------------------------------------------------------------------------ record
@@ -292,13 +337,35 @@ class TickMonitor:
         Raises ``TypeError`` (non-string key, non-scalar value: the message names the key and the
         type or shape) or ``ValueError`` (an int too large for a float) before recording anything.
         """
-        if not isinstance(info, Mapping):
+        windows = self._windows
+        tick = self._tick
+        # fast path, the common case: a dict of Python floats for keys already seen (so valid keys)
+        if type(info) is dict and set(map(type, info.values())) == _ONLY_FLOAT and info.keys() <= windows.keys():
+            for key, value in info.items():
+                window = windows[key]
+                if tick >= window.end or value - value:  # a new block, or NaN/inf (x - x is NaN: truthy)
+                    window.add(tick, value)
+                else:
+                    window.ticks.append(tick)
+                    window.vals.append(value)
+            self._last.update(info)
+            return
+        items = self._validated(info)
+        # validation is over: record everything
+        for key, value in items:
+            window = windows.get(key)
+            if window is None:
+                window = windows[key] = _KeyWindow(self._sizes.get(key, self._default_size), tick)
+            window.add(tick, value)
+        self._last.update(items)
+
+    def _validated(self, info: Mapping[str, Any]) -> List[Tuple[str, float]]:
+        """``info``'s items with every value a Python float; raises naming the culprit otherwise."""
+        if not isinstance(info, dict) and not isinstance(info, Mapping):
             raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
         converted: Optional[Dict[str, float]] = None  # values that are not already Python floats
         tensors: Optional[Dict[str, torch.Tensor]] = None
         for key, value in info.items():
-            if type(value) is float and type(key) is str and key:  # the common case: nothing to do
-                continue
             if type(key) is not str or not key:
                 _check_key(key)
             cls = type(value)
@@ -314,10 +381,7 @@ class TickMonitor:
                     tensors[key] = value
                     continue
             elif cls is int or cls is bool:
-                try:
-                    number = float(value)
-                except OverflowError:
-                    raise ValueError(f"monitor value for {key!r} is an int too large for a float: {value}") from None
+                number = _int_to_float(key, value)
             else:
                 number = _to_float(key, value)
             if converted is None:
@@ -332,61 +396,70 @@ class TickMonitor:
                 names = ", ".join(repr(k) for k in tensors)
                 raise TypeError(f"monitor values for {names}: cannot copy the tensors to the host ({exc})") from exc
             converted.update(zip(tensors, numbers_))
-        # validation is over: record everything
-        tick = self._tick
-        windows = self._windows
-        items = info.items() if converted is None else [(k, converted.get(k, v)) for k, v in info.items()]
-        for key, value in items:
-            window = windows.get(key)
-            if window is None:
-                window = windows[key] = _KeyWindow(self._sizes.get(key, self._default_size))
-            window.add(tick, value)
+        if converted is None:
+            return list(info.items())
+        return [(k, converted.get(k, v)) for k, v in info.items()]
 
     # ---------------------------------------------------------------------------------- queries
-    def _stats(self, key: str) -> Optional[Tuple[float, int, float, float, int]]:
-        window = self._windows.get(key)
-        if window is None:
-            return None
-        return window.stats(self._tick)
-
     def avg(self, key: str) -> Optional[float]:
         """Mean of the finite values of ``key`` in its window; None if there are none (never 0)."""
-        window = self._windows.get(key)  # inlined _stats: this is what every log calls for every key
+        window = self._windows.get(key)  # window.sum_count() inlined: every log calls it for every key
         if window is None:
             return None
-        total, count, _, _, _ = window.stats(self._tick)
+        now = self._tick
+        if now >= window.end:
+            window.roll(now)
+        vals = window.vals
+        count = len(vals)
+        done = window.o_sum_n
+        if done == count:
+            total = window.o_sum
+        else:
+            window.o_sum = total = window.o_sum + (vals[done] if done + 1 == count else sum(vals[done:]))
+            window.o_sum_n = count
+        c_ticks = window.c_ticks
+        if c_ticks:
+            limit = now - window.size
+            if c_ticks[-1] > limit:
+                first = bisect_right(c_ticks, limit)
+                suffix = window.c_suf or window._suffix_sums()
+                total = suffix[first] + total
+                count += len(c_ticks) - first if window.c_counts is None else window.c_suf_n[first]  # type: ignore[index]
         return total / count if count else None
 
     def sum(self, key: str) -> Optional[float]:
         """Sum of the finite values of ``key`` in its window; None if there are none."""
-        stats = self._stats(key)
-        if stats is None or stats[1] == 0:
+        window = self._windows.get(key)
+        if window is None:
             return None
-        return stats[0]
+        total, count = window.sum_count(self._tick)
+        return total if count else None
 
     def min(self, key: str) -> Optional[float]:
         """Smallest finite value of ``key`` in its window; None if there are none."""
-        stats = self._stats(key)
-        if stats is None or stats[1] == 0:
+        window = self._windows.get(key)
+        if window is None:
             return None
-        return stats[2]
+        low = window.min_max(self._tick)[0]
+        return None if low == _INF else low
 
     def max(self, key: str) -> Optional[float]:
         """Largest finite value of ``key`` in its window; None if there are none."""
-        stats = self._stats(key)
-        if stats is None or stats[1] == 0:
+        window = self._windows.get(key)
+        if window is None:
             return None
-        return stats[3]
+        high = window.min_max(self._tick)[1]
+        return None if high == -_INF else high
 
     def count(self, key: str) -> int:
         """Number of finite values of ``key`` in its window."""
-        stats = self._stats(key)
-        return 0 if stats is None else stats[1]
+        window = self._windows.get(key)
+        return 0 if window is None else window.sum_count(self._tick)[1]
 
     def nonfinite(self, key: str) -> int:
         """Number of NaN/inf values of ``key`` in its window (they are left out of avg/min/max)."""
-        stats = self._stats(key)
-        return 0 if stats is None else stats[4]
+        window = self._windows.get(key)
+        return 0 if window is None else window.nonfinite(self._tick)
 
     def nonfinite_total(self, key: str) -> int:
         """Number of NaN/inf values of ``key`` ever recorded (since construction or the loaded state)."""
@@ -395,8 +468,7 @@ class TickMonitor:
 
     def last(self, key: str) -> Optional[float]:
         """The most recent value of ``key`` ever recorded (NaN/inf included); None if never recorded."""
-        window = self._windows.get(key)
-        return None if window is None else window.last
+        return self._last.get(key)
 
     def keys(self) -> List[str]:
         """Every key ever recorded, in first-seen order."""
@@ -413,7 +485,8 @@ class TickMonitor:
         """The monitor's state in plain Python types, bounded by the window sizes.
 
         Holds the clock, the window sizes, and per key (first-seen order) its per-tick aggregates still
-        in the window, its last value and its total of non-finite values.
+        in the window (``[tick, sum, count, min, max, nonfinite]``), its last value and its total of
+        non-finite values.
         """
         keys = []
         for key, window in self._windows.items():
@@ -421,7 +494,7 @@ class TickMonitor:
                 {
                     "key": key,
                     "entries": [list(entry) for entry in window.entries(self._tick)],
-                    "last": window.last,
+                    "last": self._last.get(key),
                     "nonfinite_total": window.total_bad,
                 }
             )
@@ -439,11 +512,12 @@ class TickMonitor:
         The state is validated completely first; anything malformed raises ``ValueError`` (or
         ``TypeError`` for a non-mapping) naming the field, and leaves the monitor unchanged.
         """
-        tick, default_size, sizes, windows = _parse_state(state)
+        tick, default_size, sizes, windows, lasts = _parse_state(state)
         self._tick = tick
         self._default_size = default_size
         self._sizes = sizes
         self._windows = windows
+        self._last = lasts
 
 
 # ----------------------------------------------------------------------------------------- scalars
@@ -544,7 +618,7 @@ def _is_float(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, _KeyWindow]]:
+def _parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, _KeyWindow], Dict[str, Optional[float]]]:
     """Validate a state dict and build the windows; raises before touching any monitor."""
     if not isinstance(state, Mapping):
         raise TypeError(f"TickMonitor.load_state_dict expects a dict, got {type(state).__name__}")
@@ -577,6 +651,7 @@ def _parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, _KeyWi
     if not isinstance(records, (list, tuple)):
         raise _state_error(f"'keys' must be a list, got {type(records).__name__}")
     windows: Dict[str, _KeyWindow] = {}
+    lasts: Dict[str, Optional[float]] = {}
     for index, record in enumerate(records):
         if not isinstance(record, Mapping) or "key" not in record:
             raise _state_error(f"'keys[{index}]' must be a dict with a 'key', got {record!r}")
@@ -586,7 +661,7 @@ def _parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, _KeyWi
         if key in windows:
             raise _state_error(f"key {key!r} appears twice")
         size = sizes.get(key, default_size)
-        window = _KeyWindow(size)
+        window = _KeyWindow(size, tick)
         last = record.get("last")
         if last is not None and not _is_float(last):
             raise _state_error(f"key {key!r}: 'last' must be a number or None, got {last!r}")
@@ -607,11 +682,11 @@ def _parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, _KeyWi
             raise _state_error(
                 f"key {key!r}: 'nonfinite_total' ({total_bad}) is smaller than the window's non-finite count ({window_bad})"
             )
-        window.load_entries(entries)
-        window.last = None if last is None else float(last)
+        window.load_entries(entries, tick)
+        lasts[key] = None if last is None else float(last)
         window.total_bad = int(total_bad)
         windows[key] = window
-    return tick, default_size, sizes, windows
+    return tick, default_size, sizes, windows, lasts
 
 
 def _parse_entry(key: str, index: int, raw: Any, tick: int, size: int) -> Entry:

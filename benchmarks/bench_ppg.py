@@ -1,0 +1,362 @@
+"""PPG learning benchmark: CartPole-v1 and Pendulum-v1 learning curves, and CartPole side by side with SB3 PPO.
+
+What it runs (every run in this process, one torch thread, seeds run one after the other):
+
+* **PPG** through rlearn's pipeline with the bundled configs ``ppg_cartpole`` and ``ppg_pendulum`` (log table
+  to the log file, TensorBoard, final checkpoint: the product as a user runs it), evaluated with 10
+  deterministic episodes every ``--eval-freq`` env steps. Targets: CartPole mean return >= 475 within 100,000
+  env steps and Pendulum >= -250 within 200,000 env steps, on every seed.
+* **SB3 PPO** on CartPole-v1 with rl-zoo's settings (8 envs, n_steps 32, batch 256, gae_lambda 0.8,
+  gamma 0.98, 20 epochs, lr linearly decayed from 1e-3, clip range linearly decayed from 0.2, ent_coef 0),
+  on the same budget with the same evaluation protocol (10 deterministic episodes every ``--eval-freq``
+  steps). PPG and SB3 alternate seed by seed so both see the same machine load.
+
+*Time to target* is training wall time until the first evaluation at or above the target, **excluding the
+time spent evaluating** (the same for both libraries). *env steps/s* is env steps over training time. The
+time breakdown splits PPG's training time into rollout collection, policy phase (GAE, PPO and value epochs),
+auxiliary phase, and the rest (learner hooks: log tables, TensorBoard, pipeline); SB3's into rollout
+collection and training.
+
+Outputs in ``benchmarks/results/``: ``ppg_<env>_learning.csv`` (one row per evaluation), ``ppg_<env>_learning.png``
+(learning curves) and ``ppg_bench.json`` (``ppg_bench_quick.json`` with ``--quick``).
+
+    .venv/bin/python benchmarks/bench_ppg.py                       # 3 seeds, both envs (~15 min idle, 2 cores)
+    .venv/bin/python benchmarks/bench_ppg.py --quick               # 1 seed, 30k / 60k steps (~2 min)
+    .venv/bin/python benchmarks/bench_ppg.py --envs cartpole --seeds 0 1
+    .venv/bin/python benchmarks/bench_ppg.py --envs pendulum --no-sb3
+
+SB3 and matplotlib come with the ``bench`` extra (``pip install -e '.[bench]'``). Timings on a shared
+machine are noisy; read the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+ENVS = {
+    "cartpole": dict(config="ppg_cartpole", env_id="CartPole-v1", target=475.0, steps=100_000, quick_steps=30_000,
+                     eval_freq=4096),
+    "pendulum": dict(config="ppg_pendulum", env_id="Pendulum-v1", target=-250.0, steps=200_000, quick_steps=60_000,
+                     eval_freq=8192),
+}
+EVAL_EPISODES = 10
+
+#: rl-zoo's PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo hyperparams/ppo.yml)
+SB3_CARTPOLE = dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+                    learning_rate=1e-3, clip_range=0.2)  # lr and clip range decayed linearly to 0
+
+
+# ------------------------------------------------------------------------------------------ PPG side
+def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
+    """Train PPG with the bundled config through the pipeline; evaluation points and the time breakdown."""
+    import torch
+
+    from rlearn.config import load_config
+    from rlearn.hooks import Hook
+    from rlearn.pipeline import SerialPipeline
+
+    spec = ENVS[env_key]
+    cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={eval_freq}",
+                                       f"eval.episodes={EVAL_EPISODES}", "checkpoint.freq=none"])
+    work_dir = Path(tempfile.mkdtemp(prefix=f"bench_ppg_{env_key}_"))
+    clock = time.perf_counter
+
+    class BenchHook(Hook):
+        """Times collection and evaluation, and records every evaluation with the training time so far."""
+
+        def __init__(self) -> None:
+            self.start = 0.0
+            self.collect = self.evaluate = 0.0
+            self.points: List[Dict[str, float]] = []
+            self._t = 0.0
+
+        def before_run(self, learner: Any) -> None:
+            self.start = clock()
+
+        def before_collect(self, learner: Any) -> None:
+            self._t = clock()
+
+        def after_collect(self, learner: Any) -> None:
+            self.collect += clock() - self._t
+
+        def before_eval(self, learner: Any) -> None:
+            self._t = clock()
+
+        def after_eval(self, learner: Any) -> None:
+            now = clock()
+            self.evaluate += now - self._t
+            self.points.append(dict(envstep=learner.envstep, train_time=now - self.start - self.evaluate,
+                                    eval_return=pipe.state.last_eval["episode_return_mean"]))
+
+        def after_run(self, learner: Any) -> None:
+            self.end = clock()
+
+    try:
+        pipe = SerialPipeline(cfg, work_dir=work_dir, progress=False)
+        for handler in pipe.logger.handlers:  # tables still go to the log file, not to this console
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                handler.setLevel(logging.WARNING)
+        hook = BenchHook()
+        pipe.learner.register_hook(hook)
+        # time the two phases of the policy (instance attributes: the policy class is untouched)
+        policy, timers = pipe.policy, {"learn": 0.0, "aux": 0.0}
+
+        def timed(name: str, fn: Any) -> Any:
+            def wrapper(*args: Any) -> Any:
+                t = clock()
+                try:
+                    return fn(*args)
+                finally:
+                    timers[name] += clock() - t
+            return wrapper
+
+        policy._forward_learn = timed("learn", policy._forward_learn)
+        policy._auxiliary_phase = timed("aux", policy._auxiliary_phase)
+        torch.set_num_threads(1)
+        result = pipe.run()
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    train_time = hook.end - hook.start - hook.evaluate
+    breakdown = {
+        "rollout": hook.collect,
+        "policy_phase": timers["learn"] - timers["aux"],
+        "aux_phase": timers["aux"],
+        "other": train_time - hook.collect - timers["learn"],
+    }
+    return summarise("rlearn PPG", env_key, seed, result.envstep, train_time, hook.points, breakdown, spec["target"])
+
+
+# ------------------------------------------------------------------------------------------ SB3 side
+def run_sb3(seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
+    """SB3 PPO with rl-zoo's CartPole settings, evaluated like the PPG runs."""
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    clock = time.perf_counter
+    eval_env = gym.make_vec("CartPole-v1", num_envs=EVAL_EPISODES, vectorization_mode="sync")
+
+    class Bench(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval = eval_freq
+            self.evaluate = self.rollout = 0.0
+            self.points: List[Dict[str, float]] = []
+            self.start = self._rollout_start = 0.0
+            self._eval_in_rollout = 0.0
+
+        def _on_training_start(self) -> None:
+            self.start = clock()
+
+        def _on_rollout_start(self) -> None:
+            self._rollout_start = clock()
+            self._eval_in_rollout = 0.0
+
+        def _on_rollout_end(self) -> None:
+            self.rollout += clock() - self._rollout_start - self._eval_in_rollout
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_eval:
+                self.next_eval += eval_freq
+                t = clock()
+                ret = evaluate_sb3(self.model, eval_env, seed=10_000 * (seed + 1) + self.num_timesteps)
+                elapsed = clock() - t
+                self.evaluate += elapsed
+                self._eval_in_rollout += elapsed
+                self.points.append(dict(envstep=self.num_timesteps, train_time=clock() - self.start - self.evaluate,
+                                        eval_return=ret))
+            return True
+
+    torch.set_num_threads(1)
+    env = make_vec_env("CartPole-v1", n_envs=SB3_CARTPOLE["n_envs"], seed=seed)
+    lr, clip = SB3_CARTPOLE["learning_rate"], SB3_CARTPOLE["clip_range"]
+    model = PPO("MlpPolicy", env, n_steps=SB3_CARTPOLE["n_steps"], batch_size=SB3_CARTPOLE["batch_size"],
+                gae_lambda=SB3_CARTPOLE["gae_lambda"], gamma=SB3_CARTPOLE["gamma"], n_epochs=SB3_CARTPOLE["n_epochs"],
+                ent_coef=SB3_CARTPOLE["ent_coef"], learning_rate=lambda progress: progress * lr,
+                clip_range=lambda progress: progress * clip, seed=seed, device="cpu", verbose=0)
+    bench = Bench()
+    model.learn(steps, callback=bench)
+    train_time = clock() - bench.start - bench.evaluate
+    if not bench.points or bench.points[-1]["envstep"] != model.num_timesteps:  # a final evaluation, like the pipeline
+        ret = evaluate_sb3(model, eval_env, seed=10_000 * (seed + 1) + model.num_timesteps)
+        bench.points.append(dict(envstep=model.num_timesteps, train_time=train_time, eval_return=ret))
+    eval_env.close()
+    env.close()
+    breakdown = {"rollout": bench.rollout, "train": train_time - bench.rollout}
+    return summarise("SB3 PPO", "cartpole", seed, model.num_timesteps, train_time, bench.points, breakdown, 475.0)
+
+
+def evaluate_sb3(model: Any, env: Any, seed: int) -> float:
+    """Mean return of the first episode of each of the ``EVAL_EPISODES`` sub-environments (deterministic)."""
+    obs, _ = env.reset(seed=seed)
+    returns = np.zeros(env.num_envs)
+    alive = np.ones(env.num_envs, dtype=bool)
+    while alive.any():
+        action, _ = model.predict(obs, deterministic=True)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        returns += reward * alive
+        alive &= ~(terminated | truncated)
+    return float(returns.mean())
+
+
+# ----------------------------------------------------------------------------------------- reporting
+def summarise(library: str, env_key: str, seed: int, envsteps: int, train_time: float, points: List[Dict[str, float]],
+              breakdown: Dict[str, float], target: float) -> Dict[str, Any]:
+    hit = next((p for p in points if p["eval_return"] >= target), None)
+    return dict(
+        library=library, env=env_key, seed=seed, envsteps=envsteps, train_time=train_time,
+        env_steps_per_s=envsteps / train_time, final_return=points[-1]["eval_return"] if points else float("nan"),
+        steps_to_target=hit["envstep"] if hit else None, time_to_target=hit["train_time"] if hit else None,
+        breakdown=breakdown, points=points,
+    )
+
+
+def write_csv(path: Path, runs: List[Dict[str, Any]]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["library", "env", "seed", "envstep", "train_time_s", "eval_return_mean"])
+        for run in runs:
+            for p in run["points"]:
+                writer.writerow([run["library"], run["env"], run["seed"], p["envstep"], f"{p['train_time']:.3f}",
+                                 f"{p['eval_return']:.2f}"])
+
+
+def plot(path: Path, runs: List[Dict[str, Any]], title: str, target: float) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no PNG (pip install -e '.[bench]')")
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {"rlearn PPG": "tab:blue", "SB3 PPO": "tab:orange"}
+    for run in runs:
+        xs = [p["envstep"] for p in run["points"]]
+        ys = [p["eval_return"] for p in run["points"]]
+        ax.plot(xs, ys, color=colors.get(run["library"], "gray"), alpha=0.8, marker=".",
+                label=f"{run['library']} seed {run['seed']}")
+    ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"target {target:g}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(f"mean eval return ({EVAL_EPISODES} episodes)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _fmt(value: Optional[float], spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, Any]:
+    from tabulate import tabulate
+
+    spec = ENVS[env_key]
+    rows = []
+    for run in runs:
+        total = run["train_time"]
+        parts = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in run["breakdown"].items())
+        rows.append([run["library"], run["seed"], _fmt(run["steps_to_target"], "d"), _fmt(run["time_to_target"], ".1f"),
+                     f"{run['env_steps_per_s']:.0f}", f"{total:.1f}", f"{run['final_return']:.1f}", parts])
+    print(f"\n{spec['env_id']}: target {spec['target']:g} within {budget} env steps")
+    print(tabulate(rows, headers=["library", "seed", "steps to target", "time to target (s)", "env steps/s",
+                                  "train time (s)", "final return", "where the time goes"]))
+    summary: Dict[str, Any] = {}
+    for library in sorted({r["library"] for r in runs}):
+        mine = [r for r in runs if r["library"] == library]
+        hits = [r for r in mine if r["steps_to_target"] is not None and r["steps_to_target"] <= budget]
+        summary[library] = dict(
+            seeds=[r["seed"] for r in mine], target_met_every_seed=len(hits) == len(mine),
+            mean_time_to_target=statistics.mean(r["time_to_target"] for r in hits) if len(hits) == len(mine) else None,
+            mean_steps_to_target=statistics.mean(r["steps_to_target"] for r in hits) if len(hits) == len(mine) else None,
+            mean_env_steps_per_s=statistics.mean(r["env_steps_per_s"] for r in mine),
+        )
+        print(f"  {library}: target met on {len(hits)}/{len(mine)} seeds; mean env steps/s "
+              f"{summary[library]['mean_env_steps_per_s']:.0f}; mean time to target "
+              f"{_fmt(summary[library]['mean_time_to_target'], '.1f')} s")
+    ppg, sb3 = summary.get("rlearn PPG"), summary.get("SB3 PPO")
+    if ppg and sb3 and ppg["mean_time_to_target"] and sb3["mean_time_to_target"]:
+        ratio = ppg["mean_time_to_target"] / sb3["mean_time_to_target"]
+        per_seed = [a["time_to_target"] / b["time_to_target"] for a in runs for b in runs
+                    if a["library"] == "rlearn PPG" and b["library"] == "SB3 PPO" and a["seed"] == b["seed"]
+                    and a["time_to_target"] and b["time_to_target"]]
+        summary["time_to_target_ratio_ppg_over_sb3"] = ratio
+        summary["per_seed_ratios"] = per_seed
+        summary["steps_per_s_ratio_ppg_over_sb3"] = ppg["mean_env_steps_per_s"] / sb3["mean_env_steps_per_s"]
+        print(f"  time to {spec['target']:g}: PPG / SB3 = {ratio:.2f}x (mean over seeds; per seed: "
+              f"{', '.join(f'{x:.2f}' for x in per_seed)}); requirement <= 1.5x: {'met' if ratio <= 1.5 else 'NOT met'}")
+        print(f"  env steps/s: PPG / SB3 = {summary['steps_per_s_ratio_ppg_over_sb3']:.2f}x")
+    return summary
+
+
+# --------------------------------------------------------------------------------------------- main
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1 seed, 30k (CartPole) / 60k (Pendulum) env steps")
+    parser.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=sorted(ENVS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 (0 with --quick)")
+    parser.add_argument("--no-sb3", action="store_true", help="skip the SB3 PPO comparison on CartPole")
+    parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the target budget)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RLEARN_NO_PROGRESS", "1")
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python {sys.version.split()[0]}")
+
+    summary: Dict[str, Any] = dict(quick=args.quick, seeds=seeds, started=time.strftime("%Y-%m-%d %H:%M:%S"))
+    for env_key in args.envs:
+        spec = ENVS[env_key]
+        budget = spec["steps"]
+        steps = args.steps or (spec["quick_steps"] if args.quick else budget)
+        runs: List[Dict[str, Any]] = []
+        for seed in seeds:
+            run = run_ppg(env_key, seed, steps, spec["eval_freq"])
+            runs.append(run)
+            print(f"  {run['library']} {spec['env_id']} seed {seed}: steps to target "
+                  f"{_fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
+                  f"{run['train_time']:.1f} s", flush=True)
+            if env_key == "cartpole" and not args.no_sb3:
+                run = run_sb3(seed, steps, spec["eval_freq"])
+                runs.append(run)
+                print(f"  {run['library']} {spec['env_id']} seed {seed}: steps to target "
+                      f"{_fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
+                      f"{run['train_time']:.1f} s", flush=True)
+        stem = f"ppg_{env_key}_learning" + ("_quick" if args.quick else "")
+        write_csv(args.out_dir / f"{stem}.csv", runs)
+        plot(args.out_dir / f"{stem}.png", runs, f"{spec['env_id']}: rlearn PPG" +
+             (" vs SB3 PPO (rl-zoo)" if env_key == "cartpole" and not args.no_sb3 else ""), spec["target"])
+        summary[env_key] = dict(steps=steps, budget=budget, target=spec["target"], report=report(runs, env_key, budget),
+                                runs=[{k: v for k, v in r.items() if k != "points"} for r in runs])
+    summary["load_average_end"] = os.getloadavg()[0]
+    name = "ppg_bench_quick.json" if args.quick else "ppg_bench.json"
+    (args.out_dir / name).write_text(json.dumps(summary, indent=2, default=float))
+    print(f"\nresults: {args.out_dir}/ (CSV, PNG, {name})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,350 @@
+"""Data-parallel training of a policy's networks: ``DistributedDataParallel`` plus a gradient guarantee.
+
+:meth:`policies.Policy.setup_distributed` calls :func:`setup_policy_ddp`, which
+
+1. copies rank 0's parameters and buffers of *every* network (target networks included) to every rank,
+   so all ranks start identical (:func:`broadcast_module_states`);
+2. replaces the policy attributes holding the networks named by ``policy.ddp_modules()`` with a
+   :class:`PolicyDDP` (a ``DistributedDataParallel``): ``loss.backward()`` through their forward averages
+   the gradients over ranks, overlapped with the backward pass;
+3. installs a :class:`GradientAverager` on every optimizer: right before ``optimizer.step()`` it averages,
+   in one flat ``all_reduce``, the gradient of every parameter of that optimizer that DDP did *not*
+   average since the previous step. That covers networks left out of ``ddp_modules()`` and gradients
+   DDP cannot see (``torch.autograd.grad``, a method other than ``forward``, ``param.grad = ...``).
+
+So every optimizer step on every rank uses the same averaged gradient, whatever way the algorithm
+computes it, and the parameters stay identical across ranks without the algorithm knowing it runs
+distributed. ``policy.modules()`` keeps returning the plain networks, so checkpoints are the same as in
+a single process. See docs/distributed.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+from rlearn.dist.utils import DistributedError, get_rank, get_world_size, is_distributed
+
+__all__ = [
+    "PolicyDDP",
+    "GradientAverager",
+    "DistributedPolicyState",
+    "broadcast_module_states",
+    "default_ddp_modules",
+    "setup_policy_ddp",
+    "unwrap_module",
+]
+
+
+def unwrap_module(module: Any) -> Any:
+    """The network inside a ``DistributedDataParallel`` wrapper, or ``module`` itself."""
+    return module.module if isinstance(module, DistributedDataParallel) else module
+
+
+# ------------------------------------------------------------------------------------ broadcasting
+def _unique_tensors(modules: Iterable[nn.Module]) -> List[torch.Tensor]:
+    seen = set()
+    tensors: List[torch.Tensor] = []
+    for module in modules:
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
+                tensors.append(tensor)
+    return tensors
+
+
+@torch.no_grad()
+def broadcast_module_states(modules: Iterable[nn.Module], src: int = 0) -> int:
+    """Overwrite every rank's parameters and buffers of ``modules`` with rank ``src``'s (collective).
+
+    Tensors are packed into one flat tensor per (device, dtype), so a policy costs a handful of
+    broadcasts. Returns the number of tensors synchronised (0 in a single process: nothing to do).
+    """
+    if not is_distributed():
+        return 0
+    groups: Dict[tuple, List[torch.Tensor]] = {}
+    for tensor in _unique_tensors(modules):
+        groups.setdefault((tensor.device, tensor.dtype), []).append(tensor)
+    for (_, dtype), tensors in groups.items():
+        wire = torch.uint8 if dtype == torch.bool else dtype  # gloo has no bool
+        flat = torch.cat([t.detach().reshape(-1).to(wire) for t in tensors])
+        try:
+            dist.broadcast(flat, src=src)
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            raise DistributedError(
+                f"rank {get_rank()}: broadcasting the policy's networks from rank {src} failed: {exc}"
+            ) from exc
+        offset = 0
+        for tensor in tensors:
+            n = tensor.numel()
+            tensor.copy_(flat[offset:offset + n].view(tensor.shape).to(dtype))
+            offset += n
+    return sum(len(tensors) for tensors in groups.values())
+
+
+# ----------------------------------------------------------------------------------------- wrapper
+class PolicyDDP(DistributedDataParallel):
+    """``DistributedDataParallel`` adapted to RL code.
+
+    * A forward pass without gradient (collection, evaluation, TD targets, PPG's old policy) runs the
+      wrapped network directly: no DDP book-keeping and no collective, so ranks may run different
+      numbers of them (rank 0 alone evaluates).
+    * Attributes that DDP does not have are looked up on the wrapped network, so an algorithm's helper
+      methods (``self.critic.q1(...)``) and sub-modules keep working. A gradient computed through such a
+      method bypasses DDP; :class:`GradientAverager` averages it before the optimizer step instead.
+    """
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return self.module(*args, **kwargs)
+        return super().forward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            modules = self.__dict__.get("_modules", {})
+            if "module" not in modules:
+                raise
+            return getattr(modules["module"], name)
+
+
+def _ddp_kwargs(module: nn.Module, find_unused_parameters: bool) -> Dict[str, Any]:
+    params = inspect.signature(DistributedDataParallel.__init__).parameters
+    kwargs: Dict[str, Any] = {"find_unused_parameters": find_unused_parameters}
+    # Buffers (running statistics...) are rank-local after the initial broadcast: syncing them on
+    # every forward would be a collective that rank 0's extra evaluation passes would deadlock on.
+    if "forward_sync_buffers" in params:
+        kwargs["forward_sync_buffers"] = False
+    else:  # torch < 2.13
+        kwargs["broadcast_buffers"] = False
+    if "init_sync" in params:
+        kwargs["init_sync"] = False  # broadcast_module_states already made the ranks identical
+    device = next(module.parameters()).device
+    if device.type == "cuda":
+        kwargs["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
+    return kwargs
+
+
+# -------------------------------------------------------------------------------- gradient average
+def _mark_reduced_hook(state, bucket):  # no annotations: DDP checks them against real classes
+    """DDP communication hook ``(GradientAverager, dist.GradBucket) -> Future[Tensor]``: DDP's own average
+    (``allreduce_hook``), noting which parameters it covers."""
+    state._note_reduced(bucket.parameters())
+    return default_hooks.allreduce_hook(None, bucket)
+
+
+class GradientAverager:
+    """Makes every ``optimizer.step()`` use gradients averaged over all ranks.
+
+    It tracks, per parameter, whether DDP has averaged its current gradient (a DDP communication hook
+    marks the parameters of each reduced bucket; a later local ``backward()`` into the same parameter
+    clears the mark). Right before a step, the parameters of that optimizer without the mark are
+    averaged with one flat ``all_reduce`` of their gradients plus one presence flag each: a parameter
+    with a gradient on some ranks only gets ``sum / world_size`` on every rank (DDP's convention for
+    unused parameters); a parameter with no gradient anywhere keeps ``None``. When DDP averaged
+    everything (the usual case for ``loss.backward()`` policies) no collective is issued. Marks are
+    cleared by the step: the next step needs a new average.
+
+    Every rank must step the same optimizers in the same order, as the algorithm does when its control
+    flow depends only on iteration counters (TD3's delayed actor, PPG's auxiliary phase).
+
+    Args:
+        optimizers: name -> optimizer (``policy.optimizers()``).
+        wrappers: name -> :class:`PolicyDDP` of the networks DDP averages.
+        owner: the policy's class name, for messages.
+    """
+
+    def __init__(self, optimizers: Mapping[str, torch.optim.Optimizer], wrappers: Mapping[str, DistributedDataParallel],
+                 owner: str) -> None:
+        self.owner = owner
+        self.world_size = get_world_size()
+        self.fallback_steps = 0  # steps that needed the flat all_reduce (for tests and docs)
+        self._reduced: set = set()  # ids of parameters whose gradient DDP averaged since their last step
+        self._ddp_owner: Dict[int, str] = {}  # parameter id -> name of its DDP-wrapped network
+        self._warned: set = set()
+        self._handles: List[Any] = []
+        for name, wrapper in wrappers.items():
+            wrapper.register_comm_hook(self, _mark_reduced_hook)
+            for param in wrapper.module.parameters():
+                if param.requires_grad:
+                    self._ddp_owner[id(param)] = name
+                    self._handles.append(param.register_post_accumulate_grad_hook(self._note_local_grad))
+        for name, optimizer in optimizers.items():
+            self._handles.append(optimizer.register_step_pre_hook(self._make_pre_step(name)))
+
+    def _note_reduced(self, params: Iterable[torch.Tensor]) -> None:
+        self._reduced.update(id(p) for p in params)
+
+    def _note_local_grad(self, param: torch.Tensor) -> None:
+        self._reduced.discard(id(param))
+
+    def _make_pre_step(self, name: str):
+        def pre_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            self.average(optimizer, name)
+
+        return pre_step
+
+    @torch.no_grad()
+    def average(self, optimizer: torch.optim.Optimizer, name: str = "optimizer") -> None:
+        """Average the gradients of ``optimizer``'s parameters that DDP did not (collective if any)."""
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        pending = [p for p in params if id(p) not in self._reduced]
+        self._reduced.difference_update(id(p) for p in params)
+        if not pending:
+            return
+        self._warn_bypassed(pending, name)
+        self.fallback_steps += 1
+        by_kind: Dict[tuple, List[torch.Tensor]] = {}
+        for param in pending:
+            by_kind.setdefault((param.device, param.dtype), []).append(param)
+        for (device, dtype), group in by_kind.items():
+            parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=device, dtype=dtype)
+                     for p in group]
+            parts.append(torch.tensor([p.grad is not None for p in group], device=device, dtype=dtype))
+            flat = torch.cat(parts)
+            try:
+                dist.all_reduce(flat)
+            except Exception as exc:  # noqa: BLE001 - a dead peer or mismatched steps surface here
+                raise DistributedError(
+                    f"rank {get_rank()}: averaging the gradients of {self.owner} optimizer {name!r} failed (another "
+                    f"rank died, or the ranks stepped different optimizers): {exc}"
+                ) from exc
+            present = flat[-len(group):]
+            offset = 0
+            for param, count in zip(group, present.tolist()):
+                n = param.numel()
+                if count > 0:
+                    mean = flat[offset:offset + n].view_as(param).div_(self.world_size)
+                    if param.grad is None:
+                        param.grad = mean.clone()
+                    else:
+                        param.grad.copy_(mean)
+                offset += n
+
+    def _warn_bypassed(self, pending: List[torch.Tensor], optimizer_name: str) -> None:
+        networks = sorted({self._ddp_owner[id(p)] for p in pending if id(p) in self._ddp_owner and p.grad is not None})
+        new = [n for n in networks if n not in self._warned]
+        if not new:
+            return
+        self._warned.update(new)
+        warnings.warn(
+            f"{self.owner}: gradients of {', '.join(repr(n) for n in new)} reached optimizer {optimizer_name!r} "
+            "without being averaged by DistributedDataParallel (computed without loss.backward() through the "
+            "network's forward, e.g. torch.autograd.grad or a helper method); rlearn averages them before the "
+            "step instead. Leave these networks out of ddp_modules() to skip DDP's overhead.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    def remove(self) -> None:
+        """Detach the optimizer and gradient hooks (the DDP communication hooks stay with their wrappers)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+
+# ------------------------------------------------------------------------------------------ policy
+@dataclass
+class DistributedPolicyState:
+    """What :func:`setup_policy_ddp` did to a policy (kept as ``policy._distributed``).
+
+    Attributes:
+        wrappers: network name -> its :class:`PolicyDDP`.
+        attributes: network name -> the policy attribute that now holds the wrapper.
+        averager: the :class:`GradientAverager` watching the optimizers.
+        synced_tensors: parameters and buffers broadcast from rank 0.
+    """
+
+    wrappers: Dict[str, PolicyDDP] = field(default_factory=dict)
+    attributes: Dict[str, str] = field(default_factory=dict)
+    averager: Optional[GradientAverager] = None
+    synced_tensors: int = 0
+
+
+def default_ddp_modules(policy: Any) -> List[str]:
+    """Names in ``policy.modules()`` with a trainable parameter that one of ``policy.optimizers()`` updates.
+
+    Target networks (no optimizer updates them: they follow their online network by Polyak averaging or
+    copies) and frozen networks are therefore left out.
+    """
+    optimized = {id(p) for opt in policy.optimizers().values() for group in opt.param_groups for p in group["params"]}
+    names = []
+    for name, module in policy.modules().items():
+        if any(p.requires_grad and id(p) in optimized for p in unwrap_module(module).parameters()):
+            names.append(name)
+    return names
+
+
+def _check_ddp_names(policy: Any, names: Any, modules: Mapping[str, nn.Module]) -> List[str]:
+    owner = type(policy).__name__
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise TypeError(f"{owner}.ddp_modules() must return a list of names from modules(), got {names!r}")
+    names = list(names)
+    for name in names:
+        if name not in modules:
+            raise ValueError(f"{owner}.ddp_modules() names {name!r}, which is not in modules() ({sorted(modules)})")
+        if not any(p.requires_grad for p in modules[name].parameters()):
+            raise ValueError(f"{owner}.ddp_modules() names {name!r}, which has no trainable parameter")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{owner}.ddp_modules() lists a network twice: {names}")
+    seen: Dict[int, str] = {}
+    for name in names:
+        for param in modules[name].parameters():
+            other = seen.setdefault(id(param), name)
+            if other != name:
+                raise ValueError(
+                    f"{owner}.ddp_modules(): {other!r} and {name!r} share parameters; wrap only one of them "
+                    "(DDP would average the shared gradients twice)"
+                )
+    return names
+
+
+def _holding_attribute(policy: Any, name: str, module: nn.Module) -> str:
+    holders = [attr for attr, value in vars(policy).items() if value is module]
+    if len(holders) != 1:
+        where = "no attribute" if not holders else f"several attributes ({', '.join(holders)})"
+        raise ValueError(
+            f"{type(policy).__name__}: network {name!r} of modules() is held by {where} of the policy; "
+            "setup_distributed() replaces the one attribute holding a network by its DDP wrapper. Keep each "
+            "network in one attribute (self.<name> = ...), or leave it out of ddp_modules()"
+        )
+    return holders[0]
+
+
+def setup_policy_ddp(policy: Any) -> bool:
+    """Implementation of :meth:`policies.Policy.setup_distributed` (collective: every rank calls it).
+
+    Returns True when the policy is now set up for several processes, False in a single process
+    (nothing is changed). Calling it again is a no-op.
+    """
+    if not is_distributed():
+        return False
+    if getattr(policy, "_distributed", None) is not None:
+        return True
+    modules = {name: unwrap_module(m) for name, m in policy.modules().items()}
+    state = DistributedPolicyState()
+    state.synced_tensors = broadcast_module_states(modules.values())
+    names = _check_ddp_names(policy, policy.ddp_modules(), modules)
+    attributes = {name: _holding_attribute(policy, name, modules[name]) for name in names}
+    find_unused = bool(getattr(policy, "ddp_find_unused_parameters", True))
+    for name in names:
+        module = modules[name]
+        try:
+            wrapper = PolicyDDP(module, **_ddp_kwargs(module, find_unused))
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            raise DistributedError(f"{type(policy).__name__}: wrapping {name!r} in DistributedDataParallel failed: {exc}") from exc
+        setattr(policy, attributes[name], wrapper)
+        state.wrappers[name] = wrapper
+        state.attributes[name] = attributes[name]
+    state.averager = GradientAverager(policy.optimizers(), state.wrappers, type(policy).__name__)
+    policy._distributed = state
+    return True

@@ -1,0 +1,67 @@
+"""Re-launch an ``rlearn`` command through ``torchrun`` on this machine (``rlearn train CONFIG --nproc N``).
+
+``torchrun`` starts N copies of ``python -m rlearn ...`` with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``MASTER_ADDR`` and ``MASTER_PORT`` set, supervises them (a rank that exits with an error makes it stop
+the others) and exits non-zero when one failed. :func:`relaunch` builds that command line, runs it and
+returns its exit code::
+
+    python -m torch.distributed.run --nproc_per_node N --master_addr 127.0.0.1 --master_port <free port> \\
+        -m rlearn train CONFIG ...        # the same arguments, without --nproc
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import List, Optional, Sequence
+
+__all__ = ["find_free_port", "torchrun_command", "relaunch", "LAUNCHED_ENV"]
+
+#: set in the children's environment, so a launched process never launches again
+LAUNCHED_ENV = "RLEARN_TORCHRUN_CHILD"
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Optional[int] = None,
+                     master_addr: str = "127.0.0.1") -> List[str]:
+    """The ``torchrun`` command line that runs ``python -m rlearn <rlearn_args>`` in ``nproc`` processes."""
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"--nproc must be an int >= 1, got {nproc!r}")
+    port = find_free_port(master_addr) if master_port is None else int(master_port)
+    return [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nproc_per_node", str(nproc),
+        "--master_addr", master_addr,
+        "--master_port", str(port),
+        "-m", "rlearn", *rlearn_args,
+    ]
+
+
+def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
+    """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code.
+
+    Ctrl-C from a terminal reaches the whole process group (torchrun and its workers); this process
+    passes it on once (in case it was signalled alone) and waits for torchrun to stop the workers.
+    """
+    if os.environ.get(LAUNCHED_ENV):
+        raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
+    command = torchrun_command(nproc, rlearn_args)
+    env = dict(os.environ, **{LAUNCHED_ENV: "1"})
+    process = subprocess.Popen(command, env=env)
+    forwarded = False
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            if not forwarded:
+                forwarded = True
+                process.send_signal(signal.SIGINT)
