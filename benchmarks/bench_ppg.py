@@ -254,6 +254,7 @@ def plot(path: Path, runs: List[Dict[str, Any]], title: str, target: float) -> b
         xs = [p["envstep"] for p in run["points"]]
         ys = [p["eval_return"] for p in run["points"]]
         ax.plot(xs, ys, color=colors.get(run["library"], "gray"), alpha=0.8, marker=".",
+                linestyle=("-", "--", ":", "-.")[run["seed"] % 4],
                 label=f"{run['library']} seed {run['seed']}")
     ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"target {target:g}")
     ax.set_xlabel("env steps")

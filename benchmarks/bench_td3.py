@@ -476,7 +476,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(_table([[k, v] for k, v in peak.items()], ["product", "GFLOP/s"]))
 
     if "step" in sections:
-        iters = 50 if quick else 300
+        iters = 50 if quick else 150
         rows = step_timing(iters, repeats=3 if quick else 5)
         report["step"] = rows
         flops = td3_iteration_flops(3, 1, s["hidden_sizes"], s["batch_size"], s["actor_update_freq"])

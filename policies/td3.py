@@ -59,6 +59,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import threading
 import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -395,14 +396,24 @@ class TD3Policy(Policy):
         return tuple(out)
 
     def _split(self, tensors: Sequence[torch.Tensor]) -> List[Tuple[torch.Tensor, ...]]:
-        """Cut every tensor into ``learn_threads`` slices along the batch (fewer if the batch is tiny)."""
+        """Cut every tensor into ``learn_threads`` slices along the batch (fewer if the batch is tiny).
+
+        One slice per thread: each slice costs about a millisecond of its own (fresh gradient tensors to
+        allocate and sum, smaller products), so finer slicing for load balancing does not pay.
+        """
         parts = min(self.learn_threads, tensors[0].shape[0])
         if parts == 1:
             return [tuple(tensors)]
         return list(zip(*(t.tensor_split(parts) for t in tensors)))
 
     def _run_slices(self, fn: Callable[[Any], Any], slices: Sequence[Any]) -> List[Any]:
-        """``fn`` on every slice: the first on this thread, the others on the worker pool, concurrently."""
+        """``[fn(s) for s in slices]``, computed by this thread and the worker threads together.
+
+        Every thread takes the next slice not yet taken until none is left (work sharing): if a worker is
+        slow to wake up because another process holds the core, this thread computes its slice too
+        instead of waiting. Results keep the slices' order, so their sum does not depend on which thread
+        computed what.
+        """
         if len(slices) == 1:
             return [fn(slices[0])]
         if self._pool is None:
@@ -413,9 +424,23 @@ class TD3Policy(Policy):
                 initializer=torch.set_num_threads, initargs=(1,),
             )
             weakref.finalize(self, self._pool.shutdown, wait=False)
-        futures = [self._pool.submit(fn, part) for part in slices[1:]]
-        first = fn(slices[0])
-        return [first] + [future.result() for future in futures]
+        results: List[Any] = [None] * len(slices)
+        todo = iter(range(len(slices)))  # next() on a shared iterator, under a lock
+        lock = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with lock:
+                    index = next(todo, None)
+                if index is None:
+                    return
+                results[index] = fn(slices[index])
+
+        helpers = [self._pool.submit(work) for _ in range(len(slices) - 1)]
+        work()
+        for helper in helpers:
+            helper.result()  # re-raises a helper's exception
+        return results
 
     @staticmethod
     def _set_grads(params: Sequence[torch.Tensor], results: Sequence[Tuple[Sequence[torch.Tensor], torch.Tensor]]) -> torch.Tensor:

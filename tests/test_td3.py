@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies import PolicyConfigError, get_policy_class
 from policies.td3 import TD3Policy
@@ -44,7 +46,7 @@ def params(module: torch.nn.Module) -> list:
 
 
 def same(a: list, b: list) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
 # --------------------------------------------------------------------------------------- monitoring
@@ -232,6 +234,26 @@ def test_learn_threads_give_the_same_updates():
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_error_in_a_slice_propagates_and_updates_nothing(monkeypatch):
+    """With learn_threads=2 the second slice may run on a worker thread: its exception still surfaces."""
+    policy = make_policy(learn_threads=2)
+    batch = make_batch(policy, n=16)
+    original = policy._critic_slice
+    second = batch["obs"][8]
+
+    def failing(obs, *args, **kwargs):
+        if torch.equal(obs[0], second):
+            raise RuntimeError("boom in slice 2")
+        return original(obs, *args, **kwargs)
+
+    monkeypatch.setattr(policy, "_critic_slice", failing)
+    before = params(policy.critic)
+    for _ in range(3):  # whichever thread takes slice 2
+        with pytest.raises(RuntimeError, match="boom in slice 2"):
+            policy._forward_learn(batch)
+    assert same(before, params(policy.critic)) and policy.update_count == 0
+
+
 # ---------------------------------------------------------------------------------- collect and eval
 ASYM = spaces.Box(np.array([-1.0, 0.0, 2.0], np.float32), np.array([3.0, 0.5, 2.5], np.float32), dtype=np.float32)
 
@@ -286,6 +308,29 @@ def test_action_scaling_asymmetric_bounds():
     obs = np.random.default_rng(0).uniform(-1, 1, size=(64, 3)).astype(np.float32)
     act = policy._forward_eval(obs)
     assert act.dtype == np.float32 and np.all(act >= ASYM.low) and np.all(act <= ASYM.high)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    bounds=st.lists(
+        st.tuples(st.floats(-100, 100), st.floats(1e-3, 50)), min_size=1, max_size=4
+    ),
+    data=st.data(),
+)
+def test_action_scaling_matches_naive_affine_map(bounds, data):
+    low = np.array([b[0] for b in bounds], np.float32)
+    high = np.array([b[0] + b[1] for b in bounds], np.float32)
+    space = spaces.Box(low, high, dtype=np.float32)
+    policy = TD3Policy(dict(SMALL, hidden_sizes=[2]), OBS, space, seed=0)
+    norm = np.array(data.draw(st.lists(st.floats(-1, 1), min_size=len(bounds), max_size=len(bounds))))[None]
+    env = policy.to_env_action(norm)
+    lo, hi = space.low.astype(np.float64), space.high.astype(np.float64)
+    naive = lo + (norm + 1.0) / 2.0 * (hi - lo)
+    np.testing.assert_allclose(env, naive, rtol=1e-5, atol=1e-5 * (1 + np.abs(hi).max()))
+    assert np.all(env >= space.low) and np.all(env <= space.high)
+    # env actions are float32: the round trip is exact up to float32 rounding relative to the range
+    eps = 4 * np.finfo(np.float32).eps * (1 + np.abs(np.concatenate([lo, hi])).max()) / ((hi - lo) / 2).min()
+    np.testing.assert_allclose(policy.to_normalized_action(env), norm, atol=max(eps, 1e-6))
 
 
 def test_multidimensional_box_action_and_observation():

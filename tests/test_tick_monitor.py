@@ -483,12 +483,13 @@ def test_periodic_key_count_is_exact(period, window, n_ticks):
     monitor = TickMonitor(window_size=window)
     for t in range(n_ticks):
         if t % period == 0:
-            monitor.update({"k": 1.0})
+            monitor.update({"k": float(t)})
         monitor.tick()
     now = n_ticks
-    expected = sum(1 for t in range(max(0, now - window + 1), now) if t % period == 0)
-    assert monitor.count("k") == expected
-    assert monitor.avg("k") == (1.0 if expected else None)
+    expected = [float(t) for t in range(max(0, now - window + 1), now) if t % period == 0]
+    assert monitor.count("k") == len(expected)
+    assert monitor.avg("k") == (sum(expected) / len(expected) if expected else None)  # small ints: exact
+    assert (monitor.min("k"), monitor.max("k")) == ((min(expected), max(expected)) if expected else (None, None))
 
 
 dense_ticks = st.lists(
@@ -499,15 +500,20 @@ dense_ticks = st.lists(
 
 
 @settings(max_examples=80, deadline=None)
-@given(window_size=st.integers(1, 9), ticks=dense_ticks)
-def test_dense_streams_match_naive_reference(window_size, ticks):
+@given(window_size=st.integers(1, 9), ticks=dense_ticks, plain=st.booleans(), roundtrip_at=st.integers(0, 150))
+def test_dense_streams_match_naive_reference(window_size, ticks, plain, roundtrip_at):
     """One (sparse) dict per tick, sometimes two updates in a tick, queries at random ticks: exercises
-    the expiry of old ticks in steady state."""
+    the expiry of old ticks in steady state. ``plain`` feeds Python floats only (the unchecked fast
+    path of ``update``); the monitor is restored from its state dict once, mid-stream."""
     monitor = TickMonitor(window_size=window_size)
     ref = NaiveMonitor(window_size, {})
-    for info, twice, query in ticks:
+    for index, (info, twice, query) in enumerate(ticks):
+        if index == roundtrip_at:
+            restored = TickMonitor(window_size=1)
+            restored.load_state_dict(monitor.state_dict())
+            monitor = restored
         for _ in range(2 if twice else 1):
-            monitor.update({k: as_input(v) for k, v in info.items()})
+            monitor.update({k: float(v) if plain else as_input(v) for k, v in info.items()})
             ref.update(info)
         if query:
             check_same(monitor, ref)

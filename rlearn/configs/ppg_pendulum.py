@@ -7,6 +7,8 @@ have. ``learner.log_freq`` and ``learner.monitor_window`` follow ``n_pi`` (see d
 """
 
 N_PI = 8  # policy iterations per auxiliary phase
+NUM_ENVS, ROLLOUT_STEPS, MAX_ENV_STEPS = 8, 256, 200_000
+ITERATIONS = -(-MAX_ENV_STEPS // (NUM_ENVS * ROLLOUT_STEPS))  # 98 train iterations
 
 config = dict(
     exp_name="ppg_pendulum",
@@ -14,10 +16,10 @@ config = dict(
     device="cpu",
     num_threads=1,  # small networks: one torch thread is fastest
     profile=False,  # True (or RLEARN_PROFILE=1) records a timeline trace
-    env=dict(id="Pendulum-v1", num_envs=8, asynchronous=False, kwargs={}),
+    env=dict(id="Pendulum-v1", num_envs=NUM_ENVS, asynchronous=False, kwargs={}),
     policy=dict(
         type="ppg",
-        rollout_steps=256,  # one iteration = 8 envs x 256 steps = 2048 transitions
+        rollout_steps=ROLLOUT_STEPS,  # one iteration = 8 envs x 256 steps = 2048 transitions
         gamma=0.9,
         gae_lambda=0.95,
         reward_scale=0.1,  # rewards in [-1.6, 0]
@@ -37,13 +39,17 @@ config = dict(
         lr=1e-3,
     ),
     buffer=dict(size=100_000),  # unused on-policy
-    train=dict(max_env_steps=200_000, collect_steps=1, updates_per_step=1.0),
+    train=dict(max_env_steps=MAX_ENV_STEPS, collect_steps=1, updates_per_step=1.0),
     learner=dict(
         log_freq=N_PI,  # a table right after every auxiliary phase...
         monitor_window=2 * N_PI,  # ...averaging the last 16 iterations: 16 policy values, exactly 2 aux values
         monitor_windows={},
         strict=False,
-        hooks=[],
+        hooks=[
+            # linear decay of the three optimizers' lr to 0 over the run: steadier returns late in training
+            dict(type="LRSchedulerHook",
+                 scheduler=dict(type="LinearLR", start_factor=1.0, end_factor=0.0, total_iters=ITERATIONS)),
+        ],
     ),
     eval=dict(freq=8_192, episodes=10, num_envs=10, stop_value=None),
     checkpoint=dict(freq=4 * N_PI, keep=3),

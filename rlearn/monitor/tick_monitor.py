@@ -97,9 +97,16 @@ class _KeyWindow:
         self.o_lo, self.o_hi, self.o_mm_n = _INF, -_INF, 0
 
     def _set_closed(
-        self, ticks: List[int], sums: List[float], counts: Optional[List[int]], los: List[float], his: List[float], bad: List[int]
+        self,
+        ticks: List[int],
+        sums: List[float],
+        counts: Optional[List[int]],
+        los: List[float],
+        his: List[float],
+        bad: List[int],
     ) -> None:
-        self.c_ticks, self.c_sums, self.c_counts, self.c_los, self.c_his, self.c_bad = ticks, sums, counts, los, his, bad
+        self.c_ticks, self.c_sums, self.c_counts = ticks, sums, counts
+        self.c_los, self.c_his, self.c_bad = los, his, bad
         self.c_suf: Optional[List[float]] = None
         self.c_suf_n: Optional[List[int]] = None
         self.c_suf_lo: Optional[List[float]] = None
@@ -339,66 +346,65 @@ class TickMonitor:
         """
         windows = self._windows
         tick = self._tick
-        # fast path, the common case: a dict of Python floats for keys already seen (so valid keys)
+        # the common case, a dict of Python floats for keys already seen (so valid keys), needs no check
+        items: Any
         if type(info) is dict and set(map(type, info.values())) == _ONLY_FLOAT and info.keys() <= windows.keys():
-            for key, value in info.items():
-                window = windows[key]
-                if tick >= window.end or value - value:  # a new block, or NaN/inf (x - x is NaN: truthy)
-                    window.add(tick, value)
-                else:
-                    window.ticks.append(tick)
-                    window.vals.append(value)
-            self._last.update(info)
-            return
-        items = self._validated(info)
-        # validation is over: record everything
+            items = info.items()
+            recorded: Any = info
+        else:
+            items = recorded = self._validated(info)
+            if not info.keys() <= windows.keys():  # validation is over: nothing below can fail
+                for key, _ in items:
+                    if key not in windows:
+                        windows[key] = _KeyWindow(self._sizes.get(key, self._default_size), tick)
         for key, value in items:
-            window = windows.get(key)
-            if window is None:
-                window = windows[key] = _KeyWindow(self._sizes.get(key, self._default_size), tick)
-            window.add(tick, value)
-        self._last.update(items)
+            window = windows[key]
+            if tick >= window.end or value - value:  # a new block, or NaN/inf (x - x is NaN: truthy)
+                window.add(tick, value)
+            else:  # window.add() inlined
+                window.ticks.append(tick)
+                window.vals.append(value)
+        self._last.update(recorded)
 
     def _validated(self, info: Mapping[str, Any]) -> List[Tuple[str, float]]:
         """``info``'s items with every value a Python float; raises naming the culprit otherwise."""
         if not isinstance(info, dict) and not isinstance(info, Mapping):
             raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
-        converted: Optional[Dict[str, float]] = None  # values that are not already Python floats
-        tensors: Optional[Dict[str, torch.Tensor]] = None
+        items: List[Tuple[str, Any]] = []
+        tensors: Optional[Dict[int, torch.Tensor]] = None  # accelerator tensors, by position in items
+        cpu_direct = _CPU_DIRECT
         for key, value in info.items():
             if type(key) is not str or not key:
                 _check_key(key)
             cls = type(value)
             if cls is float:
-                continue
-            if isinstance(value, torch.Tensor):
-                if value.is_cpu and _CPU_DIRECT:
-                    number = _cpu_tensor_to_float(key, value)
+                items.append((key, value))
+            elif cls is torch.Tensor or isinstance(value, torch.Tensor):
+                if value.is_cpu and cpu_direct:
+                    try:  # the common case inlined: item() of a one-element float tensor is a float
+                        number = value.item()
+                    except RuntimeError:  # several elements: the helper names the key and the shape
+                        number = None
+                    items.append((key, number if type(number) is float else _cpu_tensor_to_float(key, value)))
                 else:  # accelerator: copied to the host together with the others, below
                     _check_tensor(key, value)
                     if tensors is None:
                         tensors = {}
-                    tensors[key] = value
-                    continue
+                    tensors[len(items)] = value
+                    items.append((key, None))
             elif cls is int or cls is bool:
-                number = _int_to_float(key, value)
+                items.append((key, _int_to_float(key, value)))
             else:
-                number = _to_float(key, value)
-            if converted is None:
-                converted = {}
-            converted[key] = number
+                items.append((key, _to_float(key, value)))
         if tensors is not None:
-            if converted is None:
-                converted = {}
             try:
                 numbers_ = _tensors_to_floats(list(tensors.values()))
             except (RuntimeError, NotImplementedError) as exc:  # e.g. meta tensors, a failed device copy
-                names = ", ".join(repr(k) for k in tensors)
+                names = ", ".join(repr(items[i][0]) for i in tensors)
                 raise TypeError(f"monitor values for {names}: cannot copy the tensors to the host ({exc})") from exc
-            converted.update(zip(tensors, numbers_))
-        if converted is None:
-            return list(info.items())
-        return [(k, converted.get(k, v)) for k, v in info.items()]
+            for index, number in zip(tensors, numbers_):
+                items[index] = (items[index][0], number)
+        return items
 
     # ---------------------------------------------------------------------------------- queries
     def avg(self, key: str) -> Optional[float]:
