@@ -42,12 +42,14 @@ medium-size matrix products. Three things make it cheap:
   two, for the forward and the backward;
 * the actor loss evaluates ``Q1`` with *detached* critic weights, so autograd computes no critic weight
   gradients on actor steps (about one matmul in twelve saved per iteration);
-* with ``learn_threads = k > 1`` the minibatch is split into ``k`` slices that run forward and backward
-  concurrently on ``k`` threads (PyTorch releases the GIL inside its kernels) and their gradients are
-  summed before a single optimizer step. This is the same mathematics as one full-batch pass (losses are
-  sums over samples divided by the full batch size) with coarse synchronisation -- two joins per
-  iteration -- instead of OpenMP's per-kernel barriers, which collapse when another process is busy on the
-  second core. Each kernel then runs single-threaded on its slice's thread: keep the run config's
+* with ``learn_threads = k > 1`` the minibatch is cut into ``k`` slices whose forward and backward can run
+  concurrently on ``k`` threads (PyTorch releases the GIL inside its kernels); their gradients are summed
+  before a single optimizer step. This is the same mathematics as one full-batch pass (losses are sums
+  over samples divided by the full batch size), with two joins per iteration instead of OpenMP's
+  per-kernel barriers, which collapse when another process is busy on the second core. Threads only pay
+  while the cores are free, so a :class:`SliceRunner` re-measures every 1000 iterations whether the slices
+  run faster on one thread or on ``k``, and uses the faster; the slices are the same either way, so the
+  numbers do not depend on that choice. Each kernel runs single-threaded: keep the run config's
   ``num_threads = 1`` (the default); with more torch threads the policy sets one, with a warning, rather
   than oversubscribe the cores.
 
@@ -60,6 +62,7 @@ import copy
 import math
 import numbers
 import threading
+import time
 import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -74,7 +77,7 @@ from policies.base import Policy, PolicyConfigError
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
 
-__all__ = ["TD3Policy", "Actor", "TwinCritic", "EnsembleLinear"]
+__all__ = ["TD3Policy", "Actor", "TwinCritic", "EnsembleLinear", "SliceRunner"]
 
 # ------------------------------------------------------------------------------------------- networks
 
@@ -141,6 +144,82 @@ class Actor(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs)
+
+
+# ----------------------------------------------------------------------------------- batch slices
+
+
+class SliceRunner:
+    """Runs a function over the slices of a minibatch on this thread alone, or on ``threads`` threads.
+
+    Which of the two is faster depends on the machine *now*: on idle cores the threads run the slices
+    concurrently (PyTorch releases the GIL inside its kernels); when another process occupies a core, a
+    thread holding the GIL gets descheduled and the others wait for it, and one thread is faster. So the
+    runner measures: every ``probe_every`` iterations it runs ``probe_len`` of them on one thread and
+    ``probe_len`` on all threads, and keeps the mode with the lower median iteration time until the next
+    probe. The slices themselves never change, so the results do not depend on the choice.
+
+    In parallel mode every thread takes the next slice not yet taken until none is left (work sharing):
+    if a worker is slow to wake up, this thread computes its slice too instead of waiting.
+    """
+
+    def __init__(self, threads: int, probe_every: int = 1000, probe_len: int = 16) -> None:
+        self.threads = threads
+        self.probe_every = probe_every
+        self.probe_len = probe_len
+        #: the mode used outside probes (True: all threads); updated after every probe
+        self.parallel = True
+        self._iteration = 0
+        self._times: Dict[bool, List[float]] = {False: [], True: []}
+        self._pool: Optional[ThreadPoolExecutor] = None
+
+    def mode(self) -> bool:
+        """Whether the current iteration runs its slices on all threads."""
+        phase = self._iteration % self.probe_every
+        if phase < 2 * self.probe_len:
+            return phase >= self.probe_len  # probe: first on one thread, then on all
+        return self.parallel
+
+    def iteration_done(self, seconds: float, parallel: bool) -> None:
+        """Record the wall time of the iteration that just ran in mode ``parallel``; decide after a probe."""
+        phase = self._iteration % self.probe_every
+        if phase < 2 * self.probe_len:
+            self._times[parallel].append(seconds)
+            if phase == 2 * self.probe_len - 1:
+                serial, threaded = (float(np.median(self._times[m])) for m in (False, True))
+                self.parallel = threaded < serial
+                self._times = {False: [], True: []}
+        self._iteration += 1
+
+    def run(self, fn: Callable[[Any], Any], slices: Sequence[Any], parallel: bool) -> List[Any]:
+        """``[fn(s) for s in slices]``, on this thread alone or shared with the worker threads."""
+        if not parallel or len(slices) == 1:
+            return [fn(part) for part in slices]
+        if self._pool is None:
+            # torch.set_num_threads is partly per thread (OpenMP and MKL keep thread-local counts): without
+            # this initializer a worker's matmuls would start an OpenMP team of all cores and spin-wait
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.threads - 1, thread_name_prefix="td3-learn",
+                initializer=torch.set_num_threads, initargs=(1,),
+            )
+            weakref.finalize(self, self._pool.shutdown, wait=False)
+        results: List[Any] = [None] * len(slices)
+        todo = iter(range(len(slices)))  # next() on a shared iterator, under a lock
+        lock = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with lock:
+                    index = next(todo, None)
+                if index is None:
+                    return
+                results[index] = fn(slices[index])
+
+        helpers = [self._pool.submit(work) for _ in range(min(self.threads, len(slices)) - 1)]
+        work()
+        for helper in helpers:
+            helper.result()  # re-raises a helper's exception
+        return results
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -253,7 +332,7 @@ class TD3Policy(Policy):
         self.torch_rng = torch.Generator(device=self.device)
         self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
         self.update_count = 0  # critic updates done; the actor and targets move when it is a multiple of the freq
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self.slice_runner = SliceRunner(self.learn_threads)
         if self.learn_threads > 1 and torch.get_num_threads() > 1:
             warnings.warn(
                 f"TD3Policy: policy.learn_threads={self.learn_threads} runs one batch slice per thread; setting "
@@ -288,13 +367,15 @@ class TD3Policy(Policy):
 
     def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         """One TD3 iteration on a replay minibatch (the off-policy data contract of ``policies.base``)."""
+        start = time.perf_counter()
         obs, action, reward, next_obs, terminated = self._check_batch(data)
         batch = obs.shape[0]
         noise = self.smoothing_noise(action.shape)  # for the whole batch, before it is cut into slices
         slices = self._split((obs, action, reward, next_obs, terminated, noise))
+        parallel = self.slice_runner.mode()
 
         # critics: forward and backward per slice (concurrently), gradients summed, one Adam step
-        results = self._run_slices(lambda part: self._critic_slice(*part, batch_size=batch), slices)
+        results = self.slice_runner.run(lambda part: self._critic_slice(*part, batch_size=batch), slices, parallel)
         stats = self._set_grads(self._critic_params, results)
         with span("learner/optimizer_step", lane="learner"):
             self.critic_optimizer.step()
@@ -304,7 +385,7 @@ class TD3Policy(Policy):
 
         if self.update_count % self.actor_update_freq == 0:
             states = [(part[0],) for part in slices]
-            results = self._run_slices(lambda part: self._actor_slice(part[0], batch_size=batch), states)
+            results = self.slice_runner.run(lambda part: self._actor_slice(part[0], batch_size=batch), states, parallel)
             actor_loss = self._set_grads(self._actor_params, results)
             with span("learner/optimizer_step", lane="learner"):
                 self.actor_optimizer.step()
@@ -313,6 +394,7 @@ class TD3Policy(Policy):
                         target.lerp_(online, self.tau)
             info["actor_loss"] = float(actor_loss)
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]
+        self.slice_runner.iteration_done(time.perf_counter() - start, parallel)
         return info
 
     def _critic_slice(
@@ -405,42 +487,6 @@ class TD3Policy(Policy):
         if parts == 1:
             return [tuple(tensors)]
         return list(zip(*(t.tensor_split(parts) for t in tensors)))
-
-    def _run_slices(self, fn: Callable[[Any], Any], slices: Sequence[Any]) -> List[Any]:
-        """``[fn(s) for s in slices]``, computed by this thread and the worker threads together.
-
-        Every thread takes the next slice not yet taken until none is left (work sharing): if a worker is
-        slow to wake up because another process holds the core, this thread computes its slice too
-        instead of waiting. Results keep the slices' order, so their sum does not depend on which thread
-        computed what.
-        """
-        if len(slices) == 1:
-            return [fn(slices[0])]
-        if self._pool is None:
-            # torch.set_num_threads is partly per thread (OpenMP and MKL keep thread-local counts): without
-            # this initializer a worker's matmuls would start an OpenMP team of all cores and spin-wait
-            self._pool = ThreadPoolExecutor(
-                max_workers=self.learn_threads - 1, thread_name_prefix="td3-learn",
-                initializer=torch.set_num_threads, initargs=(1,),
-            )
-            weakref.finalize(self, self._pool.shutdown, wait=False)
-        results: List[Any] = [None] * len(slices)
-        todo = iter(range(len(slices)))  # next() on a shared iterator, under a lock
-        lock = threading.Lock()
-
-        def work() -> None:
-            while True:
-                with lock:
-                    index = next(todo, None)
-                if index is None:
-                    return
-                results[index] = fn(slices[index])
-
-        helpers = [self._pool.submit(work) for _ in range(len(slices) - 1)]
-        work()
-        for helper in helpers:
-            helper.result()  # re-raises a helper's exception
-        return results
 
     @staticmethod
     def _set_grads(params: Sequence[torch.Tensor], results: Sequence[Tuple[Sequence[torch.Tensor], torch.Tensor]]) -> torch.Tensor:

@@ -342,8 +342,6 @@ def test_state_dict_round_trip_mid_cycle_is_exact(action):
     restored.load_state_dict(torch.load(buffer, weights_only=False))
     assert restored.aux_store_size == 2 and restored.policy_iterations == 2
 
-    data = make_rollout(policy, seed=5)
-    assert data.keys() == make_rollout(restored, seed=5).keys()
     info_a = policy._forward_learn(make_rollout(policy, seed=5))
     info_b = restored._forward_learn(make_rollout(restored, seed=5))
     assert AUX_KEYS <= set(info_a)

@@ -234,6 +234,40 @@ def test_learn_threads_give_the_same_updates():
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_where_slices_run_does_not_change_the_results(parallel):
+    """learn_threads=2 always cuts the batch in two; running both halves on one thread or on two gives
+    bit-identical updates, so the runner's timing-based choice never changes a run's numbers."""
+    from policies.td3 import SliceRunner
+
+    ref, other = make_policy(learn_threads=2, actor_update_freq=1), make_policy(learn_threads=2, actor_update_freq=1)
+    for policy, mode in ((ref, False), (other, parallel)):
+        policy.slice_runner = SliceRunner(2, probe_len=0)  # no probing: always the mode set below
+        policy.slice_runner.parallel = mode
+    for i in range(3):
+        batch = make_batch(ref, n=33, seed=i)
+        assert ref._forward_learn(batch) == other._forward_learn(batch)
+    assert same(params(ref.actor) + params(ref.critic), params(other.actor) + params(other.critic))
+
+
+def test_slice_runner_probes_and_keeps_the_faster_mode():
+    from policies.td3 import SliceRunner
+
+    runner = SliceRunner(2, probe_every=10, probe_len=2)
+    modes = []
+    for it in range(30):
+        mode = runner.mode()
+        modes.append(mode)
+        fast_parallel = it < 10  # parallel is faster in the first period, slower afterwards
+        runner.iteration_done(1.0 if mode == fast_parallel else 2.0, mode)
+    # each period: 2 iterations on one thread, 2 on all, then the faster of the two for the other 6
+    assert modes[:4] == [False, False, True, True] and modes[4:10] == [True] * 6
+    assert modes[10:14] == [False, False, True, True] and modes[14:20] == [False] * 6
+    assert modes[24:30] == [False] * 6
+    assert runner.run(lambda x: x * 2, [1, 2, 3], parallel=True) == [2, 4, 6]
+    assert runner.run(lambda x: x * 2, [1, 2, 3], parallel=False) == [2, 4, 6]
+
+
 def test_error_in_a_slice_propagates_and_updates_nothing(monkeypatch):
     """With learn_threads=2 the second slice may run on a worker thread: its exception still surfaces."""
     policy = make_policy(learn_threads=2)
@@ -247,6 +281,7 @@ def test_error_in_a_slice_propagates_and_updates_nothing(monkeypatch):
         return original(obs, *args, **kwargs)
 
     monkeypatch.setattr(policy, "_critic_slice", failing)
+    policy.slice_runner.probe_len = 0  # always parallel: the second slice may run on the worker
     before = params(policy.critic)
     for _ in range(3):  # whichever thread takes slice 2
         with pytest.raises(RuntimeError, match="boom in slice 2"):
