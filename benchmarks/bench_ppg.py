@@ -63,7 +63,7 @@ SB3_CARTPOLE = dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=
 
 
 # ------------------------------------------------------------------------------------------ PPG side
-def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
+def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequence[str] = ()) -> Dict[str, Any]:
     """Train PPG with the bundled config through the pipeline; evaluation points and the time breakdown."""
     import torch
 
@@ -73,7 +73,7 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int) -> Dict[str, An
 
     spec = ENVS[env_key]
     cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={eval_freq}",
-                                       f"eval.episodes={EVAL_EPISODES}", "checkpoint.freq=none"])
+                                       f"eval.episodes={EVAL_EPISODES}", "checkpoint.freq=none", *overrides])
     work_dir = Path(tempfile.mkdtemp(prefix=f"bench_ppg_{env_key}_"))
     clock = time.perf_counter
 
@@ -221,10 +221,17 @@ def evaluate_sb3(model: Any, env: Any, seed: int) -> float:
 def summarise(library: str, env_key: str, seed: int, envsteps: int, train_time: float, points: List[Dict[str, float]],
               breakdown: Dict[str, float], target: float) -> Dict[str, Any]:
     hit = next((p for p in points if p["eval_return"] >= target), None)
+    # from the first evaluation after which every evaluation is at or above the target
+    stable = None
+    for p in reversed(points):
+        if p["eval_return"] < target:
+            break
+        stable = p
     return dict(
         library=library, env=env_key, seed=seed, envsteps=envsteps, train_time=train_time,
         env_steps_per_s=envsteps / train_time, final_return=points[-1]["eval_return"] if points else float("nan"),
         steps_to_target=hit["envstep"] if hit else None, time_to_target=hit["train_time"] if hit else None,
+        stable_from_steps=stable["envstep"] if stable else None, stable_from_time=stable["train_time"] if stable else None,
         breakdown=breakdown, points=points,
     )
 
@@ -281,9 +288,11 @@ def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, A
         total = run["train_time"]
         parts = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in run["breakdown"].items())
         rows.append([run["library"], run["seed"], _fmt(run["steps_to_target"], "d"), _fmt(run["time_to_target"], ".1f"),
+                     _fmt(run["stable_from_steps"], "d"), _fmt(run["stable_from_time"], ".1f"),
                      f"{run['env_steps_per_s']:.0f}", f"{total:.1f}", f"{run['final_return']:.1f}", parts])
     print(f"\n{spec['env_id']}: target {spec['target']:g} within {budget} env steps")
-    print(tabulate(rows, headers=["library", "seed", "steps to target", "time to target (s)", "env steps/s",
+    print(tabulate(rows, headers=["library", "seed", "steps to target", "time to target (s)", "stable from (steps)",
+                                  "stable from (s)", "env steps/s",
                                   "train time (s)", "final return", "where the time goes"]))
     summary: Dict[str, Any] = {}
     for library in sorted({r["library"] for r in runs}):
@@ -294,6 +303,8 @@ def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, A
             mean_time_to_target=statistics.mean(r["time_to_target"] for r in hits) if len(hits) == len(mine) else None,
             mean_steps_to_target=statistics.mean(r["steps_to_target"] for r in hits) if len(hits) == len(mine) else None,
             mean_env_steps_per_s=statistics.mean(r["env_steps_per_s"] for r in mine),
+            mean_stable_from_time=statistics.mean(r["stable_from_time"] for r in mine)
+            if all(r["stable_from_time"] is not None for r in mine) else None,
         )
         print(f"  {library}: target met on {len(hits)}/{len(mine)} seeds; mean env steps/s "
               f"{summary[library]['mean_env_steps_per_s']:.0f}; mean time to target "
@@ -310,6 +321,10 @@ def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, A
         print(f"  time to {spec['target']:g}: PPG / SB3 = {ratio:.2f}x (mean over seeds; per seed: "
               f"{', '.join(f'{x:.2f}' for x in per_seed)}); requirement <= 1.5x: {'met' if ratio <= 1.5 else 'NOT met'}")
         print(f"  env steps/s: PPG / SB3 = {summary['steps_per_s_ratio_ppg_over_sb3']:.2f}x")
+        if ppg["mean_stable_from_time"] and sb3["mean_stable_from_time"]:
+            summary["stable_time_ratio_ppg_over_sb3"] = ppg["mean_stable_from_time"] / sb3["mean_stable_from_time"]
+            print(f"  time until every later evaluation is >= {spec['target']:g}: PPG / SB3 = "
+                  f"{summary['stable_time_ratio_ppg_over_sb3']:.2f}x")
     return summary
 
 
@@ -322,20 +337,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--no-sb3", action="store_true", help="skip the SB3 PPO comparison on CartPole")
     parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the target budget)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides for the PPG runs (as rlearn train --set), e.g. policy.n_pi=8")
     args = parser.parse_args(argv)
     os.environ.setdefault("RLEARN_NO_PROGRESS", "1")
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     args.out_dir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python {sys.version.split()[0]}")
 
-    summary: Dict[str, Any] = dict(quick=args.quick, seeds=seeds, started=time.strftime("%Y-%m-%d %H:%M:%S"))
+    summary: Dict[str, Any] = dict(quick=args.quick, seeds=seeds, overrides=args.set,
+                                   started=time.strftime("%Y-%m-%d %H:%M:%S"))
     for env_key in args.envs:
         spec = ENVS[env_key]
         budget = spec["steps"]
         steps = args.steps or (spec["quick_steps"] if args.quick else budget)
         runs: List[Dict[str, Any]] = []
         for seed in seeds:
-            run = run_ppg(env_key, seed, steps, spec["eval_freq"])
+            run = run_ppg(env_key, seed, steps, spec["eval_freq"], args.set)
             runs.append(run)
             print(f"  {run['library']} {spec['env_id']} seed {seed}: steps to target "
                   f"{_fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
