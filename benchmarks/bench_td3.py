@@ -135,15 +135,22 @@ def _random_batch(rng: np.random.Generator, n: int = 256):
     return dict(obs=t(n, 3), action=t(n, 1), reward=t(n) * 8 - 8, next_obs=t(n, 3), terminated=torch.zeros(n))
 
 
-def make_rlearn_stepper(learn_threads: int) -> Callable[[int], None]:
-    """``run(n)``: n TD3 iterations of rlearn's policy on replay-like batches (sampling excluded)."""
-    from policies.td3 import TD3Policy
+def make_rlearn_stepper(learn_threads: int, parallel: Optional[bool] = None) -> Callable[[int], None]:
+    """``run(n)``: n TD3 iterations of rlearn's policy on replay-like batches (sampling excluded).
+
+    ``parallel`` forces where the slices run (True: all threads, False: one); None lets the policy's
+    :class:`~policies.td3.SliceRunner` measure and choose, as in a real run.
+    """
+    from policies.td3 import SliceRunner, TD3Policy
 
     obs_space, act_space = _pendulum_spaces()
     s = SETTINGS
     policy = TD3Policy(dict(hidden_sizes=s["hidden_sizes"], batch_size=s["batch_size"], lr_actor=s["lr"],
                             lr_critic=s["lr"], gamma=s["gamma"], learn_threads=learn_threads),
                        obs_space, act_space, seed=0)
+    if parallel is not None:
+        policy.slice_runner = SliceRunner(learn_threads, probe_len=0)
+        policy.slice_runner.parallel = parallel
     rng = np.random.default_rng(0)
     batches = [_random_batch(rng) for _ in range(16)]
 
@@ -188,7 +195,9 @@ def step_timing(iters: int, repeats: int) -> List[Dict[str, Any]]:
     single = make_rlearn_stepper(1)
     variants["rlearn TD3, learn_threads=1"] = (single, 1)
     variants["rlearn TD3, learn_threads=1, torch threads=2"] = (single, 2)
-    variants["rlearn TD3, learn_threads=2"] = (make_rlearn_stepper(2), 1)
+    variants["rlearn TD3, learn_threads=2, forced on 2 threads"] = (make_rlearn_stepper(2, parallel=True), 1)
+    variants["rlearn TD3, learn_threads=2, forced on 1 thread"] = (make_rlearn_stepper(2, parallel=False), 1)
+    variants["rlearn TD3, learn_threads=2 (measures and chooses)"] = (make_rlearn_stepper(2), 1)
     wall: Dict[str, List[float]] = {k: [] for k in variants}
     cpu: Dict[str, List[float]] = {k: [] for k in variants}
     threads = torch.get_num_threads()
@@ -449,7 +458,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--learn-threads", type=int, nargs="+", default=[2],
                         help="rlearn's policy.learn_threads in the speed runs (the first one also for learning)")
     parser.add_argument("--sb3-threads", type=lambda s: None if s == "default" else int(s), nargs="+",
-                        default=[None, 1], help="torch threads of the SB3 runs ('default' = torch's own choice)")
+                        default=[1], help="torch threads of the SB3 runs ('default' = torch's own choice)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the CSV/PNG/JSON results go")
     parser.add_argument("--worker", choices=["rlearn", "sb3"], help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)

@@ -189,8 +189,9 @@ class PPGPolicy(Policy):
 
     * rollout and returns: ``rollout_steps`` (steps per environment per iteration), ``gamma``,
       ``gae_lambda``, ``reward_scale`` (rewards are multiplied by it before GAE);
-    * policy phase: ``e_policy`` epochs on minibatches of ``minibatch_size``, ``clip_ratio``,
-      ``entropy_coef``, ``max_grad_norm``; value phase: ``e_value`` epochs;
+    * policy phase: ``e_policy`` epochs on minibatches of ``minibatch_size``, ``clip_ratio`` (scaled
+      like the learning rate if ``clip_follows_lr``), ``entropy_coef``, ``max_grad_norm``; value phase:
+      ``e_value`` epochs;
     * auxiliary phase: every ``n_pi`` iterations, ``e_aux`` epochs on minibatches of
       ``aux_minibatch_size``, behavioural-cloning weight ``beta_clone``;
     * networks: ``hidden_sizes``, ``activation`` (``"tanh"`` or ``"relu"``), ``init_log_std``
@@ -210,6 +211,7 @@ class PPGPolicy(Policy):
         e_policy=10,  # the bundled configs document tuned values
         minibatch_size=256,
         clip_ratio=0.2,
+        clip_follows_lr=False,
         entropy_coef=0.0,
         max_grad_norm=0.5,
         e_value=10,
@@ -283,6 +285,8 @@ class PPGPolicy(Policy):
         for key in ("entropy_coef", "beta_clone", "lr"):
             if not float(cfg[key]) >= 0.0:
                 raise bad(key, ">= 0")
+        if not isinstance(cfg["clip_follows_lr"], bool):
+            raise bad("clip_follows_lr", "True or False")
         if cfg["activation"] not in ("tanh", "relu"):
             raise bad("activation", "'tanh' or 'relu'")
         sizes = cfg["hidden_sizes"]
@@ -427,9 +431,17 @@ class PPGPolicy(Policy):
         with span("learner/optimizer_step", lane="learner"):
             optimizer.step()
 
+    def _clip_ratio(self) -> float:
+        """This iteration's PPO clip range: ``clip_ratio``, scaled by ``current lr / lr`` when
+        ``clip_follows_lr`` (so a linear lr decay decays the clip range too, like rl-zoo's ``lin_0.2``)."""
+        clip = float(self.cfg["clip_ratio"])
+        if self.cfg["clip_follows_lr"] and self.cfg["lr"] > 0:
+            clip *= self.policy_optimizer.param_groups[0]["lr"] / self.cfg["lr"]
+        return clip
+
     def _policy_epochs(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         """``e_policy`` epochs of the clipped PPO objective; returns minibatch means of the statistics."""
-        clip = self.cfg["clip_ratio"]
+        clip = self._clip_ratio()
         stats: List[torch.Tensor] = []
         for _ in range(self.cfg["e_policy"]):
             for idx in self._minibatches(len(batch["obs"]), self.cfg["minibatch_size"]):

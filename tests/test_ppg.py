@@ -306,6 +306,18 @@ def test_cur_lr_is_the_rate_the_iteration_used():
     assert policy._forward_learn(make_rollout(policy, seed=1))["cur_lr"] == 2.5e-4
 
 
+def test_clip_range_follows_lr_only_when_asked():
+    fixed, follows = make_policy(clip_ratio=0.2), make_policy(clip_ratio=0.2, clip_follows_lr=True)
+    for policy in (fixed, follows):
+        assert policy._clip_ratio() == 0.2
+        for optimizer in policy.optimizers().values():
+            optimizer.param_groups[0]["lr"] = 0.25e-3  # a quarter of lr=1e-3, as a linear decay would set it
+    assert fixed._clip_ratio() == 0.2
+    assert follows._clip_ratio() == pytest.approx(0.05)
+    with pytest.raises(PolicyConfigError, match="clip_follows_lr"):
+        make_policy(clip_follows_lr="yes")
+
+
 def test_policy_phase_improves_advantage_weighted_likelihood():
     """One policy phase makes the actions with positive advantage more likely (a learning sanity check)."""
     policy = make_policy(n_pi=100, e_policy=4, gae_lambda=0.0, gamma=0.0)

@@ -1,7 +1,7 @@
 """PPG on CartPole-v1: first reaches the maximum return of 500 after about 8-30k env steps.
 
 ``rlearn train ppg_cartpole`` trains it for 100k env steps. The policy-phase settings follow rl-zoo's PPO
-for CartPole (8 envs x 32 steps, one minibatch of 256, 20 epochs, lr 1e-3 decayed linearly); the
+for CartPole (8 envs x 32 steps, one minibatch of 256, 20 epochs, lr 1e-3 and clip range 0.2 decayed linearly); the
 auxiliary phase runs every 16 iterations. ``learner.log_freq`` and ``learner.monitor_window`` are derived
 from ``n_pi`` so that every table and TensorBoard point averages real auxiliary losses (docs/ppg.md).
 If you change ``train.max_env_steps``, change the LR scheduler's ``total_iters`` with it
@@ -28,6 +28,7 @@ config = dict(
         e_policy=20,  # PPO epochs per iteration
         minibatch_size=256,
         clip_ratio=0.2,
+        clip_follows_lr=True,  # the clip range decays with the lr, like rl-zoo's lin_0.2
         entropy_coef=0.0,
         max_grad_norm=0.5,
         e_value=20,  # value-network epochs per iteration

@@ -26,6 +26,7 @@ config = dict(
         e_policy=10,  # PPO epochs per iteration, 8 minibatches each
         minibatch_size=256,
         clip_ratio=0.2,
+        clip_follows_lr=False,
         entropy_coef=0.0,
         max_grad_norm=0.5,
         e_value=10,
