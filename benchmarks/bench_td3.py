@@ -141,7 +141,7 @@ def make_rlearn_stepper(learn_threads: int, parallel: Optional[bool] = None) -> 
     ``parallel`` forces where the slices run (True: all threads, False: one); None lets the policy's
     :class:`~policies.td3.SliceRunner` measure and choose, as in a real run.
     """
-    from policies.td3 import SliceRunner, TD3Policy
+    from policies.td3 import TaskRunner, TD3Policy
 
     obs_space, act_space = _pendulum_spaces()
     s = SETTINGS
@@ -149,8 +149,8 @@ def make_rlearn_stepper(learn_threads: int, parallel: Optional[bool] = None) -> 
                             lr_critic=s["lr"], gamma=s["gamma"], learn_threads=learn_threads),
                        obs_space, act_space, seed=0)
     if parallel is not None:
-        policy.slice_runner = SliceRunner(learn_threads, probe_len=0)
-        policy.slice_runner.parallel = parallel
+        policy.runner = TaskRunner(learn_threads, probe_len=0)
+        policy.runner.parallel = parallel
     rng = np.random.default_rng(0)
     batches = [_random_batch(rng) for _ in range(16)]
 
@@ -275,13 +275,24 @@ def rlearn_overrides(steps: int, learning_starts: int, seed: int, eval_freq: Opt
             f"eval.freq={eval_freq if eval_freq else 'none'}", "eval.episodes=10"]
 
 
-def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: int,
+def parse_threads(spec: str) -> Dict[str, int]:
+    """``"LxT"`` -> ``policy.learn_threads = L`` and torch ``num_threads = T`` (``"L"`` alone: the config's T)."""
+    learn, _, torch_threads = spec.partition("x")
+    out = dict(learn_threads=int(learn))
+    if torch_threads:
+        out["num_threads"] = int(torch_threads)
+    return out
+
+
+def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: int, num_threads: Optional[int] = None,
                   eval_freq: Optional[int] = None, work_dir: Optional[str] = None) -> Dict[str, Any]:
     """Train through ``serial_pipeline`` (td3_pendulum: log, TensorBoard, checkpoints) and evaluate at the end."""
     from rlearn.config import load_config
     from rlearn.pipeline import SerialPipeline
 
     overrides = rlearn_overrides(steps, learning_starts, seed, eval_freq) + [f"policy.learn_threads={learn_threads}"]
+    if num_threads is not None:
+        overrides.append(f"num_threads={num_threads}")
     cfg = load_config("td3_pendulum", overrides=overrides)
     tmp = None
     if work_dir is None:
@@ -309,10 +320,16 @@ def run_worker(kind: str, **kwargs: Any) -> Dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _rlearn_name(spec: str) -> str:
+    threads = parse_threads(spec)
+    torch_threads = threads.get("num_threads", "config's")
+    return f"rlearn (learn_threads={threads['learn_threads']}, torch threads={torch_threads})"
+
+
 def speed(steps: int, learning_starts: int, repeats: int, sb3_threads: Sequence[Optional[int]],
-          learn_threads: Sequence[int]) -> Dict[str, Any]:
+          rlearn_threads: Sequence[str]) -> Dict[str, Any]:
     """Alternating full runs; rows of env steps/s per variant (rlearn variants first)."""
-    variants: Dict[str, tuple] = {f"rlearn (learn_threads={t})": ("rlearn", dict(learn_threads=t)) for t in learn_threads}
+    variants: Dict[str, tuple] = {_rlearn_name(t): ("rlearn", parse_threads(t)) for t in rlearn_threads}
     if _have_sb3():
         for t in sb3_threads:
             variants[f"SB3 (torch threads={t or 'default'})"] = ("sb3", dict(threads=t))
@@ -395,7 +412,7 @@ def overhead(iters: int, repeats: int) -> Dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------- learning
-def learning(seeds: Sequence[int], steps: int, learning_starts: int, eval_freq: int, learn_threads: int,
+def learning(seeds: Sequence[int], steps: int, learning_starts: int, eval_freq: int, threads: str,
              out_dir: Path) -> Dict[str, Any]:
     """Pipeline runs per seed; eval curve read back from TensorBoard; CSV + PNG into ``out_dir``."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -406,7 +423,7 @@ def learning(seeds: Sequence[int], steps: int, learning_starts: int, eval_freq: 
     for seed in seeds:
         with tempfile.TemporaryDirectory(prefix="bench_td3_learning_") as tmp:
             out = run_worker("rlearn", seed=seed, steps=steps, learning_starts=learning_starts,
-                             learn_threads=learn_threads, eval_freq=eval_freq, work_dir=tmp)
+                             **parse_threads(threads), eval_freq=eval_freq, work_dir=tmp)
             acc = EventAccumulator(str(Path(tmp) / "run" / "tb"), size_guidance={"scalars": 0})
             acc.Reload()
             means = {e.step: e.value for e in acc.Scalars("evaluator_step/episode_return_mean")}
@@ -455,10 +472,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="sections to run (default: all)")
     parser.add_argument("--repeats", type=int, default=None, help="alternations of the speed runs (default 3, quick 1)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="learning seeds (default 0 1 2, quick 0)")
-    parser.add_argument("--learn-threads", type=int, nargs="+", default=[2],
-                        help="rlearn's policy.learn_threads in the speed runs (the first one also for learning)")
+    parser.add_argument("--rlearn-threads", nargs="+", default=["1x2", "2x1"], metavar="LxT",
+                        help="rlearn variants of the speed runs: policy.learn_threads L x torch num_threads T "
+                             "('2' alone: the config's num_threads); the first one also for learning")
     parser.add_argument("--sb3-threads", type=lambda s: None if s == "default" else int(s), nargs="+",
-                        default=[1], help="torch threads of the SB3 runs ('default' = torch's own choice)")
+                        default=[None], help="torch threads of the SB3 runs ('default' = torch's own choice, "
+                                             "what SB3 users get; the default)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the CSV/PNG/JSON results go")
     parser.add_argument("--worker", choices=["rlearn", "sb3"], help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
@@ -501,7 +520,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         starts = 1000 if quick else s["learning_starts"]
         print(f"\n== full runs: {steps} env steps, learning_starts {starts}, then 10 eval episodes; "
               f"{repeats} alternation(s) ==", flush=True)
-        result = speed(steps, starts, repeats, args.sb3_threads, args.learn_threads)
+        result = speed(steps, starts, repeats, args.sb3_threads, args.rlearn_threads)
         report["speed"] = result
         rows = result["rows"]
         rl = rows[0]["env_steps_per_s"]
@@ -524,7 +543,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         steps = 12_000 if quick else s["total_steps"]
         starts = 4000 if quick else s["learning_starts"]
         print(f"\n== learning: seeds {seeds}, {steps} env steps, learning_starts {starts}, eval every 1000 ==", flush=True)
-        result = learning(seeds, steps, starts, 1000, args.learn_threads[0], args.out)
+        result = learning(seeds, steps, starts, 1000, args.rlearn_threads[0], args.out)
         report["learning"] = result
         ok = all(v is not None and v >= -200 for v in result["finals"].values())
         print(f"final returns: {result['finals']}  -> target >= -200 on every seed: {'met' if ok else 'NOT met'}")

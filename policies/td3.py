@@ -66,7 +66,7 @@ import time
 import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -77,9 +77,20 @@ from policies.base import Policy, PolicyConfigError
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
 
-__all__ = ["TD3Policy", "Actor", "TwinCritic", "EnsembleLinear", "SliceRunner"]
+__all__ = ["TD3Policy", "Actor", "TwinCritic", "EnsembleLinear", "Dense", "TaskRunner", "mlp_forward", "mlp_backward"]
 
 # ------------------------------------------------------------------------------------------- networks
+
+
+class Dense(NamedTuple):
+    """One dense layer as the learner's hand-written passes see it: ``y = x @ weight + bias``.
+
+    ``weight [in, out]`` and ``bias [out]`` are usually *views* of a module's parameters (or of their
+    ``.grad`` buffers), so that reading them costs nothing and writing into them fills the module's tensors.
+    """
+
+    weight: torch.Tensor
+    bias: torch.Tensor
 
 
 class EnsembleLinear(nn.Module):
@@ -97,7 +108,16 @@ class EnsembleLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(n, 1, out_features).uniform_(-bound, bound))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.shape[-1] == 1:
+            # a batched matrix-*vector* product is ~10x slower as [n, B, in] x [n, in, 1] than transposed,
+            # [n, 1, in] x [n, in, B], on CPU (measured: 200 us against 19 us for [2, 256, 300])
+            return torch.baddbmm(self.bias, self.weight.transpose(1, 2), x.transpose(1, 2)).transpose(1, 2)
         return torch.baddbmm(self.bias, x, self.weight)
+
+    def member(self, i: int, grad: bool = False) -> Dense:
+        """Member ``i`` as a :class:`Dense` view of the parameters (``grad=True``: of their gradients)."""
+        weight, bias = (self.weight.grad, self.bias.grad) if grad else (self.weight, self.bias)
+        return Dense(weight[i], bias[i, 0])
 
 
 class TwinCritic(nn.Module):
@@ -118,15 +138,9 @@ class TwinCritic(nn.Module):
             x = torch.relu(layer(x))
         return self.layers[-1](x).squeeze(-1)
 
-    def q1_frozen(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """``Q1(obs, action) [B]`` with detached weights: gradients reach ``action`` but no critic weight."""
-        x = torch.cat([obs, action], dim=-1)
-        last = len(self.layers) - 1
-        for i, layer in enumerate(self.layers):
-            x = torch.addmm(layer.bias.detach()[0], x, layer.weight.detach()[0])
-            if i < last:
-                x = torch.relu(x)
-        return x.squeeze(-1)
+    def member(self, i: int, grad: bool = False) -> List[Dense]:
+        """Q-network ``i`` (0 is ``Q1``) as :class:`Dense` views of its layers (``grad=True``: of the gradients)."""
+        return [layer.member(i, grad) for layer in self.layers]
 
 
 class Actor(nn.Module):
@@ -145,22 +159,87 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs)
 
+    def dense(self, grad: bool = False) -> List[Dense]:
+        """The layers as :class:`Dense` views ``[in, out]`` of the ``nn.Linear`` weights (or of their gradients)."""
+        linears = [m for m in self.net if isinstance(m, nn.Linear)]
+        if grad:
+            return [Dense(m.weight.grad.t(), m.bias.grad) for m in linears]
+        return [Dense(m.weight.t(), m.bias) for m in linears]
 
-# ----------------------------------------------------------------------------------- batch slices
+
+# ------------------------------------------------------------------------------- hand-written passes
 
 
-class SliceRunner:
-    """Runs a function over the slices of a minibatch on this thread alone, or on ``threads`` threads.
+def relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """``grad * (output > 0)`` in one kernel: the gradient through a ReLU given its *output*."""
+    return torch.ops.aten.threshold_backward(grad, output, 0.0)
 
-    Which of the two is faster depends on the machine *now*: on idle cores the threads run the slices
+
+def mlp_forward(x: torch.Tensor, layers: Sequence[Dense], tanh_output: bool = False) -> List[torch.Tensor]:
+    """Forward pass of a ReLU MLP keeping what the backward pass needs: ``[x, h_1, ..., h_L]``.
+
+    ``h_i = relu(h_{i-1} @ W_i + b_i)`` for the hidden layers; the last layer is linear, or ``tanh`` with
+    ``tanh_output``. Call it under ``torch.no_grad()``: the gradients come from :func:`mlp_backward`.
+    """
+    outputs = [x]
+    last = len(layers) - 1
+    for i, layer in enumerate(layers):
+        h = torch.addmm(layer.bias, outputs[-1], layer.weight)
+        if i < last:
+            h = h.relu_()
+        elif tanh_output:
+            h = h.tanh_()
+        outputs.append(h)
+    return outputs
+
+
+def mlp_backward(
+    outputs: Sequence[torch.Tensor],
+    grad_output: torch.Tensor,
+    layers: Sequence[Dense],
+    tanh_output: bool = False,
+    weight_grads: Optional[Sequence[Dense]] = None,
+    input_grad: bool = False,
+) -> Optional[torch.Tensor]:
+    """Backward pass through :func:`mlp_forward`, given ``grad_output = dL/dh_L`` for a scalar loss ``L``.
+
+    For every layer, from the last: ``dz = dh * act'`` (``act'`` from the stored outputs: ``h > 0`` for
+    ReLU, ``1 - h^2`` for tanh), then ``dW = h_{i-1}^T @ dz``, ``db = sum_batch dz`` and
+    ``dh_{i-1} = dz @ W^T``. The weight and bias gradients are *written* into ``weight_grads`` (tensors of
+    the layers' shapes, e.g. views of ``.grad`` buffers); with ``weight_grads=None`` they are not computed
+    at all (a frozen network that only passes gradients on). Returns ``dL/dx`` if ``input_grad``, else
+    None (and then the first layer's input gradient is not computed either).
+    """
+    grad = grad_output
+    if tanh_output:
+        grad = grad * (1.0 - outputs[-1].square())
+    for i in range(len(layers) - 1, -1, -1):
+        if i < len(layers) - 1:
+            grad = relu_backward(grad, outputs[i + 1])
+        if weight_grads is not None:
+            torch.mm(outputs[i].t(), grad, out=weight_grads[i].weight)
+            torch.sum(grad, dim=0, out=weight_grads[i].bias)
+        if i > 0 or input_grad:
+            grad = grad @ layers[i].weight.t()
+    return grad if input_grad else None
+
+
+# ------------------------------------------------------------------------------------ task runner
+
+
+class TaskRunner:
+    """Runs the independent tasks of one phase of an iteration on this thread alone, or on ``threads`` threads.
+
+    Which of the two is faster depends on the machine *now*: on idle cores the threads run the tasks
     concurrently (PyTorch releases the GIL inside its kernels); when another process occupies a core, a
     thread holding the GIL gets descheduled and the others wait for it, and one thread is faster. So the
     runner measures: every ``probe_every`` iterations it runs ``probe_len`` of them on one thread and
     ``probe_len`` on all threads, and keeps the mode with the lower median iteration time until the next
-    probe. The slices themselves never change, so the results do not depend on the choice.
+    probe. The tasks are the same in both modes and every kernel is single-threaded, so the results are
+    bit-identical whichever mode runs.
 
-    In parallel mode every thread takes the next slice not yet taken until none is left (work sharing):
-    if a worker is slow to wake up, this thread computes its slice too instead of waiting.
+    In parallel mode every thread takes the next task not yet taken until none is left (work sharing):
+    if a worker is slow to wake up, this thread computes its task too instead of waiting.
     """
 
     def __init__(self, threads: int, probe_every: int = 1000, probe_len: int = 16) -> None:
@@ -174,7 +253,9 @@ class SliceRunner:
         self._pool: Optional[ThreadPoolExecutor] = None
 
     def mode(self) -> bool:
-        """Whether the current iteration runs its slices on all threads."""
+        """Whether the current iteration runs its tasks on all threads."""
+        if self.threads == 1:
+            return False
         phase = self._iteration % self.probe_every
         if phase < 2 * self.probe_len:
             return phase >= self.probe_len  # probe: first on one thread, then on all
@@ -191,10 +272,10 @@ class SliceRunner:
                 self._times = {False: [], True: []}
         self._iteration += 1
 
-    def run(self, fn: Callable[[Any], Any], slices: Sequence[Any], parallel: bool) -> List[Any]:
-        """``[fn(s) for s in slices]``, on this thread alone or shared with the worker threads."""
-        if not parallel or len(slices) == 1:
-            return [fn(part) for part in slices]
+    def run(self, fn: Callable[[Any], Any], tasks: Sequence[Any], parallel: bool) -> List[Any]:
+        """``[fn(task) for task in tasks]``, on this thread alone or shared with the worker threads."""
+        if not parallel or len(tasks) == 1 or self.threads == 1:
+            return [fn(task) for task in tasks]
         if self._pool is None:
             # torch.set_num_threads is partly per thread (OpenMP and MKL keep thread-local counts): without
             # this initializer a worker's matmuls would start an OpenMP team of all cores and spin-wait
@@ -203,8 +284,8 @@ class SliceRunner:
                 initializer=torch.set_num_threads, initargs=(1,),
             )
             weakref.finalize(self, self._pool.shutdown, wait=False)
-        results: List[Any] = [None] * len(slices)
-        todo = iter(range(len(slices)))  # next() on a shared iterator, under a lock
+        results: List[Any] = [None] * len(tasks)
+        todo = iter(range(len(tasks)))  # next() on a shared iterator, under a lock
         lock = threading.Lock()
 
         def work() -> None:
@@ -213,12 +294,14 @@ class SliceRunner:
                     index = next(todo, None)
                 if index is None:
                     return
-                results[index] = fn(slices[index])
+                results[index] = fn(tasks[index])
 
-        helpers = [self._pool.submit(work) for _ in range(min(self.threads, len(slices)) - 1)]
-        work()
-        for helper in helpers:
-            helper.result()  # re-raises a helper's exception
+        helpers = [self._pool.submit(work) for _ in range(min(self.threads, len(tasks)) - 1)]
+        try:
+            work()
+        finally:
+            for helper in helpers:
+                helper.result()  # waits, and re-raises a helper's exception
         return results
 
 
@@ -241,8 +324,15 @@ def _check_float(key: str, value: Any, low: float, high: float, low_open: bool =
 
 
 _BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
-#: indices of the per-iteration statistics summed over batch slices (see ``_critic_slice``)
-_STAT_KEYS = ("critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error")
+
+
+class _NetworkViews(NamedTuple):
+    """What the hand-written passes read and write: per critic, per actor layer (see ``TD3Policy._views``)."""
+
+    critic: List[List[Dense]]
+    critic_grads: List[List[Dense]]
+    actor: List[Dense]
+    actor_grads: List[Dense]
 
 
 # --------------------------------------------------------------------------------------------- policy
@@ -263,9 +353,6 @@ class TD3Policy(Policy):
     * ``exploration_noise`` (0.1): std of the Gaussian collect noise, normalised units (1 = half the range);
     * ``target_noise`` (0.2), ``target_noise_clip`` (0.5): target policy smoothing, normalised units;
     * ``learn_threads`` (1): threads a train iteration splits its minibatch over (CPU only; see "Speed");
-    * ``compile`` (False): ``torch.compile`` the four networks in place (state-dict keys unchanged). On a
-      CPU with Pendulum-sized networks it costs ~8 s of compilation and gains nothing measurable (the time
-      is in the matrix products; docs/td3.md); it may pay on a GPU.
     """
 
     on_policy = False
@@ -282,7 +369,6 @@ class TD3Policy(Policy):
         "target_noise": 0.2,
         "target_noise_clip": 0.5,
         "learn_threads": 1,
-        "compile": False,
     }
 
     # ------------------------------------------------------------------------------------- learn
@@ -305,8 +391,6 @@ class TD3Policy(Policy):
         self.learn_threads = _check_int("learn_threads", cfg["learn_threads"], 1)
         if self.device.type != "cpu":
             self.learn_threads = 1
-        if not isinstance(cfg["compile"], bool):
-            raise PolicyConfigError(f"TD3Policy: 'policy.compile' must be True or False, got {cfg['compile']!r}")
 
         self._init_spaces()
         # Networks are initialised from the policy seed without touching the global torch RNG.
@@ -317,9 +401,6 @@ class TD3Policy(Policy):
             self.critic = TwinCritic(self.obs_dim, self.act_dim, self.hidden_sizes).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        if cfg["compile"]:
-            for net in (self.actor, self.critic, self.actor_target, self.critic_target):
-                net.compile()  # in place: parameters and state_dict keys stay those of the eager module
 
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lr_actor, fused=True)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=lr_critic, fused=True)
@@ -332,7 +413,8 @@ class TD3Policy(Policy):
         self.torch_rng = torch.Generator(device=self.device)
         self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
         self.update_count = 0  # critic updates done; the actor and targets move when it is a multiple of the freq
-        self.slice_runner = SliceRunner(self.learn_threads)
+        self.runner = TaskRunner(self.learn_threads)
+        self._cached_views: Optional[Tuple[tuple, _NetworkViews]] = None
         if self.learn_threads > 1 and torch.get_num_threads() > 1:
             warnings.warn(
                 f"TD3Policy: policy.learn_threads={self.learn_threads} runs one batch slice per thread; setting "
@@ -363,63 +445,133 @@ class TD3Policy(Policy):
         self._env_action_dtype = act_space.dtype
 
     def _monitor_vars_learn(self) -> List[str]:
-        return [*_STAT_KEYS, "cur_lr_critic", "actor_loss", "cur_lr_actor"]
+        return [
+            "critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
+            "cur_lr_critic", "actor_loss", "cur_lr_actor",
+        ]
 
     def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
-        """One TD3 iteration on a replay minibatch (the off-policy data contract of ``policies.base``)."""
+        """One TD3 iteration on a replay minibatch (the off-policy data contract of ``policies.base``).
+
+        Three phases, each a list of independent tasks for the :class:`TaskRunner` (run on one thread or
+        on ``learn_threads`` threads, with identical results): the targets ``y`` per batch slice; the
+        critic update, one task per critic, each writing its gradient into its half of the stacked
+        gradient buffers; and, on actor iterations, the actor gradient per batch slice (slices summed).
+        """
         start = time.perf_counter()
         obs, action, reward, next_obs, terminated = self._check_batch(data)
         batch = obs.shape[0]
         noise = self.smoothing_noise(action.shape)  # for the whole batch, before it is cut into slices
-        slices = self._split((obs, action, reward, next_obs, terminated, noise))
-        parallel = self.slice_runner.mode()
+        parallel = self.runner.mode()
+        views = self._views()
 
-        # critics: forward and backward per slice (concurrently), gradients summed, one Adam step
-        results = self.slice_runner.run(lambda part: self._critic_slice(*part, batch_size=batch), slices, parallel)
-        stats = self._set_grads(self._critic_params, results)
+        with span("learner/forward", lane="learner"):
+            parts = self._split((reward, next_obs, terminated, noise))
+            target_q = torch.cat(self.runner.run(lambda part: self.compute_target(*part), parts, parallel))
+        critics = self.runner.run(
+            lambda i: self._critic_backward(views.critic[i], views.critic_grads[i], obs, action, target_q),
+            range(self.critic.n), parallel,
+        )
         with span("learner/optimizer_step", lane="learner"):
             self.critic_optimizer.step()
         self.update_count += 1
-        info = dict(zip(_STAT_KEYS, (stats / batch).tolist()))
-        info["cur_lr_critic"] = self.critic_optimizer.param_groups[0]["lr"]
+        (squared_1, q_1, abs_1), (squared_2, q_2, abs_2) = (stats.tolist() for stats in critics)
+        info = {
+            "critic_loss": squared_1 / batch,
+            "critic_twin_loss": squared_2 / batch,
+            "q_value": q_1 / batch,
+            "q_value_twin": q_2 / batch,
+            "target_q_value": float(target_q.mean()),
+            "td_error": (abs_1 + abs_2) / (2 * batch),
+            "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"],
+        }
 
         if self.update_count % self.actor_update_freq == 0:
-            states = [(part[0],) for part in slices]
-            results = self.slice_runner.run(lambda part: self._actor_slice(part[0], batch_size=batch), states, parallel)
-            actor_loss = self._set_grads(self._actor_params, results)
+            slices = [part[0] for part in self._split((obs,))]
+            losses = self.runner.run(
+                lambda task: self._actor_backward(views, slices[task], batch, first=task == 0),
+                range(len(slices)), parallel,
+            )
             with span("learner/optimizer_step", lane="learner"):
+                for extra in losses[1:]:  # slices after the first wrote into buffers of their own
+                    for grad, more in zip(views.actor_grads, extra[1]):
+                        grad.weight.add_(more.weight)
+                        grad.bias.add_(more.bias)
                 self.actor_optimizer.step()
                 with torch.no_grad():  # Polyak averaging of every target network
-                    for target, online in zip(self._target_params, self._online_params):
-                        target.lerp_(online, self.tau)
-            info["actor_loss"] = float(actor_loss)
+                    torch._foreach_lerp_(self._target_params, self._online_params, self.tau)
+            info["actor_loss"] = float(sum(loss for loss, _ in losses))
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]
-        self.slice_runner.iteration_done(time.perf_counter() - start, parallel)
+        self.runner.iteration_done(time.perf_counter() - start, parallel)
         return info
 
-    def _critic_slice(
-        self,
-        obs: torch.Tensor,
-        action: torch.Tensor,
-        reward: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminated: torch.Tensor,
-        noise: torch.Tensor,
-        batch_size: int,
-    ) -> Tuple[Tuple[torch.Tensor, ...], torch.Tensor]:
-        """Critic gradients of one slice of the batch and its summed statistics (divided by the full
-        ``batch_size`` later, so that slices add up to the full-batch mean)."""
+    def _views(self) -> "_NetworkViews":
+        """Detached :class:`Dense` views of the online networks and of their ``.grad`` buffers.
+
+        Built once (creating the views costs more than a small layer's arithmetic) and rebuilt when a
+        gradient buffer is missing or a tensor was replaced rather than updated in place. Optimizer steps,
+        Polyak updates and ``load_state_dict`` all update in place, so the views stay valid.
+        """
+        key = tuple(
+            (param.data_ptr(), -1 if param.grad is None else param.grad.data_ptr()) for param in self._online_params
+        )
+        if self._cached_views is None or self._cached_views[0] != key:
+            for param in self._online_params:
+                if param.grad is None:
+                    param.grad = torch.zeros_like(param)
+            with torch.no_grad():
+                views = _NetworkViews(
+                    critic=[self.critic.member(i) for i in range(self.critic.n)],
+                    critic_grads=[self.critic.member(i, grad=True) for i in range(self.critic.n)],
+                    actor=self.actor.dense(),
+                    actor_grads=self.actor.dense(grad=True),
+                )
+            key = tuple((param.data_ptr(), param.grad.data_ptr()) for param in self._online_params)
+            self._cached_views = (key, views)
+        return self._cached_views[1]
+
+    @torch.no_grad()
+    def _critic_backward(
+        self, layers: List[Dense], grads: List[Dense], obs: torch.Tensor, action: torch.Tensor, target_q: torch.Tensor
+    ) -> torch.Tensor:
+        """Critic ``Q_i``'s share of ``MSE(Q1, y) + MSE(Q2, y)``: forward on the whole batch, then its gradient
+        (``dL/dQ_i = 2 (Q_i - y) / B``) written into ``grads``, the ``[i]`` halves of the critic's ``.grad``.
+
+        ``layers``: ``Q_i``'s layers (``TwinCritic.member(i)``). Returns ``[sum (Q_i - y)^2, sum Q_i,
+        sum |Q_i - y|]`` over the batch, for the reports.
+        """
         with span("learner/forward", lane="learner"):
-            target_q = self.compute_target(reward, next_obs, terminated, noise)
-            q = self.critic(obs, action)  # [2, b]
+            outputs = mlp_forward(torch.cat([obs, action], dim=1), layers)
+            q = outputs[-1].squeeze(1)
             error = q - target_q
-            squared = error.square().sum(dim=1)  # [2]: per-critic sums of squared errors
-            loss = squared.sum() / batch_size  # = MSE(Q1, y) + MSE(Q2, y) once the slices are summed
         with span("learner/backward", lane="learner"):
-            grads = torch.autograd.grad(loss, self._critic_params)
-        with torch.no_grad():  # in _STAT_KEYS order, as sums over the slice
-            stats = torch.cat([squared, q.sum(dim=1), target_q.sum().view(1), error.abs().sum().view(1) / 2])
-        return grads, stats
+            grad_q = error.mul(2.0 / len(q)).unsqueeze(1)
+            mlp_backward(outputs, grad_q, layers, weight_grads=grads)
+        return torch.stack([error.square().sum(), q.sum(), error.abs().sum()])
+
+    @torch.no_grad()
+    def _actor_backward(
+        self, views: "_NetworkViews", obs: torch.Tensor, batch_size: int, first: bool
+    ) -> Tuple[float, List[Dense]]:
+        """The gradient of ``-mean Q1(s, pi(s))`` on one slice of the batch (``batch_size``: the whole batch's).
+
+        The gradient flows back through ``Q1`` to the action only (no critic weight gradients), then
+        through the actor. The ``first`` slice writes into the actor's ``.grad`` buffers, the others into
+        fresh tensors that the caller adds. Returns the slice's share of the loss and the buffers used.
+        """
+        with span("learner/forward", lane="learner"):
+            actor = views.actor
+            actor_outputs = mlp_forward(obs, actor, tanh_output=True)
+            q1 = views.critic[0]
+            q_outputs = mlp_forward(torch.cat([obs, actor_outputs[-1]], dim=1), q1)
+        with span("learner/backward", lane="learner"):
+            grad_q = torch.full_like(q_outputs[-1], -1.0 / batch_size)
+            grad_action = mlp_backward(q_outputs, grad_q, q1, input_grad=True)[:, self.obs_dim:]
+            buffers = views.actor_grads
+            if not first:
+                buffers = [Dense(torch.empty_like(g.weight), torch.empty_like(g.bias)) for g in buffers]
+            mlp_backward(actor_outputs, grad_action, actor, tanh_output=True, weight_grads=buffers)
+        return -float(q_outputs[-1].sum()) / batch_size, buffers
 
     def smoothing_noise(self, shape: Sequence[int]) -> torch.Tensor:
         """Target policy smoothing noise ``clip(N(0, target_noise), -target_noise_clip, target_noise_clip)``
@@ -438,14 +590,6 @@ class TD3Policy(Policy):
         next_action = (self.actor_target(next_obs) + noise).clamp_(-1.0, 1.0)
         next_q = self.critic_target(next_obs, next_action).amin(dim=0)
         return reward + self.gamma * (1.0 - terminated) * next_q
-
-    def _actor_slice(self, obs: torch.Tensor, batch_size: int) -> Tuple[Tuple[torch.Tensor, ...], torch.Tensor]:
-        """Actor gradients of ``-mean Q1(s, pi(s))`` on one slice (critic weights frozen) and its loss sum."""
-        with span("learner/forward", lane="learner"):
-            loss = -self.critic.q1_frozen(obs, self.actor(obs)).sum() / batch_size
-        with span("learner/backward", lane="learner"):
-            grads = torch.autograd.grad(loss, self._actor_params)
-        return grads, loss.detach()
 
     # ---------------------------------------------------------------------- batch and slices
     def _check_batch(self, data: Mapping[str, torch.Tensor]) -> Tuple[torch.Tensor, ...]:
@@ -480,25 +624,13 @@ class TD3Policy(Policy):
     def _split(self, tensors: Sequence[torch.Tensor]) -> List[Tuple[torch.Tensor, ...]]:
         """Cut every tensor into ``learn_threads`` slices along the batch (fewer if the batch is tiny).
 
-        One slice per thread: each slice costs about a millisecond of its own (fresh gradient tensors to
-        allocate and sum, smaller products), so finer slicing for load balancing does not pay.
+        One slice per thread: every slice has fixed costs of its own (Python, smaller products and, for the
+        actor, a gradient to allocate and add), so finer slicing for load balancing does not pay.
         """
         parts = min(self.learn_threads, tensors[0].shape[0])
         if parts == 1:
             return [tuple(tensors)]
         return list(zip(*(t.tensor_split(parts) for t in tensors)))
-
-    @staticmethod
-    def _set_grads(params: Sequence[torch.Tensor], results: Sequence[Tuple[Sequence[torch.Tensor], torch.Tensor]]) -> torch.Tensor:
-        """Sum the slices' gradients into ``param.grad`` and return the summed statistics."""
-        grads, stats = results[0]
-        for more_grads, more_stats in results[1:]:
-            for grad, more in zip(grads, more_grads):
-                grad.add_(more)
-            stats = stats + more_stats
-        for param, grad in zip(params, grads):
-            param.grad = grad
-        return stats
 
     # ----------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
@@ -523,8 +655,9 @@ class TD3Policy(Policy):
 
     def _actor_numpy(self, obs: np.ndarray) -> np.ndarray:
         obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device).reshape(len(obs), -1)
-        with torch.no_grad():
-            return self.actor(obs_t).cpu().numpy().astype(np.float64)
+        with torch.no_grad():  # the views skip nn.Module's call machinery: half the cost of a 1-sample forward
+            action = mlp_forward(obs_t, self._views().actor, tanh_output=True)[-1]
+        return action.cpu().numpy().astype(np.float64)
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """Normalised actions ``[N, act_dim]`` in ``[-1, 1]`` -> environment units ``[N, *act_shape]``."""

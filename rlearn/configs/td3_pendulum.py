@@ -24,7 +24,6 @@ config = dict(
         target_noise=0.2,
         target_noise_clip=0.5,
         learn_threads=2,  # split each minibatch over two threads (2 cores)
-        compile=False,  # torch.compile gains nothing for these sizes on a CPU (docs/td3.md)
     ),
     buffer=dict(size=200_000),
     train=dict(max_env_steps=20_000, collect_steps=1, updates_per_step=1.0),  # one gradient step per env step
