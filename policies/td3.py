@@ -115,9 +115,9 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
     def member(self, i: int, grad: bool = False) -> Dense:
-        """Member ``i`` as a :class:`Dense` view of the parameters (``grad=True``: of their gradients)."""
+        """Member ``i`` as a detached :class:`Dense` view of the parameters (``grad=True``: of their gradients)."""
         weight, bias = (self.weight.grad, self.bias.grad) if grad else (self.weight, self.bias)
-        return Dense(weight[i], bias[i, 0])
+        return Dense(weight.detach()[i], bias.detach()[i, 0])
 
 
 class TwinCritic(nn.Module):
@@ -135,7 +135,7 @@ class TwinCritic(nn.Module):
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1).expand(self.n, -1, -1)
         for layer in self.layers[:-1]:
-            x = torch.relu(layer(x))
+            x = layer(x).relu_()  # in place: no second activation-sized buffer to allocate and write
         return self.layers[-1](x).squeeze(-1)
 
     def member(self, i: int, grad: bool = False) -> List[Dense]:
@@ -151,7 +151,7 @@ class Actor(nn.Module):
         layers: List[nn.Module] = []
         in_dim = obs_dim
         for size in hidden_sizes:
-            layers += [nn.Linear(in_dim, size), nn.ReLU()]
+            layers += [nn.Linear(in_dim, size), nn.ReLU(inplace=True)]
             in_dim = size
         layers += [nn.Linear(in_dim, act_dim), nn.Tanh()]
         self.net = nn.Sequential(*layers)
@@ -160,19 +160,21 @@ class Actor(nn.Module):
         return self.net(obs)
 
     def dense(self, grad: bool = False) -> List[Dense]:
-        """The layers as :class:`Dense` views ``[in, out]`` of the ``nn.Linear`` weights (or of their gradients)."""
+        """The layers as detached :class:`Dense` views ``[in, out]`` of the ``nn.Linear`` weights (or of their
+        gradients)."""
         linears = [m for m in self.net if isinstance(m, nn.Linear)]
         if grad:
             return [Dense(m.weight.grad.t(), m.bias.grad) for m in linears]
-        return [Dense(m.weight.t(), m.bias) for m in linears]
+        return [Dense(m.weight.detach().t(), m.bias.detach()) for m in linears]
 
 
 # ------------------------------------------------------------------------------- hand-written passes
 
 
-def relu_backward(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
-    """``grad * (output > 0)`` in one kernel: the gradient through a ReLU given its *output*."""
-    return torch.ops.aten.threshold_backward(grad, output, 0.0)
+def relu_backward_(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """``grad * (output > 0)``, in place in ``grad`` and in one kernel: the gradient through a ReLU given
+    its *output*. (In place because writing a fresh activation-sized buffer costs more than the arithmetic.)"""
+    return torch.ops.aten.threshold_backward.grad_input(grad, output, 0.0, grad_input=grad)
 
 
 def mlp_forward(x: torch.Tensor, layers: Sequence[Dense], tanh_output: bool = False) -> List[torch.Tensor]:
@@ -215,7 +217,7 @@ def mlp_backward(
         grad = grad * (1.0 - outputs[-1].square())
     for i in range(len(layers) - 1, -1, -1):
         if i < len(layers) - 1:
-            grad = relu_backward(grad, outputs[i + 1])
+            grad = relu_backward_(grad, outputs[i + 1])  # grad is a fresh product here: ours to overwrite
         if weight_grads is not None:
             torch.mm(outputs[i].t(), grad, out=weight_grads[i].weight)
             torch.sum(grad, dim=0, out=weight_grads[i].bias)
@@ -263,14 +265,16 @@ class TaskRunner:
 
     def iteration_done(self, seconds: float, parallel: bool) -> None:
         """Record the wall time of the iteration that just ran in mode ``parallel``; decide after a probe."""
-        phase = self._iteration % self.probe_every
+        self._iteration += 1
+        if self.threads == 1:
+            return  # nothing to choose
+        phase = (self._iteration - 1) % self.probe_every
         if phase < 2 * self.probe_len:
             self._times[parallel].append(seconds)
             if phase == 2 * self.probe_len - 1:
                 serial, threaded = (float(np.median(self._times[m])) for m in (False, True))
                 self.parallel = threaded < serial
                 self._times = {False: [], True: []}
-        self._iteration += 1
 
     def run(self, fn: Callable[[Any], Any], tasks: Sequence[Any], parallel: bool) -> List[Any]:
         """``[fn(task) for task in tasks]``, on this thread alone or shared with the worker threads."""
@@ -414,7 +418,7 @@ class TD3Policy(Policy):
         self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
         self.update_count = 0  # critic updates done; the actor and targets move when it is a multiple of the freq
         self.runner = TaskRunner(self.learn_threads)
-        self._cached_views: Optional[Tuple[tuple, _NetworkViews]] = None
+        self._cached_views: Optional[Tuple[List[torch.Tensor], _NetworkViews]] = None
         if self.learn_threads > 1 and torch.get_num_threads() > 1:
             warnings.warn(
                 f"TD3Policy: policy.learn_threads={self.learn_threads} runs one batch slice per thread; setting "
@@ -509,26 +513,24 @@ class TD3Policy(Policy):
         """Detached :class:`Dense` views of the online networks and of their ``.grad`` buffers.
 
         Built once (creating the views costs more than a small layer's arithmetic) and rebuilt when a
-        gradient buffer is missing or a tensor was replaced rather than updated in place. Optimizer steps,
-        Polyak updates and ``load_state_dict`` all update in place, so the views stay valid.
+        gradient buffer was dropped or replaced (e.g. ``zero_grad(set_to_none=True)``). Optimizer steps,
+        Polyak updates and ``load_state_dict`` update the parameters in place, so the views stay valid.
         """
-        key = tuple(
-            (param.data_ptr(), -1 if param.grad is None else param.grad.data_ptr()) for param in self._online_params
-        )
-        if self._cached_views is None or self._cached_views[0] != key:
-            for param in self._online_params:
-                if param.grad is None:
-                    param.grad = torch.zeros_like(param)
-            with torch.no_grad():
-                views = _NetworkViews(
-                    critic=[self.critic.member(i) for i in range(self.critic.n)],
-                    critic_grads=[self.critic.member(i, grad=True) for i in range(self.critic.n)],
-                    actor=self.actor.dense(),
-                    actor_grads=self.actor.dense(grad=True),
-                )
-            key = tuple((param.data_ptr(), param.grad.data_ptr()) for param in self._online_params)
-            self._cached_views = (key, views)
-        return self._cached_views[1]
+        cached = self._cached_views
+        if cached is not None and all(param.grad is grad for param, grad in zip(self._online_params, cached[0])):
+            return cached[1]
+        for param in self._online_params:
+            if param.grad is None:
+                param.grad = torch.zeros_like(param)
+        with torch.no_grad():
+            views = _NetworkViews(
+                critic=[self.critic.member(i) for i in range(self.critic.n)],
+                critic_grads=[self.critic.member(i, grad=True) for i in range(self.critic.n)],
+                actor=self.actor.dense(),
+                actor_grads=self.actor.dense(grad=True),
+            )
+        self._cached_views = ([param.grad for param in self._online_params], views)
+        return views
 
     @torch.no_grad()
     def _critic_backward(
@@ -645,7 +647,7 @@ class TD3Policy(Policy):
             action = self._actor_numpy(obs)
             if self.exploration_noise > 0:
                 action = action + self.np_random.normal(0.0, self.exploration_noise, size=action.shape)
-            action = np.clip(action, -1.0, 1.0)
+            action = action.clip(-1.0, 1.0)  # the method: np.clip's dispatch costs more than a 1-row clip
         action = action.astype(np.float32)
         return {"action": action.reshape(n, *self.act_shape), "env_action": self.to_env_action(action)}
 
@@ -662,7 +664,7 @@ class TD3Policy(Policy):
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """Normalised actions ``[N, act_dim]`` in ``[-1, 1]`` -> environment units ``[N, *act_shape]``."""
         action = np.asarray(action, dtype=np.float64).reshape(len(action), self.act_dim)
-        env_action = np.clip(self._action_center + self._action_scale * action, self.action_low, self.action_high)
+        env_action = (self._action_center + self._action_scale * action).clip(self.action_low, self.action_high)
         return env_action.astype(self._env_action_dtype).reshape(len(action), *self.act_shape)
 
     def to_normalized_action(self, env_action: np.ndarray) -> np.ndarray:
