@@ -337,6 +337,8 @@ class _NetworkViews(NamedTuple):
     critic_grads: List[List[Dense]]
     actor: List[Dense]
     actor_grads: List[Dense]
+    critic_target: List[List[Dense]]
+    actor_target: List[Dense]
 
 
 # --------------------------------------------------------------------------------------------- policy
@@ -528,6 +530,8 @@ class TD3Policy(Policy):
                 critic_grads=[self.critic.member(i, grad=True) for i in range(self.critic.n)],
                 actor=self.actor.dense(),
                 actor_grads=self.actor.dense(grad=True),
+                critic_target=[self.critic_target.member(i) for i in range(self.critic.n)],
+                actor_target=self.actor_target.dense(),
             )
         self._cached_views = ([param.grad for param in self._online_params], views)
         return views
@@ -589,9 +593,13 @@ class TD3Policy(Policy):
 
         ``noise`` is the (already clipped) target-smoothing noise in normalised action units.
         """
-        next_action = (self.actor_target(next_obs) + noise).clamp_(-1.0, 1.0)
-        next_q = self.critic_target(next_obs, next_action).amin(dim=0)
-        return reward + self.gamma * (1.0 - terminated) * next_q
+        views = self._views()
+        next_action = mlp_forward(next_obs, views.actor_target, tanh_output=True)[-1].add_(noise).clamp_(-1.0, 1.0)
+        x = torch.cat([next_obs, next_action], dim=1)
+        # one target critic after the other rather than both as one batched product: a [B, 400] activation
+        # stays in a core's L2 cache, a [2, B, 400] one does not (measured: the batched form is slower here)
+        q1, q2 = (mlp_forward(x, layers)[-1].squeeze(1) for layers in views.critic_target)
+        return reward + self.gamma * (1.0 - terminated) * torch.minimum(q1, q2)
 
     # ---------------------------------------------------------------------- batch and slices
     def _check_batch(self, data: Mapping[str, torch.Tensor]) -> Tuple[torch.Tensor, ...]:
