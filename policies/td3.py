@@ -34,24 +34,33 @@ environment receives). ``_forward_eval`` returns environment units.
 ``actor_loss`` and ``cur_lr_actor``. The actor keys are *irregular*: they appear every
 ``actor_update_freq`` iterations, so the learner's window must be at least that long to show them.
 
-**Speed.** Networks are small (Pendulum: [400, 300]) and the batch is 256, so a CPU iteration is a few dozen
-medium-size matrix products. Three things make it cheap:
+**How the gradients are computed.** The networks are plain ReLU MLPs, so ``_forward_learn`` computes
+their gradients by hand (:func:`mlp_forward` keeps each layer's output, :func:`mlp_backward` walks back
+with ``dW = h^T dz``, ``db = sum dz``, ``dh = dz W^T``) instead of through autograd. That is the same
+arithmetic -- the tests check it against autograd, layer by layer and for whole iterations -- with no
+graph to record, the gradients written straight into the ``.grad`` buffers the optimizers read, and only
+the products TD3 needs: the actor step passes its gradient *through* ``Q1`` to the action without
+computing the critic's weight gradients, and no layer computes the gradient of its input where nobody uses
+it. The modules (:class:`Actor`, :class:`TwinCritic`) keep an ordinary ``forward`` for acting,
+evaluation and checkpoints; the learner reads their parameters through views (:class:`Dense`).
 
-* both critics (and both target critics) are one :class:`TwinCritic` whose layers hold stacked weights
-  ``[2, in, out]`` evaluated with one batched matmul (``torch.baddbmm``): one kernel per layer instead of
-  two, for the forward and the backward;
-* the actor loss evaluates ``Q1`` with *detached* critic weights, so autograd computes no critic weight
-  gradients on actor steps (about one matmul in twelve saved per iteration);
-* with ``learn_threads = k > 1`` the minibatch is cut into ``k`` slices whose forward and backward can run
-  concurrently on ``k`` threads (PyTorch releases the GIL inside its kernels); their gradients are summed
-  before a single optimizer step. This is the same mathematics as one full-batch pass (losses are sums
-  over samples divided by the full batch size), with two joins per iteration instead of OpenMP's
-  per-kernel barriers, which collapse when another process is busy on the second core. Threads only pay
-  while the cores are free, so a :class:`SliceRunner` re-measures every 1000 iterations whether the slices
-  run faster on one thread or on ``k``, and uses the faster; the slices are the same either way, so the
-  numbers do not depend on that choice. Each kernel runs single-threaded: keep the run config's
-  ``num_threads = 1`` (the default); with more torch threads the policy sets one, with a warning, rather
-  than oversubscribe the cores.
+**Speed.** A Pendulum iteration ([400, 300], batch 256) is 11.5 products of 256 x 400 x 300 on average
+plus small ones, so on a CPU the time is in ``matmul`` and in moving activations through the caches:
+
+* the twin critics' layers are stored stacked (``[2, in, out]``), but each critic runs on its own, so an
+  activation is ``[256, 400]`` (fits a core's L2 cache) rather than ``[2, 256, 400]`` (does not); ReLU and
+  its gradient run in place;
+* a ``[n, B, in] x [n, in, 1]`` batched product (a critic's output layer in :class:`TwinCritic.forward`)
+  is computed transposed, ~10x faster on CPU;
+* one iteration is three phases of independent tasks -- the targets per batch slice, the critic update
+  one task per critic, the actor gradient per batch slice (summed) -- that a :class:`TaskRunner` runs on
+  one thread or, with ``learn_threads = 2``, on two (PyTorch releases the GIL inside its kernels). The
+  tasks are the same in both modes and each kernel is single-threaded, so the results are bit-identical;
+  the runner re-measures every 1000 iterations which mode is faster *now* (two threads stop paying when
+  another process occupies a core) and uses that. The alternative is PyTorch's own intra-op threads
+  (run config ``num_threads = 2`` with ``learn_threads = 1``): every kernel split over both cores, a
+  little faster on an idle machine, much slower on a busy one (docs/td3.md has the numbers). The policy
+  sets ``num_threads`` to 1, with a warning, when ``learn_threads > 1``, rather than oversubscribe.
 
 Adam is the fused CPU/GPU implementation (``fused=True``).
 """
