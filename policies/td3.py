@@ -70,12 +70,8 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-import threading
 import time
-import warnings
-import weakref
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -86,7 +82,7 @@ from policies.base import Policy, PolicyConfigError
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
 
-__all__ = ["TD3Policy", "Actor", "TwinCritic", "EnsembleLinear", "Dense", "TaskRunner", "mlp_forward", "mlp_backward"]
+__all__ = ["TD3Policy", "Actor", "TwinCritic", "EnsembleLinear", "Dense", "ThreadChooser", "linear", "mlp_forward", "mlp_backward"]
 
 # ------------------------------------------------------------------------------------------- networks
 
@@ -94,20 +90,35 @@ __all__ = ["TD3Policy", "Actor", "TwinCritic", "EnsembleLinear", "Dense", "TaskR
 class Dense(NamedTuple):
     """One dense layer as the learner's hand-written passes see it: ``y = x @ weight + bias``.
 
-    ``weight [in, out]`` and ``bias [out]`` are usually *views* of a module's parameters (or of their
-    ``.grad`` buffers), so that reading them costs nothing and writing into them fills the module's tensors.
+    Either a single layer (``weight [in, out]``, ``bias [out]``) or ``n`` stacked ones evaluated together
+    (``weight [n, in, out]``, ``bias [n, 1, out]``, e.g. both critics at once). The tensors are usually
+    *views* of a module's parameters (or of their ``.grad`` buffers), so that reading them costs nothing
+    and writing into them fills the module's tensors.
     """
 
     weight: torch.Tensor
     bias: torch.Tensor
 
 
+def linear(x: torch.Tensor, layer: Dense) -> torch.Tensor:
+    """``x @ layer.weight + layer.bias`` for a single layer (``x [B, in]``) or stacked layers (``x [B, in]``,
+    shared by every member, or ``[n, B, in]``); returns ``[B, out]`` or ``[n, B, out]``."""
+    weight, bias = layer
+    if weight.shape[-1] == 1:
+        # a matrix-*vector* product: ~10x faster on CPU computed transposed, [.., 1, in] x [.., in, B],
+        # than as [.., B, in] x [.., in, 1] (measured: 39 us against 166 us for [2, 256, 300])
+        return torch.matmul(weight.transpose(-1, -2), x.transpose(-1, -2)).transpose(-1, -2) + bias
+    if weight.dim() == 3:
+        return torch.baddbmm(bias, x.expand(weight.shape[0], -1, -1) if x.dim() == 2 else x, weight)
+    return torch.addmm(bias, x, weight)
+
+
 class EnsembleLinear(nn.Module):
-    """``n`` independent linear layers evaluated together: ``x [n, B, in] -> [n, B, out]``.
+    """``n`` independent linear layers evaluated together: ``x [n, B, in]`` (or ``[B, in]``, shared) ``->
+    [n, B, out]``.
 
     ``weight [n, in, out]`` and ``bias [n, 1, out]`` are initialised like :class:`torch.nn.Linear`
-    (uniform in ``+-1/sqrt(in)``), independently per member; the forward pass is one
-    ``torch.baddbmm(bias, x, weight)``.
+    (uniform in ``+-1/sqrt(in)``), independently per member; the forward pass is one batched product.
     """
 
     def __init__(self, n: int, in_features: int, out_features: int) -> None:
@@ -117,22 +128,23 @@ class EnsembleLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(n, 1, out_features).uniform_(-bound, bound))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight.shape[-1] == 1:
-            # a batched matrix-*vector* product is ~10x slower as [n, B, in] x [n, in, 1] than transposed,
-            # [n, 1, in] x [n, in, B], on CPU (measured: 200 us against 19 us for [2, 256, 300])
-            return torch.baddbmm(self.bias, self.weight.transpose(1, 2), x.transpose(1, 2)).transpose(1, 2)
-        return torch.baddbmm(self.bias, x, self.weight)
+        return linear(x, Dense(self.weight, self.bias))
 
-    def member(self, i: int, grad: bool = False) -> Dense:
-        """Member ``i`` as a detached :class:`Dense` view of the parameters (``grad=True``: of their gradients)."""
+    def dense(self, grad: bool = False) -> Dense:
+        """All members as one detached :class:`Dense` view of the parameters (``grad=True``: of their gradients)."""
         weight, bias = (self.weight.grad, self.bias.grad) if grad else (self.weight, self.bias)
-        return Dense(weight.detach()[i], bias.detach()[i, 0])
+        return Dense(weight.detach(), bias.detach())
+
+    def member(self, i: int) -> Dense:
+        """Member ``i`` alone as a detached :class:`Dense` view ``[in, out]`` of the parameters."""
+        return Dense(self.weight.detach()[i], self.bias.detach()[i, 0])
 
 
 class TwinCritic(nn.Module):
     """``n`` (default 2) Q-networks ``(obs, action) -> Q`` with ReLU hidden layers, evaluated as one.
 
-    ``forward(obs [B, o], action [B, a]) -> [n, B]``: row ``i`` is ``Q_{i+1}(obs, action)``.
+    ``forward(obs [B, o], action [B, a]) -> [n, B]``: row ``i`` is ``Q_{i+1}(obs, action)``. Every layer
+    holds the ``n`` networks' weights stacked (``[n, in, out]``) and runs as one batched product.
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2) -> None:
@@ -142,14 +154,18 @@ class TwinCritic(nn.Module):
         self.layers = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in zip(sizes[:-1], sizes[1:]))
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([obs, action], dim=-1).expand(self.n, -1, -1)
+        x = torch.cat([obs, action], dim=-1)
         for layer in self.layers[:-1]:
             x = layer(x).relu_()  # in place: no second activation-sized buffer to allocate and write
         return self.layers[-1](x).squeeze(-1)
 
-    def member(self, i: int, grad: bool = False) -> List[Dense]:
-        """Q-network ``i`` (0 is ``Q1``) as :class:`Dense` views of its layers (``grad=True``: of the gradients)."""
-        return [layer.member(i, grad) for layer in self.layers]
+    def dense(self, grad: bool = False) -> List[Dense]:
+        """All ``n`` Q-networks as stacked :class:`Dense` views of the layers (``grad=True``: of the gradients)."""
+        return [layer.dense(grad) for layer in self.layers]
+
+    def member(self, i: int) -> List[Dense]:
+        """Q-network ``i`` alone (0 is ``Q1``) as :class:`Dense` views ``[in, out]`` of its layers."""
+        return [layer.member(i) for layer in self.layers]
 
 
 class Actor(nn.Module):
@@ -190,12 +206,13 @@ def mlp_forward(x: torch.Tensor, layers: Sequence[Dense], tanh_output: bool = Fa
     """Forward pass of a ReLU MLP keeping what the backward pass needs: ``[x, h_1, ..., h_L]``.
 
     ``h_i = relu(h_{i-1} @ W_i + b_i)`` for the hidden layers; the last layer is linear, or ``tanh`` with
-    ``tanh_output``. Call it under ``torch.no_grad()``: the gradients come from :func:`mlp_backward`.
+    ``tanh_output``. The layers may be stacked (``[n, in, out]``: ``n`` networks at once, ``x`` shared).
+    Call it under ``torch.no_grad()``: the gradients come from :func:`mlp_backward`.
     """
     outputs = [x]
     last = len(layers) - 1
     for i, layer in enumerate(layers):
-        h = torch.addmm(layer.bias, outputs[-1], layer.weight)
+        h = linear(outputs[-1], layer)
         if i < last:
             h = h.relu_()
         elif tanh_output:
@@ -216,106 +233,102 @@ def mlp_backward(
 
     For every layer, from the last: ``dz = dh * act'`` (``act'`` from the stored outputs: ``h > 0`` for
     ReLU, ``1 - h^2`` for tanh), then ``dW = h_{i-1}^T @ dz``, ``db = sum_batch dz`` and
-    ``dh_{i-1} = dz @ W^T``. The weight and bias gradients are *written* into ``weight_grads`` (tensors of
-    the layers' shapes, e.g. views of ``.grad`` buffers); with ``weight_grads=None`` they are not computed
-    at all (a frozen network that only passes gradients on). Returns ``dL/dx`` if ``input_grad``, else
-    None (and then the first layer's input gradient is not computed either).
+    ``dh_{i-1} = dz @ W^T`` (per member for stacked layers). The weight and bias gradients are *written*
+    into ``weight_grads`` (tensors of the layers' shapes, e.g. views of ``.grad`` buffers); with
+    ``weight_grads=None`` they are not computed at all (a frozen network that only passes gradients on).
+    Returns ``dL/dx`` if ``input_grad``, else None (and then the first layer's input gradient is not
+    computed either).
     """
     grad = grad_output
     if tanh_output:
         grad = grad * (1.0 - outputs[-1].square())
     for i in range(len(layers) - 1, -1, -1):
+        weight = layers[i].weight
         if i < len(layers) - 1:
             grad = relu_backward_(grad, outputs[i + 1])  # grad is a fresh product here: ours to overwrite
         if weight_grads is not None:
-            torch.mm(outputs[i].t(), grad, out=weight_grads[i].weight)
-            torch.sum(grad, dim=0, out=weight_grads[i].bias)
+            _weight_gradient(outputs[i], grad, weight_grads[i])
         if i > 0 or input_grad:
-            grad = grad @ layers[i].weight.t()
+            if weight.shape[-1] == 1:  # an outer product: elementwise is faster than a k=1 matmul
+                grad = grad * weight.transpose(-1, -2)
+            else:
+                grad = torch.matmul(grad, weight.transpose(-1, -2))
     return grad if input_grad else None
 
 
-# ------------------------------------------------------------------------------------ task runner
+def _weight_gradient(h: torch.Tensor, grad: torch.Tensor, out: Dense) -> None:
+    """Write ``h^T @ grad`` into ``out.weight`` and ``sum_batch grad`` into ``out.bias`` (batched if stacked)."""
+    stacked = out.weight.dim() == 3
+    if stacked and h.dim() == 2:
+        h = h.expand(out.weight.shape[0], -1, -1)  # the input shared by every member
+    mm = torch.bmm if stacked else torch.mm
+    if out.weight.shape[-1] == 1:
+        mm(grad.transpose(-1, -2), h, out=out.weight.transpose(-1, -2))  # transposed: see linear()
+    else:
+        mm(h.transpose(-1, -2), grad, out=out.weight)
+    torch.sum(grad, dim=-2, keepdim=stacked, out=out.bias)
 
 
-class TaskRunner:
-    """Runs the independent tasks of one phase of an iteration on this thread alone, or on ``threads`` threads.
+# --------------------------------------------------------------------------------------- threads
 
-    Which of the two is faster depends on the machine *now*: on idle cores the threads run the tasks
-    concurrently (PyTorch releases the GIL inside its kernels); when another process occupies a core, a
-    thread holding the GIL gets descheduled and the others wait for it, and one thread is faster. So the
-    runner measures: every ``probe_every`` iterations it runs ``probe_len`` of them on one thread and
-    ``probe_len`` on all threads, and keeps the mode with the lower median iteration time until the next
-    probe. The tasks are the same in both modes and every kernel is single-threaded, so the results are
-    bit-identical whichever mode runs.
 
-    In parallel mode every thread takes the next task not yet taken until none is left (work sharing):
-    if a worker is slow to wake up, this thread computes its task too instead of waiting.
+class ThreadChooser:
+    """How many torch threads a train iteration runs with: ``threads``, or 1 while more do not pay.
+
+    PyTorch's intra-op threads split every product over the cores. On idle cores that is the fastest way
+    to run an iteration; but when another process occupies a core, every kernel waits at its barrier for
+    the descheduled worker, and one thread is several times faster. Which case holds changes during a
+    run, so the chooser measures (``adaptive=True``): every ``probe_every`` iterations it runs
+    ``probe_len`` of them on one thread, then ``probe_len`` on ``threads``, and keeps the mode with the
+    lower median iteration time until the next probe. A multi-thread probe iteration that takes more than
+    twice the one-thread median ends the probe at once: under heavy load those are the expensive ones.
+
+    The first ``probe_len`` iterations of each period run in the current mode, as a warm-up. With
+    ``adaptive=False`` every iteration uses ``threads``.
     """
 
-    def __init__(self, threads: int, probe_every: int = 1000, probe_len: int = 16) -> None:
+    def __init__(self, threads: int, adaptive: bool = True, probe_every: int = 1000, probe_len: int = 8) -> None:
+        if threads < 1 or probe_every < 3 * probe_len:
+            raise ValueError(f"ThreadChooser: need threads >= 1 and probe_every >= 3 * probe_len, got "
+                             f"{threads}, {probe_every}, {probe_len}")
         self.threads = threads
+        self.adaptive = adaptive and threads > 1 and probe_len > 0
         self.probe_every = probe_every
         self.probe_len = probe_len
-        #: the mode used outside probes (True: all threads); updated after every probe
-        self.parallel = True
+        #: threads used outside probes; updated after every probe
+        self.chosen = threads
         self._iteration = 0
-        self._times: Dict[bool, List[float]] = {False: [], True: []}
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._times: Dict[int, List[float]] = {1: [], threads: []}
+        self._decided = False  # whether this period's probe has already decided
 
-    def mode(self) -> bool:
-        """Whether the current iteration runs its tasks on all threads."""
-        if self.threads == 1:
-            return False
+    def _probing(self, phase: int) -> Optional[int]:
+        """The thread count this period's probe runs at ``phase``, or None outside the probe."""
+        if not self.adaptive or self._decided or phase < self.probe_len or phase >= 3 * self.probe_len:
+            return None
+        return 1 if phase < 2 * self.probe_len else self.threads
+
+    def threads_now(self) -> int:
+        """Threads for the iteration about to run."""
+        probe = self._probing(self._iteration % self.probe_every)
+        return self.chosen if probe is None else probe
+
+    def iteration_done(self, seconds: float) -> None:
+        """Record the wall time of the iteration that just ran (with :meth:`threads_now` threads)."""
         phase = self._iteration % self.probe_every
-        if phase < 2 * self.probe_len:
-            return phase >= self.probe_len  # probe: first on one thread, then on all
-        return self.parallel
-
-    def iteration_done(self, seconds: float, parallel: bool) -> None:
-        """Record the wall time of the iteration that just ran in mode ``parallel``; decide after a probe."""
         self._iteration += 1
-        if self.threads == 1:
-            return  # nothing to choose
-        phase = (self._iteration - 1) % self.probe_every
-        if phase < 2 * self.probe_len:
-            self._times[parallel].append(seconds)
-            if phase == 2 * self.probe_len - 1:
-                serial, threaded = (float(np.median(self._times[m])) for m in (False, True))
-                self.parallel = threaded < serial
-                self._times = {False: [], True: []}
-
-    def run(self, fn: Callable[[Any], Any], tasks: Sequence[Any], parallel: bool) -> List[Any]:
-        """``[fn(task) for task in tasks]``, on this thread alone or shared with the worker threads."""
-        if not parallel or len(tasks) == 1 or self.threads == 1:
-            return [fn(task) for task in tasks]
-        if self._pool is None:
-            # torch.set_num_threads is partly per thread (OpenMP and MKL keep thread-local counts): without
-            # this initializer a worker's matmuls would start an OpenMP team of all cores and spin-wait
-            self._pool = ThreadPoolExecutor(
-                max_workers=self.threads - 1, thread_name_prefix="td3-learn",
-                initializer=torch.set_num_threads, initargs=(1,),
-            )
-            weakref.finalize(self, self._pool.shutdown, wait=False)
-        results: List[Any] = [None] * len(tasks)
-        todo = iter(range(len(tasks)))  # next() on a shared iterator, under a lock
-        lock = threading.Lock()
-
-        def work() -> None:
-            while True:
-                with lock:
-                    index = next(todo, None)
-                if index is None:
-                    return
-                results[index] = fn(tasks[index])
-
-        helpers = [self._pool.submit(work) for _ in range(min(self.threads, len(tasks)) - 1)]
-        try:
-            work()
-        finally:
-            for helper in helpers:
-                helper.result()  # waits, and re-raises a helper's exception
-        return results
+        if phase == 0:
+            self._decided = False
+        probe = self._probing(phase)
+        if probe is None:
+            return
+        self._times[probe].append(seconds)
+        serial = self._times[1]
+        if probe == 1:
+            return
+        if seconds > 2.0 * float(np.median(serial)) or phase == 3 * self.probe_len - 1:
+            self.chosen = self.threads if float(np.median(self._times[self.threads])) < float(np.median(serial)) else 1
+            self._times = {1: [], self.threads: []}
+            self._decided = True
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -340,13 +353,17 @@ _BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
 
 
 class _NetworkViews(NamedTuple):
-    """What the hand-written passes read and write: per critic, per actor layer (see ``TD3Policy._views``)."""
+    """What the hand-written passes read and write, layer by layer (see ``TD3Policy._views``).
 
-    critic: List[List[Dense]]
-    critic_grads: List[List[Dense]]
+    The critics are stacked (``[2, in, out]``: both at once); ``q1`` is ``Q1`` alone, for the actor step.
+    """
+
+    critic: List[Dense]
+    critic_grads: List[Dense]
+    q1: List[Dense]
     actor: List[Dense]
     actor_grads: List[Dense]
-    critic_target: List[List[Dense]]
+    critic_target: List[Dense]
     actor_target: List[Dense]
 
 
@@ -367,7 +384,11 @@ class TD3Policy(Policy):
     * ``gamma`` (0.99): discount; ``tau`` (0.005): Polyak coefficient of the target networks;
     * ``exploration_noise`` (0.1): std of the Gaussian collect noise, normalised units (1 = half the range);
     * ``target_noise`` (0.2), ``target_noise_clip`` (0.5): target policy smoothing, normalised units;
-    * ``learn_threads`` (1): threads a train iteration splits its minibatch over (CPU only; see "Speed");
+    * ``learn_threads`` (None): torch threads a train iteration runs with (CPU only; None: the run's own
+      ``num_threads``, unchanged); see "Speed" in the module docstring;
+    * ``adaptive_threads`` (True): with ``learn_threads > 1``, measure every 1000 iterations whether the
+      threads pay and use one thread while they do not (:class:`ThreadChooser`). Set False for runs whose
+      numbers depend only on the seed: the thread count can change a product's rounding.
     """
 
     on_policy = False
@@ -383,7 +404,8 @@ class TD3Policy(Policy):
         "exploration_noise": 0.1,
         "target_noise": 0.2,
         "target_noise_clip": 0.5,
-        "learn_threads": 1,
+        "learn_threads": None,
+        "adaptive_threads": True,
     }
 
     # ------------------------------------------------------------------------------------- learn
@@ -403,9 +425,11 @@ class TD3Policy(Policy):
         self.target_noise_clip = _check_float("target_noise_clip", cfg["target_noise_clip"], 0.0, math.inf)
         lr_actor = _check_float("lr_actor", cfg["lr_actor"], 0.0, math.inf, low_open=True)
         lr_critic = _check_float("lr_critic", cfg["lr_critic"], 0.0, math.inf, low_open=True)
-        self.learn_threads = _check_int("learn_threads", cfg["learn_threads"], 1)
-        if self.device.type != "cpu":
-            self.learn_threads = 1
+        threads = cfg["learn_threads"]
+        self.learn_threads = None if threads is None else _check_int("learn_threads", threads, 1)
+        adaptive = cfg["adaptive_threads"]
+        if not isinstance(adaptive, bool):
+            raise PolicyConfigError(f"TD3Policy: 'policy.adaptive_threads' must be true or false, got {adaptive!r}")
 
         self._init_spaces()
         # Networks are initialised from the policy seed without touching the global torch RNG.
@@ -428,15 +452,11 @@ class TD3Policy(Policy):
         self.torch_rng = torch.Generator(device=self.device)
         self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
         self.update_count = 0  # critic updates done; the actor and targets move when it is a multiple of the freq
-        self.runner = TaskRunner(self.learn_threads)
+        #: picks each iteration's torch thread count (None: the iteration runs with the caller's)
+        self.thread_chooser: Optional[ThreadChooser] = None
+        if self.learn_threads is not None and self.device.type == "cpu":
+            self.thread_chooser = ThreadChooser(self.learn_threads, adaptive=adaptive)
         self._cached_views: Optional[Tuple[List[torch.Tensor], _NetworkViews]] = None
-        if self.learn_threads > 1 and torch.get_num_threads() > 1:
-            warnings.warn(
-                f"TD3Policy: policy.learn_threads={self.learn_threads} runs one batch slice per thread; setting "
-                f"torch.set_num_threads(1) (was {torch.get_num_threads()}) so that kernels do not oversubscribe the cores",
-                stacklevel=2,
-            )
-            torch.set_num_threads(1)
 
     def _init_spaces(self) -> None:
         obs_space, act_space = self.observation_space, self.action_space
@@ -468,60 +488,60 @@ class TD3Policy(Policy):
     def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         """One TD3 iteration on a replay minibatch (the off-policy data contract of ``policies.base``).
 
-        Three phases, each a list of independent tasks for the :class:`TaskRunner` (run on one thread or
-        on ``learn_threads`` threads, with identical results): the targets ``y`` per batch slice; the
-        critic update, one task per critic, each writing its gradient into its half of the stacked
-        gradient buffers; and, on actor iterations, the actor gradient per batch slice (slices summed).
+        Runs with the number of torch threads the :class:`ThreadChooser` picks (``policy.learn_threads``,
+        or one thread while more do not pay), then restores the caller's thread count.
         """
+        threads = self.thread_chooser.threads_now() if self.thread_chooser is not None else None
+        outer = torch.get_num_threads()
+        switch = threads is not None and threads != outer
+        if switch:
+            torch.set_num_threads(threads)
         start = time.perf_counter()
-        obs, action, reward, next_obs, terminated = self._check_batch(data)
-        batch = obs.shape[0]
-        noise = self.smoothing_noise(action.shape)  # for the whole batch, before it is cut into slices
-        parallel = self.runner.mode()
-        views = self._views()
+        try:
+            info = self._learn_step(data)
+        finally:
+            if switch:
+                torch.set_num_threads(outer)
+        if self.thread_chooser is not None:
+            self.thread_chooser.iteration_done(time.perf_counter() - start)
+        return info
 
+    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+        """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates."""
+        obs, action, reward, next_obs, terminated = self._check_batch(data)
+        views = self._views()
         with span("learner/forward", lane="learner"):
-            parts = self._split((reward, next_obs, terminated, noise))
-            target_q = torch.cat(self.runner.run(lambda part: self.compute_target(*part), parts, parallel))
-        critics = self.runner.run(
-            lambda i: self._critic_backward(views.critic[i], views.critic_grads[i], obs, action, target_q),
-            range(self.critic.n), parallel,
-        )
+            target_q = self.compute_target(reward, next_obs, terminated, self.smoothing_noise(action.shape))
+        stats = self._critic_backward(views, obs, action, target_q)
         with span("learner/optimizer_step", lane="learner"):
             self.critic_optimizer.step()
         self.update_count += 1
-        (squared_1, q_1, abs_1), (squared_2, q_2, abs_2) = (stats.tolist() for stats in critics)
-        info = {
-            "critic_loss": squared_1 / batch,
-            "critic_twin_loss": squared_2 / batch,
-            "q_value": q_1 / batch,
-            "q_value_twin": q_2 / batch,
-            "target_q_value": float(target_q.mean()),
-            "td_error": (abs_1 + abs_2) / (2 * batch),
-            "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"],
-        }
 
-        if self.update_count % self.actor_update_freq == 0:
-            slices = [part[0] for part in self._split((obs,))]
-            losses = self.runner.run(
-                lambda task: self._actor_backward(views, slices[task], batch, first=task == 0),
-                range(len(slices)), parallel,
-            )
+        actor_step = self.update_count % self.actor_update_freq == 0
+        if actor_step:
+            actor_loss = self._actor_backward(views, obs)
             with span("learner/optimizer_step", lane="learner"):
-                for extra in losses[1:]:  # slices after the first wrote into buffers of their own
-                    for grad, more in zip(views.actor_grads, extra[1]):
-                        grad.weight.add_(more.weight)
-                        grad.bias.add_(more.bias)
                 self.actor_optimizer.step()
                 with torch.no_grad():  # Polyak averaging of every target network
                     torch._foreach_lerp_(self._target_params, self._online_params, self.tau)
-            info["actor_loss"] = float(sum(loss for loss, _ in losses))
+            stats = torch.cat([stats, actor_loss.reshape(1)])
+        values = stats.tolist()  # one host transfer for every reported number
+        info = {
+            "critic_loss": values[0],
+            "critic_twin_loss": values[1],
+            "q_value": values[2],
+            "q_value_twin": values[3],
+            "target_q_value": values[4],
+            "td_error": values[5],
+            "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"],
+        }
+        if actor_step:
+            info["actor_loss"] = values[6]
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]
-        self.runner.iteration_done(time.perf_counter() - start, parallel)
         return info
 
     def _views(self) -> "_NetworkViews":
-        """Detached :class:`Dense` views of the online networks and of their ``.grad`` buffers.
+        """Detached :class:`Dense` views of the networks and of the online networks' ``.grad`` buffers.
 
         Built once (creating the views costs more than a small layer's arithmetic) and rebuilt when a
         gradient buffer was dropped or replaced (e.g. ``zero_grad(set_to_none=True)``). Optimizer steps,
@@ -535,11 +555,12 @@ class TD3Policy(Policy):
                 param.grad = torch.zeros_like(param)
         with torch.no_grad():
             views = _NetworkViews(
-                critic=[self.critic.member(i) for i in range(self.critic.n)],
-                critic_grads=[self.critic.member(i, grad=True) for i in range(self.critic.n)],
+                critic=self.critic.dense(),
+                critic_grads=self.critic.dense(grad=True),
+                q1=self.critic.member(0),
                 actor=self.actor.dense(),
                 actor_grads=self.actor.dense(grad=True),
-                critic_target=[self.critic_target.member(i) for i in range(self.critic.n)],
+                critic_target=self.critic_target.dense(),
                 actor_target=self.actor_target.dense(),
             )
         self._cached_views = ([param.grad for param in self._online_params], views)
@@ -547,46 +568,37 @@ class TD3Policy(Policy):
 
     @torch.no_grad()
     def _critic_backward(
-        self, layers: List[Dense], grads: List[Dense], obs: torch.Tensor, action: torch.Tensor, target_q: torch.Tensor
+        self, views: "_NetworkViews", obs: torch.Tensor, action: torch.Tensor, target_q: torch.Tensor
     ) -> torch.Tensor:
-        """Critic ``Q_i``'s share of ``MSE(Q1, y) + MSE(Q2, y)``: forward on the whole batch, then its gradient
-        (``dL/dQ_i = 2 (Q_i - y) / B``) written into ``grads``, the ``[i]`` halves of the critic's ``.grad``.
+        """Both critics' gradients of ``MSE(Q1, y) + MSE(Q2, y)`` (``dL/dQ_i = 2 (Q_i - y) / B``), written into
+        the critic's ``.grad`` buffers; both critics run as one stacked network.
 
-        ``layers``: ``Q_i``'s layers (``TwinCritic.member(i)``). Returns ``[sum (Q_i - y)^2, sum Q_i,
-        sum |Q_i - y|]`` over the batch, for the reports.
+        Returns ``[MSE_1, MSE_2, mean Q1, mean Q2, mean y, mean |Q - y| over both]`` for the reports.
         """
         with span("learner/forward", lane="learner"):
-            outputs = mlp_forward(torch.cat([obs, action], dim=1), layers)
-            q = outputs[-1].squeeze(1)
+            outputs = mlp_forward(torch.cat([obs, action], dim=1), views.critic)
+            q = outputs[-1].squeeze(-1)  # [2, B]
             error = q - target_q
         with span("learner/backward", lane="learner"):
-            grad_q = error.mul(2.0 / len(q)).unsqueeze(1)
-            mlp_backward(outputs, grad_q, layers, weight_grads=grads)
-        return torch.stack([error.square().sum(), q.sum(), error.abs().sum()])
+            grad_q = error.mul(2.0 / q.shape[1]).unsqueeze(-1)
+            mlp_backward(outputs, grad_q, views.critic, weight_grads=views.critic_grads)
+        return torch.cat([error.square().mean(1), q.mean(1), target_q.mean().reshape(1), error.abs().mean().reshape(1)])
 
     @torch.no_grad()
-    def _actor_backward(
-        self, views: "_NetworkViews", obs: torch.Tensor, batch_size: int, first: bool
-    ) -> Tuple[float, List[Dense]]:
-        """The gradient of ``-mean Q1(s, pi(s))`` on one slice of the batch (``batch_size``: the whole batch's).
+    def _actor_backward(self, views: "_NetworkViews", obs: torch.Tensor) -> torch.Tensor:
+        """The gradient of ``-mean Q1(s, pi(s))``, written into the actor's ``.grad`` buffers; returns the loss.
 
         The gradient flows back through ``Q1`` to the action only (no critic weight gradients), then
-        through the actor. The ``first`` slice writes into the actor's ``.grad`` buffers, the others into
-        fresh tensors that the caller adds. Returns the slice's share of the loss and the buffers used.
+        through the actor.
         """
         with span("learner/forward", lane="learner"):
-            actor = views.actor
-            actor_outputs = mlp_forward(obs, actor, tanh_output=True)
-            q1 = views.critic[0]
-            q_outputs = mlp_forward(torch.cat([obs, actor_outputs[-1]], dim=1), q1)
+            actor_outputs = mlp_forward(obs, views.actor, tanh_output=True)
+            q_outputs = mlp_forward(torch.cat([obs, actor_outputs[-1]], dim=1), views.q1)
         with span("learner/backward", lane="learner"):
-            grad_q = torch.full_like(q_outputs[-1], -1.0 / batch_size)
-            grad_action = mlp_backward(q_outputs, grad_q, q1, input_grad=True)[:, self.obs_dim:]
-            buffers = views.actor_grads
-            if not first:
-                buffers = [Dense(torch.empty_like(g.weight), torch.empty_like(g.bias)) for g in buffers]
-            mlp_backward(actor_outputs, grad_action, actor, tanh_output=True, weight_grads=buffers)
-        return -float(q_outputs[-1].sum()) / batch_size, buffers
+            grad_q = torch.full_like(q_outputs[-1], -1.0 / obs.shape[0])
+            grad_action = mlp_backward(q_outputs, grad_q, views.q1, input_grad=True)[:, self.obs_dim:]
+            mlp_backward(actor_outputs, grad_action, views.actor, tanh_output=True, weight_grads=views.actor_grads)
+        return q_outputs[-1].mean().neg()
 
     def smoothing_noise(self, shape: Sequence[int]) -> torch.Tensor:
         """Target policy smoothing noise ``clip(N(0, target_noise), -target_noise_clip, target_noise_clip)``
@@ -604,13 +616,10 @@ class TD3Policy(Policy):
         """
         views = self._views()
         next_action = mlp_forward(next_obs, views.actor_target, tanh_output=True)[-1].add_(noise).clamp_(-1.0, 1.0)
-        x = torch.cat([next_obs, next_action], dim=1)
-        # one target critic after the other rather than both as one batched product: a [B, 400] activation
-        # stays in a core's L2 cache, a [2, B, 400] one does not (measured: the batched form is slower here)
-        q1, q2 = (mlp_forward(x, layers)[-1].squeeze(1) for layers in views.critic_target)
-        return reward + self.gamma * (1.0 - terminated) * torch.minimum(q1, q2)
+        q_next = mlp_forward(torch.cat([next_obs, next_action], dim=1), views.critic_target)[-1]  # [2, B, 1]
+        return reward + self.gamma * (1.0 - terminated) * q_next.amin(dim=0).squeeze(-1)
 
-    # ---------------------------------------------------------------------- batch and slices
+    # ---------------------------------------------------------------------------------- batch
     def _check_batch(self, data: Mapping[str, torch.Tensor]) -> Tuple[torch.Tensor, ...]:
         """The five batch tensors, flattened to ``[B, dim]`` / ``[B]``; bad input raises naming the key."""
         if not isinstance(data, Mapping):
@@ -639,17 +648,6 @@ class TD3Policy(Policy):
             bad = [key for key, t in zip(_BATCH_KEYS, out) if not bool(torch.isfinite(t).all())]
             raise ValueError(f"TD3Policy._forward_learn: non-finite values (NaN/inf) in batch {bad}; nothing was updated")
         return tuple(out)
-
-    def _split(self, tensors: Sequence[torch.Tensor]) -> List[Tuple[torch.Tensor, ...]]:
-        """Cut every tensor into ``learn_threads`` slices along the batch (fewer if the batch is tiny).
-
-        One slice per thread: every slice has fixed costs of its own (Python, smaller products and, for the
-        actor, a gradient to allocate and add), so finer slicing for load balancing does not pay.
-        """
-        parts = min(self.learn_threads, tensors[0].shape[0])
-        if parts == 1:
-            return [tuple(tensors)]
-        return list(zip(*(t.tensor_split(parts) for t in tensors)))
 
     # ----------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:

@@ -187,26 +187,32 @@ def test_actor_loss_uses_the_updated_critic():
 
 
 # ----------------------------------------------------------------------- hand-written gradients
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 9), min_size=2, max_size=5),
     batch=st.integers(1, 7),
     tanh=st.booleans(),
+    members=st.sampled_from([None, 1, 2, 3]),
     seed=st.integers(0, 2**31 - 1),
 )
-def test_mlp_backward_matches_autograd(sizes, batch, tanh, seed):
-    """mlp_forward/mlp_backward against autograd on random ReLU MLPs (float64, so exact up to rounding)."""
+def test_mlp_backward_matches_autograd(sizes, batch, tanh, members, seed):
+    """mlp_forward/mlp_backward against autograd on random ReLU MLPs (float64, so exact up to rounding), single
+    (``members=None``) or stacked (``[n, in, out]`` weights evaluated together on a shared input)."""
     from policies.td3 import Dense, mlp_backward, mlp_forward
 
     gen = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
-    layers = [Dense(rand(a, b).requires_grad_(), rand(b).requires_grad_()) for a, b in zip(sizes[:-1], sizes[1:])]
+    lead = () if members is None else (members,)
+    layers = [
+        Dense(rand(*lead, a, b).requires_grad_(), rand(*lead, *((1,) if lead else ()), b).requires_grad_())
+        for a, b in zip(sizes[:-1], sizes[1:])
+    ]
     x = rand(batch, sizes[0]).requires_grad_()
-    upstream = rand(batch, sizes[-1])
+    upstream = rand(*lead, batch, sizes[-1])
 
     h = x  # autograd reference
     for i, layer in enumerate(layers):
-        h = h @ layer.weight + layer.bias
+        h = torch.matmul(h, layer.weight) + layer.bias
         h = torch.relu(h) if i < len(layers) - 1 else (torch.tanh(h) if tanh else h)
     (h * upstream).sum().backward()
 
@@ -215,10 +221,25 @@ def test_mlp_backward_matches_autograd(sizes, batch, tanh, seed):
         torch.testing.assert_close(outputs[-1], h.detach())
         grads = [Dense(torch.empty_like(layer.weight), torch.empty_like(layer.bias)) for layer in layers]
         input_grad = mlp_backward(outputs, upstream, layers, tanh_output=tanh, weight_grads=grads, input_grad=True)
-    torch.testing.assert_close(input_grad, x.grad)
+    # stacked: one input gradient per member, whose sum is the shared input's
+    torch.testing.assert_close(input_grad if members is None else input_grad.sum(0), x.grad)
     for layer, grad in zip(layers, grads):
         torch.testing.assert_close(grad.weight, layer.weight.grad)
         torch.testing.assert_close(grad.bias, layer.bias.grad)
+
+
+@pytest.mark.parametrize("shape", [(7, 5, 1), (2, 7, 5, 1), (7, 5, 3), (2, 7, 5, 3)])
+def test_linear_is_the_plain_product(shape):
+    """The matrix-vector fast path and the stacked form of ``linear`` compute ``x @ W + b``."""
+    from policies.td3 import Dense, linear
+
+    torch.manual_seed(0)
+    *lead, batch, n_in, n_out = shape
+    x = torch.randn(*lead, batch, n_in)
+    layer = Dense(torch.randn(*lead, n_in, n_out), torch.randn(*lead, *([1] if lead else []), n_out))
+    torch.testing.assert_close(linear(x, layer), x @ layer.weight + layer.bias)
+    if lead:  # a shared [B, in] input goes to every member
+        torch.testing.assert_close(linear(x[0], layer), x[0] @ layer.weight + layer.bias)
 
 
 def test_twin_critic_output_layer_fast_path_is_the_plain_product():
@@ -235,7 +256,7 @@ def test_gradients_of_one_iteration_match_autograd(learn_threads):
     """The critic gradients written by _forward_learn are autograd's for MSE(Q1, y) + MSE(Q2, y) on the
     pre-update critic; the actor gradients are autograd's for -mean Q1(s, pi(s)) with the *updated* critic."""
     policy = make_policy(actor_update_freq=1, learn_threads=learn_threads, gamma=0.9)
-    batch = make_batch(policy, n=33, seed=4)  # odd: unequal halves with learn_threads=2
+    batch = make_batch(policy, n=33, seed=4)
     actor, critic = copy.deepcopy(policy.actor), copy.deepcopy(policy.critic)
     rng = torch.Generator()
     rng.set_state(policy.torch_rng.get_state())
@@ -293,10 +314,10 @@ def test_targets_start_as_copies_and_have_no_gradients():
 
 
 def test_learn_threads_give_the_same_updates():
-    """Splitting the batch over threads is the same mathematics as one full-batch pass."""
+    """One or two torch threads per iteration: the same updates (up to the products' rounding)."""
     one, two = make_policy(learn_threads=1, actor_update_freq=1), make_policy(learn_threads=2, actor_update_freq=1)
     for i in range(4):
-        batch = make_batch(one, n=33, seed=i)  # odd size: unequal slices
+        batch = make_batch(one, n=33, seed=i)
         info1, info2 = one._forward_learn(batch), two._forward_learn(batch)
         assert info1.keys() == info2.keys()
         for key in info1:
@@ -305,60 +326,83 @@ def test_learn_threads_give_the_same_updates():
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_where_slices_run_does_not_change_the_results(parallel):
-    """learn_threads=2 always cuts the batch in two; running both halves on one thread or on two gives
-    bit-identical updates, so the runner's timing-based choice never changes a run's numbers."""
-    from policies.td3 import TaskRunner
-
-    ref, other = make_policy(learn_threads=2, actor_update_freq=1), make_policy(learn_threads=2, actor_update_freq=1)
-    for policy, mode in ((ref, False), (other, parallel)):
-        policy.runner = TaskRunner(2, probe_len=0)  # no probing: always the mode set below
-        policy.runner.parallel = mode
-    for i in range(3):
-        batch = make_batch(ref, n=33, seed=i)
-        assert ref._forward_learn(batch) == other._forward_learn(batch)
-    assert same(params(ref.actor) + params(ref.critic), params(other.actor) + params(other.critic))
+def test_iteration_runs_with_learn_threads_and_restores_the_callers_count(monkeypatch):
+    policy = make_policy(learn_threads=2, adaptive_threads=False)
+    seen = []
+    original = policy._learn_step
+    monkeypatch.setattr(policy, "_learn_step", lambda data: (seen.append(torch.get_num_threads()), original(data))[1])
+    outer = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        policy._forward_learn(make_batch(policy))
+        assert seen == [2] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(outer)
 
 
-def test_slice_runner_probes_and_keeps_the_faster_mode():
-    from policies.td3 import TaskRunner
+def test_learn_threads_none_leaves_the_thread_count_alone():
+    policy = make_policy()
+    assert policy.learn_threads is None and policy.thread_chooser is None
+    outer = torch.get_num_threads()
+    policy._forward_learn(make_batch(policy))
+    assert torch.get_num_threads() == outer
 
-    runner = TaskRunner(2, probe_every=10, probe_len=2)
-    modes = []
+
+def test_thread_chooser_probes_and_keeps_the_faster_mode():
+    from policies.td3 import ThreadChooser
+
+    chooser = ThreadChooser(2, probe_every=10, probe_len=2)
+    used = []
     for it in range(30):
-        mode = runner.mode()
-        modes.append(mode)
-        fast_parallel = it < 10  # parallel is faster in the first period, slower afterwards
-        runner.iteration_done(1.0 if mode == fast_parallel else 2.0, mode)
-    # each period: 2 iterations on one thread, 2 on all, then the faster of the two for the other 6
-    assert modes[:4] == [False, False, True, True] and modes[4:10] == [True] * 6
-    assert modes[10:14] == [False, False, True, True] and modes[14:20] == [False] * 6
-    assert modes[24:30] == [False] * 6
-    assert runner.run(lambda x: x * 2, [1, 2, 3], parallel=True) == [2, 4, 6]
-    assert runner.run(lambda x: x * 2, [1, 2, 3], parallel=False) == [2, 4, 6]
+        threads = chooser.threads_now()
+        used.append(threads)
+        two_are_faster = it < 10  # two threads pay in the first period, not afterwards
+        chooser.iteration_done(1.0 if (threads == 2) == two_are_faster else 1.5)
+    # each period: 2 warm-up iterations in the current mode, 2 on one thread, 2 on two, then the faster
+    assert used[:10] == [2, 2, 1, 1, 2, 2, 2, 2, 2, 2]
+    assert used[10:20] == [2, 2, 1, 1, 2, 2, 1, 1, 1, 1]
+    assert used[20:30] == [1, 1, 1, 1, 2, 2, 1, 1, 1, 1]
+    assert chooser.chosen == 1
 
 
-def test_error_in_a_task_propagates_and_updates_nothing(monkeypatch):
-    """With learn_threads=2 the second critic's task may run on a worker thread: its exception still surfaces,
-    and no parameter, optimizer state or counter has moved."""
-    policy = make_policy(learn_threads=2)
-    batch = make_batch(policy, n=16)
-    original = policy._critic_backward
-    twin = policy._views().critic[1]
+def test_thread_chooser_ends_a_probe_at_the_first_very_slow_iteration():
+    """Under heavy load a multi-thread iteration can be 20x slower: the probe stops after the first one."""
+    from policies.td3 import ThreadChooser
 
-    def failing(layers, *args, **kwargs):
-        if layers is twin:
-            raise RuntimeError("boom in the twin critic")
-        return original(layers, *args, **kwargs)
+    chooser = ThreadChooser(2, probe_every=20, probe_len=4)
+    used = []
+    for _ in range(20):
+        threads = chooser.threads_now()
+        used.append(threads)
+        chooser.iteration_done(1.0 if threads == 1 else 20.0)
+    assert used[:8] == [2] * 4 + [1] * 4  # warm-up, then the one-thread half of the probe
+    assert used[8] == 2 and used[9:] == [1] * 11  # one slow two-thread iteration ends it
+
+
+def test_thread_chooser_fixed_mode_never_probes():
+    from policies.td3 import ThreadChooser
+
+    chooser = ThreadChooser(3, adaptive=False, probe_every=10, probe_len=2)
+    for _ in range(25):
+        assert chooser.threads_now() == 3
+        chooser.iteration_done(1.0)
+    with pytest.raises(ValueError, match="probe_every"):
+        ThreadChooser(2, probe_every=5, probe_len=2)
+
+
+def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch):
+    policy = make_policy(learn_threads=2, adaptive_threads=False)
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("boom in the critic")
 
     monkeypatch.setattr(policy, "_critic_backward", failing)
-    policy.runner.probe_len = 0  # always parallel: the second task may run on the worker
-    before = params(policy.critic)
-    for _ in range(3):  # whichever thread takes the twin's task
-        with pytest.raises(RuntimeError, match="boom in the twin critic"):
-            policy._forward_learn(batch)
-    assert same(before, params(policy.critic)) and policy.update_count == 0
+    before = params(policy.critic) + params(policy.actor)
+    outer = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="boom in the critic"):
+        policy._forward_learn(make_batch(policy, n=16))
+    assert torch.get_num_threads() == outer
+    assert same(before, params(policy.critic) + params(policy.actor)) and policy.update_count == 0
     assert policy.critic_optimizer.state_dict()["state"] == {}
 
 
@@ -501,6 +545,7 @@ def test_same_seed_same_networks():
         (dict(batch_size=2.5), "policy.batch_size"),
         (dict(target_noise=float("nan")), "policy.target_noise"),
         (dict(learn_threads=0), "policy.learn_threads"),
+        (dict(adaptive_threads="yes"), "policy.adaptive_threads"),
     ],
 )
 def test_bad_config_names_the_key(override, match):

@@ -7,7 +7,7 @@ config = dict(
     exp_name="td3_pendulum",
     seed=0,
     device="cpu",
-    num_threads=1,  # torch kernel threads; the policy uses both cores through policy.learn_threads
+    num_threads=1,  # torch threads outside train iterations (collection, evaluation)
     profile=False,  # True (or RLEARN_PROFILE=1) records a timeline trace
     env=dict(id="Pendulum-v1", num_envs=1, asynchronous=False, kwargs={}),
     policy=dict(
@@ -23,7 +23,8 @@ config = dict(
         exploration_noise=0.1,  # in normalised action units: 0.1 = 5% of the torque range
         target_noise=0.2,
         target_noise_clip=0.5,
-        learn_threads=2,  # split each minibatch over two threads (2 cores)
+        learn_threads=2,  # torch threads of a train iteration: both cores
+        adaptive_threads=True,  # ...but one while another process makes two slower (measured every 1000 iters)
     ),
     buffer=dict(size=200_000),
     train=dict(max_env_steps=20_000, collect_steps=1, updates_per_step=1.0),  # one gradient step per env step
