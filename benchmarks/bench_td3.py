@@ -5,7 +5,7 @@ Sections (``--only`` picks some; default: all):
 * ``peak``: single-core matmul throughput (GFLOP/s) for the shapes of a [400, 300] network on a batch of 256
   -- the ceiling that a TD3 iteration's achieved GFLOP/s is compared with.
 * ``step``: milliseconds per gradient step, in this process, alternating: rlearn's ``TD3Policy._forward_learn``
-  (``learn_threads`` 1 and 2) and SB3's ``TD3.train(gradient_steps=1)`` (torch threads 1 and 2), with achieved
+  (``learn_threads`` 1, 2 fixed, 2 adaptive) and SB3's ``TD3.train(gradient_steps=1)`` (torch threads 1 and 2), with achieved
   GFLOP/s (algorithmic FLOPs of one TD3 iteration, the same count for both).
 * ``speed``: whole training runs in fresh processes, alternating rlearn (``rlearn train td3_pendulum``'s pipeline:
   log table, TensorBoard, checkpoints) and SB3 TD3 with identical settings -- [400, 300], batch 256, lr 1e-3,
@@ -135,22 +135,20 @@ def _random_batch(rng: np.random.Generator, n: int = 256):
     return dict(obs=t(n, 3), action=t(n, 1), reward=t(n) * 8 - 8, next_obs=t(n, 3), terminated=torch.zeros(n))
 
 
-def make_rlearn_stepper(learn_threads: int, parallel: Optional[bool] = None) -> Callable[[int], None]:
+def make_rlearn_stepper(learn_threads: int, adaptive: bool = True) -> Callable[[int], None]:
     """``run(n)``: n TD3 iterations of rlearn's policy on replay-like batches (sampling excluded).
 
-    ``parallel`` forces where the slices run (True: all threads, False: one); None lets the policy's
-    :class:`~policies.td3.SliceRunner` measure and choose, as in a real run.
+    ``learn_threads``: torch threads of each iteration; ``adaptive``: let the policy's
+    :class:`~policies.td3.ThreadChooser` measure and fall back to one thread when more do not pay (as in a
+    real run), or always use ``learn_threads``.
     """
-    from policies.td3 import TaskRunner, TD3Policy
+    from policies.td3 import TD3Policy
 
     obs_space, act_space = _pendulum_spaces()
     s = SETTINGS
     policy = TD3Policy(dict(hidden_sizes=s["hidden_sizes"], batch_size=s["batch_size"], lr_actor=s["lr"],
-                            lr_critic=s["lr"], gamma=s["gamma"], learn_threads=learn_threads),
-                       obs_space, act_space, seed=0)
-    if parallel is not None:
-        policy.runner = TaskRunner(learn_threads, probe_len=0)
-        policy.runner.parallel = parallel
+                            lr_critic=s["lr"], gamma=s["gamma"], learn_threads=learn_threads,
+                            adaptive_threads=adaptive), obs_space, act_space, seed=0)
     rng = np.random.default_rng(0)
     batches = [_random_batch(rng) for _ in range(16)]
 
@@ -192,12 +190,9 @@ def step_timing(iters: int, repeats: int) -> List[Dict[str, Any]]:
     if have_sb3:
         variants["SB3 TD3, torch threads=1"] = (make_sb3_stepper(), 1)
         variants["SB3 TD3, torch threads=2"] = (make_sb3_stepper(), 2)
-    single = make_rlearn_stepper(1)
-    variants["rlearn TD3, learn_threads=1"] = (single, 1)
-    variants["rlearn TD3, learn_threads=1, torch threads=2"] = (single, 2)
-    variants["rlearn TD3, learn_threads=2, forced on 2 threads"] = (make_rlearn_stepper(2, parallel=True), 1)
-    variants["rlearn TD3, learn_threads=2, forced on 1 thread"] = (make_rlearn_stepper(2, parallel=False), 1)
-    variants["rlearn TD3, learn_threads=2 (measures and chooses)"] = (make_rlearn_stepper(2), 1)
+    variants["rlearn TD3, learn_threads=1"] = (make_rlearn_stepper(1), 1)
+    variants["rlearn TD3, learn_threads=2, fixed"] = (make_rlearn_stepper(2, adaptive=False), 1)
+    variants["rlearn TD3, learn_threads=2, adaptive (default)"] = (make_rlearn_stepper(2), 1)
     wall: Dict[str, List[float]] = {k: [] for k in variants}
     cpu: Dict[str, List[float]] = {k: [] for k in variants}
     threads = torch.get_num_threads()
@@ -353,8 +348,8 @@ def overhead(iters: int, repeats: int) -> Dict[str, Any]:
     """Same loop (collect 1 step -> buffer -> learner.train), learner with LogShowHook (default freq) vs none.
 
     Both loops live in this process and run in alternating blocks of ``iters`` iterations; the median per
-    iteration is taken over ``repeats`` blocks, in wall time and in CPU time (the policy runs on one thread
-    here, so CPU time is the work done, little disturbed by other processes on a shared machine).
+    iteration is taken over ``repeats`` blocks, in wall time and in CPU time. The policy runs as in
+    ``td3_pendulum``: two threads per iteration (fixed, so that no thread probe lands in one loop only).
     """
     import torch
 
@@ -375,7 +370,8 @@ def overhead(iters: int, repeats: int) -> Dict[str, Any]:
     for name in ("no hooks", "LogShowHook"):
         env = make_vector_env("Pendulum-v1", 1, seed=0)
         policy = TD3Policy(dict(hidden_sizes=s["hidden_sizes"], lr_actor=s["lr"], lr_critic=s["lr"], gamma=s["gamma"],
-                                learning_starts=0, learn_threads=1), env.single_observation_space,
+                                learning_starts=0, learn_threads=2, adaptive_threads=False),
+                           env.single_observation_space,
                            env.single_action_space, seed=0)
         collector = Collector(env, policy, seed=0)
         buffer = ReplayBuffer(s["buffer_size"], (3,), (1,), seed=0)
@@ -472,7 +468,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="sections to run (default: all)")
     parser.add_argument("--repeats", type=int, default=None, help="alternations of the speed runs (default 3, quick 1)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="learning seeds (default 0 1 2, quick 0)")
-    parser.add_argument("--rlearn-threads", nargs="+", default=["1x2", "2x1"], metavar="LxT",
+    parser.add_argument("--rlearn-threads", nargs="+", default=["2"], metavar="LxT",
                         help="rlearn variants of the speed runs: policy.learn_threads L x torch num_threads T "
                              "('2' alone: the config's num_threads); the first one also for learning")
     parser.add_argument("--sb3-threads", type=lambda s: None if s == "default" else int(s), nargs="+",
@@ -533,7 +529,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         result = overhead(iters, repeats=blocks)
         report["overhead"] = result
         print(f"\n== monitoring overhead: collect -> buffer -> learner.train, {blocks} alternating blocks of {iters} "
-              f"iterations (policy on 1 thread) ==")
+              f"iterations (policy on 2 threads) ==")
         print(_table([[kind, r["no_hooks_ms"], r["log_show_ms"], f"{r['slowdown_pct']:+.2f} %"] for kind, r in result.items()],
                      ["time", "no hooks (ms/iter)", "LogShowHook, default freq, trace off (ms/iter)", "slow-down"]))
         print("target: slow-down <= 2 %")
@@ -552,8 +548,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     name = "td3_bench_quick.json" if quick else "td3_bench.json"
     report["load_at_end"] = _load()
+    previous: Dict[str, Any] = {}
+    if (args.out / name).is_file():  # keep the sections this run did not measure
+        try:
+            previous = json.loads((args.out / name).read_text())
+        except (OSError, ValueError):
+            previous = {}
     with open(args.out / name, "w") as f:
-        json.dump(report, f, indent=1, default=str)
+        json.dump({**previous, **report}, f, indent=1, default=str)
     print(f"\nresults: {args.out / name}  (load average at end {_load()})")
     return 0
 

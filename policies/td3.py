@@ -44,23 +44,18 @@ computing the critic's weight gradients, and no layer computes the gradient of i
 it. The modules (:class:`Actor`, :class:`TwinCritic`) keep an ordinary ``forward`` for acting,
 evaluation and checkpoints; the learner reads their parameters through views (:class:`Dense`).
 
-**Speed.** A Pendulum iteration ([400, 300], batch 256) is 11.5 products of 256 x 400 x 300 on average
-plus small ones, so on a CPU the time is in ``matmul`` and in moving activations through the caches:
+**Speed.** A Pendulum iteration ([400, 300], batch 256) is about 715 MFLOP of matrix products, so on a
+CPU the time is in ``matmul``:
 
-* the twin critics' layers are stored stacked (``[2, in, out]``), but each critic runs on its own, so an
-  activation is ``[256, 400]`` (fits a core's L2 cache) rather than ``[2, 256, 400]`` (does not); ReLU and
-  its gradient run in place;
-* a ``[n, B, in] x [n, in, 1]`` batched product (a critic's output layer in :class:`TwinCritic.forward`)
-  is computed transposed, ~10x faster on CPU;
-* one iteration is three phases of independent tasks -- the targets per batch slice, the critic update
-  one task per critic, the actor gradient per batch slice (summed) -- that a :class:`TaskRunner` runs on
-  one thread or, with ``learn_threads = 2``, on two (PyTorch releases the GIL inside its kernels). The
-  tasks are the same in both modes and each kernel is single-threaded, so the results are bit-identical;
-  the runner re-measures every 1000 iterations which mode is faster *now* (two threads stop paying when
-  another process occupies a core) and uses that. The alternative is PyTorch's own intra-op threads
-  (run config ``num_threads = 2`` with ``learn_threads = 1``): every kernel split over both cores, a
-  little faster on an idle machine, much slower on a busy one (docs/td3.md has the numbers). The policy
-  sets ``num_threads`` to 1, with a warning, when ``learn_threads > 1``, rather than oversubscribe.
+* the twin critics' layers are stored stacked (``[2, in, out]``) and both critics (and both target
+  critics) run as one batched product per layer, forward and backward;
+* matrix-*vector* products (a critic's output layer) are computed transposed, ~10x faster on CPU; ReLU
+  and its gradient run in place;
+* ``learn_threads = k`` runs each iteration with ``k`` torch intra-op threads (the caller's count is
+  restored afterwards, so collection and evaluation keep theirs). Threads pay on idle cores and cost a
+  lot when another process holds a core (every kernel waits for the descheduled worker), so a
+  :class:`ThreadChooser` measures every 1000 iterations whether ``k`` threads beat one *now* and uses the
+  faster; ``adaptive_threads = False`` always uses ``k``.
 
 Adam is the fused CPU/GPU implementation (``fused=True``).
 """

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.base import Policy
 from rlearn.hooks import LogShowHook
@@ -238,6 +240,18 @@ def test_tables_wrap_to_the_width(tmp_path):
     text = tables(records)[0]
     assert max(len(line) for line in text.splitlines()[1:]) <= 60
     assert parse_tables(text)["loss_avg"] == "5.5"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(st.characters(min_codepoint=33, max_codepoint=0x30FF, exclude_characters="|"), min_size=1, max_size=30),
+    value=st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="|"), min_size=1, max_size=30),
+)
+def test_column_width_is_what_tabulate_draws(name, value):
+    """The direct width of an ASCII column equals tabulate's rendering (non-ASCII is rendered to measure)."""
+    from rlearn.hooks.log_show import _grid, column_width
+
+    assert column_width((name, value)) == len(_grid([(name, value)]).split("\n", 1)[0]) - 1
 
 
 def test_terminal_width_is_used_by_default(tmp_path, monkeypatch):

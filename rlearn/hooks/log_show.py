@@ -27,7 +27,7 @@ from rlearn.hooks.base import Hook, Priority
 from rlearn import trace
 from rlearn.registry import HOOKS
 
-__all__ = ["LogShowHook", "tb_tags", "format_value", "horizontal_tables"]
+__all__ = ["LogShowHook", "tb_tags", "format_value", "horizontal_tables", "column_width"]
 
 #: shown for a key whose window holds no (finite) value
 EMPTY = "-"
@@ -65,17 +65,30 @@ def _grid(columns: List[Tuple[str, str]]) -> str:
     )
 
 
+def column_width(column: Tuple[str, str]) -> int:
+    """Characters one ``(name, value)`` column takes in a grid table: its cells plus one border.
+
+    ASCII text is measured directly, as tabulate's grid format draws it (a header gets two characters of
+    minimum padding; then a space on each side and the border); other text is rendered with tabulate,
+    which knows wide characters.
+    """
+    name, value = column
+    if name.isascii() and value.isascii():
+        return max(len(name) + 2, len(value)) + 3
+    return len(_grid([column]).split("\n", 1)[0]) - 1
+
+
 def horizontal_tables(columns: List[Tuple[str, str]], width: int) -> str:
     """Render ``(name, value)`` columns as grid tables of one row, as many as needed to fit ``width``.
 
-    Columns keep their order and are cut into consecutive groups; each column's rendered width is
-    measured with tabulate itself. A column wider than ``width`` on its own gets a table of its own.
+    Columns keep their order and are cut into consecutive groups by their rendered widths
+    (:func:`column_width`). A column wider than ``width`` on its own gets a table of its own.
     """
     chunks: List[List[Tuple[str, str]]] = []
     current: List[Tuple[str, str]] = []
     used = 1  # the left border
     for column in columns:
-        need = len(_grid([column]).split("\n", 1)[0]) - 1  # its cells plus one border
+        need = column_width(column)
         if current and used + need > width:
             chunks.append(current)
             current, used = [], 1
