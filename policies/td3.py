@@ -74,6 +74,7 @@ from gymnasium import spaces
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
+from rlearn import trace
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
 
@@ -275,11 +276,15 @@ class ThreadChooser:
     the descheduled worker, and one thread is several times faster. Which case holds changes during a
     run, so the chooser measures (``adaptive=True``): every ``probe_every`` iterations it runs
     ``probe_len`` of them on one thread, then ``probe_len`` on ``threads``, and keeps the mode with the
-    lower median iteration time until the next probe. A multi-thread probe iteration that takes more than
-    twice the one-thread median ends the probe at once: under heavy load those are the expensive ones.
+    lower mean iteration time until the next probe. Iterations of one algorithm can differ in cost (TD3's
+    actor steps), so ``probe_len`` should be a multiple of their cycle: both halves of the probe then hold
+    the same mix. A multi-thread probe iteration slower than twice the slowest one-thread iteration ends
+    the probe at once: under heavy load those are the expensive ones.
 
     The first ``probe_len`` iterations of each period run in the current mode, as a warm-up. With
-    ``adaptive=False`` every iteration uses ``threads``.
+    ``adaptive=False`` every iteration uses ``threads``. ``decisions`` keeps the last probes' outcomes
+    ``(iteration, one-thread mean s, multi-thread mean s, threads chosen)``; each decision is also a
+    ``learn_threads`` counter in the timeline trace.
     """
 
     def __init__(self, threads: int, adaptive: bool = True, probe_every: int = 1000, probe_len: int = 8) -> None:
@@ -292,6 +297,7 @@ class ThreadChooser:
         self.probe_len = probe_len
         #: threads used outside probes; updated after every probe
         self.chosen = threads
+        self.decisions: List[Tuple[int, float, float, int]] = []
         self._iteration = 0
         self._times: Dict[int, List[float]] = {1: [], threads: []}
         self._decided = False  # whether this period's probe has already decided
@@ -317,11 +323,16 @@ class ThreadChooser:
         if probe is None:
             return
         self._times[probe].append(seconds)
-        serial = self._times[1]
         if probe == 1:
             return
-        if seconds > 2.0 * float(np.median(serial)) or phase == 3 * self.probe_len - 1:
-            self.chosen = self.threads if float(np.median(self._times[self.threads])) < float(np.median(serial)) else 1
+        serial, multi = self._times[1], self._times[self.threads]
+        if seconds > 2.0 * max(serial) or phase == 3 * self.probe_len - 1:
+            serial_mean, multi_mean = sum(serial) / len(serial), sum(multi) / len(multi)
+            if seconds > 2.0 * max(serial):
+                multi_mean = max(multi_mean, seconds)  # ended early: that is all we need to know
+            self.chosen = self.threads if multi_mean < serial_mean else 1
+            self.decisions = self.decisions[-99:] + [(self._iteration, serial_mean, multi_mean, self.chosen)]
+            trace.counter("learn_threads", self.chosen)
             self._times = {1: [], self.threads: []}
             self._decided = True
 
@@ -450,7 +461,11 @@ class TD3Policy(Policy):
         #: picks each iteration's torch thread count (None: the iteration runs with the caller's)
         self.thread_chooser: Optional[ThreadChooser] = None
         if self.learn_threads is not None and self.device.type == "cpu":
-            self.thread_chooser = ThreadChooser(self.learn_threads, adaptive=adaptive)
+            # probe blocks of whole actor-update cycles, so that both halves hold the same mix of iterations
+            probe_len = self.actor_update_freq * max(1, math.ceil(8 / self.actor_update_freq))
+            self.thread_chooser = ThreadChooser(
+                self.learn_threads, adaptive=adaptive, probe_every=max(1000, 10 * probe_len), probe_len=probe_len
+            )
         self._cached_views: Optional[Tuple[List[torch.Tensor], _NetworkViews]] = None
 
     def _init_spaces(self) -> None:

@@ -379,6 +379,28 @@ def test_thread_chooser_ends_a_probe_at_the_first_very_slow_iteration():
     assert used[8] == 2 and used[9:] == [1] * 11  # one slow two-thread iteration ends it
 
 
+def test_thread_chooser_compares_means_over_mixed_iterations():
+    """Iterations alternate cheap/expensive (TD3's actor steps): two threads make the expensive ones much
+    faster and the cheap ones a little slower. The means over whole cycles say two threads pay."""
+    from policies.td3 import ThreadChooser
+
+    cost = {1: (1.0, 10.0), 2: (1.3, 5.0)}  # (critic-only, actor) iteration seconds per thread count
+    chooser = ThreadChooser(2, probe_every=40, probe_len=4)
+    for it in range(40):
+        threads = chooser.threads_now()
+        chooser.iteration_done(cost[threads][it % 2])
+    assert chooser.chosen == 2
+    (when, serial_mean, multi_mean, chosen), = chooser.decisions
+    assert (when, serial_mean, multi_mean, chosen) == (12, 5.5, 3.15, 2)
+
+
+def test_td3_probes_whole_actor_cycles():
+    for freq, expected in ((1, 8), (2, 8), (3, 9), (20, 20)):
+        chooser = make_policy(learn_threads=2, actor_update_freq=freq).thread_chooser
+        assert chooser.probe_len == expected and chooser.probe_len % freq == 0
+        assert chooser.probe_every >= 1000
+
+
 def test_thread_chooser_fixed_mode_never_probes():
     from policies.td3 import ThreadChooser
 
