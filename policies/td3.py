@@ -326,10 +326,11 @@ class ThreadChooser:
         if probe == 1:
             return
         serial, multi = self._times[1], self._times[self.threads]
-        if seconds > 2.0 * max(serial) or phase == 3 * self.probe_len - 1:
+        too_slow = seconds > 2.0 * max(serial)  # ends the probe early: that is all we need to know
+        if too_slow or phase == 3 * self.probe_len - 1:
             serial_mean, multi_mean = sum(serial) / len(serial), sum(multi) / len(multi)
-            if seconds > 2.0 * max(serial):
-                multi_mean = max(multi_mean, seconds)  # ended early: that is all we need to know
+            if too_slow:
+                multi_mean = max(multi_mean, seconds)
             self.chosen = self.threads if multi_mean < serial_mean else 1
             self.decisions = self.decisions[-99:] + [(self._iteration, serial_mean, multi_mean, self.chosen)]
             trace.counter("learn_threads", self.chosen)

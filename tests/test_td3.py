@@ -348,16 +348,23 @@ def test_learn_threads_none_leaves_the_thread_count_alone():
     assert torch.get_num_threads() == outer
 
 
+def drive(chooser, iterations: int, seconds) -> list:
+    """Run ``iterations`` fake iterations through ``chooser``; ``seconds(it, threads)`` is each one's time.
+    Returns the thread counts used."""
+    used = []
+    for it in range(iterations):
+        threads = chooser.threads_now()
+        used.append(threads)
+        chooser.iteration_done(seconds(it, threads))
+    return used
+
+
 def test_thread_chooser_probes_and_keeps_the_faster_mode():
     from policies.td3 import ThreadChooser
 
     chooser = ThreadChooser(2, probe_every=10, probe_len=2)
-    used = []
-    for it in range(30):
-        threads = chooser.threads_now()
-        used.append(threads)
-        two_are_faster = it < 10  # two threads pay in the first period, not afterwards
-        chooser.iteration_done(1.0 if (threads == 2) == two_are_faster else 1.5)
+    # two threads pay in the first period, not afterwards
+    used = drive(chooser, 30, lambda it, threads: 1.0 if (threads == 2) == (it < 10) else 1.5)
     # each period: 2 warm-up iterations in the current mode, 2 on one thread, 2 on two, then the faster
     assert used[:10] == [2, 2, 1, 1, 2, 2, 2, 2, 2, 2]
     assert used[10:20] == [2, 2, 1, 1, 2, 2, 1, 1, 1, 1]
@@ -370,13 +377,19 @@ def test_thread_chooser_ends_a_probe_at_the_first_very_slow_iteration():
     from policies.td3 import ThreadChooser
 
     chooser = ThreadChooser(2, probe_every=20, probe_len=4)
-    used = []
-    for _ in range(20):
-        threads = chooser.threads_now()
-        used.append(threads)
-        chooser.iteration_done(1.0 if threads == 1 else 20.0)
+    used = drive(chooser, 20, lambda it, threads: 1.0 if threads == 1 else 20.0)
     assert used[:8] == [2] * 4 + [1] * 4  # warm-up, then the one-thread half of the probe
     assert used[8] == 2 and used[9:] == [1] * 11  # one slow two-thread iteration ends it
+
+
+def test_thread_chooser_one_very_slow_iteration_outweighs_fast_ones():
+    """A two-thread iteration slower than twice the slowest one-thread one decides for one thread, even when
+    the other two-thread iterations were fast (a core was just taken by another process)."""
+    from policies.td3 import ThreadChooser
+
+    chooser = ThreadChooser(2, probe_every=20, probe_len=4)
+    drive(chooser, 20, lambda it, threads: 1.0 if threads == 1 else (2.1 if it == 11 else 0.5))
+    assert chooser.chosen == 1 and chooser.decisions[0][2] == 2.1
 
 
 def test_thread_chooser_compares_means_over_mixed_iterations():
@@ -386,9 +399,7 @@ def test_thread_chooser_compares_means_over_mixed_iterations():
 
     cost = {1: (1.0, 10.0), 2: (1.3, 5.0)}  # (critic-only, actor) iteration seconds per thread count
     chooser = ThreadChooser(2, probe_every=40, probe_len=4)
-    for it in range(40):
-        threads = chooser.threads_now()
-        chooser.iteration_done(cost[threads][it % 2])
+    drive(chooser, 40, lambda it, threads: cost[threads][it % 2])
     assert chooser.chosen == 2
     (when, serial_mean, multi_mean, chosen), = chooser.decisions
     assert (when, serial_mean, multi_mean, chosen) == (12, 5.5, 3.15, 2)
