@@ -94,7 +94,7 @@ def test_target_hand_made_case():
     _set_linear(first, np.zeros((1, 3)), [0.0])
     _set_linear(last, [[0.0]], [math.atanh(0.9)])
     layer0, layer1 = policy.critic_target.layers
-    _set_linear(layer0, np.ones((2, 4, 1)), np.zeros((2, 1, 1)))
+    _set_linear(layer0, np.ones((2, 1, 4)), np.zeros((2, 1, 1)))
     _set_linear(layer1, [[[2.0]], [[-1.0]]], [[[1.0]], [[3.0]]])
 
     next_obs = torch.tensor([[0.1, 0.2, 0.3], [0.5, 0.5, 0.5], [-1.0, -1.0, -1.0], [0.0, 0.0, 0.0]])
@@ -117,9 +117,9 @@ def _naive_q(state: dict, prefix: str, member: int, x: np.ndarray) -> np.ndarray
     for row in x:
         h = row.astype(np.float64)
         for i in range(n_layers):
-            w = state[f"{prefix}layers.{i}.weight"][member].double().numpy()
-            b = state[f"{prefix}layers.{i}.bias"][member, 0].double().numpy()
-            h = h @ w + b
+            w = state[f"{prefix}layers.{i}.weight"][member].double().numpy()  # [out, in]
+            b = state[f"{prefix}layers.{i}.bias"][member, :, 0].double().numpy()
+            h = w @ h + b
             if i < n_layers - 1:
                 h = np.maximum(h, 0.0)
         out.append(h[0])
@@ -197,22 +197,23 @@ def test_actor_loss_uses_the_updated_critic():
 )
 def test_mlp_backward_matches_autograd(sizes, batch, tanh, members, seed):
     """mlp_forward/mlp_backward against autograd on random ReLU MLPs (float64, so exact up to rounding), single
-    (``members=None``) or stacked (``[n, in, out]`` weights evaluated together on a shared input)."""
+    (``members=None``) or stacked (``[n, out, in]`` weights evaluated together on a shared input); the passes
+    are feature-major (``x [in, B]``)."""
     from policies.td3 import Dense, mlp_backward, mlp_forward
 
     gen = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
     lead = () if members is None else (members,)
     layers = [
-        Dense(rand(*lead, a, b).requires_grad_(), rand(*lead, *((1,) if lead else ()), b).requires_grad_())
+        Dense(rand(*lead, b, a).requires_grad_(), rand(*lead, b, 1).requires_grad_())
         for a, b in zip(sizes[:-1], sizes[1:])
     ]
-    x = rand(batch, sizes[0]).requires_grad_()
-    upstream = rand(*lead, batch, sizes[-1])
+    x = rand(sizes[0], batch).requires_grad_()
+    upstream = rand(*lead, sizes[-1], batch)
 
     h = x  # autograd reference
     for i, layer in enumerate(layers):
-        h = torch.matmul(h, layer.weight) + layer.bias
+        h = torch.matmul(layer.weight, h) + layer.bias
         h = torch.relu(h) if i < len(layers) - 1 else (torch.tanh(h) if tanh else h)
     (h * upstream).sum().backward()
 
@@ -230,25 +231,31 @@ def test_mlp_backward_matches_autograd(sizes, batch, tanh, members, seed):
 
 @pytest.mark.parametrize("shape", [(7, 5, 1), (2, 7, 5, 1), (7, 5, 3), (2, 7, 5, 3)])
 def test_linear_is_the_plain_product(shape):
-    """The matrix-vector fast path and the stacked form of ``linear`` compute ``x @ W + b``."""
+    """``linear`` computes ``W @ x + b`` (feature-major), single and stacked, width-1 outputs included."""
     from policies.td3 import Dense, linear
 
     torch.manual_seed(0)
     *lead, batch, n_in, n_out = shape
-    x = torch.randn(*lead, batch, n_in)
-    layer = Dense(torch.randn(*lead, n_in, n_out), torch.randn(*lead, *([1] if lead else []), n_out))
-    torch.testing.assert_close(linear(x, layer), x @ layer.weight + layer.bias)
-    if lead:  # a shared [B, in] input goes to every member
-        torch.testing.assert_close(linear(x[0], layer), x[0] @ layer.weight + layer.bias)
+    x = torch.randn(*lead, n_in, batch)
+    layer = Dense(torch.randn(*lead, n_out, n_in), torch.randn(*lead, n_out, 1))
+    torch.testing.assert_close(linear(x, layer), layer.weight @ x + layer.bias)
+    if lead:  # a shared [in, B] input goes to every member
+        torch.testing.assert_close(linear(x[0], layer), layer.weight @ x[0] + layer.bias)
 
 
-def test_twin_critic_output_layer_fast_path_is_the_plain_product():
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_ensemble_linear_is_n_linear_layers(n_out):
+    """EnsembleLinear (batch-major module API) equals n nn.Linear layers with its members' weights."""
     from policies.td3 import EnsembleLinear
 
     torch.manual_seed(0)
-    layer = EnsembleLinear(2, 5, 1)
-    x = torch.randn(2, 7, 5)
-    torch.testing.assert_close(layer(x), x @ layer.weight + layer.bias)
+    layer = EnsembleLinear(2, 5, n_out)
+    for x in (torch.randn(2, 7, 5), torch.randn(7, 5)):  # one input per member, or one shared
+        out = layer(x)
+        assert out.shape == (2, 7, n_out)
+        for i in range(2):
+            xi = x[i] if x.dim() == 3 else x
+            torch.testing.assert_close(out[i], torch.nn.functional.linear(xi, layer.weight[i], layer.bias[i, :, 0]))
 
 
 @pytest.mark.parametrize("learn_threads", [1, 2])
