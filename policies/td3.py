@@ -659,9 +659,14 @@ class TD3Policy(Policy):
                 )
             value = value.to(self.device, torch.float32, non_blocking=True)
             out.append(value.reshape(batch, -1) if shape else value)
-        if not bool(torch.isfinite(torch.stack([t.sum() for t in out])).all()):
+        # a NaN or inf anywhere makes its tensor's sum non-finite (one reduction per key); a huge but finite
+        # batch can overflow a sum, so the element-wise check decides before anything is refused
+        if not all(math.isfinite(t.sum().item()) for t in out):
             bad = [key for key, t in zip(_BATCH_KEYS, out) if not bool(torch.isfinite(t).all())]
-            raise ValueError(f"TD3Policy._forward_learn: non-finite values (NaN/inf) in batch {bad}; nothing was updated")
+            if bad:
+                raise ValueError(
+                    f"TD3Policy._forward_learn: non-finite values (NaN/inf) in batch {bad}; nothing was updated"
+                )
         return tuple(out)
 
     # ----------------------------------------------------------------------------------- collect

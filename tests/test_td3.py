@@ -622,6 +622,19 @@ def test_bad_batch_is_refused_before_any_update(mutate, error, match):
     assert policy.update_count == 0
 
 
+def test_huge_finite_batch_is_not_mistaken_for_a_non_finite_one():
+    """The quick check sums each tensor; a sum that overflows on finite values must not refuse the batch."""
+    policy = make_policy()
+    batch = make_batch(policy)
+    batch["reward"][:] = 3e38  # finite, but 256 of them sum to inf in float32
+    assert not torch.isfinite(batch["reward"].sum())
+    obs, action, reward, next_obs, terminated = policy._check_batch(batch)
+    assert torch.equal(reward, batch["reward"])
+    batch["reward"][5] = -float("inf")
+    with pytest.raises(ValueError, match=r"non-finite values \(NaN/inf\) in batch \['reward'\]"):
+        policy._check_batch(batch)
+
+
 def test_registry_resolves_td3():
     assert get_policy_class("td3") is TD3Policy
     assert TD3Policy.on_policy is False
