@@ -467,6 +467,7 @@ class TD3Policy(Policy):
                 self.learn_threads, adaptive=adaptive, probe_every=max(1000, 10 * probe_len), probe_len=probe_len
             )
         self._cached_views: Optional[Tuple[List[torch.Tensor], _NetworkViews]] = None
+        self._cached_actor_layers: Optional[List[Dense]] = None
 
     def _init_spaces(self) -> None:
         obs_space, act_space = self.observation_space, self.action_space
@@ -543,11 +544,11 @@ class TD3Policy(Policy):
             "q_value": values[2],
             "q_value_twin": values[3],
             "target_q_value": values[4],
-            "td_error": values[5],
+            "td_error": 0.5 * (values[5] + values[6]),  # over both critics
             "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"],
         }
         if actor_step:
-            info["actor_loss"] = values[6]
+            info["actor_loss"] = values[7]
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]
         return info
 
@@ -585,7 +586,8 @@ class TD3Policy(Policy):
         the critic's ``.grad`` buffers; both critics run as one stacked network. ``obs [o, B]`` and
         ``action [a, B]`` are feature-major, ``target_q [B]``.
 
-        Returns ``[MSE_1, MSE_2, mean Q1, mean Q2, mean y, mean |Q - y| over both]`` for the reports.
+        Returns ``[MSE_1, MSE_2, mean Q1, mean Q2, mean y, mean |Q1 - y|, mean |Q2 - y|]`` for the reports
+        (one reduction over the stacked rows).
         """
         with span("learner/forward", lane="learner"):
             outputs = mlp_forward(torch.cat([obs, action]), views.critic)
@@ -594,7 +596,7 @@ class TD3Policy(Policy):
         with span("learner/backward", lane="learner"):
             grad_q = error.mul(2.0 / q.shape[1]).unsqueeze(-2)
             mlp_backward(outputs, grad_q, views.critic, weight_grads=views.critic_grads)
-        return torch.cat([error.square().mean(1), q.mean(1), target_q.mean().reshape(1), error.abs().mean().reshape(1)])
+        return torch.cat([error.square(), q, target_q.unsqueeze(0), error.abs()]).mean(1)
 
     @torch.no_grad()
     def _actor_backward(self, views: "_NetworkViews", obs: torch.Tensor) -> torch.Tensor:
@@ -691,10 +693,25 @@ class TD3Policy(Policy):
         return self.to_env_action(self._actor_numpy(obs))
 
     def _actor_numpy(self, obs: np.ndarray) -> np.ndarray:
-        obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device).reshape(len(obs), -1)
-        with torch.no_grad():  # the views skip nn.Module's call machinery: half the cost of a 1-sample forward
-            action = mlp_forward(obs_t.t(), self._views().actor, tanh_output=True)[-1]  # [a, N]
+        """``pi(obs)`` for a batch of observations ``[N, *obs_shape]``, as float64 ``[N, act_dim]``.
+
+        Acting is one small forward pass per env step, where the call overhead is the cost: the layers
+        are read through cached views (no ``nn.Module`` call machinery) and, as they are detached, the
+        pass records no autograd graph without a ``no_grad`` context.
+        """
+        if type(obs) is np.ndarray and obs.dtype == np.float32 and obs.flags.c_contiguous and self.device.type == "cpu":
+            obs_t = torch.from_numpy(obs).reshape(len(obs), -1)  # shares obs's memory: nothing writes into it
+        else:
+            obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device).reshape(len(obs), -1)
+        action = mlp_forward(obs_t.t(), self._acting_layers(), tanh_output=True)[-1]  # [a, N]
         return action.t().cpu().numpy().astype(np.float64)
+
+    def _acting_layers(self) -> List[Dense]:
+        """The actor's layers as detached views, built once (``load_state_dict`` and the optimizer update the
+        parameters in place, so the views stay valid)."""
+        if self._cached_actor_layers is None:
+            self._cached_actor_layers = self.actor.dense()
+        return self._cached_actor_layers
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """Normalised actions ``[N, act_dim]`` in ``[-1, 1]`` -> environment units ``[N, *act_shape]``."""

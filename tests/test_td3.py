@@ -488,6 +488,30 @@ def test_exploration_after_learning_starts():
     assert np.std((actions - greedy)[unclipped]) == pytest.approx(0.3, rel=0.1)
 
 
+def test_acting_follows_the_actor_module_for_every_input_layout():
+    """Acting reads the actor through cached views: they must give the module's own forward for float32,
+    float64 and non-contiguous observations, and follow the parameters through learning and loading."""
+    policy = make_policy(act_space=ASYM, actor_update_freq=1)
+    rng = np.random.default_rng(3)
+    obs64 = rng.uniform(-1, 1, size=(6, 3))
+
+    def module_actions(obs):
+        with torch.no_grad():
+            return policy.actor(torch.as_tensor(np.asarray(obs, np.float32))).numpy()
+
+    for obs in (obs64.astype(np.float32), obs64, np.asfortranarray(obs64.astype(np.float32)), obs64[::2].astype(np.float32)):
+        np.testing.assert_allclose(policy._actor_numpy(obs), module_actions(obs), rtol=1e-5, atol=1e-6)
+    before = policy._actor_numpy(obs64.astype(np.float32))
+    policy._forward_learn(make_batch(policy))  # an actor step changes the parameters in place
+    after = policy._actor_numpy(obs64.astype(np.float32))
+    assert not np.array_equal(before, after)
+    np.testing.assert_allclose(after, module_actions(obs64), rtol=1e-5, atol=1e-6)
+    fresh = make_policy(act_space=ASYM, seed=99)
+    fresh._actor_numpy(obs64)  # views cached before the load
+    fresh.load_state_dict(policy.state_dict())
+    np.testing.assert_array_equal(fresh._actor_numpy(obs64), policy._actor_numpy(obs64))
+
+
 def test_action_scaling_asymmetric_bounds():
     policy = make_policy(act_space=ASYM)
     norm = np.array([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.5, -0.5, 0.0]])

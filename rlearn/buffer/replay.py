@@ -112,7 +112,10 @@ class ReplayBuffer:
         missing = [key for key in FIELDS if key not in transitions]
         if missing:
             raise KeyError(f"ReplayBuffer.add: transitions lack {missing} (have {sorted(map(str, transitions))})")
-        arrays = {key: to_numpy(transitions[key], copy=False) for key in FIELDS}
+        arrays = {}
+        for key in FIELDS:
+            value = transitions[key]
+            arrays[key] = value if type(value) is np.ndarray else to_numpy(value, copy=False)
         obs = arrays["obs"]
         lead_ndim = obs.ndim - len(self.obs_shape)
         if lead_ndim not in (1, 2) or obs.shape[lead_ndim:] != self.obs_shape:
@@ -123,7 +126,7 @@ class ReplayBuffer:
         lead = obs.shape[:lead_ndim]
         n = math.prod(lead)
         for key, array in arrays.items():
-            expected = (*lead, *self._item_shapes[key])
+            expected = lead + self._item_shapes[key]
             if array.shape != expected:
                 raise ValueError(f"ReplayBuffer.add: {key!r} has shape {array.shape}, expected {expected}")
             self._check_dtype(key, array.dtype)

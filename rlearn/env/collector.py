@@ -20,6 +20,9 @@ from rlearn.trace import span
 
 #: transition keys the collector writes itself; a policy may not return them from ``_forward_collect``
 RESERVED_KEYS = ("obs", "next_obs", "reward", "terminated", "truncated")
+_RESERVED = frozenset(RESERVED_KEYS)
+#: keys whose float values must be finite (what the environment receives, and what is stored as the action)
+_ACTION_KEYS = frozenset(("action", "env_action"))
 
 
 @dataclass
@@ -162,41 +165,24 @@ class Collector:
                 extras = {key: [] for key in out if key != "env_action"}
             else:
                 self._check_layout(layout, out)
-            env_action = out.get("env_action", out["action"])
-            next_raw, reward, terminated, truncated, info = self.env.step(env_action)
+            next_raw, reward, terminated, truncated, info = self.env.step(out.get("env_action", out["action"]))
             next_obs = self._as_obs(next_raw, "step")  # reset observation where an episode ended
             ended = np.logical_or(terminated, truncated)
-            true_next = next_obs
-            if ended.any():
-                true_next = next_obs.copy()
-                final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
-                for i in np.flatnonzero(ended):
-                    if final_obs is None or has_final is None or not has_final[i]:
-                        raise RuntimeError(
-                            f"Collector: sub-environment {i} ended an episode but info['final_obs'] holds no "
-                            f"final observation for it; is the env in AutoresetMode.SAME_STEP?"
-                        )
-                    true_next[i] = final_obs[i]
+            any_ended = ended.any()
+            true_next = self._true_next_obs(next_obs, ended, info) if any_ended else next_obs
 
             columns["obs"].append(obs)
             columns["next_obs"].append(true_next)
             columns["reward"].append(np.asarray(reward, dtype=np.float32))
             columns["terminated"].append(np.asarray(terminated, dtype=np.float32))
             columns["truncated"].append(np.asarray(truncated, dtype=np.float32))
-            for key in extras:
-                extras[key].append(out[key])
+            for key, values in extras.items():
+                values.append(out[key])
 
-            self._returns += np.asarray(reward, dtype=np.float64)
+            self._returns += reward  # the environment's own precision (float64 for gymnasium's)
             self._lengths += 1
-            for i in np.flatnonzero(ended):
-                episodes.append({
-                    "episode_return": float(self._returns[i]),
-                    "episode_length": int(self._lengths[i]),
-                    "env_index": int(i),
-                })
-                self._returns[i] = 0.0
-                self._lengths[i] = 0
-            self._episode_count += int(ended.sum())
+            if any_ended:
+                self._end_episodes(ended, episodes)
             self._envstep += self.num_envs
             self._obs = next_obs
 
@@ -208,22 +194,47 @@ class Collector:
             transitions[key] = _stack(columns[key])
         return CollectResult(transitions=transitions, episodes=episodes, envstep=self._envstep)
 
+    def _true_next_obs(self, next_obs: np.ndarray, ended: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
+        """``next_obs`` (a copy) with the final observation of every sub-environment whose episode ended."""
+        true_next = next_obs.copy()
+        final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
+        for i in np.flatnonzero(ended):
+            if final_obs is None or has_final is None or not has_final[i]:
+                raise RuntimeError(
+                    f"Collector: sub-environment {i} ended an episode but info['final_obs'] holds no "
+                    f"final observation for it; is the env in AutoresetMode.SAME_STEP?"
+                )
+            true_next[i] = final_obs[i]
+        return true_next
+
+    def _end_episodes(self, ended: np.ndarray, episodes: List[Dict[str, Any]]) -> None:
+        """Report the episodes that just ended (after this step's reward was counted) and restart their counters."""
+        for i in np.flatnonzero(ended):
+            episodes.append({
+                "episode_return": float(self._returns[i]),
+                "episode_length": int(self._lengths[i]),
+                "env_index": int(i),
+            })
+            self._returns[i] = 0.0
+            self._lengths[i] = 0
+            self._episode_count += 1
+
     def _policy_output(self, obs: np.ndarray) -> Dict[str, np.ndarray]:
         """Call ``_forward_collect`` and check what it returned; errors name the policy and the key."""
-        name = f"{self._policy_name}._forward_collect"
         out = self.policy._forward_collect(obs, self._envstep)
-        if not isinstance(out, Mapping):
+        name = f"{self._policy_name}._forward_collect"
+        if not isinstance(out, dict) and not isinstance(out, Mapping):  # the dict test first: it is cheaper
             raise TypeError(f"{name} must return a dict with an 'action' entry, got {type(out).__name__}")
         if "action" not in out:
             raise ValueError(f"{name} returned no 'action' (keys: {sorted(map(str, out))})")
-        reserved = sorted(set(out) & set(RESERVED_KEYS))
-        if reserved:
-            raise ValueError(f"{name} returned reserved key(s) {reserved}; the collector writes those itself")
+        if not _RESERVED.isdisjoint(out):
+            raise ValueError(f"{name} returned reserved key(s) {sorted(_RESERVED.intersection(out))}; "
+                             "the collector writes those itself")
         arrays: Dict[str, np.ndarray] = {}
         for key, value in out.items():
             if not isinstance(key, str):
                 raise TypeError(f"{name} returned a non-string key {key!r}")
-            array = to_numpy(value)
+            array = value.copy() if type(value) is np.ndarray else to_numpy(value)
             if array.dtype == object:
                 raise TypeError(f"{name} returned {key!r} as an object array; return numbers")
             if array.ndim == 0 or array.shape[0] != self.num_envs:
@@ -231,11 +242,9 @@ class Collector:
                     f"{name} returned {key!r} with shape {array.shape}; expected a leading dimension of "
                     f"num_envs={self.num_envs}"
                 )
-            arrays[key] = array
-        for key in ("action", "env_action"):
-            array = arrays.get(key)
-            if array is not None and np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            if array.dtype.kind == "f" and key in _ACTION_KEYS and not np.isfinite(array).all():
                 raise ValueError(f"{name} returned a non-finite {key!r}: {array.tolist()}")
+            arrays[key] = array
         return arrays
 
     def _check_layout(self, layout: Mapping[str, tuple], out: Mapping[str, np.ndarray]) -> None:
