@@ -60,7 +60,8 @@ CPU the time is in ``matmul``:
   :class:`ThreadChooser` measures every 1000 iterations whether ``k`` threads beat one *now* and uses the
   faster; ``adaptive_threads = False`` always uses ``k``.
 
-Adam is the fused CPU/GPU implementation (``fused=True``).
+Adam is the fused CPU/GPU implementation (``fused=True``), stepped through :class:`~policies.adam_step.AdamStep`
+(the same kernel without ``step()``'s per-call Python overhead).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from policies.adam_step import AdamStep
 from policies.base import Policy, PolicyConfigError
 from rlearn import trace
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
@@ -449,6 +451,8 @@ class TD3Policy(Policy):
 
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lr_actor, fused=True)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=lr_critic, fused=True)
+        # the same update as .step(), without its per-call Python overhead (see policies.adam_step)
+        self._actor_adam, self._critic_adam = AdamStep(self.actor_optimizer), AdamStep(self.critic_optimizer)
         self._actor_params = list(self.actor.parameters())
         self._critic_params = list(self.critic.parameters())
         self._online_params = self._critic_params + self._actor_params
@@ -526,14 +530,14 @@ class TD3Policy(Policy):
         obs = obs.t()  # feature-major [obs_dim, B] from here on (see Dense)
         stats = self._critic_backward(views, obs, action.t(), target_q)
         with span("learner/optimizer_step", lane="learner"):
-            self.critic_optimizer.step()
+            self._critic_adam()
         self.update_count += 1
 
         actor_step = self.update_count % self.actor_update_freq == 0
         if actor_step:
             actor_loss = self._actor_backward(views, obs)
             with span("learner/optimizer_step", lane="learner"):
-                self.actor_optimizer.step()
+                self._actor_adam()
                 with torch.no_grad():  # Polyak averaging of every target network
                     torch._foreach_lerp_(self._target_params, self._online_params, self.tau)
             stats = torch.cat([stats, actor_loss.reshape(1)])

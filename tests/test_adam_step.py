@@ -1,0 +1,155 @@
+"""``AdamStep`` must leave parameters and optimizer state bit-for-bit where ``optimizer.step()`` would."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from policies.adam_step import AdamStep
+
+
+def _net(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def _set_grads(net: nn.Module, step: int) -> None:
+    gen = torch.Generator().manual_seed(1000 + step)
+    for p in net.parameters():
+        p.grad = torch.randn(p.shape, generator=gen) if p.grad is None else p.grad.copy_(
+            torch.randn(p.shape, generator=gen))
+
+
+def _pair(**adam_kwargs):
+    """Two identical nets with their own Adam: one stepped by .step(), one by AdamStep."""
+    ref, fast = _net(), _net()
+    kwargs = dict(lr=1e-2, fused=True, **adam_kwargs)
+    ref_opt, fast_opt = torch.optim.Adam(ref.parameters(), **kwargs), torch.optim.Adam(fast.parameters(), **kwargs)
+    return ref, ref_opt, fast, fast_opt, AdamStep(fast_opt)
+
+
+def _assert_same(ref: nn.Module, ref_opt, fast: nn.Module, fast_opt) -> None:
+    for a, b in zip(ref.parameters(), fast.parameters()):
+        assert torch.equal(a, b)
+    for a, b in zip(ref.parameters(), fast.parameters()):
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(ref_opt.state[a][key], fast_opt.state[b][key]), key
+
+
+@pytest.mark.parametrize("adam_kwargs", [{}, {"weight_decay": 0.1}, {"betas": (0.8, 0.95), "eps": 1e-6},
+                                         {"weight_decay": 0.1, "decoupled_weight_decay": True}])
+def test_matches_optimizer_step_exactly(adam_kwargs):
+    if "decoupled_weight_decay" in adam_kwargs and "decoupled_weight_decay" not in torch.optim.Adam.__init__.__code__.co_varnames:
+        pytest.skip("this torch's Adam has no decoupled_weight_decay")
+    ref, ref_opt, fast, fast_opt, step = _pair(**adam_kwargs)
+    for i in range(6):
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+        _assert_same(ref, ref_opt, fast, fast_opt)
+    assert step.fallback_steps == 1 and step.direct_steps == 5  # only the first step (it creates the state)
+
+
+def test_reads_the_learning_rate_at_every_step():
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    for i in range(4):
+        if i == 2:
+            ref_opt.param_groups[0]["lr"] = fast_opt.param_groups[0]["lr"] = 3e-4
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+    _assert_same(ref, ref_opt, fast, fast_opt)
+    assert step.direct_steps == 3
+
+
+def test_rebuilds_after_load_state_dict_and_replaced_grads():
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    for i in range(3):
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+    saved = copy.deepcopy(fast_opt.state_dict())
+    fast_opt.load_state_dict(saved)  # new state tensors: the cached lists would update stale copies
+    ref_opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))
+    for net, opt in ((ref, ref_opt), (fast, fast_opt)):
+        opt.zero_grad(set_to_none=True)
+    for i in range(3, 6):
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+        _assert_same(ref, ref_opt, fast, fast_opt)
+    assert step.fallback_steps == 2  # the first step and the one after load_state_dict / new grads
+
+
+def test_a_parameter_without_gradient_is_skipped_like_step_does():
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    for i in range(4):
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        if i == 2:
+            ref[2].bias.grad = None
+            fast[2].bias.grad = None
+        ref_opt.step()
+        step()
+        _assert_same(ref, ref_opt, fast, fast_opt)
+
+
+def test_hooks_and_lr_schedulers_see_every_step():
+    _, _, fast, fast_opt, step = _pair()
+    calls = []
+    handle = fast_opt.register_step_post_hook(lambda opt, args, kwargs: calls.append(1))
+    for i in range(3):
+        _set_grads(fast, i)
+        step()
+    assert len(calls) == 3 and step.direct_steps == 0  # a hook forces the real step()
+    handle.remove()
+    scheduler = torch.optim.lr_scheduler.StepLR(fast_opt, step_size=1, gamma=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "lr_scheduler.step() before optimizer.step()" would fail here
+        for i in range(3):
+            _set_grads(fast, i)
+            step()
+            scheduler.step()
+    assert step.direct_steps == 0
+    assert fast_opt.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5 ** 3)
+
+
+@pytest.mark.parametrize("adam_kwargs", [{"fused": False}, {"amsgrad": True}, {"maximize": True}])
+def test_other_configurations_use_step(adam_kwargs):
+    ref, fast = _net(), _net()
+    kwargs = dict(lr=1e-2, fused=True)
+    kwargs.update(adam_kwargs)
+    ref_opt, fast_opt = torch.optim.Adam(ref.parameters(), **kwargs), torch.optim.Adam(fast.parameters(), **kwargs)
+    step = AdamStep(fast_opt)
+    for i in range(3):
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+    assert step.direct_steps == 0 and step.fallback_steps == 3
+    for a, b in zip(ref.parameters(), fast.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_td3_steps_its_optimizers_directly():
+    import gymnasium as gym
+
+    from policies.td3 import TD3Policy
+
+    env = gym.make("Pendulum-v1")
+    policy = TD3Policy(dict(hidden_sizes=[32, 32], batch_size=16), env.observation_space, env.action_space, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    batch = dict(obs=torch.randn(16, 3, generator=gen), action=torch.rand(16, 1, generator=gen) * 2 - 1,
+                 reward=torch.randn(16, generator=gen), next_obs=torch.randn(16, 3, generator=gen),
+                 terminated=torch.zeros(16))
+    for _ in range(6):
+        policy._forward_learn(batch)
+    assert policy._critic_adam.direct_steps == 5 and policy._actor_adam.direct_steps == 2
