@@ -710,7 +710,6 @@ def test_rlearn_train_cli_shows_the_delayed_actor_loss(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_learns_pendulum_through_the_pipeline(tmp_path):
     """One seed, 7000 env steps (1000 random, then 6000 gradient steps): far better than random (~ -1200)."""
     from rlearn.config import load_config
