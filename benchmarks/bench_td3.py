@@ -10,7 +10,9 @@ Sections (``--only`` picks some; default: all):
 * ``speed``: whole training runs in fresh processes, alternating rlearn (``rlearn train td3_pendulum``'s pipeline:
   log table, TensorBoard, checkpoints) and SB3 TD3 with identical settings -- [400, 300], batch 256, lr 1e-3,
   gamma 0.98, learning_starts 10,000, buffer 200,000, one gradient step per env step, 20,000 steps -- each
-  followed by a 10-episode evaluation; env steps per second, their ratio, and the final returns.
+  followed by a 10-episode evaluation; env steps per second, their ratio, and the final returns -- each
+  library's own 10-episode evaluation, and both final policies played from the same 50 starting states
+  (``shared_start_return``, outside the timed region), compared per seed.
 * ``overhead``: the learner with ``LogShowHook`` at its default frequency (trace off) vs the learner with no hooks,
   same loop (collector -> replay buffer -> learner.train), in alternating blocks of 100 iterations; the
   slow-down as the median of paired block ratios, and directly as the time spent inside the hook.
@@ -229,6 +231,39 @@ def _have_sb3() -> bool:
     return True
 
 
+#: episodes of the shared-start evaluation that follows every speed run (outside the timed region)
+SHARED_EVAL_EPISODES = 50
+#: episode ``i`` of run ``seed`` starts from ``reset(seed=SHARED_EVAL_SEED + 1000 * seed + i)``, for both libraries
+SHARED_EVAL_SEED = 777_000
+
+
+def shared_start_return(act: Callable[[np.ndarray], np.ndarray], seed: int,
+                        episodes: int = SHARED_EVAL_EPISODES) -> float:
+    """Mean return of the deterministic policy ``act(obs) -> env action`` on Pendulum-v1 over ``episodes``
+    episodes whose starting states depend only on ``seed``.
+
+    Each library's own evaluation (10 episodes from its own starting states) is what its users see, but a
+    Pendulum return depends as much on where the pendulum starts as on the policy (a near-optimal policy
+    scores about -0 from the top and about -350 from the bottom), so two libraries' 10-episode means differ by
+    tens for that reason alone. Playing both final policies from the *same* starts leaves only the policies'
+    difference, paired per seed.
+    """
+    import gymnasium as gym
+
+    env = gym.make("Pendulum-v1")
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=SHARED_EVAL_SEED + 1000 * seed + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns))
+
+
 def _sb3_model(seed: int, learning_starts: int):
     import gymnasium as gym
     from stable_baselines3 import TD3
@@ -262,8 +297,9 @@ def worker_sb3(seed: int, steps: int, learning_starts: int, threads: Optional[in
     eval_env.reset(seed=10_000 + seed)
     mean, std = evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)
     seconds = time.perf_counter() - start
+    shared = shared_start_return(lambda obs: model.predict(obs, deterministic=True)[0], seed)
     return dict(seconds=seconds, train_seconds=train_seconds, steps=steps, return_mean=float(mean),
-                return_std=float(std), torch_threads=torch.get_num_threads())
+                return_std=float(std), shared_return=shared, torch_threads=torch.get_num_threads())
 
 
 def rlearn_overrides(steps: int, learning_starts: int, seed: int, eval_freq: Optional[int]) -> List[str]:
@@ -296,14 +332,18 @@ def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: in
         work_dir = tmp.name
     try:
         start = time.perf_counter()
-        result = SerialPipeline(cfg, work_dir=Path(work_dir) / "run", progress=False).run()
+        pipeline = SerialPipeline(cfg, work_dir=Path(work_dir) / "run", progress=False)
+        result = pipeline.run()
         seconds = time.perf_counter() - start
     finally:
         if tmp is not None:
             tmp.cleanup()
+    policy = pipeline.policy
+    shared = shared_start_return(lambda obs: policy._forward_eval(obs[None].astype(np.float32))[0], seed)
     last = result.last_eval or {}
     return dict(seconds=seconds, steps=result.envstep, train_iter=result.train_iter,
-                return_mean=last.get("episode_return_mean"), return_std=last.get("episode_return_std"))
+                return_mean=last.get("episode_return_mean"), return_std=last.get("episode_return_std"),
+                shared_return=shared)
 
 
 def run_worker(kind: str, **kwargs: Any) -> Dict[str, Any]:
@@ -335,13 +375,24 @@ def speed(steps: int, learning_starts: int, repeats: int, sb3_threads: Sequence[
             out = run_worker(kind, seed=rep, steps=steps, learning_starts=learning_starts, **extra)
             runs[name].append(out)
             print(f"  [{name}] seed {rep}: {out['seconds']:.1f} s, {steps / out['seconds']:.1f} env steps/s, "
-                  f"return {out['return_mean']:.1f}  (load {_load()})", flush=True)
+                  f"return {out['return_mean']:.1f}, shared-start return {out['shared_return']:.1f}  "
+                  f"(load {_load()})", flush=True)
+    first = next(iter(runs))
     rows = []
     for name, outs in runs.items():
         secs = _median([o["seconds"] for o in outs])
+        # same seed, consecutive runs: the ratio of a pair is free of the machine's slow drifts
+        pair_ratios = [o["seconds"] / r["seconds"] for o, r in zip(outs, runs[first])]
+        shared_diff = [r["shared_return"] - o["shared_return"] for o, r in zip(outs, runs[first])]
         rows.append(dict(variant=name, seconds=secs, env_steps_per_s=steps / secs,
-                         returns=[round(o["return_mean"], 1) for o in outs]))
-    return dict(rows=rows, runs=runs)
+                         median_pair_ratio=_median(pair_ratios), pair_ratios=[round(x, 3) for x in pair_ratios],
+                         returns=[round(o["return_mean"], 1) for o in outs],
+                         shared_returns=[round(o["shared_return"], 1) for o in outs],
+                         shared_return_mean=float(np.mean([o["shared_return"] for o in outs])),
+                         shared_diff_mean=float(np.mean(shared_diff)),
+                         shared_diff_se=float(np.std(shared_diff, ddof=1) / np.sqrt(len(shared_diff)))
+                         if len(shared_diff) > 1 else float("nan")))
+    return dict(rows=rows, runs=runs, shared_eval=dict(episodes=SHARED_EVAL_EPISODES, seed_base=SHARED_EVAL_SEED))
 
 
 # ---------------------------------------------------------------------------------- monitoring cost
@@ -553,9 +604,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report["speed"] = result
         rows = result["rows"]
         rl = rows[0]["env_steps_per_s"]
-        print(_table([[r["variant"], r["seconds"], r["env_steps_per_s"], rl / r["env_steps_per_s"], r["returns"]]
-                      for r in rows], ["variant", "seconds (median)", "env steps/s", f"{rows[0]['variant']} speed-up",
-                                       "eval returns"]))
+        print(_table([[r["variant"], r["seconds"], r["env_steps_per_s"], rl / r["env_steps_per_s"],
+                       r["median_pair_ratio"], r["shared_return_mean"], r["returns"]] for r in rows],
+                     ["variant", "seconds (median)", "env steps/s", f"{rows[0]['variant']} speed-up",
+                      "median pair ratio", f"shared-start return ({SHARED_EVAL_EPISODES} ep, mean)",
+                      "own eval returns (10 ep)"]))
+        for r in rows[1:]:
+            print(f"{rows[0]['variant']} minus {r['variant']}, shared-start return per seed: "
+                  f"{r['shared_diff_mean']:+.1f} +- {r['shared_diff_se']:.1f} (mean +- standard error)")
 
     if "overhead" in sections:
         pairs = 10 if quick else 60
