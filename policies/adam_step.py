@@ -58,11 +58,8 @@ class AdamStep:
 
     def __call__(self) -> None:
         group = self._usable_group()
-        lists = self._lists if group is not None else None
-        if lists is not None and not (self.optimizer.state is self._state and group is self._group
-                                      and all(p.grad is g for p, g in zip(lists[0], lists[1]))):
-            lists = None
-        if group is None or lists is None:
+        lists = self._valid_lists(group) if group is not None else None
+        if lists is None:
             self.optimizer.step()
             self.fallback_steps += 1
             self._lists = self._collect(group) if group is not None else None
@@ -92,6 +89,13 @@ class AdamStep:
                 or any(isinstance(beta, torch.Tensor) for beta in group["betas"]):
             return None
         return group
+
+    def _valid_lists(self, group: dict) -> Optional[Tuple[List[torch.Tensor], ...]]:
+        """The cached lists if they still hold this group's parameters, current ``.grad`` tensors and state."""
+        lists = self._lists
+        if lists is None or self.optimizer.state is not self._state or group is not self._group:
+            return None
+        return lists if all(p.grad is g for p, g in zip(lists[0], lists[1])) else None
 
     def _collect(self, group: dict) -> Optional[Tuple[List[torch.Tensor], ...]]:
         """The kernel's argument lists, in the order ``step()`` passes them; None unless every parameter

@@ -153,3 +153,27 @@ def test_td3_steps_its_optimizers_directly():
     for _ in range(6):
         policy._forward_learn(batch)
     assert policy._critic_adam.direct_steps == 5 and policy._actor_adam.direct_steps == 2
+
+
+@pytest.mark.parametrize("change", ["load_state_dict", "replace_one_grad"])
+def test_each_invalidation_alone_forces_a_rebuild(change):
+    """A loaded state (same .grad tensors) and a replaced .grad (same state) each make the cached lists stale."""
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    for i in range(2):
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+    if change == "load_state_dict":
+        fast_opt.load_state_dict(copy.deepcopy(fast_opt.state_dict()))
+        ref_opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))
+    else:
+        fast[0].weight.grad = torch.zeros_like(fast[0].weight)
+        ref[0].weight.grad = torch.zeros_like(ref[0].weight)
+    for i in range(2, 5):
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+        _assert_same(ref, ref_opt, fast, fast_opt)
+    assert step.fallback_steps == 2 and step.direct_steps == 3
