@@ -237,31 +237,36 @@ SHARED_EVAL_EPISODES = 50
 SHARED_EVAL_SEED = 777_000
 
 
-def shared_start_return(act: Callable[[np.ndarray], np.ndarray], seed: int,
-                        episodes: int = SHARED_EVAL_EPISODES) -> float:
-    """Mean return of the deterministic policy ``act(obs) -> env action`` on Pendulum-v1 over ``episodes``
-    episodes whose starting states depend only on ``seed``.
+def shared_start_return(policy: Any, seed: int, episodes: int = SHARED_EVAL_EPISODES) -> float:
+    """Mean return of ``policy._forward_eval`` (deterministic, environment units) on Pendulum-v1 over
+    ``episodes`` episodes whose starting states depend only on ``seed``.
 
     Each library's own evaluation (10 episodes from its own starting states) is what its users see, but a
     Pendulum return depends as much on where the pendulum starts as on the policy (a near-optimal policy
     scores about -0 from the top and about -350 from the bottom), so two libraries' 10-episode means differ by
     tens for that reason alone. Playing both final policies from the *same* starts leaves only the policies'
-    difference, paired per seed.
+    difference, paired per seed. Episode ``i`` is one :class:`rlearn.env.Evaluator` evaluation seeded with
+    ``SHARED_EVAL_SEED + 1000 * seed + i``.
     """
-    import gymnasium as gym
+    from rlearn.env import Evaluator, make_vector_env
 
-    env = gym.make("Pendulum-v1")
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=SHARED_EVAL_SEED + 1000 * seed + episode)
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs))
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    env.close()
+    env = make_vector_env("Pendulum-v1", 1)
+    try:
+        returns = [Evaluator(env, policy, 1, seed=SHARED_EVAL_SEED + 1000 * seed + episode).evaluate()
+                   ["episode_return_mean"] for episode in range(episodes)]
+    finally:
+        env.close()
     return float(np.mean(returns))
+
+
+class _SB3Actor:
+    """An SB3 model seen as an rlearn evaluation policy: ``_forward_eval(obs [N, 3]) -> actions [N, 1]``."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
+        return self.model.predict(obs, deterministic=True)[0]
 
 
 def _sb3_model(seed: int, learning_starts: int):
@@ -297,7 +302,7 @@ def worker_sb3(seed: int, steps: int, learning_starts: int, threads: Optional[in
     eval_env.reset(seed=10_000 + seed)
     mean, std = evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)
     seconds = time.perf_counter() - start
-    shared = shared_start_return(lambda obs: model.predict(obs, deterministic=True)[0], seed)
+    shared = shared_start_return(_SB3Actor(model), seed)
     return dict(seconds=seconds, train_seconds=train_seconds, steps=steps, return_mean=float(mean),
                 return_std=float(std), shared_return=shared, torch_threads=torch.get_num_threads())
 
@@ -338,8 +343,7 @@ def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: in
     finally:
         if tmp is not None:
             tmp.cleanup()
-    policy = pipeline.policy
-    shared = shared_start_return(lambda obs: policy._forward_eval(obs[None].astype(np.float32))[0], seed)
+    shared = shared_start_return(pipeline.policy, seed)
     last = result.last_eval or {}
     return dict(seconds=seconds, steps=result.envstep, train_iter=result.train_iter,
                 return_mean=last.get("episode_return_mean"), return_std=last.get("episode_return_std"),
