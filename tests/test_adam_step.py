@@ -32,6 +32,19 @@ def _pair(**adam_kwargs):
     return ref, ref_opt, fast, fast_opt, AdamStep(fast_opt)
 
 
+def _step_both(ref: nn.Module, ref_opt, fast: nn.Module, fast_opt, step: AdamStep, iterations: range,
+               check_each: bool = False) -> None:
+    """The same gradients into both nets, then ``ref_opt.step()`` and ``step()``, for each of ``iterations``;
+    ``check_each``: both must be identical after every step."""
+    for i in iterations:
+        _set_grads(ref, i)
+        _set_grads(fast, i)
+        ref_opt.step()
+        step()
+        if check_each:
+            _assert_same(ref, ref_opt, fast, fast_opt)
+
+
 def _assert_same(ref: nn.Module, ref_opt, fast: nn.Module, fast_opt) -> None:
     for a, b in zip(ref.parameters(), fast.parameters()):
         assert torch.equal(a, b)
@@ -46,12 +59,7 @@ def test_matches_optimizer_step_exactly(adam_kwargs):
     if "decoupled_weight_decay" in adam_kwargs and "decoupled_weight_decay" not in torch.optim.Adam.__init__.__code__.co_varnames:
         pytest.skip("this torch's Adam has no decoupled_weight_decay")
     ref, ref_opt, fast, fast_opt, step = _pair(**adam_kwargs)
-    for i in range(6):
-        _set_grads(ref, i)
-        _set_grads(fast, i)
-        ref_opt.step()
-        step()
-        _assert_same(ref, ref_opt, fast, fast_opt)
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(6), check_each=True)
     assert step.fallback_steps == 1 and step.direct_steps == 5  # only the first step (it creates the state)
 
 
@@ -70,22 +78,13 @@ def test_reads_the_learning_rate_at_every_step():
 
 def test_rebuilds_after_load_state_dict_and_replaced_grads():
     ref, ref_opt, fast, fast_opt, step = _pair()
-    for i in range(3):
-        _set_grads(ref, i)
-        _set_grads(fast, i)
-        ref_opt.step()
-        step()
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(3))
     saved = copy.deepcopy(fast_opt.state_dict())
     fast_opt.load_state_dict(saved)  # new state tensors: the cached lists would update stale copies
     ref_opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))
     for net, opt in ((ref, ref_opt), (fast, fast_opt)):
         opt.zero_grad(set_to_none=True)
-    for i in range(3, 6):
-        _set_grads(ref, i)
-        _set_grads(fast, i)
-        ref_opt.step()
-        step()
-        _assert_same(ref, ref_opt, fast, fast_opt)
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(3, 6), check_each=True)
     assert step.fallback_steps == 2  # the first step and the one after load_state_dict / new grads
 
 
@@ -129,11 +128,7 @@ def test_other_configurations_use_step(adam_kwargs):
     kwargs.update(adam_kwargs)
     ref_opt, fast_opt = torch.optim.Adam(ref.parameters(), **kwargs), torch.optim.Adam(fast.parameters(), **kwargs)
     step = AdamStep(fast_opt)
-    for i in range(3):
-        _set_grads(ref, i)
-        _set_grads(fast, i)
-        ref_opt.step()
-        step()
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(3))
     assert step.direct_steps == 0 and step.fallback_steps == 3
     for a, b in zip(ref.parameters(), fast.parameters()):
         assert torch.equal(a, b)
@@ -159,21 +154,12 @@ def test_td3_steps_its_optimizers_directly():
 def test_each_invalidation_alone_forces_a_rebuild(change):
     """A loaded state (same .grad tensors) and a replaced .grad (same state) each make the cached lists stale."""
     ref, ref_opt, fast, fast_opt, step = _pair()
-    for i in range(2):
-        _set_grads(ref, i)
-        _set_grads(fast, i)
-        ref_opt.step()
-        step()
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(2))
     if change == "load_state_dict":
         fast_opt.load_state_dict(copy.deepcopy(fast_opt.state_dict()))
         ref_opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))
     else:
         fast[0].weight.grad = torch.zeros_like(fast[0].weight)
         ref[0].weight.grad = torch.zeros_like(ref[0].weight)
-    for i in range(2, 5):
-        _set_grads(ref, i)
-        _set_grads(fast, i)
-        ref_opt.step()
-        step()
-        _assert_same(ref, ref_opt, fast, fast_opt)
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(2, 5), check_each=True)
     assert step.fallback_steps == 2 and step.direct_steps == 3
