@@ -248,7 +248,8 @@ def shared_start_return(policy: Any, seed: int, episodes: int = SHARED_EVAL_EPIS
     difference, paired per seed. Episode ``i`` is one :class:`rlearn.env.Evaluator` evaluation seeded with
     ``SHARED_EVAL_SEED + 1000 * seed + i``.
     """
-    from rlearn.env import Evaluator, make_vector_env
+    from rlearn.collect import Evaluator
+    from rlearn.env import make_vector_env
 
     env = make_vector_env("Pendulum-v1", 1)
     try:
@@ -434,7 +435,8 @@ def overhead(pairs: int, block: int = 100) -> Dict[str, Any]:
 
     from policies.td3 import TD3Policy
     from rlearn.buffer import ReplayBuffer
-    from rlearn.env import Collector, make_vector_env
+    from rlearn.collect import Collector
+    from rlearn.env import make_vector_env
     from rlearn.hooks import LogShowHook
     from rlearn.learner import BaseLearner
     from rlearn.logging import get_logger

@@ -201,7 +201,7 @@ class Policy(abc.ABC):
         the ranks right before each optimizer step instead, which is equally correct and avoids DDP's
         per-forward overhead for nothing.
         """
-        from rlearn.dist.ddp import default_ddp_modules
+        from rlearn.distributed.ddp import default_ddp_modules
 
         return default_ddp_modules(self)
 
@@ -213,7 +213,7 @@ class Policy(abc.ABC):
         1. broadcasts rank 0's parameters and buffers of every network in :meth:`modules` (target
            networks included), so all ranks start identical;
         2. replaces each policy attribute holding a network named by :meth:`ddp_modules` with a
-           ``DistributedDataParallel`` wrapper (:class:`rlearn.dist.ddp.PolicyDDP`): calls such as
+           ``DistributedDataParallel`` wrapper (:class:`rlearn.distributed.ddp.PolicyDDP`): calls such as
            ``self.actor(obs)`` and ``loss.backward()`` then average the gradients over ranks. Forward
            passes without gradient run the plain network (no collective); other attributes
            (``self.critic.q1``) are looked up on the plain network;
@@ -225,7 +225,7 @@ class Policy(abc.ABC):
         for several processes, False in a single process (nothing changes). Calling it twice is harmless.
         See docs/distributed.md.
         """
-        from rlearn.dist.ddp import setup_policy_ddp
+        from rlearn.distributed.ddp import setup_policy_ddp
 
         return setup_policy_ddp(self)
 

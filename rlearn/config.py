@@ -592,7 +592,7 @@ def resolve_config(
     """Merge ``raw`` over :data:`DEFAULTS`, complete the policy section, apply ``overrides``, validate.
 
     Steps: unknown framework keys are errors (with suggestions); ``custom_imports`` are imported;
-    ``policy.type`` is resolved with :func:`policies.get_policy_class` and the policy section is merged
+    ``policy.type`` is resolved with :func:`rlearn.registry.get_policy_class` and the policy section is merged
     over the class's ``default_config`` (an unknown policy key is an error naming the policy); the
     overrides are applied; every framework value is checked against its expected type and range.
     A policy defined in ``__main__`` or in an executed config file has that file added to
@@ -641,10 +641,10 @@ def _override_path(item: Union[str, Tuple[str, Any]]) -> str:
 
 
 def _policy_class(policy_type: str) -> type:
-    import policies  # local: importing a policy imports torch
+    from rlearn.registry import get_policy_class
 
     try:
-        return policies.get_policy_class(policy_type)
+        return get_policy_class(policy_type)
     except KeyError as exc:
         message = exc.args[0] if exc.args else str(exc)
         raise ConfigError(f"policy.type: {message}") from exc

@@ -48,7 +48,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 import numpy as np
 
 from rlearn.config import ConfigError, default_work_dir, dump_config, flatten, load_config, resolve_config
-from rlearn import dist
+from rlearn import distributed as dist
 from rlearn.logging.logger import rank_log_file
 
 __all__ = [
@@ -189,7 +189,7 @@ class _InterruptGuard:
 
 class _TerminatedByLauncher:
     """In a multi-process run, turns SIGTERM (what torchrun sends every rank when one of them failed) into
-    a :class:`rlearn.dist.DistributedError`, so the rank closes its files and its log says why it stopped."""
+    a :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log says why it stopped."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -403,9 +403,10 @@ class SerialPipeline:
             trace.set_clock_offset(offset.offset_ns, offset.error_ns)
 
     def _build_components(self, device: str) -> None:
-        import policies
+        from rlearn.registry import get_policy_class
         from rlearn.buffer import ReplayBuffer
-        from rlearn.env import Collector, Evaluator, make_vector_env, observation_dtype
+        from rlearn.collect import Collector, Evaluator
+        from rlearn.env import make_vector_env, observation_dtype
         from rlearn.hooks import CheckpointHook, LogShowHook, TimerHook
         from rlearn.learner import BaseLearner
 
@@ -421,7 +422,7 @@ class SerialPipeline:
             raise ConfigError(f"env ({env_cfg['id']!r}): {exc}") from exc
 
         policy_cfg = {k: v for k, v in cfg["policy"].items() if k != "type"}
-        policy_cls = policies.get_policy_class(cfg["policy"]["type"])
+        policy_cls = get_policy_class(cfg["policy"]["type"])
         try:
             self.policy = policy_cls(policy_cfg, self.env.single_observation_space, self.env.single_action_space,
                                      device=device, seed=seed)
@@ -850,6 +851,6 @@ def serial_pipeline(
 
     Returns:
         A :class:`PipelineResult`. Config mistakes raise :class:`rlearn.config.ConfigError`; a bad
-        checkpoint raises :class:`rlearn.learner.CheckpointError`.
+        checkpoint raises :class:`rlearn.checkpoint.CheckpointError`.
     """
     return SerialPipeline(cfg, work_dir=work_dir, resume=resume, progress=progress).run()

@@ -14,15 +14,19 @@ Example::
 
     model = MODELS.build({"type": "MLP", "hidden": 64})   # MLP(hidden=64)
 
-rlearn's own registries live here too: :data:`HOOKS` (``rlearn.hooks``).
+rlearn's own registries live here too: :data:`HOOKS` (``rlearn.hooks``) and the policy names that a config's
+``policy.type`` accepts (:func:`register_policy`, :func:`get_policy_class`). Policy names resolve *by name*
+(``"td3"`` -> ``"policies.td3:TD3Policy"``, imported on first use), so ``rlearn`` never imports the
+``policies`` package at import time and the two packages have no import cycle.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar, Union
 
-__all__ = ["Registry", "RegistryError", "HOOKS"]
+__all__ = ["Registry", "RegistryError", "HOOKS", "register_policy", "get_policy_class", "registered_policies"]
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -167,3 +171,57 @@ class Registry:
 
 #: registry of hook classes (``rlearn.hooks``); ``rlearn.hooks.build_hook`` builds from it
 HOOKS = Registry("hook")
+
+
+# ---------------------------------------------------------------------------------------------- policies
+#: registered policy names -> class, or ``"module:Class"`` strings resolved on first use
+_POLICIES: Dict[str, Any] = {
+    "td3": "policies.td3:TD3Policy",
+    "ppg": "policies.ppg:PPGPolicy",
+}
+
+
+def _policy_base() -> type:
+    return importlib.import_module("policies.base").Policy
+
+
+def register_policy(name: str) -> Callable[[T], T]:
+    """Class decorator: make a ``policies.Policy`` subclass available as ``policy.type = name``."""
+
+    def decorator(cls: T) -> T:
+        if not (isinstance(cls, type) and issubclass(cls, _policy_base())):
+            raise TypeError(f"register_policy({name!r}) expects a Policy subclass, got {cls!r}")
+        _POLICIES[name] = cls
+        return cls
+
+    return decorator
+
+
+def registered_policies() -> List[str]:
+    """Names accepted as ``policy.type`` without an import path."""
+    return sorted(_POLICIES)
+
+
+def _import_path(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"policy import path must look like 'package.module:ClassName', got {path!r}")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def get_policy_class(name: str) -> type:
+    """Resolve ``policy.type``: a registered name or ``"module:Class"``; unknown names list the known ones."""
+    if not isinstance(name, str):
+        raise TypeError(f"policy.type must be a string, got {type(name).__name__}")
+    target = _POLICIES.get(name)
+    if target is None and ":" in name:
+        target = name
+    if target is None:
+        raise KeyError(
+            f"unknown policy type {name!r}; registered: {', '.join(registered_policies())} "
+            "(or give an import path 'package.module:ClassName')"
+        )
+    cls = _import_path(target) if isinstance(target, str) else target
+    if not (isinstance(cls, type) and issubclass(cls, _policy_base())):
+        raise TypeError(f"policy type {name!r} resolves to {cls!r}, which is not a policies.Policy subclass")
+    return cls

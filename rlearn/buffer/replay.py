@@ -15,7 +15,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from rlearn.env.collector import to_numpy
+from rlearn.collect.collector import to_numpy
 
 #: the fields a transition must have; each is stored and returned by :meth:`ReplayBuffer.sample`
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")

@@ -13,7 +13,7 @@ from typing import Any, Dict, Mapping, Union
 import numpy as np
 import torch
 
-from rlearn.env.collector import CollectResult, to_numpy
+from rlearn.collect.collector import CollectResult, to_numpy
 
 #: keys every rollout has (besides the extra keys the policy's ``_forward_collect`` returned)
 ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")

@@ -108,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
         if launched is not None:
             return launched
 
-    from rlearn.dist import DistributedError
-    from rlearn.learner import CheckpointError
+    from rlearn.distributed import DistributedError
+    from rlearn.checkpoint import CheckpointError
     from rlearn.pipeline import serial_pipeline
 
     train = serial_pipeline
@@ -143,7 +143,7 @@ def _launch_processes(args: argparse.Namespace) -> Any:
         return None
     if args.nproc == 1:
         return None
-    from rlearn.dist.launch import relaunch
+    from rlearn.distributed.launch import relaunch
 
     return relaunch(args.nproc, ["train", *_rebuild_argv(args)])
 

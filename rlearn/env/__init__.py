@@ -1,15 +1,12 @@
-"""Environments and the two loops that run a policy in them.
+"""Environments: seeded gymnasium vector environments in ``SAME_STEP`` autoreset mode.
 
-* :func:`make_vector_env` builds seeded gymnasium vector environments in ``SAME_STEP`` autoreset mode;
-  :func:`register_env` registers a custom environment under an id.
-* :class:`Collector` gathers exploration transitions (``[n_steps, num_envs, ...]`` arrays) and ended episodes.
-* :class:`Evaluator` plays exactly N episodes with the deterministic policy and summarises them.
+* :func:`make_vector_env` builds them; :func:`register_env` registers a custom environment under an id.
 
-This package does not import torch, so asynchronous workers that unpickle an environment factory start fast.
+The loops that run a policy in them (:class:`~rlearn.collect.Collector`, :class:`~rlearn.collect.Evaluator`)
+live in :mod:`rlearn.collect`. This package does not import torch, so asynchronous workers that unpickle an
+environment factory start fast.
 """
 
-from rlearn.env.collector import RESERVED_KEYS, CollectResult, Collector
-from rlearn.env.evaluator import Evaluator
 from rlearn.env.vector_env import (
     DEFAULT_ASYNC_CONTEXT,
     derive_seed,
@@ -21,10 +18,6 @@ from rlearn.env.vector_env import (
 
 __all__ = [
     "DEFAULT_ASYNC_CONTEXT",
-    "RESERVED_KEYS",
-    "CollectResult",
-    "Collector",
-    "Evaluator",
     "derive_seed",
     "make_env_fn",
     "make_vector_env",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from rlearn.hooks.base import Hook, Priority
-from rlearn.learner.checkpoint import prune_checkpoints
+from rlearn.checkpoint import prune_checkpoints
 from rlearn.registry import HOOKS
 from rlearn.trace import span
 

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tabulate import tabulate
 
-from rlearn.dist import WindowStat, all_gather_object, is_distributed, local_window_stats, merge_window_stats
+from rlearn.distributed import WindowStat, all_gather_object, is_distributed, local_window_stats, merge_window_stats
 from rlearn.hooks.base import Hook, Priority
 from rlearn import trace
 from rlearn.registry import HOOKS
@@ -238,7 +238,7 @@ class LogShowHook(Hook):
     def _merged_statistics(self, learner: Any) -> Tuple[Dict[str, Optional[float]], Dict[str, int]]:
         """Like :meth:`_local_statistics`, merged over all ranks by presence with ONE ``all_gather``.
 
-        Each rank sends its :class:`~rlearn.dist.WindowStat` per key with values in the window, plus the
+        Each rank sends its :class:`~rlearn.distributed.WindowStat` per key with values in the window, plus the
         declared keys it has ever reported (for the never-reported warning). Keys come in rank 0's order,
         then keys only other ranks recorded.
         """

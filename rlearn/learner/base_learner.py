@@ -19,8 +19,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from rlearn import __version__
 from rlearn.hooks.base import HookManager, build_hook
-from rlearn.learner import checkpoint as ckpt
-from rlearn.learner.tb_events import TBWriter, rewind_event_files
+from rlearn.checkpoint import files as ckpt
+from rlearn.writers.tb_events import TBWriter, rewind_event_files
 from rlearn.logging import MessageHub, get_logger
 from rlearn.monitor import TickMonitor
 from rlearn.trace import span
@@ -353,7 +353,7 @@ class BaseLearner(HookManager):
 
         TensorBoard is flushed first, so every point the checkpoint counts is on disk. Hooks get
         ``before_save_checkpoint(learner, checkpoint)`` and may add entries. A state that cannot be
-        stored raises :class:`~rlearn.learner.checkpoint.CheckpointError` before any file is touched.
+        stored raises :class:`~rlearn.checkpoint.CheckpointError` before any file is touched.
         """
         if path is None:
             if self.work_dir is None:
@@ -381,7 +381,7 @@ class BaseLearner(HookManager):
 
         Every problem (missing file, not a checkpoint, truncated, another policy class, mismatched
         network shapes, a registered state missing) raises
-        :class:`~rlearn.learner.checkpoint.CheckpointError` naming the file, before anything is changed.
+        :class:`~rlearn.checkpoint.CheckpointError` naming the file, before anything is changed.
         """
         path = Path(path)
         checkpoint = ckpt.read_checkpoint(path)

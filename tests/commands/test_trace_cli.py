@@ -12,7 +12,7 @@ import pytest
 from rlearn.trace.recorder import Tracer
 from rlearn.trace.validate import check_trace_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def rlearn(*args, cwd=ROOT):

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from rlearn.dist.utils import all_gather_object
+from rlearn.distributed.utils import all_gather_object
 
 
 @dataclass(frozen=True)

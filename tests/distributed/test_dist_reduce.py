@@ -9,7 +9,7 @@ import torch.multiprocessing as mp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlearn.dist import (
+from rlearn.distributed import (
     ClockOffset,
     WindowStat,
     get_rank,
@@ -106,7 +106,7 @@ def _worker(rank: int, world_size: int, port: int, queue) -> None:
     os.environ.update(
         RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
-    from rlearn.dist import init_distributed, shutdown
+    from rlearn.distributed import init_distributed, shutdown
 
     assert init_distributed(timeout_s=60)
     local = {"loss": stat_of([float(rank + 1)] * (rank + 1))}

@@ -20,9 +20,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from policies.base import Policy
 from rlearn.hooks import CheckpointHook, LogShowHook
-from rlearn.learner import BaseLearner, CheckpointError
-from rlearn.learner import checkpoint as ckpt
-from rlearn.learner.tb_events import TBWriter, event_files, read_records, rewind_event_files
+from rlearn.checkpoint import CheckpointError
+from rlearn.learner import BaseLearner
+from rlearn.checkpoint import files as ckpt
+from rlearn.writers.tb_events import TBWriter, event_files, read_records, rewind_event_files
 
 
 # ------------------------------------------------------------------------------------------ policies

@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from rlearn.dist.utils import all_gather_object, barrier, get_rank, is_distributed
+from rlearn.distributed.utils import all_gather_object, barrier, get_rank, is_distributed
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from tensorboardX.proto import event_pb2
 from tensorboardX.record_writer import masked_crc32c
 from tensorboardX.writer import FileWriter
 
-from .checkpoint import atomic_write_bytes
+from rlearn.fileio import atomic_write_bytes
 
 #: per tag: ``[last step written, number of points written at that step]``
 PointTable = Dict[str, List[int]]

@@ -14,9 +14,9 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlearn import __version__
-from rlearn.learner.checkpoint import read_checkpoint
+from rlearn.checkpoint import read_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
 TINY = [
     "env.num_envs=2", "policy.rollout_steps=16", "policy.hidden=8", "policy.baseline_every=3",

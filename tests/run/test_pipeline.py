@@ -16,10 +16,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from rlearn.config import ConfigError, load_config
 from rlearn.hooks import Hook
-from rlearn.learner.checkpoint import read_checkpoint
+from rlearn.checkpoint import read_checkpoint
 from rlearn.pipeline import EPISODES_PER_WINDOW, SerialPipeline, episode_window, serial_pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
 
 

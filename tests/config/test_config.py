@@ -14,7 +14,7 @@ from rlearn import config as C
 from rlearn.config import ConfigError, coerce_value, dump_config, flatten, load_config, resolve_config
 from rlearn.configs import available_configs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
 TOP = ("buffer, checkpoint, custom_imports, device, dist, env, eval, exp_name, learner, num_threads, policy, "
        "profile, seed, train")

@@ -1,7 +1,7 @@
 """Multi-process training: DDP wrapping of policies, cross-rank reduction in LogShowHook, torchrun runs.
 
 The first group spawns 2 gloo processes once (module fixture) and runs every in-process check in them
-(tests/dist_helpers.py): a regression policy trained through DDP and through torch.autograd.grad must
+(tests/distributed/dist_helpers.py): a regression policy trained through DDP and through torch.autograd.grad must
 match a single-process reference on the pooled data; TD3 and PPG must end with identical parameters on
 both ranks; a learner with LogShowHook must reduce the ranks' windows by presence.
 """
@@ -121,7 +121,7 @@ def test_log_show_hook_reduces_windows_by_presence(two_ranks):
 
 
 # ------------------------------------------------------------------------------ torchrun end to end
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HELPERS = Path(__file__).resolve().parent / "dist_helpers.py"
 
 
@@ -265,7 +265,7 @@ def test_default_ddp_modules_of_td3_and_ppg_leave_targets_out():
 def test_bad_ddp_module_names_are_named_in_the_error():
     from gymnasium import spaces
 
-    from rlearn.dist.ddp import _check_ddp_names, _holding_attribute
+    from rlearn.distributed.ddp import _check_ddp_names, _holding_attribute
 
     policy = dist_helpers.ProbePolicy(None, spaces.Box(-1.0, 1.0, (4,)), spaces.Discrete(2), seed=0)
     modules = policy.modules()
@@ -286,7 +286,7 @@ def test_torchrun_command_and_rebuilt_arguments():
     import argparse
 
     from rlearn.commands import train
-    from rlearn.dist.launch import torchrun_command
+    from rlearn.distributed.launch import torchrun_command
 
     command = torchrun_command(2, ["train", "cfg.py"], master_port=29999)
     assert command[1:] == ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",

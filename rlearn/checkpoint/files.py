@@ -19,13 +19,14 @@ import os
 import pickle
 import random
 import re
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import torch
+
+from rlearn.fileio import atomic_write_bytes
 
 #: version of the checkpoint layout; bumped when a section changes meaning
 FORMAT_VERSION = 1
@@ -153,46 +154,6 @@ def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
     buffer = io.BytesIO()
     torch.save(encoded, buffer)
     return buffer.getvalue()
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # platforms without directory file descriptors
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = None) -> Path:
-    """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``.
-
-    The bytes go to a temporary file in the same directory (same file system), which is flushed,
-    fsynced and renamed over ``path``; on any error the temporary file is removed and ``path`` is left
-    untouched. ``tmp_prefix`` names the temporary file (default ``.<name>.``).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prefix = tmp_prefix if tmp_prefix is not None else f".{path.name}."
-    fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-    return path
 
 
 # -------------------------------------------------------------------------------------------- reading

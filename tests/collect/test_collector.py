@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlearn.env import CollectResult, Collector, derive_seed, make_vector_env, register_env
+from rlearn.collect import CollectResult, Collector
+from rlearn.env import derive_seed, make_vector_env, register_env
 
 
 # ------------------------------------------------------------------------------------------ test envs

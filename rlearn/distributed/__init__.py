@@ -8,14 +8,14 @@ functions without asking whether it runs distributed.
 * :func:`reduce_window_stats` merges the monitor's window statistics of every rank **by presence**: a key
   reported by 3 of 4 ranks is averaged over those 3, weighted by how many values each had.
 * :func:`measure_clock_offset` estimates each rank's wall-clock offset from rank 0 for timeline traces.
-* :mod:`rlearn.dist.ddp` wraps a policy's networks in ``DistributedDataParallel``
-  (:meth:`policies.Policy.setup_distributed`); :mod:`rlearn.dist.launch` re-launches a command through
+* :mod:`rlearn.distributed.ddp` wraps a policy's networks in ``DistributedDataParallel``
+  (:meth:`policies.Policy.setup_distributed`); :mod:`rlearn.distributed.launch` re-launches a command through
   ``torchrun`` (``rlearn train CONFIG --nproc N``).
 """
 
-from rlearn.dist.clock import ClockOffset, measure_clock_offset
-from rlearn.dist.reduce import WindowStat, local_window_stats, merge_window_stats, reduce_window_stats
-from rlearn.dist.utils import (
+from rlearn.distributed.clock import ClockOffset, measure_clock_offset
+from rlearn.distributed.reduce import WindowStat, local_window_stats, merge_window_stats, reduce_window_stats
+from rlearn.distributed.utils import (
     DistributedError,
     all_gather_object,
     barrier,

@@ -1,4 +1,4 @@
-"""Helpers for tests/test_distributed.py: a probe policy and the body of a two-process gloo check.
+"""Helpers for tests/distributed/test_distributed.py: a probe policy and the body of a two-process gloo check.
 
 :class:`ProbePolicy` is a tiny on-policy policy (registered as ``dist_probe``) whose reports make the
 cross-rank reduction checkable with exact numbers:
@@ -29,7 +29,7 @@ from gymnasium import spaces
 from torch import nn
 
 from policies import Policy, register_policy
-from rlearn.dist import get_rank
+from rlearn.distributed import get_rank
 
 FAIL_ENV = "RLEARN_TEST_FAIL_AT"
 DUMP_ENV = "RLEARN_TEST_DUMP_DIR"
@@ -330,7 +330,7 @@ def two_rank_checks(rank: int, world: int, port: int, work_dir: str) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    from rlearn.dist import init_distributed, shutdown
+    from rlearn.distributed import init_distributed, shutdown
 
     results: Dict[str, Any] = {}
     try:

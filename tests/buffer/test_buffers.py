@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlearn.buffer import FIELDS, ReplayBuffer, flatten_rollout, rollout_to_tensors
-from rlearn.env import Collector, make_vector_env
+from rlearn.collect import Collector
+from rlearn.env import make_vector_env
 
 
 def batch(ids, obs_shape=(2,), action_shape=(1,), lead=None):
@@ -192,7 +193,7 @@ def test_seeded_buffers_sample_identically():
 # ----------------------------------------------------------------------------------------- state
 def _torch_round_trip(state):
     """Through a real checkpoint encoding: rlearn's encoder and torch.load(weights_only=True)."""
-    from rlearn.learner.checkpoint import decode_state, encode_state
+    from rlearn.checkpoint import decode_state, encode_state
 
     stream = io.BytesIO()
     torch.save(encode_state(state), stream)

@@ -31,7 +31,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from rlearn.dist.utils import DistributedError, get_rank, get_world_size, is_distributed
+from rlearn.distributed.utils import DistributedError, get_rank, get_world_size, is_distributed
 
 __all__ = [
     "PolicyDDP",

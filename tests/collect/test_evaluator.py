@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlearn.env import Evaluator, derive_seed, make_vector_env, register_env
+from rlearn.collect import Evaluator
+from rlearn.env import derive_seed, make_vector_env, register_env
 
 
 class DiceEnv(gym.Env):

@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlearn.config import import_file, load_config
 from rlearn.pipeline import serial_pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "custom_policy.py"
 demo = import_file(EXAMPLE)
 

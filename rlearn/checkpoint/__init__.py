@@ -1,0 +1,34 @@
+"""Checkpoint files: the on-disk format, safe loading, validation, RNG state and pruning.
+
+The learner decides *what* goes into a checkpoint (:meth:`rlearn.learner.BaseLearner.checkpoint_dict`);
+this package decides how it is stored and read back (:mod:`rlearn.checkpoint.files`), so hooks and
+commands that read or prune checkpoints do not depend on the learner.
+"""
+
+from rlearn.checkpoint.files import (
+    FORMAT_TAG,
+    FORMAT_VERSION,
+    CheckpointError,
+    capture_rng_state,
+    decode_state,
+    encode_state,
+    iteration_checkpoints,
+    prune_checkpoints,
+    read_checkpoint,
+    restore_rng_state,
+    serialize_checkpoint,
+)
+
+__all__ = [
+    "FORMAT_TAG",
+    "FORMAT_VERSION",
+    "CheckpointError",
+    "capture_rng_state",
+    "decode_state",
+    "encode_state",
+    "iteration_checkpoints",
+    "prune_checkpoints",
+    "read_checkpoint",
+    "restore_rng_state",
+    "serialize_checkpoint",
+]

@@ -1,0 +1,1 @@
+"""Writers: where monitored numbers go (the log table, TensorBoard, ...)."""
