@@ -34,31 +34,36 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional
 import numpy as np
 import torch
 
+from rlearn.config import ConfigError
+
 Scalar = Any  # int | float | numpy scalar | one-element torch.Tensor
 
 
-class PolicyConfigError(KeyError):
-    """A policy configuration names a key the policy does not know, or has a bad value."""
+class PolicyConfigError(ConfigError, KeyError):
+    """A policy configuration names a key the policy does not know, or has a bad value; the message names
+    ``policy.<key>``. A :class:`rlearn.config.ConfigError` (so a ``ValueError``), and a ``KeyError`` as before."""
 
     def __str__(self) -> str:  # KeyError would otherwise quote the whole message
         return str(self.args[0]) if self.args else ""
 
 
-def merge_policy_config(defaults: Mapping[str, Any], overrides: Optional[Mapping[str, Any]], owner: str) -> Dict[str, Any]:
+def merge_policy_config(defaults: Mapping[str, Any], overrides: Optional[Mapping[str, Any]], owner: str,
+                        prefix: str = "policy.") -> Dict[str, Any]:
     """Return ``defaults`` updated with ``overrides``; an unknown key raises :class:`PolicyConfigError`.
 
-    Nested dicts are merged recursively. The error names the policy, the key and the closest known keys.
+    Nested dicts are merged recursively. The error names the policy, the full key (``policy.net.width``) and
+    the closest known keys.
     """
     merged = copy.deepcopy(dict(defaults))
     for key, value in (overrides or {}).items():
         if key not in merged:
-            close = difflib.get_close_matches(key, list(merged), n=3)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            close = difflib.get_close_matches(str(key), [str(k) for k in merged], n=3)
+            hint = f"; did you mean {', '.join(repr(prefix + c) for c in close)}?" if close else ""
             raise PolicyConfigError(
-                f"{owner}: unknown config key 'policy.{key}'{hint} Known keys: {', '.join(sorted(merged))}"
+                f"{owner}: unknown config key '{prefix}{key}'{hint} Known keys: {', '.join(sorted(map(str, merged)))}"
             )
         if isinstance(merged[key], dict) and isinstance(value, Mapping):
-            merged[key] = merge_policy_config(merged[key], value, owner)
+            merged[key] = merge_policy_config(merged[key], value, owner, f"{prefix}{key}.")
         else:
             merged[key] = copy.deepcopy(value)
     return merged

@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue a run: from PATH, or from <work-dir>/ckpt/latest.pt without PATH")
     parser.add_argument("--list-configs", action="store_true", help="list the bundled configs and exit")
     parser.add_argument("--print-config", action="store_true",
-                        help="print the resolved config (defaults and overrides applied) and exit")
+                        help="print the resolved config (defaults and overrides applied, each key commented with its "
+                             "help) and exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
     parser.add_argument("--nproc", type=int, default=None, metavar="N",
                         help="train in N processes on this machine: re-launches this command through torchrun "
@@ -99,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
             raise
         return _error(exc)
     if args.print_config:
-        import pprint
+        from rlearn.config import format_config
 
-        print(pprint.pformat(cfg, sort_dicts=False, width=100))
+        print(format_config(cfg))  # one key per line, each framework key commented with its help
         return 0
     if args.nproc is not None:
         launched = _launch_processes(args)

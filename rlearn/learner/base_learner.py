@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from rlearn import __version__
 from rlearn.hooks.base import HookManager, build_hook
 from rlearn.checkpoint import files as ckpt
+from rlearn.config import ConfigError, resolve_section, undeclared_window_warnings
 from rlearn.writers.tb_events import TBWriter, rewind_event_files
 from rlearn.logging import MessageHub, get_logger
 from rlearn.monitor import TickMonitor
@@ -30,14 +31,8 @@ __all__ = ["BaseLearner", "LearnerConfigError"]
 _hub_ids = itertools.count()
 
 
-class LearnerConfigError(ValueError):
-    """A learner config key is unknown or has a bad value; the message names it."""
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise LearnerConfigError(f"learner config {name!r} must be a positive int, got {value!r}")
-    return int(value)
+class LearnerConfigError(ConfigError):
+    """A learner config key is unknown or has a bad value; the message names it (``learner.log_freq``)."""
 
 
 class BaseLearner(HookManager):
@@ -46,18 +41,12 @@ class BaseLearner(HookManager):
     Args:
         policy: a :class:`policies.Policy` (anything with ``_forward_learn``, ``monitor_vars``,
             ``optimizers``, ``state_dict`` and ``load_state_dict``).
-        cfg: the ``learner`` config section; keys (all optional):
-
-            * ``log_freq`` (int, default 100): iterations between two tables / TensorBoard points; the
-              default of :class:`~rlearn.hooks.LogShowHook` ``freq``;
-            * ``monitor_window`` (int, default: ``log_freq``): window of every key, in iterations, so
-              that each table summarises exactly the iterations since the previous one;
-            * ``monitor_windows`` (dict key -> int): per-key windows (e.g. a key reported every 50
-              iterations needs a window of at least 50 to ever show a value);
-            * ``strict`` (bool, default False): an undeclared key is an error instead of a warning;
-            * ``hooks`` (list of dicts): hooks built with :func:`rlearn.hooks.build_hook` and registered.
-
-            Any other key is a :class:`LearnerConfigError` that names it.
+        cfg: the ``learner`` config section, possibly partial: keys, defaults and ranges are declared once in
+            :class:`rlearn.config.sections.LearnerSection` (docs/configuration.md): ``log_freq``,
+            ``monitor_window`` (None: ``log_freq``), ``monitor_windows`` (per-key windows; a key that no
+            declared monitor key uses is warned about at the first iteration), ``strict``, ``hooks``,
+            ``log_processor``. An unknown key or a bad value is a :class:`LearnerConfigError` (a
+            :class:`rlearn.config.ConfigError`) naming ``learner.<key>``.
         work_dir: where ``tb/`` (TensorBoard) and ``ckpt/`` (checkpoints) go; None keeps nothing on disk.
         logger: where tables and warnings go (default: ``rlearn.logging.get_logger()``).
         rank, world_size: this process's place in a distributed run; only rank 0 writes TensorBoard.
@@ -70,14 +59,6 @@ class BaseLearner(HookManager):
             ``world_size``, ``work_dir`` and ``policy`` as runtime info.
         run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
     """
-
-    DEFAULT_CONFIG: Dict[str, Any] = {
-        "log_freq": 100,
-        "monitor_window": None,
-        "monitor_windows": {},
-        "strict": False,
-        "hooks": [],
-    }
 
     def __init__(
         self,
@@ -114,6 +95,7 @@ class BaseLearner(HookManager):
         self._tb_writer: Optional[TBWriter] = None
         self._tb_points: Dict[str, List[int]] = {}
         self._tick_pending = False
+        self._windows_checked = False
 
         self.message_hub = MessageHub.get_instance(f"rlearn.learner.{next(_hub_ids)}")
         self._publish_info()
@@ -128,33 +110,20 @@ class BaseLearner(HookManager):
     # ------------------------------------------------------------------------------------------ config
     @classmethod
     def _check_config(cls, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-        if cfg is None:
-            cfg = {}
-        if not isinstance(cfg, Mapping):
-            raise LearnerConfigError(f"learner config must be a dict, got {type(cfg).__name__}")
-        unknown = [key for key in cfg if key not in cls.DEFAULT_CONFIG]
-        if unknown:
-            raise LearnerConfigError(
-                f"unknown learner config key(s) {', '.join(repr(k) for k in unknown)}; "
-                f"known keys: {', '.join(cls.DEFAULT_CONFIG)}"
-            )
-        merged = {**copy.deepcopy(cls.DEFAULT_CONFIG), **dict(cfg)}
-        merged["log_freq"] = _positive_int("log_freq", merged["log_freq"])
-        if merged["monitor_window"] is None:
-            merged["monitor_window"] = merged["log_freq"]
-        merged["monitor_window"] = _positive_int("monitor_window", merged["monitor_window"])
-        windows = merged["monitor_windows"] or {}
-        if not isinstance(windows, Mapping):
-            raise LearnerConfigError(f"learner config 'monitor_windows' must be a dict key -> int, got {windows!r}")
-        merged["monitor_windows"] = {
-            str(key): _positive_int(f"monitor_windows.{key}", size) for key, size in windows.items()
-        }
-        if not isinstance(merged["strict"], bool):
-            raise LearnerConfigError(f"learner config 'strict' must be True or False, got {merged['strict']!r}")
-        if not isinstance(merged["hooks"], (list, tuple)):
-            raise LearnerConfigError(f"learner config 'hooks' must be a list of dicts, got {merged['hooks']!r}")
-        merged["hooks"] = list(merged["hooks"])
-        return merged
+        """The learner section resolved by the config schema: defaults filled in, ``monitor_window`` set to
+        ``log_freq`` when None, every value checked (:func:`rlearn.config.resolve_section`)."""
+        try:
+            return resolve_section("learner", cfg)
+        except ConfigError as exc:
+            raise LearnerConfigError(str(exc)) from exc
+
+    def _warn_unused_windows(self) -> None:
+        """Warn once about ``monitor_windows`` keys that no declared monitor key uses (called at the first
+        iteration, when the policy, the hooks and the run have declared their keys)."""
+        self._windows_checked = True
+        owner = type(self.policy).__name__
+        for message in undeclared_window_warnings(self.cfg["monitor_windows"], self.monitor_vars(), owner):
+            self.logger.warning(message)
 
     # --------------------------------------------------------------------------------- monitor vars
     def _learner_lr_keys(self) -> Dict[str, str]:
@@ -250,6 +219,8 @@ class BaseLearner(HookManager):
         Returns the policy's info dict. If ``_forward_learn`` or recording raises, the iteration is
         not counted. After-iter hooks see this iteration's values in the window; the tick comes last.
         """
+        if not self._windows_checked:
+            self._warn_unused_windows()
         if envstep is not None:
             self._set_envstep(envstep)
         self._publish_counters()

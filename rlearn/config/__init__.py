@@ -1,0 +1,46 @@
+"""Run configuration: one schema for every framework key; loading, ``--set`` overrides, validation, dump, docs.
+
+A config is a nested dict. It comes from a Python file that defines ``config = dict(...)`` or from a
+bundled config (``rlearn/configs/<name>.py``, e.g. ``td3_pendulum``)::
+
+    from rlearn.config import load_config
+
+    cfg = load_config("examples/custom_policy.py", overrides=["train.max_env_steps=2000", "seed=3"])
+
+Every framework key is declared once, in :mod:`rlearn.config.sections` (dataclasses: default, type, range,
+help text). From that one declaration come the defaults (:func:`defaults`), the checks and their error
+messages (:class:`~rlearn.config.spec.Key`), the type ``--set`` text is read as, the "did you mean"
+suggestions, ``--print-config`` / ``<work_dir>/config.py`` comments (:func:`format_config`) and the key tables
+of docs/configuration.md (:mod:`rlearn.config.docs`). The ``policy`` section is completed from the policy
+class's ``default_config``.
+
+Modules: ``spec`` (how a key is declared and checked), ``sections`` (the declarations), ``schema`` (the
+table of keys), ``keys`` (dotted paths, suggestions), ``overrides`` (``--set``), ``validate`` (checking a
+config or one section), ``loading`` (files, bundled configs, resolution), ``dump`` (writing), ``docs``.
+
+Every mistake raises :class:`ConfigError` (a ``ValueError``) with a one-line message naming the full dotted
+key (``train.max_env_step``, ``learner.monitor_windows.loss``) and, for an unknown key, the closest keys.
+"""
+
+from rlearn.config.dump import default_work_dir, dump_config, format_config
+from rlearn.config.errors import ConfigError
+from rlearn.config.keys import flatten, get_by_path, set_by_path, suggest
+from rlearn.config.loading import config_source, import_file, load_config, resolve_config
+from rlearn.config.overrides import apply_overrides, coerce_value, parse_override
+from rlearn.config.schema import FREE_FORM, SCHEMA, SECTIONS, defaults
+from rlearn.config.sections import RunConfig
+from rlearn.config.spec import Key, is_int, is_real
+from rlearn.config.validate import resolve_section, undeclared_window_warnings, validate_config
+
+#: keys every resolved config has (and every bundled config sets or inherits)
+REQUIRED_KEYS = (
+    "exp_name", "seed", "env.id", "env.num_envs", "train.max_env_steps", "learner.log_freq",
+    "learner.monitor_window", "eval.freq", "eval.episodes", "checkpoint.freq", "profile",
+)
+
+__all__ = [
+    "ConfigError", "Key", "RunConfig", "SCHEMA", "SECTIONS", "FREE_FORM", "REQUIRED_KEYS", "defaults",
+    "load_config", "resolve_config", "resolve_section", "validate_config", "undeclared_window_warnings",
+    "apply_overrides", "parse_override", "coerce_value", "format_config", "dump_config", "default_work_dir",
+    "config_source", "import_file", "flatten", "get_by_path", "set_by_path", "suggest", "is_int", "is_real",
+]

@@ -1,0 +1,96 @@
+"""Writing a resolved config as Python: ``--print-config`` and ``<work_dir>/config.py``.
+
+:func:`format_config` prints ``{...}`` one key per line, each framework key followed by the first phrase of its
+help text from the schema as a comment; :func:`dump_config` writes that as a config file that
+:func:`~rlearn.config.load_config` reads back to an equal dict.
+"""
+
+from __future__ import annotations
+
+import datetime
+import pprint
+import re
+from pathlib import Path
+from typing import Any, List, Mapping, Union
+
+from rlearn.config.schema import SCHEMA, SECTIONS
+
+__all__ = ["format_config", "dump_config", "default_work_dir", "short_help"]
+
+
+def short_help(path: str, limit: int = 90) -> str:
+    """The first phrase of a framework key's help text, markdown removed, at most ``limit`` characters
+    (``""`` for keys the schema does not declare)."""
+    key = SCHEMA.get(path)
+    if key is None:
+        return ""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", key.help).replace("`", "")
+    text = re.split(r"; |(?<!e\.g)\. |,? e\.g\. | \(e\.g\. ", text, maxsplit=1)[0]
+    if len(text) > limit:
+        text = text[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:(") + "..."
+    return text
+
+
+def _literal(value: Any) -> str:
+    # one line; inf and nan come out as names that the dumped file defines
+    return pprint.pformat(value, width=10_000, sort_dicts=False)
+
+
+def format_config(cfg: Mapping[str, Any], comments: bool = True) -> str:
+    """``cfg`` as a Python dict literal, one key per line (sections nested), framework keys commented with
+    their help (``comments=False`` leaves the comments out)."""
+    lines: List[str] = ["{"]
+
+    def walk(node: Mapping[str, Any], prefix: str, indent: str) -> None:
+        for name, value in node.items():
+            path = f"{prefix}{name}"
+            if isinstance(value, dict) and value and path in SECTIONS:
+                lines.append(f"{indent}{name!r}: {{")
+                walk(value, f"{path}.", indent + "    ")
+                lines.append(f"{indent}}},")
+                continue
+            line = f"{indent}{name!r}: {_literal(value)},"
+            note = short_help(path) if comments else ""
+            lines.append(f"{line}  # {note}" if note else line)
+
+    walk(cfg, "", "    ")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_DUMP_HEADER = '''\
+# Resolved configuration of experiment {name!r}, written by rlearn {version} on {date}.
+# Every default is filled in (docs/configuration.md describes each key). Run it again with:
+#     rlearn train {path}
+# or continue this run with:
+#     rlearn train {path} --work-dir {work_dir} --resume
+inf = float("inf")
+nan = float("nan")
+
+config = '''
+
+
+def dump_config(cfg: Mapping[str, Any], path: Union[str, Path]) -> Path:
+    """Write ``cfg`` as a Python config file (``config = {...}``, commented with each key's help) that
+    :func:`~rlearn.config.load_config` reads back to an equal dict. Returns the path. Written atomically
+    (temporary file + rename)."""
+    from rlearn import __version__
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = _DUMP_HEADER.format(
+        name=cfg.get("exp_name"),
+        version=__version__,
+        date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        path=path,
+        work_dir=path.parent,
+    ) + format_config(cfg) + "\n"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def default_work_dir(cfg: Mapping[str, Any]) -> Path:
+    """``work_dirs/<exp_name>`` relative to the current directory."""
+    return Path("work_dirs") / str(cfg["exp_name"])

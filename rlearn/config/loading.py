@@ -1,0 +1,280 @@
+"""Loading a config (a Python file, a bundled config or a dict) and resolving it.
+
+:func:`load_config` / :func:`resolve_config` return the *resolved* config: a nested dict of plain values with
+every framework section filled in from the schema's defaults (:mod:`rlearn.config.sections`), the ``policy``
+section filled in from the policy class's ``default_config``, the ``--set`` overrides applied and every value
+checked. Mistakes raise :class:`~rlearn.config.ConfigError` naming the dotted key.
+
+A config file is executed as a Python module (under a private module name, so an
+``if __name__ == "__main__":`` block does not run). Anything it defines at import time takes effect,
+in particular ``@policies.register_policy("name")`` on a policy class, which is how
+``examples/custom_policy.py`` makes its ``policy.type`` resolvable. Other modules or files that a config
+needs imported first go in ``custom_imports``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from rlearn.config.errors import ConfigError
+from rlearn.config.keys import get_by_path, known_paths, set_by_path, unknown_key_error
+from rlearn.config.overrides import Override, apply_overrides, parse_override
+from rlearn.config.schema import SCHEMA, defaults
+from rlearn.config.validate import merge_section, validate_config
+
+__all__ = ["load_config", "resolve_config", "import_file", "config_source"]
+
+# ------------------------------------------------------------------------------------------ loading
+_loaded_files: Dict[str, Any] = {}
+
+
+def _module_name_for(path: Path) -> str:
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() else "_" for c in path.stem)
+    return f"rlearn_user_config.{stem}_{digest}"
+
+
+def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
+    """Execute the Python file ``path`` as a module and return the module.
+
+    A file is executed once per process (later calls return the same module) unless ``fresh``, which
+    executes it again (a config file read by :func:`load_config` may have changed since).
+
+    The module is registered in ``sys.modules`` under a private name (``rlearn_user_config.<stem>_<hash>``)
+    so that classes defined there are picklable and an ``if __name__ == "__main__":`` block does not run.
+    Errors while executing it become a :class:`ConfigError` naming the file and the line.
+    """
+    path = Path(path).expanduser().resolve()
+    key = str(path)
+    if key in _loaded_files and not fresh:
+        return _loaded_files[key]
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    name = _module_name_for(path)
+    if "rlearn_user_config" not in sys.modules:
+        package = type(sys)("rlearn_user_config")
+        package.__path__ = []  # a namespace for the executed config files
+        sys.modules["rlearn_user_config"] = package
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot load {str(path)!r} as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        del sys.modules[name]
+        raise ConfigError(f"syntax error in config file {str(path)!r}, line {exc.lineno}: {exc.msg}") from exc
+    except ConfigError:
+        del sys.modules[name]
+        raise
+    except Exception as exc:
+        del sys.modules[name]
+        line = _error_line(exc, path)
+        raise ConfigError(
+            f"config file {str(path)!r} raised {type(exc).__name__}{line}: {exc}"
+        ) from exc
+    _loaded_files[key] = module
+    return module
+
+
+def _error_line(exc: BaseException, path: Path) -> str:
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" at line {line}" if line is not None else ""
+
+
+def _bundled_names() -> List[str]:
+    from rlearn.configs import available_configs
+
+    return available_configs()
+
+
+def config_source(spec: str) -> Tuple[str, str]:
+    """Where ``rlearn train CONFIG`` takes its config from: ``("file", path)`` or ``("bundled", name)``.
+
+    A string ending in ``.py`` or naming an existing file is a file; anything else must be a bundled
+    config name. An unknown name raises :class:`ConfigError` listing the bundled configs.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ConfigError(f"a config is a .py file or a bundled config name, got {spec!r}")
+    path = Path(spec).expanduser()
+    if spec.endswith(".py") or path.is_file() or "/" in spec or "\\" in spec:
+        if not path.is_file():
+            raise ConfigError(f"config file {spec!r} does not exist")
+        return "file", str(path.resolve())
+    names = _bundled_names()
+    if spec not in names:
+        close = difflib.get_close_matches(spec, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        listing = ", ".join(names) if names else "(none)"
+        raise ConfigError(f"no config file or bundled config named {spec!r}{hint} (bundled configs: {listing})")
+    return "bundled", spec
+
+
+def _raw_config(spec: Union[str, Path, Mapping[str, Any]]) -> Tuple[Dict[str, Any], Optional[str]]:
+    """The user's config dict (deep copy) and the default experiment name."""
+    if isinstance(spec, Mapping):
+        return copy.deepcopy(dict(spec)), None
+    kind, where = config_source(str(spec))
+    if kind == "bundled":
+        module = importlib.import_module(f"rlearn.configs.{where}")
+        origin = f"bundled config {where!r}"
+        default_name = where
+    else:
+        module = import_file(where, fresh=True)
+        origin = f"config file {where!r}"
+        default_name = Path(where).stem
+    raw = getattr(module, "config", None)
+    if not isinstance(raw, Mapping):
+        found = "nothing" if raw is None else type(raw).__name__
+        raise ConfigError(f"{origin} must define a dict named 'config' (config = dict(...)), found {found}")
+    return copy.deepcopy(dict(raw)), default_name
+
+
+def load_config(
+    spec: Union[str, Path, Mapping[str, Any]],
+    overrides: Iterable[Override] = (),
+    seed: Optional[int] = None,
+) -> Dict[str, Any]:
+    """Load and resolve a config.
+
+    Args:
+        spec: a config file path, a bundled config name, or a dict.
+        overrides: ``--set`` items, ``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs, applied
+            after the defaults (an unknown key is an error with suggestions).
+        seed: if not None, replaces ``seed`` (``rlearn train --seed``).
+
+    Returns:
+        The resolved config (see :func:`resolve_config`).
+    """
+    raw, default_name = _raw_config(spec)
+    overrides = list(overrides)
+    if seed is not None:
+        overrides.append(("seed", seed))
+    return resolve_config(raw, overrides=overrides, default_exp_name=default_name)
+
+
+
+def _import_custom(items: Sequence[str]) -> None:
+    for item in items:
+        if item.endswith(".py") or "/" in item or "\\" in item:
+            import_file(item)
+            continue
+        try:
+            importlib.import_module(item)
+        except ImportError as exc:
+            raise ConfigError(f"custom_imports: cannot import {item!r} ({exc})") from exc
+
+
+def _policy_source_file(cls: type) -> Optional[str]:
+    """The file a policy class must be loaded from when its module cannot be imported by name."""
+    module = sys.modules.get(cls.__module__)
+    if module is None or not (cls.__module__ == "__main__" or cls.__module__.startswith("rlearn_user_config.")):
+        return None
+    file = getattr(module, "__file__", None)
+    return str(Path(file).resolve()) if file else None
+
+
+def resolve_config(
+    raw: Mapping[str, Any],
+    overrides: Iterable[Override] = (),
+    default_exp_name: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Merge ``raw`` over the schema's defaults, complete the policy section, apply ``overrides``, validate.
+
+    Steps: unknown framework keys are errors (with suggestions); ``custom_imports`` are imported;
+    ``policy.type`` is resolved with :func:`rlearn.registry.get_policy_class` and the policy section is merged
+    over the class's ``default_config`` (an unknown policy key is an error naming the policy); the
+    overrides are applied; every framework value is checked against its expected type and range.
+    A policy defined in ``__main__`` or in an executed config file has that file added to
+    ``custom_imports``, so the dumped config can be loaded on its own. Resolving twice is harmless.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"a config must be a dict, got {type(raw).__name__}")
+    overrides = list(overrides)
+    cfg = merge_section(defaults(), raw)
+    if not isinstance(cfg["policy"], Mapping):
+        raise ConfigError(f"config key 'policy' is a section and must be a dict, got {cfg['policy']!r}")
+    cfg["policy"] = {"type": None, **copy.deepcopy(dict(cfg["policy"]))}
+
+    # framework overrides first (their mistakes are found before any policy code is imported), then the
+    # policy's own keys once its defaults are known
+    paths = [_override_path(o) for o in overrides]
+    late = [o for o, path in zip(overrides, paths) if path.startswith("policy.") and path != "policy.type"]
+    apply_overrides(cfg, [o for o, path in zip(overrides, paths) if not (path.startswith("policy.") and path != "policy.type")])
+    for path in SCHEMA:  # framework values are checked before any policy code is imported
+        if path not in ("policy.type", "exp_name") or get_by_path(cfg, path) is not None:
+            _check(cfg, path)
+    _import_custom(cfg["custom_imports"])
+
+    policy_type = cfg["policy"]["type"]
+    if policy_type is None:
+        raise ConfigError("config key 'policy.type' is not set: name a policy (e.g. policy=dict(type='td3'))")
+    _check(cfg, "policy.type")
+    policy_cls = _policy_class(policy_type)
+    cfg["policy"] = _merge_policy(policy_cls, policy_type, cfg["policy"])
+    source = _policy_source_file(policy_cls)
+    if source is not None and source not in cfg["custom_imports"]:
+        cfg["custom_imports"] = [*cfg["custom_imports"], source]
+
+    apply_overrides(cfg, late)
+    if cfg["exp_name"] is None:
+        cfg["exp_name"] = default_exp_name or str(cfg["policy"]["type"]).replace(":", "_").replace(".", "_")
+    validate_config(cfg)
+    return cfg
+
+
+def _override_path(item: Override) -> str:
+    if isinstance(item, tuple):
+        return item[0]
+    return parse_override(item)[0]
+
+
+def _policy_class(policy_type: str) -> type:
+    from rlearn.registry import get_policy_class
+
+    try:
+        return get_policy_class(policy_type)
+    except KeyError as exc:
+        message = exc.args[0] if exc.args else str(exc)
+        raise ConfigError(f"policy.type: {message}") from exc
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        raise ConfigError(f"policy.type {policy_type!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _merge_policy(cls: type, policy_type: str, section: Mapping[str, Any]) -> Dict[str, Any]:
+    defaults = dict(getattr(cls, "default_config", {}) or {})
+    merged: Dict[str, Any] = {"type": policy_type, **copy.deepcopy(defaults)}
+    known = ["policy.type", *(f"policy.{p}" for p in known_paths(defaults))]
+    owner = f" for policy {policy_type!r}"
+
+    def merge(into: Dict[str, Any], user: Mapping[str, Any], prefix: str) -> None:
+        for key, value in user.items():
+            path = f"{prefix}{key}"
+            if path == "policy.type":
+                continue
+            if key not in into:
+                raise unknown_key_error(path, known, owner)
+            if isinstance(into[key], dict) and isinstance(value, Mapping):
+                merge(into[key], value, f"{path}.")
+            else:
+                into[key] = copy.deepcopy(value)
+
+    merge(merged, section, "policy.")
+    return merged
+
+
+def _check(cfg: Dict[str, Any], path: str) -> None:
+    set_by_path(cfg, path, SCHEMA[path].validate(get_by_path(cfg, path)))

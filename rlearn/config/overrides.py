@@ -1,0 +1,155 @@
+"""``--set KEY=VALUE``: reading the text as the key's type (from the schema) and applying it to a config."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import math
+import numbers
+from typing import Any, Dict, Iterable, Optional, Tuple, Union
+
+from rlearn.config.errors import ConfigError
+from rlearn.config.keys import get_by_path, known_paths, unknown_key_error
+from rlearn.config.schema import FREE_FORM, SCHEMA
+
+__all__ = ["coerce_value", "parse_override", "apply_overrides", "Override"]
+
+#: one override: ``"dotted.key=VALUE"`` text, or a ``(key, value)`` pair used as it is
+Override = Union[str, Tuple[str, Any]]
+
+_BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+_NULL_WORDS = {"none", "null"}
+
+def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = True) -> Any:
+    """Turn the string ``text`` of ``--set key=text`` into a value of type ``kind``.
+
+    * ``bool``: true/false, yes/no, on/off, 1/0 (any case);
+    * ``int``: an integer literal (``100_000`` too) or an integral float literal (``1e5``);
+    * ``float``: any number (``3``, ``3e-4``, ``inf``);
+    * ``str``: the text itself (a quoted Python string literal is unquoted);
+    * ``list`` / ``dict``: a Python literal (``[64, 64]``, ``64,64``, ``{'g': 9.8}``);
+    * ``None`` (``kind`` unknown, e.g. the current value is None): a Python literal if the text is one,
+      else the text;
+    * ``none`` / ``null`` give None where ``nullable``.
+
+    A text that does not fit raises :class:`ConfigError` naming the key, the text and the expected type.
+    """
+    stripped = text.strip()
+    if nullable and stripped.lower() in _NULL_WORDS:
+        return None
+
+    def fail(expected: str) -> ConfigError:
+        return ConfigError(f"--set {key}={text}: cannot read {text!r} as {expected}")
+
+    literal: Any
+    try:
+        literal = ast.literal_eval(stripped)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        literal = _NOTHING
+    if kind is None:
+        return text if literal is _NOTHING else literal
+    if kind is bool:
+        word = stripped.lower()
+        if word in _BOOL_WORDS:
+            return _BOOL_WORDS[word]
+        raise fail("bool (true/false, yes/no, on/off, 1/0)")
+    if kind is int:
+        if isinstance(literal, bool):
+            raise fail("int")
+        if isinstance(literal, int):
+            return literal
+        if isinstance(literal, float) and math.isfinite(literal) and literal.is_integer():
+            return int(literal)
+        raise fail("int")
+    if kind is float:
+        if isinstance(literal, (int, float)) and not isinstance(literal, bool):
+            return float(literal)
+        try:
+            return float(stripped)  # inf, nan, -inf
+        except ValueError:
+            raise fail("float") from None
+    if kind is str:
+        return literal if isinstance(literal, str) else text
+    if kind in (list, tuple):
+        if isinstance(literal, (list, tuple)):
+            return list(literal)
+        raise fail("list (e.g. [64, 64] or 64,64)")
+    if kind is dict:
+        if isinstance(literal, dict):
+            return literal
+        raise fail("dict (e.g. {'key': 1})")
+    return text if literal is _NOTHING else literal
+
+
+_NOTHING = object()
+
+
+def parse_override(item: str) -> Tuple[str, str]:
+    """Split ``"a.b=VALUE"`` into ``("a.b", "VALUE")``; anything else is a :class:`ConfigError`."""
+    if not isinstance(item, str) or "=" not in item:
+        raise ConfigError(f"--set expects KEY=VALUE (e.g. train.max_env_steps=5000), got {item!r}")
+    key, _, value = item.partition("=")
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set expects a dotted key before '=' (e.g. train.max_env_steps=5000), got {item!r}")
+    return key, value
+
+
+def _override_kind(path: str, current: Any, exists: bool) -> Tuple[Optional[type], bool]:
+    field = SCHEMA.get(path)
+    if field is not None:
+        return field.kind, field.nullable
+    if not exists or current is None:
+        return None, True
+    if isinstance(current, bool):
+        return bool, False
+    if isinstance(current, numbers.Integral):
+        return int, False
+    if isinstance(current, numbers.Real):
+        return float, False
+    if isinstance(current, (list, tuple)):
+        return list, False
+    for kind in (str, dict):
+        if isinstance(current, kind):
+            return kind, False
+    return None, True
+
+
+def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override]) -> Dict[str, Any]:
+    """Apply ``--set`` overrides to a resolved config in place and return it.
+
+    Each override is ``"dotted.key=VALUE"`` (VALUE coerced with :func:`coerce_value` to the key's type)
+    or a ``(key, value)`` pair (value used as is). The key must exist, except for a new entry directly
+    inside a free-form dict (:data:`FREE_FORM`: ``env.kwargs.<name>``, ``learner.monitor_windows.<key>``).
+    """
+    known = known_paths(cfg)
+    for item in overrides:
+        if isinstance(item, tuple):
+            path, raw, is_text = item[0], item[1], False
+        else:
+            path, raw = parse_override(item)
+            is_text = True
+        parent_path, _, leaf = path.rpartition(".")
+        try:
+            parent = get_by_path(cfg, parent_path) if parent_path else cfg
+        except KeyError:
+            parent = None
+        exists = isinstance(parent, dict) and leaf in parent
+        free = parent_path in FREE_FORM
+        if not exists and not (free and isinstance(parent, dict)):
+            owner = ""
+            policy_type = cfg.get("policy", {}).get("type") if isinstance(cfg.get("policy"), dict) else None
+            if path.startswith("policy.") and policy_type is not None:
+                owner = f" for policy {policy_type!r}"
+            raise unknown_key_error(path, known, owner)
+        if exists and isinstance(parent[leaf], dict) and parent[leaf] and path not in FREE_FORM:
+            subkeys = ", ".join(f"{path}.{k}" for k in parent[leaf])
+            raise ConfigError(f"--set {path}: '{path}' is a section; set its keys one by one ({subkeys})")
+        if is_text:
+            kind, nullable = _override_kind(path, parent.get(leaf), exists)
+            value = coerce_value(path, raw, kind, nullable)
+        else:
+            value = copy.deepcopy(raw)
+        parent[leaf] = value
+    return cfg
+

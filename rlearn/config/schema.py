@@ -1,0 +1,92 @@
+"""The config schema: one :class:`~rlearn.config.spec.Key` per framework key, built from the declarations in
+:mod:`rlearn.config.sections`.
+
+Nothing else in rlearn states a framework default or a range: :func:`defaults` builds the nested default dict
+(of the whole config or of one section), :data:`SCHEMA` maps each dotted key to its ``Key`` (which checks values
+and describes itself for error messages, ``--set`` coercion and docs/configuration.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+import typing
+from typing import Any, Dict, Mapping, Tuple
+
+from rlearn.config.sections import RunConfig
+from rlearn.config.spec import Key
+
+__all__ = ["SCHEMA", "SECTIONS", "FREE_FORM", "defaults", "section_title"]
+
+
+# ------------------------------------------------------------------------------------------ tables
+def _key_from(path: str, hint: Any, meta: Mapping[str, Any], default: Any) -> Key:
+    nullable = False
+    origin = typing.get_origin(hint)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        nullable, hint = True, args[0]
+        origin = typing.get_origin(hint)
+    kind = origin or hint
+    item_kind = None
+    if kind in (list, dict):
+        args = typing.get_args(hint)
+        item = args[-1] if args else None
+        item_kind = object if item in (None, Any) else (typing.get_origin(item) or item)
+    # a None default with no same_as is a required key: None is its "unset" marker, not an accepted value
+    if default is None and not meta["same_as"] and path in _REQUIRED_NONE:
+        nullable = False
+    return Key(path=path, kind=kind, nullable=nullable, default=default, help=meta["help"], ge=meta["ge"],
+               gt=meta["gt"], finite=meta["finite"], check=meta["check"], expected=meta["expected"],
+               doc_default=meta["doc_default"], same_as=meta["same_as"], item_kind=item_kind, items=meta["items"])
+
+
+#: keys whose None default means "not set yet": the loader fills ``exp_name``; ``env.id`` and ``policy.type``
+#: must be given
+_REQUIRED_NONE = ("exp_name", "env.id", "policy.type")
+
+
+def _walk(cls: type, prefix: str, keys: Dict[str, Key], sections: Dict[str, type]) -> None:
+    sections[prefix[:-1]] = cls
+    hints = typing.get_type_hints(cls)
+    instance = cls()
+    for f in dataclasses.fields(cls):
+        path = f"{prefix}{f.name}"
+        if "section" in f.metadata:
+            _walk(f.metadata["section"], f"{path}.", keys, sections)
+        else:
+            keys[path] = _key_from(path, hints[f.name], f.metadata, getattr(instance, f.name))
+
+
+def _build() -> Tuple[Dict[str, Key], Dict[str, type]]:
+    keys: Dict[str, Key] = {}
+    sections: Dict[str, type] = {}
+    _walk(RunConfig, "", keys, sections)
+    return keys, sections
+
+
+#: every framework key by dotted path, in declaration order
+SCHEMA: Dict[str, Key]
+#: every section by dotted path ("" is the top level), in declaration order
+SECTIONS: Dict[str, type]
+SCHEMA, SECTIONS = _build()
+
+#: dicts whose keys are the user's to choose (environment kwargs, per-key monitor windows)
+FREE_FORM: Tuple[str, ...] = tuple(path for path, key in SCHEMA.items() if key.kind is dict)
+
+
+def _as_dict(obj: Any) -> Dict[str, Any]:
+    return {f.name: (_as_dict(getattr(obj, f.name)) if "section" in f.metadata else getattr(obj, f.name))
+            for f in dataclasses.fields(obj)}
+
+
+def defaults(section_path: str = "") -> Dict[str, Any]:
+    """The default values as a fresh nested dict: of the whole config, or of one section (``"learner"``)."""
+    return _as_dict(SECTIONS[section_path]())
+
+
+def section_title(section_path: str) -> Tuple[str, str]:
+    """The title (first docstring line) and the notes (the rest) of a section's declaration."""
+    doc = (SECTIONS[section_path].__doc__ or "").strip()
+    title, _, notes = doc.partition("\n")
+    return title.strip(), textwrap.dedent(notes).strip()

@@ -1,0 +1,242 @@
+"""Every framework config section, declared once: defaults, types, ranges and help text.
+
+Each section is a dataclass whose fields are :func:`~rlearn.config.spec.option` (a key) or
+:func:`~rlearn.config.spec.section` (a nested section); :class:`RunConfig` lists the sections in the order a
+resolved config has them. The dataclasses are a declaration only: a resolved config stays a nested dict of
+plain values (``cfg["train"]["max_env_steps"]``). The ``policy`` section declares only ``type``; the rest of it
+comes from the policy class's ``default_config``. A section docstring's first line is the section's title in
+docs/configuration.md, the rest is printed after its table. To add a key: add an ``option`` here, then run
+``python -m rlearn.config.docs`` to regenerate the docs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+from rlearn.config.spec import option, section
+
+__all__ = [
+    "RunConfig", "EnvSection", "PolicySection", "BufferSection", "TrainSection", "LearnerSection",
+    "LogProcessorSection", "EvalSection", "CheckpointSection", "DistSection",
+]
+
+
+# ------------------------------------------------------------------------------------------ checks
+def _exp_name(v: str) -> Optional[str]:
+    if not v or v.strip() != v or any(c in v for c in "/\\") or v in (".", ".."):
+        return "must be a non-empty name usable as a directory name (no '/', no surrounding spaces)"
+    return None
+
+
+def _non_empty(v: str) -> Optional[str]:
+    return None if v else "must not be empty"
+
+
+def _str_list(v: list) -> Optional[str]:
+    bad = [x for x in v if not isinstance(x, str) or not x]
+    return f"must be a list of module names or file paths, got {bad[0]!r} in it" if bad else None
+
+
+def _hook_list(v: list) -> Optional[str]:
+    for i, item in enumerate(v):
+        if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
+            return (f"must be a list of hook dicts with a 'type' (e.g. dict(type='LogShowHook', freq=100)); "
+                    f"item {i} is {item!r}")
+    return None
+
+
+def _dict_list(v: list) -> Optional[str]:
+    for i, item in enumerate(v):
+        if not isinstance(item, Mapping):
+            return f"must be a list of dicts (e.g. dict(data_src='loss', method_name='max')); item {i} is {item!r}"
+    return None
+
+
+def _dist_backend(v: str) -> Optional[str]:
+    return None if v in ("gloo", "nccl") else "must be 'gloo', 'nccl' or None (nccl when CUDA is available, else gloo)"
+
+
+# ---------------------------------------------------------------------------------------- sections
+@dataclass
+class EnvSection:
+    """`env`: the training environments"""
+
+    id: Optional[str] = option(
+        None, "a registered gymnasium id (`\"Pendulum-v1\"`, `\"CartPole-v1\"`); register your own with "
+        "`rlearn.env.register_env` in a `custom_imports` module", check=_non_empty)
+    num_envs: int = option(1, "sub-environments stepped together as one vector env; `envstep` counts steps summed "
+                           "over them", ge=1)
+    asynchronous: bool = option(False, "one worker process per sub-environment (`AsyncVectorEnv`) instead of "
+                                "stepping them in turn")
+    kwargs: Dict[str, Any] = option({}, "keyword arguments for every sub-environment's constructor "
+                                    "(`gymnasium.make(id, **kwargs)`), e.g. `{\"max_episode_steps\": 100}`")
+
+
+@dataclass
+class PolicySection:
+    """`policy`: the algorithm
+
+    | *others* | the policy's `default_config` | the default's type | every key the policy accepts; an unknown key is an error naming the policy, with the closest keys. See [td3.md](td3.md), [ppg.md](ppg.md), or the policy's docstring |
+
+    The run also reads these policy keys: off-policy policies need `batch_size` (and may have
+    `learning_starts`, default 0); on-policy policies need `rollout_steps`.
+    """
+
+    type: Optional[str] = option(
+        None, "a registered name (`\"td3\"`, `\"ppg\"`, or one added with `@register_policy`), or an import path "
+        "`\"package.module:ClassName\"`", check=_non_empty)
+
+
+@dataclass
+class BufferSection:
+    """`buffer`: the replay buffer (off-policy only)"""
+
+    size: int = option(100_000, "transitions kept; the oldest are overwritten first. The filled part is saved in "
+                       "every checkpoint", ge=1)
+
+
+@dataclass
+class TrainSection:
+    """`train`: how long, and how much learning per collected step
+
+    On-policy policies collect `policy.rollout_steps` steps per environment and run one learner iteration
+    per rollout; `collect_steps` and `updates_per_step` do not apply.
+    """
+
+    max_env_steps: int = option(100_000, "the run ends once this many env steps (summed over environments) are "
+                                "collected", ge=1)
+    collect_steps: int = option(1, "off-policy: steps per environment collected between two rounds of learner "
+                                "iterations", ge=1)
+    updates_per_step: float = option(
+        1.0, "off-policy: learner iterations per collected env step once `envstep >= policy.learning_starts`. "
+        "Fractions carry over (0.5 = one iteration every second env step)", gt=0, finite=True, expected="float > 0")
+
+
+@dataclass
+class LogProcessorSection:
+    """`learner.log_processor`: which statistics the table and every writer show"""
+
+    custom_cfg: List[dict] = option(
+        [], "entries `dict(data_src=KEY, method_name=STAT, window_size=N, log_name=NAME)` (STAT: `mean`, `min`, "
+        "`max`, `current` or `count`) choosing the statistics of a key (e.g. `episode_return` max over 100 episodes beside its "
+        "mean); see [logging.md](logging.md). Only the shape is checked here; each entry is checked when the "
+        "learner builds its `LogProcessor`", check=_dict_list)
+
+
+@dataclass
+class LearnerSection:
+    """`learner`: the table, the windows, the hooks
+
+    The run always adds a `TimerHook` (`data_time`, `train_time`), a `LogShowHook(freq=log_freq)` and
+    a `CheckpointHook(freq=checkpoint.freq, keep=checkpoint.keep)`. A hook of the same type in `hooks`
+    replaces the default one (so `hooks=[dict(type="LogShowHook", freq=10, width=100)]` configures the table).
+    An LR scheduler is used only when you add an `LRSchedulerHook` here.
+
+    A key of `monitor_windows` that neither the policy nor the run declares gets a warning naming the key
+    and the declared keys (its window would never be used).
+
+    **Episode windows.** Ended exploration episodes are recorded as `collector/episode_return` and
+    `collector/episode_length`. Episodes end far less often than iterations (TD3 on Pendulum runs one
+    iteration per env step and an episode lasts 200 steps), so with the default window of `log_freq`
+    iterations most tables would show `-` for them, or an average over a single episode. Unless you set
+    them in `monitor_windows`, their window is widened to hold about 10 full-length episodes:
+    `max(monitor_window, ceil(10 * max_episode_steps * iterations_per_env_step))`, where
+    `max_episode_steps` is the environment's time limit (1000 if it has none) and
+    `iterations_per_env_step` is `updates_per_step` off-policy, `1 / (rollout_steps * num_envs)`
+    on-policy. TD3 on Pendulum: 2000 iterations.
+    """
+
+    log_freq: int = option(100, "train iterations between two tables / TensorBoard points (see "
+                           "[reading-the-logs.md](reading-the-logs.md)); the default `freq` of `LogShowHook`", ge=1)
+    monitor_window: Optional[int] = option(None, "window of every monitored key, in train iterations",
+                                           ge=1, same_as="log_freq", doc_default="None (= `log_freq`)")
+    monitor_windows: Dict[str, int] = option(
+        {}, "per-key windows, e.g. `{\"aux_value_loss\": 64}` for a key reported every 32 iterations",
+        items=dict(ge=1))
+    strict: bool = option(False, "an undeclared key returned by the policy is an error instead of a warning")
+    hooks: List[dict] = option(
+        [], "extra hooks as dicts, e.g. `dict(type=\"LRSchedulerHook\", scheduler=dict(type=\"StepLR\", "
+        "step_size=1000, gamma=0.5), warmup=\"linear\", warmup_iters=500)`; see [hooks.md](hooks.md)",
+        check=_hook_list)
+    log_processor: LogProcessorSection = section(LogProcessorSection)
+
+
+@dataclass
+class EvalSection:
+    """`eval`: evaluation
+
+    Results go to the log (a line and a table), TensorBoard (`evaluator_step/<k>` at step = envstep,
+    `evaluator_iter/<k>` at step = train_iter, for `episode_return_mean`, `_std`, `_min`, `_max` and
+    `episode_length_mean`) and the progress bar.
+    """
+
+    freq: Optional[int] = option(10_000, "evaluate every time `envstep` passes a multiple of `freq` (and always at "
+                                 "the end); None: only at the end", ge=1)
+    episodes: int = option(10, "complete episodes per evaluation, with the deterministic policy (`_forward_eval`)",
+                           ge=1)
+    num_envs: int = option(1, "evaluation environments (separate from the training ones, seeded from `seed`)", ge=1)
+    stop_value: Optional[float] = option(None, "end the run once the evaluation's mean return is `>= stop_value`",
+                                         finite=True)
+
+
+@dataclass
+class CheckpointSection:
+    """`checkpoint`: saving
+
+    See [checkpoints.md](checkpoints.md) for what a checkpoint holds and how resuming works.
+    """
+
+    freq: Optional[int] = option(10_000, "train iterations between two checkpoints; None: only at the end (and on "
+                                 "Ctrl-C)", ge=1)
+    keep: Optional[int] = option(3, "how many `iteration_<n>.pt` files to keep (the newest); None keeps all. "
+                                 "`latest.pt` is always there", ge=1)
+
+
+@dataclass
+class DistSection:
+    """`dist`: several processes
+
+    Only used when the run is launched in several processes (`rlearn train CONFIG --nproc N` or `torchrun`);
+    see [distributed.md](distributed.md).
+    """
+
+    backend: Optional[str] = option(None, "`torch.distributed` backend: `\"gloo\"` (CPU) or `\"nccl\"` (GPU); None "
+                                    "picks nccl when CUDA is available, else gloo", check=_dist_backend,
+                                    expected="'gloo' or 'nccl'")
+    timeout_s: float = option(300.0, "seconds a collective waits for the other ranks before failing, so a rank that "
+                              "hangs or dies stops the run instead of blocking it forever. Keep it above the "
+                              "longest evaluation (rank 0 evaluates while the others wait)",
+                              gt=0, finite=True, expected="float > 0")
+
+
+@dataclass
+class RunConfig:
+    """Top-level keys"""
+
+    exp_name: Optional[str] = option(
+        None, "names the run: the work dir `work_dirs/<exp_name>`, the log `<exp_name>.log` and the logger",
+        check=_exp_name, doc_default="the config file's name (or the bundled config's name)")
+    seed: int = option(0, "seeds Python's `random`, numpy, torch, the training environments (env `i` gets "
+                       "`seed + i`), the evaluation environments (a seed derived from it), the replay buffer's "
+                       "sampling and the policy", ge=0)
+    device: str = option("cpu", "torch device of the networks (`\"cuda\"`, `\"cuda:1\"`, or `\"auto\"`: CUDA when "
+                         "available)", check=_non_empty)
+    num_threads: Optional[int] = option(1, "`torch.set_num_threads` for the run, or None to leave torch's default. "
+                                        "Small RL networks on CPU are usually fastest with one thread, and extra "
+                                        "threads fight with environment workers", ge=1)
+    profile: bool = option(False, "record a timeline trace into `<work_dir>/trace/` (also switched on by "
+                           "`RLEARN_PROFILE=1`); see [timeline-traces.md](timeline-traces.md)")
+    custom_imports: List[str] = option(
+        [], "modules (`\"my_pkg.my_policies\"`) or Python files (`\"path/to/file.py\"`) imported before "
+        "`policy.type` is resolved: where your policies, hooks and environments get registered. When the policy "
+        "class was defined in the config file itself (or in a script run as `__main__`), the resolved config "
+        "lists that file here, so `<work_dir>/config.py` loads on its own", check=_str_list)
+    env: EnvSection = section(EnvSection)
+    policy: PolicySection = section(PolicySection)
+    buffer: BufferSection = section(BufferSection)
+    train: TrainSection = section(TrainSection)
+    learner: LearnerSection = section(LearnerSection)
+    eval: EvalSection = section(EvalSection)
+    checkpoint: CheckpointSection = section(CheckpointSection)
+    dist: DistSection = section(DistSection)

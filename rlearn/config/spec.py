@@ -1,0 +1,175 @@
+"""How a config key is declared (:func:`option`, :func:`section`) and checked (:class:`Key`).
+
+:mod:`rlearn.config.sections` declares every framework key with these; :mod:`rlearn.config.schema` turns the
+declarations into one :class:`Key` per dotted path.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from rlearn.config.errors import ConfigError
+
+__all__ = ["Key", "option", "section", "is_int", "is_real"]
+
+Check = Callable[[Any], Optional[str]]  # returns a complaint ("must be ..."), or None when the value is fine
+
+
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (``True`` is an ``int`` to Python, never to a config)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: Any) -> bool:
+    """A real number that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def option(default: Any, help: str, *, ge: Optional[float] = None, gt: Optional[float] = None,
+           finite: bool = False, check: Optional[Check] = None, expected: str = "",
+           doc_default: str = "", same_as: str = "", items: Optional[Dict[str, Any]] = None) -> Any:
+    """Declare one config key of a section dataclass.
+
+    Args:
+        default: the default value (copied for each resolved config).
+        help: what the key does (one paragraph of markdown; the docs table's "meaning" column).
+        ge, gt: lower bound (inclusive / exclusive) of a number.
+        finite: the number must be finite.
+        check: extra check returning a complaint or None.
+        expected: how to describe an accepted value in errors (default: built from type and range).
+        doc_default: how the docs show the default (default: the value itself).
+        same_as: for a None default, the sibling key whose value it takes when a component resolves its
+            section (``learner.monitor_window`` is ``log_freq`` unless set).
+        items: for a list or dict, the bounds of its items or values (``dict(ge=1)``); they are checked one
+            by one and errors name the item (``learner.monitor_windows.loss``).
+    """
+    meta = dict(help=help, ge=ge, gt=gt, finite=finite, check=check, expected=expected, doc_default=doc_default,
+                same_as=same_as, items=items or {})
+    return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+
+
+def section(cls: type) -> Any:
+    """Declare a nested section (a dataclass of options) inside a section."""
+    return dataclasses.field(default_factory=cls, metadata={"section": cls})
+
+
+@dataclass(frozen=True)
+class Key:
+    """One framework key: its dotted path, type, default and limits (built from an :func:`option`)."""
+
+    path: str
+    kind: type  # int, float, bool, str, list or dict
+    nullable: bool
+    default: Any
+    help: str
+    ge: Optional[float] = None
+    gt: Optional[float] = None
+    finite: bool = False
+    check: Optional[Check] = None
+    expected: str = ""
+    doc_default: str = ""
+    same_as: str = ""
+    item_kind: Optional[type] = None  # type of list items / dict values, when declared
+    items: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def required(self) -> bool:
+        """No default and None not allowed: the user must set it."""
+        return self.default is None and not self.nullable and not self.same_as
+
+    def describe(self) -> str:
+        """What the key accepts, for messages: ``int >= 1 or None``."""
+        text = self.expected or _describe(self.kind, self.ge, self.gt)
+        if self.finite and not self.expected and self.gt is None:
+            text = f"finite {text}"
+        return f"{text} or None" if self.nullable else text
+
+    def validate(self, value: Any) -> Any:
+        """Check ``value`` and return it normalised (an int given for a float key becomes a float, a tuple
+        for a list key a list). Raises :class:`ConfigError` naming the key, or the item for list/dict keys."""
+        if value is None:
+            if self.nullable or self.same_as:
+                return None
+            raise ConfigError(f"config key '{self.path}' must be {self.describe()}, got None")
+        if not _has_kind(value, self.kind):
+            raise ConfigError(
+                f"config key '{self.path}' must be {self.describe()}, got {type(value).__name__} {value!r}"
+            )
+        value = _normalise(value, self.kind)
+        complaint = _range_complaint(value, self.ge, self.gt, self.finite) if self.kind in (int, float) else None
+        if complaint is None and self.check is not None:
+            complaint = self.check(value)
+        if complaint:
+            shown = "" if isinstance(value, (list, dict)) else f", got {value!r}"
+            raise ConfigError(f"config key '{self.path}' {complaint}{shown}")
+        if isinstance(value, dict):
+            bad = [name for name in value if not isinstance(name, str)]
+            if bad:
+                raise ConfigError(f"config key '{self.path}' must have string keys, got {bad[0]!r}")
+        if self.item_kind is not None:
+            entries = value.items() if isinstance(value, dict) else enumerate(value)
+            for name, item in entries:
+                where = f"{self.path}.{name}" if isinstance(value, dict) else f"{self.path}[{name}]"
+                self._validate_item(where, item)
+        return value
+
+    def _validate_item(self, where: str, item: Any) -> None:
+        kind = self.item_kind
+        if kind is not None and kind is not object and not _has_kind(item, kind):
+            text = _describe(kind, self.items.get("ge"), self.items.get("gt"))
+            raise ConfigError(f"config key '{where}' must be {text}, got {type(item).__name__} {item!r}")
+        complaint = _range_complaint(item, self.items.get("ge"), self.items.get("gt"), False) \
+            if kind in (int, float) else None
+        if complaint:
+            raise ConfigError(f"config key '{where}' {complaint}, got {item!r}")
+
+
+_TYPE_NAMES = {int: "int", float: "float", bool: "bool", str: "str", list: "list", dict: "dict"}
+
+
+def _describe(kind: type, ge: Optional[float], gt: Optional[float]) -> str:
+    text = _TYPE_NAMES.get(kind, kind.__name__)
+    if ge is not None:
+        text += f" >= {ge}"
+    if gt is not None:
+        text += f" > {gt}"
+    return text
+
+
+def _has_kind(value: Any, kind: type) -> bool:
+    if kind is int:
+        return is_int(value)
+    if kind is float:
+        return is_real(value)
+    if kind is list:
+        return isinstance(value, (list, tuple))
+    if kind is dict:
+        return isinstance(value, Mapping)
+    return isinstance(value, kind)
+
+
+def _normalise(value: Any, kind: type) -> Any:
+    if kind is float and is_int(value):
+        return float(value)
+    if kind is int:
+        return int(value)
+    if kind is list and isinstance(value, tuple):
+        return list(value)
+    if kind is dict and not isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def _range_complaint(value: Any, ge: Optional[float], gt: Optional[float], finite: bool) -> Optional[str]:
+    if finite and not math.isfinite(value):
+        return f"must be a finite number > {gt}" if gt is not None else "must be finite"
+    if ge is not None and not value >= ge:
+        return f"must be >= {ge}"
+    if gt is not None and not value > gt:
+        return f"must be a finite number > {gt}" if finite else f"must be > {gt}"
+    return None
