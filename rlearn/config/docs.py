@@ -40,14 +40,7 @@ def _default_text(key: Key) -> str:
 
 
 def _accepts(key: Key) -> str:
-    text = key.describe()
-    if key.kind is dict and key.item_kind not in (None, object):
-        text = f"dict of str -> {key.item_kind.__name__}"
-        if key.items.get("ge") is not None:
-            text += f" >= {key.items['ge']}"
-    elif key.kind is list and key.item_kind not in (None, object):
-        text = f"list of {key.item_kind.__name__}"
-    return text.replace("|", "\\|")
+    return key.describe().replace("|", "\\|")
 
 
 def render_sections() -> str:

@@ -85,6 +85,9 @@ class Key:
     def describe(self) -> str:
         """What the key accepts, for messages: ``int >= 1 or None``."""
         text = self.expected or _describe(self.kind, self.ge, self.gt)
+        if not self.expected and self.item_kind not in (None, object):
+            item = _describe(self.item_kind, self.items.get("ge"), self.items.get("gt"))
+            text = f"dict of str -> {item}" if self.kind is dict else f"list of {item}"
         if self.finite and not self.expected and self.gt is None:
             text = f"finite {text}"
         return f"{text} or None" if self.nullable else text

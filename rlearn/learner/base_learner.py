@@ -219,12 +219,12 @@ class BaseLearner(HookManager):
         Returns the policy's info dict. If ``_forward_learn`` or recording raises, the iteration is
         not counted. After-iter hooks see this iteration's values in the window; the tick comes last.
         """
-        if not self._windows_checked:
-            self._warn_unused_windows()
         if envstep is not None:
             self._set_envstep(envstep)
         self._publish_counters()
         self.call_hook("before_iter")
+        if not self._windows_checked:  # hooks have declared their keys by now
+            self._warn_unused_windows()
         # ``iter`` is the 1-based number this iteration will have (TensorBoard step, iteration_<n>.pt),
         # which ``rlearn trace --from-iter/--to-iter`` filters on.
         with span("learner/iteration", lane="learner", iter=self.train_iter + 1):

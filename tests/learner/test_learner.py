@@ -11,6 +11,7 @@ import torch
 
 from policies.base import Policy
 from rlearn.hooks import Hook
+from rlearn.config import ConfigError
 from rlearn.learner import BaseLearner, LearnerConfigError
 from rlearn.monitor import TickMonitor
 
@@ -65,25 +66,45 @@ def test_config_defaults_and_unknown_keys():
     assert learner.cfg["log_freq"] == 100 and learner.cfg["monitor_window"] == 100 and learner.cfg["strict"] is False
     assert isinstance(learner.monitor, TickMonitor) and learner.monitor.window_size("anything") == 100
     assert make({"log_freq": 7}).monitor.window_size("loss") == 7  # window follows log_freq by default
-    with pytest.raises(LearnerConfigError, match=r"unknown learner config key\(s\) 'log_frq', 'x'; known keys: log_freq"):
+    with pytest.raises(LearnerConfigError) as info:
         make({"log_frq": 10, "x": 1})
+    assert str(info.value) == (
+        "unknown config key 'learner.log_frq'; did you mean 'learner.log_freq'? (keys at 'learner': hooks, log_freq, "
+        "log_processor, monitor_window, monitor_windows, strict); also unknown: 'learner.x'"
+    )
+    assert isinstance(info.value, ConfigError)
 
 
 @pytest.mark.parametrize(
-    "cfg, culprit",
+    "cfg, message",
     [
-        ({"log_freq": 0}, "log_freq"),
-        ({"log_freq": 2.5}, "log_freq"),
-        ({"monitor_window": True}, "monitor_window"),
-        ({"monitor_windows": {"aux": 0}}, "monitor_windows.aux"),
-        ({"monitor_windows": [1]}, "monitor_windows"),
-        ({"strict": "yes"}, "strict"),
-        ({"hooks": "LogShowHook"}, "hooks"),
+        ({"log_freq": 0}, "config key 'learner.log_freq' must be >= 1, got 0"),
+        ({"log_freq": 2.5}, "config key 'learner.log_freq' must be int >= 1, got float 2.5"),
+        ({"monitor_window": True}, "config key 'learner.monitor_window' must be int >= 1 or None, got bool True"),
+        ({"monitor_windows": {"aux": 0}}, "config key 'learner.monitor_windows.aux' must be >= 1, got 0"),
+        ({"monitor_windows": [1]}, "config key 'learner.monitor_windows' must be dict of str -> int >= 1, got list [1]"),
+        ({"strict": "yes"}, "config key 'learner.strict' must be bool, got str 'yes'"),
+        ({"hooks": "LogShowHook"}, "config key 'learner.hooks' must be list of dict, got str 'LogShowHook'"),
     ],
 )
-def test_bad_config_values_name_the_key(cfg, culprit):
-    with pytest.raises(LearnerConfigError, match=f"'{culprit}'"):
+def test_bad_config_values_name_the_key(cfg, message):
+    with pytest.raises(LearnerConfigError) as info:
         make(cfg)
+    assert str(info.value) == message
+
+
+def test_window_for_an_undeclared_key_is_warned_about_once_at_the_first_iteration(caplog):
+    learner = make({"monitor_windows": {"los": 5, "loss": 3, "extra/key": 9}}, logger=logging.getLogger("rlearn.test.win"))
+    learner.declare_monitor_vars(["extra/key"])  # declared by the run before training: no warning
+    with caplog.at_level(logging.WARNING, logger="rlearn.test.win"):
+        learner.train(None, envstep=1)
+        learner.train(None, envstep=2)
+    warnings = [r.getMessage() for r in caplog.records if "monitor_windows" in r.getMessage()]
+    declared = ", ".join(learner.monitor_vars())
+    assert warnings == [
+        "config key 'learner.monitor_windows.los': no monitor key 'los' is declared, so this window is never used; "
+        f"did you mean 'loss'? declared keys (TinyPolicy): {declared}"
+    ]
 
 
 def test_per_key_windows_and_hooks_from_config(tmp_path):
