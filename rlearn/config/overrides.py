@@ -96,9 +96,14 @@ def parse_override(item: str) -> Tuple[str, str]:
 
 
 def _override_kind(path: str, current: Any, exists: bool) -> Tuple[Optional[type], bool]:
+    """The type ``--set path=TEXT`` reads TEXT as: the schema's for a framework key or an entry of a typed
+    free-form dict (``learner.monitor_windows.<key>`` is an int), else the type of the current value."""
     field = SCHEMA.get(path)
     if field is not None:
         return field.kind, field.nullable
+    parent = SCHEMA.get(path.rpartition(".")[0])
+    if parent is not None and parent.item_kind not in (None, object):
+        return parent.item_kind, False
     if not exists or current is None:
         return None, True
     if isinstance(current, bool):

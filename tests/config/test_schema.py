@@ -97,6 +97,17 @@ def test_monitor_window_values_are_checked_one_by_one():
     )
 
 
+def test_set_reads_monitor_window_entries_as_ints():
+    cfg = load_config("td3_pendulum", ["learner.monitor_windows.actor_loss=1e3", "learner.monitor_windows.q_value=5"])
+    assert cfg["learner"]["monitor_windows"] == {"actor_loss": 1000, "q_value": 5}
+    assert type(cfg["learner"]["monitor_windows"]["actor_loss"]) is int
+    assert error(load_config, "td3_pendulum", ["learner.monitor_windows.actor_loss=big"]) == (
+        "--set learner.monitor_windows.actor_loss=big: cannot read 'big' as int"
+    )
+    cfg = load_config("td3_pendulum", ["env.kwargs.g=9.81", "env.kwargs.mode=fast"])  # untyped: literal or text
+    assert cfg["env"]["kwargs"] == {"g": 9.81, "mode": "fast"}
+
+
 def test_log_processor_shape():
     entry = {"data_src": "collector/episode_return", "method_name": "max", "window_size": 100,
              "log_name": "episode_return_max"}
