@@ -21,6 +21,9 @@ __all__ = ["SCHEMA", "SECTIONS", "FREE_FORM", "defaults", "section_title"]
 
 # ------------------------------------------------------------------------------------------ tables
 def _key_from(path: str, hint: Any, meta: Mapping[str, Any], default: Any) -> Key:
+    """A :class:`Key` from a field's type hint and :func:`option` metadata. ``Optional[T]`` makes None an
+    accepted value; a non-Optional key with a None default is one that must be set (``env.id``,
+    ``policy.type``; the loader fills ``exp_name``), None marking "not set yet"."""
     nullable = False
     origin = typing.get_origin(hint)
     if origin is typing.Union:
@@ -33,17 +36,9 @@ def _key_from(path: str, hint: Any, meta: Mapping[str, Any], default: Any) -> Ke
         args = typing.get_args(hint)
         item = args[-1] if args else None
         item_kind = object if item in (None, Any) else (typing.get_origin(item) or item)
-    # a None default with no same_as is a required key: None is its "unset" marker, not an accepted value
-    if default is None and not meta["same_as"] and path in _REQUIRED_NONE:
-        nullable = False
     return Key(path=path, kind=kind, nullable=nullable, default=default, help=meta["help"], ge=meta["ge"],
                gt=meta["gt"], finite=meta["finite"], check=meta["check"], expected=meta["expected"],
                doc_default=meta["doc_default"], same_as=meta["same_as"], item_kind=item_kind, items=meta["items"])
-
-
-#: keys whose None default means "not set yet": the loader fills ``exp_name``; ``env.id`` and ``policy.type``
-#: must be given
-_REQUIRED_NONE = ("exp_name", "env.id", "policy.type")
 
 
 def _walk(cls: type, prefix: str, keys: Dict[str, Key], sections: Dict[str, type]) -> None:

@@ -62,7 +62,7 @@ def _dist_backend(v: str) -> Optional[str]:
 class EnvSection:
     """`env`: the training environments"""
 
-    id: Optional[str] = option(
+    id: str = option(
         None, "a registered gymnasium id (`\"Pendulum-v1\"`, `\"CartPole-v1\"`); register your own with "
         "`rlearn.env.register_env` in a `custom_imports` module", check=_non_empty)
     num_envs: int = option(1, "sub-environments stepped together as one vector env; `envstep` counts steps summed "
@@ -83,7 +83,7 @@ class PolicySection:
     `learning_starts`, default 0); on-policy policies need `rollout_steps`.
     """
 
-    type: Optional[str] = option(
+    type: str = option(
         None, "a registered name (`\"td3\"`, `\"ppg\"`, or one added with `@register_policy`), or an import path "
         "`\"package.module:ClassName\"`", check=_non_empty)
 
@@ -214,7 +214,7 @@ class DistSection:
 class RunConfig:
     """Top-level keys"""
 
-    exp_name: Optional[str] = option(
+    exp_name: str = option(
         None, "names the run: the work dir `work_dirs/<exp_name>`, the log `<exp_name>.log` and the logger",
         check=_exp_name, doc_default="the config file's name (or the bundled config's name)")
     seed: int = option(0, "seeds Python's `random`, numpy, torch, the training environments (env `i` gets "
