@@ -12,7 +12,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from policies.base import Policy
 from rlearn.hooks import EvalHook, EvalState, Hook, HookManager

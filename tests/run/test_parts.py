@@ -9,7 +9,6 @@ import shutil
 import signal
 import threading
 from pathlib import Path
-from typing import List
 
 import numpy as np
 import pytest
@@ -302,3 +301,21 @@ def test_a_checkpoint_written_by_the_old_pipeline_resumes_exactly(tmp_path):
     for tag in ("evaluator_step/episode_return_mean", "learner_iter/critic_loss_avg"):
         assert new_points[tag][-len(old_points[tag]):] == old_points[tag], tag
     assert again.last_eval == resumed.last_eval
+
+
+# ---------------------------------------------------------------------------------------------- build
+def test_policy_needs_names_the_missing_key():
+    from rlearn.run.build import policy_needs
+
+    class OffPolicy:
+        on_policy = False
+        cfg = {"batch_size": 0}
+
+    class OnPolicy:
+        on_policy = True
+        cfg = {"rollout_steps": 16, "batch_size": None}
+
+    assert str(pytest.raises(ConfigError, policy_needs, OffPolicy()).value) == (
+        "policy OffPolicy is off-policy: the run needs 'policy.batch_size' (an int >= 1) in its default_config, got 0")
+    needs = policy_needs(OnPolicy())
+    assert (needs.on_policy, needs.rollout_steps, needs.batch_size, needs.learning_starts) == (True, 16, 0, 0)
