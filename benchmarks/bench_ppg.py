@@ -2,7 +2,7 @@
 
 What it runs (every run in this process, one torch thread, seeds run one after the other):
 
-* **PPG** through rlearn's pipeline with the bundled configs ``ppg_cartpole`` and ``ppg_pendulum`` (log table
+* **PPG** through rlearn's run (rlearn.run) with the bundled configs ``ppg_cartpole`` and ``ppg_pendulum`` (log table
   to the log file, TensorBoard, final checkpoint: the product as a user runs it), evaluated with 10
   deterministic episodes every ``--eval-freq`` env steps. Targets: CartPole mean return >= 475 within 100,000
   env steps and Pendulum >= -250 within 200,000 env steps, on every seed.
@@ -14,7 +14,7 @@ What it runs (every run in this process, one torch thread, seeds run one after t
 *Time to target* is training wall time until the first evaluation at or above the target, **excluding the
 time spent evaluating** (the same for both libraries). *env steps/s* is env steps over training time. The
 time breakdown splits PPG's training time into rollout collection, policy phase (GAE, PPO and value epochs),
-auxiliary phase, and the rest (learner hooks: log tables, TensorBoard, pipeline); SB3's into rollout
+auxiliary phase, and the rest (learner hooks: log tables, TensorBoard, run loop); SB3's into rollout
 collection and training.
 
 Outputs in ``benchmarks/results/``: ``ppg_<env>_learning.csv`` (one row per evaluation), ``ppg_<env>_learning.png``
@@ -64,12 +64,12 @@ SB3_CARTPOLE = dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=
 
 # ------------------------------------------------------------------------------------------ PPG side
 def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequence[str] = ()) -> Dict[str, Any]:
-    """Train PPG with the bundled config through the pipeline; evaluation points and the time breakdown."""
+    """Train PPG with the bundled config through the run; evaluation points and the time breakdown."""
     import torch
 
     from rlearn.config import load_config
     from rlearn.hooks import Hook
-    from rlearn.pipeline import SerialPipeline
+    from rlearn.run import Trainer
 
     spec = ENVS[env_key]
     cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={eval_freq}",
@@ -102,20 +102,20 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequ
             now = clock()
             self.evaluate += now - self._t
             self.points.append(dict(envstep=learner.envstep, train_time=now - self.start - self.evaluate,
-                                    eval_return=pipe.state.last_eval["episode_return_mean"]))
+                                    eval_return=trainer.eval_hook.state.last_result["episode_return_mean"]))
 
         def after_run(self, learner: Any) -> None:
             self.end = clock()
 
     try:
-        pipe = SerialPipeline(cfg, work_dir=work_dir, progress=False)
-        for handler in pipe.logger.handlers:  # tables still go to the log file, not to this console
+        trainer = Trainer(cfg, work_dir=work_dir, progress=False)
+        for handler in trainer.logger.handlers:  # tables still go to the log file, not to this console
             if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
                 handler.setLevel(logging.WARNING)
         hook = BenchHook()
-        pipe.learner.register_hook(hook)
+        trainer.learner.register_hook(hook)
         # time the two phases of the policy (instance attributes: the policy class is untouched)
-        policy, timers = pipe.policy, {"learn": 0.0, "aux": 0.0}
+        policy, timers = trainer.policy, {"learn": 0.0, "aux": 0.0}
 
         def timed(name: str, fn: Any) -> Any:
             def wrapper(*args: Any) -> Any:
@@ -129,7 +129,7 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequ
         policy._forward_learn = timed("learn", policy._forward_learn)
         policy._auxiliary_phase = timed("aux", policy._auxiliary_phase)
         torch.set_num_threads(1)
-        result = pipe.run()
+        result = trainer.run()
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     train_time = hook.end - hook.start - hook.evaluate
@@ -195,7 +195,7 @@ def run_sb3(seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
     bench = Bench()
     model.learn(steps, callback=bench)
     train_time = clock() - bench.start - bench.evaluate
-    if not bench.points or bench.points[-1]["envstep"] != model.num_timesteps:  # a final evaluation, like the pipeline
+    if not bench.points or bench.points[-1]["envstep"] != model.num_timesteps:  # a final evaluation, like the run
         ret = evaluate_sb3(model, eval_env, seed=10_000 * (seed + 1) + model.num_timesteps)
         bench.points.append(dict(envstep=model.num_timesteps, train_time=train_time, eval_return=ret))
     eval_env.close()

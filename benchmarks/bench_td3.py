@@ -7,7 +7,7 @@ Sections (``--only`` picks some; default: all):
 * ``step``: milliseconds per gradient step, in this process, alternating: rlearn's ``TD3Policy._forward_learn``
   (``learn_threads`` 1, 2 fixed, 2 adaptive) and SB3's ``TD3.train(gradient_steps=1)`` (torch threads 1 and 2), with achieved
   GFLOP/s (algorithmic FLOPs of one TD3 iteration, the same count for both).
-* ``speed``: whole training runs in fresh processes, alternating rlearn (``rlearn train td3_pendulum``'s pipeline:
+* ``speed``: whole training runs in fresh processes, alternating rlearn (``rlearn train td3_pendulum``'s run:
   log table, TensorBoard, checkpoints) and SB3 TD3 with identical settings -- [400, 300], batch 256, lr 1e-3,
   gamma 0.98, learning_starts 10,000, buffer 200,000, one gradient step per env step, 20,000 steps -- each
   followed by a 10-episode evaluation; env steps per second, their ratio, and the final returns -- each
@@ -16,7 +16,7 @@ Sections (``--only`` picks some; default: all):
 * ``overhead``: the learner with ``LogShowHook`` at its default frequency (trace off) vs the learner with no hooks,
   same loop (collector -> replay buffer -> learner.train), in alternating blocks of 100 iterations; the
   slow-down as the median of paired block ratios, and directly as the time spent inside the hook.
-* ``learning``: 3 seeds x 20,000 env steps through the pipeline, evaluated (10 episodes) every 1,000 steps;
+* ``learning``: 3 seeds x 20,000 env steps through the run, evaluated (10 episodes) every 1,000 steps;
   ``benchmarks/results/td3_pendulum_learning.csv`` and ``.png``; target >= -200 at 20k on every seed.
 
     .venv/bin/python benchmarks/bench_td3.py                 # everything (~30 min on an idle 2-core machine)
@@ -324,9 +324,9 @@ def parse_threads(spec: str) -> Dict[str, int]:
 
 def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: int, num_threads: Optional[int] = None,
                   eval_freq: Optional[int] = None, work_dir: Optional[str] = None) -> Dict[str, Any]:
-    """Train through ``serial_pipeline`` (td3_pendulum: log, TensorBoard, checkpoints) and evaluate at the end."""
+    """Train through ``rlearn.run.train`` (td3_pendulum: log, TensorBoard, checkpoints) and evaluate at the end."""
     from rlearn.config import load_config
-    from rlearn.pipeline import SerialPipeline
+    from rlearn.run import Trainer
 
     overrides = rlearn_overrides(steps, learning_starts, seed, eval_freq) + [f"policy.learn_threads={learn_threads}"]
     if num_threads is not None:
@@ -338,13 +338,13 @@ def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: in
         work_dir = tmp.name
     try:
         start = time.perf_counter()
-        pipeline = SerialPipeline(cfg, work_dir=Path(work_dir) / "run", progress=False)
-        result = pipeline.run()
+        trainer = Trainer(cfg, work_dir=Path(work_dir) / "run", progress=False)
+        result = trainer.run()
         seconds = time.perf_counter() - start
     finally:
         if tmp is not None:
             tmp.cleanup()
-    shared = shared_start_return(pipeline.policy, seed)
+    shared = shared_start_return(trainer.policy, seed)
     last = result.last_eval or {}
     return dict(seconds=seconds, steps=result.envstep, train_iter=result.train_iter,
                 return_mean=last.get("episode_return_mean"), return_std=last.get("episode_return_std"),

@@ -8,7 +8,7 @@ Part 1 times one phase marker per loop iteration, best of several repeats, in na
 * what one would otherwise write: a ``time.perf_counter_ns()`` pair appended to a list, and
   ``torch.profiler.record_function`` (outside and inside an active ``torch.profiler.profile``).
 
-Part 2 trains a tiny TD3 (and PPG, unless ``--quick``) with :func:`rlearn.pipeline.serial_pipeline`, with
+Part 2 trains a tiny TD3 (and PPG, unless ``--quick``) with :func:`rlearn.run.train`, with
 ``profile`` off and on, alternating the runs (off, on, off, on, ...), and prints the wall-time ratio
 on/off and CPU-time ratio (this process; less sensitive to other processes' load), medians over the pairs,
 plus an estimate free of run-to-run noise: records written x the measured
@@ -151,13 +151,13 @@ def count_records(work_dir: Path) -> int:
 def train_seconds(algo: str, steps: int, profile: bool, root: Path, index: int) -> Tuple[float, float, int]:
     """Wall seconds, CPU seconds (this process, all threads) and records written by one training run."""
     from rlearn.config import load_config
-    from rlearn.pipeline import serial_pipeline
+    from rlearn.run import train
 
     overrides = TINY[algo] + [f"train.max_env_steps={steps}", f"profile={profile}"]
     cfg = load_config(CONFIG[algo], overrides=overrides)
     work_dir = root / f"{algo}_{'on' if profile else 'off'}_{index}"
     start, cpu_start = time.perf_counter(), time.process_time()
-    serial_pipeline(cfg, work_dir=work_dir, progress=False)
+    train(cfg, work_dir=work_dir, progress=False)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     records = count_records(work_dir) if profile else 0
     if profile and not records:

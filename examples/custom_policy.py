@@ -4,7 +4,7 @@ This file is both a policy module and a run config (docs/write-your-own-policy.m
 
     rlearn train examples/custom_policy.py                      # through the command line
     rlearn train examples/custom_policy.py --set train.max_env_steps=20000
-    python examples/custom_policy.py                            # through serial_pipeline
+    python examples/custom_policy.py                            # through rlearn.run.train
 
 ``rlearn train`` executes this file as a module, so ``@register_policy("reinforce_demo")`` runs and the
 config's ``policy.type = "reinforce_demo"`` resolves to :class:`ReinforcePolicy`.
@@ -82,7 +82,7 @@ class ReinforcePolicy(Policy):
         if self.cfg["baseline_every"] < 1:
             raise ValueError(f"policy.baseline_every must be >= 1, got {self.cfg['baseline_every']}")
         obs_dim = self.observation_space.shape[0]
-        # the networks start from torch's global generator, which the pipeline seeds from cfg.seed
+        # the networks start from torch's global generator, which the run seeds from cfg.seed
         self.actor = mlp(obs_dim, int(self.action_space.n), self.cfg["hidden"]).to(self.device)
         self.baseline = mlp(obs_dim, 1, self.cfg["hidden"]).to(self.device)
         self.actor_optim = torch.optim.Adam(self.actor.parameters(), lr=self.cfg["lr"])
@@ -139,7 +139,7 @@ class ReinforcePolicy(Policy):
             return self.actor(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
 
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
-        # sampled from torch's global generator: seeded by the pipeline, saved in checkpoints
+        # sampled from torch's global generator: seeded by the run, saved in checkpoints
         action = Categorical(logits=self._logits(obs)).sample()
         return {"action": action.cpu().numpy()}
 
@@ -178,6 +178,6 @@ config = dict(
 
 
 if __name__ == "__main__":
-    from rlearn.pipeline import serial_pipeline
+    from rlearn.run import train
 
-    serial_pipeline(config)
+    train(config)

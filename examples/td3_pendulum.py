@@ -15,7 +15,7 @@ import argparse
 from typing import Optional, Sequence
 
 from rlearn.config import load_config
-from rlearn.pipeline import serial_pipeline
+from rlearn.run import train
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     cfg = load_config("td3_pendulum", overrides=[f"train.max_env_steps={args.steps}", f"seed={args.seed}"])
     work_dir = args.work_dir or f"work_dirs/td3_pendulum_seed{args.seed}"
-    result = serial_pipeline(cfg, work_dir=work_dir, resume=True if args.resume else None)
+    result = train(cfg, work_dir=work_dir, resume=True if args.resume else None)
 
     final = result.last_eval["episode_return_mean"] if result.last_eval else float("nan")
     print(f"\nfinal evaluation return: {final:.1f} (random policy: about -1200; solved: above -200)")

@@ -395,7 +395,7 @@ class TD3Policy(Policy):
     Config keys (``policy`` section; defaults as in the TD3 paper):
 
     * ``learning_starts`` (25000): env steps of uniformly random actions before the actor acts (the
-      pipeline also waits this long before the first train iteration);
+      run also waits this long before the first train iteration);
     * ``batch_size`` (256): minibatch size sampled from the replay buffer per train iteration;
     * ``actor_update_freq`` (2): critic updates per actor + target update;
     * ``hidden_sizes`` ([256, 256]): hidden layers of the actor and of each critic;

@@ -111,13 +111,13 @@ def run(args: argparse.Namespace) -> int:
 
     from rlearn.distributed import DistributedError
     from rlearn.checkpoint import CheckpointError
-    from rlearn.pipeline import serial_pipeline
+    from rlearn.run import train as train_run
 
-    train = serial_pipeline
+    train = train_run
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # under torchrun: its failure summary shows our traceback
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        train = record(serial_pipeline)
+        train = record(train_run)
     try:
         result = train(cfg, work_dir=args.work_dir, resume=args.resume, progress=False if args.no_progress else None)
     except (ConfigError, CheckpointError) as exc:

@@ -128,9 +128,10 @@ class LogProcessorSection:
 class LearnerSection:
     """`learner`: the table, the windows, the hooks
 
-    The run always adds a `TimerHook` (`data_time`, `train_time`), a `LogShowHook(freq=log_freq)` and
-    a `CheckpointHook(freq=checkpoint.freq, keep=checkpoint.keep)`. A hook of the same type in `hooks`
-    replaces the default one (so `hooks=[dict(type="LogShowHook", freq=10, width=100)]` configures the table).
+    The run always adds a `TimerHook` (`data_time`, `train_time`), a `LogShowHook(freq=log_freq)`,
+    a `CheckpointHook(freq=checkpoint.freq, keep=checkpoint.keep)` and an `EvalHook(freq=eval.freq,
+    stop_value=eval.stop_value)`. A hook of the same type in `hooks` replaces the default one (so
+    `hooks=[dict(type="LogShowHook", freq=10, width=100)]` configures the table).
     An LR scheduler is used only when you add an `LRSchedulerHook` here.
 
     A key of `monitor_windows` that neither the policy nor the run declares gets a warning naming the key

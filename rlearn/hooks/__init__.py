@@ -12,6 +12,7 @@ from rlearn.hooks.lr_scheduler import LRSchedulerHook
 from rlearn.hooks.timer import TimerHook
 from rlearn.hooks.log_show import LogShowHook
 from rlearn.hooks.checkpoint import CheckpointHook
+from rlearn.hooks.eval import EvalHook, EvalState
 
 __all__ = [
     "HOOKS",
@@ -25,4 +26,6 @@ __all__ = [
     "TimerHook",
     "LogShowHook",
     "CheckpointHook",
+    "EvalHook",
+    "EvalState",
 ]

@@ -83,7 +83,7 @@ class Hook:
 
     # ---------------------------------------------------------------------------------- run
     def before_run(self, learner: Any) -> None:
-        """Once, before the first train iteration (the pipeline calls it; also after resuming)."""
+        """Once, before the first train iteration (the run calls it; also after resuming)."""
 
     def after_run(self, learner: Any) -> None:
         """Once, after the last train iteration (also when training stops early or is interrupted)."""
@@ -98,10 +98,10 @@ class Hook:
 
     # ------------------------------------------------------------------------- collect / eval
     def before_collect(self, learner: Any) -> None:
-        """Before the pipeline collects environment steps."""
+        """Before the run collects environment steps."""
 
     def after_collect(self, learner: Any) -> None:
-        """After the pipeline collected environment steps (``learner.envstep`` may not be updated yet)."""
+        """After the run collected environment steps (``learner.envstep`` may not be updated yet)."""
 
     def before_eval(self, learner: Any) -> None:
         """Before an evaluation."""

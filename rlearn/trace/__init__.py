@@ -8,7 +8,7 @@ Mark a phase with :func:`span`::
 
 When tracing is off (the default) :func:`span` checks one module-level variable and returns a shared no-op
 context manager: no object is created per phase. When it is on (``profile=True`` in the config, or
-``RLEARN_PROFILE=1`` in the environment; the pipeline calls :func:`enable`), every span is appended to
+``RLEARN_PROFILE=1`` in the environment; the run (:mod:`rlearn.run`) calls :func:`enable`), every span is appended to
 ``<work_dir>/trace/rank<r>.jsonl``; ``rlearn trace WORK_DIR`` merges the ranks' records into one Chrome
 Trace Event JSON for ui.perfetto.dev or chrome://tracing (see ``docs/timeline-traces.md``).
 """

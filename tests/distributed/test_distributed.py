@@ -315,10 +315,10 @@ def test_nproc_must_match_the_launched_world(tmp_path, monkeypatch, capsys):
 
 
 def test_a_checkpoint_resumes_only_with_its_number_of_processes():
-    from rlearn.pipeline import RunState
+    from rlearn.run import RunState
 
     two = RunState(2)
-    two.last_eval_envstep = 96
+    two.eval.last_envstep = 96
     state = two.state_dict()
     with pytest.raises(ValueError, match=r"2 process\(es\), this run has 1; resume it with --nproc 2"):
         RunState(1).load_state_dict(state)
@@ -327,4 +327,4 @@ def test_a_checkpoint_resumes_only_with_its_number_of_processes():
         RunState(2).load_state_dict(old_format)
     again = RunState(2)
     again.load_state_dict(state)
-    assert again.last_eval_envstep == 96
+    assert again.eval.last_envstep == 96

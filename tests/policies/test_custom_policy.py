@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlearn.config import import_file, load_config
-from rlearn.pipeline import serial_pipeline
+from rlearn.run import train
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "custom_policy.py"
@@ -124,13 +124,13 @@ def test_refuses_continuous_actions():
     env.close()
 
 
-# ------------------------------------------------------------------------------------- in the pipeline
+# ------------------------------------------------------------------------------------- in a run
 def test_both_declared_keys_reach_tensorboard(tmp_path):
     cfg = load_config(str(EXAMPLE), [
         "env.num_envs=2", "policy.rollout_steps=8", "policy.hidden=8", "policy.baseline_every=4",
         "train.max_env_steps=128", "learner.log_freq=2", "eval.freq=none", "eval.episodes=1",
     ])
-    serial_pipeline(cfg, work_dir=tmp_path)  # 8 iterations; tables at 2, 4, 6, 8
+    train(cfg, work_dir=tmp_path)  # 8 iterations; tables at 2, 4, 6, 8
     acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
     acc.Reload()
     tags = acc.Tags()["scalars"]
@@ -147,6 +147,6 @@ def test_both_declared_keys_reach_tensorboard(tmp_path):
 @pytest.mark.slow
 def test_solves_cartpole(tmp_path):
     """The example as shipped reaches its stop_value (475, greedy evaluation) well within its budget."""
-    result = serial_pipeline(load_config(str(EXAMPLE)), work_dir=tmp_path)
+    result = train(load_config(str(EXAMPLE)), work_dir=tmp_path)
     assert result.stop_reason == "stop_value", result.last_eval
     assert result.last_eval["episode_return_mean"] >= 475

@@ -408,7 +408,7 @@ def test_registered_as_ppg():
     assert PPGPolicy.on_policy is True
 
 
-# ------------------------------------------------------------------------- bundled configs, pipeline
+# ------------------------------------------------------------------------- bundled configs, run
 @pytest.mark.parametrize("name", ["ppg_cartpole", "ppg_pendulum"])
 def test_bundled_config_windows_hold_whole_aux_cycles(name):
     """Seed 001's pitfall: a window shorter than n_pi shows the aux losses in only some tables. The bundled
@@ -429,21 +429,21 @@ def _scalars(tb_dir: Path) -> dict:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
-def test_pipeline_tensorboard_aux_averages_are_real(tmp_path):
-    """ppg_cartpole through the pipeline (tiny epochs): every logged point of an aux loss is the mean of
+def test_run_tensorboard_aux_averages_are_real(tmp_path):
+    """ppg_cartpole through the run (tiny epochs): every logged point of an aux loss is the mean of
     the aux values in its 32-iteration window (1 value at iteration 16, 2 at 32 and 48), never 0 or missing."""
     from rlearn.config import load_config
-    from rlearn.pipeline import SerialPipeline
+    from rlearn.run import Trainer
 
     cfg = load_config("ppg_cartpole", [
         "policy.e_policy=1", "policy.e_value=1", "policy.hidden_sizes=[16]", "train.max_env_steps=12288",
         "eval.freq=none", "eval.episodes=2", "eval.num_envs=2", "checkpoint.freq=none",
     ])
-    pipe = SerialPipeline(cfg, work_dir=tmp_path / "run", progress=False)
+    trainer = Trainer(cfg, work_dir=tmp_path / "run", progress=False)
     infos = []
-    forward_learn = pipe.policy._forward_learn
-    pipe.policy._forward_learn = lambda data: infos.append(forward_learn(data)) or infos[-1]
-    result = pipe.run()
+    forward_learn = trainer.policy._forward_learn
+    trainer.policy._forward_learn = lambda data: infos.append(forward_learn(data)) or infos[-1]
+    result = trainer.run()
     assert result.train_iter == len(infos) == 48
     points = _scalars(result.tb_dir)
     for key in ("aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss", "policy_loss", "cur_lr"):
@@ -457,13 +457,13 @@ def test_pipeline_tensorboard_aux_averages_are_real(tmp_path):
 
 
 @pytest.mark.slow
-def test_cartpole_learns_through_pipeline(tmp_path):
+def test_cartpole_learns_through_a_run(tmp_path):
     """One seed, 30k env steps of the bundled config: far better than a random policy (about 22)."""
     from rlearn.config import load_config
-    from rlearn.pipeline import serial_pipeline
+    from rlearn.run import train
 
     cfg = load_config("ppg_cartpole", ["train.max_env_steps=30000", "checkpoint.freq=none", "seed=0"])
-    result = serial_pipeline(cfg, work_dir=tmp_path / "run", progress=False)
+    result = train(cfg, work_dir=tmp_path / "run", progress=False)
     returns = [value for _, value in _scalars(result.tb_dir)["evaluator_step/episode_return_mean"]]
     assert len(returns) == 6  # every 5000 env steps (the last one is also the end of the run)
     assert result.last_eval["episode_return_mean"] >= 150, returns

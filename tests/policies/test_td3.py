@@ -665,7 +665,7 @@ def test_registry_resolves_td3():
     assert TD3Policy.on_policy is False
 
 
-# ------------------------------------------------------------------------------- config and pipeline
+# ------------------------------------------------------------------------------- config and run
 def test_bundled_config_has_every_key():
     from rlearn.config import REQUIRED_KEYS, get_by_path, load_config
     from rlearn.configs import td3_pendulum
@@ -710,13 +710,13 @@ def test_rlearn_train_cli_shows_the_delayed_actor_loss(tmp_path):
 
 
 @pytest.mark.slow
-def test_learns_pendulum_through_the_pipeline(tmp_path):
+def test_learns_pendulum_through_a_run(tmp_path):
     """One seed, 7000 env steps (1000 random, then 6000 gradient steps): far better than random (~ -1200)."""
     from rlearn.config import load_config
-    from rlearn.pipeline import serial_pipeline
+    from rlearn.run import train
 
     cfg = load_config("td3_pendulum", overrides=["train.max_env_steps=7000", "policy.learning_starts=1000",
                                                  "eval.freq=none", "checkpoint.freq=none", "seed=0"])
-    result = serial_pipeline(cfg, work_dir=tmp_path / "run", progress=False)
+    result = train(cfg, work_dir=tmp_path / "run", progress=False)
     assert result.envstep == 7000 and result.train_iter == 6001
     assert result.last_eval["episode_return_mean"] > -700, result.last_eval

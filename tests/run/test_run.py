@@ -1,4 +1,4 @@
-"""serial_pipeline: update schedule, evaluation, TensorBoard output, resume, Ctrl-C, stop_value, work dirs."""
+"""rlearn.run.train: update schedule, evaluation, TensorBoard output, resume, Ctrl-C, stop_value, work dirs."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlearn.config import ConfigError, load_config
 from rlearn.hooks import Hook
 from rlearn.checkpoint import read_checkpoint
-from rlearn.pipeline import EPISODES_PER_WINDOW, SerialPipeline, episode_window, serial_pipeline
+from rlearn.run import EPISODES_PER_WINDOW, Trainer, episode_window, train
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
@@ -70,7 +70,7 @@ def expected_updates(max_steps: int, num_envs: int, collect_steps: int, learning
 def test_off_policy_update_schedule(tmp_path, num_envs, collect_steps, ups):
     cfg = td3_cfg(f"env.num_envs={num_envs}", f"train.collect_steps={collect_steps}",
                   f"train.updates_per_step={ups}", "eval.freq=none", "checkpoint.freq=none")
-    result = serial_pipeline(cfg, work_dir=tmp_path)
+    result = train(cfg, work_dir=tmp_path)
     assert result.envstep == math.ceil(60 / (num_envs * collect_steps)) * num_envs * collect_steps
     assert result.train_iter == expected_updates(60, num_envs, collect_steps, 20, ups)
     assert result.stop_reason == "max_env_steps"
@@ -78,7 +78,7 @@ def test_off_policy_update_schedule(tmp_path, num_envs, collect_steps, ups):
 
 
 def test_off_policy_outputs(tmp_path):
-    result = serial_pipeline(td3_cfg(), work_dir=tmp_path)
+    result = train(td3_cfg(), work_dir=tmp_path)
     assert (result.train_iter, result.envstep) == (41, 60)
     points = scalars(tmp_path / "tb")
     # a table every 10 iterations, plus one at the end for the last partial window
@@ -118,34 +118,34 @@ def test_episode_window_holds_episodes():
     assert episode_window(cfg, 1 / 32, 500) == math.ceil(EPISODES_PER_WINDOW * 500 / 32)
 
 
-def test_pipeline_sets_episode_windows_unless_configured(tmp_path):
-    pipeline = SerialPipeline(td3_cfg(), work_dir=tmp_path / "a")
+def test_run_sets_episode_windows_unless_configured(tmp_path):
+    trainer = Trainer(td3_cfg(), work_dir=tmp_path / "a")
     try:
-        assert pipeline.learner.monitor.window_size("collector/episode_return") == 200  # 10 x 20-step episodes
-        assert pipeline.learner.monitor.window_size("critic_loss") == 10
+        assert trainer.learner.monitor.window_size("collector/episode_return") == 200  # 10 x 20-step episodes
+        assert trainer.learner.monitor.window_size("critic_loss") == 10
     finally:
-        pipeline.close()
-    pipeline = SerialPipeline(td3_cfg("learner.monitor_windows.collector/episode_return=7"), work_dir=tmp_path / "b")
+        trainer.close()
+    trainer = Trainer(td3_cfg("learner.monitor_windows.collector/episode_return=7"), work_dir=tmp_path / "b")
     try:
-        assert pipeline.learner.monitor.window_size("collector/episode_return") == 7
-        assert pipeline.learner.monitor.window_size("collector/episode_length") == 200
+        assert trainer.learner.monitor.window_size("collector/episode_return") == 7
+        assert trainer.learner.monitor.window_size("collector/episode_length") == 200
     finally:
-        pipeline.close()
+        trainer.close()
 
 
 # --------------------------------------------------------------------------------------- on-policy
 def test_on_policy_periodic_key_averaged_over_its_values(tmp_path):
-    pipeline = SerialPipeline(reinforce_cfg(), work_dir=tmp_path)
+    trainer = Trainer(reinforce_cfg(), work_dir=tmp_path)
     infos: List[dict] = []
-    learn = pipeline.policy._forward_learn
+    learn = trainer.policy._forward_learn
 
     def spy(data):
         info = learn(data)
         infos.append({k: float(v) for k, v in info.items()})
         return info
 
-    pipeline.policy._forward_learn = spy
-    result = pipeline.run()
+    trainer.policy._forward_learn = spy
+    result = trainer.run()
     assert (result.train_iter, result.envstep) == (6, 192)
     assert [sorted(i) for i in infos] == [
         ["entropy", "policy_loss"], ["baseline_loss", "entropy", "policy_loss"]] * 3
@@ -162,8 +162,8 @@ def test_on_policy_periodic_key_averaged_over_its_values(tmp_path):
 
 
 def test_same_seed_same_curves(tmp_path):
-    first = serial_pipeline(reinforce_cfg(), work_dir=tmp_path / "a")
-    second = serial_pipeline(reinforce_cfg(), work_dir=tmp_path / "b")
+    first = train(reinforce_cfg(), work_dir=tmp_path / "a")
+    second = train(reinforce_cfg(), work_dir=tmp_path / "b")
     a, b = scalars(first.tb_dir), scalars(second.tb_dir)
     for tag in ("learner_iter/policy_loss_avg", "learner_iter/baseline_loss_avg", "evaluator_step/episode_return_mean"):
         assert a[tag] == b[tag]
@@ -172,7 +172,7 @@ def test_same_seed_same_curves(tmp_path):
 
 
 def test_stop_value_ends_the_run(tmp_path):
-    result = serial_pipeline(reinforce_cfg("eval.stop_value=1.0", "eval.freq=64"), work_dir=tmp_path)
+    result = train(reinforce_cfg("eval.stop_value=1.0", "eval.freq=64"), work_dir=tmp_path)
     assert result.stop_reason == "stop_value"
     assert (result.envstep, result.train_iter) == (64, 2)
     assert "stop_value reached: episode_return_mean" in result.log_file.read_text()
@@ -197,9 +197,9 @@ def assert_clean_curves(points: Dict[str, List[tuple]]) -> None:
 
 
 def test_ctrl_c_saves_then_resume_finishes_exactly(tmp_path):
-    pipeline = SerialPipeline(td3_cfg(), work_dir=tmp_path)
-    pipeline.learner.register_hook(InterruptAt(15))
-    result = pipeline.run()
+    trainer = Trainer(td3_cfg(), work_dir=tmp_path)
+    trainer.learner.register_hook(InterruptAt(15))
+    result = trainer.run()
     assert result.stop_reason == "interrupted" and result.interrupted
     assert result.train_iter == 15 and result.envstep == 34
     saved = read_checkpoint(tmp_path / "ckpt" / "latest.pt")
@@ -209,7 +209,7 @@ def test_ctrl_c_saves_then_resume_finishes_exactly(tmp_path):
     assert "Ctrl-C: stopping at train_iter 15, envstep 34; saving a checkpoint" in result.log_file.read_text()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler given back
 
-    resumed = serial_pipeline(td3_cfg(), work_dir=tmp_path, resume=True)
+    resumed = train(td3_cfg(), work_dir=tmp_path, resume=True)
     assert (resumed.train_iter, resumed.envstep, resumed.stop_reason) == (41, 60, "max_env_steps")
     points = scalars(tmp_path / "tb")
     assert_clean_curves(points)
@@ -220,39 +220,39 @@ def test_ctrl_c_saves_then_resume_finishes_exactly(tmp_path):
 def test_resume_continues_pending_updates(tmp_path):
     # 2 envs x 3 steps = 6 env steps per collection -> 6 iterations; stop in the middle of them
     cfg = td3_cfg("env.num_envs=2", "train.collect_steps=3", "eval.freq=none")
-    pipeline = SerialPipeline(cfg, work_dir=tmp_path)
-    pipeline.learner.register_hook(InterruptAt(8))
-    first = pipeline.run()
+    trainer = Trainer(cfg, work_dir=tmp_path)
+    trainer.learner.register_hook(InterruptAt(8))
+    first = trainer.run()
     assert first.train_iter == 8
     assert read_checkpoint(tmp_path / "ckpt" / "latest.pt")["states"]["pipeline"]["pending_updates"] == 4
-    resumed = serial_pipeline(cfg, work_dir=tmp_path, resume=True)
+    resumed = train(cfg, work_dir=tmp_path, resume=True)
     assert resumed.train_iter == expected_updates(60, 2, 3, 20, 1.0) == 42
     assert resumed.envstep == 60
 
 
 def test_fresh_run_refuses_a_used_work_dir(tmp_path):
-    serial_pipeline(reinforce_cfg("train.max_env_steps=32"), work_dir=tmp_path)
-    assert str(pytest.raises(ConfigError, SerialPipeline, reinforce_cfg(), work_dir=tmp_path).value) == (
+    train(reinforce_cfg("train.max_env_steps=32"), work_dir=tmp_path)
+    assert str(pytest.raises(ConfigError, Trainer, reinforce_cfg(), work_dir=tmp_path).value) == (
         f"work dir '{tmp_path}' already holds a run ({tmp_path / 'ckpt'} holds checkpoints); continue it with "
         "--resume, or choose another --work-dir (or delete it)"
     )
     missing = tmp_path / "nope.pt"
-    assert str(pytest.raises(ConfigError, SerialPipeline, reinforce_cfg(), work_dir=tmp_path, resume=missing).value) == (
+    assert str(pytest.raises(ConfigError, Trainer, reinforce_cfg(), work_dir=tmp_path, resume=missing).value) == (
         f"--resume: no checkpoint at '{missing}'"
     )
 
 
 def test_bad_env_and_policy_values_are_config_errors(tmp_path):
-    message = str(pytest.raises(ConfigError, serial_pipeline, reinforce_cfg("env.id=CartPol-v1"), work_dir=tmp_path / "a").value)
+    message = str(pytest.raises(ConfigError, train, reinforce_cfg("env.id=CartPol-v1"), work_dir=tmp_path / "a").value)
     assert message.startswith("env ('CartPol-v1'): unknown environment id 'CartPol-v1'")
-    message = str(pytest.raises(ConfigError, serial_pipeline, reinforce_cfg("policy.baseline_every=0"), work_dir=tmp_path / "b").value)
+    message = str(pytest.raises(ConfigError, train, reinforce_cfg("policy.baseline_every=0"), work_dir=tmp_path / "b").value)
     assert message == "policy 'reinforce_demo' (ReinforcePolicy): policy.baseline_every must be >= 1, got 0"
 
 
 def test_profile_records_eval_and_checkpoint_spans(tmp_path):
     from rlearn import trace
 
-    result = serial_pipeline(reinforce_cfg("profile=true"), work_dir=tmp_path)
+    result = train(reinforce_cfg("profile=true"), work_dir=tmp_path)
     assert not trace.is_enabled()  # switched off again at the end
     text = (tmp_path / "trace" / "rank0.jsonl").read_text()
     assert "evaluator/eval" in text and "checkpoint/save" in text
@@ -261,13 +261,13 @@ def test_profile_records_eval_and_checkpoint_spans(tmp_path):
 
 def test_hooks_from_config_replace_the_defaults(tmp_path):
     cfg = reinforce_cfg("learner.hooks=[{'type': 'LogShowHook', 'freq': 2}]")
-    pipeline = SerialPipeline(cfg, work_dir=tmp_path)
+    trainer = Trainer(cfg, work_dir=tmp_path)
     try:
-        names = [type(h).__name__ for h in pipeline.learner.hooks]
+        names = [type(h).__name__ for h in trainer.learner.hooks]
         assert names.count("LogShowHook") == 1 and "TimerHook" in names and "CheckpointHook" in names
-        assert pipeline.learner.get_hook("LogShowHook").freq == 2
+        assert trainer.learner.get_hook("LogShowHook").freq == 2
     finally:
-        pipeline.close()
+        trainer.close()
 
 
 # ------------------------------------------------------------------------------------- progress bar
@@ -321,20 +321,20 @@ def test_disabled_progress_bar_touches_nothing(monkeypatch):
 
 
 def test_resuming_a_finished_run_adds_no_point(tmp_path):
-    first = serial_pipeline(td3_cfg("eval.freq=none"), work_dir=tmp_path)
+    first = train(td3_cfg("eval.freq=none"), work_dir=tmp_path)
     before = scalars(tmp_path / "tb")
-    again = serial_pipeline(td3_cfg("eval.freq=none"), work_dir=tmp_path, resume=True)
+    again = train(td3_cfg("eval.freq=none"), work_dir=tmp_path, resume=True)
     assert (again.train_iter, again.envstep) == (first.train_iter, first.envstep) == (41, 60)
     assert scalars(tmp_path / "tb") == before
 
 
 def test_default_work_dir_is_not_reused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    first = serial_pipeline(reinforce_cfg("train.max_env_steps=32"))
-    second = serial_pipeline(reinforce_cfg("train.max_env_steps=32"))
+    first = train(reinforce_cfg("train.max_env_steps=32"))
+    second = train(reinforce_cfg("train.max_env_steps=32"))
     assert first.work_dir == Path("work_dirs/reinforce_cartpole")
     assert second.work_dir == Path("work_dirs/reinforce_cartpole_2")
     assert "work_dirs/reinforce_cartpole already holds a run: this new run writes to work_dirs/reinforce_cartpole_2" in (
         second.log_file.read_text())
-    resumed = serial_pipeline(reinforce_cfg("train.max_env_steps=64"), resume=True)  # resumes the default one
+    resumed = train(reinforce_cfg("train.max_env_steps=64"), resume=True)  # resumes the default one
     assert resumed.work_dir == first.work_dir and resumed.train_iter == 2

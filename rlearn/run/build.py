@@ -1,0 +1,203 @@
+"""Building the parts of a run from a resolved config: device, trace, environments, policy, buffer,
+learner and its default hooks. Each builder turns a bad config value into a
+:class:`rlearn.config.ConfigError` that names the section."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from pathlib import Path
+from typing import Any, Mapping, Optional, Tuple
+
+import numpy as np
+
+from rlearn import distributed as dist
+from rlearn.config import ConfigError
+from rlearn.run.loop import EPISODE_KEYS
+from rlearn.run.ranks import derived_seed
+from rlearn.run.signals import workers_ignore_sigint
+
+__all__ = [
+    "EPISODES_PER_WINDOW", "DEFAULT_EPISODE_STEPS", "PolicyNeeds", "resolve_device", "enable_trace", "make_envs",
+    "make_policy", "policy_needs", "make_buffer", "episode_window", "max_episode_steps", "make_learner",
+    "add_default_hooks",
+]
+
+#: the default window of the episode keys holds about this many episodes (see episode_window)
+EPISODES_PER_WINDOW = 10
+#: assumed episode length when the environment has no time limit in its spec
+DEFAULT_EPISODE_STEPS = 1000
+
+
+def _message(exc: BaseException) -> Any:
+    return exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+
+
+def resolve_device(name: str) -> str:
+    """``"auto"`` -> ``"cuda"`` when available, else ``"cpu"``; any other name must be a torch device."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(name)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"config key 'device': {exc}") from exc
+    return name
+
+
+def enable_trace(work_dir: Path, rank: int, cfg_flag: bool, distributed: bool) -> Any:
+    """Start the timeline trace if the config or ``RLEARN_PROFILE`` asks for it; the tracer or None."""
+    from rlearn import trace
+
+    try:
+        tracer = trace.enable_from_env(work_dir, rank=rank, cfg_flag=cfg_flag)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    if tracer is not None and distributed:
+        # collective; tracing is on for every rank or none (same config and environment)
+        offset = dist.measure_clock_offset()
+        trace.set_clock_offset(offset.offset_ns, offset.error_ns)
+    return tracer
+
+
+def make_envs(cfg: Mapping[str, Any], seed: int) -> Tuple[Any, Any]:
+    """The training vector env (seeded with this rank's ``seed``) and the evaluation one (seeded from the
+    config's seed, the same on every rank, as a one-process run does)."""
+    from rlearn.env import make_vector_env
+
+    env_cfg = cfg["env"]
+    env = None
+    try:
+        with workers_ignore_sigint(env_cfg["asynchronous"]):
+            env = make_vector_env(env_cfg["id"], env_cfg["num_envs"], seed=seed,
+                                  asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
+            eval_env = make_vector_env(env_cfg["id"], cfg["eval"]["num_envs"], seed=derived_seed(cfg["seed"], 1),
+                                       asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
+    except (ValueError, TypeError) as exc:
+        if env is not None:
+            env.close()
+        raise ConfigError(f"env ({env_cfg['id']!r}): {exc}") from exc
+    return env, eval_env
+
+
+def make_policy(cfg: Mapping[str, Any], env: Any, device: str, seed: int) -> Any:
+    """The policy named by ``policy.type``, built from the rest of the ``policy`` section."""
+    from rlearn.registry import get_policy_class
+
+    policy_cfg = {k: v for k, v in cfg["policy"].items() if k != "type"}
+    policy_cls = get_policy_class(cfg["policy"]["type"])
+    try:
+        return policy_cls(policy_cfg, env.single_observation_space, env.single_action_space, device=device, seed=seed)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"policy {cfg['policy']['type']!r} ({policy_cls.__name__}): {_message(exc)}") from exc
+
+
+class PolicyNeeds:
+    """What the loops read from the policy's config: ``on_policy``, ``rollout_steps`` (on-policy),
+    ``batch_size`` and ``learning_starts`` (off-policy)."""
+
+    def __init__(self, on_policy: bool, rollout_steps: int, batch_size: int, learning_starts: int) -> None:
+        self.on_policy = on_policy
+        self.rollout_steps = rollout_steps
+        self.batch_size = batch_size
+        self.learning_starts = learning_starts
+
+
+def policy_needs(policy: Any) -> PolicyNeeds:
+    """Check the keys the loop of this kind of policy needs; a ConfigError names a missing or bad one."""
+    pcfg, name = policy.cfg, type(policy).__name__
+    on_policy = bool(getattr(policy, "on_policy", False))
+    for key in ("rollout_steps",) if on_policy else ("batch_size",):
+        value = pcfg.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            kind = "on-policy" if on_policy else "off-policy"
+            raise ConfigError(
+                f"policy {name} is {kind}: the run needs 'policy.{key}' (an int >= 1) in its "
+                f"default_config, got {value!r}"
+            )
+    return PolicyNeeds(on_policy, int(pcfg.get("rollout_steps") or 0), int(pcfg.get("batch_size") or 0),
+                       int(pcfg.get("learning_starts") or 0))
+
+
+def make_buffer(cfg: Mapping[str, Any], env: Any, seed: int) -> Any:
+    """The replay buffer of an off-policy run (``buffer.size`` transitions of ``env``'s spaces)."""
+    from rlearn.buffer import ReplayBuffer
+    from rlearn.env import observation_dtype
+
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    return ReplayBuffer(
+        cfg["buffer"]["size"], obs_space.shape, act_space.shape,
+        obs_dtype=observation_dtype(obs_space, "ReplayBuffer"),
+        action_dtype=np.float32 if np.issubdtype(act_space.dtype, np.floating) else act_space.dtype,
+        seed=seed,
+    )
+
+
+def max_episode_steps(cfg: Mapping[str, Any]) -> Optional[int]:
+    """The environment's time limit (``env.kwargs.max_episode_steps`` or its registered spec), if any."""
+    from rlearn.env.vector_env import resolve_env_spec
+
+    env_cfg = cfg["env"]
+    limit = env_cfg["kwargs"].get("max_episode_steps")
+    if limit is None:
+        limit = resolve_env_spec(env_cfg["id"]).max_episode_steps
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+
+def episode_window(cfg: Mapping[str, Any], iters_per_envstep: float, max_episode_steps: Optional[int]) -> int:
+    """Default monitor window (in train iterations) of the episode keys.
+
+    An episode ends about every ``max_episode_steps`` env steps (summed over environments), and the
+    learner runs ``iters_per_envstep`` iterations per env step, so a window of ``log_freq`` iterations
+    often holds no ended episode at all (TD3 on Pendulum: 100 iterations vs 200-step episodes), and the
+    table would show ``-``. The window is widened to hold about :data:`EPISODES_PER_WINDOW` full-length
+    episodes, never narrower than ``learner.monitor_window``.
+    """
+    learner = cfg["learner"]
+    base = learner["monitor_window"] or learner["log_freq"]
+    length = max_episode_steps or DEFAULT_EPISODE_STEPS
+    return max(int(base), int(math.ceil(EPISODES_PER_WINDOW * length * iters_per_envstep)))
+
+
+def make_learner(cfg: Mapping[str, Any], policy: Any, needs: PolicyNeeds, work_dir: Path, logger: logging.Logger,
+                 rank: int, world_size: int) -> Any:
+    """The learner, with the episode keys declared and their windows widened (unless configured)."""
+    from rlearn.learner import BaseLearner
+
+    learner_cfg = copy.deepcopy(cfg["learner"])
+    if needs.on_policy:
+        iters_per_envstep = 1.0 / (needs.rollout_steps * cfg["env"]["num_envs"])
+    else:
+        iters_per_envstep = float(cfg["train"]["updates_per_step"])
+    window = episode_window(cfg, iters_per_envstep, max_episode_steps(cfg))
+    for key in EPISODE_KEYS:
+        learner_cfg["monitor_windows"].setdefault(key, window)
+    try:
+        learner = BaseLearner(policy, learner_cfg, work_dir=work_dir, logger=logger, rank=rank, world_size=world_size)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"learner: {_message(exc)}") from exc
+    learner.run_config = copy.deepcopy(dict(cfg))
+    learner.declare_monitor_vars(list(EPISODE_KEYS))
+    return learner
+
+
+def add_default_hooks(learner: Any, cfg: Mapping[str, Any], evaluator: Any) -> Any:
+    """Register a ``TimerHook``, a ``LogShowHook``, a ``CheckpointHook`` and an ``EvalHook`` from the config,
+    each unless ``learner.hooks`` already holds one; the EvalHook in use (given ``evaluator`` if it has none)."""
+    from rlearn.hooks import CheckpointHook, EvalHook, LogShowHook, TimerHook
+
+    present = {type(hook) for hook in learner.hooks}
+    if TimerHook not in present:
+        learner.register_hook(TimerHook())
+    if LogShowHook not in present:
+        learner.register_hook(LogShowHook(freq=cfg["learner"]["log_freq"]))
+    if CheckpointHook not in present:
+        learner.register_hook(CheckpointHook(freq=cfg["checkpoint"]["freq"], keep=cfg["checkpoint"]["keep"]))
+    if EvalHook not in present:
+        learner.register_hook(EvalHook(evaluator, freq=cfg["eval"]["freq"], stop_value=cfg["eval"]["stop_value"]))
+    hook = learner.get_hook(EvalHook)
+    if hook.evaluator is None:
+        hook.evaluator = evaluator
+    return hook

@@ -1,0 +1,62 @@
+"""``Loop``: what the off-policy and on-policy loops share: collecting (and recording what the collector
+returns) and the global env-step count.
+
+A loop does one *step* at a time (a collection and the learner iterations it pays for); the run
+(:class:`rlearn.run.Trainer`) calls :meth:`Loop.step` until :meth:`Loop.finished`, and checks for Ctrl-C,
+updates the progress bar and lets the :class:`~rlearn.hooks.EvalHook` evaluate between two steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Loop", "EPISODE_KEYS"]
+
+#: monitor keys of ended exploration episodes
+EPISODE_KEYS = ("collector/episode_return", "collector/episode_length")
+
+
+class Loop:
+    """Base of :class:`~rlearn.run.off_policy.OffPolicyLoop` and :class:`~rlearn.run.on_policy.OnPolicyLoop`.
+
+    Args:
+        learner: the :class:`rlearn.learner.BaseLearner`.
+        collector: the :class:`rlearn.collect.Collector` of this process.
+        world_size: processes of the run (each collects the same number of steps).
+        max_env_steps: ``train.max_env_steps``, counted over all processes.
+    """
+
+    def __init__(self, learner: Any, collector: Any, world_size: int, max_env_steps: int) -> None:
+        self.learner = learner
+        self.collector = collector
+        self.world_size = world_size
+        self.max_env_steps = max_env_steps
+
+    @property
+    def envstep(self) -> int:
+        """Env steps collected so far by all ranks (every rank collects the same number per step)."""
+        return self.collector.envstep * self.world_size
+
+    def finished(self) -> bool:
+        """True when nothing is left to do."""
+        return self.envstep >= self.max_env_steps
+
+    def step(self, guard: Any) -> bool:
+        """One collection and the learner iterations it pays for; True if Ctrl-C (``guard.requested``)
+        stopped it between two iterations."""
+        raise NotImplementedError
+
+    def collect(self, n_steps: int) -> Any:
+        """Collect ``n_steps`` steps per environment between the collect hooks, and record every ended
+        episode as ``collector/episode_return`` and ``collector/episode_length``."""
+        learner = self.learner
+        learner.call_hook("before_collect")
+        result = self.collector.collect(n_steps)
+        learner.envstep = self.envstep  # also before learning starts (checkpoints, hooks)
+        learner.call_hook("after_collect")
+        for episode in result.episodes:
+            learner.record({
+                "collector/episode_return": episode["episode_return"],
+                "collector/episode_length": episode["episode_length"],
+            })
+        return result

@@ -1,0 +1,84 @@
+"""The off-policy loop (TD3...): collect into the replay buffer, then train on sampled batches.
+
+Each step collects ``train.collect_steps`` steps per environment into the replay buffer. Once this
+rank's collector reached ``policy.learning_starts`` steps, every collected env step earns
+``train.updates_per_step`` learner iterations (fractions carry over, :class:`UpdateSchedule`), each on
+``buffer.sample(policy.batch_size)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Mapping
+
+from rlearn.run.loop import Loop
+from rlearn.trace import span
+
+__all__ = ["OffPolicyLoop", "UpdateSchedule"]
+
+
+class UpdateSchedule:
+    """Learner iterations earned by collected env steps.
+
+    Attributes:
+        updates_per_step: iterations per env step (a float: 0.5 is one iteration every 2 steps).
+        credit: fraction of an iteration earned but not run yet.
+        pending: iterations earned by the last collection and not run yet (non-zero in a checkpoint taken
+            between two of them, so a resumed run runs the rest before collecting again).
+    """
+
+    KEYS = ("update_credit", "pending_updates")
+
+    def __init__(self, updates_per_step: float) -> None:
+        self.updates_per_step = float(updates_per_step)
+        self.credit = 0.0
+        self.pending = 0
+
+    def earn(self, new_steps: int) -> int:
+        """Credit ``new_steps`` collected env steps; the whole iterations earned are added to
+        :attr:`pending` and returned."""
+        self.credit += self.updates_per_step * new_steps
+        earned = int(math.floor(self.credit + 1e-9))
+        self.credit = max(0.0, self.credit - earned)
+        self.pending += earned
+        return earned
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"update_credit": self.credit, "pending_updates": self.pending}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.credit = float(state["update_credit"])
+        self.pending = int(state["pending_updates"])
+
+
+class OffPolicyLoop(Loop):
+    """Collect, add to the replay buffer, run the earned iterations (see the module docstring)."""
+
+    def __init__(self, learner: Any, collector: Any, buffer: Any, world_size: int, *, max_env_steps: int,
+                 collect_steps: int, learning_starts: int, batch_size: int, schedule: UpdateSchedule) -> None:
+        super().__init__(learner, collector, world_size, max_env_steps)
+        self.buffer = buffer
+        self.collect_steps = collect_steps
+        self.learning_starts = learning_starts
+        self.batch_size = batch_size
+        self.schedule = schedule
+
+    def finished(self) -> bool:
+        return super().finished() and self.schedule.pending == 0
+
+    def step(self, guard: Any) -> bool:
+        if self.schedule.pending == 0:  # else: a resumed checkpoint taken between two iterations
+            before = self.collector.envstep
+            result = self.collect(self.collect_steps)
+            self.buffer.add(result.transitions)
+            # learning_starts and updates_per_step count this rank's own steps: each rank samples its own buffer
+            if self.collector.envstep >= self.learning_starts:
+                self.schedule.earn(self.collector.envstep - before)
+        while self.schedule.pending > 0:
+            self.schedule.pending -= 1  # before train(): a checkpoint in after_iter must not count it again
+            with span("learner/data", lane="learner"):
+                batch = self.buffer.sample(self.batch_size)
+            self.learner.train(batch, envstep=self.envstep)
+            if guard.requested:
+                return True
+        return False

@@ -1,0 +1,71 @@
+"""Random streams per rank, and the check that every rank ends with the same parameters.
+
+Rank ``r`` of a run seeds its environments, policy, buffer and RNGs with ``seed + r * RANK_SEED_STRIDE``
+(one process: rank 0, the config's seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from typing import Any, Optional
+
+import numpy as np
+
+from rlearn import distributed as dist
+
+__all__ = ["RANK_SEED_STRIDE", "derived_seed", "seed_everything", "rederive_rank_streams", "check_ranks_agree"]
+
+#: rank ``r`` of a multi-process run seeds everything with ``seed + r * RANK_SEED_STRIDE``
+RANK_SEED_STRIDE = 1000
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's global and torch's generators."""
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def derived_seed(seed: int, stream: int) -> int:
+    """A seed for another random stream (the evaluation environments), far from ``seed + i``."""
+    return int(np.random.SeedSequence([seed, stream]).generate_state(1)[0] % 2**31)
+
+
+def rederive_rank_streams(rank_seed: int, train_iter: int, policy: Any, buffer: Optional[Any]) -> None:
+    """After every rank loaded rank 0's checkpoint, give a rank > 0 its own random streams again (derived
+    from its ``rank_seed`` and the iteration), so it does not replay rank 0's exploration and minibatches.
+    The collector already resets its environments from this rank's seed."""
+    stream = derived_seed(rank_seed, train_iter)
+    seed_everything(stream)
+    policy.np_random = np.random.default_rng([rank_seed, train_iter])
+    if buffer is not None:
+        state = buffer.state_dict()
+        state["rng"] = np.random.default_rng([stream, 1]).bit_generator.state
+        buffer.load_state_dict(state)
+
+
+def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size: int) -> bool:
+    """Compare a digest of every network across ranks (one all_gather, a collective) and log the outcome
+    on rank 0; different parameters mean gradients were not averaged somewhere. True if all agree."""
+    digests = {}
+    for name, module in policy.modules().items():
+        h = hashlib.sha1()
+        for tensor in module.state_dict().values():
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        digests[name] = h.hexdigest()
+    gathered = dist.all_gather_object(digests)
+    differing = sorted(name for name in digests if any(other.get(name) != digests[name] for other in gathered))
+    if rank != 0:
+        return not differing
+    if differing:
+        logger.error(
+            "parameters differ across the %d ranks for %s: their gradients were not averaged (see "
+            "docs/distributed.md); the checkpoint holds rank 0's", world_size, ", ".join(differing),
+        )
+    else:
+        logger.info("parameters identical on all %d ranks (%s)", world_size, ", ".join(digests))
+    return not differing

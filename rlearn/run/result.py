@@ -1,0 +1,66 @@
+"""``RunResult`` (what a run did and where its files are) and the summary lines that close its log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+__all__ = ["RunResult", "summary_lines", "MAX_ENV_STEPS", "STOP_VALUE", "INTERRUPTED"]
+
+#: stop reasons
+MAX_ENV_STEPS, STOP_VALUE, INTERRUPTED = "max_env_steps", "stop_value", "interrupted"
+
+
+@dataclass
+class RunResult:
+    """What a run did and where its files are.
+
+    Attributes:
+        stop_reason: ``"max_env_steps"``, ``"stop_value"`` (the evaluation return reached
+            ``eval.stop_value``) or ``"interrupted"`` (Ctrl-C; a checkpoint was saved).
+        last_eval: the last evaluation (``episode_return_mean``... see :class:`rlearn.collect.Evaluator`), or None.
+        latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
+    """
+
+    work_dir: Path
+    exp_name: str
+    train_iter: int
+    envstep: int
+    stop_reason: str
+    last_eval: Optional[Dict[str, float]]
+    log_file: Path
+    tb_dir: Path
+    ckpt_dir: Path
+    latest_checkpoint: Optional[Path]
+    config_file: Path
+    trace_dir: Optional[Path] = None
+    config: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason == INTERRUPTED
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The result with paths as strings (JSON-friendly)."""
+        out = {}
+        for key, value in self.__dict__.items():
+            out[key] = str(value) if isinstance(value, Path) else value
+        return out
+
+
+def summary_lines(result: RunResult) -> List[str]:
+    """The closing lines of a run: why it stopped and where every file is."""
+    lines = [
+        f"{result.exp_name}: stopped ({result.stop_reason}) at train_iter {result.train_iter}, envstep {result.envstep}"
+        + (f", last eval return {result.last_eval['episode_return_mean']:.4g}" if result.last_eval else ""),
+        f"  log:         {result.log_file}",
+        f"  TensorBoard: {result.tb_dir}    (view: tensorboard --logdir {result.tb_dir})",
+        f"  checkpoint:  {result.latest_checkpoint or '(none)'}",
+        f"  config:      {result.config_file}",
+    ]
+    if result.trace_dir is not None:
+        lines.append(f"  trace:       {result.trace_dir}    (merge: rlearn trace {result.work_dir} -o trace.json)")
+    if result.interrupted:
+        lines.append(f"  resume with: rlearn train {result.config_file} --work-dir {result.work_dir} --resume")
+    return lines

@@ -1,0 +1,54 @@
+"""``RunState``: the run's own counters, saved in every checkpoint under ``states["pipeline"]``.
+
+The entry keeps the name and the fields checkpoints have always had, so checkpoints written before
+:mod:`rlearn.run` existed resume unchanged: the evaluation fields belong to the
+:class:`~rlearn.hooks.EvalHook` (its :class:`~rlearn.hooks.EvalState`), the update fields to the
+off-policy loop (:class:`~rlearn.run.off_policy.UpdateSchedule`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+from rlearn.hooks.eval import EvalState
+from rlearn.run.off_policy import UpdateSchedule
+
+__all__ = ["RunState", "STATE_NAME"]
+
+#: the name of the run's entry in a checkpoint's ``states``
+STATE_NAME = "pipeline"
+
+
+class RunState:
+    """The evaluation state, the off-policy update schedule and the number of processes, as one entry.
+
+    Attributes:
+        world_size: processes of the run. A checkpoint resumes only with the same number (``envstep`` is
+            the per-rank count times it); checkpoints without the entry were written by one process.
+        eval: the :class:`EvalState` (``last_eval_envstep``, ``last_eval_iter``, ``last_eval``).
+        updates: the :class:`UpdateSchedule` (``update_credit``, ``pending_updates``; unused on-policy).
+    """
+
+    def __init__(self, world_size: int = 1, eval_state: Optional[EvalState] = None,
+                 updates: Optional[UpdateSchedule] = None) -> None:
+        self.world_size = world_size
+        self.eval = eval_state if eval_state is not None else EvalState()
+        self.updates = updates if updates is not None else UpdateSchedule(1.0)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {**self.eval.state_dict(), **self.updates.state_dict(), "world_size": self.world_size}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; wrong keys or another number of processes is a ``ValueError``."""
+        expected = set(EvalState.KEYS) | set(UpdateSchedule.KEYS)
+        if not isinstance(state, Mapping) or set(state) - {"world_size"} != expected:
+            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(f"pipeline state: expected keys {sorted(expected | {'world_size'})}, got {keys}")
+        saved_world = int(state.get("world_size", 1))
+        if saved_world != self.world_size:
+            how = f"--nproc {saved_world}" if saved_world > 1 else "one process (without --nproc)"
+            raise ValueError(
+                f"written by a run of {saved_world} process(es), this run has {self.world_size}; resume it with {how}"
+            )
+        self.eval.load_state_dict({key: state[key] for key in EvalState.KEYS})
+        self.updates.load_state_dict({key: state[key] for key in UpdateSchedule.KEYS})

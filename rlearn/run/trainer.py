@@ -1,0 +1,302 @@
+"""``Trainer`` (build, then run) and ``train`` (both at once): one run from one config, in one process or
+as one rank of several.
+
+Build: join the process group, choose the work dir (:mod:`~rlearn.run.workdir`), start the log, write
+``config.py``, seed, build every part (:mod:`~rlearn.run.build`). Run: resume, then::
+
+    while not loop.finished():                # OffPolicyLoop or OnPolicyLoop
+        Ctrl-C? -> stop | loop.step() | progress bar | EvalHook.evaluate_if_due -> stop_value?
+    final evaluation, final table, (ranks agree), Ctrl-C checkpoint, after_run hooks (final checkpoint), summary
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Union
+
+from rlearn import distributed as dist
+from rlearn.config import dump_config, flatten, load_config, resolve_config
+from rlearn.logging.logger import rank_log_file
+from rlearn.run import build
+from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
+from rlearn.run.on_policy import OnPolicyLoop
+from rlearn.run.ranks import RANK_SEED_STRIDE, check_ranks_agree, derived_seed, rederive_rank_streams, seed_everything
+from rlearn.run.result import INTERRUPTED, MAX_ENV_STEPS, STOP_VALUE, RunResult, summary_lines
+from rlearn.run.signals import InterruptGuard, TerminatedByLauncher
+from rlearn.run.state import STATE_NAME, RunState
+from rlearn.run.workdir import ResumeArg, choose_work_dir, resume_checkpoint
+
+__all__ = ["Trainer", "train"]
+
+
+class Trainer:
+    """Builds every part of a run from a config; :meth:`run` trains (once).
+
+    Building is separate so that tests and tools can look at (or replace) a part before the run starts:
+    ``env``, ``eval_env``, ``policy``, ``collector``, ``evaluator``, ``buffer`` (None on-policy),
+    ``learner``, ``eval_hook``, ``loop``, ``logger``. Arguments as in :func:`train`.
+    """
+
+    def __init__(self, cfg: Union[str, Path, Mapping[str, Any]], work_dir: Union[str, Path, None] = None,
+                 resume: ResumeArg = None, progress: Optional[bool] = None) -> None:
+        self.cfg: Dict[str, Any] = resolve_config(cfg) if isinstance(cfg, Mapping) else load_config(cfg)
+        self.exp_name: str = self.cfg["exp_name"]
+        # join the process group before touching the disk (single process: nothing happens)
+        joined_before = dist.is_distributed()
+        self.distributed = dist.init_distributed(self.cfg["dist"]["backend"], timeout_s=self.cfg["dist"]["timeout_s"])
+        self._owns_process_group = self.distributed and not joined_before
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.rank_seed = self.cfg["seed"] + RANK_SEED_STRIDE * self.rank
+        self.env: Any = None
+        self.eval_env: Any = None
+        self.tracer: Any = None
+        self.logger: Any = None
+        self._closed = False
+        try:
+            self.dirs = choose_work_dir(self.cfg, work_dir, resume, self.rank, broadcast=dist.broadcast_object)
+            self.work_dir, self.tb_dir, self.ckpt_dir = self.dirs.path, self.dirs.tb_dir, self.dirs.ckpt_dir
+            self.config_file = self.dirs.config_file
+            #: this rank's text log: ``<exp_name>.log`` on rank 0, ``<exp_name>_rank<r>.log`` on rank r
+            self.log_file = rank_log_file(self.work_dir / f"{self.exp_name}.log", self.rank)
+            self.resume_path = resume_checkpoint(self.dirs, resume)
+            self.progress_requested = progress
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------------------------------ build
+    def _build(self) -> None:
+        import torch
+
+        from rlearn.collect import Collector, Evaluator
+        from rlearn.logging import get_logger
+
+        cfg, seed = self.cfg, self.rank_seed
+        if cfg["num_threads"] is not None:
+            torch.set_num_threads(cfg["num_threads"])
+        device = build.resolve_device(cfg["device"])
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.logger = get_logger(name=self.exp_name, log_file=self.work_dir / f"{self.exp_name}.log",
+                                 distributed=self.distributed)
+        if self.rank == 0:
+            dump_config(cfg, self.config_file)
+        self.tracer = build.enable_trace(self.work_dir, self.rank, cfg["profile"], self.distributed)
+        seed_everything(seed)
+        self.env, self.eval_env = build.make_envs(cfg, seed)
+        self.policy = build.make_policy(cfg, self.env, device, seed)
+        needs = build.policy_needs(self.policy)
+        self.on_policy = needs.on_policy
+        if self.distributed:
+            self.policy.setup_distributed()  # collective: identical networks, DDP wrappers, gradient averaging
+        self.collector = Collector(self.env, self.policy, seed=seed)
+        self.evaluator = Evaluator(self.eval_env, self.policy, cfg["eval"]["episodes"], seed=derived_seed(cfg["seed"], 2))
+        self.buffer = None if self.on_policy else build.make_buffer(cfg, self.env, seed)
+        self.learner = build.make_learner(cfg, self.policy, needs, self.work_dir, self.logger, self.rank, self.world_size)
+        self.eval_hook = build.add_default_hooks(self.learner, cfg, self.evaluator)
+
+        train = cfg["train"]
+        schedule = UpdateSchedule(train["updates_per_step"])
+        if self.on_policy:
+            self.loop: Any = OnPolicyLoop(self.learner, self.collector, self.world_size, rollout_steps=needs.rollout_steps,
+                                          max_env_steps=train["max_env_steps"], device=self.policy.device)
+        else:
+            self.loop = OffPolicyLoop(self.learner, self.collector, self.buffer, self.world_size,
+                                      max_env_steps=train["max_env_steps"], collect_steps=train["collect_steps"],
+                                      learning_starts=needs.learning_starts, batch_size=needs.batch_size,
+                                      schedule=schedule)
+        self.state = RunState(self.world_size, self.eval_hook.state, schedule)
+
+        self.learner.register_state("collector", self.collector)
+        self.learner.register_state("evaluator", self.evaluator)
+        self.learner.register_state(STATE_NAME, self.state)
+        if self.buffer is not None:
+            self.learner.register_state("replay_buffer", self.buffer)
+
+    @property
+    def envstep(self) -> int:
+        """Env steps collected so far by all ranks (every rank collects the same number per step)."""
+        return self.loop.envstep
+
+    # -------------------------------------------------------------------------------------------- run
+    def run(self) -> RunResult:
+        """Train until ``train.max_env_steps``, ``eval.stop_value`` or Ctrl-C; returns a :class:`RunResult`."""
+        if self._closed:
+            raise RuntimeError("this Trainer has already run (or was closed); build a new one")
+        try:
+            with TerminatedByLauncher(self.distributed):
+                return self._run()
+        except BaseException as exc:
+            self._log_fatal(exc)
+            raise
+        finally:
+            self.close()
+
+    def _log_fatal(self, exc: BaseException) -> None:
+        """The error that ends a run, in this rank's log (whatever the console shows)."""
+        if self.distributed:
+            self.logger.error("rank %d of %d stopped: %s: %s", self.rank, self.world_size, type(exc).__name__, exc)
+
+    def _run(self) -> RunResult:
+        from rlearn.progress import ProgressBar, progress_wanted
+
+        learner = self.learner
+        if self.resume_path is not None:
+            self._resume()
+        self.logger.info(
+            "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
+            self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
+            f"resuming at envstep {self.envstep}" if self.resume_path else "starting", self.work_dir,
+        )
+        if self.dirs.moved_from is not None:
+            self.logger.warning(
+                "%s already holds a run: this new run writes to %s (continue the other one with --resume; "
+                "choose the directory with --work-dir)", self.dirs.moved_from, self.work_dir,
+            )
+        self._iter_at_start = learner.train_iter
+        learner.call_hook("before_run")
+        bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
+                          enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
+        with InterruptGuard(enabled=not self.distributed) as guard, bar:
+            stop_reason = self._loop(guard, bar)
+            if stop_reason == INTERRUPTED:
+                self.logger.warning("Ctrl-C: stopping at train_iter %d, envstep %d; saving a checkpoint",
+                                    learner.train_iter, self.envstep)
+            else:
+                self.eval_hook.evaluate_at_end(learner)
+                bar.update(self.envstep, self.eval_hook.last_return)
+        self._final_log()
+        if self.distributed:
+            check_ranks_agree(self.policy, self.logger, self.rank, self.world_size)
+        if stop_reason == INTERRUPTED:
+            self._save_now()
+        learner.call_hook("after_run")
+        result = self._result(stop_reason)
+        for line in summary_lines(result):
+            self.logger.info(line)
+        return result
+
+    def _loop(self, guard: InterruptGuard, bar: Any) -> str:
+        """Loop steps until done; the stop reason. Between two steps: Ctrl-C, progress, evaluation."""
+        while not self.loop.finished():
+            if guard.requested or self.loop.step(guard):
+                return INTERRUPTED
+            bar.update(self.envstep, self.eval_hook.last_return)
+            if guard.requested:
+                return INTERRUPTED
+            if self.eval_hook.evaluate_if_due(self.learner):
+                return STOP_VALUE
+        return MAX_ENV_STEPS
+
+    # ------------------------------------------------------------------------------------ checkpoints
+    def _resume(self) -> None:
+        """Load the checkpoint, give ranks > 0 their own random streams, log config changes."""
+        checkpoint = self.learner.load_checkpoint(self.resume_path)
+        if self.envstep != self.learner.envstep:
+            self.logger.warning(
+                "checkpoint %s: collector envstep %d (x%d ranks) differs from the learner's %d",
+                self.resume_path, self.collector.envstep, self.world_size, self.learner.envstep,
+            )
+        if self.rank > 0:
+            rederive_rank_streams(self.rank_seed, self.learner.train_iter, self.policy, self.buffer)
+        saved = checkpoint.get("config")
+        if isinstance(saved, Mapping):
+            old, new = flatten(saved), flatten(self.cfg)
+            changes = [f"{k}: {old.get(k, '<absent>')!r} -> {new.get(k, '<absent>')!r}"
+                       for k in sorted(set(old) | set(new)) if old.get(k, object()) != new.get(k, object())]
+            if changes:
+                self.logger.info("resumed with config changes: %s", "; ".join(changes))
+
+    def _save_now(self) -> Optional[Path]:
+        """Save a checkpoint now (Ctrl-C), through the CheckpointHook so ``latest.pt`` and pruning follow."""
+        from rlearn.hooks import CheckpointHook
+
+        return self.learner.get_hook(CheckpointHook).save(self.learner)
+
+    def _final_log(self) -> None:
+        """A last table for the iterations since the previous one (before the final checkpoint)."""
+        from rlearn.hooks import LogShowHook
+
+        learner = self.learner
+        hook = learner.get_hook(LogShowHook)
+        freq = hook.freq if hook.freq is not None else learner.cfg["log_freq"]
+        # only if this run trained since the last table (a resumed run that had nothing left to do must
+        # not log the checkpoint's iteration twice)
+        if learner.train_iter > self._iter_at_start and learner.train_iter % freq != 0:
+            hook.log(learner)
+
+    # ------------------------------------------------------------------------------------------ close
+    def close(self) -> None:
+        """Close environments, the TensorBoard writer, the trace and this run's log file, and leave the
+        process group if this run joined it (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for env in (self.env, self.eval_env):
+            if env is not None:
+                try:
+                    env.close()
+                except Exception:  # closing must not hide the error that brought us here
+                    pass
+        learner = getattr(self, "learner", None)
+        if learner is not None:
+            learner.close()
+        if self.tracer is not None:
+            from rlearn import trace
+
+            trace.disable()
+        if self.logger is not None:
+            _detach_file_handler(self.logger, self.log_file)
+        if self._owns_process_group:
+            self._owns_process_group = False
+            dist.shutdown()
+
+    def _result(self, stop_reason: str) -> RunResult:
+        latest = self.ckpt_dir / "latest.pt"
+        return RunResult(
+            work_dir=self.work_dir, exp_name=self.exp_name, train_iter=self.learner.train_iter,
+            envstep=self.envstep, stop_reason=stop_reason, last_eval=copy.deepcopy(self.eval_hook.state.last_result),
+            log_file=self.log_file, tb_dir=self.tb_dir, ckpt_dir=self.ckpt_dir,
+            latest_checkpoint=latest if latest.is_file() else None, config_file=self.config_file,
+            trace_dir=(self.work_dir / "trace") if self.tracer is not None else None, config=copy.deepcopy(self.cfg),
+        )
+
+
+def _detach_file_handler(logger: Any, path: Path) -> None:
+    """Close and remove the handler writing ``path`` (so a later run with the same logger name does not
+    write into this run's log)."""
+    import logging
+
+    target = path.resolve()
+    for handler in list(logger.handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).resolve() == target:
+            logger.removeHandler(handler)
+            handler.close()
+
+
+def train(
+    cfg: Union[str, Path, Mapping[str, Any]],
+    work_dir: Union[str, Path, None] = None,
+    resume: ResumeArg = None,
+    progress: Optional[bool] = None,
+) -> RunResult:
+    """Train a policy from one config: in this process, or as one rank of a run launched by ``torchrun``
+    (``rlearn train CONFIG --nproc N``; docs/distributed.md).
+
+    Args:
+        cfg: a config dict (resolved or not: it is resolved here), a config file path or a bundled
+            config name (see :mod:`rlearn.config`).
+        work_dir: where the log, ``tb/``, ``ckpt/``, ``config.py`` (and ``trace/``) go; default
+            ``work_dirs/<exp_name>``, or ``work_dirs/<exp_name>_2``, ``_3``... when that one already holds
+            a run (checkpoints or TensorBoard events). An explicit ``work_dir`` that holds a run is refused
+            (ConfigError) unless resuming: two runs writing the same curves would make them unreadable.
+        resume: ``True`` continues from ``<work_dir>/ckpt/latest.pt``, a path from that checkpoint;
+            counters, RNG states, replay buffer, monitor windows and TensorBoard curves continue.
+        progress: show the progress bar (None: only on a terminal, unless ``RLEARN_NO_PROGRESS=1``).
+
+    Returns:
+        A :class:`RunResult`. Config mistakes raise :class:`rlearn.config.ConfigError`; a bad
+        checkpoint raises :class:`rlearn.checkpoint.CheckpointError`.
+    """
+    return Trainer(cfg, work_dir=work_dir, resume=resume, progress=progress).run()
