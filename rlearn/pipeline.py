@@ -38,7 +38,6 @@ import contextlib
 import copy
 import math
 import random
-import shutil
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -597,6 +596,9 @@ class SerialPipeline:
                 "collector/episode_return": episode["episode_return"],
                 "collector/episode_length": episode["episode_length"],
             })
+        # [writers branch] the policy's collect-side metrics (epsilon...) -> monitor as collector/<key>
+        if result.metrics:
+            self.learner.record_collect(result.metrics)
         return result
 
     def _on_policy_step(self) -> None:
@@ -666,10 +668,8 @@ class SerialPipeline:
         return stop
 
     def _evaluate_and_report(self, envstep: int) -> Any:
-        """Play the evaluation episodes, write the log lines, the table and TensorBoard; ``(result, stop)``."""
+        """Play the evaluation episodes, write the log line and the result to every writer; ``(result, stop)``."""
         import torch
-
-        from rlearn.hooks.log_show import format_value, horizontal_tables
 
         learner = self.learner
         with torch.no_grad():
@@ -680,16 +680,8 @@ class SerialPipeline:
             envstep, learner.train_iter, result["episode_return_mean"], result["episode_return_std"],
             result["episode_return_min"], result["episode_return_max"], result["episodes"], result["episode_length_mean"],
         )
-        columns = [("envstep", str(envstep)), ("train_iter", str(learner.train_iter))]
-        columns += [(key, format_value(result[key])) for key in EVAL_TB_KEYS]
-        width = shutil.get_terminal_size((120, 24)).columns
-        self.logger.info("evaluation\n%s", horizontal_tables(columns, width))
-        writer = learner.tb_writer
-        if writer is not None:
-            for key in EVAL_TB_KEYS:
-                writer.add_scalar(f"evaluator_step/{key}", result[key], envstep)
-                writer.add_scalar(f"evaluator_iter/{key}", result[key], learner.train_iter)
-            writer.flush()
+        # [writers branch] table and TensorBoard (evaluator_iter/<k>, evaluator_step/<k>) through the writers
+        learner.write_scalars({f"evaluator/{key}": result[key] for key in EVAL_TB_KEYS}, learner.train_iter, envstep)
         stop_value = self.cfg["eval"]["stop_value"]
         if stop_value is not None and result["episode_return_mean"] >= stop_value:
             self.logger.info(
@@ -770,11 +762,11 @@ class SerialPipeline:
         # only if this run trained since the last table (a resumed run that had nothing left to do must
         # not log the checkpoint's iteration twice)
         if learner.train_iter > self._iter_at_start and learner.train_iter % freq != 0:
-            hook.log(learner)
+            hook.final_log(learner)  # [writers branch] windows end at the last completed iteration
 
     # ------------------------------------------------------------------------------------------ close
     def close(self) -> None:
-        """Close environments, the TensorBoard writer, the trace and this run's log file, and leave the
+        """Close environments, the learner's writers, the trace and this run's log file, and leave the
         process group if this pipeline joined it (idempotent)."""
         if self._closed:
             return

@@ -1,7 +1,8 @@
 """``BaseLearner``: one ``train(data, envstep)`` call is one train iteration of a policy.
 
 The learner owns the counters (``train_iter``, ``envstep``), the :class:`~rlearn.monitor.TickMonitor`
-that windows the metrics, the TensorBoard writer, the hooks and the checkpoints. One iteration::
+that windows the metrics, the metric path's end (statistics -> ``writers``: table, TensorBoard...), the
+hooks and the checkpoints. One iteration::
 
     envstep updated -> before_iter hooks -> policy._forward_learn(data) -> record cur_lr, then the info
     -> train_iter += 1 -> after_iter hooks (timer, LR scheduler, LogShowHook, CheckpointHook) -> tick
@@ -20,10 +21,13 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 from rlearn import __version__
 from rlearn.hooks.base import HookManager, build_hook
 from rlearn.checkpoint import files as ckpt
-from rlearn.writers.tb_events import TBWriter, rewind_event_files
+from rlearn.distributed import WindowStat, all_gather_object, is_distributed, merge_window_stats
+from rlearn.learner.statistics import WindowStatistics
 from rlearn.logging import MessageHub, get_logger
 from rlearn.monitor import TickMonitor
 from rlearn.trace import span
+from rlearn.writers import TableWriter, TensorBoardWriter, Writer
+from rlearn.writers.base import ScalarValue
 
 __all__ = ["BaseLearner", "LearnerConfigError"]
 
@@ -55,17 +59,25 @@ class BaseLearner(HookManager):
             * ``monitor_windows`` (dict key -> int): per-key windows (e.g. a key reported every 50
               iterations needs a window of at least 50 to ever show a value);
             * ``strict`` (bool, default False): an undeclared key is an error instead of a warning;
+            * ``log_processor`` (dict, default ``{}``): ``custom_cfg`` (list of dicts), the statistics
+              each writer shows (``LogProcessor`` semantics), handed to the statistics step;
             * ``hooks`` (list of dicts): hooks built with :func:`rlearn.hooks.build_hook` and registered.
 
             Any other key is a :class:`LearnerConfigError` that names it.
         work_dir: where ``tb/`` (TensorBoard) and ``ckpt/`` (checkpoints) go; None keeps nothing on disk.
         logger: where tables and warnings go (default: ``rlearn.logging.get_logger()``).
-        rank, world_size: this process's place in a distributed run; only rank 0 writes TensorBoard.
+        rank, world_size: this process's place in a distributed run; only rank 0 writes (by default).
+        writers: where the metric path ends (see docs/writers.md). None: on rank 0 a
+            :class:`~rlearn.writers.TableWriter` into ``logger`` and, with a ``work_dir``, a
+            :class:`~rlearn.writers.TensorBoardWriter` into ``<work_dir>/tb``; no writer on other ranks.
+            A list is used as given, on every rank.
 
     Attributes:
         train_iter: completed train iterations.
         envstep: env steps collected so far (global across ranks), as passed to :meth:`train`.
         monitor: the :class:`~rlearn.monitor.TickMonitor` (one tick per iteration).
+        statistics: the statistics step (:class:`~rlearn.learner.statistics.WindowStatistics`).
+        writers: the list of :class:`~rlearn.writers.Writer` every shown number goes to.
         message_hub: a :class:`~rlearn.logging.MessageHub` holding ``train_iter``, ``envstep``, ``rank``,
             ``world_size``, ``work_dir`` and ``policy`` as runtime info.
         run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
@@ -76,6 +88,7 @@ class BaseLearner(HookManager):
         "monitor_window": None,
         "monitor_windows": {},
         "strict": False,
+        "log_processor": {},
         "hooks": [],
     }
 
@@ -87,6 +100,7 @@ class BaseLearner(HookManager):
         logger: Optional[logging.Logger] = None,
         rank: int = 0,
         world_size: int = 1,
+        writers: Optional[Sequence[Writer]] = None,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -105,14 +119,21 @@ class BaseLearner(HookManager):
         self.envstep = 0
         self.monitor = TickMonitor(window_size=self.cfg["monitor_window"], window_sizes=self.cfg["monitor_windows"])
 
+        self.statistics = WindowStatistics(self.cfg["log_processor"].get("custom_cfg", ()))
+        self.writers: List[Writer] = list(writers) if writers is not None else self._default_writers()
+        for writer in self.writers:
+            if not isinstance(writer, Writer):
+                raise TypeError(f"learner writers must be rlearn.writers.Writer instances, got {type(writer).__name__}")
+
         self._policy_vars: List[str] = list(policy.monitor_vars())
+        collect = getattr(policy, "monitor_vars_collect", None)
+        self._collect_vars = {f"collector/{key}" for key in (collect() if callable(collect) else ())}
         self._lr_keys: Dict[str, str] = self._learner_lr_keys()
         self._extra_vars: List[str] = []
         self._declared = set(self._policy_vars) | set(self._lr_keys.values())
         self._warned_undeclared: set = set()
+        self._reported_anywhere: set = set()  # declared keys some rank has reported (multi-process runs)
         self._states: Dict[str, Any] = {}
-        self._tb_writer: Optional[TBWriter] = None
-        self._tb_points: Dict[str, List[int]] = {}
         self._tick_pending = False
 
         self.message_hub = MessageHub.get_instance(f"rlearn.learner.{next(_hub_ids)}")
@@ -151,6 +172,15 @@ class BaseLearner(HookManager):
         }
         if not isinstance(merged["strict"], bool):
             raise LearnerConfigError(f"learner config 'strict' must be True or False, got {merged['strict']!r}")
+        processor = merged["log_processor"] or {}
+        if not isinstance(processor, Mapping) or set(processor) - {"custom_cfg"}:
+            raise LearnerConfigError(
+                f"learner config 'log_processor' must be a dict with an optional 'custom_cfg' list, got {processor!r}"
+            )
+        custom = processor.get("custom_cfg") or []
+        if not isinstance(custom, (list, tuple)):
+            raise LearnerConfigError(f"learner config 'log_processor.custom_cfg' must be a list of dicts, got {custom!r}")
+        merged["log_processor"] = {"custom_cfg": list(custom)}
         if not isinstance(merged["hooks"], (list, tuple)):
             raise LearnerConfigError(f"learner config 'hooks' must be a list of dicts, got {merged['hooks']!r}")
         merged["hooks"] = list(merged["hooks"])
@@ -167,9 +197,28 @@ class BaseLearner(HookManager):
         return {name: f"cur_lr_{name}" for name in names}
 
     def monitor_vars(self) -> List[str]:
-        """Declared monitor keys in declaration order: the policy's, the learner's ``cur_lr`` keys, then
-        those declared by hooks and the pipeline (:meth:`declare_monitor_vars`)."""
+        """Declared monitor keys in declaration order: the policy's (learn keys, then its collect keys as
+        ``collector/<key>``), the learner's ``cur_lr`` keys, then those declared by hooks and the
+        pipeline (:meth:`declare_monitor_vars`)."""
         return self._policy_vars + list(self._lr_keys.values()) + self._extra_vars
+
+    def monitor_var_owner(self, key: str) -> str:
+        """Where ``key`` is declared, for messages: ``<Policy>._monitor_vars_learn()``,
+        ``<Policy>._monitor_vars_collect()`` (keys ``collector/<k>`` the policy declared), ``the learner``
+        (its ``cur_lr`` keys) or ``learner.declare_monitor_vars()`` (keys of hooks and the pipeline)."""
+        policy = type(self.policy).__name__
+        if key in self._collect_vars:
+            return f"{policy}._monitor_vars_collect()"
+        if key in self._policy_vars:
+            return f"{policy}._monitor_vars_learn()"
+        if key in self._lr_keys.values():
+            return "the learner"
+        return "learner.declare_monitor_vars()"
+
+    def ever_reported(self, key: str) -> bool:
+        """True once ``key`` has had a value in this process, or (multi-process) on any rank as of the last
+        :meth:`log_metrics`."""
+        return key in self._reported_anywhere or self.monitor.last(key) is not None
 
     def declare_monitor_vars(self, keys: Iterable[str]) -> None:
         """Declare keys recorded by hooks or the pipeline (``data_time``, ``collector/episode_return``...).
@@ -187,32 +236,59 @@ class BaseLearner(HookManager):
 
     # --------------------------------------------------------------------------------------- record
     def record(self, info: Mapping[str, Any]) -> None:
-        """Record ``info`` at the current tick, checking that every key is declared.
+        """Record ``info`` (keys of hooks or the pipeline) at the current tick, checking that every key is
+        declared.
 
-        An undeclared key is still recorded and shown, with one warning per key (per learner). With
-        ``strict=True`` it raises ``ValueError`` naming the key(s) and records nothing of ``info``. Bad
-        values raise ``TypeError`` from the monitor (naming the key), also recording nothing.
+        An undeclared key is still recorded and shown, with one warning per key (per learner) that says
+        to declare it with :meth:`declare_monitor_vars`. With ``strict=True`` it raises ``ValueError``
+        naming the key(s) and records nothing of ``info``. Bad values raise ``TypeError`` from the
+        monitor (naming the key), also recording nothing. The policy's info dicts are recorded by
+        :meth:`train`, its collect-side metrics by :meth:`record_collect`.
         """
+        self._record(info, "learner.declare_monitor_vars()")
+
+    def record_collect(self, metrics: Mapping[str, Any]) -> None:
+        """Record the policy's collect-side metrics (``CollectResult.metrics``) at the current tick, as
+        ``collector/<key>``.
+
+        ``metrics`` maps each key (as ``_forward_collect`` returned it) to one scalar or to the list of
+        values of one collect call (one per environment step that reported it; each becomes a value of
+        the window). Keys missing from ``metrics`` are simply not recorded (sparse, like learn keys). A
+        key the policy does not declare in ``_monitor_vars_collect()`` is recorded with one warning
+        naming that method (``strict``: ValueError, nothing recorded).
+        """
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"learner.record_collect expects a dict key -> values, got {type(metrics).__name__}")
+        columns = {
+            f"collector/{key}": list(values) if isinstance(values, (list, tuple)) else [values]
+            for key, values in metrics.items()
+        }
+        owner = f"{type(self.policy).__name__}._monitor_vars_collect()"
+        self._check_declared(columns, owner)
+        for index in range(max((len(values) for values in columns.values()), default=0)):
+            step = {key: values[index] for key, values in columns.items() if index < len(values)}
+            self._record(step, owner)
+
+    def _check_declared(self, info: Mapping[str, Any], owner: str) -> List[str]:
         if not isinstance(info, Mapping):
             raise TypeError(f"learner.record expects a dict of scalars, got {type(info).__name__}")
         undeclared = [key for key in info if key not in self._declared]
-        owner = type(self.policy).__name__
         if undeclared and self.cfg["strict"]:
             raise ValueError(
                 f"undeclared monitor key(s) {', '.join(repr(k) for k in undeclared)} (strict mode): add them "
-                f"to {owner}._monitor_vars_learn(), or declare keys recorded by hooks or the pipeline "
-                "with learner.declare_monitor_vars(); nothing of this update was recorded"
+                f"to {owner}; nothing of this update was recorded"
             )
+        return undeclared
+
+    def _record(self, info: Mapping[str, Any], owner: str) -> None:
+        """Record ``info``; an undeclared key warns once, telling to add it to ``owner``."""
+        undeclared = self._check_declared(info, owner)
         self.monitor.update(info)
         for key in undeclared:
             if key not in self._warned_undeclared:
                 self._warned_undeclared.add(key)
                 self.logger.warning(
-                    "monitor key %r is not declared: it is recorded and shown, but add it to "
-                    "%s._monitor_vars_learn() (keys recorded by hooks or the pipeline: "
-                    "learner.declare_monitor_vars)",
-                    key,
-                    owner,
+                    "monitor key %r is not declared: it is recorded and shown, but add it to %s", key, owner
                 )
 
     def _lr_info(self) -> Dict[str, Any]:
@@ -265,7 +341,7 @@ class BaseLearner(HookManager):
         lr_info = self._lr_info()
         if lr_info:
             self.monitor.update(lr_info)
-        self.record(info)
+        self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
         self.train_iter += 1
         self._publish_counters()
         self._tick_pending = True
@@ -276,26 +352,105 @@ class BaseLearner(HookManager):
             self._tick_pending = False
         return dict(info)
 
-    # ------------------------------------------------------------------------------------ TensorBoard
-    @property
-    def tb_writer(self) -> Optional[TBWriter]:
-        """The TensorBoard writer (``<work_dir>/tb``) on rank 0, created on first use; None on other ranks
-        or without a work dir. It is a ``tensorboardX.SummaryWriter`` that writes synchronously."""
-        if self.rank != 0 or self.work_dir is None:
-            return None
-        if self._tb_writer is None:
-            self._tb_writer = TBWriter(self.work_dir / "tb", points=self._tb_points)
-        return self._tb_writer
+    # ------------------------------------------------------------------------------------ metric path
+    def _default_writers(self) -> List[Writer]:
+        if self.rank != 0:
+            return []
+        writers: List[Writer] = [TableWriter(self.logger)]
+        if self.work_dir is not None:
+            writers.append(TensorBoardWriter(self.work_dir / "tb", logger=self.logger))
+        return writers
 
-    def close_tb_writer(self) -> None:
-        """Flush and close the TensorBoard writer (a later use opens a new event file)."""
-        if self._tb_writer is not None:
-            self._tb_writer.close()
-            self._tb_writer = None
+    def last_tick(self) -> int:
+        """The monitor tick of the last completed iteration: the current tick inside ``after_iter`` hooks,
+        the one before it once :meth:`train` has returned (its tick is done). A window ending there covers
+        the last iterations that really ran; the final log of a run uses it."""
+        return self.monitor.tick_count if self._tick_pending else self.monitor.tick_count - 1
+
+    def metric_keys(self, keys: Union[None, str, Sequence[str]] = None) -> List[str]:
+        """The monitor keys a log shows: None: every declared key (:meth:`monitor_vars`) then every key
+        recorded without being declared (first-seen order); a str: those of them that start with it (a
+        group such as ``"collector/"``); a list: exactly those keys."""
+        if keys is not None and not isinstance(keys, str):
+            return list(keys)
+        declared = self.monitor_vars()
+        seen = set(declared)
+        every = declared + [key for key in self.monitor.keys() if key not in seen]
+        return every if keys is None else [key for key in every if key.startswith(keys)]
+
+    def _window_stats(self, keys: List[str], end: Optional[int]) -> "tuple[Dict[str, WindowStat], List[str]]":
+        """Window statistics of ``keys``, merged over the ranks by presence in a multi-process run (one
+        ``all_gather`` that every rank must reach), and the keys in display order."""
+        local = self.statistics.window_stats(self.monitor, keys, end=end)
+        if not is_distributed():
+            return local, keys
+        monitor = self.monitor
+        newly = [k for k in self.monitor_vars() if k not in self._reported_anywhere and monitor.last(k) is not None]
+        gathered = all_gather_object((local, newly))
+        merged = merge_window_stats([stats for stats, _ in gathered])
+        for _, reported in gathered:
+            self._reported_anywhere.update(reported)
+        known = set(keys)
+        return merged, keys + [key for key in merged if key not in known]
+
+    def log_metrics(
+        self,
+        keys: Union[None, str, Sequence[str]] = None,
+        end: Optional[int] = None,
+        extra: Optional[Mapping[str, ScalarValue]] = None,
+    ) -> Dict[str, ScalarValue]:
+        """Run the metric path for ``keys`` and write the result to every writer; returns what was written.
+
+        monitor windows -> :attr:`statistics` (``<key>_avg``, ``<key>_nonfinite``) -> merged over ranks
+        -> ``extra`` (e.g. throughput) first, then the statistics -> :meth:`write_scalars` at
+        (``train_iter``, ``envstep``). ``keys`` as in :meth:`metric_keys`; ``end`` is the last monitor tick
+        the windows cover (None: the current one; see :meth:`last_tick`). Non-finite values in a window
+        get a warning (rank 0). In a multi-process run every rank must call it at the same iteration.
+        """
+        selected = self.metric_keys(keys)
+        stats, ordered = self._window_stats(selected, end)
+        values: Dict[str, ScalarValue] = dict(extra or {})
+        values.update(self.statistics.values(stats, ordered))
+        nonfinite = {key: stats[key].nonfinite for key in ordered if key in stats and stats[key].nonfinite}
+        if nonfinite and self.rank == 0:
+            self.logger.warning(
+                "non-finite values (NaN/inf) in the window, excluded from the averages: %s",
+                ", ".join(f"{key}: {count}" for key, count in nonfinite.items()),
+            )
+        self.write_scalars(values)
+        return values
+
+    def write_scalars(
+        self, scalars: Mapping[str, ScalarValue], step_iter: Optional[int] = None, step_env: Optional[int] = None
+    ) -> None:
+        """Hand ``scalars`` (final names, e.g. ``evaluator/episode_return_mean``) to every writer at
+        (``step_iter``, ``step_env``), default (``train_iter``, ``envstep``), and flush them."""
+        step_iter = self.train_iter if step_iter is None else step_iter
+        step_env = self.envstep if step_env is None else step_env
+        for writer in self.writers:
+            writer.write_scalars(scalars, step_iter, step_env)
+            writer.flush()
+
+    def write_text(self, tag: str, text: str, step_iter: Optional[int] = None) -> None:
+        """Hand a text to every writer at ``step_iter`` (default ``train_iter``)."""
+        step_iter = self.train_iter if step_iter is None else step_iter
+        for writer in self.writers:
+            writer.write_text(tag, text, step_iter)
+            writer.flush()
 
     def close(self) -> None:
-        """Release files (the TensorBoard writer)."""
-        self.close_tb_writer()
+        """Close every writer (a later write opens new files)."""
+        for writer in self.writers:
+            writer.close()
+
+    def _stateful_writers(self) -> Dict[str, Writer]:
+        named: Dict[str, Writer] = {}
+        for writer in self.writers:
+            name, suffix = writer.name, 2
+            while name in named:
+                name, suffix = f"{writer.name}.{suffix}", suffix + 1
+            named[name] = writer
+        return named
 
     # ------------------------------------------------------------------------------------- checkpoints
     def register_state(self, name: str, obj: Any) -> None:
@@ -337,7 +492,11 @@ class BaseLearner(HookManager):
                 "message_hub": self.message_hub.state_dict(),
                 "warned_undeclared": sorted(self._warned_undeclared),
                 "extra_monitor_vars": list(self._extra_vars),
-                "tb_points": copy.deepcopy(self._tb_points),
+                "writers": {
+                    name: state
+                    for name, writer in self._stateful_writers().items()
+                    if (state := writer.state_dict()) is not None
+                },
             },
             "policy": self.policy.state_dict(),
             "hooks": {name: hook.state_dict() for name, hook in self._stateful_hooks().items()},
@@ -351,7 +510,7 @@ class BaseLearner(HookManager):
         """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``)
         and to each path in ``copies`` (e.g. ``latest.pt``); returns ``path``.
 
-        TensorBoard is flushed first, so every point the checkpoint counts is on disk. Hooks get
+        Every writer is flushed first, so every point the checkpoint counts is on disk. Hooks get
         ``before_save_checkpoint(learner, checkpoint)`` and may add entries. A state that cannot be
         stored raises :class:`~rlearn.checkpoint.CheckpointError` before any file is touched.
         """
@@ -360,8 +519,8 @@ class BaseLearner(HookManager):
                 raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
             path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
         path = Path(path)
-        if self._tb_writer is not None:
-            self._tb_writer.flush()
+        for writer in self.writers:
+            writer.flush()
         checkpoint = self.checkpoint_dict()
         self.call_hook("before_save_checkpoint", checkpoint)
         data = ckpt.serialize_checkpoint(checkpoint)
@@ -375,9 +534,9 @@ class BaseLearner(HookManager):
 
         Restores counters, monitor windows (completing the tick of a checkpoint taken inside an
         iteration), message hub, policy (networks, optimizers, extra state), stateful hooks, registered
-        states and RNG states. With ``rewind_tensorboard`` (rank 0, with a work dir) the event files
-        under ``<work_dir>/tb`` lose every point written after the checkpoint, so the resumed run's
-        curves have no duplicate and no missing point.
+        states, RNG states and the writers' states. With ``rewind_tensorboard`` every writer is rewound
+        to the checkpoint (:meth:`~rlearn.writers.Writer.rewind`): the TensorBoard event files lose
+        every point written after it, so the resumed run's curves have no duplicate and no missing point.
 
         Every problem (missing file, not a checkpoint, truncated, another policy class, mismatched
         network shapes, a registered state missing) raises
@@ -428,19 +587,16 @@ class BaseLearner(HookManager):
         self.envstep = int(checkpoint["envstep"])
         self._warned_undeclared = set(learner_state.get("warned_undeclared", ()))
         self.declare_monitor_vars(learner_state.get("extra_monitor_vars", ()))
-        self._tb_points.clear()
-        self._tb_points.update({tag: [int(v[0]), int(v[1])] for tag, v in learner_state.get("tb_points", {}).items()})
+        writer_states = dict(learner_state.get("writers", {}))
+        if "tb_points" in learner_state:  # checkpoints written before writers existed
+            writer_states.setdefault(TensorBoardWriter.__name__, {"points": learner_state["tb_points"]})
+        for name, writer in self._stateful_writers().items():
+            if name in writer_states:
+                apply(f"writer {name}", lambda w=writer, n=name: w.load_state_dict(writer_states[n]))
         self._publish_info()
-        if rewind_tensorboard and self.rank == 0 and self.work_dir is not None:
-            current = self._tb_writer.event_file if self._tb_writer is not None else None
-            rewind_event_files(
-                self.work_dir / "tb",
-                self.train_iter,
-                self.envstep,
-                points=self._tb_points,
-                skip=(current,) if current else (),
-                logger=self.logger,
-            )
+        if rewind_tensorboard:
+            for writer in self.writers:
+                writer.rewind(self.train_iter, self.envstep)
         self.call_hook("after_load_checkpoint", checkpoint)
         self.logger.info(
             "resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from policies.base import Policy
 from rlearn.hooks import LogShowHook
-from rlearn.hooks.log_show import format_value, horizontal_tables, tb_tags
+from rlearn.writers import format_value, horizontal_tables, tb_tags
 from rlearn.learner import BaseLearner
 
 F32 = np.float32
@@ -141,18 +141,19 @@ def test_table_text_and_never_reported_key(tmp_path):
     assert len(texts) == 4
     first = parse_tables(texts[0])
     assert list(first) == [
-        "train_iter", "envstep", "iters/s", "env_steps/s", "loss_avg", "aux_avg", "never_avg", "cur_lr_avg"
+        "train_iter", "envstep", "throughput/iters_per_sec", "throughput/env_steps_per_sec", "loss_avg", "aux_avg",
+        "never_avg", "cur_lr_avg",
     ]
     assert (first["train_iter"], first["envstep"]) == ("10", "70")
     assert (first["loss_avg"], first["aux_avg"], first["never_avg"], first["cur_lr_avg"]) == ("5.5", "107.5", "-", "0.25")
-    assert float(first["iters/s"]) > 0 and float(first["env_steps/s"]) > 0
+    assert float(first["throughput/iters_per_sec"]) > 0 and float(first["throughput/env_steps_per_sec"]) > 0
     last = parse_tables(texts[-1])
     assert (last["train_iter"], last["loss_avg"], last["aux_avg"], last["never_avg"]) == ("40", "35.5", "137.5", "-")
 
     never = [w for w in warnings_of(records) if "'never'" in w]
     assert len(never) == 1  # once, at the second log, not repeated at the 3rd and 4th
     assert "declared monitor key 'never' has never been reported after 20 iterations" in never[0]
-    assert "_monitor_vars_learn()" in never[0]
+    assert "remove it from PeriodicPolicy._monitor_vars_learn()" in never[0]
     assert not [w for w in warnings_of(records) if "'aux'" in w or "'loss'" in w]
 
 
@@ -210,8 +211,8 @@ def test_undeclared_key_is_shown_and_written(tmp_path):
 
 
 def test_grouped_keys_go_to_their_group(tmp_path):
-    assert tb_tags("loss") == ("learner_iter/loss_avg", "learner_step/loss_avg")
-    assert tb_tags("collector/episode_return") == ("collector_iter/episode_return_avg", "collector_step/episode_return_avg")
+    assert tb_tags("loss_avg") == ("learner_iter/loss_avg", "learner_step/loss_avg")
+    assert tb_tags("collector/episode_return_avg") == ("collector_iter/episode_return_avg", "collector_step/episode_return_avg")
     learner = BaseLearner(PeriodicPolicy(None, None, None), dict(log_freq=2), work_dir=tmp_path)
     learner.declare_monitor_vars(["collector/episode_return"])
     learner.register_hook(LogShowHook(), "BELOW_NORMAL")
@@ -249,7 +250,7 @@ def test_tables_wrap_to_the_width(tmp_path):
 )
 def test_column_width_is_what_tabulate_draws(name, value):
     """The direct width of an ASCII column equals tabulate's rendering (non-ASCII is rendered to measure)."""
-    from rlearn.hooks.log_show import _grid, column_width
+    from rlearn.writers.table import _grid, column_width
 
     assert column_width((name, value)) == len(_grid([(name, value)]).split("\n", 1)[0]) - 1
 
@@ -276,7 +277,7 @@ def test_no_tensorboard_without_work_dir_or_on_other_ranks(tmp_path):
     hook = LogShowHook()
     learner.register_hook(hook, "BELOW_NORMAL")
     learner.train(None, envstep=1)
-    assert learner.tb_writer is None and hook.logs == 0 and not (tmp_path / "tb").exists()
+    assert learner.writers == [] and hook.logs == 0 and not (tmp_path / "tb").exists()
 
 
 def test_format_value():
