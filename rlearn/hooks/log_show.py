@@ -128,8 +128,8 @@ class LogShowHook(Hook):
             self._warned_never.add(key)
             learner.logger.warning(
                 "declared monitor key %r has never been reported after %d iterations: it shows %r and gets no "
-                "TensorBoard point. If it is never produced, remove it from %s; if it is reported rarely, give "
-                "it a window of at least its period (learner.monitor_windows) and it will appear once it is.",
+                "TensorBoard point. It is declared by %s: if it is never produced, remove it there; if it is "
+                "reported rarely, give it a window of at least its period (learner.monitor_windows).",
                 key,
                 learner.train_iter,
                 EMPTY,
