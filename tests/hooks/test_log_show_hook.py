@@ -284,3 +284,100 @@ def test_format_value():
     assert [format_value(v) for v in (None, 3, 0.1 + 0.2, 1234567.0, math.nan, -math.inf, 1e-7)] == [
         "-", "3", "0.3", "1.23457e+06", "nan", "-inf", "1e-07"
     ]
+
+
+# ------------------------------------------------------------------ never-reported: when, and whose key
+class Every16Policy(PeriodicPolicy):
+    """``rare`` every 16 iterations (PPG's auxiliary phase with n_pi=16), ``ghost`` declared, never sent."""
+
+    def _forward_learn(self, data):
+        self.n += 1
+        return {"loss": float(self.n), **({"rare": float(self.n)} if self.n % 16 == 0 else {})}
+
+    def _monitor_vars_learn(self):
+        return ["loss", "rare", "ghost"]
+
+
+def run_every16(tmp_path, iters):
+    logger = logging.getLogger(f"rlearn.test.logshow.every16.{tmp_path.name}.{iters}")
+    logger.setLevel(logging.INFO)
+    handler = ListHandler()
+    logger.addHandler(handler)
+    learner = BaseLearner(Every16Policy(None, None, None),
+                          dict(log_freq=10, monitor_windows={"rare": 16, "ghost": 16, "collector/episode_return": 16}),
+                          work_dir=tmp_path, logger=logger)
+    learner.declare_monitor_vars(["collector/episode_return"])
+    learner.register_hook(LogShowHook(width=400), "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    for i in range(1, iters + 1):
+        learner.train(None, envstep=i)
+    learner.call_hook("after_run")
+    return [w for w in warnings_of(handler.records) if "never been reported" in w]
+
+
+def test_never_reported_waits_for_the_keys_window(tmp_path):
+    # 15 iterations, one log at 10: the old rule warned at the end for every key without a value; no key
+    # with a 16-iteration window could have been reported yet
+    assert run_every16(tmp_path, 15) == []
+    # 40 iterations: 'rare' came at 16 and 32, never warned; 'ghost' and the pipeline's key are warned at
+    # the second log (20 >= their window of 16), once
+    warned = run_every16(tmp_path, 40)
+    assert len(warned) == 2
+    ghost, episode = warned
+    assert "'ghost' has never been reported after 20 iterations" in ghost
+    assert "declared by Every16Policy._monitor_vars_learn()" in ghost
+    assert "'collector/episode_return' has never been reported after 20 iterations" in episode
+    assert "declared by learner.declare_monitor_vars()" in episode
+    assert "_monitor_vars_learn" not in episode and "_monitor_vars_collect" not in episode
+
+
+def test_never_reported_at_the_end_once_the_window_elapsed(tmp_path):
+    warned = run_every16(tmp_path, 17)  # one log (10), the run ends at 17 >= 16
+    assert [w.split(" has never")[0] for w in warned] == [
+        "declared monitor key 'ghost'", "declared monitor key 'collector/episode_return'"
+    ]
+
+
+# -------------------------------------------------------------------------------------- the final log
+class CountingPolicy(PeriodicPolicy):
+    """Reports ``value`` = the iteration number (1, 2, 3...)."""
+
+    def _forward_learn(self, data):
+        self.n += 1
+        return {"value": float(self.n)}
+
+    def _monitor_vars_learn(self):
+        return ["value"]
+
+
+@pytest.mark.xfail(strict=True, reason="needs TickMonitor end= (branch monitor)")
+def test_every_log_including_the_final_one_is_the_exact_window_mean(tmp_path):
+    learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=7), work_dir=tmp_path)
+    hook = LogShowHook(width=400)
+    learner.register_hook(hook, "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    for i in range(1, 64):
+        learner.train(None, envstep=10 * i)
+    hook.final_log(learner)  # what the run's _final_log calls after the loop (63 % 5 != 0)
+    learner.call_hook("after_run")
+    got = read_scalars(tmp_path / "tb")
+    logs = list(range(5, 64, 5)) + [63]
+    want = [sum(range(max(1, t - 6), t + 1)) / (t - max(1, t - 6) + 1) for t in logs]
+    assert want[-1] == 60.0
+    assert got["learner_iter/value_avg"] == [(t, F32(w)) for t, w in zip(logs, want)]
+    assert got["learner_step/value_avg"] == [(10 * t, F32(w)) for t, w in zip(logs, want)]
+
+
+def test_final_log_asks_for_the_window_ending_at_the_last_iteration(tmp_path):
+    """What final_log hands to the metric path, checkable before the monitor supports ``end=``."""
+    learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=7), work_dir=tmp_path)
+    hook = LogShowHook(width=400)
+    learner.register_hook(hook, "BELOW_NORMAL")
+    seen = []
+    original = learner.log_metrics
+    learner.log_metrics = lambda **kw: seen.append(kw["end"]) or original(**kw)
+    for i in range(1, 4):
+        learner.train(None, envstep=i)
+    assert learner.last_tick() == 2 and learner.monitor.tick_count == 3
+    values = hook.final_log(learner)
+    assert seen == [2] and values["value_avg"] is not None and hook.logs == 1
