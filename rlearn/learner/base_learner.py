@@ -172,7 +172,7 @@ class BaseLearner(HookManager):
         }
         if not isinstance(merged["strict"], bool):
             raise LearnerConfigError(f"learner config 'strict' must be True or False, got {merged['strict']!r}")
-        processor = merged["log_processor"] or {}
+        processor = {} if merged["log_processor"] is None else merged["log_processor"]
         if not isinstance(processor, Mapping) or set(processor) - {"custom_cfg"}:
             raise LearnerConfigError(
                 f"learner config 'log_processor' must be a dict with an optional 'custom_cfg' list, got {processor!r}"
