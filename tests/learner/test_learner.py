@@ -416,3 +416,29 @@ def test_writer_state_in_checkpoints_and_legacy_tb_points(tmp_path):
     other = make(work_dir=tmp_path / "other")
     other.load_checkpoint(legacy, rewind_tensorboard=False)
     assert other.writers[1].points["learner_step/loss_avg"] == [5, 1]
+
+
+def test_policy_monitor_vars_lists_learn_then_collect_keys_checked():
+    assert CollectPolicy(None, None, None).monitor_vars() == ["loss", "aux", "collector/epsilon"]
+    assert CollectPolicy(None, None, None).monitor_vars_collect() == ["epsilon"]
+    assert TinyPolicy(None, None, None).monitor_vars_collect() == []
+
+    def policy_with(collect):
+        class P(TinyPolicy):
+            def _monitor_vars_collect(self):
+                return collect
+
+        return P(None, None, None)
+
+    with pytest.raises(ValueError, match=r"P._monitor_vars_collect\(\) lists 'epsilon' twice"):
+        policy_with(["epsilon", "epsilon"]).monitor_vars()
+    with pytest.raises(TypeError, match=r"P._monitor_vars_collect\(\) must return non-empty strings, got ''"):
+        policy_with([""]).monitor_vars()
+    with pytest.raises(ValueError, match=r"lists \['action', 'reward'\]: those names are transition data"):
+        policy_with(["action", "reward"]).monitor_vars()
+    with pytest.raises(ValueError, match=r"_monitor_vars_learn\(\) lists \['collector/epsilon'\], monitored collect keys"):
+        class Both(CollectPolicy):
+            def _monitor_vars_learn(self):
+                return ["loss", "collector/epsilon"]
+
+        Both(None, None, None).monitor_vars()
