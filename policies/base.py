@@ -7,7 +7,9 @@ A policy owns its networks and optimizers and has three modes:
   PPG's auxiliary losses once every ``n_pi`` iterations); every key that may ever appear must be
   listed by ``_monitor_vars_learn()``.
 * **collect**: ``_forward_collect(obs, envstep) -> dict`` picks exploration actions for a batch of
-  observations coming from a vector environment.
+  observations coming from a vector environment. Beside the per-step arrays it may return scalar
+  *collect-side metrics* (``epsilon``, ``noise_scale``), listed by ``_monitor_vars_collect()``; they are
+  monitored like learn keys, as ``collector/<key>``.
 * **eval**: ``_forward_eval(obs) -> actions`` picks deterministic actions.
 
 Data handed to ``_forward_learn``:
@@ -144,19 +146,44 @@ class Policy(abc.ABC):
     def _monitor_vars_learn(self) -> List[str]:
         """Every key that :meth:`_forward_learn` may ever return, periodic ones included."""
 
-    def monitor_vars(self) -> List[str]:
-        """The declared monitor keys, checked: a list of unique, non-empty strings."""
-        keys = list(self._monitor_vars_learn())
+    def _monitor_vars_collect(self) -> List[str]:
+        """Every collect-side metric :meth:`_forward_collect` may return as a scalar beside the action
+        (``epsilon``, ``noise_scale``...); default none. Monitored as ``collector/<key>``."""
+        return []
+
+    def _checked_keys(self, method: str) -> List[str]:
+        keys = list(getattr(self, method)())
         seen = set()
         for key in keys:
             if not isinstance(key, str) or not key:
-                raise TypeError(
-                    f"{type(self).__name__}._monitor_vars_learn() must return non-empty strings, got {key!r}"
-                )
+                raise TypeError(f"{type(self).__name__}.{method}() must return non-empty strings, got {key!r}")
             if key in seen:
-                raise ValueError(f"{type(self).__name__}._monitor_vars_learn() lists {key!r} twice")
+                raise ValueError(f"{type(self).__name__}.{method}() lists {key!r} twice")
             seen.add(key)
         return keys
+
+    def monitor_vars_collect(self) -> List[str]:
+        """The collect-side keys of :meth:`_monitor_vars_collect`, checked (unique, non-empty strings, none
+        of the collector's reserved transition keys or ``action``/``env_action``)."""
+        keys = self._checked_keys("_monitor_vars_collect")
+        reserved = {"obs", "next_obs", "reward", "terminated", "truncated", "action", "env_action"}
+        clash = [key for key in keys if key in reserved]
+        if clash:
+            raise ValueError(
+                f"{type(self).__name__}._monitor_vars_collect() lists {clash}: those names are transition data"
+            )
+        return keys
+
+    def monitor_vars(self) -> List[str]:
+        """The declared monitor keys, checked: the learn keys of :meth:`_monitor_vars_learn` (as returned
+        by :meth:`_forward_learn`), then the collect keys of :meth:`_monitor_vars_collect` under their
+        monitor names ``collector/<key>``. Each list holds unique, non-empty strings."""
+        learn = self._checked_keys("_monitor_vars_learn")
+        collect = [f"collector/{key}" for key in self.monitor_vars_collect()]
+        both = set(learn).intersection(collect)
+        if both:
+            raise ValueError(f"{type(self).__name__}._monitor_vars_learn() lists {sorted(both)}, monitored collect keys")
+        return learn + collect
 
     # ---------------------------------------------------------------- collect
     def _init_collect(self) -> None:
@@ -168,9 +195,11 @@ class Policy(abc.ABC):
 
         Returns a dict with at least ``action [N, ...]``: what is stored and learned from. If the
         action sent to the environment differs (clipped, rescaled), return it as ``env_action`` too.
-        Any other key (``log_prob``, ``value``...) is stored per step in the rollout. ``envstep`` is
-        the number of environment steps collected so far (TD3 acts uniformly at random before
-        ``learning_starts``).
+        Any other array key (``log_prob``, ``value``...) is stored per step in the rollout. A key listed
+        by :meth:`_monitor_vars_collect` is a collect-side metric: a scalar (number, 0-d array or
+        one-element tensor), returned on the steps that have a value and recorded, not stored; it may be
+        absent from any step. ``envstep`` is the number of environment steps collected so far (TD3 acts
+        uniformly at random before ``learning_starts``).
         """
 
     # ------------------------------------------------------------------- eval

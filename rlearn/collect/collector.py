@@ -5,6 +5,12 @@
 that ended during the call. Under gymnasium's ``SAME_STEP`` autoreset (see :mod:`rlearn.env.vector_env`)
 ``next_obs`` is the true next observation -- the final observation where an episode ended, whether it was
 *terminated* or *truncated* -- while the following step starts from the reset observation.
+
+Collect-side metrics: a scalar that ``_forward_collect`` returns beside the action under a key the policy
+declares in ``_monitor_vars_collect()`` (``epsilon``, ``noise_scale``) is not transition data: the
+collector takes it out of the step's output and returns it in :attr:`CollectResult.metrics` (one value per
+step that reported it), for the run to record (``learner.record_collect``). An undeclared key whose value
+is 0-dimensional is treated the same way (the learner then warns that it is not declared).
 """
 
 from __future__ import annotations
@@ -38,11 +44,14 @@ class CollectResult:
             this call, in the order they ended (by step, then by environment index). Returns and lengths
             count the whole episode, including steps gathered by earlier calls.
         envstep: the collector's env-step counter after this call.
+        metrics: the policy's collect-side metrics: key -> the values reported during this call (Python
+            numbers, in step order; a key that no step reported is absent).
     """
 
     transitions: Dict[str, np.ndarray]
     episodes: List[Dict[str, Any]] = field(default_factory=list)
     envstep: int = 0
+    metrics: Dict[str, List[Any]] = field(default_factory=dict)
 
     @property
     def num_steps(self) -> int:
@@ -101,6 +110,9 @@ class Collector:
         self.obs_dtype = observation_dtype(env.single_observation_space, "Collector")
         self.obs_shape = tuple(env.single_observation_space.shape)
         self._policy_name = type(policy).__name__
+        declared = getattr(policy, "monitor_vars_collect", None)
+        #: keys of ``_forward_collect``'s output that are collect-side metrics, not transition data
+        self.metric_keys = frozenset(declared() if callable(declared) else ())
         self._envstep = 0
         self._episode_count = 0
         self._resets = 0
@@ -156,10 +168,11 @@ class Collector:
         extras: Dict[str, List[np.ndarray]] = {}
         layout: Optional[Dict[str, tuple]] = None
         episodes: List[Dict[str, Any]] = []
+        metrics: Dict[str, List[Any]] = {}
         for _ in range(n_steps):
             obs = self._obs
             assert obs is not None
-            out = self._policy_output(obs)
+            out = self._policy_output(obs, metrics)
             if layout is None:
                 layout = {key: value.shape for key, value in out.items()}
                 extras = {key: [] for key in out if key != "env_action"}
@@ -192,7 +205,7 @@ class Collector:
             transitions[key] = _stack(values)
         for key in ("reward", "next_obs", "terminated", "truncated"):
             transitions[key] = _stack(columns[key])
-        return CollectResult(transitions=transitions, episodes=episodes, envstep=self._envstep)
+        return CollectResult(transitions=transitions, episodes=episodes, envstep=self._envstep, metrics=metrics)
 
     def _true_next_obs(self, next_obs: np.ndarray, ended: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
         """``next_obs`` (a copy) with the final observation of every sub-environment whose episode ended."""
@@ -219,8 +232,10 @@ class Collector:
             self._lengths[i] = 0
             self._episode_count += 1
 
-    def _policy_output(self, obs: np.ndarray) -> Dict[str, np.ndarray]:
-        """Call ``_forward_collect`` and check what it returned; errors name the policy and the key."""
+    def _policy_output(self, obs: np.ndarray, metrics: Dict[str, List[Any]]) -> Dict[str, np.ndarray]:
+        """Call ``_forward_collect`` and check what it returned; errors name the policy and the key.
+
+        Collect-side metrics are appended to ``metrics`` (key -> values) and left out of the result."""
         out = self.policy._forward_collect(obs, self._envstep)
         name = f"{self._policy_name}._forward_collect"
         if not isinstance(out, dict) and not isinstance(out, Mapping):  # the dict test first: it is cheaper
@@ -237,6 +252,14 @@ class Collector:
             array = value.copy() if type(value) is np.ndarray else to_numpy(value)
             if array.dtype == object:
                 raise TypeError(f"{name} returned {key!r} as an object array; return numbers")
+            if key in self.metric_keys or (array.ndim == 0 and key not in _ACTION_KEYS):
+                if array.size != 1 or array.dtype.kind not in "biuf":
+                    raise ValueError(
+                        f"{name} returned the collect-side metric {key!r} as {array.dtype} of shape {array.shape}; "
+                        "a metric is one number per step (declared in _monitor_vars_collect)"
+                    )
+                metrics.setdefault(key, []).append(array.reshape(()).item())
+                continue
             if array.ndim == 0 or array.shape[0] != self.num_envs:
                 raise ValueError(
                     f"{name} returned {key!r} with shape {array.shape}; expected a leading dimension of "

@@ -15,7 +15,6 @@ hook in your own loop, register it yourself: ``learner.register_state("eval", ho
 from __future__ import annotations
 
 import copy
-import shutil
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from rlearn.hooks.base import Hook, Priority
@@ -151,9 +150,8 @@ class EvalHook(Hook):
         return result, stop
 
     def _report(self, learner: Any, result: Mapping[str, float]) -> None:
-        """The log line, the table and the TensorBoard points of one evaluation result."""
-        from rlearn.hooks.log_show import format_value, horizontal_tables
-
+        """The log line of one evaluation result, then the result to every writer of the learner (the table,
+        TensorBoard's ``evaluator_iter/<k>`` and ``evaluator_step/<k>``...)."""
         envstep, train_iter = learner.envstep, learner.train_iter
         learner.logger.info(
             "evaluation at envstep %d (train_iter %d): episode_return %.4g +- %.4g (min %.4g, max %.4g) over %d "
@@ -161,13 +159,4 @@ class EvalHook(Hook):
             envstep, train_iter, result["episode_return_mean"], result["episode_return_std"],
             result["episode_return_min"], result["episode_return_max"], result["episodes"], result["episode_length_mean"],
         )
-        columns = [("envstep", str(envstep)), ("train_iter", str(train_iter))]
-        columns += [(key, format_value(result[key])) for key in EVAL_TB_KEYS]
-        width = shutil.get_terminal_size((120, 24)).columns
-        learner.logger.info("evaluation\n%s", horizontal_tables(columns, width))
-        writer = learner.tb_writer
-        if writer is not None:
-            for key in EVAL_TB_KEYS:
-                writer.add_scalar(f"evaluator_step/{key}", result[key], envstep)
-                writer.add_scalar(f"evaluator_iter/{key}", result[key], train_iter)
-            writer.flush()
+        learner.write_scalars({f"evaluator/{key}": result[key] for key in EVAL_TB_KEYS}, train_iter, envstep)

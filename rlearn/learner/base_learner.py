@@ -1,7 +1,8 @@
 """``BaseLearner``: one ``train(data, envstep)`` call is one train iteration of a policy.
 
 The learner owns the counters (``train_iter``, ``envstep``), the :class:`~rlearn.monitor.TickMonitor`
-that windows the metrics, the TensorBoard writer, the hooks and the checkpoints. One iteration::
+that windows the metrics, the metric path's end (statistics -> ``writers``: table, TensorBoard...), the
+hooks and the checkpoints. One iteration::
 
     envstep updated -> before_iter hooks -> policy._forward_learn(data) -> record cur_lr, then the info
     -> train_iter += 1 -> after_iter hooks (timer, LR scheduler, LogShowHook, CheckpointHook) -> tick
@@ -15,16 +16,18 @@ import logging
 import numbers
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from rlearn import __version__
 from rlearn.hooks.base import HookManager, build_hook
 from rlearn.checkpoint import files as ckpt
 from rlearn.config import ConfigError, resolve_section, undeclared_window_warnings
-from rlearn.writers.tb_events import TBWriter, rewind_event_files
+from rlearn.learner.metric_path import MetricPath
+from rlearn.learner.statistics import WindowStatistics
 from rlearn.logging import MessageHub, get_logger
 from rlearn.monitor import TickMonitor
 from rlearn.trace import span
+from rlearn.writers import TensorBoardWriter, Writer
 
 __all__ = ["BaseLearner", "LearnerConfigError"]
 
@@ -35,7 +38,7 @@ class LearnerConfigError(ConfigError):
     """A learner config key is unknown or has a bad value; the message names it (``learner.log_freq``)."""
 
 
-class BaseLearner(HookManager):
+class BaseLearner(MetricPath, HookManager):
     """Runs train iterations of a policy, monitors their metrics and saves/loads checkpoints.
 
     Args:
@@ -49,12 +52,18 @@ class BaseLearner(HookManager):
             :class:`rlearn.config.ConfigError`) naming ``learner.<key>``.
         work_dir: where ``tb/`` (TensorBoard) and ``ckpt/`` (checkpoints) go; None keeps nothing on disk.
         logger: where tables and warnings go (default: ``rlearn.logging.get_logger()``).
-        rank, world_size: this process's place in a distributed run; only rank 0 writes TensorBoard.
+        rank, world_size: this process's place in a distributed run; only rank 0 writes (by default).
+        writers: where the metric path ends (see docs/writers.md). None: on rank 0 a
+            :class:`~rlearn.writers.TableWriter` into ``logger`` and, with a ``work_dir``, a
+            :class:`~rlearn.writers.TensorBoardWriter` into ``<work_dir>/tb``; no writer on other ranks.
+            A list is used as given, on every rank.
 
     Attributes:
         train_iter: completed train iterations.
         envstep: env steps collected so far (global across ranks), as passed to :meth:`train`.
         monitor: the :class:`~rlearn.monitor.TickMonitor` (one tick per iteration).
+        statistics: the statistics step (:class:`~rlearn.learner.statistics.WindowStatistics`).
+        writers: the list of :class:`~rlearn.writers.Writer` every shown number goes to.
         message_hub: a :class:`~rlearn.logging.MessageHub` holding ``train_iter``, ``envstep``, ``rank``,
             ``world_size``, ``work_dir`` and ``policy`` as runtime info.
         run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
@@ -68,6 +77,7 @@ class BaseLearner(HookManager):
         logger: Optional[logging.Logger] = None,
         rank: int = 0,
         world_size: int = 1,
+        writers: Optional[Sequence[Writer]] = None,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -86,14 +96,21 @@ class BaseLearner(HookManager):
         self.envstep = 0
         self.monitor = TickMonitor(window_size=self.cfg["monitor_window"], window_sizes=self.cfg["monitor_windows"])
 
+        self.statistics = WindowStatistics(self.cfg["log_processor"].get("custom_cfg", ()))
+        self.writers: List[Writer] = list(writers) if writers is not None else self._default_writers()
+        for writer in self.writers:
+            if not isinstance(writer, Writer):
+                raise TypeError(f"learner writers must be rlearn.writers.Writer instances, got {type(writer).__name__}")
+
         self._policy_vars: List[str] = list(policy.monitor_vars())
+        collect = getattr(policy, "monitor_vars_collect", None)
+        self._collect_vars = {f"collector/{key}" for key in (collect() if callable(collect) else ())}
         self._lr_keys: Dict[str, str] = self._learner_lr_keys()
         self._extra_vars: List[str] = []
         self._declared = set(self._policy_vars) | set(self._lr_keys.values())
         self._warned_undeclared: set = set()
+        self._reported_anywhere: set = set()  # declared keys some rank has reported (multi-process runs)
         self._states: Dict[str, Any] = {}
-        self._tb_writer: Optional[TBWriter] = None
-        self._tb_points: Dict[str, List[int]] = {}
         self._tick_pending = False
         self._windows_checked = False
 
@@ -124,71 +141,6 @@ class BaseLearner(HookManager):
         owner = type(self.policy).__name__
         for message in undeclared_window_warnings(self.cfg["monitor_windows"], self.monitor_vars(), owner):
             self.logger.warning(message)
-
-    # --------------------------------------------------------------------------------- monitor vars
-    def _learner_lr_keys(self) -> Dict[str, str]:
-        """optimizer name -> the learner's own lr key (empty if the policy reports its own cur_lr*)."""
-        if any(key.startswith("cur_lr") for key in self._policy_vars):
-            return {}
-        names = list(self.policy.optimizers())
-        if len(names) == 1:
-            return {names[0]: "cur_lr"}
-        return {name: f"cur_lr_{name}" for name in names}
-
-    def monitor_vars(self) -> List[str]:
-        """Declared monitor keys in declaration order: the policy's, the learner's ``cur_lr`` keys, then
-        those declared by hooks and the pipeline (:meth:`declare_monitor_vars`)."""
-        return self._policy_vars + list(self._lr_keys.values()) + self._extra_vars
-
-    def declare_monitor_vars(self, keys: Iterable[str]) -> None:
-        """Declare keys recorded by hooks or the pipeline (``data_time``, ``collector/episode_return``...).
-
-        Declaring a key twice is harmless. Keys must be non-empty strings (TypeError otherwise).
-        """
-        keys = [keys] if isinstance(keys, str) else list(keys)
-        for key in keys:
-            if not isinstance(key, str) or not key:
-                raise TypeError(f"monitor keys must be non-empty strings, got {key!r}")
-        for key in keys:
-            if key not in self._declared:
-                self._declared.add(key)
-                self._extra_vars.append(key)
-
-    # --------------------------------------------------------------------------------------- record
-    def record(self, info: Mapping[str, Any]) -> None:
-        """Record ``info`` at the current tick, checking that every key is declared.
-
-        An undeclared key is still recorded and shown, with one warning per key (per learner). With
-        ``strict=True`` it raises ``ValueError`` naming the key(s) and records nothing of ``info``. Bad
-        values raise ``TypeError`` from the monitor (naming the key), also recording nothing.
-        """
-        if not isinstance(info, Mapping):
-            raise TypeError(f"learner.record expects a dict of scalars, got {type(info).__name__}")
-        undeclared = [key for key in info if key not in self._declared]
-        owner = type(self.policy).__name__
-        if undeclared and self.cfg["strict"]:
-            raise ValueError(
-                f"undeclared monitor key(s) {', '.join(repr(k) for k in undeclared)} (strict mode): add them "
-                f"to {owner}._monitor_vars_learn(), or declare keys recorded by hooks or the pipeline "
-                "with learner.declare_monitor_vars(); nothing of this update was recorded"
-            )
-        self.monitor.update(info)
-        for key in undeclared:
-            if key not in self._warned_undeclared:
-                self._warned_undeclared.add(key)
-                self.logger.warning(
-                    "monitor key %r is not declared: it is recorded and shown, but add it to "
-                    "%s._monitor_vars_learn() (keys recorded by hooks or the pipeline: "
-                    "learner.declare_monitor_vars)",
-                    key,
-                    owner,
-                )
-
-    def _lr_info(self) -> Dict[str, Any]:
-        if not self._lr_keys:
-            return {}
-        optimizers = self.policy.optimizers()
-        return {key: optimizers[name].param_groups[0]["lr"] for name, key in self._lr_keys.items() if name in optimizers}
 
     # ---------------------------------------------------------------------------------------- train
     def _set_envstep(self, envstep: Any) -> None:
@@ -236,7 +188,7 @@ class BaseLearner(HookManager):
         lr_info = self._lr_info()
         if lr_info:
             self.monitor.update(lr_info)
-        self.record(info)
+        self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
         self.train_iter += 1
         self._publish_counters()
         self._tick_pending = True
@@ -247,28 +199,8 @@ class BaseLearner(HookManager):
             self._tick_pending = False
         return dict(info)
 
-    # ------------------------------------------------------------------------------------ TensorBoard
-    @property
-    def tb_writer(self) -> Optional[TBWriter]:
-        """The TensorBoard writer (``<work_dir>/tb``) on rank 0, created on first use; None on other ranks
-        or without a work dir. It is a ``tensorboardX.SummaryWriter`` that writes synchronously."""
-        if self.rank != 0 or self.work_dir is None:
-            return None
-        if self._tb_writer is None:
-            self._tb_writer = TBWriter(self.work_dir / "tb", points=self._tb_points)
-        return self._tb_writer
-
-    def close_tb_writer(self) -> None:
-        """Flush and close the TensorBoard writer (a later use opens a new event file)."""
-        if self._tb_writer is not None:
-            self._tb_writer.close()
-            self._tb_writer = None
-
-    def close(self) -> None:
-        """Release files (the TensorBoard writer)."""
-        self.close_tb_writer()
-
     # ------------------------------------------------------------------------------------- checkpoints
+    # (monitor keys, record, log_metrics, writers: rlearn/learner/metric_path.py)
     def register_state(self, name: str, obj: Any) -> None:
         """Save ``obj.state_dict()`` in every checkpoint under ``name`` and restore it on load."""
         if not isinstance(name, str) or not name:
@@ -308,7 +240,11 @@ class BaseLearner(HookManager):
                 "message_hub": self.message_hub.state_dict(),
                 "warned_undeclared": sorted(self._warned_undeclared),
                 "extra_monitor_vars": list(self._extra_vars),
-                "tb_points": copy.deepcopy(self._tb_points),
+                "writers": {
+                    name: state
+                    for name, writer in self._stateful_writers().items()
+                    if (state := writer.state_dict()) is not None
+                },
             },
             "policy": self.policy.state_dict(),
             "hooks": {name: hook.state_dict() for name, hook in self._stateful_hooks().items()},
@@ -322,7 +258,7 @@ class BaseLearner(HookManager):
         """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``)
         and to each path in ``copies`` (e.g. ``latest.pt``); returns ``path``.
 
-        TensorBoard is flushed first, so every point the checkpoint counts is on disk. Hooks get
+        Every writer is flushed first, so every point the checkpoint counts is on disk. Hooks get
         ``before_save_checkpoint(learner, checkpoint)`` and may add entries. A state that cannot be
         stored raises :class:`~rlearn.checkpoint.CheckpointError` before any file is touched.
         """
@@ -331,8 +267,8 @@ class BaseLearner(HookManager):
                 raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
             path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
         path = Path(path)
-        if self._tb_writer is not None:
-            self._tb_writer.flush()
+        for writer in self.writers:
+            writer.flush()
         checkpoint = self.checkpoint_dict()
         self.call_hook("before_save_checkpoint", checkpoint)
         data = ckpt.serialize_checkpoint(checkpoint)
@@ -346,9 +282,9 @@ class BaseLearner(HookManager):
 
         Restores counters, monitor windows (completing the tick of a checkpoint taken inside an
         iteration), message hub, policy (networks, optimizers, extra state), stateful hooks, registered
-        states and RNG states. With ``rewind_tensorboard`` (rank 0, with a work dir) the event files
-        under ``<work_dir>/tb`` lose every point written after the checkpoint, so the resumed run's
-        curves have no duplicate and no missing point.
+        states, RNG states and the writers' states. With ``rewind_tensorboard`` every writer is rewound
+        to the checkpoint (:meth:`~rlearn.writers.Writer.rewind`): the TensorBoard event files lose
+        every point written after it, so the resumed run's curves have no duplicate and no missing point.
 
         Every problem (missing file, not a checkpoint, truncated, another policy class, mismatched
         network shapes, a registered state missing) raises
@@ -399,19 +335,16 @@ class BaseLearner(HookManager):
         self.envstep = int(checkpoint["envstep"])
         self._warned_undeclared = set(learner_state.get("warned_undeclared", ()))
         self.declare_monitor_vars(learner_state.get("extra_monitor_vars", ()))
-        self._tb_points.clear()
-        self._tb_points.update({tag: [int(v[0]), int(v[1])] for tag, v in learner_state.get("tb_points", {}).items()})
+        writer_states = dict(learner_state.get("writers", {}))
+        if "tb_points" in learner_state:  # checkpoints written before writers existed
+            writer_states.setdefault(TensorBoardWriter.__name__, {"points": learner_state["tb_points"]})
+        for name, writer in self._stateful_writers().items():
+            if name in writer_states:
+                apply(f"writer {name}", lambda w=writer, n=name: w.load_state_dict(writer_states[n]))
         self._publish_info()
-        if rewind_tensorboard and self.rank == 0 and self.work_dir is not None:
-            current = self._tb_writer.event_file if self._tb_writer is not None else None
-            rewind_event_files(
-                self.work_dir / "tb",
-                self.train_iter,
-                self.envstep,
-                points=self._tb_points,
-                skip=(current,) if current else (),
-                logger=self.logger,
-            )
+        if rewind_tensorboard:
+            for writer in self.writers:
+                writer.rewind(self.train_iter, self.envstep)
         self.call_hook("after_load_checkpoint", checkpoint)
         self.logger.info(
             "resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep

@@ -48,7 +48,8 @@ class Loop:
 
     def collect(self, n_steps: int) -> Any:
         """Collect ``n_steps`` steps per environment between the collect hooks, and record every ended
-        episode as ``collector/episode_return`` and ``collector/episode_length``."""
+        episode as ``collector/episode_return`` and ``collector/episode_length`` and the policy's
+        collect-side keys as ``collector/<key>``."""
         learner = self.learner
         learner.call_hook("before_collect")
         result = self.collector.collect(n_steps)
@@ -59,4 +60,6 @@ class Loop:
                 "collector/episode_return": episode["episode_return"],
                 "collector/episode_length": episode["episode_length"],
             })
+        if result.metrics:  # the policy's collect-side keys (epsilon...) -> monitor as collector/<key>
+            learner.record_collect(result.metrics)
         return result

@@ -224,7 +224,7 @@ class Trainer:
         # only if this run trained since the last table (a resumed run that had nothing left to do must
         # not log the checkpoint's iteration twice)
         if learner.train_iter > self._iter_at_start and learner.train_iter % freq != 0:
-            hook.log(learner)
+            hook.final_log(learner)  # windows end at the last completed iteration
 
     # ------------------------------------------------------------------------------------------ close
     def close(self) -> None:

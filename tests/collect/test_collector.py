@@ -410,3 +410,62 @@ def test_collect_is_a_trace_span_when_tracing_is_on(tmp_path, monkeypatch):
     collect = [s for s in spans if s["name"] == "collector/collect"]
     assert len(collect) == 2 and {s["lane"] for s in collect} == {"collector"}
     assert [s["args"]["steps"] for s in collect] == [3, 1]
+
+
+# ------------------------------------------------------------------------------ collect-side metrics
+class EpsilonPolicy(ScriptedPolicy):
+    """ScriptedPolicy plus a declared collect-side metric ``epsilon`` = vector step k, reported on even
+    steps only (sparse), as a Python float, a 0-d numpy array or a one-element array in turn; and, with
+    ``undeclared``, a 0-d ``temperature`` it does not declare."""
+
+    def __init__(self, undeclared=False):
+        super().__init__()
+        self.undeclared = undeclared
+
+    def monitor_vars_collect(self):
+        return ["epsilon"]
+
+    def _forward_collect(self, obs, envstep):
+        out = super()._forward_collect(obs, envstep)
+        k = envstep // obs.shape[0]
+        if k % 2 == 0:
+            out["epsilon"] = [float(k), np.array(float(k)), np.array([float(k)])][(k // 2) % 3]
+        if self.undeclared:
+            out["temperature"] = np.float32(0.5)
+        return out
+
+
+def test_collect_side_metrics_leave_the_transitions():
+    env = make_vector_env("RLearnTestCol/Terminate3-v0", 2)
+    try:
+        collector = Collector(env, EpsilonPolicy(undeclared=True), seed=0)
+        assert collector.metric_keys == frozenset({"epsilon"})
+        first = collector.collect(5)
+        second = collector.collect(1)  # step 5: odd, no epsilon at all
+        third = collector.collect(2)
+    finally:
+        env.close()
+    assert first.metrics == {"epsilon": [0.0, 2.0, 4.0], "temperature": [0.5] * 5}
+    assert all(type(v) is float for v in first.metrics["epsilon"])
+    assert second.metrics == {"temperature": [0.5]}
+    assert third.metrics == {"epsilon": [6.0], "temperature": [0.5, 0.5]}
+    assert "epsilon" not in first.transitions and "temperature" not in first.transitions
+    assert set(first.transitions) == {"obs", "action", "value", "feat", "reward", "next_obs", "terminated", "truncated"}
+    assert first.transitions["value"].shape == (5, 2)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.zeros(2), r"collect-side metric 'epsilon' as float64 of shape \(2,\)"),
+    (np.array(["x"]), r"collect-side metric 'epsilon' as <U1 of shape \(1,\)"),
+])
+def test_collect_side_metric_must_be_one_number(bad, match):
+    class Bad(EpsilonPolicy):
+        def _forward_collect(self, obs, envstep):
+            return {"action": np.zeros(obs.shape[0], np.int64), "epsilon": bad}
+
+    env = make_vector_env("RLearnTestCol/Terminate3-v0", 2)
+    try:
+        with pytest.raises(ValueError, match=match):
+            Collector(env, Bad(), seed=0).collect(1)
+    finally:
+        env.close()

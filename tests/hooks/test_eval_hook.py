@@ -17,6 +17,9 @@ from policies.base import Policy
 from rlearn.hooks import EvalHook, EvalState, Hook, HookManager
 from rlearn.hooks.eval import EVAL_TB_KEYS
 from rlearn.learner import BaseLearner
+from rlearn.learner.metric_path import MetricPath
+from rlearn.writers import Writer
+from rlearn.writers.tensorboard import tb_tags
 from rlearn.run import RunState
 
 
@@ -34,20 +37,29 @@ class FakeEvaluator:
                 "episode_return_max": value + 1, "episode_length_mean": 20.0, "episodes": 2}
 
 
-class FakeWriter:
+class FakeWriter(Writer):
+    """Keeps the TensorBoard points a TensorBoardWriter would write: ``(tag, value, step)``."""
+
     def __init__(self) -> None:
         self.points: List[tuple] = []
         self.flushes = 0
 
-    def add_scalar(self, tag: str, value: float, step: int) -> None:
-        self.points.append((tag, value, step))
+    def write_scalars(self, scalars, step_iter: int, step_env: int) -> None:
+        for name, value in scalars.items():
+            iter_tag, step_tag = tb_tags(name)
+            self.points += [(iter_tag, value, step_iter), (step_tag, value, step_env)]
+
+    def write_text(self, tag: str, text: str, step_iter: int) -> None:
+        pass
 
     def flush(self) -> None:
         self.flushes += 1
 
 
 class FakeLearner(HookManager):
-    """What EvalHook reads from a learner: counters, rank, logger, tb_writer, call_hook."""
+    """What EvalHook reads from a learner: counters, rank, logger, writers (through write_scalars), call_hook."""
+
+    write_scalars = MetricPath.write_scalars
 
     def __init__(self, rank: int = 0, world_size: int = 1, writer: Optional[FakeWriter] = None) -> None:
         super().__init__()
@@ -56,7 +68,7 @@ class FakeLearner(HookManager):
         self.rank, self.world_size = rank, world_size
         self.logger = logging.getLogger("rlearn.test.eval_hook")
         self.logger.setLevel(logging.INFO)
-        self.tb_writer = writer
+        self.writers = [writer] if writer is not None else []
 
 
 class Order(Hook):
@@ -156,7 +168,7 @@ def test_without_an_evaluator_is_a_clear_error():
 
 
 # ------------------------------------------------------------------------------------------- report
-def test_report_logs_a_line_a_table_and_both_tensorboard_axes(caplog):
+def test_report_logs_a_line_and_writes_both_tensorboard_axes(caplog):
     writer = FakeWriter()
     hook, learner = EvalHook(FakeEvaluator([12.5]), freq=10), FakeLearner(writer=writer)
     order: list = []
@@ -167,9 +179,8 @@ def test_report_logs_a_line_a_table_and_both_tensorboard_axes(caplog):
     assert order == [("before_eval", 30), ("after_eval", 30)]
     assert ("evaluation at envstep 30 (train_iter 11): episode_return 12.5 +- 0.5 (min 11.5, max 13.5) over 2 "
             "episodes, episode_length 20.0") in caplog.text
-    assert "envstep" in caplog.text and "episode_return_mean" in caplog.text  # the table
     expected = [(f"evaluator_{axis}/{key}", value, step) for key, value in zip(EVAL_TB_KEYS, (12.5, 0.5, 11.5, 13.5, 20.0))
-                for axis, step in (("step", 30), ("iter", 11))]
+                for axis, step in (("iter", 11), ("step", 30))]
     assert writer.points == expected and writer.flushes == 1
     assert hook.state.last_result["episode_return_mean"] == 12.5
     assert (hook.state.last_envstep, hook.state.last_iter) == (30, 11)
@@ -189,7 +200,7 @@ def test_other_ranks_take_rank0s_result_and_decision(monkeypatch):
     learner.envstep = 10
     assert hook.evaluate_if_due(learner) is True
     assert calls == [(None, False)]  # rank 1 plays nothing and sends nothing
-    assert hook.evaluator.calls == 0 and learner.tb_writer.points == []
+    assert hook.evaluator.calls == 0 and learner.writers[0].points == []
     assert hook.state.last_result == sent and hook.state.last_envstep == 10
 
     rank0 = EvalHook(FakeEvaluator([9.0]), freq=10, stop_value=5.0)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from policies.base import Policy
 from rlearn.hooks import LogShowHook
-from rlearn.hooks.log_show import format_value, horizontal_tables, tb_tags
+from rlearn.writers import format_value, horizontal_tables, tb_tags
 from rlearn.learner import BaseLearner
 
 F32 = np.float32
@@ -141,18 +141,19 @@ def test_table_text_and_never_reported_key(tmp_path):
     assert len(texts) == 4
     first = parse_tables(texts[0])
     assert list(first) == [
-        "train_iter", "envstep", "iters/s", "env_steps/s", "loss_avg", "aux_avg", "never_avg", "cur_lr_avg"
+        "train_iter", "envstep", "throughput/iters_per_sec", "throughput/env_steps_per_sec", "loss_avg", "aux_avg",
+        "never_avg", "cur_lr_avg",
     ]
     assert (first["train_iter"], first["envstep"]) == ("10", "70")
     assert (first["loss_avg"], first["aux_avg"], first["never_avg"], first["cur_lr_avg"]) == ("5.5", "107.5", "-", "0.25")
-    assert float(first["iters/s"]) > 0 and float(first["env_steps/s"]) > 0
+    assert float(first["throughput/iters_per_sec"]) > 0 and float(first["throughput/env_steps_per_sec"]) > 0
     last = parse_tables(texts[-1])
     assert (last["train_iter"], last["loss_avg"], last["aux_avg"], last["never_avg"]) == ("40", "35.5", "137.5", "-")
 
     never = [w for w in warnings_of(records) if "'never'" in w]
     assert len(never) == 1  # once, at the second log, not repeated at the 3rd and 4th
     assert "declared monitor key 'never' has never been reported after 20 iterations" in never[0]
-    assert "_monitor_vars_learn()" in never[0]
+    assert "_monitor_vars_learn()" in never[0] and "declared by PeriodicPolicy._monitor_vars_learn()" in never[0]
     assert not [w for w in warnings_of(records) if "'aux'" in w or "'loss'" in w]
 
 
@@ -210,8 +211,8 @@ def test_undeclared_key_is_shown_and_written(tmp_path):
 
 
 def test_grouped_keys_go_to_their_group(tmp_path):
-    assert tb_tags("loss") == ("learner_iter/loss_avg", "learner_step/loss_avg")
-    assert tb_tags("collector/episode_return") == ("collector_iter/episode_return_avg", "collector_step/episode_return_avg")
+    assert tb_tags("loss_avg") == ("learner_iter/loss_avg", "learner_step/loss_avg")
+    assert tb_tags("collector/episode_return_avg") == ("collector_iter/episode_return_avg", "collector_step/episode_return_avg")
     learner = BaseLearner(PeriodicPolicy(None, None, None), dict(log_freq=2), work_dir=tmp_path)
     learner.declare_monitor_vars(["collector/episode_return"])
     learner.register_hook(LogShowHook(), "BELOW_NORMAL")
@@ -249,7 +250,7 @@ def test_tables_wrap_to_the_width(tmp_path):
 )
 def test_column_width_is_what_tabulate_draws(name, value):
     """The direct width of an ASCII column equals tabulate's rendering (non-ASCII is rendered to measure)."""
-    from rlearn.hooks.log_show import _grid, column_width
+    from rlearn.writers.table import _grid, column_width
 
     assert column_width((name, value)) == len(_grid([(name, value)]).split("\n", 1)[0]) - 1
 
@@ -276,10 +277,107 @@ def test_no_tensorboard_without_work_dir_or_on_other_ranks(tmp_path):
     hook = LogShowHook()
     learner.register_hook(hook, "BELOW_NORMAL")
     learner.train(None, envstep=1)
-    assert learner.tb_writer is None and hook.logs == 0 and not (tmp_path / "tb").exists()
+    assert learner.writers == [] and hook.logs == 0 and not (tmp_path / "tb").exists()
 
 
 def test_format_value():
     assert [format_value(v) for v in (None, 3, 0.1 + 0.2, 1234567.0, math.nan, -math.inf, 1e-7)] == [
         "-", "3", "0.3", "1.23457e+06", "nan", "-inf", "1e-07"
     ]
+
+
+# ------------------------------------------------------------------ never-reported: when, and whose key
+class Every16Policy(PeriodicPolicy):
+    """``rare`` every 16 iterations (PPG's auxiliary phase with n_pi=16), ``ghost`` declared, never sent."""
+
+    def _forward_learn(self, data):
+        self.n += 1
+        return {"loss": float(self.n), **({"rare": float(self.n)} if self.n % 16 == 0 else {})}
+
+    def _monitor_vars_learn(self):
+        return ["loss", "rare", "ghost"]
+
+
+def run_every16(tmp_path, iters):
+    logger = logging.getLogger(f"rlearn.test.logshow.every16.{tmp_path.name}.{iters}")
+    logger.setLevel(logging.INFO)
+    handler = ListHandler()
+    logger.addHandler(handler)
+    learner = BaseLearner(Every16Policy(None, None, None),
+                          dict(log_freq=10, monitor_windows={"rare": 16, "ghost": 16, "collector/episode_return": 16}),
+                          work_dir=tmp_path, logger=logger)
+    learner.declare_monitor_vars(["collector/episode_return"])
+    learner.register_hook(LogShowHook(width=400), "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    for i in range(1, iters + 1):
+        learner.train(None, envstep=i)
+    learner.call_hook("after_run")
+    return [w for w in warnings_of(handler.records) if "never been reported" in w]
+
+
+def test_never_reported_waits_for_the_keys_window(tmp_path):
+    # 15 iterations, one log at 10: the old rule warned at the end for every key without a value; no key
+    # with a 16-iteration window could have been reported yet
+    assert run_every16(tmp_path, 15) == []
+    # 40 iterations: 'rare' came at 16 and 32, never warned; 'ghost' and the pipeline's key are warned at
+    # the second log (20 >= their window of 16), once
+    warned = run_every16(tmp_path, 40)
+    assert len(warned) == 2
+    ghost, episode = warned
+    assert "'ghost' has never been reported after 20 iterations" in ghost
+    assert "declared by Every16Policy._monitor_vars_learn()" in ghost
+    assert "'collector/episode_return' has never been reported after 20 iterations" in episode
+    assert "declared by learner.declare_monitor_vars()" in episode
+    assert "_monitor_vars_learn" not in episode and "_monitor_vars_collect" not in episode
+
+
+def test_never_reported_at_the_end_once_the_window_elapsed(tmp_path):
+    warned = run_every16(tmp_path, 17)  # one log (10), the run ends at 17 >= 16
+    assert [w.split(" has never")[0] for w in warned] == [
+        "declared monitor key 'ghost'", "declared monitor key 'collector/episode_return'"
+    ]
+
+
+# -------------------------------------------------------------------------------------- the final log
+class CountingPolicy(PeriodicPolicy):
+    """Reports ``value`` = the iteration number (1, 2, 3...)."""
+
+    def _forward_learn(self, data):
+        self.n += 1
+        return {"value": float(self.n)}
+
+    def _monitor_vars_learn(self):
+        return ["value"]
+
+
+@pytest.mark.xfail(strict=True, reason="needs TickMonitor end= (branch monitor)")
+def test_every_log_including_the_final_one_is_the_exact_window_mean(tmp_path):
+    learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=7), work_dir=tmp_path)
+    hook = LogShowHook(width=400)
+    learner.register_hook(hook, "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    for i in range(1, 64):
+        learner.train(None, envstep=10 * i)
+    hook.final_log(learner)  # what the run's _final_log calls after the loop (63 % 5 != 0)
+    learner.call_hook("after_run")
+    got = read_scalars(tmp_path / "tb")
+    logs = list(range(5, 64, 5)) + [63]
+    want = [sum(range(max(1, t - 6), t + 1)) / (t - max(1, t - 6) + 1) for t in logs]
+    assert want[-1] == 60.0
+    assert got["learner_iter/value_avg"] == [(t, F32(w)) for t, w in zip(logs, want)]
+    assert got["learner_step/value_avg"] == [(10 * t, F32(w)) for t, w in zip(logs, want)]
+
+
+def test_final_log_asks_for_the_window_ending_at_the_last_iteration(tmp_path):
+    """What final_log hands to the metric path, checkable before the monitor supports ``end=``."""
+    learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=7), work_dir=tmp_path)
+    hook = LogShowHook(width=400)
+    learner.register_hook(hook, "BELOW_NORMAL")
+    seen = []
+    original = learner.log_metrics
+    learner.log_metrics = lambda **kw: seen.append(kw["end"]) or original(**kw)
+    for i in range(1, 4):
+        learner.train(None, envstep=i)
+    assert learner.last_tick() == 2 and learner.monitor.tick_count == 3
+    values = hook.final_log(learner)
+    assert seen == [2] and values["value_avg"] is not None and hook.logs == 1

@@ -300,3 +300,167 @@ def test_rank_checks_and_register_state():
     learner.register_state("buffer", torch.nn.Linear(1, 1))
     with pytest.raises(ValueError, match="'buffer' is already registered"):
         learner.register_state("buffer", torch.nn.Linear(1, 1))
+
+
+# ------------------------------------------------------------------------------------- metric path
+def rows_writer():
+    """A minimal writer keeping every write and counting flushes."""
+    from rlearn.writers import Writer
+
+    class RowsWriter(Writer):
+        def __init__(self):
+            self.rows = []
+            self.flushes = 0
+
+        def write_scalars(self, scalars, step_iter, step_env):
+            self.rows.append((step_iter, step_env, dict(scalars)))
+
+        def write_text(self, tag, text, step_iter):
+            self.rows.append((step_iter, tag, text))
+
+        def flush(self):
+            self.flushes += 1
+
+    return RowsWriter()
+
+
+def test_default_writers_by_rank_and_work_dir(tmp_path):
+    from rlearn.writers import TableWriter, TensorBoardWriter
+
+    assert [type(w) for w in make(work_dir=tmp_path).writers] == [TableWriter, TensorBoardWriter]
+    assert make(work_dir=tmp_path).writers[1].logdir == tmp_path / "tb"
+    assert [type(w) for w in make().writers] == [TableWriter]
+    assert make(work_dir=tmp_path, rank=1, world_size=2).writers == []
+
+
+def test_log_metrics_keys_prefix_extra_and_end():
+    writer = rows_writer()
+    learner = make({"log_freq": 10}, writers=[writer])
+    learner.declare_monitor_vars(["collector/episode_return"])
+    learner.policy.script = [{"loss": 1.0, "aux": 5.0}, {"loss": 3.0, "mystery": float("nan")}]
+    learner.train(None, envstep=4)
+    learner.record({"collector/episode_return": -2.0})
+    learner.train(None, envstep=8)
+    every = learner.log_metrics(extra={"throughput/iters_per_sec": 2.0})
+    assert every == {
+        "throughput/iters_per_sec": 2.0, "loss_avg": 2.0, "aux_avg": 5.0, "cur_lr_avg": pytest.approx(0.1),
+        "collector/episode_return_avg": -2.0, "mystery_avg": None, "mystery_nonfinite": 1,
+    }
+    assert writer.rows[-1] == (2, 8, every) and writer.flushes == 1
+    assert learner.log_metrics(keys="collector/") == {"collector/episode_return_avg": -2.0}
+    assert learner.log_metrics(keys=["aux", "nothing"]) == {"aux_avg": 5.0, "nothing_avg": None}
+    assert learner.metric_keys() == ["loss", "aux", "cur_lr", "collector/episode_return", "mystery"]
+    # end= is handed to the statistics step; the monitor of this branch has no end= yet, so the current
+    # windows are used
+    assert learner.last_tick() == 1 and learner.log_metrics(keys=["loss"], end=1) == {"loss_avg": 2.0}
+    learner.write_scalars({"evaluator/episode_return_mean": 1.5}, 7, 70)
+    assert writer.rows[-1] == (7, 70, {"evaluator/episode_return_mean": 1.5})
+
+
+def test_log_metrics_numbers_are_the_monitors_own():
+    """Through the statistics step, ``<key>_avg`` is exactly ``monitor.avg(key)`` (no sum/count round trip)."""
+    learner = make({"log_freq": 3}, writers=[])
+    learner.policy.script = [{"loss": 0.1}, {"loss": 0.2}, {"loss": 0.7}]
+    for _ in range(3):
+        learner.train(None)
+    assert learner.log_metrics(keys=["loss"])["loss_avg"] == learner.monitor.avg("loss")
+
+
+def test_log_processor_config():
+    assert make().cfg["log_processor"] == {"custom_cfg": []}
+    assert make({"log_processor": {"custom_cfg": []}}).statistics.custom_cfg == []
+    for bad, match in (([], r"'learner\.log_processor'"), ({"window": 3}, r"'learner\.log_processor\.window'"),
+                       ({"custom_cfg": "x"}, r"learner\.log_processor\.custom_cfg")):
+        with pytest.raises(LearnerConfigError, match=match):
+            make({"log_processor": bad})
+    with pytest.raises(ValueError, match="custom_cfg entries need the LogProcessor statistics step"):
+        make({"log_processor": {"custom_cfg": [dict(data_src="loss", method_name="max")]}})
+
+
+class CollectPolicy(TinyPolicy):
+    def _monitor_vars_collect(self):
+        return ["epsilon"]
+
+
+def test_record_collect_sparse_undeclared_and_strict(caplog, logger):
+    learner = BaseLearner(CollectPolicy(None, None, None), {"log_freq": 10}, logger=logger, writers=[])
+    assert learner.monitor_vars() == ["loss", "aux", "collector/epsilon", "cur_lr"]
+    assert learner.monitor_var_owner("collector/epsilon") == "CollectPolicy._monitor_vars_collect()"
+    assert learner.monitor_var_owner("aux") == "CollectPolicy._monitor_vars_learn()"
+    assert learner.monitor_var_owner("cur_lr") == "the learner"
+    assert learner.monitor_var_owner("collector/episode_return") == "learner.declare_monitor_vars()"
+    with caplog.at_level(logging.WARNING, logger="rlearn.test.learner"):
+        learner.record_collect({"epsilon": [0.5, 0.25], "temperature": 2.0})
+        learner.train(None)
+        learner.record_collect({})  # a collect without metrics records nothing
+        learner.train(None)
+        learner.record_collect({"epsilon": [0.75], "temperature": [4.0]})
+    assert learner.monitor.count("collector/epsilon") == 3 and learner.monitor.avg("collector/epsilon") == 0.5
+    assert learner.monitor.avg("collector/temperature") == 3.0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "monitor key 'collector/temperature' is not declared: it is recorded and shown, but add it to "
+        "CollectPolicy._monitor_vars_collect()"
+    ]
+    strict = BaseLearner(CollectPolicy(None, None, None), {"strict": True}, writers=[])
+    with pytest.raises(ValueError, match=r"'collector/temperature' \(strict mode\): add them to CollectPolicy._monitor_vars_collect\(\)"):
+        strict.record_collect({"epsilon": [1.0], "temperature": [2.0]})
+    assert strict.monitor.last("collector/epsilon") is None  # nothing of it recorded
+    with pytest.raises(TypeError, match="record_collect expects a dict"):
+        strict.record_collect([1.0])
+
+
+def test_undeclared_key_of_a_hook_names_declare_monitor_vars(caplog, logger):
+    learner = make(logger=logger, writers=[])
+    with caplog.at_level(logging.WARNING, logger="rlearn.test.learner"):
+        learner.record({"data_wait": 1.0})
+    (message,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert message.endswith("add it to learner.declare_monitor_vars()") and "_monitor_vars_learn" not in message
+
+
+def test_writer_state_in_checkpoints_and_legacy_tb_points(tmp_path):
+    from rlearn.checkpoint import files as ckpt
+
+    learner = make(work_dir=tmp_path)
+    learner.train(None, envstep=5)
+    learner.log_metrics()
+    path = learner.save_checkpoint()
+    saved = torch.load(path, weights_only=False)["learner"]["writers"]
+    assert list(saved) == ["TensorBoardWriter"]
+    assert saved["TensorBoardWriter"]["points"]["learner_iter/loss_avg"] == [1, 1]
+    assert saved["TensorBoardWriter"]["points"]["learner_step/loss_avg"] == [5, 1]
+
+    # a checkpoint of a build before writers stored the same table as learner.tb_points
+    old = ckpt.read_checkpoint(path)
+    old["learner"]["tb_points"] = old["learner"].pop("writers")["TensorBoardWriter"]["points"]
+    legacy = tmp_path / "legacy.pt"
+    ckpt.atomic_write_bytes(legacy, ckpt.serialize_checkpoint(old))
+    other = make(work_dir=tmp_path / "other")
+    other.load_checkpoint(legacy, rewind_tensorboard=False)
+    assert other.writers[1].points["learner_step/loss_avg"] == [5, 1]
+
+
+def test_policy_monitor_vars_lists_learn_then_collect_keys_checked():
+    assert CollectPolicy(None, None, None).monitor_vars() == ["loss", "aux", "collector/epsilon"]
+    assert CollectPolicy(None, None, None).monitor_vars_collect() == ["epsilon"]
+    assert TinyPolicy(None, None, None).monitor_vars_collect() == []
+
+    def policy_with(collect):
+        class P(TinyPolicy):
+            def _monitor_vars_collect(self):
+                return collect
+
+        return P(None, None, None)
+
+    with pytest.raises(ValueError, match=r"P._monitor_vars_collect\(\) lists 'epsilon' twice"):
+        policy_with(["epsilon", "epsilon"]).monitor_vars()
+    with pytest.raises(TypeError, match=r"P._monitor_vars_collect\(\) must return non-empty strings, got ''"):
+        policy_with([""]).monitor_vars()
+    with pytest.raises(ValueError, match=r"lists \['action', 'reward'\]: those names are transition data"):
+        policy_with(["action", "reward"]).monitor_vars()
+    with pytest.raises(ValueError, match=r"_monitor_vars_learn\(\) lists \['collector/epsilon'\], monitored collect keys"):
+        class Both(CollectPolicy):
+            def _monitor_vars_learn(self):
+                return ["loss", "collector/epsilon"]
+
+        Both(None, None, None).monitor_vars()

@@ -158,7 +158,7 @@ class FakeCollector:
     def collect(self, n_steps: int):
         self.envstep += n_steps * self.num_envs
         transitions = {"obs": np.zeros((n_steps, self.num_envs, 1))}
-        return type("Result", (), {"transitions": transitions, "episodes": []})()
+        return type("Result", (), {"transitions": transitions, "episodes": [], "metrics": {}})()
 
 
 class FakeBuffer:

@@ -100,9 +100,10 @@ def test_off_policy_outputs(tmp_path):
         assert result.last_eval[key] == pytest.approx(points[f"evaluator_step/{key}"][1][1], rel=1e-6)
     log = result.log_file.read_text()
     assert "evaluation at envstep 30 (train_iter 11): episode_return " in log
-    # the evaluation table: envstep, train_iter and the result, names across, values below
-    assert re.search(r"\|\s+envstep \|\s+train_iter \|\s+episode_return_mean \|", log)
-    assert re.search(r"\|\s+30 \|\s+11 \|\s+-?[0-9.]+ \|", log)
+    # the evaluation table (written by the TableWriter): train_iter, envstep and the result, names across
+    assert "evaluator at train_iter 11\n" in log
+    assert re.search(r"\|\s+train_iter \|\s+envstep \|\s+evaluator/episode_return_mean \|", log)
+    assert re.search(r"\|\s+11 \|\s+30 \|\s+-?[0-9.]+ \|", log)
     assert f"tensorboard --logdir {tmp_path / 'tb'}" in log
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["iteration_25.pt", "iteration_41.pt", "latest.pt"]
     assert (tmp_path / "config.py").is_file()

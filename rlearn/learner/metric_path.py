@@ -1,0 +1,239 @@
+"""The learner's half of the metric path: declared keys, recording, statistics and writers.
+
+:class:`MetricPath` is a mixin of :class:`~rlearn.learner.BaseLearner`, kept apart so that the path reads
+in one place::
+
+    train() / record() / record_collect()  ->  monitor (TickMonitor)
+    log_metrics()                          ->  statistics (WindowStatistics), merged over ranks by presence
+                                           ->  write_scalars() -> every writer (TableWriter, TensorBoardWriter...)
+
+It uses these attributes of the learner: ``policy``, ``cfg``, ``logger``, ``rank``, ``work_dir``,
+``monitor``, ``statistics``, ``writers``, ``train_iter``, ``envstep``, ``_policy_vars``,
+``_collect_vars``, ``_lr_keys``, ``_extra_vars``, ``_declared``, ``_warned_undeclared``,
+``_reported_anywhere`` and ``_tick_pending``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from rlearn.distributed import WindowStat, all_gather_object, is_distributed, merge_window_stats
+from rlearn.writers import TableWriter, TensorBoardWriter, Writer
+from rlearn.writers.base import ScalarValue
+
+__all__ = ["MetricPath"]
+
+
+class MetricPath:
+    """Monitor keys, recording and the statistics -> writers end of the metric path (see the module doc)."""
+
+    # --------------------------------------------------------------------------------- monitor vars
+    def _learner_lr_keys(self) -> Dict[str, str]:
+        """optimizer name -> the learner's own lr key (empty if the policy reports its own cur_lr*)."""
+        if any(key.startswith("cur_lr") for key in self._policy_vars):
+            return {}
+        names = list(self.policy.optimizers())
+        if len(names) == 1:
+            return {names[0]: "cur_lr"}
+        return {name: f"cur_lr_{name}" for name in names}
+
+    def monitor_vars(self) -> List[str]:
+        """Declared monitor keys in declaration order: the policy's (learn keys, then its collect keys as
+        ``collector/<key>``), the learner's ``cur_lr`` keys, then those declared by hooks and the
+        pipeline (:meth:`declare_monitor_vars`)."""
+        return self._policy_vars + list(self._lr_keys.values()) + self._extra_vars
+
+    def monitor_var_owner(self, key: str) -> str:
+        """Where ``key`` is declared, for messages: ``<Policy>._monitor_vars_learn()``,
+        ``<Policy>._monitor_vars_collect()`` (keys ``collector/<k>`` the policy declared), ``the learner``
+        (its ``cur_lr`` keys) or ``learner.declare_monitor_vars()`` (keys of hooks and the pipeline)."""
+        policy = type(self.policy).__name__
+        if key in self._collect_vars:
+            return f"{policy}._monitor_vars_collect()"
+        if key in self._policy_vars:
+            return f"{policy}._monitor_vars_learn()"
+        if key in self._lr_keys.values():
+            return "the learner"
+        return "learner.declare_monitor_vars()"
+
+    def ever_reported(self, key: str) -> bool:
+        """True once ``key`` has had a value in this process, or (multi-process) on any rank as of the last
+        :meth:`log_metrics`."""
+        return key in self._reported_anywhere or self.monitor.last(key) is not None
+
+    def declare_monitor_vars(self, keys: Iterable[str]) -> None:
+        """Declare keys recorded by hooks or the pipeline (``data_time``, ``collector/episode_return``...).
+
+        Declaring a key twice is harmless. Keys must be non-empty strings (TypeError otherwise).
+        """
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        for key in keys:
+            if not isinstance(key, str) or not key:
+                raise TypeError(f"monitor keys must be non-empty strings, got {key!r}")
+        for key in keys:
+            if key not in self._declared:
+                self._declared.add(key)
+                self._extra_vars.append(key)
+
+    # --------------------------------------------------------------------------------------- record
+    def record(self, info: Mapping[str, Any]) -> None:
+        """Record ``info`` (keys of hooks or the pipeline) at the current tick, checking that every key is
+        declared.
+
+        An undeclared key is still recorded and shown, with one warning per key (per learner) that says
+        to declare it with :meth:`declare_monitor_vars`. With ``strict=True`` it raises ``ValueError``
+        naming the key(s) and records nothing of ``info``. Bad values raise ``TypeError`` from the
+        monitor (naming the key), also recording nothing. The policy's info dicts are recorded by
+        :meth:`train`, its collect-side metrics by :meth:`record_collect`.
+        """
+        self._record(info, "learner.declare_monitor_vars()")
+
+    def record_collect(self, metrics: Mapping[str, Any]) -> None:
+        """Record the policy's collect-side metrics (``CollectResult.metrics``) at the current tick, as
+        ``collector/<key>``.
+
+        ``metrics`` maps each key (as ``_forward_collect`` returned it) to one scalar or to the list of
+        values of one collect call (one per environment step that reported it; each becomes a value of
+        the window). Keys missing from ``metrics`` are simply not recorded (sparse, like learn keys). A
+        key the policy does not declare in ``_monitor_vars_collect()`` is recorded with one warning
+        naming that method (``strict``: ValueError, nothing recorded).
+        """
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"learner.record_collect expects a dict key -> values, got {type(metrics).__name__}")
+        columns = {
+            f"collector/{key}": list(values) if isinstance(values, (list, tuple)) else [values]
+            for key, values in metrics.items()
+        }
+        owner = f"{type(self.policy).__name__}._monitor_vars_collect()"
+        self._check_declared(columns, owner)
+        for index in range(max((len(values) for values in columns.values()), default=0)):
+            step = {key: values[index] for key, values in columns.items() if index < len(values)}
+            self._record(step, owner)
+
+    def _check_declared(self, info: Mapping[str, Any], owner: str) -> List[str]:
+        if not isinstance(info, Mapping):
+            raise TypeError(f"learner.record expects a dict of scalars, got {type(info).__name__}")
+        undeclared = [key for key in info if key not in self._declared]
+        if undeclared and self.cfg["strict"]:
+            raise ValueError(
+                f"undeclared monitor key(s) {', '.join(repr(k) for k in undeclared)} (strict mode): add them "
+                f"to {owner}; nothing of this update was recorded"
+            )
+        return undeclared
+
+    def _record(self, info: Mapping[str, Any], owner: str) -> None:
+        """Record ``info``; an undeclared key warns once, telling to add it to ``owner``."""
+        undeclared = self._check_declared(info, owner)
+        self.monitor.update(info)
+        for key in undeclared:
+            if key not in self._warned_undeclared:
+                self._warned_undeclared.add(key)
+                self.logger.warning(
+                    "monitor key %r is not declared: it is recorded and shown, but add it to %s", key, owner
+                )
+
+    def _lr_info(self) -> Dict[str, Any]:
+        if not self._lr_keys:
+            return {}
+        optimizers = self.policy.optimizers()
+        return {key: optimizers[name].param_groups[0]["lr"] for name, key in self._lr_keys.items() if name in optimizers}
+
+    # ------------------------------------------------------------------------------------ metric path
+    def _default_writers(self) -> List[Writer]:
+        if self.rank != 0:
+            return []
+        writers: List[Writer] = [TableWriter(self.logger)]
+        if self.work_dir is not None:
+            writers.append(TensorBoardWriter(self.work_dir / "tb", logger=self.logger))
+        return writers
+
+    def last_tick(self) -> int:
+        """The monitor tick of the last completed iteration: the current tick inside ``after_iter`` hooks,
+        the one before it once :meth:`train` has returned (its tick is done). A window ending there covers
+        the last iterations that really ran; the final log of a run uses it."""
+        return self.monitor.tick_count if self._tick_pending else self.monitor.tick_count - 1
+
+    def metric_keys(self, keys: Union[None, str, Sequence[str]] = None) -> List[str]:
+        """The monitor keys a log shows: None: every declared key (:meth:`monitor_vars`) then every key
+        recorded without being declared (first-seen order); a str: those of them that start with it (a
+        group such as ``"collector/"``); a list: exactly those keys."""
+        if keys is not None and not isinstance(keys, str):
+            return list(keys)
+        declared = self.monitor_vars()
+        seen = set(declared)
+        every = declared + [key for key in self.monitor.keys() if key not in seen]
+        return every if keys is None else [key for key in every if key.startswith(keys)]
+
+    def _window_stats(self, keys: List[str], end: Optional[int]) -> Tuple[Dict[str, WindowStat], List[str]]:
+        """Window statistics of ``keys``, merged over the ranks by presence in a multi-process run (one
+        ``all_gather`` that every rank must reach), and the keys in display order."""
+        local = self.statistics.window_stats(self.monitor, keys, end=end)
+        if not is_distributed():
+            return local, keys
+        monitor = self.monitor
+        newly = [k for k in self.monitor_vars() if k not in self._reported_anywhere and monitor.last(k) is not None]
+        gathered = all_gather_object((local, newly))
+        merged = merge_window_stats([stats for stats, _ in gathered])
+        for _, reported in gathered:
+            self._reported_anywhere.update(reported)
+        known = set(keys)
+        return merged, keys + [key for key in merged if key not in known]
+
+    def log_metrics(
+        self,
+        keys: Union[None, str, Sequence[str]] = None,
+        end: Optional[int] = None,
+        extra: Optional[Mapping[str, ScalarValue]] = None,
+    ) -> Dict[str, ScalarValue]:
+        """Run the metric path for ``keys`` and write the result to every writer; returns what was written.
+
+        monitor windows -> :attr:`statistics` (``<key>_avg``, ``<key>_nonfinite``) -> merged over ranks
+        -> ``extra`` (e.g. throughput) first, then the statistics -> :meth:`write_scalars` at
+        (``train_iter``, ``envstep``). ``keys`` as in :meth:`metric_keys`; ``end`` is the last monitor tick
+        the windows cover (None: the current one; see :meth:`last_tick`). Non-finite values in a window
+        get a warning (rank 0). In a multi-process run every rank must call it at the same iteration.
+        """
+        selected = self.metric_keys(keys)
+        stats, ordered = self._window_stats(selected, end)
+        values: Dict[str, ScalarValue] = dict(extra or {})
+        values.update(self.statistics.values(stats, ordered))
+        nonfinite = {key: stats[key].nonfinite for key in ordered if key in stats and stats[key].nonfinite}
+        if nonfinite and self.rank == 0:
+            self.logger.warning(
+                "non-finite values (NaN/inf) in the window, excluded from the averages: %s",
+                ", ".join(f"{key}: {count}" for key, count in nonfinite.items()),
+            )
+        self.write_scalars(values)
+        return values
+
+    def write_scalars(
+        self, scalars: Mapping[str, ScalarValue], step_iter: Optional[int] = None, step_env: Optional[int] = None
+    ) -> None:
+        """Hand ``scalars`` (final names, e.g. ``evaluator/episode_return_mean``) to every writer at
+        (``step_iter``, ``step_env``), default (``train_iter``, ``envstep``), and flush them."""
+        step_iter = self.train_iter if step_iter is None else step_iter
+        step_env = self.envstep if step_env is None else step_env
+        for writer in self.writers:
+            writer.write_scalars(scalars, step_iter, step_env)
+            writer.flush()
+
+    def write_text(self, tag: str, text: str, step_iter: Optional[int] = None) -> None:
+        """Hand a text to every writer at ``step_iter`` (default ``train_iter``)."""
+        step_iter = self.train_iter if step_iter is None else step_iter
+        for writer in self.writers:
+            writer.write_text(tag, text, step_iter)
+            writer.flush()
+
+    def close(self) -> None:
+        """Close every writer (a later write opens new files)."""
+        for writer in self.writers:
+            writer.close()
+
+    def _stateful_writers(self) -> Dict[str, Writer]:
+        named: Dict[str, Writer] = {}
+        for writer in self.writers:
+            name, suffix = writer.name, 2
+            while name in named:
+                name, suffix = f"{writer.name}.{suffix}", suffix + 1
+            named[name] = writer
+        return named

@@ -1,0 +1,64 @@
+"""``Writer``: the one interface between the metric path and an output format.
+
+The learner's metric path ends in a list of writers (``learner.writers``): every set of numbers that is
+shown (a periodic log, an evaluation result) goes to each writer with ``write_scalars(scalars, step_iter,
+step_env)``. Names are final (``loss_avg``, ``collector/episode_return_avg``,
+``evaluator/episode_return_mean``, ``throughput/env_steps_per_sec``): a writer decides how to lay them out
+(a table column, a TensorBoard tag), never what they mean. See docs/writers.md.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Mapping, Optional, Union
+
+__all__ = ["Writer", "ScalarValue"]
+
+#: a value handed to a writer; ``None`` means "no value in the window" (shown as ``-``, never written as 0)
+ScalarValue = Optional[Union[int, float]]
+
+
+class Writer(abc.ABC):
+    """Where the numbers of the metric path go.
+
+    Subclasses implement :meth:`write_scalars` and :meth:`write_text`; :meth:`flush`, :meth:`close` and
+    :meth:`rewind` do nothing by default (right for a writer that keeps no file). A writer that must
+    remember something across a resume (e.g. how many points each TensorBoard tag has) returns it from
+    :meth:`state_dict`; the learner saves it in every checkpoint under the writer's :attr:`name` and
+    hands it back to :meth:`load_state_dict` before calling :meth:`rewind`.
+    """
+
+    @property
+    def name(self) -> str:
+        """Name of this writer in checkpoints and messages (default: the class name)."""
+        return type(self).__name__
+
+    @abc.abstractmethod
+    def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
+        """Write one set of named numbers measured at train iteration ``step_iter`` and env step ``step_env``.
+
+        ``scalars`` keeps the order in which the names should be shown. A ``None`` value means the
+        statistic has no value at this point: show it as missing (``-``) or leave it out, never as 0.
+        """
+
+    @abc.abstractmethod
+    def write_text(self, tag: str, text: str, step_iter: int) -> None:
+        """Write a piece of text (a config, a note) under ``tag`` at train iteration ``step_iter``."""
+
+    def flush(self) -> None:
+        """Make everything written so far durable (called by the learner after each write)."""
+
+    def close(self) -> None:
+        """Release files; a later write may open new ones."""
+
+    def rewind(self, step_iter: int, step_env: int) -> None:
+        """Resume: drop everything this writer wrote after train iteration ``step_iter`` / env step
+        ``step_env`` (what a crashed run wrote after its last checkpoint), so the resumed run adds no
+        duplicate point. The default keeps everything (right for a log that is only appended to)."""
+
+    def state_dict(self) -> Optional[dict]:
+        """What a resumed run needs to :meth:`rewind` exactly; None (the default) for a stateless writer."""
+        return None
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (called on resume, before :meth:`rewind`)."""

@@ -1,0 +1,112 @@
+"""``TensorBoardWriter``: every scalar on two x axes, train iterations and env steps.
+
+A name ``k`` becomes ``learner_iter/k`` (step = train iteration) and ``learner_step/k`` (step = env steps
+collected); a grouped name ``g/k`` becomes ``g_iter/k`` and ``g_step/k``::
+
+    loss_avg                       -> learner_iter/loss_avg,               learner_step/loss_avg
+    collector/episode_return_avg   -> collector_iter/episode_return_avg,   collector_step/episode_return_avg
+    evaluator/episode_return_mean  -> evaluator_iter/episode_return_mean,  evaluator_step/episode_return_mean
+    throughput/env_steps_per_sec   -> throughput_iter/env_steps_per_sec,   throughput_step/env_steps_per_sec
+
+A ``None`` value gets no point (TensorBoard joins the neighbours), never a 0. Events are written
+synchronously and fsynced by :meth:`TensorBoardWriter.flush` (see :mod:`rlearn.writers.tb_events`); the
+per-tag point counts are the writer's checkpoint state, and :meth:`TensorBoardWriter.rewind` uses them on
+resume to drop exactly the points written after the checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from rlearn.writers.base import ScalarValue, Writer
+from rlearn.writers.tb_events import PointTable, RewindReport, TBWriter, rewind_event_files
+
+__all__ = ["TensorBoardWriter", "tb_tags"]
+
+
+def tb_tags(name: str) -> Tuple[str, str]:
+    """``(iteration-axis tag, env-step-axis tag)`` of a final name: ``learner_iter/loss_avg`` and
+    ``learner_step/loss_avg`` for ``loss_avg``; ``g_iter/k`` and ``g_step/k`` for ``g/k`` (split at the
+    first ``/``)."""
+    group, sep, rest = name.partition("/")
+    if not sep:
+        group, rest = "learner", name
+    return f"{group}_iter/{rest}", f"{group}_step/{rest}"
+
+
+class TensorBoardWriter(Writer):
+    """Writes scalars to TensorBoard event files under ``logdir`` on both x axes.
+
+    The event file is opened at the first write (so a writer that never writes leaves no directory), and
+    a write after :meth:`close` opens a new file.
+
+    Args:
+        logdir: the event-file directory (``<work_dir>/tb``).
+        logger: where :meth:`rewind` reports what it removed (None: nowhere).
+    """
+
+    def __init__(self, logdir: Union[str, os.PathLike], logger: Optional[logging.Logger] = None) -> None:
+        self.logdir = Path(logdir)
+        self.logger = logger
+        #: per tag: ``[last step written, points written at that step]`` (kept across close/reopen)
+        self.points: PointTable = {}
+        self._writer: Optional[TBWriter] = None
+
+    @property
+    def event_file(self) -> Optional[str]:
+        """The event file currently open, or None."""
+        return self._writer.event_file if self._writer is not None else None
+
+    def _open(self) -> TBWriter:
+        if self._writer is None:
+            self._writer = TBWriter(self.logdir, points=self.points)
+        return self._writer
+
+    def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
+        """``iter`` tag at ``step_iter`` and ``step`` tag at ``step_env`` for every value that is not None."""
+        writer = None
+        for name, value in scalars.items():
+            if value is None:
+                continue
+            writer = writer or self._open()
+            iter_tag, step_tag = tb_tags(name)
+            writer.add_scalar(iter_tag, value, step_iter)
+            writer.add_scalar(step_tag, value, step_env)
+
+    def write_text(self, tag: str, text: str, step_iter: int) -> None:
+        """A TensorBoard text summary (the TEXT dashboard) at step ``step_iter``."""
+        self._open().add_text(tag, text, step_iter)
+
+    def flush(self) -> None:
+        """Write buffered events and fsync the event file."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file; a later write opens a new one."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """``{"points": {tag: [last step, points at it]}}``: what :meth:`rewind` needs after a resume."""
+        return {"points": copy.deepcopy(self.points)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the point counts of a checkpoint (the open event file, if any, keeps the same table)."""
+        points: Mapping[str, List[int]] = state.get("points", {})
+        self.points.clear()
+        self.points.update({str(tag): [int(v[0]), int(v[1])] for tag, v in points.items()})
+
+    def rewind(self, step_iter: int, step_env: int) -> RewindReport:
+        """Remove from the event files every point written after (``step_iter``, ``step_env``), using the
+        point counts of :meth:`load_state_dict` (see :func:`~rlearn.writers.tb_events.rewind_event_files`);
+        the file this writer has open is left alone."""
+        current = self.event_file
+        return rewind_event_files(
+            self.logdir, step_iter, step_env, points=self.points, skip=(current,) if current else (), logger=self.logger
+        )
