@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from rlearn.checkpoint.errors import CheckpointError
-from rlearn.checkpoint.integrity import add_digest, verify_archive
+from rlearn.checkpoint.integrity import append_digest, verify_archive
 from rlearn.fileio import atomic_write_bytes
 
 #: version of the checkpoint layout; bumped when a section changes meaning
@@ -152,12 +152,13 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
 # -------------------------------------------------------------------------------------------- writing
 def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
     """Encode and ``torch.save`` ``checkpoint`` to bytes, with its integrity digest
-    (:func:`~rlearn.checkpoint.integrity.add_digest`); raises :class:`CheckpointError` first if a value
+    (:func:`~rlearn.checkpoint.integrity.append_digest`); raises :class:`CheckpointError` first if a value
     cannot be stored."""
     encoded = encode_state(dict(checkpoint))
     buffer = io.BytesIO()
     torch.save(encoded, buffer)
-    return add_digest(buffer.getvalue())
+    append_digest(buffer)
+    return buffer.getvalue()
 
 
 # -------------------------------------------------------------------------------------------- reading

@@ -26,7 +26,7 @@ from typing import IO, Optional
 
 from rlearn.checkpoint.errors import CheckpointError
 
-__all__ = ["DIGEST_MEMBER", "add_digest", "archive_digest", "verify_archive"]
+__all__ = ["DIGEST_MEMBER", "add_digest", "append_digest", "archive_digest", "verify_archive"]
 
 #: name of the digest member inside the archive's top folder
 DIGEST_MEMBER = "rlearn_digest"
@@ -38,6 +38,11 @@ def _is_digest(info: zipfile.ZipInfo) -> bool:
     return info.filename.rpartition("/")[2] == DIGEST_MEMBER
 
 
+def _update(digest, info: zipfile.ZipInfo) -> None:
+    name = info.filename.encode("utf-8")
+    digest.update(len(name).to_bytes(8, "little") + name + info.file_size.to_bytes(8, "little"))
+
+
 def archive_digest(archive: zipfile.ZipFile) -> str:
     """SHA-256 (hex) over every member but the digest member: name, size and bytes, in archive order.
 
@@ -47,8 +52,7 @@ def archive_digest(archive: zipfile.ZipFile) -> str:
     for info in archive.infolist():
         if _is_digest(info):
             continue
-        name = info.filename.encode("utf-8")
-        digest.update(len(name).to_bytes(8, "little") + name + info.file_size.to_bytes(8, "little"))
+        _update(digest, info)
         with archive.open(info) as member:
             while True:
                 chunk = member.read(_CHUNK)
@@ -58,17 +62,41 @@ def archive_digest(archive: zipfile.ZipFile) -> str:
     return digest.hexdigest()
 
 
-def add_digest(data: bytes) -> bytes:
-    """Return the ``torch.save`` archive ``data`` with a ``<archive>/rlearn_digest`` member appended."""
-    buffer = io.BytesIO(data)
+def _fresh_archive_digest(data: memoryview, archive: zipfile.ZipFile) -> str:
+    """:func:`archive_digest` of an archive just written in memory: stored members are hashed in place
+    (no CRC pass, no copy); the result is the same."""
+    digest = hashlib.sha256()
+    for info in archive.infolist():
+        _update(digest, info)
+        if info.compress_type != zipfile.ZIP_STORED:
+            digest.update(archive.read(info))
+            continue
+        offset = info.header_offset
+        name_length = int.from_bytes(data[offset + 26 : offset + 28], "little")
+        extra_length = int.from_bytes(data[offset + 28 : offset + 30], "little")
+        start = offset + 30 + name_length + extra_length
+        digest.update(data[start : start + info.file_size])
+    return digest.hexdigest()
+
+
+def append_digest(buffer: io.BytesIO) -> None:
+    """Append the ``<archive>/rlearn_digest`` member to the ``torch.save`` archive in ``buffer``, in place
+    (no copy of the archive: the cost is one SHA-256 pass)."""
     with zipfile.ZipFile(buffer) as archive:
         if any(_is_digest(info) for info in archive.infolist()):
             raise ValueError(f"the archive already has a {DIGEST_MEMBER} member")
         folder = archive.namelist()[0].partition("/")[0]
-        value = archive_digest(archive)
+        with buffer.getbuffer() as view:
+            value = _fresh_archive_digest(view, archive)
     with zipfile.ZipFile(buffer, "a") as archive:
         # fixed timestamp: the same checkpoint content gives the same bytes
         archive.writestr(zipfile.ZipInfo(f"{folder}/{DIGEST_MEMBER}"), f"sha256 {value}\n".encode("ascii"))
+
+
+def add_digest(data: bytes) -> bytes:
+    """``data`` (a ``torch.save`` archive) with the digest member appended (see :func:`append_digest`)."""
+    buffer = io.BytesIO(data)
+    append_digest(buffer)
     return buffer.getvalue()
 
 
