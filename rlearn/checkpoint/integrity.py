@@ -3,8 +3,8 @@
 A ``torch.save`` file is a zip archive (``archive/data.pkl``, ``archive/data/0``, ...). ``torch.load``
 does not check the zip CRCs, so a bit flipped on disk or in a copy inside tensor data loads silently as a
 different number. rlearn therefore adds one member to the archive when it writes a checkpoint,
-``<archive>/rlearn_digest``, holding ``sha256 <hex>``: the SHA-256 of every other member (its name, its
-size and its bytes, in archive order). ``torch.load`` ignores the extra member, so a checkpoint is still a
+``<archive>/rlearn_digest``, holding ``sha256 <hex>``: the SHA-256 of every other member (its name, the
+zip directory fields a reader acts on, and its bytes, in archive order). ``torch.load`` ignores the extra member, so a checkpoint is still a
 plain torch file.
 
 Reading (:func:`verify_archive`) goes through the archive exactly as ``torch.load`` does (central
@@ -38,20 +38,32 @@ def _is_digest(info: zipfile.ZipInfo) -> bool:
     return info.filename.rpartition("/")[2] == DIGEST_MEMBER
 
 
+#: MS-DOS "directory" attribute: miniz (torch's zip reader) returns no data for such a member
+_DOS_DIRECTORY = 0x10
+
+
 def _update(digest, info: zipfile.ZipInfo) -> None:
+    """Hash a member's name and the directory fields a zip reader acts on (sizes, CRC, method, flags,
+    attributes, offset): a flip there either breaks reading or changes the digest."""
     name = info.filename.encode("utf-8")
-    digest.update(len(name).to_bytes(8, "little") + name + info.file_size.to_bytes(8, "little"))
+    fields = (info.file_size, info.compress_size, info.CRC, info.compress_type, info.flag_bits,
+              info.internal_attr, info.external_attr, info.header_offset)
+    digest.update(len(name).to_bytes(8, "little") + name + b"".join(int(f).to_bytes(8, "little") for f in fields))
 
 
 def archive_digest(archive: zipfile.ZipFile) -> str:
-    """SHA-256 (hex) over every member but the digest member: name, size and bytes, in archive order.
+    """SHA-256 (hex) over every member but the digest member: name, directory fields and bytes, in archive
+    order.
 
-    Reading a member checks its CRC-32 and its local header (``zipfile.BadZipFile`` when damaged).
+    Reading a member checks its CRC-32 and its local header, and a member marked as a directory (which
+    ``torch.load`` would read as empty) is refused (``zipfile.BadZipFile`` when damaged).
     """
     digest = hashlib.sha256()
     for info in archive.infolist():
         if _is_digest(info):
             continue
+        if info.is_dir() or info.external_attr & _DOS_DIRECTORY:
+            raise zipfile.BadZipFile(f"member {info.filename!r} is marked as a directory")
         _update(digest, info)
         with archive.open(info) as member:
             while True:
