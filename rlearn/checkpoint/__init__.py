@@ -1,4 +1,5 @@
-"""Checkpoint files: the on-disk format, safe loading, validation, RNG state and pruning.
+"""Checkpoint files: the on-disk format, integrity digests, safe loading, validation, RNG state, pruning
+and the choice of the checkpoint to resume from.
 
 The learner decides *what* goes into a checkpoint (:meth:`rlearn.learner.BaseLearner.checkpoint_dict`);
 this package decides how it is stored and read back (:mod:`rlearn.checkpoint.files`), so hooks and
@@ -12,6 +13,7 @@ from rlearn.checkpoint.files import (
     capture_rng_state,
     decode_state,
     encode_state,
+    find_resume_checkpoint,
     iteration_checkpoints,
     prune_checkpoints,
     read_checkpoint,
@@ -26,6 +28,7 @@ __all__ = [
     "capture_rng_state",
     "decode_state",
     "encode_state",
+    "find_resume_checkpoint",
     "iteration_checkpoints",
     "prune_checkpoints",
     "read_checkpoint",

@@ -9,12 +9,15 @@ object is refused when saving, with its path in the state tree, before a byte is
 
 Files are written atomically (:func:`atomic_write_bytes`): a temporary file in the same directory, fsync,
 ``os.replace``, fsync of the directory. A crash or an error mid-save leaves the previous file intact.
+Every file carries a SHA-256 digest of its content, checked on every read
+(:mod:`rlearn.checkpoint.integrity`): a flipped bit is refused, never loaded as a different number.
 """
 
 from __future__ import annotations
 
 import collections
 import io
+import logging
 import os
 import pickle
 import random
@@ -26,6 +29,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import torch
 
+from rlearn.checkpoint.errors import CheckpointError
+from rlearn.checkpoint.integrity import append_digest, verify_archive
 from rlearn.fileio import atomic_write_bytes
 
 #: version of the checkpoint layout; bumped when a section changes meaning
@@ -52,9 +57,7 @@ _ITERATION_RE = re.compile(r"^iteration_(\d+)\.pt$")
 
 PathLike = Union[str, os.PathLike]
 
-
-class CheckpointError(RuntimeError):
-    """A checkpoint cannot be written or read; the message names the file (or state entry) and the problem."""
+_log = logging.getLogger("rlearn.checkpoint")
 
 
 # ---------------------------------------------------------------------------------------------- encoding
@@ -148,21 +151,27 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
 
 # -------------------------------------------------------------------------------------------- writing
 def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
-    """Encode and ``torch.save`` ``checkpoint`` to bytes (raises :class:`CheckpointError` first if a
-    value cannot be stored)."""
+    """Encode and ``torch.save`` ``checkpoint`` to bytes, with its integrity digest
+    (:func:`~rlearn.checkpoint.integrity.append_digest`); raises :class:`CheckpointError` first if a value
+    cannot be stored."""
     encoded = encode_state(dict(checkpoint))
     buffer = io.BytesIO()
     torch.save(encoded, buffer)
+    append_digest(buffer)
     return buffer.getvalue()
 
 
 # -------------------------------------------------------------------------------------------- reading
-def read_checkpoint(path: PathLike) -> Dict[str, Any]:
+def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None) -> Dict[str, Any]:
     """Load and check an rlearn checkpoint file; every problem is a :class:`CheckpointError` naming it.
 
-    Checks: the path is a file; it is a torch zip archive; it unpickles with ``weights_only=True``; it is
-    a dict tagged as an rlearn checkpoint of a supported format version with every required section.
-    Policy compatibility is checked by the learner (:meth:`BaseLearner.load_checkpoint`).
+    Checks: the path is a file; it is a torch zip archive; every member reads back with a correct CRC and
+    the content matches the SHA-256 digest stored at save time (a file without a digest, from an older
+    rlearn or re-saved by other code, loads with a warning on ``logger``, default ``rlearn.checkpoint``);
+    it unpickles with ``weights_only=True``; it is a dict tagged as an rlearn checkpoint of a supported
+    format version with every required section. The file is opened once, so what was verified is what
+    is loaded even if the file is replaced meanwhile. Policy compatibility is checked by the learner
+    (:meth:`BaseLearner.load_checkpoint`).
     """
     path = Path(path)
     if not path.exists():
@@ -171,25 +180,28 @@ def read_checkpoint(path: PathLike) -> Dict[str, Any]:
         raise CheckpointError(f"checkpoint {path}: not a regular file")
     with open(path, "rb") as handle:
         head = handle.read(4)
-    if head != b"PK\x03\x04":
-        raise CheckpointError(
-            f"checkpoint {path}: not a PyTorch checkpoint (the file does not start with a zip header; "
-            f"{'it is empty' if not head else 'garbage or another format'})"
-        )
-    if not zipfile.is_zipfile(path):
-        raise CheckpointError(
-            f"checkpoint {path}: truncated or corrupt (the zip archive has no central directory; "
-            "was the save interrupted?)"
-        )
-    try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise CheckpointError(
-            f"checkpoint {path}: contains objects other than tensors and plain containers, so it was not "
-            f"written by rlearn; refusing to unpickle it ({str(exc).splitlines()[0]})"
-        ) from exc
-    except Exception as exc:  # zip members missing or damaged, bad CRC, ...
-        raise CheckpointError(f"checkpoint {path}: truncated or corrupt ({type(exc).__name__}: {exc})") from exc
+        if head != b"PK\x03\x04":
+            raise CheckpointError(
+                f"checkpoint {path}: not a PyTorch checkpoint (the file does not start with a zip header; "
+                f"{'it is empty' if not head else 'garbage or another format'})"
+            )
+        handle.seek(0)
+        if not zipfile.is_zipfile(handle):
+            raise CheckpointError(
+                f"checkpoint {path}: truncated or corrupt (the zip archive has no central directory; "
+                "was the save interrupted?)"
+            )
+        digest = verify_archive(handle, path)
+        handle.seek(0)
+        try:
+            raw = torch.load(handle, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            raise CheckpointError(
+                f"checkpoint {path}: contains objects other than tensors and plain containers, so it was not "
+                f"written by rlearn; refusing to unpickle it ({str(exc).splitlines()[0]})"
+            ) from exc
+        except Exception as exc:  # zip members missing or damaged, ...
+            raise CheckpointError(f"checkpoint {path}: truncated or corrupt ({type(exc).__name__}: {exc})") from exc
     if not isinstance(raw, Mapping) or raw.get("format") != FORMAT_TAG:
         raise CheckpointError(f"checkpoint {path}: a torch file but not an rlearn checkpoint")
     version = raw.get("format_version")
@@ -201,6 +213,12 @@ def read_checkpoint(path: PathLike) -> Dict[str, Any]:
     missing = [section for section in REQUIRED_SECTIONS if section not in raw]
     if missing:
         raise CheckpointError(f"checkpoint {path}: missing section(s) {', '.join(missing)}")
+    if digest is None:
+        (logger or _log).warning(
+            "checkpoint %s has no integrity digest (written by an older rlearn or re-saved by other code): its "
+            "zip checksums were checked, but its content cannot be verified",
+            path,
+        )
     return decode_state(raw)
 
 
@@ -218,20 +236,96 @@ def iteration_checkpoints(directory: PathLike) -> List[Tuple[int, Path]]:
     return sorted(found)
 
 
-def prune_checkpoints(directory: PathLike, keep: Optional[int], protect: Iterable[PathLike] = ()) -> List[Path]:
-    """Delete all but the newest ``keep`` ``iteration_<n>.pt`` files (``keep=None`` keeps all).
+def prune_checkpoints(
+    directory: PathLike,
+    keep: Optional[int],
+    protect: Iterable[PathLike] = (),
+    resumed_from_iter: Optional[int] = None,
+) -> List[Path]:
+    """Delete ``iteration_<n>.pt`` files: those of an abandoned timeline, then all but the newest ``keep``.
 
-    ``latest.pt`` is never touched, nor any path in ``protect``. Returns the deleted paths.
+    ``resumed_from_iter``: pass it at the first save after resuming from a checkpoint of iteration
+    ``r`` (then not again). The resumed timeline wins: every ``iteration_<n>.pt`` with ``n > r`` that is
+    not protected was written by the run that was abandoned by going back to ``r`` (its TensorBoard points
+    after ``r`` were removed by the rewind too), so it is deleted whatever ``keep`` says; otherwise a
+    later ``--resume`` or the ``keep`` rule would pick stale files over the new run's. Passed at a later
+    save it would delete the resumed run's own earlier checkpoints.
+
+    ``keep=None`` keeps all the remaining files. ``latest.pt`` is never touched (the save that calls this
+    has just rewritten it), nor any path in ``protect`` (the file just saved). Returns the deleted paths,
+    abandoned ones first.
     """
-    if keep is None:
-        return []
     protected = {Path(p).resolve() for p in protect}
-    files = iteration_checkpoints(directory)
-    doomed = files[: max(len(files) - keep, 0)]
-    removed = []
-    for _, path in doomed:
-        if path.resolve() in protected:
-            continue
-        path.unlink(missing_ok=True)
-        removed.append(path)
+    removed: List[Path] = []
+
+    def remove(path: Path) -> None:
+        if path.resolve() not in protected:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+
+    if resumed_from_iter is not None:
+        for n, path in iteration_checkpoints(directory):
+            if n > resumed_from_iter:
+                remove(path)
+    if keep is not None:
+        files = [(n, path) for n, path in iteration_checkpoints(directory)]
+        for _, path in files[: max(len(files) - keep, 0)]:
+            remove(path)
     return removed
+
+
+def _reason(error: CheckpointError, path: Path) -> str:
+    text = str(error)
+    prefix = f"checkpoint {path}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def find_resume_checkpoint(
+    ckpt_dir: PathLike, logger: Optional[logging.Logger] = None
+) -> Tuple[Path, List[Tuple[Path, str]]]:
+    """The checkpoint ``--resume`` continues from, and the files passed over with the reason for each.
+
+    ``latest.pt`` when it reads and verifies (:func:`read_checkpoint`); else the newest valid
+    ``iteration_<n>.pt`` (a kill during the first write of ``latest.pt``, a damaged ``latest.pt``). An
+    ``iteration_<n>.pt`` newer than a valid ``latest.pt`` (a kill between the two writes of one save) is
+    preferred to it. Files are read newest first and only until one is valid.
+
+    Returns ``(path, skipped)``, ``skipped`` as ``[(path, reason), ...]`` in the order they were tried.
+    With ``logger``, the choice is logged (info) and each skipped file (warning). Raises
+    :class:`CheckpointError` naming the directory and every file's problem when none is valid.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    log = logger
+    skipped: List[Tuple[Path, str]] = []
+    chosen: Optional[Path] = None
+    chosen_iter = -1
+    latest = ckpt_dir / "latest.pt"
+    try:
+        chosen_iter = int(read_checkpoint(latest, logger=log)["train_iter"])
+        chosen = latest
+    except CheckpointError as exc:
+        skipped.append((latest, _reason(exc, latest)))
+    for n, path in reversed(iteration_checkpoints(ckpt_dir)):
+        if chosen is not None and n <= chosen_iter:
+            break
+        try:
+            train_iter = int(read_checkpoint(path, logger=log)["train_iter"])
+        except CheckpointError as exc:
+            skipped.append((path, _reason(exc, path)))
+            continue
+        if chosen is not None:
+            skipped.append(
+                (chosen, f"older (train_iter {chosen_iter}) than {path.name} (train_iter {train_iter}): the save "
+                         f"of {path.name} was interrupted before it updated {chosen.name}")
+            )
+        chosen = path
+        break
+    if chosen is None:
+        listing = "; ".join(f"{p.name}: {why}" for p, why in skipped)
+        raise CheckpointError(f"no valid checkpoint to resume from in {ckpt_dir} ({listing})")
+    if log is not None:
+        for path, why in skipped:
+            log.warning("resume: skipped %s: %s", path, why)
+        if skipped:
+            log.info("resume: using %s (the newest valid checkpoint)", chosen)
+    return chosen, skipped

@@ -131,47 +131,86 @@ class EventFileError(ValueError):
 
 @dataclass
 class EventFile:
-    """The records of one event file, and whether it ended with a damaged or truncated record."""
+    """The valid records of one event file, the damaged ones skipped in the middle, and a damaged tail."""
 
     path: Path
     records: List[bytes] = field(default_factory=list)  # the serialized events
     raw: List[bytes] = field(default_factory=list)  # the same records as stored (framing and CRCs included)
+    #: what a crash mid-write leaves: a damaged or truncated region with no valid record after it
     damaged_tail: Optional[str] = None
+    #: damaged regions followed by valid records (bit rot, a disk error): skipped, one description each
+    corrupt: List[str] = field(default_factory=list)
+
+
+def _record_at(blob: bytes, offset: int) -> Tuple[Optional[int], str]:
+    """``(end, "")`` for a valid record starting at ``offset``, else ``(None, what is wrong)``."""
+    if len(blob) - offset < _HEADER.size + _CRC.size:
+        return None, "truncated record header"
+    header = blob[offset : offset + _HEADER.size]
+    (length,) = _HEADER.unpack(header)
+    (header_crc,) = _CRC.unpack_from(blob, offset + _HEADER.size)
+    if header_crc != masked_crc32c(header):
+        return None, "bad length checksum"
+    start = offset + _HEADER.size + _CRC.size
+    end = start + length
+    if end + _CRC.size > len(blob):
+        return None, "truncated record"
+    (data_crc,) = _CRC.unpack_from(blob, end)
+    if data_crc != masked_crc32c(blob[start:end]):
+        return None, "bad data checksum"
+    return end + _CRC.size, ""
+
+
+def _next_record(blob: bytes, offset: int) -> Optional[int]:
+    """Offset of the first valid record after ``offset``, or None.
+
+    A record starts with its length as 8 little-endian bytes; no event is 2**40 bytes long, so the
+    header's last three bytes are zero: only those positions are checked (both checksums must hold).
+    """
+    search = offset + 1
+    while True:
+        zeros = blob.find(b"\x00\x00\x00", search + 5)
+        if zeros < 0:
+            return None
+        candidate = zeros - 5
+        if _record_at(blob, candidate)[0] is not None:
+            return candidate
+        search = candidate + 1
 
 
 def read_records(path: Union[str, os.PathLike]) -> EventFile:
-    """Read the TFRecord records of ``path``, checking both CRCs.
+    """Read the TFRecord records of ``path``, checking both CRCs of each.
 
-    Reading stops at the first record that is truncated or fails a checksum (what a crash mid-write
-    leaves); :attr:`EventFile.damaged_tail` then says what was wrong and where.
+    A record that fails a check is skipped: reading resumes at the next valid record (the same record's
+    end when its length is intact, else the next position where a whole record checks out). A damaged
+    region with valid records after it is listed in :attr:`EventFile.corrupt`; one at the end of the file
+    (what a crash mid-write leaves) is :attr:`EventFile.damaged_tail`. Each description says what was
+    wrong and where.
     """
     path = Path(path)
     blob = path.read_bytes()
     result = EventFile(path)
     offset = 0
     while offset < len(blob):
-        if len(blob) - offset < _HEADER.size + _CRC.size:
-            result.damaged_tail = f"truncated record header at byte {offset}"
+        end, problem = _record_at(blob, offset)
+        if end is not None:
+            result.records.append(blob[offset + _HEADER.size + _CRC.size : end - _CRC.size])
+            result.raw.append(blob[offset:end])
+            offset = end
+            continue
+        resume = None
+        if problem == "bad data checksum":  # the length is intact: the record ends where it says
+            (length,) = _HEADER.unpack_from(blob, offset)
+            after = offset + _HEADER.size + _CRC.size + length + _CRC.size
+            if after == len(blob) or _record_at(blob, after)[0] is not None:
+                resume = after
+        if resume is None:
+            resume = _next_record(blob, offset)
+        if resume is None or resume >= len(blob):
+            result.damaged_tail = f"{problem} at byte {offset}"
             break
-        header = blob[offset : offset + _HEADER.size]
-        (length,) = _HEADER.unpack(header)
-        (header_crc,) = _CRC.unpack_from(blob, offset + _HEADER.size)
-        if header_crc != masked_crc32c(header):
-            result.damaged_tail = f"bad length checksum at byte {offset}"
-            break
-        start = offset + _HEADER.size + _CRC.size
-        end = start + length
-        if end + _CRC.size > len(blob):
-            result.damaged_tail = f"truncated record at byte {offset}"
-            break
-        data = blob[start:end]
-        (data_crc,) = _CRC.unpack_from(blob, end)
-        if data_crc != masked_crc32c(data):
-            result.damaged_tail = f"bad data checksum at byte {offset}"
-            break
-        result.records.append(data)
-        result.raw.append(blob[offset : end + _CRC.size])
-        offset = end + _CRC.size
+        result.corrupt.append(f"{problem} at byte {offset} ({resume - offset} bytes skipped)")
+        offset = resume
     return result
 
 
@@ -182,7 +221,7 @@ def encode_record(data: bytes) -> bytes:
 
 
 def iter_events(path: Union[str, os.PathLike]) -> Iterator[event_pb2.Event]:
-    """The events of one file (stops silently at a damaged tail, as TensorBoard does)."""
+    """The events of one file (damaged records skipped, see :func:`read_records`)."""
     for data in read_records(path).records:
         event = event_pb2.Event()
         event.ParseFromString(data)
@@ -211,7 +250,14 @@ class RewindReport:
     files_rewritten: List[Path] = field(default_factory=list)
     points_removed: int = 0
     damaged_tails: Dict[Path, str] = field(default_factory=dict)
+    #: per file, the damaged records found in the middle and dropped (the records after them are kept)
+    corrupt_records: Dict[Path, List[str]] = field(default_factory=dict)
     skipped: Dict[Path, str] = field(default_factory=dict)
+
+    @property
+    def corrupt_count(self) -> int:
+        """How many damaged records were dropped from the middle of files."""
+        return sum(len(found) for found in self.corrupt_records.values())
 
 
 def rewind_event_files(
@@ -233,7 +279,9 @@ def rewind_event_files(
       the checkpoint on the tag's axis: ``envstep`` for ``*_step/...`` tags, ``train_iter`` otherwise.
 
     Events without summaries (file version, session logs, graphs) are kept. A damaged or truncated last
-    record (a crash mid-write) is dropped. A file that changes is replaced atomically (temporary file in
+    record (a crash mid-write) is dropped. A damaged record in the middle of a file (bit rot, a disk
+    error) is dropped too, and the valid records after it are kept: each is counted in the report and
+    warned about on ``logger``. A file that changes is replaced atomically (temporary file in
     the same directory, fsync, rename); unchanged files are not touched. ``skip`` lists files to leave
     alone (the event file the current writer has open).
     """
@@ -264,9 +312,11 @@ def rewind_event_files(
         except DecodeError as exc:  # valid records that are not events: not ours to rewrite
             report.skipped[path] = f"not a TensorBoard event file ({exc})"
             continue
-        changed = content.damaged_tail is not None
-        if changed:
+        changed = content.damaged_tail is not None or bool(content.corrupt)
+        if content.damaged_tail is not None:
             report.damaged_tails[path] = content.damaged_tail
+        if content.corrupt:
+            report.corrupt_records[path] = list(content.corrupt)
         out: List[bytes] = []
         for event, raw in zip(events, content.raw):
             if not event.HasField("summary"):
@@ -290,6 +340,14 @@ def rewind_event_files(
     if logger is not None:
         for path, why in report.skipped.items():
             logger.warning("TensorBoard rewind: left %s untouched: %s", path, why)
+        for path, found in report.corrupt_records.items():
+            logger.warning(
+                "TensorBoard rewind: %s had %d damaged record(s) in the middle (%s); dropped them (the points "
+                "they held are lost) and kept the valid records after them",
+                path,
+                len(found),
+                "; ".join(found),
+            )
     if logger is not None and (report.files_rewritten or report.damaged_tails):
         logger.info(
             "TensorBoard rewind to train_iter=%d envstep=%d: removed %d point(s) written after the checkpoint "

@@ -1,0 +1,143 @@
+"""Integrity of checkpoint files: a SHA-256 digest stored inside the archive and checked on every read.
+
+A ``torch.save`` file is a zip archive (``archive/data.pkl``, ``archive/data/0``, ...). ``torch.load``
+does not check the zip CRCs, so a bit flipped on disk or in a copy inside tensor data loads silently as a
+different number. rlearn therefore adds one member to the archive when it writes a checkpoint,
+``<archive>/rlearn_digest``, holding ``sha256 <hex>``: the SHA-256 of every other member (its name, the
+zip directory fields a reader acts on, and its bytes, in archive order). ``torch.load`` ignores the extra member, so a checkpoint is still a
+plain torch file.
+
+Reading (:func:`verify_archive`) goes through the archive exactly as ``torch.load`` does (central
+directory, then each member's local header, then its data), reading every member with Python's
+``zipfile``, which checks each member's CRC-32 and that the local header names the same member; the
+digest is then recomputed and compared. Any damage to what ``torch.load`` will read is refused with a
+:class:`~rlearn.checkpoint.CheckpointError` naming the file. Files without a digest (written by an older
+rlearn, or re-saved by other code) still get the CRC checks and are reported as unverified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import zipfile
+from pathlib import Path
+from typing import IO, Optional
+
+from rlearn.checkpoint.errors import CheckpointError
+
+__all__ = ["DIGEST_MEMBER", "add_digest", "append_digest", "archive_digest", "verify_archive"]
+
+#: name of the digest member inside the archive's top folder
+DIGEST_MEMBER = "rlearn_digest"
+_DIGEST_RE = re.compile(rb"^sha256 ([0-9a-f]{64})\n$")
+_CHUNK = 1 << 20
+
+
+def _is_digest(info: zipfile.ZipInfo) -> bool:
+    return info.filename.rpartition("/")[2] == DIGEST_MEMBER
+
+
+#: MS-DOS "directory" attribute: miniz (torch's zip reader) returns no data for such a member
+_DOS_DIRECTORY = 0x10
+
+
+def _update(digest, info: zipfile.ZipInfo) -> None:
+    """Hash a member's name and the directory fields a zip reader acts on (sizes, CRC, method, flags,
+    attributes, offset): a flip there either breaks reading or changes the digest."""
+    name = info.filename.encode("utf-8")
+    fields = (info.file_size, info.compress_size, info.CRC, info.compress_type, info.flag_bits,
+              info.internal_attr, info.external_attr, info.header_offset)
+    digest.update(len(name).to_bytes(8, "little") + name + b"".join(int(f).to_bytes(8, "little") for f in fields))
+
+
+def archive_digest(archive: zipfile.ZipFile) -> str:
+    """SHA-256 (hex) over every member but the digest member: name, directory fields and bytes, in archive
+    order.
+
+    Reading a member checks its CRC-32 and its local header, and a member marked as a directory (which
+    ``torch.load`` would read as empty) is refused (``zipfile.BadZipFile`` when damaged).
+    """
+    digest = hashlib.sha256()
+    for info in archive.infolist():
+        if _is_digest(info):
+            continue
+        if info.is_dir() or info.external_attr & _DOS_DIRECTORY:
+            raise zipfile.BadZipFile(f"member {info.filename!r} is marked as a directory")
+        _update(digest, info)
+        with archive.open(info) as member:
+            while True:
+                chunk = member.read(_CHUNK)
+                if not chunk:
+                    break
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fresh_archive_digest(data: memoryview, archive: zipfile.ZipFile) -> str:
+    """:func:`archive_digest` of an archive just written in memory: stored members are hashed in place
+    (no CRC pass, no copy); the result is the same."""
+    digest = hashlib.sha256()
+    for info in archive.infolist():
+        _update(digest, info)
+        if info.compress_type != zipfile.ZIP_STORED:
+            digest.update(archive.read(info))
+            continue
+        offset = info.header_offset
+        name_length = int.from_bytes(data[offset + 26 : offset + 28], "little")
+        extra_length = int.from_bytes(data[offset + 28 : offset + 30], "little")
+        start = offset + 30 + name_length + extra_length
+        digest.update(data[start : start + info.file_size])
+    return digest.hexdigest()
+
+
+def append_digest(buffer: io.BytesIO) -> None:
+    """Append the ``<archive>/rlearn_digest`` member to the ``torch.save`` archive in ``buffer``, in place
+    (no copy of the archive: the cost is one SHA-256 pass)."""
+    with zipfile.ZipFile(buffer) as archive:
+        if any(_is_digest(info) for info in archive.infolist()):
+            raise ValueError(f"the archive already has a {DIGEST_MEMBER} member")
+        folder = archive.namelist()[0].partition("/")[0]
+        with buffer.getbuffer() as view:
+            value = _fresh_archive_digest(view, archive)
+    with zipfile.ZipFile(buffer, "a") as archive:
+        # fixed timestamp: the same checkpoint content gives the same bytes
+        archive.writestr(zipfile.ZipInfo(f"{folder}/{DIGEST_MEMBER}"), f"sha256 {value}\n".encode("ascii"))
+
+
+def add_digest(data: bytes) -> bytes:
+    """``data`` (a ``torch.save`` archive) with the digest member appended (see :func:`append_digest`)."""
+    buffer = io.BytesIO(data)
+    append_digest(buffer)
+    return buffer.getvalue()
+
+
+def verify_archive(handle: IO[bytes], path: Path) -> Optional[str]:
+    """Check every member of the zip archive open in ``handle`` and, when present, its digest.
+
+    Returns the verified digest (hex), or None when the archive has no digest member (its members'
+    CRCs were still checked). Raises :class:`CheckpointError` naming ``path`` when a member is damaged
+    or the digest does not match.
+    """
+    try:
+        with zipfile.ZipFile(handle) as archive:
+            stored = [info for info in archive.infolist() if _is_digest(info)]
+            if len(stored) > 1:
+                raise CheckpointError(f"checkpoint {path}: corrupt (the archive has {len(stored)} digest members)")
+            expected: Optional[str] = None
+            if stored:
+                match = _DIGEST_RE.match(archive.read(stored[0]))
+                if match is None:
+                    raise CheckpointError(f"checkpoint {path}: corrupt (its digest member is unreadable)")
+                expected = match.group(1).decode("ascii")
+            actual = archive_digest(archive)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # bad CRC, header mismatch, truncated member, bad compression method, ...
+        raise CheckpointError(f"checkpoint {path}: truncated or corrupt ({type(exc).__name__}: {exc})") from exc
+    if expected is not None and actual != expected:
+        raise CheckpointError(
+            f"checkpoint {path}: integrity check failed: the SHA-256 of its content does not match the digest "
+            "stored when it was saved (the file was damaged on disk or in a copy); use another checkpoint"
+        )
+    return expected
