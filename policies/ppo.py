@@ -33,7 +33,8 @@ computed on it) while the environment receives ``env_action``, the sample clippe
 
 Every update reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` and
 ``explained_variance``; only updates that ``target_kl`` stopped early add ``early_stop_epoch`` (the
-1-based epoch in which they stopped). The learner adds ``cur_lr``. See ``docs/ppo.md``.
+1-based epoch in which they stopped), a key declared only when ``target_kl`` is set. The learner adds
+``cur_lr``. See ``docs/ppo.md``.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def clipped_surrogate_loss(
     loss = -torch.min(ratio * advantage, ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio) * advantage).mean()
     with torch.no_grad():
         approx_kl = ((ratio - 1.0) - log_ratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_ratio).float().mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_ratio).to(ratio.dtype).mean()
     return loss, approx_kl, clipfrac
 
 
@@ -324,7 +325,12 @@ class PPOPolicy(Policy):
 
     # ------------------------------------------------------------------------------------ learn
     def _monitor_vars_learn(self) -> List[str]:
-        return [*_EVERY_UPDATE, "explained_variance", "early_stop_epoch"]
+        """The six per-update keys, plus ``early_stop_epoch`` when ``target_kl`` is set (without it no update
+        can stop early, and a declared key that never appears would only be a ``-`` column and a warning)."""
+        keys = [*_EVERY_UPDATE, "explained_variance"]
+        if self.cfg["target_kl"] is not None:
+            keys.append("early_stop_epoch")
+        return keys
 
     def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
         """One PPO update on a rollout of ``[T, N, ...]`` tensors; returns the info dict described in the
