@@ -367,6 +367,10 @@ class PPOPolicy(Policy):
         statistics (and ``early_stop_epoch`` if ``target_kl`` stopped the update)."""
         cfg = self.cfg
         clip, target_kl = self._clip_ratio(), cfg["target_kl"]
+        # advantages are normalised per minibatch; a rollout that is a single minibatch is normalised once
+        normalize_each = cfg["normalize_advantage"] and cfg["minibatch_size"] < len(batch["obs"])
+        if cfg["normalize_advantage"] and not normalize_each:
+            batch = dict(batch, advantage=normalize(batch["advantage"]))
         stats: List[torch.Tensor] = []
         info: Dict[str, float] = {}
         for epoch in range(cfg["epochs"]):
@@ -374,7 +378,7 @@ class PPOPolicy(Policy):
                 with span("learner/forward", lane="learner"):
                     params, value = self.ac(mb["obs"])
                     log_prob, entropy = self._log_prob_entropy(params, mb["action"])
-                    advantage = normalize(mb["advantage"]) if cfg["normalize_advantage"] else mb["advantage"]
+                    advantage = normalize(mb["advantage"]) if normalize_each else mb["advantage"]
                     policy_loss, approx_kl, clipfrac = clipped_surrogate_loss(log_prob, mb["log_prob"], advantage, clip)
                     v_loss = value_loss(value, mb["value"], mb["target"], cfg["clip_value"])
                     entropy = entropy.mean()

@@ -148,6 +148,21 @@ def test_update_reports_the_losses_of_its_batch(action):
     assert info["approx_kl"] == pytest.approx(0.0, abs=1e-6) and info["clipfrac"] == 0.0
 
 
+@pytest.mark.parametrize("minibatch_size", [4, 1000])
+def test_advantage_normalisation_per_minibatch(minibatch_size):
+    """lr = 0 (ratio 1 everywhere): with normalisation each minibatch's advantages have mean 0, so the
+    surrogate is 0; without it the loss is -mean(A) over the rollout (equal-sized minibatches)."""
+    normed = make_policy(lr=0.0, epochs=1, minibatch_size=minibatch_size)
+    data = make_rollout(normed, seed=6)
+    assert abs(normed._forward_learn(data)["policy_loss"]) < 1e-6
+    raw = make_policy(lr=0.0, epochs=1, minibatch_size=minibatch_size, normalize_advantage=False)
+    with torch.no_grad():
+        next_value = raw.ac.value(data["next_obs"].flatten(0, 1)).view(8, 2)
+    adv, _ = compute_gae(data["reward"], data["value"], next_value, data["terminated"], data["truncated"],
+                         raw.cfg["gamma"], raw.cfg["gae_lambda"])
+    assert raw._forward_learn(data)["policy_loss"] == pytest.approx(-adv.mean().item(), rel=1e-5)
+
+
 def test_update_improves_advantage_weighted_likelihood_and_fits_values():
     policy = make_policy(epochs=4, gae_lambda=0.0, gamma=0.0, lr=3e-3)
     data = make_rollout(policy, T=16, N=4, seed=11)
@@ -266,6 +281,24 @@ def test_discrete_actions_follow_the_policy_distribution():
     np.testing.assert_allclose(freq, probs, atol=0.015)
     np.testing.assert_allclose(out["log_prob"], np.log(probs)[out["action"]], rtol=1e-5)
     np.testing.assert_array_equal(policy._forward_eval(obs[:5]), np.zeros(5, np.int64))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("action", ["discrete", "continuous"])
+def test_runs_on_cuda_like_on_cpu(action):
+    """The same seed on CUDA and CPU: same declared keys, finite values, the networks on the device, and the
+    losses of the first update within float tolerance of the CPU ones (same rollout, same minibatch order)."""
+    obs_space, act_space = DISCRETE if action == "discrete" else CONTINUOUS
+    cpu = PPOPolicy({**SMALL, "target_kl": 1e-7, "minibatch_size": 4}, obs_space, act_space, seed=0)
+    gpu = PPOPolicy({**SMALL, "target_kl": 1e-7, "minibatch_size": 4}, obs_space, act_space, device="cuda", seed=0)
+    assert all(p.is_cuda for p in gpu.ac.parameters())
+    data = make_rollout(cpu, seed=1)
+    info_cpu, info_gpu = cpu._forward_learn(data), gpu._forward_learn(data)
+    assert set(info_gpu) == set(info_cpu) and set(info_gpu) <= set(gpu.monitor_vars())
+    for key in info_cpu:
+        assert info_gpu[key] == pytest.approx(info_cpu[key], rel=1e-3, abs=1e-5), key
+    out = gpu._forward_collect(data["obs"][0].numpy(), envstep=0)
+    assert out["action"].shape[0] == data["obs"].shape[1]
 
 
 # ----------------------------------------------------------------------------------- checkpoints
