@@ -23,7 +23,8 @@ One train iteration (= one call of :meth:`PPOPolicy._forward_learn`) is one *upd
    with the gradient norm clipped to ``max_grad_norm`` before each Adam step.
 3. ``target_kl``: before each step, if the minibatch's ``approx_kl`` (an estimate of
    ``KL(pi_collect || pi)``) exceeds ``1.5 * target_kl``, the update stops there (that minibatch is not
-   stepped, the remaining epochs are skipped) -- the rule of Spinning Up and Stable-Baselines3.
+   stepped, the remaining epochs are skipped) -- the rule of Spinning Up and Stable-Baselines3. In a
+   multi-process run the ranks compare their mean ``approx_kl``, so that they all stop at the same step.
 
 The networks are two MLPs in one module (:class:`ActorCritic`), an actor and a critic that share no
 layers (SB3's ``MlpPolicy`` for PPO), trained by one Adam optimizer. Discrete actions use a categorical
@@ -44,11 +45,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from gymnasium import spaces
 from torch import nn
 
 from policies.adam_step import AdamStep
 from policies.base import Policy, PolicyConfigError
+from rlearn.distributed.utils import is_distributed
 from rlearn.rl.advantages import compute_gae, explained_variance
 from rlearn.trace import span
 
@@ -384,7 +387,7 @@ class PPOPolicy(Policy):
                     entropy = entropy.mean()
                     loss = policy_loss - cfg["entropy_coef"] * entropy + cfg["value_coef"] * v_loss
                 stats.append(torch.stack([policy_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
-                if target_kl is not None and approx_kl.item() > 1.5 * target_kl:
+                if target_kl is not None and self._kl_over_ranks(approx_kl) > 1.5 * target_kl:
                     info["early_stop_epoch"] = epoch + 1  # this minibatch is not stepped; no further epochs
                     break
                 self._step(loss)
@@ -392,6 +395,16 @@ class PPOPolicy(Policy):
                 break
         info.update(zip(_EVERY_UPDATE, torch.stack(stats).mean(0).tolist()))
         return info
+
+    @staticmethod
+    def _kl_over_ranks(approx_kl: torch.Tensor) -> float:
+        """The minibatch's ``approx_kl``, averaged over the ranks of a multi-process run: every rank then
+        stops at the same step (DDP needs every rank to take the same steps). One process: the value."""
+        if is_distributed():
+            approx_kl = approx_kl.detach().clone()
+            dist.all_reduce(approx_kl)
+            approx_kl /= dist.get_world_size()
+        return approx_kl.item()
 
     def _minibatches(self, batch: Mapping[str, torch.Tensor]) -> List[Dict[str, torch.Tensor]]:
         """A fresh random split of the batch into minibatches of ``minibatch_size`` (the last one may be
