@@ -48,41 +48,10 @@ from torch import nn
 from torch.distributions import Categorical, Distribution, Independent, Normal, kl_divergence
 
 from policies.base import Policy, PolicyConfigError
+from rlearn.rl.advantages import compute_gae, explained_variance
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
-
-
-def compute_gae(
-    reward: torch.Tensor,
-    value: torch.Tensor,
-    next_value: torch.Tensor,
-    terminated: torch.Tensor,
-    truncated: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """GAE(lambda) advantages and value targets for a rollout of ``[T, N]`` tensors.
-
-    ``value[t] = V(obs[t])`` and ``next_value[t] = V(next_obs[t])`` where ``next_obs`` is the true next
-    observation (the final one where an episode ended). The one-step error bootstraps from
-    ``next_value`` unless the step *terminated*; a truncated step bootstraps (the episode was cut by a
-    time limit, the state still has a future). The recursion ``A[t] = delta[t] + gamma * lambda *
-    A[t+1]`` stops at every episode end (terminated or truncated), since step ``t+1`` of that
-    environment belongs to a new episode, and the last step of the rollout uses ``A[T] = 0`` (its
-    ``delta`` already bootstraps from ``V(next_obs)``).
-
-    Returns ``(advantages, value_targets)`` with ``value_targets = advantages + value``.
-    """
-    not_terminated = 1.0 - terminated
-    episode_continues = (1.0 - terminated) * (1.0 - truncated)
-    delta = reward + gamma * not_terminated * next_value - value
-    advantages = torch.zeros_like(reward)
-    running = torch.zeros_like(reward[0])
-    for t in reversed(range(reward.shape[0])):
-        running = delta[t] + gamma * gae_lambda * episode_continues[t] * running
-        advantages[t] = running
-    return advantages, advantages + value
 
 
 def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, discrete: bool) -> torch.Tensor:
@@ -103,15 +72,6 @@ def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, di
         new_logp = F.log_softmax(new_params, dim=-1)
         return (old_logp.exp() * (old_logp - new_logp)).sum(-1)
     return kl_divergence(_gaussian(old_params), _gaussian(new_params))
-
-
-def explained_variance(prediction: torch.Tensor, target: torch.Tensor) -> float:
-    """``1 - Var(target - prediction) / Var(target)``: 1 is a perfect value function, 0 no better than a
-    constant, negative worse. ``nan`` when the targets are all equal (the ratio is undefined)."""
-    target_var = target.var(unbiased=False)
-    if target_var.item() == 0.0:
-        return float("nan")
-    return (1.0 - (target - prediction).var(unbiased=False) / target_var).item()
 
 
 def _gaussian(params: torch.Tensor) -> Distribution:

@@ -291,6 +291,33 @@ def _check_ppg(rank: int) -> Dict[str, Any]:
             "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]}
 
 
+def _check_ppo(rank: int, continuous: bool) -> Dict[str, Any]:
+    """PPO with a target_kl on different data per rank: the ranks must stop at the same step (or DDP hangs)."""
+    from policies.ppo import PPOPolicy
+
+    cfg = dict(rollout_steps=8, minibatch_size=4, epochs=4, hidden_sizes=[16], target_kl=0.002, lr=3e-2)
+    act_space = spaces.Box(-2.0, 2.0, (2,), dtype=np.float32) if continuous else spaces.Discrete(2)
+    policy = PPOPolicy(cfg, spaces.Box(-1.0, 1.0, (4,), dtype=np.float32), act_space, seed=3 + rank)
+    policy.setup_distributed()
+    rng = np.random.default_rng(rank)
+    infos = []
+    for _ in range(2):
+        obs = rng.uniform(-1, 1, size=(8, 2, 4)).astype(np.float32)
+        collected = [policy._forward_collect(o, 0) for o in obs]
+        rollout = {
+            "obs": obs,
+            "action": np.stack([c["action"] for c in collected]),
+            "log_prob": np.stack([c["log_prob"] for c in collected]),
+            "value": np.stack([c["value"] for c in collected]),
+            "reward": rng.normal(size=(8, 2)).astype(np.float32) * (1 + 5 * rank),
+            "next_obs": rng.uniform(-1, 1, size=(8, 2, 4)).astype(np.float32),
+            "terminated": np.zeros((8, 2), np.float32),
+            "truncated": np.zeros((8, 2), np.float32),
+        }
+        infos.append(policy._forward_learn(rollout).get("early_stop_epoch"))
+    return {"after": flat_state(policy.modules()), "early_stop_epochs": infos}
+
+
 def _check_learner(rank: int, world: int, work_dir: str) -> Dict[str, Any]:
     import logging
 
@@ -339,6 +366,8 @@ def two_rank_checks(rank: int, world: int, port: int, work_dir: str) -> None:
         results["manual"] = _check_regression(rank, world, manual=True)
         results["td3"] = _check_td3(rank)
         results["ppg"] = _check_ppg(rank)
+        results["ppo"] = _check_ppo(rank, continuous=False)
+        results["ppo_continuous"] = _check_ppo(rank, continuous=True)
         results["learner"] = _check_learner(rank, world, work_dir)
     except BaseException:  # report instead of hanging the parent
         results["error"] = traceback.format_exc()

@@ -95,6 +95,17 @@ def test_ppg_ranks_stay_identical_and_ddp_does_all_the_averaging(two_ranks):
     assert ppg_0["fallback_steps"] == 0 and ppg_0["warnings"] == []
 
 
+@pytest.mark.parametrize("check", ["ppo", "ppo_continuous"])
+def test_ppo_ranks_stop_at_the_same_step_and_stay_identical(two_ranks, check):
+    """target_kl on different data per rank: the ranks average approx_kl before deciding, so they stop
+    together (an update that stopped on one rank only would hang DDP) and end identical."""
+    results, _ = two_ranks
+    ppo_0, ppo_1 = results[0][check], results[1][check]
+    _assert_same(ppo_0["after"], ppo_1["after"], check)
+    assert ppo_0["early_stop_epochs"] == ppo_1["early_stop_epochs"]
+    assert any(epoch is not None for epoch in ppo_0["early_stop_epochs"])  # the stop did happen
+
+
 def test_log_show_hook_reduces_windows_by_presence(two_ranks):
     results, work_dir = two_ranks
     learner_0, learner_1 = results[0]["learner"], results[1]["learner"]

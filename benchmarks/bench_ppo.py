@@ -1,0 +1,331 @@
+"""PPO benchmark: rlearn's PPO side by side with Stable-Baselines3's PPO at rl-zoo's settings, same script.
+
+For every seed, rlearn PPO (the bundled ``ppo_cartpole`` / ``ppo_pendulum`` configs through the pipeline:
+log file, TensorBoard, the product as a user runs it) and SB3 PPO with the same hyper-parameters train on the
+same budget, one after the other, the order alternating from seed to seed (rlearn first on even seeds, SB3
+first on odd ones) so that both see the same machine load. Both are evaluated the same way: 10 deterministic
+episodes every ``eval_freq`` env steps, evaluation time excluded from the training time.
+
+Reported per run: env steps/s (env steps / training time), steps and time to the target (first evaluation at or
+above it), the final evaluation return; per seed, the speed ratio rlearn / SB3 of the pair. Targets (issue 18):
+CartPole-v1 mean return 500 within 100k env steps and Pendulum-v1 >= -250 within 200k on every seed; env
+steps/s >= 1.5x SB3.
+
+Settings (rl-baselines3-zoo ``hyperparams/ppo.yml``):
+
+* CartPole-v1: 8 envs, n_steps 32, batch 256, 20 epochs, gamma 0.98, gae_lambda 0.8, ent_coef 0, lr and clip
+  range decayed linearly from 1e-3 and 0.2 (``lin_1e-3``, ``lin_0.2``).
+* Pendulum-v1: 4 envs, n_steps 1024, batch 64, 10 epochs, gamma 0.9, gae_lambda 0.95, ent_coef 0, lr 1e-3,
+  clip range 0.2. rl-zoo adds ``use_sde=True``; rlearn's PPO has no gSDE, so **both** run with
+  ``use_sde=False`` here (same exploration model: state-independent log-std).
+
+Both libraries: value_coef 0.5, max_grad_norm 0.5, advantage normalisation, Adam, separate 64-64 tanh actor
+and critic, one torch thread. Outputs in ``benchmarks/results/``: ``ppo_<env>_learning.csv`` (one row per
+evaluation), ``ppo_<env>_learning.png`` (learning curves) and ``ppo_bench.json`` (``_quick`` with ``--quick``).
+
+    .venv/bin/python benchmarks/bench_ppo.py                          # 3 seeds, both envs
+    .venv/bin/python benchmarks/bench_ppo.py --envs cartpole --seeds 0 1 2
+    .venv/bin/python benchmarks/bench_ppo.py --quick                  # 1 seed, 30k / 60k steps
+    .venv/bin/python benchmarks/bench_ppo.py --envs pendulum --seeds 0 --no-sb3
+
+SB3 and matplotlib come with the ``bench`` extra (``pip install -e '.[bench]'``). Timings on a shared machine
+are noisy: read the per-pair ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_ppg import _fmt, evaluate_sb3, summarise, write_csv  # noqa: E402  (shared reporting helpers)
+
+RESULTS = HERE / "results"
+EVAL_EPISODES = 10
+RLEARN, SB3 = "rlearn PPO", "SB3 PPO"
+
+ENVS = {
+    "cartpole": dict(config="ppo_cartpole", env_id="CartPole-v1", target=500.0, steps=100_000, quick_steps=30_000,
+                     eval_freq=4096,
+                     sb3=dict(n_envs=8, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8,
+                              ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, decay=True)),
+    "pendulum": dict(config="ppo_pendulum", env_id="Pendulum-v1", target=-250.0, steps=200_000, quick_steps=60_000,
+                     eval_freq=8192,
+                     sb3=dict(n_envs=4, n_steps=1024, batch_size=64, n_epochs=10, gamma=0.9, gae_lambda=0.95,
+                              ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, decay=False)),
+}
+
+
+# --------------------------------------------------------------------------------------- rlearn side
+def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = ()) -> Dict[str, Any]:
+    """Train rlearn PPO with the bundled config through the pipeline; evaluation points and the time breakdown
+    (rollout collection, PPO updates, the rest: learner hooks and the pipeline)."""
+    import torch
+
+    from rlearn.config import load_config
+    from rlearn.hooks import Hook
+    from rlearn.pipeline import SerialPipeline
+
+    spec = ENVS[env_key]
+    cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={spec['eval_freq']}",
+                                       f"eval.episodes={EVAL_EPISODES}", "checkpoint.freq=none", *overrides])
+    if spec["sb3"]["decay"]:  # stretch the linear lr decay over this run's updates, as SB3's schedule does
+        per_update = cfg["env"]["num_envs"] * cfg["policy"]["rollout_steps"]
+        for hook in cfg["learner"]["hooks"]:
+            if hook["type"] == "LRSchedulerHook":
+                hook["scheduler"]["total_iters"] = -(-steps // per_update)
+    work_dir = Path(tempfile.mkdtemp(prefix=f"bench_ppo_{env_key}_"))
+    clock = time.perf_counter
+
+    class BenchHook(Hook):
+        """Times collection and evaluation; records every evaluation with the training time so far."""
+
+        def __init__(self) -> None:
+            self.start = self.end = self._t = 0.0
+            self.collect = self.evaluate = 0.0
+            self.points: List[Dict[str, float]] = []
+
+        def before_run(self, learner: Any) -> None:
+            self.start = clock()
+
+        def before_collect(self, learner: Any) -> None:
+            self._t = clock()
+
+        def after_collect(self, learner: Any) -> None:
+            self.collect += clock() - self._t
+
+        def before_eval(self, learner: Any) -> None:
+            self._t = clock()
+
+        def after_eval(self, learner: Any) -> None:
+            now = clock()
+            self.evaluate += now - self._t
+            self.points.append(dict(envstep=learner.envstep, train_time=now - self.start - self.evaluate,
+                                    eval_return=pipe.state.last_eval["episode_return_mean"]))
+
+        def after_run(self, learner: Any) -> None:
+            self.end = clock()
+
+    try:
+        pipe = SerialPipeline(cfg, work_dir=work_dir, progress=False)
+        for handler in pipe.logger.handlers:  # tables still go to the log file, not to this console
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                handler.setLevel(logging.WARNING)
+        hook = BenchHook()
+        pipe.learner.register_hook(hook)
+        policy, learn_time = pipe.policy, [0.0]
+        forward_learn = policy._forward_learn
+
+        def timed_learn(data: Any) -> Any:  # instance attribute: the policy class is untouched
+            t = clock()
+            try:
+                return forward_learn(data)
+            finally:
+                learn_time[0] += clock() - t
+
+        policy._forward_learn = timed_learn
+        torch.set_num_threads(1)
+        result = pipe.run()
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    train_time = hook.end - hook.start - hook.evaluate
+    breakdown = {"rollout": hook.collect, "update": learn_time[0],
+                 "other": train_time - hook.collect - learn_time[0]}
+    return summarise(RLEARN, env_key, seed, result.envstep, train_time, hook.points, breakdown, spec["target"])
+
+
+# ------------------------------------------------------------------------------------------ SB3 side
+def run_sb3(env_key: str, seed: int, steps: int) -> Dict[str, Any]:
+    """SB3 PPO with the same rl-zoo settings, evaluated like the rlearn runs."""
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    spec = ENVS[env_key]
+    hp, eval_freq, clock = spec["sb3"], spec["eval_freq"], time.perf_counter
+    eval_env = gym.make_vec(spec["env_id"], num_envs=EVAL_EPISODES, vectorization_mode="sync")
+
+    class Bench(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval = eval_freq
+            self.evaluate = self.rollout = self.start = self._rollout_start = self._eval_in_rollout = 0.0
+            self.points: List[Dict[str, float]] = []
+
+        def _on_training_start(self) -> None:
+            self.start = clock()
+
+        def _on_rollout_start(self) -> None:
+            self._rollout_start = clock()
+            self._eval_in_rollout = 0.0
+
+        def _on_rollout_end(self) -> None:
+            self.rollout += clock() - self._rollout_start - self._eval_in_rollout
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_eval:
+                self.next_eval += eval_freq
+                t = clock()
+                ret = evaluate_sb3(self.model, eval_env, seed=10_000 * (seed + 1) + self.num_timesteps)
+                elapsed = clock() - t
+                self.evaluate += elapsed
+                self._eval_in_rollout += elapsed
+                self.points.append(dict(envstep=self.num_timesteps, train_time=clock() - self.start - self.evaluate,
+                                        eval_return=ret))
+            return True
+
+    torch.set_num_threads(1)
+    env = make_vec_env(spec["env_id"], n_envs=hp["n_envs"], seed=seed)
+    lr, clip = hp["learning_rate"], hp["clip_range"]
+    model = PPO("MlpPolicy", env, n_steps=hp["n_steps"], batch_size=hp["batch_size"], n_epochs=hp["n_epochs"],
+                gamma=hp["gamma"], gae_lambda=hp["gae_lambda"], ent_coef=hp["ent_coef"],
+                learning_rate=(lambda progress: progress * lr) if hp["decay"] else lr,
+                clip_range=(lambda progress: progress * clip) if hp["decay"] else clip,
+                use_sde=False, seed=seed, device="cpu", verbose=0)
+    bench = Bench()
+    model.learn(steps, callback=bench)
+    train_time = clock() - bench.start - bench.evaluate
+    if not bench.points or bench.points[-1]["envstep"] != model.num_timesteps:  # a final evaluation, like the pipeline
+        ret = evaluate_sb3(model, eval_env, seed=10_000 * (seed + 1) + model.num_timesteps)
+        bench.points.append(dict(envstep=model.num_timesteps, train_time=train_time, eval_return=ret))
+    eval_env.close()
+    env.close()
+    breakdown = {"rollout": bench.rollout, "update": train_time - bench.rollout}
+    return summarise(SB3, env_key, seed, model.num_timesteps, train_time, bench.points, breakdown, spec["target"])
+
+
+# ----------------------------------------------------------------------------------------- reporting
+def plot(path: Path, runs: List[Dict[str, Any]], title: str, target: float) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no PNG (pip install -e '.[bench]')")
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {RLEARN: "tab:blue", SB3: "tab:orange"}
+    for run in runs:
+        ax.plot([p["envstep"] for p in run["points"]], [p["eval_return"] for p in run["points"]],
+                color=colors[run["library"]], alpha=0.8, marker=".", linestyle=("-", "--", ":", "-.")[run["seed"] % 4],
+                label=f"{run['library']} seed {run['seed']}")
+    ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"target {target:g}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(f"mean eval return ({EVAL_EPISODES} episodes)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, Any]:
+    """Print the per-run table and the per-pair speed ratios; return the summary."""
+    from tabulate import tabulate
+
+    spec = ENVS[env_key]
+    rows = []
+    for run in runs:
+        total = run["train_time"]
+        parts = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in run["breakdown"].items())
+        rows.append([run["library"], run["seed"], _fmt(run["steps_to_target"], "d"), _fmt(run["time_to_target"], ".1f"),
+                     f"{run['env_steps_per_s']:.0f}", f"{total:.1f}", f"{run['final_return']:.1f}",
+                     f"{run['load_before']:.1f}", parts])
+    print(f"\n{spec['env_id']}: target {spec['target']:g} within {budget} env steps")
+    print(tabulate(rows, headers=["library", "seed", "steps to target", "time to target (s)", "env steps/s",
+                                  "train time (s)", "final return", "load avg", "where the time goes"]))
+    summary: Dict[str, Any] = {}
+    for library in (RLEARN, SB3):
+        mine = [r for r in runs if r["library"] == library]
+        if not mine:
+            continue
+        hits = [r for r in mine if r["steps_to_target"] is not None and r["steps_to_target"] <= budget]
+        summary[library] = dict(
+            seeds=[r["seed"] for r in mine], target_met_every_seed=len(hits) == len(mine),
+            steps_to_target=[r["steps_to_target"] for r in mine], final_return=[r["final_return"] for r in mine],
+            env_steps_per_s=[r["env_steps_per_s"] for r in mine],
+        )
+        print(f"  {library}: target met on {len(hits)}/{len(mine)} seeds; env steps/s "
+              f"{', '.join(f'{x:.0f}' for x in summary[library]['env_steps_per_s'])}")
+    pairs = [(a, b) for a in runs for b in runs
+             if a["library"] == RLEARN and b["library"] == SB3 and a["seed"] == b["seed"]]
+    if pairs:
+        ratios = [a["env_steps_per_s"] / b["env_steps_per_s"] for a, b in pairs]
+        update_ratios = [b["breakdown"]["update"] / a["breakdown"]["update"] for a, b in pairs]
+        rollout_ratios = [b["breakdown"]["rollout"] / a["breakdown"]["rollout"] for a, b in pairs]
+        summary["speed_ratio_per_seed"] = ratios
+        summary["speed_ratio_median"] = statistics.median(ratios)
+        summary["update_time_ratio_sb3_over_rlearn"] = update_ratios
+        summary["rollout_time_ratio_sb3_over_rlearn"] = rollout_ratios
+        print(f"  env steps/s, rlearn / SB3 per seed: {', '.join(f'{x:.2f}x' for x in ratios)} "
+              f"(median {summary['speed_ratio_median']:.2f}x; target >= 1.5x: "
+              f"{'met' if summary['speed_ratio_median'] >= 1.5 else 'NOT met'})")
+        print(f"  updates SB3 / rlearn: {', '.join(f'{x:.2f}x' for x in update_ratios)}; "
+              f"rollouts SB3 / rlearn: {', '.join(f'{x:.2f}x' for x in rollout_ratios)}")
+    return summary
+
+
+# --------------------------------------------------------------------------------------------- main
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1 seed, 30k (CartPole) / 60k (Pendulum) env steps")
+    parser.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=sorted(ENVS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 0 1 2 (0 with --quick)")
+    parser.add_argument("--no-sb3", action="store_true", help="rlearn only")
+    parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the target budget)")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides for the rlearn runs (as rlearn train --set)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RLEARN_NO_PROGRESS", "1")
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python {sys.version.split()[0]}")
+
+    summary: Dict[str, Any] = dict(quick=args.quick, seeds=seeds, overrides=args.set,
+                                   started=time.strftime("%Y-%m-%d %H:%M:%S"), load_average_start=os.getloadavg()[0])
+    for env_key in args.envs:
+        spec = ENVS[env_key]
+        budget = spec["steps"]
+        steps = args.steps or (spec["quick_steps"] if args.quick else budget)
+        runs: List[Dict[str, Any]] = []
+        for seed in seeds:
+            order = [RLEARN] if args.no_sb3 else ([RLEARN, SB3] if seed % 2 == 0 else [SB3, RLEARN])
+            for library in order:
+                load = os.getloadavg()[0]
+                run = run_rlearn(env_key, seed, steps, args.set) if library == RLEARN else run_sb3(env_key, seed, steps)
+                run["load_before"] = load
+                runs.append(run)
+                print(f"  {library} {spec['env_id']} seed {seed}: steps to target {_fmt(run['steps_to_target'], 'd')}, "
+                      f"final return {run['final_return']:.1f}, {run['env_steps_per_s']:.0f} env steps/s, "
+                      f"{run['train_time']:.1f} s (load {load:.1f})", flush=True)
+        stem = f"ppo_{env_key}_learning" + ("_quick" if args.quick else "")
+        write_csv(args.out_dir / f"{stem}.csv", runs)
+        plot(args.out_dir / f"{stem}.png", runs, f"{spec['env_id']}: rlearn PPO" +
+             ("" if args.no_sb3 else " vs SB3 PPO (rl-zoo settings)"), spec["target"])
+        summary[env_key] = dict(steps=steps, budget=budget, target=spec["target"], report=report(runs, env_key, budget),
+                                runs=[{k: v for k, v in r.items() if k != "points"} for r in runs])
+    summary["load_average_end"] = os.getloadavg()[0]
+    name = "ppo_bench_quick.json" if args.quick else "ppo_bench.json"
+    (args.out_dir / name).write_text(json.dumps(summary, indent=2, default=float))
+    print(f"\nresults: {args.out_dir}/ (CSV, PNG, {name})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

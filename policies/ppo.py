@@ -1,0 +1,455 @@
+"""Proximal Policy Optimization (PPO): Schulman, Wolski, Dhariwal, Radford and Klimov, 2017,
+https://arxiv.org/abs/1707.06347 (the clipped-surrogate variant, as in CleanRL and Stable-Baselines3).
+
+One train iteration (= one call of :meth:`PPOPolicy._forward_learn`) is one *update* on one rollout
+``[T, N]`` collected by the current policy from ``N`` vectorised environments:
+
+1. GAE(lambda) advantages and value targets (:func:`rlearn.rl.compute_gae`): bootstrap with
+   ``V(next_obs)`` where an episode was *truncated* (time limit), use zero where it *terminated*, never
+   let the recursion run across an episode end. Rewards are multiplied by ``reward_scale`` first.
+2. ``epochs`` passes over the rollout in shuffled minibatches of ``minibatch_size``, each one gradient
+   step of
+
+       loss = policy_loss - entropy_coef * entropy + value_coef * value_loss
+
+   * ``policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))`` with
+     ``ratio = pi(a|s) / pi_collect(a|s)`` and the advantages ``A`` normalised per minibatch
+     (``normalize_advantage``): the clipped surrogate objective (:func:`clipped_surrogate_loss`);
+   * ``value_loss = mean((V(s) - target)^2)``, or with ``clip_value`` the pessimistic clipped form
+     ``mean(max((V - target)^2, (V_collect + clip(V - V_collect, -c, c) - target)^2))``
+     (:func:`value_loss`);
+   * ``entropy`` the mean entropy of the action distribution;
+
+   with the gradient norm clipped to ``max_grad_norm`` before each Adam step.
+3. ``target_kl``: before each step, if the minibatch's ``approx_kl`` (an estimate of
+   ``KL(pi_collect || pi)``) exceeds ``1.5 * target_kl``, the update stops there (that minibatch is not
+   stepped, the remaining epochs are skipped) -- the rule of Spinning Up and Stable-Baselines3. In a
+   multi-process run the ranks compare their mean ``approx_kl``, so that they all stop at the same step.
+
+The networks are two MLPs in one module (:class:`ActorCritic`), an actor and a critic that share no
+layers (SB3's ``MlpPolicy`` for PPO), trained by one Adam optimizer. Discrete actions use a categorical
+distribution over the actor's logits; continuous ones a diagonal Gaussian whose log-std is one learned
+vector shared by every state. Its *unclipped* sample is stored as ``action`` (log-probabilities are
+computed on it) while the environment receives ``env_action``, the sample clipped to the action bounds.
+
+Every update reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` and
+``explained_variance``; only updates that ``target_kl`` stopped early add ``early_stop_epoch`` (the
+1-based epoch in which they stopped), a key declared only when ``target_kl`` is set. The learner adds
+``cur_lr``. See ``docs/ppo.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from gymnasium import spaces
+from torch import nn
+
+from policies.adam_step import AdamStep
+from policies.base import Policy, PolicyConfigError
+from rlearn.distributed.utils import is_distributed
+from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.trace import span
+
+# ----------------------------------------------------------------------------------------------- math
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def categorical_log_prob_entropy(logits: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``log pi(action)`` and the entropy ``-sum_a pi(a) log pi(a)`` of a categorical over ``logits [B, n]``;
+    ``action [B]`` holds class indices. Both ``[B]``."""
+    log_pi = torch.log_softmax(logits, dim=-1)
+    log_prob = log_pi.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_pi.exp() * log_pi).sum(-1)
+    return log_prob, entropy
+
+
+def gaussian_log_prob_entropy(
+    mean: torch.Tensor, log_std: torch.Tensor, action: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``log pi(action)`` and the entropy of a diagonal Gaussian ``N(mean, exp(log_std)^2)``, summed over
+    the action dimensions. ``mean`` and ``action`` are ``[B, d]``, ``log_std`` is ``[d]`` or ``[B, d]``;
+    both results are ``[B]``."""
+    z = (action - mean) * torch.exp(-log_std)
+    log_prob = (-0.5 * z.pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
+    entropy = (0.5 + _LOG_SQRT_2PI + log_std).expand_as(mean).sum(-1)
+    return log_prob, entropy
+
+
+def clipped_surrogate_loss(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor, clip_ratio: float
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate, as a loss to minimise: ``-mean(min(r * A, clip(r, 1-eps, 1+eps) * A))``
+    with ``r = exp(log_prob - old_log_prob)``.
+
+    Returns ``(loss, approx_kl, clipfrac)``; the last two are without gradient:
+    ``approx_kl = mean((r - 1) - log r)``, a non-negative, unbiased estimate of ``KL(pi_old || pi)``
+    (Schulman's "k3" estimator), and ``clipfrac`` the fraction of samples with ``|r - 1| > eps``.
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = log_ratio.exp()
+    loss = -torch.min(ratio * advantage, ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio) * advantage).mean()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_ratio).to(ratio.dtype).mean()
+    return loss, approx_kl, clipfrac
+
+
+def value_loss(
+    value: torch.Tensor, old_value: torch.Tensor, target: torch.Tensor, clip_value: Optional[float]
+) -> torch.Tensor:
+    """``mean((value - target)^2)``; with ``clip_value = c`` the pessimistic clipped loss of the PPO
+    reference implementation, ``mean(max((value - target)^2, (old_value + clip(value - old_value, -c, c)
+    - target)^2))``, which gives no gradient to a value that moved more than ``c`` from its
+    collect-time estimate ``old_value`` in the direction away from the target."""
+    unclipped = (value - target).pow(2)
+    if clip_value is None:
+        return unclipped.mean()
+    clipped = (old_value + (value - old_value).clamp(-clip_value, clip_value) - target).pow(2)
+    return torch.max(unclipped, clipped).mean()
+
+
+def normalize(advantage: torch.Tensor) -> torch.Tensor:
+    """``(A - mean(A)) / (std(A) + 1e-8)``; a single sample is returned unchanged (its std is undefined)."""
+    if advantage.numel() < 2:
+        return advantage
+    return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+
+
+# ------------------------------------------------------------------------------------------- networks
+
+
+def _layer(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
+    """A linear layer with orthogonal weights (``gain``) and zero bias, as in the PPO reference code."""
+    layer = nn.Linear(in_dim, out_dim)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, out_dim: int, out_gain: float) -> nn.Sequential:
+    act_cls = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
+    layers: List[nn.Module] = []
+    for size in hidden_sizes:
+        layers += [_layer(in_dim, size, math.sqrt(2.0)), act_cls()]
+        in_dim = size
+    layers.append(_layer(in_dim, out_dim, out_gain))
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """An actor MLP (action logits or Gaussian means; output gain 0.01) and a critic MLP (``V(s)``; gain 1),
+    sharing no layers, plus the state-independent ``log_std`` vector for continuous actions.
+
+    ``forward(obs) -> (dist_params, value)``: logits ``[B, n]`` or means ``[B, d]``, and ``[B]`` values.
+    """
+
+    def __init__(
+        self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
+        continuous: bool, init_log_std: float,
+    ) -> None:
+        super().__init__()
+        self.actor = _mlp(obs_dim, hidden_sizes, activation, n_outputs, 0.01)
+        self.critic = _mlp(obs_dim, hidden_sizes, activation, 1, 1.0)
+        self.log_std = nn.Parameter(torch.full((n_outputs,), float(init_log_std))) if continuous else None
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+    def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        return self.actor(obs), self.value(obs)
+
+
+# --------------------------------------------------------------------------------------------- policy
+
+_ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "log_prob", "value")
+_EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+
+class PPOPolicy(Policy):
+    """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring).
+
+    Config keys (``policy`` section of a run config; defaults in :attr:`default_config`, those of
+    Stable-Baselines3's ``PPO``):
+
+    * rollout and returns: ``rollout_steps`` (steps per environment per update), ``gamma``,
+      ``gae_lambda``, ``reward_scale`` (rewards are multiplied by it before GAE);
+    * update: ``epochs`` over the rollout in minibatches of ``minibatch_size``; ``clip_ratio`` (scaled
+      like the learning rate if ``clip_follows_lr``); ``clip_value`` (``None``: no value clipping);
+      ``entropy_coef``, ``value_coef``; ``normalize_advantage`` (per minibatch); ``max_grad_norm``;
+      ``target_kl`` (``None``: always run every epoch);
+    * networks: ``hidden_sizes``, ``activation`` (``"tanh"`` or ``"relu"``), ``init_log_std``
+      (continuous actions);
+    * optimisation: ``lr``, the initial learning rate of the Adam optimizer ``"ac"``. To decay it, add an
+      ``LRSchedulerHook`` to the learner (both bundled configs do); the learner reports it as ``cur_lr``.
+    """
+
+    on_policy = True
+    ddp_find_unused_parameters = False  # every loss term reaches every parameter (actor, critic, log_std)
+    default_config: Dict[str, Any] = dict(
+        rollout_steps=2048,
+        gamma=0.99,
+        gae_lambda=0.95,
+        reward_scale=1.0,
+        epochs=10,
+        minibatch_size=64,
+        clip_ratio=0.2,
+        clip_follows_lr=False,
+        clip_value=None,
+        entropy_coef=0.0,
+        value_coef=0.5,
+        normalize_advantage=True,
+        max_grad_norm=0.5,
+        target_kl=None,
+        hidden_sizes=[64, 64],
+        activation="tanh",
+        init_log_std=0.0,
+        lr=3e-4,
+    )
+
+    # ------------------------------------------------------------------------------------ setup
+    def _init_learn(self) -> None:
+        cfg = self.cfg
+        self._check_config(cfg)
+        if not isinstance(self.observation_space, spaces.Box) or len(self.observation_space.shape) != 1:
+            raise TypeError(f"PPOPolicy needs a flat Box observation space, got {self.observation_space!r}")
+        obs_dim = int(self.observation_space.shape[0])
+        if isinstance(self.action_space, spaces.Discrete):
+            self.discrete = True
+            n_outputs = int(self.action_space.n)
+        elif isinstance(self.action_space, spaces.Box) and len(self.action_space.shape) == 1:
+            self.discrete = False
+            n_outputs = int(self.action_space.shape[0])
+            self._low = np.asarray(self.action_space.low, dtype=np.float32)
+            self._high = np.asarray(self.action_space.high, dtype=np.float32)
+        else:
+            raise TypeError(f"PPOPolicy supports Discrete or 1-D Box action spaces, got {self.action_space!r}")
+
+        # Initialise the networks from the policy's seed without touching torch's global RNG.
+        with torch.random.fork_rng(devices=[]):
+            if self.seed is not None:
+                torch.manual_seed(self.seed)
+            self.ac = ActorCritic(
+                obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
+            ).to(self.device)
+        fused = self.device.type in ("cpu", "cuda")  # one kernel per step instead of one per tensor
+        self.optimizer = torch.optim.Adam(self.ac.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
+        # the same update as optimizer.step(), without its per-call Python overhead (see policies.adam_step)
+        self._adam_step = AdamStep(self.optimizer)
+        self._params = list(self.ac.parameters())
+
+    @staticmethod
+    def _check_config(cfg: Mapping[str, Any]) -> None:
+        def bad(key: str, requirement: str) -> PolicyConfigError:
+            return PolicyConfigError(f"PPOPolicy: policy.{key} must be {requirement}, got {cfg[key]!r}")
+
+        def is_int(value: Any) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        for key in ("rollout_steps", "minibatch_size", "epochs"):
+            if not is_int(cfg[key]) or cfg[key] < 1:
+                raise bad(key, "an integer >= 1")
+        for key in ("gamma", "gae_lambda"):
+            if not 0.0 <= float(cfg[key]) <= 1.0:
+                raise bad(key, "in [0, 1]")
+        for key in ("clip_ratio", "max_grad_norm", "reward_scale"):
+            if not float(cfg[key]) > 0.0:
+                raise bad(key, "> 0")
+        for key in ("entropy_coef", "value_coef", "lr"):
+            if not float(cfg[key]) >= 0.0:
+                raise bad(key, ">= 0")
+        for key in ("clip_value", "target_kl"):
+            if cfg[key] is not None and not (isinstance(cfg[key], (int, float)) and float(cfg[key]) > 0.0):
+                raise bad(key, "None or a number > 0")
+        for key in ("clip_follows_lr", "normalize_advantage"):
+            if not isinstance(cfg[key], bool):
+                raise bad(key, "True or False")
+        if cfg["activation"] not in ("tanh", "relu"):
+            raise bad("activation", "'tanh' or 'relu'")
+        sizes = cfg["hidden_sizes"]
+        if not isinstance(sizes, (list, tuple)) or not all(is_int(s) and s >= 1 for s in sizes):
+            raise bad("hidden_sizes", "a list of integers >= 1")
+
+    def modules(self) -> Dict[str, nn.Module]:
+        return {"ac": self.ac}
+
+    def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        return {"ac": self.optimizer}
+
+    def _log_prob_entropy(self, params: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        if self.discrete:
+            return categorical_log_prob_entropy(params, action)
+        return gaussian_log_prob_entropy(params, self.ac.log_std, action)
+
+    def _obs_tensor(self, obs: Any) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
+
+    # ---------------------------------------------------------------------------------- collect
+    def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
+        """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action`` for continuous
+        spaces), and the behaviour policy's ``log_prob`` and ``value`` that the update needs.
+
+        Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints).
+        """
+        obs_t = self._obs_tensor(obs)
+        with torch.inference_mode():
+            params, value = self.ac(obs_t)
+            if self.discrete:  # inverse-CDF sampling from the softmax
+                log_pi = torch.log_softmax(params, dim=-1)
+                probs = log_pi.exp().cpu().numpy().astype(np.float64)
+                uniform = self.np_random.random((probs.shape[0], 1))
+                action = (probs.cumsum(axis=-1) < uniform).sum(axis=-1).clip(max=probs.shape[1] - 1)
+                action_t = torch.as_tensor(action, device=self.device)
+                log_prob = log_pi.gather(-1, action_t.unsqueeze(-1)).squeeze(-1)
+            else:
+                noise = torch.as_tensor(self.np_random.standard_normal(params.shape), dtype=torch.float32)
+                action_t = params + self.ac.log_std.exp() * noise.to(self.device)
+                log_prob, _ = gaussian_log_prob_entropy(params, self.ac.log_std, action_t)
+        out = {
+            "log_prob": log_prob.cpu().numpy().astype(np.float32),
+            "value": value.cpu().numpy().astype(np.float32),
+        }
+        if self.discrete:
+            out["action"] = action.astype(np.int64)
+        else:
+            out["action"] = action_t.cpu().numpy().astype(np.float32)
+            out["env_action"] = np.clip(out["action"], self._low, self._high)
+        return out
+
+    # ------------------------------------------------------------------------------------- eval
+    def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy actions: the most likely class, or the Gaussian mean clipped to the bounds."""
+        with torch.inference_mode():
+            params = self.ac.actor(self._obs_tensor(obs))
+        if self.discrete:
+            return params.argmax(dim=-1).cpu().numpy().astype(np.int64)
+        return np.clip(params.cpu().numpy().astype(np.float32), self._low, self._high)
+
+    # ------------------------------------------------------------------------------------ learn
+    def _monitor_vars_learn(self) -> List[str]:
+        """The six per-update keys, plus ``early_stop_epoch`` when ``target_kl`` is set (without it no update
+        can stop early, and a declared key that never appears would only be a ``-`` column and a warning)."""
+        keys = [*_EVERY_UPDATE, "explained_variance"]
+        if self.cfg["target_kl"] is not None:
+            keys.append("early_stop_epoch")
+        return keys
+
+    def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
+        """One PPO update on a rollout of ``[T, N, ...]`` tensors; returns the info dict described in the
+        module docstring."""
+        rollout = self._check_rollout(data)
+        T, N = rollout["reward"].shape
+
+        # 1. advantages and value targets with the critic that collected the rollout
+        with torch.no_grad():
+            next_value = self.ac.value(rollout["next_obs"].flatten(0, 1)).view(T, N)
+            advantages, targets = compute_gae(
+                rollout["reward"] * self.cfg["reward_scale"], rollout["value"], next_value,
+                rollout["terminated"], rollout["truncated"], self.cfg["gamma"], self.cfg["gae_lambda"],
+            )
+        batch = {
+            "obs": rollout["obs"].flatten(0, 1),
+            "action": rollout["action"].flatten(0, 1),
+            "log_prob": rollout["log_prob"].flatten(0, 1),
+            "value": rollout["value"].flatten(0, 1),
+            "advantage": advantages.flatten(),
+            "target": targets.flatten(),
+        }
+        info: Dict[str, float] = {"explained_variance": explained_variance(batch["value"], batch["target"])}
+        # 2.-3. epochs of minibatch steps, stopped early by target_kl
+        info.update(self._update(batch))
+        return info
+
+    def _update(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+        """``epochs`` passes of minibatch gradient steps on the PPO loss; returns the minibatch means of the
+        statistics (and ``early_stop_epoch`` if ``target_kl`` stopped the update)."""
+        cfg = self.cfg
+        clip, target_kl = self._clip_ratio(), cfg["target_kl"]
+        # advantages are normalised per minibatch; a rollout that is a single minibatch is normalised once
+        normalize_each = cfg["normalize_advantage"] and cfg["minibatch_size"] < len(batch["obs"])
+        if cfg["normalize_advantage"] and not normalize_each:
+            batch = dict(batch, advantage=normalize(batch["advantage"]))
+        stats: List[torch.Tensor] = []
+        info: Dict[str, float] = {}
+        for epoch in range(cfg["epochs"]):
+            for mb in self._minibatches(batch):
+                with span("learner/forward", lane="learner"):
+                    params, value = self.ac(mb["obs"])
+                    log_prob, entropy = self._log_prob_entropy(params, mb["action"])
+                    advantage = normalize(mb["advantage"]) if normalize_each else mb["advantage"]
+                    policy_loss, approx_kl, clipfrac = clipped_surrogate_loss(log_prob, mb["log_prob"], advantage, clip)
+                    v_loss = value_loss(value, mb["value"], mb["target"], cfg["clip_value"])
+                    entropy = entropy.mean()
+                    loss = policy_loss - cfg["entropy_coef"] * entropy + cfg["value_coef"] * v_loss
+                stats.append(torch.stack([policy_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
+                if target_kl is not None and self._kl_over_ranks(approx_kl) > 1.5 * target_kl:
+                    info["early_stop_epoch"] = epoch + 1  # this minibatch is not stepped; no further epochs
+                    break
+                self._step(loss)
+            if "early_stop_epoch" in info:
+                break
+        info.update(zip(_EVERY_UPDATE, torch.stack(stats).mean(0).tolist()))
+        return info
+
+    @staticmethod
+    def _kl_over_ranks(approx_kl: torch.Tensor) -> float:
+        """The minibatch's ``approx_kl``, averaged over the ranks of a multi-process run: every rank then
+        stops at the same step (DDP needs every rank to take the same steps). One process: the value."""
+        if is_distributed():
+            approx_kl = approx_kl.detach().clone()
+            dist.all_reduce(approx_kl)
+            approx_kl /= dist.get_world_size()
+        return approx_kl.item()
+
+    def _minibatches(self, batch: Mapping[str, torch.Tensor]) -> List[Dict[str, torch.Tensor]]:
+        """A fresh random split of the batch into minibatches of ``minibatch_size`` (the last one may be
+        smaller); a batch that fits in one minibatch is used as it is."""
+        size, minibatch_size = len(batch["obs"]), self.cfg["minibatch_size"]
+        if minibatch_size >= size:
+            return [dict(batch)]
+        order = torch.as_tensor(self.np_random.permutation(size), device=self.device)
+        return [{key: value[idx] for key, value in batch.items()} for idx in order.split(minibatch_size)]
+
+    def _step(self, loss: torch.Tensor) -> None:
+        """Backward, clip the gradient norm and take one optimizer step."""
+        with span("learner/backward", lane="learner"):
+            self.optimizer.zero_grad(set_to_none=False)  # keep the .grad buffers: AdamStep's lists stay valid
+            loss.backward()
+            nn.utils.clip_grad_norm_(self._params, self.cfg["max_grad_norm"])
+        with span("learner/optimizer_step", lane="learner"):
+            self._adam_step()
+
+    def _clip_ratio(self) -> float:
+        """This update's clip range: ``clip_ratio``, scaled by ``current lr / lr`` when ``clip_follows_lr``
+        (so a linear lr decay decays the clip range too, like rl-zoo's ``lin_0.2``)."""
+        clip = float(self.cfg["clip_ratio"])
+        if self.cfg["clip_follows_lr"] and self.cfg["lr"] > 0:
+            clip *= self.optimizer.param_groups[0]["lr"] / self.cfg["lr"]
+        return clip
+
+    def _check_rollout(self, data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
+        """Validate the on-policy rollout and return float32 tensors (int64 discrete actions) on the device."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"PPOPolicy._forward_learn expects a rollout dict, got {type(data).__name__}")
+        missing = [key for key in _ROLLOUT_KEYS if key not in data]
+        if missing:
+            raise KeyError(f"PPOPolicy: rollout is missing {missing} (it has {sorted(data)})")
+        rollout = {key: torch.as_tensor(data[key], dtype=torch.float32).to(self.device) for key in _ROLLOUT_KEYS}
+        shape = rollout["reward"].shape
+        if len(shape) != 2:
+            raise ValueError(f"PPOPolicy: rollout 'reward' must be [T, N], got shape {tuple(shape)}")
+        for key, tensor in rollout.items():
+            if tuple(tensor.shape[:2]) != tuple(shape):
+                raise ValueError(
+                    f"PPOPolicy: rollout {key!r} has shape {tuple(tensor.shape)}, expected [T, N, ...] = {tuple(shape)}"
+                )
+            if not torch.isfinite(tensor).all():
+                raise ValueError(f"PPOPolicy: rollout {key!r} contains NaN or inf")
+        if self.discrete:
+            rollout["action"] = rollout["action"].long()
+        return rollout
