@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlearn.monitor import TickMonitor
-from rlearn.monitor import tick_monitor as tm
+from rlearn.monitor import scalars
 
 
 def run(monitor: TickMonitor, stream: List[Dict[str, float]]) -> None:
@@ -237,7 +237,7 @@ def test_bad_keys_and_info():
 def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch):
     """Pretend CPU tensors live on an accelerator: they must be concatenated and read with one tolist(),
     never with one item() per key."""
-    monkeypatch.setattr(tm, "_CPU_DIRECT", False)
+    monkeypatch.setattr(scalars, "CPU_DIRECT", False)
     calls = {"cat": 0}
     real_cat = torch.cat
 
@@ -262,12 +262,12 @@ def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch
 
 
 def test_a_failed_device_copy_records_nothing(monkeypatch):
-    monkeypatch.setattr(tm, "_CPU_DIRECT", False)  # take the accelerator path
+    monkeypatch.setattr(scalars, "CPU_DIRECT", False)  # take the accelerator path
 
     def failing_copy(tensors):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    monkeypatch.setattr(tm, "_batched_to_floats", failing_copy)
+    monkeypatch.setattr(scalars, "batched_to_floats", failing_copy)
     monitor = TickMonitor()
     monitor.update({"a": 1.0})
     with pytest.raises(TypeError, match="monitor values for 'g1', 'g2': cannot copy the tensors to the host .*illegal"):
@@ -277,7 +277,7 @@ def test_a_failed_device_copy_records_nothing(monkeypatch):
 
 def test_batched_conversion_keeps_float64_precision():
     values = [torch.tensor(0.1, dtype=torch.float64), torch.tensor(1, dtype=torch.int64), torch.tensor(0.5)]
-    assert tm._batched_to_floats(values) == [0.1, 1.0, 0.5]
+    assert scalars.batched_to_floats(values) == [0.1, 1.0, 0.5]
 
 
 # -------------------------------------------------------------------------------------------- state
