@@ -13,7 +13,7 @@ one synchronisation, not twelve.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -94,15 +94,20 @@ def is_scalar(value: Any) -> bool:
     return True
 
 
-def to_floats(items: Iterable[Tuple[str, Any]]) -> List[Tuple[str, float]]:
+def to_floats(
+    items: Iterable[Tuple[str, Any]], check_key: Optional[Callable[[Any], None]] = None
+) -> List[Tuple[str, float]]:
     """``(key, float)`` for every ``(key, value)``; raises (naming the key) before returning anything.
 
     Accelerator tensors are copied to the host together: one transfer per device, not one per key.
+    ``check_key`` is called for every key that is not a non-empty str (it should raise).
     """
     out: List[Tuple[str, Any]] = []
     tensors: Optional[Dict[int, torch.Tensor]] = None  # accelerator tensors, by position in out
     cpu_direct = CPU_DIRECT
     for key, value in items:
+        if check_key is not None and (type(key) is not str or not key):
+            check_key(key)
         cls = type(value)
         if cls is float:
             out.append((key, value))

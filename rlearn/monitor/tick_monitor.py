@@ -14,6 +14,8 @@ state dict (:mod:`rlearn.monitor.state`) carries all of it across a resume.
 
 from __future__ import annotations
 
+import numbers
+from bisect import bisect_right
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from rlearn.distributed.reduce import WindowStat
@@ -193,17 +195,14 @@ class TickMonitor:
         """``info``'s items with every value a Python float; raises naming the culprit otherwise."""
         if not isinstance(info, Mapping):
             raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
-        for key in info:
-            if type(key) is not str or not key:
-                check_key(key)
-        return scalars.to_floats(info.items())
+        return scalars.to_floats(info.items(), check_key)
 
     # ---------------------------------------------------------------------------------- queries
     def _end(self, end: Optional[int]) -> int:
-        if end is None or end == self._tick:
+        if end is None:
             return self._tick
-        if end == self._tick - 1 and type(end) is not bool:
-            return end
+        if isinstance(end, numbers.Integral) and not isinstance(end, bool) and self._tick - 1 <= end <= self._tick:
+            return int(end)
         raise ValueError(
             f"TickMonitor: end={end!r} is not a valid last tick of a window; use None or tick_count "
             f"({self._tick}) for the current tick, or tick_count - 1 ({self._tick - 1}) for the previous one"
@@ -215,8 +214,8 @@ class TickMonitor:
         if window is None:
             return None if end is None else self._none_checked(end)
         now = self._tick
-        if end is not None and end != now:
-            stat = window.stat(now, self._end(end))
+        if end is not None and (type(end) is not int or end != now) and self._end(end) != now:
+            stat = window.stat(now, end)
             return stat[0] / stat[1] if stat[1] else None
         # window.sum_count() inlined: every log calls it for every key
         if now >= window.end:
@@ -231,7 +230,7 @@ class TickMonitor:
             window.o_sum_n = count
         c_ticks = window.c_ticks
         if c_ticks and c_ticks[-1] > now - window.size:
-            first = window._closed_first(now - window.size)
+            first = bisect_right(c_ticks, now - window.size)
             suffix = window.c_suf or window._suffix_sums()
             total = suffix[first] + total
             count += len(c_ticks) - first if window.c_counts is None else window.c_suf_n[first]  # type: ignore[index]

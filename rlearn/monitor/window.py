@@ -87,11 +87,16 @@ class KeyWindow:
     # ------------------------------------------------------------------------------------- writes
     def roll(self, now: int) -> None:
         """Start a new open block at ``now`` (>= ``end``); the open block becomes the closed one."""
+        if self.c_counts is not None and self._closed_needed(now):
+            # a restored closed block (it may end at the tick it was restored at) still holds ticks of the
+            # window ending at now - 1: merge both blocks into a new restored one (once per restore)
+            self.load_entries(self._collect(now - self.size), now)
+            return
         ticks, vals, bad = self.c_ticks, self.c_sums, self.c_bad  # recycled for the new open block
         ticks.clear()
         vals.clear()
         bad.clear()
-        if now - self.size < self.end - 1:  # some of the open block is still in the window
+        if now - self.size < self.end:  # some of the open block is in the window ending at now or now - 1
             self._set_closed(self.ticks, self.vals, None, self.vals, self.vals, None, None, self.bad)
             self.ticks, self.vals, self.bad = ticks, vals, bad
         else:  # everything has left the window: the closed block is empty
@@ -112,6 +117,10 @@ class KeyWindow:
         else:
             self.bad.append(tick)
             self.total_bad += 1
+
+    def _closed_needed(self, now: int) -> bool:
+        limit = now - self.size
+        return bool(self.c_ticks and self.c_ticks[-1] >= limit or self.c_bad and self.c_bad[-1] >= limit)
 
     # -------------------------------------------------------------------------------------- reads
     def _closed_first(self, limit: int) -> int:
@@ -168,7 +177,8 @@ class KeyWindow:
         count = len(bad) if not bad or bad[-1] <= end else bisect_right(bad, end)
         c_bad = self.c_bad
         if c_bad and c_bad[-1] > end - self.size:
-            count += len(c_bad) - bisect_right(c_bad, end - self.size)
+            upper = len(c_bad) if c_bad[-1] <= end else bisect_right(c_bad, end)
+            count += upper - bisect_right(c_bad, end - self.size)
         return count
 
     def stat(self, now: int, end: int) -> Stat:
@@ -199,11 +209,16 @@ class KeyWindow:
             total, squares = sum(head), sum([v * v for v in head])
             low, high = (min(head), max(head)) if head else (INF, -INF)
         first = self._closed_first(end - self.size)
-        c_sum, c_count, c_lo, c_hi, c_sq = self._closed_share(first)
+        c_ticks = self.c_ticks
+        stop = len(c_ticks) if not c_ticks or c_ticks[-1] <= end else bisect_right(c_ticks, end)
+        if stop == len(c_ticks):
+            c_sum, c_count, c_lo, c_hi, c_sq = self._closed_share(first)
+        else:  # restored at the current tick: its aggregate is in the closed block, after ``end``
+            c_sum, c_count, c_lo, c_hi, c_sq = self._closed_range(first, stop)
         if kept:
             last: Optional[float] = vals[kept - 1]
         elif c_count:
-            last = self.c_sums[-1] if self.c_lasts is None else self.c_lasts[-1]
+            last = self.c_sums[stop - 1] if self.c_lasts is None else self.c_lasts[stop - 1]
         else:
             last = None
         return (
@@ -228,6 +243,18 @@ class KeyWindow:
             self.c_suf[first], count, self.c_suf_lo[first], self.c_suf_hi[first], self.c_suf_sq[first],  # type: ignore[index]
         )
 
+    def _closed_range(self, first: int, stop: int) -> Tuple[float, int, float, float, float]:
+        """Sum, count, min, max and sum of squares of the closed elements ``first .. stop - 1``, directly."""
+        if first >= stop:
+            return 0.0, 0, INF, -INF, 0.0
+        sums = self.c_sums[first:stop]
+        if self.c_counts is None:
+            return sum(sums), len(sums), min(sums), max(sums), sum([v * v for v in sums])
+        return (
+            sum(sums), sum(self.c_counts[first:stop]), min(self.c_los[first:stop]), max(self.c_his[first:stop]),
+            sum(self.c_sqs[first:stop]),  # type: ignore[index]
+        )
+
     def _suffix_sums(self) -> List[float]:
         self.c_suf = suffix = _suffix(self.c_sums, None, 0.0)
         if self.c_counts is not None:
@@ -239,6 +266,9 @@ class KeyWindow:
         """One aggregate per tick from ``first_tick`` to ``now``, oldest first (the state dict format)."""
         if now >= self.end:
             self.roll(now)
+        return self._collect(first_tick)
+
+    def _collect(self, first_tick: int) -> List[Entry]:
         merged: Dict[int, List[Any]] = {}
 
         def merge(tick: int, total: float, count: int, low: float, high: float, bad: int, sq: float, last: float) -> None:
