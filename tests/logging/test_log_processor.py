@@ -257,3 +257,19 @@ def test_windows_match_a_naive_reference(entries, stream, own, roundtrip, previo
                                      else pytest.approx(naive(history[key], "mean", None, end, own), rel=1e-12))
         bad = sum(1 for t, v in history[key] if end - own < t <= end and not math.isfinite(v))
         assert out.get(f"{key}_nonfinite", 0) == bad
+
+
+def test_seed_scalars_example_through_the_path():
+    """Seed 000's MessageHub scalar example (loss 1 then 3: current 3, mean 2), now through TickMonitor."""
+    processor = LogProcessor([dict(data_src="train/loss", log_name="loss_now", method_name="current")])
+    monitor = TickMonitor(window_size=5)
+    monitor.update({"train/loss": 1})
+    assert processor.values(processor.window_stats(monitor, ["train/loss"]))["train/loss_now"] == 1.0
+    monitor.update({"train/loss": torch.tensor(3)})
+    monitor.update({"train/lr": 0.1, "train/time": 0.1, "train/data_time": 0.1})
+    out = processor.values(processor.window_stats(monitor, monitor.keys()))
+    assert out == {"train/loss_avg": 2.0, "train/loss_now": 3.0, "train/lr_avg": 0.1, "train/time_avg": 0.1,
+                   "train/data_time_avg": 0.1}
+    with pytest.raises(TypeError, match=r"'train/loss'.*shape \(2,\)"):
+        monitor.update({"train/lr": 0.2, "train/loss": torch.zeros(2)})
+    assert monitor.count("train/lr") == 1  # all-or-nothing

@@ -360,3 +360,33 @@ def test_cached_block_extremes_follow_overwrites():
         naive.update(v, 1.0)
         if step % 301 == 0 and step > 1100:
             _check_against(buffer, naive, [None, 1100, 1500, 2000])
+
+
+# ---------------------------------------------------------------------- compensated counts
+def test_a_huge_count_does_not_swallow_later_counts():
+    buffer = HistoryBuffer(max_length=50)
+    buffer.update(1.0, 1e20)
+    for _ in range(60):
+        buffer.update(2.0)
+    assert buffer.mean(10) == 2.0
+    assert buffer.mean(49) == 2.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False) | st.floats(-1e15, 1e15, allow_nan=False), min_size=1, max_size=300),
+    counts=st.lists(st.floats(0.5, 1e6), min_size=300, max_size=300),
+    max_length=st.integers(1, 120),
+    window=st.integers(1, 150),
+)
+def test_windowed_mean_within_the_documented_error_bound(values, counts, max_length, window):
+    """Against exact rational arithmetic: the error bound of the module docstring (not correct rounding)."""
+    buffer = HistoryBuffer(max_length=max_length)
+    for v, c in zip(values, counts):
+        buffer.update(v, c)
+    kept_v, kept_c = values[-max_length:][-window:], counts[: len(values)][-max_length:][-window:]
+    exact = sum(Fraction(v) * 1 for v in kept_v) / sum(Fraction(c) for c in kept_c)
+    n = len(values)
+    magnitude = sum(abs(v) for v in values) + 1.0
+    bound = 2.0**-103 * n * magnitude / float(sum(Fraction(c) for c in kept_c)) * 4 + 2 * math.ulp(float(exact))
+    assert abs(Fraction(buffer.mean(window)) - exact) <= Fraction(bound)
