@@ -194,9 +194,17 @@ _current_name: Optional[str] = None
 
 
 def get_instance(name: str, **kwargs: Any) -> logging.Logger:
-    """MMEngine's ``MMLogger.get_instance``: :func:`get_logger` ``(name, **kwargs)``, which becomes the current one."""
+    """MMEngine's ``MMLogger.get_instance``: the logger ``name``, which becomes the current one.
+
+    The first call (or any call with ``kwargs``) sets it up with :func:`get_logger` ``(name, **kwargs)``;
+    a later call without ``kwargs`` returns it as it is.
+    """
     global _current_name
-    logger = get_logger(name, **kwargs)
+    existing = logging.Logger.manager.loggerDict.get(name)
+    if not kwargs and isinstance(existing, logging.Logger) and any(getattr(h, _MARK, None) for h in existing.handlers):
+        logger = existing
+    else:
+        logger = get_logger(name, **kwargs)
     _current_name = name
     return logger
 
