@@ -288,7 +288,7 @@ class HistoryBuffer:
     def window(self, window_size: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
         """``(values, counts)`` of the last ``window_size`` updates (all when None), oldest first, as copies.
 
-        This is what a custom statistic (see :meth:`register_statistics`) usually starts from.
+        ``LastN`` windows (the ``last_n`` entries of ``LogProcessor``) read their values with it.
         """
         w = self._size if window_size is None else self._window(window_size, allow_empty=True)
         parts = self._ranges(w)
