@@ -106,7 +106,7 @@ def to_floats(
     tensors: Optional[Dict[int, torch.Tensor]] = None  # accelerator tensors, by position in out
     cpu_direct = CPU_DIRECT
     for key, value in items:
-        if check_key is not None and (type(key) is not str or not key):
+        if (type(key) is not str or not key) and check_key is not None:
             check_key(key)
         cls = type(value)
         if cls is float:
