@@ -21,31 +21,12 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from rlearn.distributed.reduce import WindowStat
 from rlearn.monitor import scalars
 from rlearn.monitor.state import STATE_VERSION, check_key, parse_state, positive_int
-from rlearn.monitor.tracked import LastN, SinceStart
+from rlearn.monitor.tracked import LastN, SinceStart, Tracked
 from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat
 
-__all__ = ["TickMonitor", "Tracked"]
+__all__ = ["TickMonitor"]
 
 _ONLY_FLOAT = {float}
-
-
-class Tracked:
-    """What one key keeps beyond its own window: other tick windows, a last-``n`` ring, since-start sums."""
-
-    __slots__ = ("windows", "last_n", "since_start")
-
-    def __init__(self) -> None:
-        self.windows: Dict[int, KeyWindow] = {}
-        self.last_n: Optional[LastN] = None
-        self.since_start: Optional[SinceStart] = None
-
-    def add(self, tick: int, value: float) -> None:
-        for window in self.windows.values():
-            window.add(tick, value)
-        if self.last_n is not None:
-            self.last_n.add(tick, value)
-        if self.since_start is not None:
-            self.since_start.add(tick, value)
 
 
 class TickMonitor:

@@ -14,9 +14,9 @@ import math
 from typing import Any, Dict, List, Optional
 
 from rlearn.monitor.history_buffer import HistoryBuffer
-from rlearn.monitor.window import EMPTY_STAT, INF, Stat
+from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat
 
-__all__ = ["LastN", "SinceStart", "merge_stats"]
+__all__ = ["LastN", "SinceStart", "Tracked", "merge_stats"]
 
 
 def merge_stats(a: Stat, b: Stat) -> Stat:
@@ -94,3 +94,22 @@ class SinceStart:
 
     def state(self) -> Dict[str, Any]:
         return {"before": list(self.before), "tick": self.tick, "current": list(self.current)}
+
+
+class Tracked:
+    """What one key keeps beyond its own window: other tick windows, a last-``n`` ring, since-start sums."""
+
+    __slots__ = ("windows", "last_n", "since_start")
+
+    def __init__(self) -> None:
+        self.windows: Dict[int, KeyWindow] = {}
+        self.last_n: Optional[LastN] = None
+        self.since_start: Optional[SinceStart] = None
+
+    def add(self, tick: int, value: float) -> None:
+        for window in self.windows.values():
+            window.add(tick, value)
+        if self.last_n is not None:
+            self.last_n.add(tick, value)
+        if self.since_start is not None:
+            self.since_start.add(tick, value)
