@@ -307,9 +307,7 @@ def _unwrap(module: Any) -> Any:
 
 
 def is_scalar(value: Any) -> bool:
-    """True for values an info dict may hold: real numbers, numpy scalars, one-element tensors."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() == 1
-    if isinstance(value, np.ndarray):
-        return value.size == 1
-    return isinstance(value, (numbers.Real, np.number))
+    """True for values an info dict may hold (what :func:`rlearn.monitor.scalars.to_float` accepts)."""
+    from rlearn.monitor.scalars import is_scalar as accepts
+
+    return accepts(value)

@@ -1,77 +1,79 @@
-"""``LogProcessor``: turns a :class:`MessageHub`'s scalar histories into ``{name: value}`` for display."""
+"""``LogProcessor``: which statistics of each monitored key are shown (seed 000's ``custom_cfg``).
+
+It reads a :class:`~rlearn.monitor.TickMonitor` and returns partial aggregates
+(:class:`~rlearn.distributed.WindowStat`, mergeable across ranks) per output name, then the final
+numbers the writers show.
+"""
 
 from __future__ import annotations
 
 import copy
-import inspect
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from rlearn.logging.history_buffer import HistoryBuffer
-from rlearn.logging.message_hub import MessageHub
+from rlearn.distributed.reduce import WindowStat
+from rlearn.monitor import TickMonitor
 
-__all__ = ["LogProcessor", "LogProcessorConfigError"]
+__all__ = ["LogProcessor", "LogProcessorConfigError", "METHODS"]
 
-Window = Union[int, str]
-#: substrings of keys smoothed over the window by default
-DEFAULT_SMOOTH_KEYS = ("loss", "time")
-_RESERVED = ("data_src", "method_name", "log_name", "window_size")
+#: method_name -> suffix of the name of a replacing entry
+METHODS = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
+_FIELDS = ("data_src", "method_name", "log_name", "window_size", "last_n")
 
 
 class LogProcessorConfigError(ValueError):
-    """A ``LogProcessor`` configuration is invalid; the message names the entry and the field."""
+    """A ``LogProcessor`` configuration is invalid; the message names the entry index and the field."""
 
 
 class LogProcessor:
-    """Chooses how each scalar of a hub is summarised when it is logged.
+    """Chooses the statistics of each monitored key that the table and every writer show.
 
-    Default statistic per key: the mean over the last ``window_size`` updates for keys containing
-    ``'loss'`` or ``'time'`` (or any substring in ``smooth_keys``), the current value for every other key
-    (learning rates, counters...). ``custom_cfg`` changes that per key; each entry is a dict with
+    By default key ``k`` is shown as ``f"{k}_avg"``: the mean over ``k``'s own monitor window. Each
+    ``custom_cfg`` entry is a dict with
 
-    * ``data_src`` (required): the key without its prefix, e.g. ``'loss'`` for ``'train/loss'``;
-    * ``method_name`` (required): a statistic registered on :class:`HistoryBuffer` (``mean``, ``min``,
-      ``max``, ``current``, ``nonfinite`` or one added with ``register_statistics``);
-    * ``log_name`` (optional): the output name. Without it the entry *replaces* the default statistic of
-      ``data_src``; with it the entry is *added* next to it;
-    * ``window_size`` (optional): a positive int or ``'global'`` (the whole retained history). When the
-      statistic takes a ``window_size`` argument and the entry gives none, the processor's
-      ``window_size`` is used;
-    * any other key: passed to the statistic as a keyword argument.
+    * ``data_src`` (required): the full monitor key, e.g. ``'collector/episode_return'``;
+    * ``method_name`` (required): ``'mean'``, ``'min'``, ``'max'``, ``'current'`` (the most recent finite
+      value), ``'count'`` (number of finite values) or ``'std'`` (population standard deviation);
+    * ``log_name`` (optional): without it the entry *replaces* the key's default statistic and is named
+      ``f"{k}_{suffix}"`` (suffix avg / min / max / last / count / std); with it the entry is *added*
+      after the key's default and named ``log_name`` (a ``log_name`` without ``'/'`` inherits the
+      ``'group/'`` prefix of ``data_src``);
+    * ``window_size`` (optional): an int (train iterations, i.e. ticks) or ``'global'`` (since the run
+      started), or ``last_n`` (optional): the last N values recorded, whenever they were. At most one
+      of the two; with neither the entry uses the key's own monitor window.
 
-    Every entry is checked at construction; errors are :class:`LogProcessorConfigError` (a
-    ``ValueError``) naming the entry.
+    Example: ``collector/episode_return`` as its mean (the default) and the max of the last 100 episodes::
+
+        LogProcessor(custom_cfg=[dict(data_src="collector/episode_return", method_name="max",
+                                      log_name="episode_return_max100", last_n=100)])
+        # -> 'collector/episode_return_avg', 'collector/episode_return_max100'
+
+    Errors in an entry raise :class:`LogProcessorConfigError` (a ``ValueError``) naming its index and field.
     """
 
-    def __init__(
-        self,
-        window_size: Window = 10,
-        custom_cfg: Optional[Sequence[Mapping[str, Any]]] = None,
-        smooth_keys: Iterable[str] = (),
-    ) -> None:
-        self.window_size = _check_window(window_size, "LogProcessor window_size")
-        smooth = list(smooth_keys) if not isinstance(smooth_keys, str) else [smooth_keys]
-        for key in smooth:
-            if not isinstance(key, str) or not key:
-                raise LogProcessorConfigError(f"smooth_keys must hold non-empty strings; got {key!r}")
-        self.smooth_keys = tuple(DEFAULT_SMOOTH_KEYS) + tuple(k for k in smooth if k not in DEFAULT_SMOOTH_KEYS)
+    def __init__(self, custom_cfg: Optional[Sequence[Mapping[str, Any]]] = None) -> None:
         if custom_cfg is None:
             custom_cfg = []
-        if isinstance(custom_cfg, Mapping) or not isinstance(custom_cfg, Sequence):
+        if isinstance(custom_cfg, (Mapping, str)) or not isinstance(custom_cfg, Sequence):
             raise LogProcessorConfigError(f"custom_cfg must be a list of dicts; got {type(custom_cfg).__name__}")
-        self.custom_cfg: List[Dict[str, Any]] = [self._check_entry(i, e) for i, e in enumerate(custom_cfg)]
-        self._check_names()
-        self._overrides = {e["data_src"]: e for e in self.custom_cfg if "log_name" not in e}
-        self._additions: Dict[str, List[Dict[str, Any]]] = {}
-        for entry in self.custom_cfg:
-            if "log_name" in entry:
-                self._additions.setdefault(entry["data_src"], []).append(entry)
+        self.custom_cfg: List[Dict[str, Any]] = []
+        for entry in custom_cfg:
+            self.add(entry)
 
-    # ------------------------------------------------------------------ validation
+    # ------------------------------------------------------------------------------ configuration
+    def add(self, entry: Mapping[str, Any]) -> None:
+        """Add one ``custom_cfg`` entry (validated against the entries already there)."""
+        checked = self._check_entry(len(self.custom_cfg), entry)
+        self._check_name(checked)
+        self.custom_cfg.append(checked)
+
     def _check_entry(self, index: int, entry: Mapping[str, Any]) -> Dict[str, Any]:
         where = f"custom_cfg[{index}]"
         if not isinstance(entry, Mapping):
             raise LogProcessorConfigError(f"{where} must be a dict; got {type(entry).__name__}")
         entry = dict(copy.deepcopy(entry))
+        unknown = sorted(set(map(str, entry)) - set(_FIELDS))
+        if unknown:
+            raise LogProcessorConfigError(f"{where}: unknown field(s) {unknown}; the fields are {list(_FIELDS)}")
         for field in ("data_src", "method_name"):
             if field not in entry:
                 raise LogProcessorConfigError(f"{where} is missing the required field {field!r}: {entry}")
@@ -79,98 +81,131 @@ class LogProcessor:
             if field in entry and (not isinstance(entry[field], str) or not entry[field]):
                 raise LogProcessorConfigError(f"{where}: {field} must be a non-empty str; got {entry[field]!r}")
         where = f"{where} (data_src={entry['data_src']!r})"
-        try:
-            method = HistoryBuffer.get_statistic(entry["method_name"])
-        except KeyError as exc:
-            raise LogProcessorConfigError(f"{where}: {exc}") from None
+        if entry["method_name"] not in METHODS:
+            raise LogProcessorConfigError(
+                f"{where}: method_name {entry['method_name']!r} is unknown; use one of {', '.join(METHODS)}"
+            )
+        if "window_size" in entry and "last_n" in entry:
+            raise LogProcessorConfigError(f"{where}: window_size and last_n are exclusive; give one of them")
         if "window_size" in entry:
-            entry["window_size"] = _check_window(entry["window_size"], f"{where}: window_size")
-        elif "window_size" in inspect.signature(method).parameters:
-            entry["window_size"] = self.window_size
-        kwargs = self._statistic_kwargs(entry)
-        try:
-            HistoryBuffer.check_statistic_arguments(entry["method_name"], **kwargs)
-        except TypeError as exc:
-            raise LogProcessorConfigError(f"{where}: {exc}") from None
+            window = entry["window_size"]
+            if window != "global" and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+                hint = " ('epoch' windows are not supported: rlearn counts train iterations)" if window == "epoch" else ""
+                raise LogProcessorConfigError(f"{where}: window_size must be a positive int or 'global'; got {window!r}{hint}")
+        if "last_n" in entry:
+            n = entry["last_n"]
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise LogProcessorConfigError(f"{where}: last_n must be a positive int; got {n!r}")
+        entry["name"] = self._output_name(entry)
+        entry["index"] = index
         return entry
 
-    def _check_names(self) -> None:
-        sources = {e["data_src"] for e in self.custom_cfg}
-        seen: Dict[str, int] = {}
-        for index, entry in enumerate(self.custom_cfg):
-            name = entry.get("log_name", entry["data_src"])
-            if "log_name" in entry and name in sources:
-                raise LogProcessorConfigError(
-                    f"custom_cfg[{index}]: log_name {name!r} is also a data_src, so both would be logged as "
-                    f"{name!r}; drop log_name to replace the statistic of {name!r}, or choose another name"
-                )
-            if name in seen:
-                raise LogProcessorConfigError(
-                    f"custom_cfg[{index}] and custom_cfg[{seen[name]}] both produce the log name {name!r}; "
-                    "give one of them a different log_name"
-                )
-            seen[name] = index
-
     @staticmethod
-    def _statistic_kwargs(entry: Mapping[str, Any]) -> Dict[str, Any]:
-        kwargs = {k: v for k, v in entry.items() if k not in _RESERVED}
-        if "window_size" in entry:
-            kwargs["window_size"] = None if entry["window_size"] == "global" else entry["window_size"]
-        return kwargs
+    def _output_name(entry: Mapping[str, Any]) -> str:
+        src = entry["data_src"]
+        if "log_name" not in entry:
+            return f"{src}_{METHODS[entry['method_name']]}"
+        name = entry["log_name"]
+        if "/" not in name and "/" in src:
+            name = f"{src.rsplit('/', 1)[0]}/{name}"
+        return name
 
-    # ------------------------------------------------------------------ collect
-    def is_smoothed(self, key: str) -> bool:
-        """Whether ``key`` (prefix stripped) is averaged over the window by default."""
-        return any(s in key for s in self.smooth_keys)
+    def _check_name(self, entry: Mapping[str, Any]) -> None:
+        where = f"custom_cfg[{entry['index']}] (data_src={entry['data_src']!r})"
+        for other in self.custom_cfg:
+            if "log_name" not in entry and "log_name" not in other and other["data_src"] == entry["data_src"]:
+                raise LogProcessorConfigError(
+                    f"{where}: method_name: custom_cfg[{other['index']}] already replaces the statistic of "
+                    f"{entry['data_src']!r}; give one of them a log_name to add it instead"
+                )
+            if other["name"] == entry["name"]:
+                raise LogProcessorConfigError(
+                    f"{where}: log_name: custom_cfg[{other['index']}] already produces {entry['name']!r}; "
+                    "choose another log_name"
+                )
+        if "log_name" in entry:
+            for other in self.custom_cfg:
+                if entry["name"] == f"{other['data_src']}_avg":
+                    raise LogProcessorConfigError(
+                        f"{where}: log_name {entry['name']!r} is the default name of {other['data_src']!r}; choose another"
+                    )
 
-    def collect(self, message_hub: Optional[MessageHub] = None, prefix: str = "train") -> Dict[str, Any]:
-        """``{log_name: value}`` for every scalar of ``message_hub`` whose key starts with ``prefix + '/'``.
+    # ------------------------------------------------------------------------------------- monitor
+    def prepare(self, monitor: TickMonitor) -> None:
+        """Make ``monitor`` keep what the entries need (other tick windows, last-N rings, since-start sums).
 
-        Names are the keys with the prefix stripped, plus the ``log_name`` of added entries (placed right
-        after their ``data_src``). Entries of ``custom_cfg`` whose ``data_src`` has no history yet produce
-        nothing: an absent value is never shown as 0. ``message_hub`` defaults to the current instance.
-        An empty ``prefix`` selects every key.
+        Idempotent; what it asks for survives ``monitor.state_dict()``/``load_state_dict()``, before or
+        after which it may run. A window kept from a later call fills from then on.
         """
-        hub = MessageHub.get_current_instance() if message_hub is None else message_hub
-        if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str; got {prefix!r}")
-        head = f"{prefix}/" if prefix else ""
-        out: Dict[str, Any] = {}
-        owners: Dict[str, str] = {}
-        for key, buffer in hub.log_scalars.items():
-            if not key.startswith(head):
-                continue
-            src = key[len(head):]
-            entry = self._overrides.get(src)
-            if entry is not None:
-                value = buffer.statistics(entry["method_name"], **self._statistic_kwargs(entry))
-            elif self.is_smoothed(src):
-                value = buffer.mean(None if self.window_size == "global" else self.window_size)
-            else:
-                value = buffer.current()
-            self._put(out, owners, src, value, key)
-            for added in self._additions.get(src, ()):
-                value = buffer.statistics(added["method_name"], **self._statistic_kwargs(added))
-                self._put(out, owners, added["log_name"], value, f"{key} ({added['method_name']})")
+        for entry in self.custom_cfg:
+            window = entry.get("window_size")
+            if window == "global":
+                monitor.keep(entry["data_src"], since_start=True)
+            elif window is not None and window != monitor.window_size(entry["data_src"]):
+                monitor.keep(entry["data_src"], window=window)
+            elif "last_n" in entry:
+                monitor.keep(entry["data_src"], last_n=entry["last_n"])
+
+    def _stat(self, monitor: TickMonitor, entry: Mapping[str, Any], end: Optional[int]) -> WindowStat:
+        key, window = entry["data_src"], entry.get("window_size")
+        if window == "global":
+            return monitor.window_stat(key, end, since_start=True)
+        if window is not None:
+            return monitor.window_stat(key, end, window=window)
+        if "last_n" in entry:
+            return monitor.window_stat(key, end, last_n=entry["last_n"])
+        return monitor.window_stat(key, end)
+
+    def window_stats(self, monitor: TickMonitor, keys: Sequence[str], end: Optional[int] = None) -> Dict[str, WindowStat]:
+        """Output name -> partial aggregate for ``keys``, in display order (a key's default, then its additions).
+
+        ``end`` is the last tick of the windows (see ``TickMonitor``); entries whose ``data_src`` is not
+        in ``keys`` produce nothing. Call :meth:`prepare` first for entries that need kept windows.
+        """
+        out: Dict[str, WindowStat] = {}
+        owner: Dict[str, str] = {}
+        replacing = {e["data_src"]: e for e in self.custom_cfg if "log_name" not in e}
+        for key in keys:
+            chosen = [replacing[key]] if key in replacing else [None]
+            chosen += [e for e in self.custom_cfg if e["data_src"] == key and "log_name" in e]
+            for entry in chosen:
+                name = f"{key}_avg" if entry is None else entry["name"]
+                if name in out:
+                    raise LogProcessorConfigError(
+                        f"output name {name!r} is produced by both {owner[name]} and {key!r}; "
+                        "rename one of them (custom_cfg log_name)"
+                    )
+                out[name] = monitor.window_stat(key, end) if entry is None else self._stat(monitor, entry, end)
+                owner[name] = repr(key)
         return out
 
-    @staticmethod
-    def _put(out: Dict[str, Any], owners: Dict[str, str], name: str, value: Any, owner: str) -> None:
-        if name in out:
-            raise LogProcessorConfigError(
-                f"log name {name!r} is produced by both {owners[name]} and {owner}; "
-                "rename one of them (custom_cfg log_name)"
-            )
-        out[name] = value
-        owners[name] = owner
+    def method_of(self, name: str) -> str:
+        """The method an output name of :meth:`window_stats` uses (``mean`` for defaults)."""
+        for entry in self.custom_cfg:
+            if entry["name"] == name:
+                return entry["method_name"]
+        return "mean"
 
+    def values(self, stats: Mapping[str, WindowStat]) -> Dict[str, Union[float, int, None]]:
+        """Output name -> final number; None for an empty window (a writer skips it, the table shows '-').
 
-def _check_window(window: Any, what: str) -> Window:
-    if window == "global" and isinstance(window, str):
-        return window
-    if isinstance(window, str):
-        hint = " ('epoch' windows are not supported: rlearn counts train iterations)" if window == "epoch" else ""
-        raise LogProcessorConfigError(f"{what} must be a positive int or 'global'; got {window!r}{hint}")
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise LogProcessorConfigError(f"{what} must be a positive int or 'global'; got {window!r}")
-    return window
+        ``'<key>_nonfinite'`` (an int) follows a key's entries where its own window holds NaN/inf.
+        """
+        methods = {e["name"]: (e["method_name"], e["data_src"]) for e in self.custom_cfg}
+        out: Dict[str, Union[float, int, None]] = {}
+        pending: Dict[str, int] = {}
+        previous_key: Optional[str] = None
+        for name, stat in stats.items():
+            method, key = methods.get(name, ("mean", name[: -len("_avg")] if name.endswith("_avg") else name))
+            if previous_key is not None and key != previous_key and pending.get(previous_key):
+                out[f"{previous_key}_nonfinite"] = pending.pop(previous_key)
+            if name not in methods or "log_name" not in self._entry(name):
+                pending[key] = stat.nonfinite  # the key's own (default or replacing) statistic
+            out[name] = stat.statistic(method)
+            previous_key = key
+        if previous_key is not None and pending.get(previous_key):
+            out[f"{previous_key}_nonfinite"] = pending[previous_key]
+        return out
+
+    def _entry(self, name: str) -> Mapping[str, Any]:
+        return next(e for e in self.custom_cfg if e["name"] == name)

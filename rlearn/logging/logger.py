@@ -7,9 +7,9 @@ import os
 import sys
 from collections import OrderedDict
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
-__all__ = ["get_logger", "get_rank", "rank_log_file"]
+__all__ = ["get_logger", "get_rank", "rank_log_file", "get_instance", "get_current_instance", "print_log"]
 
 DATE_FORMAT = "%m/%d %H:%M:%S"
 _BASE = "%(asctime)s - %(name)s - {level} - "
@@ -188,3 +188,53 @@ def get_logger(
             setattr(file_handler, _MARK, "file")
             logger.addHandler(file_handler)
     return logger
+
+
+_current_name: Optional[str] = None
+
+
+def get_instance(name: str, **kwargs: Any) -> logging.Logger:
+    """MMEngine's ``MMLogger.get_instance``: the logger ``name``, which becomes the current one.
+
+    The first call (or any call with ``kwargs``) sets it up with :func:`get_logger` ``(name, **kwargs)``;
+    a later call without ``kwargs`` returns it as it is.
+    """
+    global _current_name
+    existing = logging.Logger.manager.loggerDict.get(name)
+    if not kwargs and isinstance(existing, logging.Logger) and any(getattr(h, _MARK, None) for h in existing.handlers):
+        logger = existing
+    else:
+        logger = get_logger(name, **kwargs)
+    _current_name = name
+    return logger
+
+
+def get_current_instance() -> logging.Logger:
+    """The logger most recently returned by :func:`get_instance` (``'rlearn'``, created, if none)."""
+    return get_instance("rlearn") if _current_name is None else logging.getLogger(_current_name)
+
+
+def print_log(msg: Any, logger: Union[logging.Logger, str, None] = None, level: int = logging.INFO) -> None:
+    """Print or log ``msg`` (MMEngine's ``print_log``).
+
+    ``logger``: ``None`` prints to stdout; ``'silent'`` drops the message; ``'current'`` uses
+    :func:`get_current_instance`; another str is the name of a logger set up with :func:`get_instance`
+    (``ValueError`` if there is none of that name); a :class:`logging.Logger` is used as it is.
+    """
+    if logger is None:
+        print(msg)
+    elif isinstance(logger, logging.Logger):
+        logger.log(level, msg)
+    elif logger == "silent":
+        return
+    elif logger == "current":
+        get_current_instance().log(level, msg)
+    elif isinstance(logger, str):
+        known = logging.Logger.manager.loggerDict.get(logger)
+        if not isinstance(known, logging.Logger) or not any(getattr(h, _MARK, None) for h in known.handlers):
+            raise ValueError(f"print_log: no logger named {logger!r}; create it with get_instance({logger!r}) first")
+        known.log(level, msg)
+    else:
+        raise TypeError(
+            f"print_log: logger must be a logging.Logger, a logger name, 'current', 'silent' or None; got {logger!r}"
+        )

@@ -28,6 +28,8 @@ def stat_of(values):
         min=min(finite) if finite else None,
         max=max(finite) if finite else None,
         nonfinite=len(values) - len(finite),
+        sumsq=sum(v * v for v in finite),
+        last=finite[-1] if finite else None,
     )
 
 
@@ -50,6 +52,24 @@ def test_nonfinite_counts_add_up_and_empty_stays_none():
     assert merged["x"].nonfinite == 2
     assert merged["x"].avg == 2.0
     assert WindowStat(0.0, 0, None, None, 1).avg is None
+
+
+def test_std_current_and_count_merge_by_presence():
+    per_rank = [{"x": stat_of([1.0, 3.0])}, {}, {"x": stat_of([5.0, float("nan")])}, {"x": stat_of([7.0])}]
+    merged = merge_window_stats(per_rank)["x"]
+    values = [1.0, 3.0, 5.0, 7.0]
+    mean = sum(values) / 4
+    assert merged.std == pytest.approx(math.sqrt(sum((v - mean) ** 2 for v in values) / 4), rel=1e-12)
+    assert merged.statistic("current") == 3.0  # the lowest rank that has one
+    assert merged.statistic("count") == 4 and merged.statistic("mean") == 4.0 and merged.nonfinite == 1
+    later = merge_window_stats([{"x": stat_of([float("nan")])}, {"x": stat_of([9.0])}])["x"]
+    assert later.last == 9.0  # rank 0 has no finite value: the next rank's
+    empty = WindowStat(0.0, 0, None, None, 2)
+    for method in ("mean", "min", "max", "current", "std"):
+        assert empty.statistic(method) is None
+    assert empty.statistic("count") == 0
+    with pytest.raises(ValueError, match="unknown statistic 'median'"):
+        merged.statistic("median")
 
 
 def test_merge_rejects_non_stat_values():

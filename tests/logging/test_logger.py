@@ -151,3 +151,26 @@ def test_rank_files_in_subprocesses(tmp_path):
     other = tmp_path / "plain" / "exp.log"
     _run_child(other, distributed=False, rank=1)
     assert not other.parent.exists()  # distributed=False: other ranks write no file
+
+
+def test_get_instance_current_instance_and_print_log(capsys):
+    from rlearn.logging import get_current_instance, get_instance, print_log
+
+    name = _name()
+    logger = get_instance(name, log_level="DEBUG")
+    assert logger is logging.getLogger(name) and get_current_instance() is logger
+    assert get_instance(name) is logger  # returned again, not duplicated
+    print_log("plain print")
+    print_log("via name", logger=name, level=logging.WARNING)
+    print_log("via current", logger="current")
+    print_log("via object", logger=logger, level=logging.DEBUG)
+    print_log("never shown", logger="silent")
+    out = _lines(capsys.readouterr().out)
+    assert out[0] == "plain print"
+    assert [LINE.match(line).group("level", "rest") for line in out[1:]] == [
+        ("WARNING", "via name"), ("INFO", "via current"), ("DEBUG", "via object"),
+    ]
+    with pytest.raises(ValueError, match=r"no logger named 'nobody.*'; create it with get_instance"):
+        print_log("x", logger=f"nobody.{uuid.uuid4().hex}")
+    with pytest.raises(TypeError, match="logger must be"):
+        print_log("x", logger=3)

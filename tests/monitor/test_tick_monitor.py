@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlearn.monitor import TickMonitor
-from rlearn.monitor import tick_monitor as tm
+from rlearn.monitor import scalars
 
 
 def run(monitor: TickMonitor, stream: List[Dict[str, float]]) -> None:
@@ -237,7 +237,7 @@ def test_bad_keys_and_info():
 def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch):
     """Pretend CPU tensors live on an accelerator: they must be concatenated and read with one tolist(),
     never with one item() per key."""
-    monkeypatch.setattr(tm, "_CPU_DIRECT", False)
+    monkeypatch.setattr(scalars, "CPU_DIRECT", False)
     calls = {"cat": 0}
     real_cat = torch.cat
 
@@ -262,12 +262,12 @@ def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch
 
 
 def test_a_failed_device_copy_records_nothing(monkeypatch):
-    monkeypatch.setattr(tm, "_CPU_DIRECT", False)  # take the accelerator path
+    monkeypatch.setattr(scalars, "CPU_DIRECT", False)  # take the accelerator path
 
     def failing_copy(tensors):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    monkeypatch.setattr(tm, "_batched_to_floats", failing_copy)
+    monkeypatch.setattr(scalars, "batched_to_floats", failing_copy)
     monitor = TickMonitor()
     monitor.update({"a": 1.0})
     with pytest.raises(TypeError, match="monitor values for 'g1', 'g2': cannot copy the tensors to the host .*illegal"):
@@ -277,7 +277,7 @@ def test_a_failed_device_copy_records_nothing(monkeypatch):
 
 def test_batched_conversion_keeps_float64_precision():
     values = [torch.tensor(0.1, dtype=torch.float64), torch.tensor(1, dtype=torch.int64), torch.tensor(0.5)]
-    assert tm._batched_to_floats(values) == [0.1, 1.0, 0.5]
+    assert scalars.batched_to_floats(values) == [0.1, 1.0, 0.5]
 
 
 # -------------------------------------------------------------------------------------------- state
@@ -386,9 +386,10 @@ class NaiveMonitor:
             self.floor[key] = max(self.floor.get(key, 0), self.now - self.size(key) + 1)
         self.sizes[key] = size
 
-    def window(self, key: str) -> List[float]:
-        start = max(self.now - self.size(key) + 1, self.floor.get(key, 0))
-        return [v for t, v in self.values.get(key, []) if t >= start]
+    def window(self, key: str, end: Optional[int] = None) -> List[float]:
+        end = self.now if end is None else end
+        start = max(end - self.size(key) + 1, self.floor.get(key, 0))
+        return [v for t, v in self.values.get(key, []) if start <= t <= end]
 
     def finite(self, key: str) -> List[float]:
         return [v for v in self.window(key) if math.isfinite(v)]
@@ -441,6 +442,27 @@ def check_same(monitor: TickMonitor, ref: NaiveMonitor) -> None:
         tolerance = 1e-12 * math.fsum(abs(v) for v in finite) + 1e-300
         assert abs(monitor.avg(key) * len(finite) - math.fsum(finite)) <= tolerance * len(finite) + tolerance
     assert [k for k in monitor.keys()] == [k for k in ref.values]
+    check_previous_tick(monitor, ref)
+
+
+def check_previous_tick(monitor: TickMonitor, ref: NaiveMonitor) -> None:
+    """Every windowed query with end=tick_count-1 (the window of the tick just completed)."""
+    end = monitor.tick_count - 1
+    for key in KEYS:
+        window = ref.window(key, end)
+        finite = [v for v in window if math.isfinite(v)]
+        stat = monitor.window_stat(key, end=end)
+        assert monitor.count(key, end=end) == stat.count == len(finite), key
+        assert monitor.nonfinite(key, end=end) == stat.nonfinite == len(window) - len(finite), key
+        if not finite:
+            assert monitor.avg(key, end=end) is None and monitor.min(key, end=end) is None
+            assert monitor.max(key, end=end) is None and monitor.last(key, end=end) is None and stat.last is None
+            continue
+        assert monitor.min(key, end=end) == stat.min == min(finite) and monitor.max(key, end=end) == max(finite)
+        assert monitor.last(key, end=end) == stat.last == finite[-1]
+        scale = math.fsum(abs(v) for v in finite) + 1e-300
+        assert abs(monitor.avg(key, end=end) * len(finite) - math.fsum(finite)) <= 1e-12 * scale * (len(finite) + 1)
+        assert abs(stat.sumsq - math.fsum(v * v for v in finite)) <= 1e-12 * math.fsum(v * v for v in finite) * len(finite) + 1e-300
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -520,3 +542,80 @@ def test_dense_streams_match_naive_reference(window_size, ticks, plain, roundtri
         monitor.tick()
         ref.now += 1
     check_same(monitor, ref)
+
+
+# ------------------------------------------------------------------------------------------- end=
+def test_end_previous_tick_is_the_window_of_the_tick_just_completed():
+    """A policy reporting value = iteration: at iteration 63 with a 7-tick window the mean is 60.0."""
+    monitor = TickMonitor(window_size=7)
+    for it in range(64):
+        monitor.update({"v": float(it)})
+        monitor.tick()
+    assert monitor.tick_count == 64
+    assert monitor.avg("v", end=63) == 60.0 and monitor.count("v", end=63) == 7
+    assert monitor.avg("v") == 60.5  # the window of the current tick 64 holds 58..63
+    stat = monitor.window_stat("v", end=63)
+    assert (stat.sum, stat.count, stat.min, stat.max, stat.last) == (420.0, 7, 57.0, 63.0, 63.0)
+    assert stat.sumsq == sum(float(i * i) for i in range(57, 64))
+    restored = TickMonitor()
+    restored.load_state_dict(monitor.state_dict())  # the edge tick travels with the state
+    assert restored.window_stat("v", end=63) == stat and restored.window_stat("v") == monitor.window_stat("v")
+
+
+def test_end_leaves_out_the_current_tick_and_bad_ends_raise():
+    monitor = TickMonitor(window_size=3)
+    assert monitor.avg("x", end=-1) is None and monitor.window_stat("x", end=-1).count == 0
+    monitor.update({"x": 1.0})
+    monitor.tick()
+    monitor.update({"x": 5.0, "y": float("nan")})
+    assert monitor.avg("x") == 3.0 and monitor.avg("x", end=0) == 1.0 and monitor.last("x", end=0) == 1.0
+    assert monitor.nonfinite("y") == 1 and monitor.nonfinite("y", end=0) == 0
+    for end in (-1, 2, 5, True, 0.5):
+        with pytest.raises(ValueError, match=rf"end={end!r} is not a valid last tick"):
+            monitor.avg("x", end=end)
+        with pytest.raises(ValueError, match=rf"end={end!r}"):
+            monitor.window_stat("x", end=end)
+
+
+def test_keep_other_windows_last_n_and_since_start_survive_a_resume():
+    monitor = TickMonitor(window_size=2)
+    monitor.keep("r", window=5)
+    monitor.keep("r", last_n=3)
+    monitor.keep("r", since_start=True)
+    for it in range(8):
+        monitor.update({"r": float(it)})
+        if it == 6:
+            monitor.update({"r": float("inf")})
+        monitor.tick()
+    state = monitor.state_dict()
+    fresh = TickMonitor(window_size=2)
+    fresh.keep("r", last_n=2)  # asked before the load: kept, and the loaded (larger) ring wins
+    fresh.load_state_dict(state)
+    for m in (monitor, fresh):
+        assert m.window_stat("r", window=5).avg == 5.5 and m.window_stat("r", window=5).nonfinite == 1  # ticks 4..8
+        last3 = m.window_stat("r", last_n=3)
+        assert (last3.count, last3.nonfinite, last3.sum, last3.last) == (2, 1, 13.0, 7.0)
+        glob = m.window_stat("r", since_start=True)
+        assert (glob.sum, glob.count, glob.min, glob.max, glob.nonfinite) == (28.0, 8, 0.0, 7.0, 1)
+        m.update({"r": 100.0})  # the current tick: left out with end=tick_count-1
+        assert m.window_stat("r", end=7, since_start=True).sum == 28.0
+        assert m.window_stat("r", since_start=True).sum == 128.0
+        assert m.window_stat("r", last_n=3).max == 100.0
+    with pytest.raises(ValueError, match="no window of 4 ticks kept for 'r'"):
+        monitor.window_stat("r", window=4)
+    with pytest.raises(ValueError, match="keeps no since-start aggregate"):
+        monitor.window_stat("other", since_start=True)
+    with pytest.raises(ValueError, match="at most one"):
+        monitor.window_stat("r", window=5, last_n=3)
+
+
+def test_version_1_states_still_load():
+    old = {
+        "version": 1, "tick_count": 5, "window_size": 3, "window_sizes": {},
+        "keys": [{"key": "x", "entries": [[3, 4.0, 2, 1.0, 3.0, 0], [5, 2.0, 1, 2.0, 2.0, 1]], "last": 2.0,
+                  "nonfinite_total": 1}],
+    }
+    monitor = TickMonitor()
+    monitor.load_state_dict(old)
+    assert monitor.avg("x") == 2.0 and monitor.count("x") == 3 and monitor.nonfinite("x") == 1
+    assert monitor.window_stat("x").last == 2.0 and monitor.window_stat("x").sumsq == 4.0 + 16.0 / 2

@@ -12,8 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlearn.logging import HistoryBuffer, UnknownStatisticError
-from rlearn.logging.history_buffer import MAX_MAGNITUDE
+from rlearn.logging import HistoryBuffer
+from rlearn.monitor.history_buffer import MAX_MAGNITUDE
 
 
 # ---------------------------------------------------------------------- seed 000 examples
@@ -50,21 +50,6 @@ def test_seed_basic_statistics():
     assert buffer.current() == 4
 
 
-def test_seed_statistics_entry_point():
-    buffer = HistoryBuffer([1, 2, 3], [1, 1, 1])
-    assert buffer.statistics("mean") == 2
-    assert buffer.statistics("mean", 2) == 2.5
-    with pytest.raises(TypeError, match=r"statistic 'mean' takes \(window_size.*got \(2, 3\)"):
-        buffer.statistics("mean", 2, 3)
-    with pytest.raises(UnknownStatisticError) as info:
-        buffer.statistics("data")
-    message = str(info.value)
-    assert "unknown statistic 'data'" in message
-    for name in ("current", "max", "mean", "min", "nonfinite"):
-        assert name in message
-    assert isinstance(info.value, KeyError)
-
-
 def test_seed_usage_example():
     logs = dict(lr=HistoryBuffer(), loss=HistoryBuffer())
     printed = []
@@ -72,42 +57,14 @@ def test_seed_usage_example():
         logs["lr"].update(it / 10 * 0.1, 1)
         logs["loss"].update(1 / it, 1)
         if it % 5 == 0:
-            printed.append((logs["lr"].statistics("current"), logs["loss"].statistics("mean", 5)))
+            printed.append((logs["lr"].current(), logs["loss"].mean(5)))
     assert printed[0] == (0.05, 0.45666666666666667)
-    # The seed prints 0.12912698412698415: MMEngine sums naively and is 2 ulp off. Ours is the correctly
-    # rounded mean of the five float values, checked with exact rational arithmetic.
+    # The seed prints 0.12912698412698415: MMEngine sums naively and is 2 ulp off. Ours equals the exactly
+    # rounded mean of the five float values here, checked with exact rational arithmetic.
     assert printed[1][0] == 0.1
     exact = sum(Fraction(1 / k) for k in range(6, 11)) / 5
     assert printed[1][1] == float(exact) == 0.12912698412698412
     assert abs(printed[1][1] - 0.12912698412698415) <= 3 * math.ulp(0.129)
-
-
-def test_register_statistics_seed_style_and_per_class():
-    class MyBuffer(HistoryBuffer):
-        pass
-
-    @MyBuffer.register_statistics
-    def weighted_mean(self, window_size, weight):
-        if len(weight) != window_size:
-            raise ValueError("one weight per value")
-        return (self._log_history[-window_size:] * np.array(weight)).sum() / self._count_history[-window_size:].sum()
-
-    buffer = MyBuffer([1, 2], [1, 1])
-    assert buffer.statistics("weighted_mean", 2, [2, 1]) == (2 * 1 + 1 * 2) / (1 + 1)
-    assert "weighted_mean" in MyBuffer.registered_statistics()
-    assert "weighted_mean" not in HistoryBuffer.registered_statistics()  # the parent is untouched
-    with pytest.raises(UnknownStatisticError):
-        HistoryBuffer([1, 2]).statistics("weighted_mean", 2, [2, 1])
-    with pytest.raises(TypeError, match="weighted_mean"):
-        buffer.statistics("weighted_mean", 2)  # missing `weight`
-    with pytest.raises(ValueError, match="already registered"):
-        MyBuffer.register_statistics(weighted_mean)
-
-    @MyBuffer.register_statistics(name="weighted_mean", overwrite=True)
-    def _replacement(self, window_size, weight):
-        return -1.0
-
-    assert buffer.statistics("weighted_mean", 2, [2, 1]) == -1.0
 
 
 def test_window_helper_for_custom_statistics():
@@ -403,3 +360,33 @@ def test_cached_block_extremes_follow_overwrites():
         naive.update(v, 1.0)
         if step % 301 == 0 and step > 1100:
             _check_against(buffer, naive, [None, 1100, 1500, 2000])
+
+
+# ---------------------------------------------------------------------- compensated counts
+def test_a_huge_count_does_not_swallow_later_counts():
+    buffer = HistoryBuffer(max_length=50)
+    buffer.update(1.0, 1e20)
+    for _ in range(60):
+        buffer.update(2.0)
+    assert buffer.mean(10) == 2.0
+    assert buffer.mean(49) == 2.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False) | st.floats(-1e15, 1e15, allow_nan=False), min_size=1, max_size=300),
+    counts=st.lists(st.floats(0.5, 1e6), min_size=300, max_size=300),
+    max_length=st.integers(1, 120),
+    window=st.integers(1, 150),
+)
+def test_windowed_mean_within_the_documented_error_bound(values, counts, max_length, window):
+    """Against exact rational arithmetic: the error bound of the module docstring (not correct rounding)."""
+    buffer = HistoryBuffer(max_length=max_length)
+    for v, c in zip(values, counts):
+        buffer.update(v, c)
+    kept_v, kept_c = values[-max_length:][-window:], counts[: len(values)][-max_length:][-window:]
+    exact = sum(Fraction(v) * 1 for v in kept_v) / sum(Fraction(c) for c in kept_c)
+    n = len(values)
+    magnitude = sum(abs(v) for v in values) + 1.0
+    bound = 2.0**-103 * n * magnitude / float(sum(Fraction(c) for c in kept_c)) * 4 + 2 * math.ulp(float(exact))
+    assert abs(Fraction(buffer.mean(window)) - exact) <= Fraction(bound)

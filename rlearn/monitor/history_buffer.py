@@ -1,13 +1,19 @@
 """``HistoryBuffer``: the bounded history of one scalar, with O(1) update and O(1) windowed mean.
 
-Storage design (see ``docs/logging.md``):
+In the metric path it is the ring behind ``LogProcessor``'s ``last_n`` windows ("max over the last
+100 episodes", see :mod:`rlearn.monitor.tracked`). Storage design (see ``docs/monitoring.md``):
 
 * values and counts live in a ring of numpy arrays that grows by doubling up to ``max_length``
   (rounded up to a whole number of blocks), so memory is bounded and a short run stays small;
 * next to each entry the ring keeps the running sums *before* that entry (value sum as a compensated
-  double-double pair, count sum over finite entries); a windowed sum is ``total - prefix[oldest in window]``,
-  i.e. O(1). The running sums are re-based every ``capacity`` updates (amortised O(1)) so they stay of the
-  order of the retained history and rounding never drifts;
+  double-double pair, and the count sum over finite entries likewise); a windowed sum is
+  ``total - prefix[oldest in window]``, i.e. O(1). The running sums are re-based every ``capacity``
+  updates (amortised O(1)) so they stay of the order of the retained history and rounding never drifts.
+  Error bound: each double-double prefix is within about ``2**-104 * n * S`` of the exact prefix (``S``
+  the sum of magnitudes since the last re-base, ``n`` its number of terms), so a windowed sum is within
+  ``2**-103 * n * S`` of the exact one and ``mean`` adds one rounding of the final division. This is not
+  correctly rounded: a window whose exact sum is far smaller than ``S`` (cancellation against a huge
+  older value) can lose digits;
 * non-finite values (NaN, +/-inf) are stored and returned by :attr:`HistoryBuffer.data` and
   :meth:`HistoryBuffer.current`, but ``mean``/``min``/``max`` skip them and :meth:`HistoryBuffer.nonfinite`
   counts them (their absolute indices are kept in a short sorted list);
@@ -18,17 +24,15 @@ Storage design (see ``docs/logging.md``):
 from __future__ import annotations
 
 import bisect
-import difflib
-import inspect
 import math
-import numbers
-import sys
 import warnings
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["HistoryBuffer", "UnknownStatisticError", "to_float", "MAX_MAGNITUDE"]
+from rlearn.monitor.scalars import to_float
+
+__all__ = ["HistoryBuffer", "MAX_MAGNITUDE"]
 
 #: largest accepted magnitude of a finite value or count; larger ones could overflow the running sums
 MAX_MAGNITUDE = 1e290
@@ -41,13 +45,6 @@ _SMALL_WINDOW = 64  # min/max of windows up to this size are computed in plain P
 _INF = math.inf
 
 
-class UnknownStatisticError(KeyError):
-    """A statistic name that is not registered on the buffer class."""
-
-    def __str__(self) -> str:  # KeyError would otherwise show the message quoted
-        return str(self.args[0]) if self.args else ""
-
-
 def _describe(value: Any) -> str:
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
@@ -57,37 +54,6 @@ def _describe(value: Any) -> str:
     if dtype is not None:
         text += f" and dtype {dtype}"
     return text
-
-
-def to_float(value: Any, what: str = "value") -> float:
-    """Convert a scalar to a Python float, or raise ``TypeError`` naming ``what`` and the type/shape.
-
-    Accepted: Python real numbers (``bool`` and ``int`` included), numpy real scalars and one-element
-    numpy arrays, one-element real torch tensors (detached; this is one device sync). NaN and inf are
-    returned as they are; an ``int`` too large for a float raises ``ValueError``.
-    """
-    kind = type(value)
-    if kind is float:
-        return value
-    if kind is int or kind is bool:
-        try:
-            return float(value)
-        except OverflowError:
-            raise ValueError(f"{what} {value} is too large for a float") from None
-    if isinstance(value, (np.generic, np.ndarray)):
-        if value.size != 1 or value.dtype.kind not in "biuf":
-            raise TypeError(f"{what} must be a real scalar; got {_describe(value)}")
-        return float(value.reshape(()))
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        if value.numel() != 1 or value.is_complex():
-            raise TypeError(f"{what} must be a one-element real tensor; got {_describe(value)}")
-        return float(value.detach().item())
-    if isinstance(value, numbers.Real):
-        return float(value)
-    raise TypeError(
-        f"{what} must be a real number, a numpy scalar or a one-element tensor; got {_describe(value)}"
-    )
 
 
 def _check_value(value: Any, what: str = "value") -> float:
@@ -132,12 +98,9 @@ class HistoryBuffer:
     Example::
 
         >>> buf = HistoryBuffer([1, 2, 3], [1, 1, 1])
-        >>> buf.mean(2), buf.min(), buf.statistics("max", 2)
+        >>> buf.mean(2), buf.min(), buf.max(2)
         (2.5, 1.0, 3.0)
     """
-
-    _own_statistics: ClassVar[Dict[str, Callable[..., Any]]] = {}
-    _signatures: ClassVar[Dict[Callable[..., Any], inspect.Signature]] = {}
 
     def __init__(
         self,
@@ -200,7 +163,8 @@ class HistoryBuffer:
         self._c = np.zeros(capacity)  # counts
         self._sh = np.zeros(capacity)  # value sum before this entry (high part)
         self._sl = np.zeros(capacity)  # value sum before this entry (compensation)
-        self._sc = np.zeros(capacity)  # finite-entry count sum before this entry
+        self._sc = np.zeros(capacity)  # finite-entry count sum before this entry (high part)
+        self._scl = np.zeros(capacity)  # finite-entry count sum before this entry (compensation)
         self._block_ok = bytearray((capacity >> _BLOCK_SHIFT) + 1)  # 1 = cached block extremes are valid
         self._bmin = np.full(len(self._block_ok), _INF)
         self._bmax = np.full(len(self._block_ok), -_INF)
@@ -209,6 +173,7 @@ class HistoryBuffer:
         self._tot_hi = 0.0
         self._tot_lo = 0.0
         self._tot_c = 0.0
+        self._tot_cl = 0.0
         self._nonfinite: List[int] = []  # absolute indices of non-finite values, sorted
         self._nf_head = 0  # entries before this index have left the history
 
@@ -218,7 +183,7 @@ class HistoryBuffer:
         new_cap = min(self._cap_final, 2 * old_cap)
         idx = np.arange(self._n - self._size, self._n)
         old, new = idx % old_cap, idx % new_cap
-        for name in ("_v", "_c", "_sh", "_sl", "_sc"):
+        for name in ("_v", "_c", "_sh", "_sl", "_sc", "_scl"):
             arr = np.zeros(new_cap)
             arr[new] = getattr(self, name)[old]
             setattr(self, name, arr)
@@ -235,14 +200,17 @@ class HistoryBuffer:
         if self._size == 0:
             return
         j = (self._n - self._size) % self._cap
-        bh, bl, bc = self._sh[j], self._sl[j], self._sc[j]
+        bh, bl, bc, bcl = self._sh[j], self._sl[j], self._sc[j], self._scl[j]
         s, e = _two_sum(self._sh, -bh)
         e += self._sl - bl
         self._sh, self._sl = _two_sum(s, e)
-        self._sc -= bc
+        s, e = _two_sum(self._sc, -bc)
+        e += self._scl - bcl
+        self._sc, self._scl = _two_sum(s, e)
         s2, e2 = _two_sum(self._tot_hi, -float(bh))
         self._tot_hi, self._tot_lo = _two_sum(s2, e2 + (self._tot_lo - float(bl)))
-        self._tot_c -= float(bc)
+        s3, e3 = _two_sum(self._tot_c, -float(bc))
+        self._tot_c, self._tot_cl = _two_sum(s3, e3 + (self._tot_cl - float(bcl)))
 
     # ------------------------------------------------------------------ update
     def update(self, value: Any, count: Any = 1) -> None:
@@ -270,15 +238,20 @@ class HistoryBuffer:
         hi = self._tot_hi
         lo = self._tot_lo
         tc = self._tot_c
+        tcl = self._tot_cl
         self._sh[i] = hi
         self._sl[i] = lo
         self._sc[i] = tc
+        self._scl[i] = tcl
         if v - v == 0.0:  # finite: compensated (TwoSum) accumulation
             s = hi + v
             bp = s - hi
             self._tot_lo = lo + ((hi - (s - bp)) + (v - bp))
             self._tot_hi = s
-            self._tot_c = tc + c
+            s = tc + c  # the counts get the same compensation (a huge count must not swallow later ones)
+            bp = s - tc
+            self._tot_cl = tcl + ((tc - (s - bp)) + (c - bp))
+            self._tot_c = s
         else:
             self._nonfinite.append(n)
         self._n = n + 1
@@ -315,7 +288,7 @@ class HistoryBuffer:
     def window(self, window_size: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
         """``(values, counts)`` of the last ``window_size`` updates (all when None), oldest first, as copies.
 
-        This is what a custom statistic (see :meth:`register_statistics`) usually starts from.
+        ``LastN`` windows (the ``last_n`` entries of ``LogProcessor``) read their values with it.
         """
         w = self._size if window_size is None else self._window(window_size, allow_empty=True)
         parts = self._ranges(w)
@@ -327,19 +300,10 @@ class HistoryBuffer:
             np.concatenate([self._c[a:b] for a, b in parts]),
         )
 
-    # Compatibility with statistics written against MMEngine's HistoryBuffer (see seed 000).
-    @property
-    def _log_history(self) -> np.ndarray:
-        return self.window(None)[0]
-
-    @property
-    def _count_history(self) -> np.ndarray:
-        return self.window(None)[1]
-
     @property
     def nbytes(self) -> int:
         """Bytes held by the ring arrays and the non-finite index list (an upper bound of its memory)."""
-        arrays = (self._v, self._c, self._sh, self._sl, self._sc, self._bmin, self._bmax)
+        arrays = (self._v, self._c, self._sh, self._sl, self._sc, self._scl, self._bmin, self._bmax)
         return sum(a.nbytes for a in arrays) + len(self._block_ok) + 8 * len(self._nonfinite)
 
     def _window(self, window_size: Optional[int], allow_empty: bool = False) -> int:
@@ -381,7 +345,7 @@ class HistoryBuffer:
         else:
             w = self._window(window_size)
         j = (self._n - w) % self._cap
-        c = self._tot_c - self._sc.item(j)
+        c = (self._tot_c - self._sc.item(j)) + (self._tot_cl - self._scl.item(j))
         if c == 0.0:
             return math.nan
         s = (self._tot_hi - self._sh.item(j)) + (self._tot_lo - self._sl.item(j))
@@ -447,84 +411,6 @@ class HistoryBuffer:
         right = _finite_extreme(self._v[hi_block << _BLOCK_SHIFT: b], smallest)
         return min(mid, left, right) if smallest else max(mid, left, right)
 
-    # ------------------------------------------------------------------ statistics registry
-    @classmethod
-    def register_statistics(
-        cls, method: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None, overwrite: bool = False
-    ) -> Any:
-        """Register ``method(self, *args, **kwargs)`` as a statistic callable with :meth:`statistics`.
-
-        Use as a decorator (``@HistoryBuffer.register_statistics``) or with options
-        (``@HistoryBuffer.register_statistics(name="ema", overwrite=True)``). The statistic is
-        registered on ``cls`` (a subclass does not change its parents). A name that is already
-        registered raises ``ValueError`` unless ``overwrite=True``. Returns the function unchanged.
-        """
-
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            if not callable(fn):
-                raise TypeError(f"register_statistics expects a function; got {_describe(fn)}")
-            key = name if name is not None else getattr(fn, "__name__", None)
-            if not isinstance(key, str) or not key.isidentifier():
-                raise ValueError(f"statistic name must be an identifier; got {key!r}")
-            if key in cls.registered_statistics() and not overwrite:
-                raise ValueError(
-                    f"statistic {key!r} is already registered on {cls.__name__}; "
-                    "pass overwrite=True to replace it"
-                )
-            if "_own_statistics" not in cls.__dict__:
-                cls._own_statistics = {}
-            cls._own_statistics[key] = fn
-            return fn
-
-        return register(method) if method is not None else register
-
-    @classmethod
-    def registered_statistics(cls) -> Dict[str, Callable[..., Any]]:
-        """Every statistic name callable with :meth:`statistics` on this class, with its function."""
-        found: Dict[str, Callable[..., Any]] = {}
-        for klass in reversed(cls.__mro__):
-            found.update(klass.__dict__.get("_own_statistics", {}))
-        return found
-
-    @classmethod
-    def get_statistic(cls, name: str) -> Callable[..., Any]:
-        """The function registered as ``name``; ``UnknownStatisticError`` lists the registered names."""
-        registry = cls.registered_statistics()
-        try:
-            return registry[name]
-        except (KeyError, TypeError):
-            close = difflib.get_close_matches(str(name), list(registry), n=2)
-            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-            raise UnknownStatisticError(
-                f"unknown statistic {name!r}.{hint} Registered statistics: {', '.join(sorted(registry))}"
-            ) from None
-
-    @classmethod
-    def check_statistic_arguments(cls, name: str, *args: Any, **kwargs: Any) -> None:
-        """Raise ``TypeError`` (with the statistic's signature) unless ``args``/``kwargs`` fit ``name``."""
-        method = cls.get_statistic(name)
-        sig = cls._signatures.get(method)
-        if sig is None:
-            sig = cls._signatures[method] = inspect.signature(method)
-        try:
-            sig.bind(None, *args, **kwargs)
-        except TypeError as exc:
-            params = list(sig.parameters.values())[1:]
-            shown = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
-            raise TypeError(
-                f"statistic {name!r} takes ({', '.join(map(str, params))}); got ({shown}): {exc}"
-            ) from None
-
-    def statistics(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Call the registered statistic ``name`` with ``args``/``kwargs``.
-
-        Unknown name: ``UnknownStatisticError`` (a ``KeyError``) listing the registered names. Arguments
-        that do not fit the statistic's signature: ``TypeError`` showing it.
-        """
-        method = self.get_statistic(name)
-        self.check_statistic_arguments(name, *args, **kwargs)
-        return method(self, *args, **kwargs)
-
     # ------------------------------------------------------------------ state
     def state_dict(self, last: Optional[int] = None) -> Dict[str, Any]:
         """A picklable snapshot (plain Python lists) of the last ``last`` updates (all when None)."""
@@ -555,8 +441,3 @@ def _finite_extreme(x: np.ndarray, smallest: bool) -> float:
     if finite.size == 0:
         return _INF if smallest else -_INF
     return float(finite.min() if smallest else finite.max())
-
-
-for _name in ("mean", "min", "max", "current", "nonfinite"):
-    HistoryBuffer.register_statistics(getattr(HistoryBuffer, _name))
-del _name
