@@ -23,8 +23,7 @@ from rlearn.hooks.base import HookManager, build_hook
 from rlearn.checkpoint import files as ckpt
 from rlearn.config import ConfigError, resolve_section, undeclared_window_warnings
 from rlearn.learner.metric_path import MetricPath
-from rlearn.learner.statistics import WindowStatistics
-from rlearn.logging import MessageHub, get_logger
+from rlearn.logging import LogProcessor, MessageHub, get_logger
 from rlearn.monitor import TickMonitor
 from rlearn.trace import span
 from rlearn.writers import TensorBoardWriter, Writer
@@ -62,7 +61,8 @@ class BaseLearner(MetricPath, HookManager):
         train_iter: completed train iterations.
         envstep: env steps collected so far (global across ranks), as passed to :meth:`train`.
         monitor: the :class:`~rlearn.monitor.TickMonitor` (one tick per iteration).
-        statistics: the statistics step (:class:`~rlearn.learner.statistics.WindowStatistics`).
+        statistics: the statistics step, a :class:`~rlearn.logging.LogProcessor` configured by
+            ``learner.log_processor.custom_cfg`` (``<key>_avg`` for every key by default).
         writers: the list of :class:`~rlearn.writers.Writer` every shown number goes to.
         message_hub: a :class:`~rlearn.logging.MessageHub` holding ``train_iter``, ``envstep``, ``rank``,
             ``world_size``, ``work_dir`` and ``policy`` as runtime info.
@@ -96,7 +96,11 @@ class BaseLearner(MetricPath, HookManager):
         self.envstep = 0
         self.monitor = TickMonitor(window_size=self.cfg["monitor_window"], window_sizes=self.cfg["monitor_windows"])
 
-        self.statistics = WindowStatistics(self.cfg["log_processor"].get("custom_cfg", ()))
+        try:
+            self.statistics = LogProcessor(self.cfg["log_processor"].get("custom_cfg") or [])
+        except ValueError as exc:
+            raise LearnerConfigError(f"learner.log_processor.{exc}") from exc
+        self.statistics.prepare(self.monitor)  # last_n rings and since-start sums fill from the first value
         self.writers: List[Writer] = list(writers) if writers is not None else self._default_writers()
         for writer in self.writers:
             if not isinstance(writer, Writer):

@@ -4,7 +4,7 @@
 in one place::
 
     train() / record() / record_collect()  ->  monitor (TickMonitor)
-    log_metrics()                          ->  statistics (WindowStatistics), merged over ranks by presence
+    log_metrics()                          ->  statistics (LogProcessor), merged over ranks by presence
                                            ->  write_scalars() -> every writer (TableWriter, TensorBoardWriter...)
 
 It uses these attributes of the learner: ``policy``, ``cfg``, ``logger``, ``rank``, ``work_dir``,
@@ -167,6 +167,7 @@ class MetricPath:
     def _window_stats(self, keys: List[str], end: Optional[int]) -> Tuple[Dict[str, WindowStat], List[str]]:
         """Window statistics of ``keys``, merged over the ranks by presence in a multi-process run (one
         ``all_gather`` that every rank must reach), and the keys in display order."""
+        self.statistics.prepare(self.monitor)  # idempotent: windows its entries need beyond the keys' own
         local = self.statistics.window_stats(self.monitor, keys, end=end)
         if not is_distributed():
             return local, keys
@@ -196,8 +197,9 @@ class MetricPath:
         selected = self.metric_keys(keys)
         stats, ordered = self._window_stats(selected, end)
         values: Dict[str, ScalarValue] = dict(extra or {})
-        values.update(self.statistics.values(stats, ordered))
-        nonfinite = {key: stats[key].nonfinite for key in ordered if key in stats and stats[key].nonfinite}
+        shown = self.statistics.values(stats)
+        values.update(shown)
+        nonfinite = {name[: -len("_nonfinite")]: count for name, count in shown.items() if name.endswith("_nonfinite")}
         if nonfinite and self.rank == 0:
             self.logger.warning(
                 "non-finite values (NaN/inf) in the window, excluded from the averages: %s",

@@ -350,7 +350,6 @@ class CountingPolicy(PeriodicPolicy):
         return ["value"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs TickMonitor end= (branch monitor)")
 def test_every_log_including_the_final_one_is_the_exact_window_mean(tmp_path):
     learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=7), work_dir=tmp_path)
     hook = LogShowHook(width=400)

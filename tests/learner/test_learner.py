@@ -373,8 +373,21 @@ def test_log_processor_config():
                        ({"custom_cfg": "x"}, r"learner\.log_processor\.custom_cfg")):
         with pytest.raises(LearnerConfigError, match=match):
             make({"log_processor": bad})
-    with pytest.raises(ValueError, match="custom_cfg entries need the LogProcessor statistics step"):
-        make({"log_processor": {"custom_cfg": [dict(data_src="loss", method_name="max")]}})
+    with pytest.raises(LearnerConfigError, match=r"learner\.log_processor\.custom_cfg\[0\].*method_name"):
+        make({"log_processor": {"custom_cfg": [dict(data_src="loss", method_name="median")]}})
+
+
+def test_custom_cfg_statistics_reach_the_writers():
+    """``learner.log_processor.custom_cfg``: a replaced statistic and an added one over the last 2 values."""
+    custom = [dict(data_src="loss", method_name="max"),
+              dict(data_src="loss", method_name="min", log_name="loss_min_last2", last_n=2)]
+    writer = rows_writer()
+    learner = make({"log_freq": 3, "log_processor": {"custom_cfg": custom}}, writers=[writer])
+    learner.policy.script = [{"loss": 0.5}, {"loss": 0.2}, {"loss": 0.7}, {"loss": 0.9}]
+    for _ in range(4):
+        learner.train(None)
+    assert learner.log_metrics(keys=["loss"]) == {"loss_max": 0.9, "loss_min_last2": 0.7}
+    assert writer.rows[-1] == (4, 0, {"loss_max": 0.9, "loss_min_last2": 0.7})
 
 
 class CollectPolicy(TinyPolicy):

@@ -339,3 +339,36 @@ def test_default_work_dir_is_not_reused(tmp_path, monkeypatch):
         second.log_file.read_text())
     resumed = train(reinforce_cfg("train.max_env_steps=64"), resume=True)  # resumes the default one
     assert resumed.work_dir == first.work_dir and resumed.train_iter == 2
+
+
+def test_custom_cfg_shows_episode_return_mean_and_max_over_different_windows(tmp_path):
+    """docs/logging.md's example: ``collector/episode_return`` as its mean over the key's tick window (the
+    default) and, beside it, the max over the last 100 episodes, in the table and on both TensorBoard axes."""
+    cfg = reinforce_cfg()
+    cfg["learner"]["log_processor"]["custom_cfg"] = [
+        dict(data_src="collector/episode_return", method_name="max", log_name="episode_return_max100", last_n=100)]
+    trainer = Trainer(cfg, work_dir=tmp_path)
+    learner = trainer.learner
+    recorded: List[tuple] = []  # (tick, return) of every ended episode
+    record = learner.record
+
+    def spy(info):
+        if "collector/episode_return" in info:
+            recorded.append((learner.monitor.tick_count, float(info["collector/episode_return"])))
+        return record(info)
+
+    learner.record = spy
+    result = trainer.run()
+    assert result.train_iter == 6 and len(recorded) >= 2
+    window = learner.monitor.window_size("collector/episode_return")
+    points = scalars(tmp_path / "tb")
+    means, maxima = points["collector_iter/episode_return_avg"], points["collector_iter/episode_return_max100"]
+    assert steps(maxima) == [3, 6] and steps(points["collector_step/episode_return_max100"]) == [96, 192]
+    for (log_iter, mean), (_, maximum) in zip(means, maxima):
+        # at the log of iteration n the monitor is at tick n - 1 (the tick comes after the after_iter hooks)
+        in_window = [r for tick, r in recorded if log_iter - 1 - window < tick <= log_iter - 1]
+        so_far = [r for tick, r in recorded if tick <= log_iter - 1][-100:]
+        assert mean == pytest.approx(sum(in_window) / len(in_window), rel=1e-6)
+        assert maximum == pytest.approx(max(so_far), rel=1e-6)
+    log_text = (tmp_path / f"{cfg['exp_name']}.log").read_text()
+    assert "collector/episode_return_max100" in log_text and "collector/episode_return_avg" in log_text
