@@ -1,7 +1,7 @@
 """rlearn's algorithms. Each policy is one module a reader can follow top to bottom.
 
-``TD3Policy`` and ``PPGPolicy`` are imported lazily, so ``import policies`` stays cheap.
-A config names its policy with ``policy.type``: a registered name (``"td3"``, ``"ppg"``, or one added with
+``TD3Policy``, ``PPGPolicy`` and ``DQNPolicy`` are imported lazily, so ``import policies`` stays cheap.
+A config names its policy with ``policy.type``: a registered name (``"td3"``, ``"ppg"``, ``"dqn"``, or one added with
 :func:`register_policy`) or an import path ``"package.module:ClassName"``. The registry itself lives in
 :mod:`rlearn.registry` and resolves names lazily, so ``rlearn`` never imports this package at import time.
 """
@@ -17,6 +17,7 @@ from rlearn.registry import get_policy_class, register_policy, registered_polici
 _LAZY = {
     "TD3Policy": "policies.td3",
     "PPGPolicy": "policies.ppg",
+    "DQNPolicy": "policies.dqn",
 }
 
 __all__ = [

@@ -178,6 +178,7 @@ HOOKS = Registry("hook")
 _POLICIES: Dict[str, Any] = {
     "td3": "policies.td3:TD3Policy",
     "ppg": "policies.ppg:PPGPolicy",
+    "dqn": "policies.dqn:DQNPolicy",
 }
 
 
