@@ -448,3 +448,17 @@ def test_learns_cartpole_within_50k_env_steps(tmp_path):
     result = serial_pipeline(cfg, work_dir=tmp_path / "run", progress=False)
     # collects come in chunks of 256 env steps, so a 50k-step run ends at 50,176
     assert result.envstep <= 50_176 and result.last_eval["episode_return_mean"] >= 475, result.last_eval
+
+
+def test_example_script_trains_and_reports(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "dqn_cartpole.py"
+    spec = importlib.util.spec_from_file_location("dqn_cartpole_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main(["--steps", "1536", "--double-q", "--work-dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "final evaluation return:" in out and str(tmp_path / "run") in out
+    assert "'double_q': True" in (tmp_path / "run" / "config.py").read_text()  # the resolved config
