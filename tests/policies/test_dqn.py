@@ -50,7 +50,7 @@ def same(a: list, b: list) -> bool:
 
 def set_linear_q(net: QNetwork, weights_per_action) -> None:
     """Make a one-layer Q-network compute ``Q(s, a) = w_a . s`` exactly."""
-    layer = net.net[0]
+    layer = net.layers[0]
     with torch.no_grad():
         layer.weight.copy_(torch.tensor(weights_per_action, dtype=torch.float32))
         layer.bias.zero_()
@@ -155,6 +155,20 @@ def test_no_clipping_reports_the_plain_norm():
     info = policy._forward_learn(make_batch(policy))
     norm = math.sqrt(sum(float(p.grad.square().sum()) for p in policy.q_net.parameters()))
     assert float(info["grad_norm"]) == pytest.approx(norm, rel=1e-6)
+
+
+def test_qnetwork_is_the_plain_relu_mlp():
+    net = QNetwork(3, 2, [16, 8])
+    reference = torch.nn.Sequential(net.layers[0], torch.nn.ReLU(), net.layers[1], torch.nn.ReLU(), net.layers[2])
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(net(x), reference(x), rtol=0, atol=0)
+
+
+def test_huge_finite_rewards_are_accepted():
+    policy = make_policy(lr=0.0)
+    batch = make_batch(policy)
+    batch["reward"][:] = 3e38  # finite; their float32 sum would overflow
+    assert math.isfinite(float(policy._forward_learn(batch)["target_q_value"]))
 
 
 # ------------------------------------------------------------------------------ target network sync
