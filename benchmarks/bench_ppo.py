@@ -74,7 +74,7 @@ def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (
 
     from rlearn.config import load_config
     from rlearn.hooks import Hook
-    from rlearn.pipeline import SerialPipeline
+    from rlearn.run import Trainer
 
     spec = ENVS[env_key]
     cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={spec['eval_freq']}",
@@ -111,13 +111,13 @@ def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (
             now = clock()
             self.evaluate += now - self._t
             self.points.append(dict(envstep=learner.envstep, train_time=now - self.start - self.evaluate,
-                                    eval_return=pipe.state.last_eval["episode_return_mean"]))
+                                    eval_return=pipe.eval_hook.state.last_result["episode_return_mean"]))
 
         def after_run(self, learner: Any) -> None:
             self.end = clock()
 
     try:
-        pipe = SerialPipeline(cfg, work_dir=work_dir, progress=False)
+        pipe = Trainer(cfg, work_dir=work_dir, progress=False)
         for handler in pipe.logger.handlers:  # tables still go to the log file, not to this console
             if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
                 handler.setLevel(logging.WARNING)

@@ -20,7 +20,7 @@ import math
 from typing import Optional, Sequence
 
 from rlearn.config import load_config
-from rlearn.pipeline import serial_pipeline
+from rlearn.run import train
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -41,7 +41,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if hook["type"] == "LRSchedulerHook":
             hook["scheduler"]["total_iters"] = math.ceil(args.steps / per_update)
     work_dir = args.work_dir or f"work_dirs/ppo_cartpole_seed{args.seed}"
-    result = serial_pipeline(cfg, work_dir=work_dir, resume=True if args.resume else None)
+    result = train(cfg, work_dir=work_dir, resume=True if args.resume else None)
 
     final = result.last_eval["episode_return_mean"] if result.last_eval else float("nan")
     print(f"\nfinal evaluation return: {final:.1f} (random policy: about 22; maximum: 500)")

@@ -15,7 +15,7 @@ A policy owns its networks and optimizers and has three modes:
 Data handed to ``_forward_learn``:
 
 * off-policy (``on_policy = False``): a batch sampled from the replay buffer, a dict of float32 CPU
-  tensors ``obs [B, *obs_shape]``, ``action [B, *act_shape]``, ``reward [B]``,
+  tensors (``action`` is int64 for discrete actions) ``obs [B, *obs_shape]``, ``action [B, *act_shape]``, ``reward [B]``,
   ``next_obs [B, *obs_shape]``, ``terminated [B]`` (1.0 where the episode really ended; truncated
   episodes are *not* terminal, so they bootstrap);
 * on-policy (``on_policy = True``): one rollout, a dict of tensors shaped ``[T, N, ...]`` (``T`` steps

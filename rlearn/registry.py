@@ -179,6 +179,7 @@ _POLICIES: Dict[str, Any] = {
     "td3": "policies.td3:TD3Policy",
     "ppg": "policies.ppg:PPGPolicy",
     "ppo": "policies.ppo:PPOPolicy",
+    "dqn": "policies.dqn:DQNPolicy",
 }
 
 

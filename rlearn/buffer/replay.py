@@ -4,6 +4,10 @@ Storage is one numpy array per field, allocated once at full capacity and writte
 buffer is full, each new transition overwrites the oldest one. ``sample`` draws indices uniformly with
 replacement from the stored transitions and gathers them with ``numpy.take`` into fresh arrays that
 ``torch.from_numpy`` wraps without another copy.
+
+Sampled tensors are float32, except ``action`` when actions are stored with an integer dtype (``Discrete``
+and ``MultiDiscrete`` spaces, see :func:`action_dtype_for`): those come back as int64 (``torch.long``), ready
+for ``q.gather(1, action.unsqueeze(1))`` or embedding look-ups without a cast.
 """
 
 from __future__ import annotations
@@ -21,6 +25,13 @@ from rlearn.collect.collector import to_numpy
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
 ShapeLike = Union[int, Sequence[int]]
+
+
+def action_dtype_for(action_space: Any) -> np.dtype:
+    """The storage dtype of a space's actions: the space's own integer dtype for ``Discrete`` /
+    ``MultiDiscrete`` (and any other integer space), float32 otherwise (``Box``)."""
+    dtype = np.dtype(getattr(action_space, "dtype", None) or np.float32)
+    return dtype if np.issubdtype(dtype, np.integer) else np.dtype(np.float32)
 
 
 def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
@@ -43,7 +54,9 @@ class ReplayBuffer:
         obs_shape: shape of one observation (``()`` for ``Discrete`` observations).
         action_shape: shape of one action (``()`` for ``Discrete`` actions).
         obs_dtype: storage dtype of ``obs`` and ``next_obs`` (``np.uint8`` for images saves 4x memory).
-        action_dtype: storage dtype of ``action``.
+        action_dtype: storage dtype of ``action``: float32 for ``Box`` actions, an integer dtype for
+            ``Discrete`` ones (:func:`action_dtype_for` picks it from the space). Integer actions are
+            sampled as int64 tensors, float ones as float32.
         seed: seeds the sampling generator (its state is part of :meth:`state_dict`).
     """
 
@@ -79,6 +92,10 @@ class ReplayBuffer:
         self._storage: Dict[str, np.ndarray] = {
             key: np.zeros((self.capacity, *shape), dtype=dtypes[key]) for key, shape in self._item_shapes.items()
         }
+        # what sample() returns: float32, but integer (discrete) actions as int64
+        self._sample_dtypes = {key: np.dtype(np.float32) for key in self._item_shapes}
+        if np.issubdtype(self.action_dtype, np.integer):
+            self._sample_dtypes["action"] = np.dtype(np.int64)
         self._pos = 0  # next slot to write
         self._size = 0  # filled slots
         self._rng = np.random.default_rng(seed)
@@ -172,8 +189,9 @@ class ReplayBuffer:
     def sample(self, batch_size: int) -> Dict[str, torch.Tensor]:
         """A batch of ``batch_size`` transitions drawn uniformly with replacement.
 
-        Returns float32 CPU tensors ``obs [B, *obs_shape]``, ``action [B, *action_shape]``, ``reward [B]``,
-        ``next_obs [B, *obs_shape]``, ``terminated [B]``; they own their memory (later adds do not
+        Returns CPU tensors ``obs [B, *obs_shape]``, ``action [B, *action_shape]``, ``reward [B]``,
+        ``next_obs [B, *obs_shape]``, ``terminated [B]``, all float32 except ``action`` for an integer
+        ``action_dtype`` (discrete actions), which is int64; they own their memory (later adds do not
         change a batch already returned).
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
@@ -189,8 +207,9 @@ class ReplayBuffer:
         batch = {}
         for key, store in self._storage.items():
             picked = store.take(index, axis=0)
-            if picked.dtype != np.float32:
-                picked = picked.astype(np.float32)
+            want = self._sample_dtypes[key]
+            if picked.dtype != want:
+                picked = picked.astype(want)
             batch[key] = torch.from_numpy(picked)
         return batch
 
@@ -212,7 +231,11 @@ class ReplayBuffer:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` into this buffer (same capacity, shapes and dtypes).
 
-        Everything is checked before anything changes: on error the buffer keeps its contents.
+        One dtype difference is accepted: a buffer of integer (discrete) actions loads a state whose
+        actions were stored as floats (as older versions stored discrete actions when built with the
+        default ``action_dtype``), provided every saved action is a whole number the integer dtype holds;
+        the actions are converted. Everything is checked before anything changes: on error the buffer
+        keeps its contents.
         """
         expected = {"capacity", "obs_shape", "action_shape", "obs_dtype", "action_dtype", "pos", "size", "data", "rng"}
         if not isinstance(state, Mapping) or set(state) != expected:
@@ -220,8 +243,11 @@ class ReplayBuffer:
             raise ValueError(f"ReplayBuffer.load_state_dict: expected keys {sorted(expected)}, got {keys}")
         mine = {"capacity": self.capacity, "obs_shape": list(self.obs_shape), "action_shape": list(self.action_shape),
                 "obs_dtype": self.obs_dtype.str, "action_dtype": self.action_dtype.str}
+        float_actions = self._float_actions_into_ints(state)
         for key, value in mine.items():
             theirs = list(state[key]) if key.endswith("shape") else state[key]
+            if key == "action_dtype" and float_actions:
+                continue
             if theirs != value:
                 raise ValueError(
                     f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has {value!r}"
@@ -238,6 +264,8 @@ class ReplayBuffer:
         arrays = {}
         for key in FIELDS:
             array = to_numpy(data[key], copy=False)
+            if key == "action" and float_actions:
+                array = self._integral_actions(array)
             want = (int(size), *self._item_shapes[key])
             if array.shape != want or array.dtype != self._storage[key].dtype:
                 raise ValueError(
@@ -253,3 +281,27 @@ class ReplayBuffer:
         for key, array in arrays.items():
             self._storage[key][:size] = array
         self._size, self._pos, self._rng = int(size), int(pos), rng
+
+    def _float_actions_into_ints(self, state: Mapping[str, Any]) -> bool:
+        """Whether ``state`` holds float actions and this buffer stores integer ones (a loadable old state)."""
+        if not np.issubdtype(self.action_dtype, np.integer):
+            return False
+        try:
+            saved = np.dtype(state["action_dtype"])
+        except TypeError:
+            return False
+        return bool(np.issubdtype(saved, np.floating))
+
+    def _integral_actions(self, array: np.ndarray) -> np.ndarray:
+        """Saved float actions as this buffer's integer dtype; refused unless each is a whole number in range."""
+        if not np.issubdtype(array.dtype, np.floating):
+            return array  # the shape/dtype check that follows names the problem
+        info = np.iinfo(self.action_dtype)
+        ok = np.isfinite(array) & (array == np.round(array)) & (array >= info.min) & (array <= info.max)
+        if not ok.all():
+            bad = array[~ok].ravel()[:5].tolist()
+            raise ValueError(
+                f"ReplayBuffer.load_state_dict: data['action'] holds float actions that are not whole numbers "
+                f"storable as {self.action_dtype} (e.g. {bad}); cannot load them into a discrete-action buffer"
+            )
+        return array.astype(self.action_dtype)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlearn.buffer import FIELDS, ReplayBuffer, flatten_rollout, rollout_to_tensors
+from rlearn.buffer import FIELDS, ReplayBuffer, action_dtype_for, flatten_rollout, rollout_to_tensors
 from rlearn.collect import Collector
 from rlearn.env import make_vector_env
 
@@ -72,8 +73,90 @@ def test_scalar_shapes_and_integer_dtypes():
                 "next_obs": np.array([4, 5]), "terminated": np.array([False, True])})
     out = buffer.sample(8)
     assert out["obs"].shape == (8,) and out["action"].shape == (8,)
-    assert all(v.dtype == torch.float32 for v in out.values())
+    assert out["action"].dtype == torch.int64  # discrete actions: ready for gather / indexing
+    assert all(v.dtype == torch.float32 for k, v in out.items() if k != "action")
     assert set(zip(out["obs"].tolist(), out["next_obs"].tolist())) <= {(3.0, 4.0), (4.0, 5.0)}
+    assert set(zip(out["obs"].tolist(), out["action"].tolist())) <= {(3.0, 1), (4.0, 0)}
+
+
+@pytest.mark.parametrize("space, dtype", [
+    (gym.spaces.Discrete(3), np.int64),
+    (gym.spaces.Discrete(3, dtype=np.int32), np.int32),
+    (gym.spaces.MultiDiscrete([2, 3]), np.int64),
+    (gym.spaces.Box(-1, 1, (2,)), np.float32),
+    (gym.spaces.Box(-1, 1, (2,), dtype=np.float64), np.float32),
+])
+def test_action_dtype_for_spaces(space, dtype):
+    assert action_dtype_for(space) == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("storage", [np.int64, np.int32, np.uint8])
+def test_discrete_actions_are_sampled_as_long_and_gather_directly(storage):
+    buffer = ReplayBuffer(16, (2,), (), action_dtype=storage, seed=0)
+    ids = np.arange(10)
+    buffer.add({"obs": np.stack([ids, ids], 1).astype(np.float32), "action": (ids % 3).astype(storage),
+                "reward": np.zeros(10, np.float32), "next_obs": np.zeros((10, 2), np.float32),
+                "terminated": np.zeros(10, np.float32)})
+    out = buffer.sample(32)
+    assert out["action"].dtype == torch.long and out["action"].shape == (32,)
+    assert out["action"].tolist() == [int(o) % 3 for o in out["obs"][:, 0].tolist()]
+    q = torch.arange(32 * 3, dtype=torch.float32).reshape(32, 3)
+    picked = q.gather(1, out["action"].unsqueeze(1)).squeeze(1)  # no .long() needed
+    assert picked.tolist() == [3 * i + a for i, a in enumerate(out["action"].tolist())]
+
+
+def test_box_actions_stay_float32():
+    buffer = ReplayBuffer(4, (2,), (1,), action_dtype=action_dtype_for(gym.spaces.Box(-2, 2, (1,))))
+    buffer.add(batch([1, 2]))
+    assert buffer.sample(4)["action"].dtype == torch.float32
+
+
+def _discrete_state(action_values, action_dtype):
+    buffer = ReplayBuffer(4, (2,), (), action_dtype=action_dtype, seed=3)
+    n = len(action_values)
+    buffer.add({"obs": np.arange(2 * n, dtype=np.float32).reshape(n, 2), "action": np.asarray(action_values, action_dtype),
+                "reward": np.ones(n, np.float32), "next_obs": np.zeros((n, 2), np.float32),
+                "terminated": np.zeros(n, np.float32)})
+    return buffer.state_dict()
+
+
+def test_old_float_action_state_loads_into_a_discrete_buffer():
+    old = _discrete_state([0.0, 2.0, 1.0], np.float32)  # discrete actions stored as floats (old default)
+    assert old["action_dtype"] == "<f4"
+    buffer = ReplayBuffer(4, (2,), (), action_dtype=np.int64, seed=9)
+    buffer.load_state_dict(torch.load(_saved(old), weights_only=False))
+    state = buffer.state_dict()
+    assert state["action_dtype"] == "<i8" and state["data"]["action"].dtype == np.int64
+    assert state["data"]["action"].tolist() == [0, 2, 1] and state["size"] == 3 and state["pos"] == 3
+    assert state["rng"] == old["rng"]
+    out = buffer.sample(6)
+    assert out["action"].dtype == torch.long
+    assert set(zip(out["obs"][:, 0].tolist(), out["action"].tolist())) <= {(0.0, 0), (2.0, 2), (4.0, 1)}
+
+
+def _saved(state):
+    stream = io.BytesIO()
+    torch.save(state, stream)
+    stream.seek(0)
+    return stream
+
+
+def test_new_discrete_state_round_trips_and_bad_float_actions_are_refused():
+    new = _discrete_state([1, 0], np.int64)
+    buffer = ReplayBuffer(4, (2,), (), action_dtype=np.int64)
+    buffer.load_state_dict(new)
+    assert buffer.state_dict()["data"]["action"].tolist() == [1, 0]
+    before = buffer.state_dict()
+    for bad in ([0.5, 1.0], [np.nan, 1.0]):
+        old = _discrete_state([0.0, 1.0], np.float32)
+        old["data"]["action"] = np.asarray(bad, np.float32)
+        with pytest.raises(ValueError, match=r"data\['action'\] holds float actions that are not whole numbers"):
+            buffer.load_state_dict(old)
+        assert buffer.state_dict()["data"]["action"].tolist() == before["data"]["action"].tolist()
+    # a Box buffer still refuses a state of another action dtype
+    box = ReplayBuffer(4, (2,), ())
+    with pytest.raises(ValueError, match="saved action_dtype='<i8' but this buffer has '<f4'"):
+        box.load_state_dict(new)
 
 
 def test_uint8_images_are_stored_compactly_and_returned_as_float32():

@@ -419,10 +419,10 @@ def test_cartpole_reaches_500_within_100k_steps(tmp_path):
     """The bundled config (rl-zoo settings), seed 0: an evaluation of 10 deterministic episodes reaches the
     maximum return of 500 within the 100k-step budget."""
     from rlearn.config import load_config
-    from rlearn.pipeline import serial_pipeline
+    from rlearn.run import train
 
     cfg = load_config("ppo_cartpole", ["checkpoint.freq=none", "seed=0"])
-    result = serial_pipeline(cfg, work_dir=tmp_path / "run", progress=False)
+    result = train(cfg, work_dir=tmp_path / "run", progress=False)
     returns = [value for _, value in _scalars(result.tb_dir)["evaluator_step/episode_return_mean"]]
     assert result.envstep <= 100_096 and len(returns) == 20
     assert max(returns) == 500.0, returns
