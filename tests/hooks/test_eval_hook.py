@@ -518,3 +518,112 @@ def test_video_without_a_recorder_is_a_clear_error(tmp_path):
     learner.work_dir = tmp_path
     with pytest.raises(ValueError, match=r"EvalHook\(video=True\) has no recorder"):
         EvalHook(FakeEvaluator(), freq=10, video=True, save_best=False).evaluate(_at(learner, 10))
+
+
+# --------------------------------------------------------------------------------------- in a run
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
+
+
+def reinforce_cfg(*overrides: str) -> dict:
+    """The custom REINFORCE example on CartPole: 2 envs x 16 steps = 32 env steps per iteration."""
+    from rlearn.config import load_config
+
+    return load_config(EXAMPLE, [
+        "env.num_envs=2", "policy.rollout_steps=16", "policy.baseline_every=2", "policy.hidden=8",
+        "train.max_env_steps=192", "learner.log_freq=3", "eval.freq=64", "eval.episodes=2", "eval.num_envs=2",
+        "eval.stop_value=none", "checkpoint.freq=4", *overrides,
+    ])
+
+
+def tb_points(tb_dir: Path, tag: str) -> List[tuple]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def test_a_run_keeps_raw_numbers_best_and_resumes_without_duplicate_rows(tmp_path):
+    from rlearn.run import summary_lines, train
+
+    cfg = reinforce_cfg()
+    result = train(cfg, work_dir=tmp_path)
+    rows = read_evaluations(tmp_path / "evaluations.jsonl")
+    assert [(r["envstep"], r["train_iter"]) for r in rows] == [(64, 2), (128, 4), (192, 6)]
+    means = [float(np.mean(r["returns"])) for r in rows]
+    assert all(len(r["returns"]) == len(r["lengths"]) == 2 for r in rows)
+    # the raw numbers are the ones behind the TensorBoard means
+    assert tb_points(tmp_path / "tb", "evaluator_step/episode_return_mean") == [
+        (r["envstep"], pytest.approx(m)) for r, m in zip(rows, means)]
+    best_i = max(range(3), key=lambda i: (means[i], -i))
+    assert result.best_eval == {"episode_return_mean": means[best_i], "envstep": rows[best_i]["envstep"],
+                                "train_iter": rows[best_i]["train_iter"]}
+    assert result.best_checkpoint == tmp_path / "ckpt" / "best.pt"
+    assert read_checkpoint(result.best_checkpoint)["envstep"] == rows[best_i]["envstep"]
+    line = f"  best:        {tmp_path / 'ckpt' / 'best.pt'}    (eval return {means[best_i]:.4g} at envstep "
+    assert any(text.startswith(line) for text in summary_lines(result))
+
+    # resume from the checkpoint of iteration 4 (envstep 128, taken before that envstep's evaluation)
+    train(cfg, work_dir=tmp_path, resume=tmp_path / "ckpt" / "iteration_4.pt")
+    rows = read_evaluations(tmp_path / "evaluations.jsonl")
+    steps = [r["envstep"] for r in rows]
+    assert steps == sorted(set(steps)) and steps[0] == 64 and steps[-1] == 192
+    assert steps == [s for s, _ in tb_points(tmp_path / "tb", "evaluator_step/episode_return_mean")]
+
+
+def test_patience_stops_a_run_with_no_improvement(tmp_path):
+    from rlearn.run import summary_lines, train
+
+    result = train(reinforce_cfg("eval.freq=32", "eval.patience=1", "train.max_env_steps=640"), work_dir=tmp_path)
+    rows = read_evaluations(tmp_path / "evaluations.jsonl")
+    means = [float(np.mean(r["returns"])) for r in rows]
+    bests, stop_at = naive_best(means, 1)
+    assert stop_at == len(rows) - 1 and result.envstep == rows[-1]["envstep"] < 640
+    assert result.stop_reason == "no_improvement"
+    assert summary_lines(result)[0].startswith(f"reinforce_cartpole: stopped (no_improvement) at train_iter "
+                                               f"{result.train_iter}, envstep {result.envstep}")
+    assert result.best_eval["envstep"] == rows[bests[-1]]["envstep"]
+
+
+def test_a_run_records_playable_videos(tmp_path, caplog):
+    imageio = pytest.importorskip("imageio.v2")
+    pytest.importorskip("imageio_ffmpeg")
+    pytest.importorskip("pygame")
+    from rlearn.run import train
+
+    cfg = reinforce_cfg("eval.video=true", "eval.video_freq=128")
+    with caplog.at_level(logging.INFO):
+        train(cfg, work_dir=tmp_path)
+    videos = sorted((tmp_path / "videos").iterdir())
+    assert [v.name for v in videos] == ["envstep_0000000128.mp4"]  # evaluations at 64, 128, 192
+    import re
+
+    length = int(re.search(r"video: \S+envstep_0000000128\.mp4 \(episode return \S+, (\d+) steps\)", caplog.text).group(1))
+    reader = imageio.get_reader(videos[0])
+    try:
+        assert reader.count_frames() == length + 1  # the first observation, then one frame per step
+        assert reader.get_data(0).shape == (400, 600, 3)  # CartPole's 600x400 frames, not resized
+        assert reader.get_meta_data()["fps"] == 50  # CartPole's render_fps
+    finally:
+        reader.close()
+
+
+def test_video_without_the_extra_fails_at_start_up(tmp_path, monkeypatch):
+    import importlib
+
+    from rlearn.config import ConfigError
+    from rlearn.run import Trainer
+
+    real = importlib.import_module
+
+    def without_pygame(name, *args, **kwargs):
+        if name == "pygame":
+            raise ImportError("No module named 'pygame'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr("rlearn.video.importlib.import_module", without_pygame)
+    with pytest.raises(ConfigError) as info:
+        Trainer(reinforce_cfg("eval.video=true"), work_dir=tmp_path)
+    assert str(info.value) == ("eval.video=True: videos need pygame, which is not installed: pip install "
+                               "'rlearn[video]' (imageio, imageio-ffmpeg and pygame)")
