@@ -130,7 +130,8 @@ class LearnerSection:
 
     The run always adds a `TimerHook` (`data_time`, `train_time`), a `LogShowHook(freq=log_freq)`,
     a `CheckpointHook(freq=checkpoint.freq, keep=checkpoint.keep)` and an `EvalHook(freq=eval.freq,
-    stop_value=eval.stop_value)`. A hook of the same type in `hooks` replaces the default one (so
+    stop_value=eval.stop_value, patience=eval.patience, save_best=eval.save_best, video=eval.video,
+    video_freq=eval.video_freq)`. A hook of the same type in `hooks` replaces the default one (so
     `hooks=[dict(type="LogShowHook", freq=10, width=100)]` configures the table).
     An LR scheduler is used only when you add an `LRSchedulerHook` here.
 
@@ -169,7 +170,9 @@ class EvalSection:
 
     Results go to the log (a line and a table), TensorBoard (`evaluator_step/<k>` at step = envstep,
     `evaluator_iter/<k>` at step = train_iter, for `episode_return_mean`, `_std`, `_min`, `_max` and
-    `episode_length_mean`) and the progress bar.
+    `episode_length_mean`) and the progress bar; every episode's return and length go to
+    `<work_dir>/evaluations.jsonl`. See [evaluation.md](evaluation.md) for the best checkpoint, early
+    stopping and videos.
     """
 
     freq: Optional[int] = option(10_000, "evaluate every time `envstep` passes a multiple of `freq` (and always at "
@@ -179,6 +182,15 @@ class EvalSection:
     num_envs: int = option(1, "evaluation environments (separate from the training ones, seeded from `seed`)", ge=1)
     stop_value: Optional[float] = option(None, "end the run once the evaluation's mean return is `>= stop_value`",
                                          finite=True)
+    patience: Optional[int] = option(
+        None, "end the run after this many evaluations in a row without a new best mean return (stop reason "
+        "`no_improvement`); None: never", ge=1)
+    save_best: bool = option(True, "save `<work_dir>/ckpt/best.pt` (a full checkpoint) at every evaluation whose "
+                             "mean return beats all earlier ones (a tie keeps the earlier)")
+    video: bool = option(False, "record one evaluation episode as `<work_dir>/videos/envstep_<N>.mp4` (needs "
+                         "`pip install 'rlearn[video]'`; see [evaluation.md](evaluation.md))")
+    video_freq: Optional[int] = option(None, "with `video`: a video at the first evaluation after each new multiple "
+                                       "of `video_freq` env steps; None: at every evaluation", ge=1)
 
 
 @dataclass

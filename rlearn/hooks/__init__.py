@@ -12,7 +12,7 @@ from rlearn.hooks.lr_scheduler import LRSchedulerHook
 from rlearn.hooks.timer import TimerHook
 from rlearn.hooks.log_show import LogShowHook
 from rlearn.hooks.checkpoint import CheckpointHook
-from rlearn.hooks.eval import EvalHook, EvalState
+from rlearn.hooks.eval import EvalHook, EvalProgress, EvalState, read_evaluations
 
 __all__ = [
     "HOOKS",
@@ -27,5 +27,7 @@ __all__ = [
     "LogShowHook",
     "CheckpointHook",
     "EvalHook",
+    "EvalProgress",
     "EvalState",
+    "read_evaluations",
 ]

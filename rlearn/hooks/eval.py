@@ -1,64 +1,55 @@
-"""``EvalHook``: evaluate the deterministic policy every ``freq`` env steps and at the end; stop at a target.
+"""``EvalHook``: evaluate the deterministic policy every ``freq`` env steps and at the end; keep the best
+model, stop at a target or when evaluations stop improving, record raw numbers and videos.
 
 The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each collection and the learner
 iterations it earned, and :meth:`EvalHook.evaluate_at_end` once the loop is over. One evaluation::
 
-    before_eval hooks -> rank 0 plays ``evaluator.n_episodes`` episodes -> log line, table, TensorBoard
-    -> (several processes) rank 0 broadcasts (result, stop) -> after_eval hooks
+    before_eval hooks -> rank 0 plays ``evaluator.n_episodes`` episodes, appends them to evaluations.jsonl,
+    records a video if one is due -> log line, table, TensorBoard (``_report``)
+    -> (several processes) rank 0 broadcasts (result, stop) -> best so far? rank 0 saves ckpt/best.pt
+    -> patience used up? -> after_eval hooks
 
-Its state (envstep and train_iter of the last evaluation, its result) is :attr:`EvalHook.state`, an
-:class:`EvalState`. The run saves it in every checkpoint inside ``states["pipeline"]`` (fields
-``last_eval_envstep``, ``last_eval_iter``, ``last_eval``, as checkpoints always had); when you use the
-hook in your own loop, register it yourself: ``learner.register_state("eval", hook.state)``.
+State, and where checkpoints keep it:
+
+* :attr:`EvalHook.state`, an :class:`EvalState` (envstep and train_iter of the last evaluation, its
+  result). The run saves it in every checkpoint inside ``states["pipeline"]`` (fields
+  ``last_eval_envstep``, ``last_eval_iter``, ``last_eval``, as checkpoints always had); when you use the
+  hook in your own loop, register it yourself: ``learner.register_state("eval", hook.state)``.
+* :attr:`EvalHook.progress`, an :class:`EvalProgress` (the best return, where it was reached, evaluations
+  since, the envstep of the last video). The hook itself adds it to every checkpoint as the top-level
+  entry ``eval_progress`` and restores it on resume; a checkpoint without it (written before it existed)
+  starts with no best.
+
+Files (rank 0, when the learner has a ``work_dir``): ``ckpt/best.pt``, ``evaluations.jsonl`` and
+``videos/envstep_<N>.mp4``; see docs/evaluation.md.
 """
 
 from __future__ import annotations
 
-import copy
+import json
+import time
+from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from rlearn.hooks.base import Hook, Priority
+from rlearn.hooks.eval_state import EvalProgress, EvalState, read_evaluations
 from rlearn.registry import HOOKS
 from rlearn.trace import span
 
-__all__ = ["EvalHook", "EvalState", "EVAL_TB_KEYS"]
+__all__ = ["EvalHook", "EvalState", "EvalProgress", "EVAL_TB_KEYS", "EVALUATIONS_FILE", "BEST_CHECKPOINT",
+           "STOP_VALUE", "NO_IMPROVEMENT", "read_evaluations"]
 
 #: keys of an evaluation result written to TensorBoard (``evaluator_step/<k>``, ``evaluator_iter/<k>``)
 EVAL_TB_KEYS = ("episode_return_mean", "episode_return_std", "episode_return_min", "episode_return_max",
                 "episode_length_mean")
-
-
-class EvalState:
-    """When the last evaluation happened and what it gave (saved in checkpoints).
-
-    Attributes:
-        last_envstep: envstep of the last evaluation (0 before the first).
-        last_iter: train_iter of the last evaluation.
-        last_result: the last evaluation result (see :meth:`rlearn.collect.Evaluator.evaluate`), or None.
-    """
-
-    KEYS = ("last_eval_envstep", "last_eval_iter", "last_eval")
-
-    def __init__(self) -> None:
-        self.last_envstep = 0
-        self.last_iter = 0
-        self.last_result: Optional[Dict[str, float]] = None
-
-    def state_dict(self) -> Dict[str, Any]:
-        return {
-            "last_eval_envstep": self.last_envstep,
-            "last_eval_iter": self.last_iter,
-            "last_eval": copy.deepcopy(self.last_result),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`; other keys are a ``ValueError`` naming them."""
-        if not isinstance(state, Mapping) or set(state) != set(self.KEYS):
-            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"evaluation state: expected keys {sorted(self.KEYS)}, got {keys}")
-        self.last_envstep = int(state["last_eval_envstep"])
-        self.last_iter = int(state["last_eval_iter"])
-        self.last_result = copy.deepcopy(state["last_eval"])
+#: the raw numbers of every evaluation, one JSON object per line, in the work dir
+EVALUATIONS_FILE = "evaluations.jsonl"
+#: the best model's checkpoint, in the checkpoint directory
+BEST_CHECKPOINT = "best.pt"
+#: why an evaluation asks the run to stop (:attr:`EvalHook.stop_reason`)
+STOP_VALUE, NO_IMPROVEMENT = "stop_value", "no_improvement"
+#: the hook's entry in a checkpoint
+PROGRESS_ENTRY = "eval_progress"
 
 
 def _optional_positive_int(name: str, value: Any) -> Optional[int]:
@@ -71,28 +62,58 @@ def _optional_positive_int(name: str, value: Any) -> Optional[int]:
 
 @HOOKS.register
 class EvalHook(Hook):
-    """Evaluate every ``freq`` env steps (and at the end); ``stop_value`` ends the run early.
+    """Evaluate every ``freq`` env steps (and at the end); keep the best model; stop early on request.
 
     Args:
-        evaluator: a :class:`rlearn.collect.Evaluator` (anything with ``evaluate() -> dict``); None lets
-            the run attach its own (so a config may name the hook: ``dict(type="EvalHook", freq=5000)``).
+        evaluator: a :class:`rlearn.collect.Evaluator` (anything with ``evaluate() -> dict``; with an
+            ``episodes`` list the raw numbers go to ``evaluations.jsonl``); None lets the run attach its
+            own (so a config may name the hook: ``dict(type="EvalHook", freq=5000)``).
         freq: env steps between two evaluations: one runs each time ``learner.envstep`` reaches a new
             multiple of ``freq``; None evaluates only at the end.
-        stop_value: an evaluation whose ``episode_return_mean`` reaches it asks the run to stop.
+        stop_value: an evaluation whose ``episode_return_mean`` reaches it asks the run to stop
+            (:attr:`stop_reason` ``"stop_value"``).
+        patience: after this many evaluations in a row without a new best return, ask the run to stop
+            (:attr:`stop_reason` ``"no_improvement"``); None never stops for that.
+        save_best: save ``<work_dir>/ckpt/best.pt`` (a full checkpoint, written like ``latest.pt``) at each
+            evaluation whose mean return is higher than every earlier one (a tie keeps the earlier).
+        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` at evaluations (needs
+            ``pip install 'rlearn[video]'`` and a :attr:`recorder`, which the run attaches).
+        video_freq: a video at the first evaluation after each new multiple of ``video_freq`` env steps;
+            None: at every evaluation.
 
-    In a run of several processes only rank 0 plays the episodes; the other ranks receive its result and
-    stop decision (one broadcast), so every rank stops at the same iteration.
+    Attributes:
+        recorder: a :class:`rlearn.video.VideoRecorder` (anything with ``record(path, k)``), or None.
+        video_path: the MP4 recorded by the last evaluation (None if it recorded none); set before the
+            evaluation is reported, so a writer can show it next to the numbers.
+        stop_reason: why the last evaluation asked to stop (``"stop_value"``, ``"no_improvement"``) or None.
+
+    In a run of several processes only rank 0 plays the episodes and writes files; the other ranks receive
+    its result and stop decision (one broadcast) and keep the same best, so every rank stops at the same
+    iteration.
     """
 
     DEFAULT_PRIORITY = Priority.NORMAL
 
-    def __init__(self, evaluator: Any = None, freq: Optional[int] = None, stop_value: Optional[float] = None) -> None:
+    def __init__(self, evaluator: Any = None, freq: Optional[int] = None, stop_value: Optional[float] = None,
+                 patience: Optional[int] = None, save_best: bool = True, video: bool = False,
+                 video_freq: Optional[int] = None) -> None:
         self.evaluator = evaluator
         self.freq = _optional_positive_int("freq", freq)
         if stop_value is not None and (isinstance(stop_value, bool) or not isinstance(stop_value, (int, float))):
             raise ValueError(f"EvalHook stop_value must be a number or None, got {stop_value!r}")
         self.stop_value = None if stop_value is None else float(stop_value)
+        self.patience = _optional_positive_int("patience", patience)
+        for name, flag in (("save_best", save_best), ("video", video)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"EvalHook {name} must be True or False, got {flag!r}")
+        self.save_best = save_best
+        self.video = video
+        self.video_freq = _optional_positive_int("video_freq", video_freq)
+        self.recorder: Any = None
+        self.video_path: Optional[Path] = None
+        self.stop_reason: Optional[str] = None
         self.state = EvalState()
+        self.progress = EvalProgress()
 
     # --------------------------------------------------------------------------------------- when
     def due(self, learner: Any) -> bool:
@@ -100,7 +121,7 @@ class EvalHook(Hook):
         return self.freq is not None and self.every_n_envsteps(learner, self.freq, self.state.last_envstep)
 
     def evaluate_if_due(self, learner: Any) -> bool:
-        """Evaluate if :meth:`due`; True when the run should stop (``stop_value`` reached)."""
+        """Evaluate if :meth:`due`; True when the run should stop (see :attr:`stop_reason`)."""
         return self.due(learner) and self.evaluate(learner)
 
     def evaluate_at_end(self, learner: Any) -> None:
@@ -114,9 +135,27 @@ class EvalHook(Hook):
         result = self.state.last_result
         return None if result is None else result["episode_return_mean"]
 
+    @property
+    def best_return(self) -> Optional[float]:
+        """The best ``episode_return_mean`` so far, or None."""
+        return self.progress.best_return
+
+    @staticmethod
+    def best_path(learner: Any) -> Optional[Path]:
+        """Where ``best.pt`` goes: the CheckpointHook's directory (``ckpt``) in the learner's work dir."""
+        work_dir = getattr(learner, "work_dir", None)
+        if work_dir is None:
+            return None
+        try:
+            dirname = learner.get_hook("CheckpointHook").dirname
+        except KeyError:
+            dirname = "ckpt"
+        return Path(work_dir) / dirname / BEST_CHECKPOINT
+
     # ---------------------------------------------------------------------------------------- how
     def evaluate(self, learner: Any) -> bool:
-        """Evaluate now (rank 0) and report; True when ``stop_value`` is reached (the same on every rank)."""
+        """Evaluate now (rank 0) and report; True when the run should stop (the same on every rank):
+        ``stop_value`` reached, or ``patience`` evaluations without a new best."""
         from rlearn import distributed as dist
 
         if self.evaluator is None:
@@ -132,14 +171,28 @@ class EvalHook(Hook):
             with span("evaluator/wait_for_rank0", lane="evaluator", iter=train_iter):
                 result, stop = dist.broadcast_object((result, stop))
         self.state.last_result, self.state.last_envstep, self.state.last_iter = result, envstep, train_iter
+        improved = self.progress.update(result["episode_return_mean"], envstep, train_iter)
+        if improved and self.save_best:
+            self._save_best(learner)
+        self.stop_reason = STOP_VALUE if stop else None
+        if not stop and self.patience is not None and self.progress.evals_since_best >= self.patience:
+            self.stop_reason = NO_IMPROVEMENT
+            best = "none" if self.progress.best_return is None else (
+                f"{self.progress.best_return:.4g} at envstep {self.progress.best_envstep}")
+            learner.logger.info(
+                "no improvement: %d evaluations without a new best episode_return_mean (eval.patience %d; best %s); "
+                "stopping", self.progress.evals_since_best, self.patience, best,
+            )
         learner.call_hook("after_eval")
-        return stop
+        return self.stop_reason is not None
 
     def _evaluate(self, learner: Any) -> Tuple[Dict[str, float], bool]:
         import torch
 
         with torch.no_grad():
             result = self.evaluator.evaluate()
+            self._append_raw(learner)
+            self.video_path = self._record_video(learner)
         self._report(learner, result)
         stop = self.stop_value is not None and result["episode_return_mean"] >= self.stop_value
         if stop:
@@ -148,6 +201,121 @@ class EvalHook(Hook):
                 result["episode_return_mean"], self.stop_value, learner.envstep,
             )
         return result, stop
+
+    # -------------------------------------------------------------------------------------- files
+    def _save_best(self, learner: Any) -> Optional[Path]:
+        """Rank 0: write ``best.pt`` (atomically, like every checkpoint) for the evaluation just counted."""
+        if learner.rank != 0:
+            return None
+        path = self.best_path(learner)
+        if path is None:
+            return None
+        with span("checkpoint/save_best", lane="checkpoint"):
+            learner.save_checkpoint(path)
+        learner.logger.info("best so far: episode_return_mean %.4g at envstep %d; saved %s",
+                            self.progress.best_return, self.progress.best_envstep, path)
+        return path
+
+    def _append_raw(self, learner: Any) -> None:
+        """Rank 0: append this evaluation's per-episode returns and lengths to ``evaluations.jsonl``."""
+        episodes = getattr(self.evaluator, "episodes", None)
+        if getattr(learner, "work_dir", None) is None or episodes is None:
+            return
+        row = {"envstep": int(learner.envstep), "train_iter": int(learner.train_iter), "time": time.time(),
+               "returns": [float(e["episode_return"]) for e in episodes],
+               "lengths": [int(e["episode_length"]) for e in episodes]}
+        path = Path(learner.work_dir) / EVALUATIONS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+    def _record_video(self, learner: Any) -> Optional[Path]:
+        """Rank 0: record one episode as ``videos/envstep_<N>.mp4`` if one is due; its path or None.
+
+        A failing video (rendering, encoding) is logged once with the reason and switches videos off; the
+        run goes on.
+        """
+        if not self.video or getattr(learner, "work_dir", None) is None:
+            return None
+        last = self.progress.last_video_envstep
+        if self.video_freq is not None and not self.every_n_envsteps(learner, self.video_freq, last):
+            return None
+        if self.recorder is None:
+            raise ValueError("EvalHook(video=True) has no recorder: attach a rlearn.video.VideoRecorder, or let "
+                             "rlearn.run attach the run's")
+        from rlearn.video import video_file_name
+
+        path = Path(learner.work_dir) / "videos" / video_file_name(learner.envstep)
+        try:
+            with span("evaluator/video", lane="evaluator", iter=learner.train_iter):
+                clip = self.recorder.record(path, k=learner.envstep)
+        except Exception as exc:  # a video is a by-product: it must not end the run
+            self.video = False
+            learner.logger.error("video at envstep %d failed (%s: %s); no more videos in this run",
+                                 learner.envstep, type(exc).__name__, exc)
+            return None
+        self.progress.last_video_envstep = learner.envstep
+        learner.logger.info("video: %s (episode return %.4g, %d steps)", clip.path, clip.episode_return, clip.length)
+        return Path(clip.path)
+
+    # -------------------------------------------------------------------------------- checkpoints
+    def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
+        checkpoint[PROGRESS_ENTRY] = self.progress.state_dict()
+
+    def after_load_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
+        """Restore the progress; rank 0 drops the ``evaluations.jsonl`` rows of evaluations the checkpoint
+        has not seen and sets aside a ``best.pt`` written after it."""
+        self.progress = EvalProgress()
+        saved = checkpoint.get(PROGRESS_ENTRY)
+        if saved is not None:
+            self.progress.load_state_dict(saved)
+        if learner.rank != 0 or getattr(learner, "work_dir", None) is None:
+            return
+        self._rewind_raw(learner)
+        self._set_aside_stale_best(learner)
+
+    def _rewind_raw(self, learner: Any) -> None:
+        """Keep the rows up to the last evaluation the restored state knows (``state.last_envstep``)."""
+        path = Path(learner.work_dir) / EVALUATIONS_FILE
+        if not path.is_file():
+            return
+        rows = read_evaluations(path)
+        kept = [row for row in rows if row["envstep"] <= self.state.last_envstep]
+        if len(kept) == len(rows) and path.read_text(encoding="utf-8").endswith("\n"):
+            return
+        from rlearn.fileio import atomic_write_bytes
+
+        atomic_write_bytes(path, "".join(json.dumps(row) + "\n" for row in kept).encode("utf-8"))
+        if len(kept) != len(rows):
+            learner.logger.info("%s: dropped %d evaluation(s) after envstep %d (written after the checkpoint)",
+                                path, len(rows) - len(kept), self.state.last_envstep)
+
+    def _set_aside_stale_best(self, learner: Any) -> None:
+        """A ``best.pt`` that is not the restored best (saved after the checkpoint, by evaluations the resumed
+        run repeats) is renamed ``best_rewound_envstep<N>.pt``, so ``best.pt`` and the summary agree."""
+        import torch
+
+        path = self.best_path(learner)
+        if path is None or not path.is_file():
+            return
+        try:
+            saved_at = int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["envstep"])
+        except Exception:  # unreadable: set it aside too
+            saved_at = -1
+        if saved_at == self.progress.best_envstep:
+            return
+        target = path.with_name(f"best_rewound_envstep{saved_at}.pt" if saved_at >= 0 else "best_unreadable.pt")
+        path.replace(target)
+        learner.logger.warning(
+            "%s (envstep %s) is not the best evaluation this checkpoint knows (%s); renamed to %s, the next "
+            "new best writes %s again", path, saved_at if saved_at >= 0 else "unreadable",
+            "none" if self.progress.best_envstep is None else f"envstep {self.progress.best_envstep}",
+            target.name, path.name,
+        )
+
+    def after_run(self, learner: Any) -> None:
+        if self.recorder is not None and callable(getattr(self.recorder, "close", None)):
+            self.recorder.close()
 
     def _report(self, learner: Any, result: Mapping[str, float]) -> None:
         """The log line of one evaluation result, then the result to every writer of the learner (the table,

@@ -21,7 +21,7 @@ from rlearn.run.signals import workers_ignore_sigint
 __all__ = [
     "EPISODES_PER_WINDOW", "DEFAULT_EPISODE_STEPS", "PolicyNeeds", "resolve_device", "enable_trace", "make_envs",
     "make_policy", "policy_needs", "make_buffer", "episode_window", "max_episode_steps", "make_learner",
-    "add_default_hooks",
+    "add_default_hooks", "make_video_recorder",
 ]
 
 #: the default window of the episode keys holds about this many episodes (see episode_window)
@@ -195,9 +195,25 @@ def add_default_hooks(learner: Any, cfg: Mapping[str, Any], evaluator: Any) -> A
         learner.register_hook(LogShowHook(freq=cfg["learner"]["log_freq"]))
     if CheckpointHook not in present:
         learner.register_hook(CheckpointHook(freq=cfg["checkpoint"]["freq"], keep=cfg["checkpoint"]["keep"]))
+    eval_cfg = cfg["eval"]
     if EvalHook not in present:
-        learner.register_hook(EvalHook(evaluator, freq=cfg["eval"]["freq"], stop_value=cfg["eval"]["stop_value"]))
+        learner.register_hook(EvalHook(evaluator, freq=eval_cfg["freq"], stop_value=eval_cfg["stop_value"],
+                                       patience=eval_cfg["patience"], save_best=eval_cfg["save_best"],
+                                       video=eval_cfg["video"], video_freq=eval_cfg["video_freq"]))
     hook = learner.get_hook(EvalHook)
     if hook.evaluator is None:
         hook.evaluator = evaluator
+    if hook.video and hook.recorder is None:
+        hook.recorder = make_video_recorder(cfg, learner.policy)
     return hook
+
+
+def make_video_recorder(cfg: Mapping[str, Any], policy: Any) -> Any:
+    """The :class:`rlearn.video.VideoRecorder` of ``eval.video`` (its own ``rgb_array`` environment, seeded
+    from the config's seed); a ConfigError when the ``video`` extra is not installed."""
+    from rlearn.video import VideoRecorder, VideoUnavailable
+
+    try:
+        return VideoRecorder(cfg["env"]["id"], policy, cfg["env"]["kwargs"], seed=derived_seed(cfg["seed"], 3))
+    except VideoUnavailable as exc:
+        raise ConfigError(f"eval.video=True: {exc}") from exc

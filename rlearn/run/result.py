@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-__all__ = ["RunResult", "summary_lines", "MAX_ENV_STEPS", "STOP_VALUE", "INTERRUPTED"]
+__all__ = ["RunResult", "summary_lines", "MAX_ENV_STEPS", "STOP_VALUE", "NO_IMPROVEMENT", "INTERRUPTED"]
 
 #: stop reasons
-MAX_ENV_STEPS, STOP_VALUE, INTERRUPTED = "max_env_steps", "stop_value", "interrupted"
+MAX_ENV_STEPS, STOP_VALUE, NO_IMPROVEMENT, INTERRUPTED = "max_env_steps", "stop_value", "no_improvement", "interrupted"
 
 
 @dataclass
@@ -18,9 +18,12 @@ class RunResult:
 
     Attributes:
         stop_reason: ``"max_env_steps"``, ``"stop_value"`` (the evaluation return reached
-            ``eval.stop_value``) or ``"interrupted"`` (Ctrl-C; a checkpoint was saved).
+            ``eval.stop_value``), ``"no_improvement"`` (``eval.patience`` evaluations without a new best)
+            or ``"interrupted"`` (Ctrl-C; a checkpoint was saved).
         last_eval: the last evaluation (``episode_return_mean``... see :class:`rlearn.collect.Evaluator`), or None.
         latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
+        best_checkpoint: ``<work_dir>/ckpt/best.pt`` if it exists (the best evaluation's model).
+        best_eval: ``{"episode_return_mean", "envstep", "train_iter"}`` of the best evaluation, or None.
     """
 
     work_dir: Path
@@ -35,6 +38,8 @@ class RunResult:
     latest_checkpoint: Optional[Path]
     config_file: Path
     trace_dir: Optional[Path] = None
+    best_checkpoint: Optional[Path] = None
+    best_eval: Optional[Dict[str, Any]] = None
     config: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -57,8 +62,11 @@ def summary_lines(result: RunResult) -> List[str]:
         f"  log:         {result.log_file}",
         f"  TensorBoard: {result.tb_dir}    (view: tensorboard --logdir {result.tb_dir})",
         f"  checkpoint:  {result.latest_checkpoint or '(none)'}",
-        f"  config:      {result.config_file}",
     ]
+    if result.best_checkpoint is not None and result.best_eval is not None:
+        lines.append(f"  best:        {result.best_checkpoint}    (eval return "
+                     f"{result.best_eval['episode_return_mean']:.4g} at envstep {result.best_eval['envstep']})")
+    lines.append(f"  config:      {result.config_file}")
     if result.trace_dir is not None:
         lines.append(f"  trace:       {result.trace_dir}    (merge: rlearn trace {result.work_dir} -o trace.json)")
     if result.interrupted:

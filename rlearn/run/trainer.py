@@ -186,7 +186,7 @@ class Trainer:
             if guard.requested:
                 return INTERRUPTED
             if self.eval_hook.evaluate_if_due(self.learner):
-                return STOP_VALUE
+                return self.eval_hook.stop_reason or STOP_VALUE
         return MAX_ENV_STEPS
 
     # ------------------------------------------------------------------------------------ checkpoints
@@ -254,12 +254,16 @@ class Trainer:
 
     def _result(self, stop_reason: str) -> RunResult:
         latest = self.ckpt_dir / "latest.pt"
+        progress, best = self.eval_hook.progress, self.eval_hook.best_path(self.learner)
+        best_eval = None if progress.best_return is None else {
+            "episode_return_mean": progress.best_return, "envstep": progress.best_envstep, "train_iter": progress.best_iter}
         return RunResult(
             work_dir=self.work_dir, exp_name=self.exp_name, train_iter=self.learner.train_iter,
             envstep=self.envstep, stop_reason=stop_reason, last_eval=copy.deepcopy(self.eval_hook.state.last_result),
             log_file=self.log_file, tb_dir=self.tb_dir, ckpt_dir=self.ckpt_dir,
             latest_checkpoint=latest if latest.is_file() else None, config_file=self.config_file,
             trace_dir=(self.work_dir / "trace") if self.tracer is not None else None, config=copy.deepcopy(self.cfg),
+            best_checkpoint=best if best is not None and best.is_file() else None, best_eval=best_eval,
         )
 
 

@@ -105,7 +105,8 @@ def test_off_policy_outputs(tmp_path):
     assert re.search(r"\|\s+train_iter \|\s+envstep \|\s+evaluator/episode_return_mean \|", log)
     assert re.search(r"\|\s+11 \|\s+30 \|\s+-?[0-9.]+ \|", log)
     assert f"tensorboard --logdir {tmp_path / 'tb'}" in log
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["iteration_25.pt", "iteration_41.pt", "latest.pt"]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["best.pt", "iteration_25.pt", "iteration_41.pt",
+                                                                      "latest.pt"]
     assert (tmp_path / "config.py").is_file()
     assert load_config(str(tmp_path / "config.py")) == result.config
 

@@ -1,0 +1,193 @@
+"""``rlearn eval CKPT_OR_WORK_DIR``: play a trained policy deterministically and print its returns.
+
+The environment and the policy are rebuilt from the config stored in the checkpoint (with the run's own
+builders, :mod:`rlearn.run.build`), the policy's weights loaded, and ``--episodes`` episodes played by an
+:class:`rlearn.collect.Evaluator` with ``_forward_eval``. A work dir means its ``ckpt/best.pt`` if there is
+one, else ``ckpt/latest.pt``; the first line says which. ``--video out.mp4`` also films one episode.
+
+Exit codes: 0 after printing the results; 2 with one line on stderr for a missing, corrupt or foreign
+checkpoint, a bad argument, or a missing ``video`` extra. See docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+HELP = "play a trained policy deterministically (a checkpoint or a work dir) and print its returns"
+
+EPILOG = """\
+examples:
+  rlearn eval work_dirs/td3_pendulum                     # ckpt/best.pt, else ckpt/latest.pt
+  rlearn eval work_dirs/td3_pendulum/ckpt/latest.pt --episodes 20 --seed 7
+  rlearn eval work_dirs/ppg_cartpole --video cartpole.mp4   # needs: pip install 'rlearn[video]'
+"""
+
+
+class EvalCommandError(Exception):
+    """A mistake reported as one line and exit code 2."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``rlearn eval`` (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("target", metavar="CKPT_OR_WORK_DIR",
+                        help="a checkpoint file, or a run's work dir (its ckpt/best.pt, else ckpt/latest.pt)")
+    parser.add_argument("--episodes", type=_positive_int, default=None, metavar="N",
+                        help="episodes to play (default: the run's eval.episodes)")
+    parser.add_argument("--seed", type=_seed, default=None, metavar="S",
+                        help="seed of the episodes (default: the seed the run's evaluations started from)")
+    parser.add_argument("--video", default=None, metavar="OUT.mp4",
+                        help="also record one episode as an MP4 (needs: pip install 'rlearn[video]')")
+    parser.add_argument("--device", default="cpu", metavar="DEV",
+                        help="torch device of the policy: cpu (default), cuda, cuda:1, or auto")
+
+
+def find_checkpoint(target: Path) -> Tuple[Path, str]:
+    """The checkpoint ``target`` names and why: a file as given; a work dir's ``ckpt/best.pt``, else its
+    ``ckpt/latest.pt`` (a ``ckpt`` folder itself works too)."""
+    if target.is_file():
+        return target, "as given"
+    if not target.exists():
+        raise EvalCommandError(f"{target}: no such file or directory")
+    for folder in (target / "ckpt", target):
+        for name, why in (("best.pt", "the best evaluation"), ("latest.pt", "the latest checkpoint; no best.pt")):
+            if (folder / name).is_file():
+                return folder / name, why
+    raise EvalCommandError(f"{target}: no checkpoint in it (looked for ckpt/best.pt and ckpt/latest.pt)")
+
+
+def _load(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The checkpoint and its resolved config."""
+    from rlearn.checkpoint import CheckpointError, read_checkpoint
+    from rlearn.config import ConfigError, resolve_config
+
+    try:
+        checkpoint = read_checkpoint(path)
+    except CheckpointError as exc:
+        raise EvalCommandError(str(exc)) from exc
+    saved = checkpoint.get("config")
+    if not isinstance(saved, dict):
+        raise EvalCommandError(f"checkpoint {path}: holds no run config (it was not written by `rlearn train` / "
+                               "rlearn.run.train), so the environment and policy cannot be rebuilt")
+    try:
+        cfg = resolve_config(copy.deepcopy(saved))
+    except ConfigError as exc:
+        raise EvalCommandError(f"checkpoint {path}: its config no longer resolves: {exc}") from exc
+    return checkpoint, cfg
+
+
+def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Optional[int] = None,
+                        video: Optional[Path] = None, device: str = "cpu") -> Dict[str, Any]:
+    """Rebuild the env and policy of checkpoint ``path``, play ``episodes`` deterministic episodes.
+
+    Returns ``{"result": Evaluator result, "episodes": per-episode list, "seed", "checkpoint", "config",
+    "video": EpisodeVideo or None}``. Raises :class:`EvalCommandError` for every user-facing problem.
+    """
+    import torch
+
+    from rlearn.collect import Evaluator
+    from rlearn.config import ConfigError
+    from rlearn.run import build
+    from rlearn.run.ranks import derived_seed
+
+    checkpoint, cfg = _load(path)
+    if video is not None:
+        from rlearn.video import VideoUnavailable, require_video_support
+
+        try:
+            require_video_support(cfg["env"]["id"])
+        except VideoUnavailable as exc:
+            raise EvalCommandError(f"--video: {exc}") from exc
+    seed = derived_seed(cfg["seed"], 2) if seed is None else seed  # the run's evaluations started here
+    episodes = cfg["eval"]["episodes"] if episodes is None else episodes
+    one_env = copy.deepcopy(cfg)
+    one_env["env"]["num_envs"] = 1  # the training env make_envs also builds is closed at once
+    env = eval_env = None
+    try:
+        try:
+            device = build.resolve_device(device)
+            env, eval_env = build.make_envs(one_env, cfg["seed"])
+            env.close()
+            policy = build.make_policy(cfg, eval_env, device, cfg["seed"])
+        except ConfigError as exc:
+            raise EvalCommandError(f"checkpoint {path}: {exc}") from exc
+        if type(policy).__qualname__ != checkpoint["policy_class"]:
+            raise EvalCommandError(f"checkpoint {path}: holds a {checkpoint['policy_class']} policy but its config "
+                                   f"builds {type(policy).__qualname__}")
+        try:
+            policy.load_state_dict(checkpoint["policy"])
+        except Exception as exc:
+            raise EvalCommandError(f"checkpoint {path}: cannot load the policy ({type(exc).__name__}: {exc})") from exc
+        evaluator = Evaluator(eval_env, policy, episodes, seed=seed)
+        with torch.no_grad():
+            result = evaluator.evaluate()
+            clip = None
+            if video is not None:
+                from rlearn.video import VideoRecorder
+
+                recorder = VideoRecorder(cfg["env"]["id"], policy, cfg["env"]["kwargs"], seed=seed)
+                try:
+                    clip = recorder.record(video)
+                finally:
+                    recorder.close()
+    finally:
+        if eval_env is not None:
+            eval_env.close()
+    return {"result": result, "episodes": evaluator.episodes, "seed": seed, "checkpoint": checkpoint,
+            "config": cfg, "video": clip}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Evaluate and print; returns 0, or 2 with one line on stderr."""
+    from rlearn.hooks.log_show import format_value
+
+    try:
+        path, why = find_checkpoint(Path(args.target))
+        print(f"checkpoint: {path} ({why})", flush=True)
+        out = evaluate_checkpoint(path, episodes=args.episodes, seed=args.seed,
+                                  video=None if args.video is None else Path(args.video), device=args.device)
+    except EvalCommandError as exc:
+        print(f"rlearn eval: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    checkpoint, cfg, result = out["checkpoint"], out["config"], out["result"]
+    progress = checkpoint.get("eval_progress") or {}
+    if progress.get("best_return") is not None:
+        print(f"  best evaluation of the run: return {format_value(progress['best_return'])} at envstep "
+              f"{progress['best_envstep']}")
+    print(f"policy: {checkpoint['policy_class']} on {cfg['env']['id']}, trained for train_iter "
+          f"{checkpoint['train_iter']}, envstep {checkpoint['envstep']}")
+    print(f"{result['episodes']} episodes, deterministic policy, seed {out['seed']}:")
+    print(f"  episode_return: mean {format_value(result['episode_return_mean'])}  std "
+          f"{format_value(result['episode_return_std'])}  min {format_value(result['episode_return_min'])}  max "
+          f"{format_value(result['episode_return_max'])}")
+    print(f"  episode_length: mean {format_value(result['episode_length_mean'])}")
+    clip = out["video"]
+    if clip is not None:
+        print(f"video: {clip.path} ({clip.frames} frames of {clip.size[1]}x{clip.size[0]}; episode return "
+              f"{format_value(clip.episode_return)}, {clip.length} steps)")
+    return 0

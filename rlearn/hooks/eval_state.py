@@ -1,0 +1,103 @@
+"""What the :class:`~rlearn.hooks.EvalHook` remembers between evaluations and across checkpoints
+(:class:`EvalState`, :class:`EvalProgress`), and the reader of its ``evaluations.jsonl`` file."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any, Dict, List, Mapping, Optional
+
+__all__ = ["EvalState", "EvalProgress", "read_evaluations"]
+
+
+class EvalState:
+    """When the last evaluation happened and what it gave (saved in checkpoints).
+
+    Attributes:
+        last_envstep: envstep of the last evaluation (0 before the first).
+        last_iter: train_iter of the last evaluation.
+        last_result: the last evaluation result (see :meth:`rlearn.collect.Evaluator.evaluate`), or None.
+    """
+
+    KEYS = ("last_eval_envstep", "last_eval_iter", "last_eval")
+
+    def __init__(self) -> None:
+        self.last_envstep = 0
+        self.last_iter = 0
+        self.last_result: Optional[Dict[str, float]] = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {
+            "last_eval_envstep": self.last_envstep,
+            "last_eval_iter": self.last_iter,
+            "last_eval": copy.deepcopy(self.last_result),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; other keys are a ``ValueError`` naming them."""
+        if not isinstance(state, Mapping) or set(state) != set(self.KEYS):
+            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(f"evaluation state: expected keys {sorted(self.KEYS)}, got {keys}")
+        self.last_envstep = int(state["last_eval_envstep"])
+        self.last_iter = int(state["last_eval_iter"])
+        self.last_result = copy.deepcopy(state["last_eval"])
+
+
+class EvalProgress:
+    """The best evaluation so far, evaluations since, and the last video (saved in checkpoints).
+
+    Attributes:
+        best_return: the highest ``episode_return_mean`` so far (None before the first finite one).
+        best_envstep, best_iter: envstep and train_iter of that evaluation (None before it).
+        evals_since_best: evaluations since the best one (all evaluations while there is none).
+        last_video_envstep: envstep of the last evaluation that recorded a video (None before the first).
+    """
+
+    KEYS = ("best_return", "best_envstep", "best_iter", "evals_since_best", "last_video_envstep")
+
+    def __init__(self) -> None:
+        self.best_return: Optional[float] = None
+        self.best_envstep: Optional[int] = None
+        self.best_iter: Optional[int] = None
+        self.evals_since_best = 0
+        self.last_video_envstep: Optional[int] = None
+
+    def update(self, value: float, envstep: int, train_iter: int) -> bool:
+        """Count one evaluation of mean return ``value``; True when it is a new best (strictly higher: a
+        tie keeps the earlier one; NaN never is)."""
+        value = float(value)
+        if not math.isnan(value) and (self.best_return is None or value > self.best_return):
+            self.best_return, self.best_envstep, self.best_iter = value, int(envstep), int(train_iter)
+            self.evals_since_best = 0
+            return True
+        self.evals_since_best += 1
+        return False
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"best_return": self.best_return, "best_envstep": self.best_envstep, "best_iter": self.best_iter,
+                "evals_since_best": self.evals_since_best, "last_video_envstep": self.last_video_envstep}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; other keys are a ``ValueError`` naming them."""
+        if not isinstance(state, Mapping) or set(state) != set(self.KEYS):
+            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(f"evaluation progress: expected keys {sorted(self.KEYS)}, got {keys}")
+        self.best_return = None if state["best_return"] is None else float(state["best_return"])
+        self.best_envstep = None if state["best_envstep"] is None else int(state["best_envstep"])
+        self.best_iter = None if state["best_iter"] is None else int(state["best_iter"])
+        self.evals_since_best = int(state["evals_since_best"])
+        self.last_video_envstep = None if state["last_video_envstep"] is None else int(state["last_video_envstep"])
+
+
+def read_evaluations(path: Any) -> List[Dict[str, Any]]:
+    """The rows of an ``evaluations.jsonl`` file (``envstep``, ``train_iter``, ``time``, ``returns``,
+    ``lengths``), oldest first; a partly written last line (a crash mid-write) is skipped."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows

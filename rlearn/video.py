@@ -1,0 +1,197 @@
+"""Videos of a policy: play one episode with the deterministic policy on an ``rgb_array``-rendering
+environment and write it as an MP4.
+
+Rendering uses gymnasium's ``render_mode="rgb_array"`` (classic-control environments draw with
+``pygame``); encoding uses ``imageio`` with its ``imageio-ffmpeg`` plugin (which ships an ffmpeg binary).
+Both come with the optional extra ``pip install 'rlearn[video]'``; :func:`require_video_support` says so in
+one clear error when something is missing, so a run with ``eval.video=True`` fails at start-up, not at its
+first video. Used by :class:`rlearn.hooks.EvalHook` (``eval.video``) and ``rlearn eval --video``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+__all__ = ["VIDEO_EXTRA_HINT", "VideoUnavailable", "require_video_support", "EpisodeVideo", "VideoRecorder",
+           "record_episode", "write_mp4", "video_file_name"]
+
+#: what to install for videos
+VIDEO_EXTRA_HINT = "pip install 'rlearn[video]' (imageio, imageio-ffmpeg and pygame)"
+
+#: frames per second when the environment's metadata has no ``render_fps``
+DEFAULT_FPS = 30
+
+
+class VideoUnavailable(ImportError):
+    """A package needed for videos is missing; the message names it and the extra to install."""
+
+
+def require_video_support(env_id: Optional[str] = None) -> None:
+    """Raise :class:`VideoUnavailable` unless imageio and its ffmpeg plugin can be imported, and pygame too
+    when ``env_id`` names an environment that renders with it (gymnasium's classic-control ones)."""
+    needed = ["imageio", "imageio_ffmpeg"]
+    if env_id is not None and _uses_pygame(env_id):
+        needed.append("pygame")
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # pygame greets on stdout otherwise
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        # headless: rgb_array frames need no window, and SDL would complain about the missing display
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    missing = []
+    for module in needed:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module.replace("_", "-"))
+    if missing:
+        which = "which is not installed" if len(missing) == 1 else "which are not installed"
+        raise VideoUnavailable(f"videos need {', '.join(missing)}, {which}: {VIDEO_EXTRA_HINT}")
+
+
+def _uses_pygame(env_id: str) -> bool:
+    """True for environments whose renderer is pygame (gymnasium's classic-control and box2d ones)."""
+    try:
+        from rlearn.env.vector_env import resolve_env_spec
+
+        entry = resolve_env_spec(env_id).entry_point
+    except Exception:  # an unknown id is reported by the environment builder, not here
+        return False
+    name = entry if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return name.startswith(("gymnasium.envs.classic_control", "gymnasium.envs.box2d", "gymnasium.envs.toy_text"))
+
+
+def video_file_name(envstep: int) -> str:
+    """The name of the video of the evaluation at ``envstep``: ``envstep_<envstep>.mp4`` (zero-padded to 10
+    digits so the files sort in order)."""
+    return f"envstep_{int(envstep):010d}.mp4"
+
+
+@dataclass
+class EpisodeVideo:
+    """One recorded episode.
+
+    Attributes:
+        path: the MP4 file.
+        frames: frames written (the first observation's frame, then one per step: ``length + 1``).
+        episode_return: the episode's return.
+        length: the episode's steps.
+        size: ``(height, width)`` of a frame.
+    """
+
+    path: Path
+    frames: int
+    episode_return: float
+    length: int
+    size: tuple
+
+
+def record_episode(env: Any, policy: Any, seed: Optional[int] = None, max_steps: int = 100_000) -> tuple:
+    """Play one episode of the single (not vector) environment ``env`` with ``policy._forward_eval`` and
+    return ``(frames, episode_return, length)``; ``env`` must render ``rgb_array`` frames.
+
+    The policy gets observations with a leading batch dimension of 1, as from a vector env of one.
+    """
+    from rlearn.collect.collector import to_numpy
+    from rlearn.env import observation_dtype
+
+    if getattr(env, "render_mode", None) != "rgb_array":
+        raise ValueError(f"record_episode needs an environment made with render_mode='rgb_array', got "
+                         f"render_mode={getattr(env, 'render_mode', None)!r}")
+    obs_dtype = observation_dtype(env.observation_space, "record_episode")
+    obs, _ = env.reset(seed=seed)
+    frames: List[np.ndarray] = [_frame(env)]
+    total, length = 0.0, 0
+    while length < max_steps:
+        batch = np.asarray(obs, dtype=obs_dtype)[None]
+        action = to_numpy(policy._forward_eval(batch), copy=False)[0]
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        length += 1
+        frames.append(_frame(env))
+        if terminated or truncated:
+            break
+    return frames, total, length
+
+
+def _frame(env: Any) -> np.ndarray:
+    frame = env.render()
+    array = np.asarray(frame)
+    if array.ndim != 3 or array.shape[2] not in (3, 4) or array.dtype != np.uint8:
+        raise ValueError(f"env.render() returned {type(frame).__name__} of shape {getattr(array, 'shape', None)} "
+                         f"and dtype {getattr(array, 'dtype', None)}; expected an RGB(A) uint8 image")
+    return array[:, :, :3]
+
+
+def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS) -> Path:
+    """Encode ``frames`` (H x W x 3 uint8, all the same size) as an H.264 MP4 at ``path`` (parents created).
+
+    The file is written under a temporary name and renamed, so a reader never sees half a video.
+    """
+    require_video_support()
+    import imageio.v2 as imageio
+
+    if not frames:
+        raise ValueError("write_mp4: no frames")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial.mp4")
+    # macro_block_size=2: frames keep their size unless a side is odd (H.264 in yuv420p needs even sides)
+    with imageio.get_writer(partial, format="FFMPEG", fps=fps, codec="libx264", pixelformat="yuv420p",
+                            macro_block_size=2, ffmpeg_log_level="error") as writer:
+        for frame in frames:
+            writer.append_data(np.ascontiguousarray(frame))
+    partial.replace(path)
+    return path
+
+
+class VideoRecorder:
+    """Records episodes of ``policy`` on its own ``rgb_array`` environment (made on first use).
+
+    Args:
+        env_id: a registered gymnasium id.
+        policy: anything with ``_forward_eval(obs [1, ...]) -> actions [1, ...]``.
+        env_kwargs: constructor keyword arguments (the run's ``env.kwargs``).
+        seed: base seed: :meth:`record` with ``k`` resets with ``derive_seed(seed, k)`` (None: unseeded).
+        make_env: builds the environment (default ``gymnasium.make(env_id, render_mode="rgb_array", **kwargs)``).
+    """
+
+    def __init__(self, env_id: str, policy: Any, env_kwargs: Optional[Mapping[str, Any]] = None,
+                 seed: Optional[int] = None, make_env: Optional[Callable[[], Any]] = None) -> None:
+        require_video_support(env_id)
+        self.env_id = env_id
+        self.policy = policy
+        self.env_kwargs = dict(env_kwargs or {})
+        self.seed = seed
+        self._make_env = make_env
+        self.env: Any = None
+
+    def _env(self) -> Any:
+        if self.env is None:
+            if self._make_env is not None:
+                self.env = self._make_env()
+            else:
+                import gymnasium as gym
+
+                self.env = gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
+        return self.env
+
+    def record(self, path: Union[str, Path], k: int = 0) -> EpisodeVideo:
+        """Play one episode (reset with ``derive_seed(seed, k)``; the EvalHook passes the envstep, so a
+        resumed run films the same episodes) and write it to ``path``."""
+        from rlearn.env.vector_env import derive_seed
+
+        env = self._env()
+        frames, total, length = record_episode(env, self.policy, seed=derive_seed(self.seed, k))
+        fps = (getattr(env, "metadata", None) or {}).get("render_fps") or DEFAULT_FPS
+        written = write_mp4(path, frames, fps=fps)
+        return EpisodeVideo(written, len(frames), total, length, tuple(frames[0].shape[:2]))
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
