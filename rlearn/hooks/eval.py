@@ -171,6 +171,9 @@ class EvalHook(Hook):
             with span("evaluator/wait_for_rank0", lane="evaluator", iter=train_iter):
                 result, stop = dist.broadcast_object((result, stop))
         self.state.last_result, self.state.last_envstep, self.state.last_iter = result, envstep, train_iter
+        hub = getattr(learner, "message_hub", None)
+        if hub is not None:  # runtime state for other hooks: the last evaluation and where it was measured
+            hub.update_info("last_eval", {**dict(result), "envstep": envstep, "train_iter": train_iter})
         improved = self.progress.update(result["episode_return_mean"], envstep, train_iter)
         if improved and self.save_best:
             self._save_best(learner)

@@ -161,6 +161,13 @@ class BaseLearner(MetricPath, HookManager):
         self.message_hub.update_info("train_iter", self.train_iter)
         self.message_hub.update_info("envstep", self.envstep)
 
+    def _publish_lrs(self) -> None:
+        """``lr``: the current learning rate of every optimizer (``{name: lr of its first param group}``),
+        as scheduled and warmed up for this iteration, for hooks that read runtime state from the hub."""
+        self.message_hub.update_info(
+            "lr", {name: opt.param_groups[0]["lr"] for name, opt in self.policy.optimizers().items()}, resumed=False
+        )
+
     def _publish_info(self) -> None:
         """Runtime info of this process (also re-published after a checkpoint replaced the hub's)."""
         self.message_hub.update_info("rank", self.rank)
@@ -192,6 +199,7 @@ class BaseLearner(MetricPath, HookManager):
         lr_info = self._lr_info()
         if lr_info:
             self.monitor.update(lr_info)
+        self._publish_lrs()
         self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
         self.train_iter += 1
         self._publish_counters()

@@ -638,3 +638,15 @@ def test_video_without_the_extra_fails_at_start_up(tmp_path, monkeypatch):
         Trainer(reinforce_cfg("eval.video=true"), work_dir=tmp_path)
     assert str(info.value) == ("eval.video=True: videos need pygame, which is not installed: pip install "
                                "'rlearn[video]' (imageio, imageio-ffmpeg and pygame)")
+
+
+def test_last_evaluation_is_published_on_the_message_hub():
+    """Other hooks read the last evaluation (and where it was measured) from the learner's hub."""
+    from rlearn.logging import MessageHub
+
+    hook, learner = EvalHook(FakeEvaluator([7.0]), freq=10, save_best=False), FakeLearner()
+    learner.message_hub = MessageHub.get_instance("rlearn.test.eval_hook.hub")
+    learner.envstep, learner.train_iter = 20, 5
+    hook.evaluate(learner)
+    last = learner.message_hub.get_info("last_eval")
+    assert last["episode_return_mean"] == 7.0 and (last["envstep"], last["train_iter"]) == (20, 5)

@@ -477,3 +477,19 @@ def test_policy_monitor_vars_lists_learn_then_collect_keys_checked():
                 return ["loss", "collector/epsilon"]
 
         Both(None, None, None).monitor_vars()
+
+
+def test_message_hub_carries_runtime_state():
+    """The hub hooks read runtime state from: counters, and the optimizers' current (scheduled) lr."""
+    learner = make(writers=[])
+    learner.policy.script = [{"loss": 0.5}] * 2
+    optimizer = next(iter(learner.policy.optimizers().values()))
+    name = next(iter(learner.policy.optimizers()))
+    learner.train(None, envstep=4)
+    hub = learner.message_hub
+    assert (hub.get_info("train_iter"), hub.get_info("envstep")) == (1, 4)
+    assert hub.get_info("lr") == {name: optimizer.param_groups[0]["lr"]}
+    optimizer.param_groups[0]["lr"] = 0.125  # what a scheduler does between iterations
+    learner.train(None, envstep=8)
+    assert hub.get_info("lr") == {name: 0.125} and hub.get_info("train_iter") == 2
+    assert "lr" not in hub.state_dict()["runtime_info"] and "train_iter" in hub.state_dict()["runtime_info"]
