@@ -18,7 +18,8 @@ class RunResult:
 
     Attributes:
         stop_reason: ``"max_env_steps"``, ``"stop_value"`` (the evaluation return reached
-            ``eval.stop_value``) or ``"interrupted"`` (Ctrl-C; a checkpoint was saved).
+            ``eval.stop_value``) or ``"interrupted"`` (Ctrl-C or SIGTERM; a checkpoint was saved).
+        stop_signal: ``"SIGINT"`` or ``"SIGTERM"`` when interrupted by that signal, else None.
         last_eval: the last evaluation (``episode_return_mean``... see :class:`rlearn.collect.Evaluator`), or None.
         latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
     """
@@ -36,6 +37,7 @@ class RunResult:
     config_file: Path
     trace_dir: Optional[Path] = None
     config: Dict[str, Any] = field(default_factory=dict, repr=False)
+    stop_signal: Optional[str] = None
 
     @property
     def interrupted(self) -> bool:
