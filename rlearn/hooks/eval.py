@@ -15,6 +15,7 @@ hook in your own loop, register it yourself: ``learner.register_state("eval", ho
 from __future__ import annotations
 
 import copy
+import numbers
 import shutil
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -57,6 +58,10 @@ class EvalState:
         if not isinstance(state, Mapping) or set(state) != set(self.KEYS):
             keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"evaluation state: expected keys {sorted(self.KEYS)}, got {keys}")
+        for key in ("last_eval_envstep", "last_eval_iter"):
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ValueError(f"evaluation state: {key!r} must be an int, got {value!r}")
         self.last_envstep = int(state["last_eval_envstep"])
         self.last_iter = int(state["last_eval_iter"])
         self.last_result = copy.deepcopy(state["last_eval"])
