@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, Iterator, Optional
 
 from rlearn import distributed as dist
@@ -113,8 +114,21 @@ class TerminatedByLauncher:
             self._previous = signal.signal(signal.SIGTERM, self._handle)
         return self
 
+    #: how long a SIGTERM waits to see whether the launcher is dying (its threads exit one by one, and the
+    #: kernel's parent-death signal can come before this process is handed to a new parent)
+    PARENT_GRACE_S = 1.0
+
+    def _parent_gone(self) -> bool:
+        deadline = time.monotonic() + self.PARENT_GRACE_S
+        while True:
+            if os.getppid() != self._parent:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
     def _handle(self, signum: int, frame: Any) -> None:
-        if os.getppid() != self._parent:
+        if self._parent_gone():
             raise dist.DistributedError(
                 f"rank {dist.get_rank()}: the launcher (pid {self._parent}: torchrun or rlearn --nproc) is gone, "
                 "stopping; nothing supervises this rank any more (continue from the last checkpoint with --resume)"

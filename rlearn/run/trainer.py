@@ -203,21 +203,23 @@ class Trainer:
         learner.call_hook("before_run")
         bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
                           enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
-        with InterruptGuard(enabled=not self.distributed) as guard, bar:
-            stop_reason = self._loop(guard, bar)
+        # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once
+        with InterruptGuard(enabled=not self.distributed) as guard:
+            with bar:
+                stop_reason = self._loop(guard, bar)
+                if stop_reason == INTERRUPTED:
+                    self.stop_signal = guard.signal_name
+                    self.logger.warning("%s: stopping at train_iter %d, envstep %d; saving a checkpoint",
+                                        guard.reason, learner.train_iter, self.envstep)
+                else:
+                    self.eval_hook.evaluate_at_end(learner)
+                    bar.update(self.envstep, self.eval_hook.last_return)
+            self._final_log()
+            if self.distributed:
+                check_ranks_agree(self.policy, self.logger, self.rank, self.world_size)
             if stop_reason == INTERRUPTED:
-                self.stop_signal = guard.signal_name
-                self.logger.warning("%s: stopping at train_iter %d, envstep %d; saving a checkpoint",
-                                    guard.reason, learner.train_iter, self.envstep)
-            else:
-                self.eval_hook.evaluate_at_end(learner)
-                bar.update(self.envstep, self.eval_hook.last_return)
-        self._final_log()
-        if self.distributed:
-            check_ranks_agree(self.policy, self.logger, self.rank, self.world_size)
-        if stop_reason == INTERRUPTED:
-            self._save_now()
-        learner.call_hook("after_run")
+                self._save_now()
+            learner.call_hook("after_run")
         result = self._result(stop_reason)
         for line in summary_lines(result):
             self.logger.info(line)
