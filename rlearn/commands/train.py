@@ -1,9 +1,11 @@
 """``rlearn train CONFIG``: train a policy from a config file or a bundled config.
 
 Exit codes: 0 when the run finished (``train.max_env_steps`` or ``eval.stop_value`` reached), 2 for a
-mistake in the command or the config (one line on stderr, no traceback), 130 after Ctrl-C (a checkpoint
-was saved; the last lines say how to resume), 1 for any other failure (in a multi-process run, a rank
-that lost its peers prints one ``rlearn train: error: rank r: ...`` line). See docs/cli.md.
+mistake in the command, the config or the checkpoint (one line on stderr, no traceback), 130 after Ctrl-C
+and 143 after SIGTERM (one process: a checkpoint was saved; the last lines say how to resume; a second
+signal stops at once with the same code), 1 for any other failure (one line for an environment that
+returned NaN, or a rank that lost its peers or its launcher; a traceback for a bug). The log ends with
+the error and where it happened. See docs/cli.md.
 
 ``--nproc N`` re-launches the same command through ``torchrun`` in N processes (docs/distributed.md);
 under ``torchrun`` the command runs as one rank of the group.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any
 
@@ -109,9 +112,11 @@ def run(args: argparse.Namespace) -> int:
         if launched is not None:
             return launched
 
-    from rlearn.distributed import DistributedError
     from rlearn.checkpoint import CheckpointError
+    from rlearn.distributed import DistributedError
+    from rlearn.env.checks import EnvironmentFault
     from rlearn.run import train as train_run
+    from rlearn.run.signals import StopNow, signal_exit_code
 
     train = train_run
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # under torchrun: its failure summary shows our traceback
@@ -124,12 +129,17 @@ def run(args: argparse.Namespace) -> int:
         if debug:
             raise
         return _error(exc)
-    except DistributedError as exc:
+    except (DistributedError, EnvironmentFault) as exc:
         if debug:
             raise
         _error(exc)
         return 1
-    return 130 if result.interrupted else 0
+    except StopNow as exc:  # a second Ctrl-C / SIGTERM: stopped at once (the log says where)
+        print(f"rlearn train: {exc}", file=sys.stderr)
+        return signal_exit_code(exc.signum)
+    if result.interrupted:
+        return signal_exit_code(signal.SIGTERM if result.stop_signal == "SIGTERM" else signal.SIGINT)
+    return 0
 
 
 def _launch_processes(args: argparse.Namespace) -> Any:

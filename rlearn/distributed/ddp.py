@@ -213,6 +213,8 @@ class GradientAverager:
             flat = torch.cat(parts)
             try:
                 dist.all_reduce(flat)
+            except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
+                raise
             except Exception as exc:  # noqa: BLE001 - a dead peer or mismatched steps surface here
                 raise DistributedError(
                     f"rank {get_rank()}: averaging the gradients of {self.owner} optimizer {name!r} failed (another "

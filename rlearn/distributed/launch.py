@@ -50,13 +50,18 @@ def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
     """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code.
 
     Ctrl-C from a terminal reaches the whole process group (torchrun and its workers); this process
-    passes it on once (in case it was signalled alone) and waits for torchrun to stop the workers.
+    passes it on once (in case it was signalled alone) and waits for torchrun to stop the workers. If this
+    process is killed, torchrun gets SIGTERM from the kernel (``prctl(PR_SET_PDEATHSIG)``) and stops the
+    ranks, which also stop when torchrun itself dies (see :func:`rlearn.run.signals.stop_with_parent`).
     """
     if os.environ.get(LAUNCHED_ENV):
         raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
+    from rlearn.run.signals import stop_with_parent
+
     command = torchrun_command(nproc, rlearn_args)
     env = dict(os.environ, **{LAUNCHED_ENV: "1"})
-    process = subprocess.Popen(command, env=env)
+    # if this process dies (even SIGKILLed), the kernel sends torchrun SIGTERM, and torchrun stops the ranks
+    process = subprocess.Popen(command, env=env, preexec_fn=stop_with_parent)
     forwarded = False
     while True:
         try:

@@ -103,6 +103,8 @@ def all_gather_object(obj: Any) -> List[Any]:
     gathered: List[Any] = [None] * dist.get_world_size()
     try:
         dist.all_gather_object(gathered, obj)
+    except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
+        raise
     except Exception as exc:  # noqa: BLE001 - a dead peer surfaces here
         raise DistributedError(f"rank {get_rank()}: all_gather failed, another rank probably died: {exc}") from exc
     return gathered
@@ -115,6 +117,8 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     box = [obj if get_rank() == src else None]
     try:
         dist.broadcast_object_list(box, src=src)
+    except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
+        raise
     except Exception as exc:  # noqa: BLE001 - a dead peer surfaces here
         raise DistributedError(f"rank {get_rank()}: broadcast from rank {src} failed, a rank probably died: {exc}") from exc
     return box[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import numbers
 from typing import Any, Dict, List, Mapping, Optional
 
 __all__ = ["EvalState", "EvalProgress", "read_evaluations"]
@@ -39,6 +40,10 @@ class EvalState:
         if not isinstance(state, Mapping) or set(state) != set(self.KEYS):
             keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"evaluation state: expected keys {sorted(self.KEYS)}, got {keys}")
+        for key in ("last_eval_envstep", "last_eval_iter"):
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ValueError(f"evaluation state: {key!r} must be an int, got {value!r}")
         self.last_envstep = int(state["last_eval_envstep"])
         self.last_iter = int(state["last_eval_iter"])
         self.last_result = copy.deepcopy(state["last_eval"])

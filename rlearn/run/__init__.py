@@ -9,7 +9,9 @@ Data flow of one run::
 * :func:`train` / :class:`Trainer` (:mod:`~rlearn.run.trainer`): build, then run; the same code runs
   one process or one rank of several (``torchrun``, ``rlearn train CONFIG --nproc N``).
 * :mod:`~rlearn.run.workdir`: which directory a run writes to, and which checkpoint it resumes from.
-* :mod:`~rlearn.run.signals`: Ctrl-C stops at a safe point; the launcher's SIGTERM ends a rank.
+* :mod:`~rlearn.run.signals`: Ctrl-C and SIGTERM stop a one-process run at a safe point (with a checkpoint);
+  the launcher's SIGTERM, or its death, ends a rank.
+* :mod:`~rlearn.run.failure`: the error that ends a run, as the last line of its log.
 * :mod:`~rlearn.run.build`: environments, policy, buffer, learner and its default hooks from the config.
 * :mod:`~rlearn.run.off_policy` / :mod:`~rlearn.run.on_policy`: the two loops (:mod:`~rlearn.run.loop`:
   what they share, collecting and recording ended episodes).

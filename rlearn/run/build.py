@@ -14,6 +14,7 @@ import numpy as np
 
 from rlearn import distributed as dist
 from rlearn.config import ConfigError
+from rlearn.env.checks import FiniteCheck
 from rlearn.run.loop import EPISODE_KEYS
 from rlearn.run.ranks import derived_seed
 from rlearn.run.signals import workers_ignore_sigint
@@ -35,15 +36,27 @@ def _message(exc: BaseException) -> Any:
 
 
 def resolve_device(name: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when available, else ``"cpu"``; any other name must be a torch device."""
+    """``"auto"`` -> ``"cuda"`` when available, else ``"cpu"``; any other name must be a torch device that
+    this machine has (``"cuda"`` without CUDA is a ConfigError)."""
     import torch
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        torch.device(name)
+        device = torch.device(name)
     except (RuntimeError, ValueError) as exc:
         raise ConfigError(f"config key 'device': {exc}") from exc
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"config key 'device' is {name!r} but torch finds no CUDA device here "
+                              f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use "
+                              "device='cpu' or device='auto'")
+        if device.index is not None and device.index >= count:
+            raise ConfigError(f"config key 'device' is {name!r} but this machine has {count} CUDA device(s) "
+                              f"(cuda:0..cuda:{count - 1})")
+    elif device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError(f"config key 'device' is {name!r} but MPS is not available here; use device='cpu'")
     return name
 
 
@@ -64,7 +77,8 @@ def enable_trace(work_dir: Path, rank: int, cfg_flag: bool, distributed: bool) -
 
 def make_envs(cfg: Mapping[str, Any], seed: int) -> Tuple[Any, Any]:
     """The training vector env (seeded with this rank's ``seed``) and the evaluation one (seeded from the
-    config's seed, the same on every rank, as a one-process run does)."""
+    config's seed, the same on every rank, as a one-process run does), each behind a
+    :class:`~rlearn.env.checks.FiniteCheck` (non-finite observations are the environment's fault)."""
     from rlearn.env import make_vector_env
 
     env_cfg = cfg["env"]
@@ -79,7 +93,8 @@ def make_envs(cfg: Mapping[str, Any], seed: int) -> Tuple[Any, Any]:
         if env is not None:
             env.close()
         raise ConfigError(f"env ({env_cfg['id']!r}): {exc}") from exc
-    return env, eval_env
+    # a NaN observation or reward stops the run naming the environment, before any policy sees it
+    return FiniteCheck(env, env_cfg["id"]), FiniteCheck(eval_env, env_cfg["id"])
 
 
 def make_policy(cfg: Mapping[str, Any], env: Any, device: str, seed: int) -> Any:

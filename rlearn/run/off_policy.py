@@ -9,6 +9,7 @@ rank's collector reached ``policy.learning_starts`` steps, every collected env s
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Dict, Mapping
 
 from rlearn.run.loop import Loop
@@ -47,8 +48,14 @@ class UpdateSchedule:
         return {"update_credit": self.credit, "pending_updates": self.pending}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.credit = float(state["update_credit"])
-        self.pending = int(state["pending_updates"])
+        """Restore :meth:`state_dict`; a value of the wrong type is a ValueError naming its key."""
+        credit, pending = state["update_credit"], state["pending_updates"]
+        if isinstance(credit, bool) or not isinstance(credit, numbers.Real) or not 0 <= credit < 1 + 1e-6:
+            raise ValueError(f"'update_credit' must be a number in [0, 1), got {credit!r}")
+        if isinstance(pending, bool) or not isinstance(pending, numbers.Integral) or pending < 0:
+            raise ValueError(f"'pending_updates' must be a non-negative int, got {pending!r}")
+        self.credit = float(credit)
+        self.pending = int(pending)
 
 
 class OffPolicyLoop(Loop):

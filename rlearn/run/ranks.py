@@ -15,7 +15,10 @@ import numpy as np
 
 from rlearn import distributed as dist
 
-__all__ = ["RANK_SEED_STRIDE", "derived_seed", "seed_everything", "rederive_rank_streams", "check_ranks_agree"]
+__all__ = [
+    "RANK_SEED_STRIDE", "derived_seed", "seed_everything", "rederive_rank_streams", "check_ranks_agree", "check_seed",
+    "max_seed",
+]
 
 #: rank ``r`` of a multi-process run seeds everything with ``seed + r * RANK_SEED_STRIDE``
 RANK_SEED_STRIDE = 1000
@@ -69,3 +72,24 @@ def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size
     else:
         logger.info("parameters identical on all %d ranks (%s)", world_size, ", ".join(digests))
     return not differing
+
+
+def check_seed(seed: Any, world_size: int) -> None:
+    """Refuse a seed that a seeded component cannot take (a ConfigError naming ``seed``).
+
+    torch and the policies seed 64-bit generators with ``seed + RANK_SEED_STRIDE * rank`` (plus small
+    offsets per environment), so the largest usable seed is ``2**63 - 1`` minus those offsets.
+    """
+    from rlearn.config import ConfigError
+
+    limit = max_seed(world_size)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= limit:
+        raise ConfigError(
+            f"config key 'seed' (--seed) must be an int in 0..{limit} (seeds are 64-bit and rank r of "
+            f"{world_size} adds {RANK_SEED_STRIDE} r), got {seed!r}"
+        )
+
+
+def max_seed(world_size: int) -> int:
+    """The largest seed a run of ``world_size`` processes accepts (see :func:`check_seed`)."""
+    return 2**63 - 1 - RANK_SEED_STRIDE * max(1, int(world_size)) - 2**16

@@ -19,7 +19,8 @@ class RunResult:
     Attributes:
         stop_reason: ``"max_env_steps"``, ``"stop_value"`` (the evaluation return reached
             ``eval.stop_value``), ``"no_improvement"`` (``eval.patience`` evaluations without a new best)
-            or ``"interrupted"`` (Ctrl-C; a checkpoint was saved).
+            or ``"interrupted"`` (Ctrl-C or SIGTERM; a checkpoint was saved).
+        stop_signal: ``"SIGINT"`` or ``"SIGTERM"`` when interrupted by that signal, else None.
         last_eval: the last evaluation (``episode_return_mean``... see :class:`rlearn.collect.Evaluator`), or None.
         latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
         best_checkpoint: ``<work_dir>/ckpt/best.pt`` if it exists (the best evaluation's model).
@@ -41,6 +42,7 @@ class RunResult:
     best_checkpoint: Optional[Path] = None
     best_eval: Optional[Dict[str, Any]] = None
     config: Dict[str, Any] = field(default_factory=dict, repr=False)
+    stop_signal: Optional[str] = None
 
     @property
     def interrupted(self) -> bool:

@@ -1,74 +1,138 @@
-"""Signals during a run: Ctrl-C stops at a safe point, the launcher's SIGTERM ends a rank with a reason,
-and environment worker processes ignore Ctrl-C (the main process closes them).
+"""Signals during a run: every signal policy of a run lives here.
 
-This module is the place for every signal policy of a run (e.g. SIGTERM saving a checkpoint like Ctrl-C).
+* One process: Ctrl-C (SIGINT) and SIGTERM (``docker stop``, a scheduler's preemption) stop the run at the
+  next safe point, which then saves a checkpoint (:class:`InterruptGuard`); a second signal stops at once.
+* Several processes: SIGTERM, which torchrun sends every rank when another one failed, ends the rank with a
+  reason in its log (:class:`TerminatedByLauncher`); a rank whose launcher died (SIGKILL of ``torchrun`` or
+  of ``rlearn --nproc``) is told so by the kernel (:func:`stop_with_parent`) and stops the same way.
+* Environment worker processes ignore SIGINT and SIGTERM (the main process closes them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
+import sys
 import threading
-from typing import Any, Iterator
+import time
+from typing import Any, Iterator, Optional
 
 from rlearn import distributed as dist
 
-__all__ = ["InterruptGuard", "TerminatedByLauncher", "workers_ignore_sigint"]
+__all__ = ["InterruptGuard", "StopNow", "TerminatedByLauncher", "stop_with_parent", "workers_ignore_sigint", "signal_exit_code"]
 
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def signal_exit_code(signum: int) -> int:
+    """The shell's exit status of a process stopped by ``signum``: ``128 + signum`` (130 for SIGINT, 143 for
+    SIGTERM)."""
+    return 128 + int(signum)
+
+
+class StopNow(KeyboardInterrupt):
+    """A second SIGINT/SIGTERM during a one-process run: stop at once, without a checkpoint.
+
+    Attributes:
+        signum: the signal received (the exit status is ``128 + signum``).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"second {signal.Signals(signum).name}: stopped at once, without a checkpoint")
+        self.signum = int(signum)
+
+
+#: the signals that stop a one-process run at a safe point
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class InterruptGuard:
-    """Turns the first SIGINT into a flag (:attr:`requested`) checked at safe points; the second raises
-    KeyboardInterrupt.
+    """Turns the first SIGINT or SIGTERM into a flag (:attr:`requested`, :attr:`signal_name`) checked at safe
+    points; a second one of either raises KeyboardInterrupt (stop at once, no checkpoint).
 
     Only installed in the main thread (signal handlers cannot be set elsewhere), and not at all with
     ``enabled=False`` (multi-process runs: the ranks could not agree on where to stop without a collective
-    per iteration, so Ctrl-C stops every rank at once, as the default SIGINT handler does). The previous
-    handler is given back on exit.
+    per iteration, so Ctrl-C stops every rank at once, as the default SIGINT handler does, and SIGTERM is
+    :class:`TerminatedByLauncher`'s). The previous handlers are given back on exit.
     """
 
     def __init__(self, enabled: bool = True) -> None:
         self.requested = False
         self.enabled = enabled
-        self._previous: Any = None
-        self._installed = False
+        #: ``"SIGINT"`` or ``"SIGTERM"``: the first signal received (None before)
+        self.signal_name: Optional[str] = None
+        self.signum: Optional[int] = None
+        self._previous: dict = {}
 
     def __enter__(self) -> "InterruptGuard":
         if self.enabled and _in_main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
+            for signum in STOP_SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
-            raise KeyboardInterrupt
+            raise StopNow(signum)
         self.requested = True
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+
+    @property
+    def reason(self) -> str:
+        """How the user asked to stop, for log lines: ``"Ctrl-C"`` or ``"SIGTERM"``."""
+        return "Ctrl-C" if self.signum in (None, signal.SIGINT) else str(self.signal_name)
 
     def __exit__(self, *exc: Any) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._installed = False
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
 
 
 class TerminatedByLauncher:
-    """In a multi-process run (``enabled``), turns SIGTERM (what torchrun sends every rank when one of them
-    failed) into a :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log
-    says why it stopped."""
+    """In a multi-process run (``enabled``), turns SIGTERM into a :class:`rlearn.distributed.DistributedError`,
+    so the rank closes its files and its log says why it stopped.
+
+    torchrun sends SIGTERM to every rank when one of them failed, and also when torchrun itself is told to
+    stop (it passes its own SIGTERM/SIGINT on); a rank cannot tell the two apart, and the ranks could not agree
+    on a common iteration to checkpoint without communicating every iteration, so a rank stops at once in
+    both cases (see docs/distributed.md, "Failures"). When the launcher is gone (:func:`stop_with_parent`
+    makes the kernel send SIGTERM when it dies) the message says so.
+    """
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self._previous: Any = None
+        self._parent = os.getppid()
 
     def __enter__(self) -> "TerminatedByLauncher":
         if self.enabled and _in_main_thread():
+            self._parent = os.getppid()
             self._previous = signal.signal(signal.SIGTERM, self._handle)
         return self
 
-    @staticmethod
-    def _handle(signum: int, frame: Any) -> None:
+    #: how long a SIGTERM waits to see whether the launcher is dying (its threads exit one by one, and the
+    #: kernel's parent-death signal can come before this process is handed to a new parent)
+    PARENT_GRACE_S = 1.0
+
+    def _parent_gone(self) -> bool:
+        deadline = time.monotonic() + self.PARENT_GRACE_S
+        while True:
+            if os.getppid() != self._parent:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self._parent_gone():
+            raise dist.DistributedError(
+                f"rank {dist.get_rank()}: the launcher (pid {self._parent}: torchrun or rlearn --nproc) is gone, "
+                "stopping; nothing supervises this rank any more (continue from the last checkpoint with --resume)"
+            )
         raise dist.DistributedError(
             f"rank {dist.get_rank()}: terminated by SIGTERM from the launcher, usually because another rank "
             "failed (its traceback and log file say why)"
@@ -80,19 +144,52 @@ class TerminatedByLauncher:
             self._previous = None
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+#: loaded once at import (so that calling prctl in a freshly forked child loads nothing)
+_LIBC = _load_libc()
+
+
+def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
+    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``).
+
+    Used by the ranks of a multi-process run (the parent is ``torchrun``) and by ``rlearn --nproc`` for the
+    ``torchrun`` it starts, so that killing the launcher (even with SIGKILL) never leaves ranks training
+    unsupervised. Returns False where it is not available (not Linux). If the parent already died before
+    the call (we were re-parented), ``signum`` is sent right away.
+    """
+    prctl = getattr(_LIBC, "prctl", None) if _LIBC is not None else None
+    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+        return False
+    if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
+        os.kill(os.getpid(), signum)
+    return True
+
+
 @contextlib.contextmanager
 def workers_ignore_sigint(asynchronous: bool) -> Iterator[None]:
-    """Ignore SIGINT while environment worker processes start, so that they inherit "ignore".
+    """Ignore SIGINT and SIGTERM while environment worker processes start, so that they inherit "ignore".
 
-    Ctrl-C in a terminal reaches every process of the foreground group: without this, each worker would
-    die with KeyboardInterrupt in the middle of a step, and the run could not stop cleanly. The main
-    process handles Ctrl-C and closes the workers itself.
+    Ctrl-C in a terminal reaches every process of the foreground group, and a scheduler's SIGTERM often
+    reaches every process of the job: without this, each worker would die in the middle of a step, and the
+    run could not stop cleanly. The main process handles both and closes the workers itself.
     """
     if not asynchronous or not _in_main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -2,28 +2,37 @@
 as one rank of several.
 
 Build: join the process group, choose the work dir (:mod:`~rlearn.run.workdir`), start the log, write
-``config.py``, seed, build every part (:mod:`~rlearn.run.build`). Run: resume, then::
+``config.py`` (a fresh run), seed, build every part (:mod:`~rlearn.run.build`). Run: resume (then write
+``config.py``: a refused resume changes nothing), then::
 
     while not loop.finished():                # OffPolicyLoop or OnPolicyLoop
-        Ctrl-C? -> stop | loop.step() | progress bar | EvalHook.evaluate_if_due -> stop_value?
-    final evaluation, final table, (ranks agree), Ctrl-C checkpoint, after_run hooks (final checkpoint), summary
+        Ctrl-C / SIGTERM? -> stop | loop.step() | progress bar | EvalHook.evaluate_if_due -> stop_value?
+    final evaluation, final table, (ranks agree), signal checkpoint, after_run hooks (final checkpoint), summary
+
+An error that ends the run is the last line of the log, with where it was raised and the counters
+(:mod:`~rlearn.run.failure`).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
 from rlearn import distributed as dist
-from rlearn.config import dump_config, flatten, load_config, resolve_config
+from rlearn.checkpoint import CheckpointError
+from rlearn.config import ConfigError, dump_config, flatten, load_config, resolve_config
 from rlearn.logging.logger import rank_log_file
 from rlearn.run import build
 from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
 from rlearn.run.on_policy import OnPolicyLoop
-from rlearn.run.ranks import RANK_SEED_STRIDE, check_ranks_agree, derived_seed, rederive_rank_streams, seed_everything
+from rlearn.run.failure import failure_line
+from rlearn.run.ranks import (
+    RANK_SEED_STRIDE, check_ranks_agree, check_seed, derived_seed, rederive_rank_streams, seed_everything,
+)
 from rlearn.run.result import INTERRUPTED, MAX_ENV_STEPS, STOP_VALUE, RunResult, summary_lines
-from rlearn.run.signals import InterruptGuard, TerminatedByLauncher
+from rlearn.run.signals import InterruptGuard, StopNow, TerminatedByLauncher, stop_with_parent
 from rlearn.run.state import STATE_NAME, RunState
 from rlearn.run.workdir import ResumeArg, choose_work_dir, resume_checkpoint
 
@@ -42,6 +51,8 @@ class Trainer:
                  resume: ResumeArg = None, progress: Optional[bool] = None) -> None:
         self.cfg: Dict[str, Any] = resolve_config(cfg) if isinstance(cfg, Mapping) else load_config(cfg)
         self.exp_name: str = self.cfg["exp_name"]
+        if dist.get_world_size() > 1:
+            stop_with_parent()  # a rank whose launcher dies (even SIGKILLed) gets SIGTERM: no unsupervised ranks
         # join the process group before touching the disk (single process: nothing happens)
         joined_before = dist.is_distributed()
         self.distributed = dist.init_distributed(self.cfg["dist"]["backend"], timeout_s=self.cfg["dist"]["timeout_s"])
@@ -52,8 +63,13 @@ class Trainer:
         self.eval_env: Any = None
         self.tracer: Any = None
         self.logger: Any = None
+        self.loop: Any = None
+        self.learner: Any = None
+        #: "SIGINT" / "SIGTERM" once a signal stopped the run
+        self.stop_signal: Optional[str] = None
         self._closed = False
         try:
+            check_seed(self.cfg["seed"], self.world_size)
             self.dirs = choose_work_dir(self.cfg, work_dir, resume, self.rank, broadcast=dist.broadcast_object)
             self.work_dir, self.tb_dir, self.ckpt_dir = self.dirs.path, self.dirs.tb_dir, self.dirs.ckpt_dir
             self.config_file = self.dirs.config_file
@@ -62,7 +78,8 @@ class Trainer:
             self.resume_path = resume_checkpoint(self.dirs, resume)
             self.progress_requested = progress
             self._build()
-        except BaseException:
+        except BaseException as exc:
+            self._log_fatal(exc)
             self.close()
             raise
 
@@ -77,11 +94,14 @@ class Trainer:
         if cfg["num_threads"] is not None:
             torch.set_num_threads(cfg["num_threads"])
         device = build.resolve_device(cfg["device"])
-        self.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"work dir {str(self.work_dir)!r}: cannot create it ({exc.strerror or exc})") from exc
         self.logger = get_logger(name=self.exp_name, log_file=self.work_dir / f"{self.exp_name}.log",
                                  distributed=self.distributed)
-        if self.rank == 0:
-            dump_config(cfg, self.config_file)
+        if self.resume_path is None:
+            self._write_config()  # resumed runs write it once the checkpoint was accepted (see _run)
         self.tracer = build.enable_trace(self.work_dir, self.rank, cfg["profile"], self.distributed)
         seed_everything(seed)
         self.env, self.eval_env = build.make_envs(cfg, seed)
@@ -134,9 +154,33 @@ class Trainer:
             self.close()
 
     def _log_fatal(self, exc: BaseException) -> None:
-        """The error that ends a run, in this rank's log (whatever the console shows)."""
-        if self.distributed:
-            self.logger.error("rank %d of %d stopped: %s: %s", self.rank, self.world_size, type(exc).__name__, exc)
+        """The error that ends a run as the last line of this rank's log (whatever the console shows): the
+        error, where it was raised (file, line, function) and the counters when it happened."""
+        if self.logger is None:
+            return  # failed before the log existed: the console has it all
+        learner, loop = self.learner, self.loop
+        train_iter = getattr(learner, "train_iter", None)
+        envstep = loop.envstep if loop is not None else getattr(learner, "envstep", None)
+        if isinstance(exc, StopNow):
+            self.logger.warning("%s at train_iter %s, envstep %s", exc, train_iter, envstep)
+            return
+        prefix = f"rank {self.rank} of {self.world_size} stopped" if self.distributed else "run failed"
+        try:
+            self.logger.error(failure_line(exc, train_iter, envstep, prefix=prefix))
+        except Exception:  # noqa: BLE001 - reporting must not replace the error being reported
+            pass
+
+    def _write_config(self) -> None:
+        """Write ``config.py`` (rank 0), keeping the permissions of the file it replaces."""
+        if self.rank != 0:
+            return
+        try:
+            mode: Optional[int] = os.stat(self.config_file).st_mode & 0o7777
+        except OSError:
+            mode = None
+        dump_config(self.cfg, self.config_file)
+        if mode is not None:
+            os.chmod(self.config_file, mode)
 
     def _run(self) -> RunResult:
         from rlearn.progress import ProgressBar, progress_wanted
@@ -144,6 +188,7 @@ class Trainer:
         learner = self.learner
         if self.resume_path is not None:
             self._resume()
+            self._write_config()  # only now: a refused resume leaves config.py as it was
         self.logger.info(
             "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
             self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
@@ -158,20 +203,23 @@ class Trainer:
         learner.call_hook("before_run")
         bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
                           enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
-        with InterruptGuard(enabled=not self.distributed) as guard, bar:
-            stop_reason = self._loop(guard, bar)
+        # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once
+        with InterruptGuard(enabled=not self.distributed) as guard:
+            with bar:
+                stop_reason = self._loop(guard, bar)
+                if stop_reason == INTERRUPTED:
+                    self.stop_signal = guard.signal_name
+                    self.logger.warning("%s: stopping at train_iter %d, envstep %d; saving a checkpoint",
+                                        guard.reason, learner.train_iter, self.envstep)
+                else:
+                    self.eval_hook.evaluate_at_end(learner)
+                    bar.update(self.envstep, self.eval_hook.last_return)
+            self._final_log()
+            if self.distributed:
+                check_ranks_agree(self.policy, self.logger, self.rank, self.world_size)
             if stop_reason == INTERRUPTED:
-                self.logger.warning("Ctrl-C: stopping at train_iter %d, envstep %d; saving a checkpoint",
-                                    learner.train_iter, self.envstep)
-            else:
-                self.eval_hook.evaluate_at_end(learner)
-                bar.update(self.envstep, self.eval_hook.last_return)
-        self._final_log()
-        if self.distributed:
-            check_ranks_agree(self.policy, self.logger, self.rank, self.world_size)
-        if stop_reason == INTERRUPTED:
-            self._save_now()
-        learner.call_hook("after_run")
+                self._save_now()
+            learner.call_hook("after_run")
         result = self._result(stop_reason)
         for line in summary_lines(result):
             self.logger.info(line)
@@ -191,8 +239,21 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------ checkpoints
     def _resume(self) -> None:
-        """Load the checkpoint, give ranks > 0 their own random streams, log config changes."""
-        checkpoint = self.learner.load_checkpoint(self.resume_path)
+        """Load the checkpoint, give ranks > 0 their own random streams, log config changes.
+
+        A checkpoint the learner cannot take (a counter of the wrong type, a state of the wrong shape) is a
+        CheckpointError naming the file."""
+        try:
+            checkpoint = self.learner.load_checkpoint(self.resume_path)
+        except (CheckpointError, ConfigError):
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError) as exc:
+            if isinstance(exc, dist.DistributedError):
+                raise
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise CheckpointError(
+                f"checkpoint {str(self.resume_path)!r} cannot be resumed: {type(exc).__name__}: {message}"
+            ) from exc
         if self.envstep != self.learner.envstep:
             self.logger.warning(
                 "checkpoint %s: collector envstep %d (x%d ranks) differs from the learner's %d",
@@ -262,6 +323,7 @@ class Trainer:
             envstep=self.envstep, stop_reason=stop_reason, last_eval=copy.deepcopy(self.eval_hook.state.last_result),
             log_file=self.log_file, tb_dir=self.tb_dir, ckpt_dir=self.ckpt_dir,
             latest_checkpoint=latest if latest.is_file() else None, config_file=self.config_file,
+            stop_signal=self.stop_signal,
             trace_dir=(self.work_dir / "trace") if self.tracer is not None else None, config=copy.deepcopy(self.cfg),
             best_checkpoint=best if best is not None and best.is_file() else None, best_eval=best_eval,
         )

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 from rlearn.config import ConfigError, default_work_dir
 
-__all__ = ["WorkDir", "choose_work_dir", "free_work_dir", "resume_checkpoint", "run_exists"]
+__all__ = ["WorkDir", "check_directory", "choose_work_dir", "free_work_dir", "resume_checkpoint", "run_exists"]
 
 ResumeArg = Union[bool, str, Path, None]
 
@@ -80,12 +80,23 @@ def choose_work_dir(
     started writing.
     """
     if work_dir is not None:
-        return WorkDir(Path(work_dir))
+        return WorkDir(check_directory(Path(work_dir)))
     default = default_work_dir(cfg)
     if resume is not None and resume is not False:
-        return WorkDir(default)
+        return WorkDir(check_directory(default))
     path = broadcast(free_work_dir(default) if rank == 0 else None)
-    return WorkDir(path, moved_from=default if path != default else None)
+    return WorkDir(check_directory(path), moved_from=default if path != default else None)
+
+
+def check_directory(path: Path) -> Path:
+    """``path`` if it is a directory or can become one; a ConfigError names it when it (or a parent) is a file."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            if not candidate.is_dir():
+                what = "is" if candidate == path else f"cannot be created: {str(candidate)!r} is"
+                raise ConfigError(f"work dir {str(path)!r} {what} a file, not a directory; choose another --work-dir")
+            break
+    return path
 
 
 def resume_checkpoint(work_dir: WorkDir, resume: ResumeArg) -> Optional[Path]:

@@ -1,0 +1,80 @@
+"""``FiniteCheck``: a vector-env wrapper that stops a run at the first non-finite observation or reward,
+blaming the environment (not the policy that would otherwise fail on it later).
+
+Observations enter a run through ``env.reset()`` and ``env.step()`` (including the final observations of
+ended episodes in ``info["final_obs"]``); checking them there names the culprit — the environment, the
+sub-environment and the call — instead of letting a NaN reach a policy's forward pass or its loss, whose
+error would point at the policy. Integer observation spaces are not checked (they cannot hold NaN).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+from gymnasium.vector import VectorEnv, VectorWrapper
+
+__all__ = ["FiniteCheck", "EnvironmentFault"]
+
+
+class EnvironmentFault(RuntimeError):
+    """The environment returned something no policy can use (a NaN or infinite observation or reward)."""
+
+
+def _first_bad_env(values: np.ndarray) -> Optional[int]:
+    """Index (along the first axis) of the first sub-environment with a non-finite value, or None."""
+    if values.dtype.kind not in "fc":
+        return None
+    finite = np.isfinite(values)
+    if finite.all():
+        return None
+    per_env = finite.reshape(len(values), -1).all(axis=1) if values.ndim > 1 else finite
+    return int(np.flatnonzero(~per_env)[0])
+
+
+class FiniteCheck(VectorWrapper):
+    """Raise :class:`EnvironmentFault` when ``env`` returns a NaN or infinite observation (from ``reset``,
+    ``step`` or a final observation) or reward; the message names the environment id, the sub-environment,
+    the call and the values.
+
+    Args:
+        env: a gymnasium vector env.
+        name: how to name the environment in errors (its id).
+    """
+
+    def __init__(self, env: VectorEnv, name: str) -> None:
+        super().__init__(env)
+        self.name = name
+        #: ``step()`` calls so far (each steps every sub-environment once)
+        self.steps = 0
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._check(obs, "observation", "reset()")
+        return obs, info
+
+    def step(self, actions: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.steps += 1
+        where = f"step() call {self.steps} of this process"
+        self._check(obs, "observation", where)
+        self._check(reward, "reward", where)
+        final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
+        if final_obs is not None and has_final is not None:
+            for i in np.flatnonzero(has_final):
+                self._check(np.asarray(final_obs[i])[None], "final observation", where, offset=int(i))
+        return obs, reward, terminated, truncated, info
+
+    def _check(self, values: Any, what: str, where: str, offset: int = 0) -> None:
+        array = np.asarray(values)
+        if array.ndim == 0:
+            return
+        bad = _first_bad_env(array)
+        if bad is None:
+            return
+        shown = np.array2string(array[bad], threshold=8, precision=4)
+        raise EnvironmentFault(
+            f"environment {self.name!r} returned a non-finite {what} in sub-environment {bad + offset} at its "
+            f"{where}: {shown}; the environment produced it (not the policy): fix or wrap the environment "
+            f"(e.g. clip or replace NaN in its observations)"
+        )
