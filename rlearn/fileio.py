@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import re
 import socket
 import tempfile
@@ -103,13 +104,36 @@ def _temp_suffix() -> str:
     return f".rlearn-{os.getpid()}-{_host_tag()}.tmp"
 
 
+def _target_mode(path: Path) -> Optional[int]:
+    """The permission bits of ``path`` if it exists (a rewrite keeps them), else None."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def _umask() -> int:
+    """The process umask (read without changing it where /proc allows)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = None) -> Path:
     """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``.
 
     The bytes go to a temporary file in the same directory (same file system), which is flushed,
     fsynced and renamed over ``path``; then the directory is fsynced. The temporary file is named
     ``<tmp_prefix><random>.rlearn-<pid>-<host>.tmp`` (default prefix ``.<name>.``), so that
-    :func:`clean_stale_temp_files` can tell the leftovers of a killed writer from a live write.
+    :func:`clean_stale_temp_files` can tell the leftovers of a killed writer from a live write. A rewritten
+    file keeps its permission bits; a new one gets ``0o666`` less the umask, like ``open()``.
 
     On any error the temporary file is removed and ``path`` is left untouched; an :class:`OSError`
     (disk full, read-only file system, no permission, I/O error) is raised as :class:`FileWriteError`,
@@ -121,9 +145,11 @@ def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = 
     existed = False
     tmp_name: Optional[str] = None
     try:
-        existed = path.exists()
+        mode = _target_mode(path)
+        existed = mode is not None
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=_temp_suffix(), dir=path.parent)
+        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())  # mkstemp makes it 0600
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

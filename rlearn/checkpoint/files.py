@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import io
+import numbers
 import logging
 import os
 import pickle
@@ -213,6 +214,12 @@ def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None) -> 
     missing = [section for section in REQUIRED_SECTIONS if section not in raw]
     if missing:
         raise CheckpointError(f"checkpoint {path}: missing section(s) {', '.join(missing)}")
+    for counter in ("train_iter", "envstep"):
+        value = raw[counter]
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise CheckpointError(
+                f"checkpoint {path}: counter {counter!r} must be an int >= 0, got {value!r} ({type(value).__name__})"
+            )
     if digest is None:
         (logger or _log).warning(
             "checkpoint %s has no integrity digest (written by an older rlearn or re-saved by other code): its "

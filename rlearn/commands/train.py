@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from rlearn.checkpoint import CheckpointError
     from rlearn.distributed import DistributedError
     from rlearn.env.checks import EnvironmentFault
+    from rlearn.fileio import FileWriteError
     from rlearn.run import train as train_run
     from rlearn.run.signals import StopNow, signal_exit_code
 
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if debug:
             raise
         return _error(exc)
-    except (DistributedError, EnvironmentFault) as exc:
+    except (DistributedError, EnvironmentFault, FileWriteError) as exc:  # FileWriteError: disk full, read-only
         if debug:
             raise
         _error(exc)

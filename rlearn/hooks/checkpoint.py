@@ -50,6 +50,12 @@ class CheckpointHook(Hook):
             raise ValueError(f"CheckpointHook dirname must be a non-empty str, got {dirname!r}")
         self.dirname = dirname
         self.last_saved_iter: Optional[int] = None
+        #: train_iter of the checkpoint a resumed run loaded, until its first save (which prunes the
+        #: abandoned timeline: checkpoints numbered above it, written by the run that was resumed)
+        self.resumed_from_iter: Optional[int] = None
+
+    def after_load_checkpoint(self, learner: Any, checkpoint: Any) -> None:
+        self.resumed_from_iter = learner.train_iter
 
     def after_iter(self, learner: Any) -> None:
         if self.freq is not None and self.every_n_iters(learner, self.freq):
@@ -69,7 +75,8 @@ class CheckpointHook(Hook):
         with span("checkpoint/save", lane="checkpoint"):
             path = learner.save_checkpoint(directory / f"iteration_{learner.train_iter}.pt", copies=[directory / "latest.pt"])
             self.last_saved_iter = learner.train_iter
-            removed = prune_checkpoints(directory, self.keep, protect=[path])
+            removed = prune_checkpoints(directory, self.keep, protect=[path], resumed_from_iter=self.resumed_from_iter)
+            self.resumed_from_iter = None  # the resumed timeline's own checkpoints are kept from now on
         learner.logger.info(
             "checkpoint saved: %s%s", path, f" (removed {', '.join(p.name for p in removed)})" if removed else ""
         )

@@ -34,6 +34,7 @@ from rlearn.run.ranks import (
 from rlearn.run.result import INTERRUPTED, MAX_ENV_STEPS, STOP_VALUE, RunResult, summary_lines
 from rlearn.run.signals import InterruptGuard, StopNow, TerminatedByLauncher, stop_with_parent
 from rlearn.run.state import STATE_NAME, RunState
+from rlearn.fileio import FileWriteError, check_writable, clean_stale_temp_files
 from rlearn.run.workdir import ResumeArg, choose_work_dir, resume_checkpoint
 
 __all__ = ["Trainer", "train"]
@@ -100,6 +101,8 @@ class Trainer:
             raise ConfigError(f"work dir {str(self.work_dir)!r}: cannot create it ({exc.strerror or exc})") from exc
         self.logger = get_logger(name=self.exp_name, log_file=self.work_dir / f"{self.exp_name}.log",
                                  distributed=self.distributed)
+        if self.rank == 0:
+            self._check_files()
         if self.resume_path is None:
             self._write_config()  # resumed runs write it once the checkpoint was accepted (see _run)
         self.tracer = build.enable_trace(self.work_dir, self.rank, cfg["profile"], self.distributed)
@@ -182,11 +185,27 @@ class Trainer:
         if mode is not None:
             os.chmod(self.config_file, mode)
 
+    def _check_files(self) -> None:
+        """Start-up checks of the work dir (rank 0): temp files of saves a kill interrupted are removed, and
+        the directories the run writes must be writable now, not 500 iterations in (one-line ConfigError)."""
+        for path in clean_stale_temp_files(self.work_dir):
+            self.logger.info("removed %s (left by an interrupted save)", path)
+        for directory in (self.work_dir, self.ckpt_dir, self.tb_dir):
+            if directory == self.work_dir or directory.is_dir():
+                try:
+                    check_writable(directory)
+                except FileWriteError as exc:
+                    raise ConfigError(str(exc)) from exc
+
     def _run(self) -> RunResult:
         from rlearn.progress import ProgressBar, progress_wanted
 
         learner = self.learner
         if self.resume_path is not None:
+            for path, reason in self.dirs.resume_skipped:
+                self.logger.warning("--resume: skipped %s (%s)", path, reason)
+            if self.dirs.resume_skipped:
+                self.logger.warning("--resume: continuing from %s, the newest valid checkpoint", self.resume_path)
             self._resume()
             self._write_config()  # only now: a refused resume leaves config.py as it was
         self.logger.info(
@@ -309,6 +328,8 @@ class Trainer:
             trace.disable()
         if self.logger is not None:
             _detach_file_handler(self.logger, self.log_file)
+        if getattr(self, "dirs", None) is not None:
+            self.dirs.release()  # the work dir is free for another run (or a --resume) now
         if self._owns_process_group:
             self._owns_process_group = False
             dist.shutdown()

@@ -2,41 +2,26 @@
 
 A fresh run never writes into a directory that already holds a run (checkpoints or TensorBoard events):
 the default ``work_dirs/<exp_name>`` moves on to ``<exp_name>_2``, ``_3``...; an explicit ``--work-dir``
-that holds one is refused unless resuming. This module is the place for anything that guards the
-directory (a lock against concurrent runs, the choice of a fallback checkpoint).
+that holds one is refused unless resuming. Rank 0 holds an exclusive lock on the directory for the whole
+run (:class:`rlearn.workdir_lock.WorkDirLock`): two runs never share a directory, the default one moves on
+atomically, and an explicit ``--work-dir`` (or a ``--resume``) of a directory a live run holds is refused
+with a message naming that run. ``--resume`` falls back to the newest valid checkpoint when ``latest.pt``
+is missing or damaged (:func:`rlearn.checkpoint.find_resume_checkpoint`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
 
+from rlearn.checkpoint import find_resume_checkpoint
 from rlearn.config import ConfigError, default_work_dir
+from rlearn.workdir_lock import WorkDirBusyError, WorkDirError, WorkDirLock, claim_free_work_dir, existing_run
 
-__all__ = ["WorkDir", "check_directory", "choose_work_dir", "free_work_dir", "resume_checkpoint", "run_exists"]
+__all__ = ["WorkDir", "check_directory", "choose_work_dir", "resume_checkpoint"]
 
 ResumeArg = Union[bool, str, Path, None]
-
-
-def run_exists(work_dir: Path) -> Optional[str]:
-    """Why ``work_dir`` holds a run (``"<dir>/ckpt holds checkpoints"``...), or None if it does not."""
-    ckpt = work_dir / "ckpt"
-    if ckpt.is_dir() and any(ckpt.glob("*.pt")):
-        return f"{ckpt} holds checkpoints"
-    tb = work_dir / "tb"
-    if tb.is_dir() and any("tfevents" in p.name for p in tb.rglob("*")):
-        return f"{tb} holds TensorBoard events"
-    return None
-
-
-def free_work_dir(default: Path) -> Path:
-    """``default`` if it holds no run yet, else the first of ``<default>_2``, ``<default>_3``... that does not."""
-    candidate, n = default, 1
-    while run_exists(candidate):
-        n += 1
-        candidate = default.with_name(f"{default.name}_{n}")
-    return candidate
 
 
 @dataclass
@@ -46,10 +31,20 @@ class WorkDir:
     Attributes:
         path: the work directory.
         moved_from: the default directory, when it already held a run and ``path`` is the next free one.
+        lock: rank 0's lock on ``path`` (None on other ranks), released by :meth:`release`.
+        resume_skipped: checkpoints ``--resume`` passed over, with the reason, set by :func:`resume_checkpoint`.
     """
 
     path: Path
     moved_from: Optional[Path] = None
+    lock: Optional[WorkDirLock] = None
+    resume_skipped: List[Tuple[Path, str]] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Release the lock (idempotent)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     @property
     def tb_dir(self) -> Path:
@@ -79,13 +74,29 @@ def choose_work_dir(
     several processes) hands its choice to the other ranks, which must not look after rank 0 may have
     started writing.
     """
-    if work_dir is not None:
-        return WorkDir(check_directory(Path(work_dir)))
+    if work_dir is not None or (resume is not None and resume is not False):
+        path = check_directory(Path(work_dir) if work_dir is not None else default_work_dir(cfg))
+        return WorkDir(path, lock=_lock(path) if rank == 0 else None)
     default = default_work_dir(cfg)
-    if resume is not None and resume is not False:
-        return WorkDir(check_directory(default))
-    path = broadcast(free_work_dir(default) if rank == 0 else None)
-    return WorkDir(check_directory(path), moved_from=default if path != default else None)
+    lock = None
+    if rank == 0:
+        check_directory(default)
+        try:
+            path, lock = claim_free_work_dir(default)
+        except WorkDirError as exc:
+            raise ConfigError(str(exc)) from exc
+    path = broadcast(path if rank == 0 else None)
+    return WorkDir(check_directory(path), moved_from=default if path != default else None, lock=lock)
+
+
+def _lock(path: Path) -> WorkDirLock:
+    """Rank 0's lock on an explicit (or resumed) work dir; a live run holding it is a one-line ConfigError."""
+    try:
+        return WorkDirLock(path).acquire()
+    except WorkDirBusyError as exc:
+        raise ConfigError(f"{exc}; wait for it to end, or choose another --work-dir") from exc
+    except WorkDirError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def check_directory(path: Path) -> Path:
@@ -103,17 +114,25 @@ def resume_checkpoint(work_dir: WorkDir, resume: ResumeArg) -> Optional[Path]:
     """The checkpoint to resume from (None for a fresh run); a ConfigError names what is wrong.
 
     A fresh run (``resume`` None or False) refuses a directory that already holds a run; ``resume=True``
-    means ``<work_dir>/ckpt/latest.pt``, a path means that file.
+    means ``<work_dir>/ckpt/latest.pt``, or the newest valid ``iteration_<n>.pt`` when ``latest.pt`` is
+    missing or damaged (the files passed over go to ``work_dir.resume_skipped``); a path means that file.
     """
     if resume is None or resume is False:
-        existing = run_exists(work_dir.path)
+        existing = existing_run(work_dir.path)
         if existing:
             raise ConfigError(
                 f"work dir {str(work_dir.path)!r} already holds a run ({existing}); continue it with "
                 f"--resume, or choose another --work-dir (or delete it)"
             )
         return None
-    path = work_dir.ckpt_dir / "latest.pt" if resume is True else Path(resume)
-    if not path.is_file():
-        raise ConfigError(f"--resume: no checkpoint at {str(path)!r}")
+    if resume is not True:
+        path = Path(resume)
+        if not path.is_file():
+            raise ConfigError(f"--resume: no checkpoint at {str(path)!r}")
+        return path
+    ckpt_dir = work_dir.ckpt_dir
+    if not (ckpt_dir / "latest.pt").exists() and not any(ckpt_dir.glob("iteration_*.pt")):
+        raise ConfigError(f"--resume: no checkpoint at {str(ckpt_dir / 'latest.pt')!r}")
+    # latest.pt, else the newest iteration_<n>.pt that reads and verifies (CheckpointError when none does)
+    path, work_dir.resume_skipped = find_resume_checkpoint(ckpt_dir)
     return path

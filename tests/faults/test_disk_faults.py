@@ -227,3 +227,18 @@ def test_temp_names_carry_the_writer(tmp_path, monkeypatch):
     assert [temp_file_owner(name) for name in seen] == [(os.getpid(), fileio._host_tag())] * 2
     assert seen[0].startswith(".iteration_3.pt.") and seen[1].startswith(".rlearn-rewind-")
     assert "tfevents" not in seen[1]
+
+
+def test_rewritten_files_keep_their_permissions_and_new_files_follow_the_umask(tmp_path):
+    """mkstemp makes 0600 files; an atomic rewrite must keep the old mode, a new file get 0666 & ~umask."""
+    target = tmp_path / "config.py"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    atomic_write_bytes(target, b"new")
+    assert (target.read_bytes(), target.stat().st_mode & 0o777) == (b"new", 0o640)
+    previous = os.umask(0o027)
+    try:
+        atomic_write_bytes(tmp_path / "fresh.pt", b"x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "fresh.pt").stat().st_mode & 0o777 == 0o640

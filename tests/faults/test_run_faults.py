@@ -1,7 +1,7 @@
 """Run-level faults (issue 19), each reproduced through the ``rlearn`` command as a user meets it:
 fatal errors reach the log (item 5), a refused ``--resume`` changes nothing (item 6), one-line errors for
 bad work dirs, devices, seeds and checkpoint counters, NaN observations blamed on the environment (item
-11), and files rewritten on resume keep their permissions (item 12). See docs/reliability-run.md."""
+11), and files rewritten on resume keep their permissions (item 12). See docs/reliability.md."""
 
 from __future__ import annotations
 
@@ -195,9 +195,6 @@ def test_checkpoint_counters_of_the_wrong_type(tmp_path, where, value):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="BaseLearner.load_checkpoint coerces the top-level counters with int(); the "
-                                      "type check belongs in rlearn.checkpoint.read_checkpoint (helper F), before "
-                                      "anything (TensorBoard rewind) changes")
 @pytest.mark.parametrize("where, value", [(("train_iter",), "5"), (("envstep",), 4.5)])
 def test_top_level_checkpoint_counters_of_the_wrong_type(tmp_path, where, value):
     out, latest, tb_before, work = _resume_with(tmp_path, where, value)

@@ -20,7 +20,8 @@ from rlearn.distributed import DistributedError
 from rlearn.run import Trainer, train
 from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
 from rlearn.run.signals import InterruptGuard, TerminatedByLauncher, workers_ignore_sigint
-from rlearn.run.workdir import WorkDir, choose_work_dir, free_work_dir, resume_checkpoint, run_exists
+from rlearn.run.workdir import WorkDir, choose_work_dir, resume_checkpoint
+from rlearn.workdir_lock import claim_free_work_dir, existing_run as run_exists
 
 from test_run import expected_updates, reinforce_cfg, scalars, steps, td3_cfg
 
@@ -40,6 +41,13 @@ def test_run_exists_needs_checkpoints_or_events(tmp_path):
     assert run_exists(tmp_path) == f"{tmp_path / 'ckpt'} holds checkpoints"
 
 
+def free_work_dir(default: Path) -> Path:
+    """The directory ``claim_free_work_dir`` picks (its lock released again)."""
+    path, lock = claim_free_work_dir(default)
+    lock.release()
+    return path
+
+
 def test_free_work_dir_takes_the_next_free_suffix(tmp_path):
     default = tmp_path / "exp"
     assert free_work_dir(default) == default
@@ -50,24 +58,34 @@ def test_free_work_dir_takes_the_next_free_suffix(tmp_path):
     assert free_work_dir(default) == tmp_path / "exp_3"
 
 
+def chosen(*args, **kwargs) -> tuple:
+    """``(path, moved_from, locked)`` of ``choose_work_dir``'s answer (its lock released again)."""
+    dirs = choose_work_dir(*args, **kwargs)
+    locked = dirs.lock is not None
+    dirs.release()
+    return dirs.path, dirs.moved_from, locked
+
+
 def test_choose_work_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = load_config("td3_pendulum")
     default = Path("work_dirs/td3_pendulum")
-    assert choose_work_dir(cfg, "runs/x", None) == WorkDir(Path("runs/x"))
-    assert choose_work_dir(cfg, "runs/x", True) == WorkDir(Path("runs/x"))
-    assert choose_work_dir(cfg, None, None) == WorkDir(default)
+    assert chosen(cfg, "runs/x", None) == (Path("runs/x"), None, True)
+    assert chosen(cfg, "runs/x", True) == (Path("runs/x"), None, True)
+    assert chosen(cfg, None, None) == (default, None, True)
     (default / "ckpt").mkdir(parents=True)
     (default / "ckpt" / "latest.pt").write_bytes(b"")
-    assert choose_work_dir(cfg, None, True) == WorkDir(default)  # resuming continues the default one
+    assert chosen(cfg, None, True) == (default, None, True)  # resuming continues the default one
     fresh = choose_work_dir(cfg, None, None)
-    assert fresh == WorkDir(Path("work_dirs/td3_pendulum_2"), moved_from=default)
+    fresh.release()
+    assert (fresh.path, fresh.moved_from) == (Path("work_dirs/td3_pendulum_2"), default)
     assert (fresh.tb_dir, fresh.ckpt_dir, fresh.config_file) == (
         fresh.path / "tb", fresh.path / "ckpt", fresh.path / "config.py")
-    # ranks > 0 take rank 0's choice and do not look at the disk themselves
+    # ranks > 0 take rank 0's choice, do not look at the disk themselves and hold no lock
     seen = []
-    chosen = choose_work_dir(cfg, None, None, rank=1, broadcast=lambda obj: seen.append(obj) or Path("w/r0"))
-    assert seen == [None] and chosen == WorkDir(Path("w/r0"), moved_from=default)
+    assert chosen(cfg, None, None, rank=1, broadcast=lambda obj: seen.append(obj) or Path("w/r0")) == (
+        Path("w/r0"), default, False)
+    assert seen == [None]
 
 
 def test_resume_checkpoint(tmp_path):
