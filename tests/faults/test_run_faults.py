@@ -99,7 +99,7 @@ def test_a_refused_resume_leaves_config_py_as_it_was(tmp_path):
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     assert out.stderr.startswith("rlearn train: error: ") and "Traceback" not in out.stderr
     assert saved.read_bytes() == before
-    assert sorted(p.name for p in (work / "ckpt").iterdir()) == ["iteration_10.pt", "iteration_5.pt", "latest.pt"]
+    assert sorted(p.name for p in (work / "ckpt").iterdir()) == ["best.pt", "iteration_10.pt", "iteration_5.pt", "latest.pt"]
     assert (work / "probe.log").read_text().startswith(log_before)
     # the documented command still works afterwards
     out = helpers.rlearn("train", str(saved), "--work-dir", str(work), "--resume", "--set",
@@ -179,7 +179,9 @@ def _resume_with(tmp_path, where, value):
     node[where[-1]] = value
     latest.write_bytes(serialize_checkpoint(checkpoint))
     before = {p.name: p.read_bytes() for p in (work / "tb").iterdir()}
-    out = helpers.rlearn("train", str(config), "--work-dir", str(work), "--resume", "--set", "train.max_env_steps=80")
+    # --resume names the file: a damaged latest.pt alone would make --resume fall back to iteration_<n>.pt
+    out = helpers.rlearn("train", str(config), "--work-dir", str(work), "--resume", str(latest), "--set",
+                         "train.max_env_steps=80")
     return out, latest, before, work
 
 

@@ -20,6 +20,7 @@ from rlearn.distributed import DistributedError
 from rlearn.run import Trainer, train
 from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
 from rlearn.run.signals import InterruptGuard, TerminatedByLauncher, workers_ignore_sigint
+from rlearn.checkpoint import CheckpointError
 from rlearn.run.workdir import WorkDir, choose_work_dir, resume_checkpoint
 from rlearn.workdir_lock import claim_free_work_dir, existing_run as run_exists
 
@@ -96,7 +97,9 @@ def test_resume_checkpoint(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "latest.pt").write_bytes(b"x")
     (tmp_path / "ckpt" / "iteration_5.pt").write_bytes(b"x")
-    assert resume_checkpoint(dirs, True) == tmp_path / "ckpt" / "latest.pt"
+    # neither file reads as a checkpoint: --resume names both (a valid one is used: tests/faults/test_run_workdir.py)
+    with pytest.raises(CheckpointError, match=r"no valid checkpoint to resume from .*latest\.pt: .*iteration_5\.pt: "):
+        resume_checkpoint(dirs, True)
     assert resume_checkpoint(dirs, str(tmp_path / "ckpt" / "iteration_5.pt")) == tmp_path / "ckpt" / "iteration_5.pt"
     with pytest.raises(ConfigError, match="already holds a run"):
         resume_checkpoint(dirs, None)
