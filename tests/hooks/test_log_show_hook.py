@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from policies.base import Policy
 from rlearn.hooks import LogShowHook
 from rlearn.writers import format_value, horizontal_tables, tb_tags
+from rlearn.writers.table import parse_table
 from rlearn.learner import BaseLearner
 
 F32 = np.float32
@@ -88,14 +89,8 @@ def read_scalars(logdir):
 
 
 def parse_tables(text):
-    """{column: cell} from the grid tables of one log message."""
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    cells = {}
-    for header, values in zip(rows[0::2], rows[1::2]):
-        names = [c.strip() for c in header.strip("|").split("|")]
-        vals = [c.strip() for c in values.strip("|").split("|")]
-        cells.update(zip(names, vals))
-    return cells
+    """{column: cell} of one logged table (heading and blocks)."""
+    return parse_table(text)
 
 
 def tables(records):
@@ -140,9 +135,9 @@ def test_table_text_and_never_reported_key(tmp_path):
     texts = tables(records)
     assert len(texts) == 4
     first = parse_tables(texts[0])
-    assert list(first) == [
-        "train_iter", "envstep", "throughput/iters_per_sec", "throughput/env_steps_per_sec", "loss_avg", "aux_avg",
-        "never_avg", "cur_lr_avg",
+    assert list(first) == [  # grouped: the learner's keys, then throughput
+        "train_iter", "envstep", "loss_avg", "aux_avg", "never_avg", "cur_lr_avg", "throughput/iters_per_sec",
+        "throughput/env_steps_per_sec",
     ]
     assert (first["train_iter"], first["envstep"]) == ("10", "70")
     assert (first["loss_avg"], first["aux_avg"], first["never_avg"], first["cur_lr_avg"]) == ("5.5", "107.5", "-", "0.25")
@@ -227,15 +222,15 @@ def test_grouped_keys_go_to_their_group(tmp_path):
 
 def test_tables_wrap_to_the_width(tmp_path):
     columns = [(f"column_number_{i}_avg", f"{i}.25") for i in range(12)]
-    text = horizontal_tables(columns, width=80)
+    text = horizontal_tables([("learner", columns)], width=80)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
-    assert len([line for line in lines if line.startswith("|")]) > 2  # several tables
-    cells = parse_tables(text)
-    assert list(cells) == [name for name, _ in columns] and cells["column_number_7_avg"] == "7.25"
+    assert len(lines) > 2 and len(lines) % 2 == 0  # several blocks of two lines
+    cells = parse_tables("train_iter 1  envstep 2\n" + text)
+    assert list(cells)[2:] == [name for name, _ in columns] and cells["column_number_7_avg"] == "7.25"
     # one column wider than the terminal still gets printed, alone
-    wide = horizontal_tables([("x" * 100, "1"), ("y", "2")], width=40)
-    assert parse_tables(wide) == {"x" * 100: "1", "y": "2"}
+    wide = horizontal_tables([("learner", [("x" * 100, "1"), ("y", "2")])], width=40)
+    assert parse_tables("train_iter 1  envstep 2\n" + wide) == {"train_iter": "1", "envstep": "2", "x" * 100: "1", "y": "2"}
 
     _, records = make(tmp_path, iters=10, width=60)
     text = tables(records)[0]
@@ -243,16 +238,31 @@ def test_tables_wrap_to_the_width(tmp_path):
     assert parse_tables(text)["loss_avg"] == "5.5"
 
 
+_NAME = st.from_regex(r"[A-Za-z0-9_.\-]{1,16}( [A-Za-z0-9_.\-]{1,8})?", fullmatch=True)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
-    name=st.text(st.characters(min_codepoint=33, max_codepoint=0x30FF, exclude_characters="|"), min_size=1, max_size=30),
-    value=st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="|"), min_size=1, max_size=30),
+    scalars=st.dictionaries(
+        st.tuples(st.sampled_from(["", "collector/", "evaluator/", "throughput/", "custom/"]), _NAME).map("".join),
+        st.one_of(st.none(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True)),
+        max_size=12,
+    ),
+    width=st.integers(20, 200),
 )
-def test_column_width_is_what_tabulate_draws(name, value):
-    """The direct width of an ASCII column equals tabulate's rendering (non-ASCII is rendered to measure)."""
-    from rlearn.writers.table import _grid, column_width
+def test_any_table_reads_back_and_fits_where_it_can(scalars, width):
+    """Property: every column of any write reads back by its full name with format_value's text, and a
+    line is wider than ``width`` only where one label and one column alone are."""
+    from rlearn.writers import TableWriter
 
-    assert column_width((name, value)) == len(_grid([(name, value)]).split("\n", 1)[0]) - 1
+    writer = TableWriter(logging.getLogger("rlearn.test.table.property"), width=width)
+    text = writer.render(scalars, 3, 4)
+    cells = parse_tables(text)
+    assert cells.pop("train_iter") == "3" and cells.pop("envstep") == "4"
+    assert cells == {name: format_value(value) for name, value in scalars.items()}
+    label = max((len(name.partition("/")[0]) if "/" in name else len("learner") for name in scalars), default=0)
+    widest = max((max(len(n.partition("/")[2] or n), len(format_value(v))) for n, v in scalars.items()), default=0)
+    assert max(len(line) for line in text.splitlines()[1:] or [""]) <= max(width, label + 2 + widest)
 
 
 def test_terminal_width_is_used_by_default(tmp_path, monkeypatch):
@@ -281,8 +291,11 @@ def test_no_tensorboard_without_work_dir_or_on_other_ranks(tmp_path):
 
 
 def test_format_value():
+    assert [format_value(v) for v in (12.345678, -1234.5678, 99999.4, 0.000123456, np.float32(0.25))] == [
+        "12.346", "-1234.6", "99999", "0.00012346", "0.25"
+    ]  # 5 significant digits, no exponent from 1e5 to 1e15
     assert [format_value(v) for v in (None, 3, 0.1 + 0.2, 1234567.0, math.nan, -math.inf, 1e-7)] == [
-        "-", "3", "0.3", "1.23457e+06", "nan", "-inf", "1e-07"
+        "-", "3", "0.3", "1234567", "nan", "-inf", "1e-07"
     ]
 
 
