@@ -394,3 +394,80 @@ def test_final_log_asks_for_the_window_ending_at_the_last_iteration(tmp_path):
     assert learner.last_tick() == 2 and learner.monitor.tick_count == 3
     values = hook.final_log(learner)
     assert seen == [2] and values["value_avg"] is not None and hook.logs == 1
+
+
+def test_final_log_covers_only_the_iterations_since_the_previous_log(tmp_path):
+    """A run that stops 2 iterations after a log (2000 -> 2001 in a real TD3 run) must not log a copy of
+    that log: the final log averages those 2 iterations; a key with a window longer than freq keeps it."""
+    learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=5,
+                                                                  monitor_windows={"slow": 20}), work_dir=tmp_path)
+    learner.declare_monitor_vars(["slow"])
+    hook = LogShowHook(width=400)
+    learner.register_hook(hook, "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    for i in range(1, 13):
+        learner.record({"slow": float(i)})
+        learner.train(None, envstep=10 * i)
+    before = learner.monitor.state_dict()
+    values = hook.final_log(learner)  # what the run's _final_log calls after the loop (12 % 5 != 0)
+    assert values["value_avg"] == 11.5  # iterations 11 and 12 only (the log at 10 covered 6..10)
+    assert values["slow_avg"] == pytest.approx(sum(range(1, 13)) / 12)  # its own 20-iteration window
+    assert learner.monitor.state_dict() == before  # the checkpoint after it keeps the full windows
+    assert learner.monitor.avg("value") == 10.5  # its own window after the loop: ticks 9..13 (13 is empty)
+    learner.call_hook("after_run")
+    got = read_scalars(tmp_path / "tb")
+    assert got["learner_iter/value_avg"] == [(5, 3.0), (10, 8.0), (12, 11.5)]
+
+
+class FakeClock:
+    """perf_counter_ns stand-in advanced by hand."""
+
+    def __init__(self):
+        self.now = 10**9
+
+    def __call__(self):
+        return self.now
+
+
+def test_throughput_is_over_train_time_and_traced_at_the_interval_start(tmp_path, monkeypatch):
+    """Evaluation and checkpoint time between two logs are left out of iters/env steps per second; the
+    trace counters carry the same names and values, stamped at the start of the interval they measure."""
+    import json
+
+    from rlearn import trace
+    from rlearn.hooks import log_show
+    from rlearn.trace.recorder import records_path
+
+    clock = FakeClock()
+    monkeypatch.setattr(log_show, "MONOTONIC_CLOCK", clock)
+    monkeypatch.setattr("rlearn.trace.recorder.MONOTONIC_CLOCK", lambda: clock.now + 10**12)  # records "later"
+    trace.enable(tmp_path / "run")
+    try:
+        learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=4), work_dir=tmp_path)
+        learner.register_hook(LogShowHook(width=400), "BELOW_NORMAL")
+        learner.call_hook("before_run")
+        start = clock.now
+        seen = []
+        for i in range(1, 9):
+            clock.now += 250_000_000  # 0.25 s of training per iteration
+            if i == 6:  # an evaluation of 3 s and a checkpoint of 2 s inside the second interval
+                learner.call_hook("before_eval")
+                clock.now += 3 * 10**9
+                learner.call_hook("after_eval")
+                learner.call_hook("before_save_checkpoint", {})
+                clock.now += 2 * 10**9
+                learner.call_hook("before_collect")
+            learner.train(None, envstep=10 * i)
+            seen.append(clock.now)
+        learner.call_hook("after_run")
+    finally:
+        trace.disable()
+    got = read_scalars(tmp_path / "tb")
+    assert got["throughput_iter/iters_per_sec"] == [(4, 4.0), (8, 4.0)]  # 4 iterations in 1 s of train time
+    assert got["throughput_iter/env_steps_per_sec"] == [(4, 40.0), (8, 40.0)]
+    lines = [json.loads(line) for line in records_path(tmp_path / "run", 0).read_text().splitlines()]
+    counters = [(c["name"], c["t"], c["value"]) for c in lines if c["type"] == "counter"]
+    assert counters == [
+        ("throughput/iters_per_sec", start, 4.0), ("throughput/env_steps_per_sec", start, 40.0),
+        ("throughput/iters_per_sec", seen[3], 4.0), ("throughput/env_steps_per_sec", seen[3], 40.0),
+    ]
