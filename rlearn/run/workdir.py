@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 from rlearn.config import ConfigError, default_work_dir
 
-__all__ = ["WorkDir", "choose_work_dir", "free_work_dir", "resume_checkpoint", "run_exists"]
+__all__ = ["WorkDir", "choose_work_dir", "free_work_dir", "latest_run_dir", "resume_checkpoint", "run_exists"]
 
 ResumeArg = Union[bool, str, Path, None]
 
@@ -37,6 +37,25 @@ def free_work_dir(default: Path) -> Path:
         n += 1
         candidate = default.with_name(f"{default.name}_{n}")
     return candidate
+
+
+def latest_run_dir(default: Path) -> Path:
+    """The most recent run among ``default``, ``<default>_2``, ``<default>_3``... (what ``--resume``
+    without ``--work-dir`` continues): the one whose newest checkpoint file was written last (ties: the
+    higher suffix). ``default`` itself when none holds a checkpoint (the resume then reports it)."""
+    candidates = [default]
+    if default.parent.is_dir():
+        prefix = f"{default.name}_"
+        numbered = [p for p in default.parent.iterdir()
+                    if p.name.startswith(prefix) and p.name[len(prefix):].isdigit() and p.is_dir()]
+        candidates += sorted(numbered, key=lambda p: int(p.name[len(prefix):]))
+    best, best_key = default, None
+    for rank, candidate in enumerate(candidates):
+        ckpt = candidate / "ckpt"
+        times = [p.stat().st_mtime_ns for p in ckpt.glob("*.pt") if p.is_file()] if ckpt.is_dir() else []
+        if times and (best_key is None or (max(times), rank) > best_key):
+            best, best_key = candidate, (max(times), rank)
+    return best
 
 
 @dataclass
@@ -73,8 +92,8 @@ def choose_work_dir(
 ) -> WorkDir:
     """The work directory of a run.
 
-    An explicit ``work_dir`` is used as given; a resumed run without one continues
-    ``work_dirs/<exp_name>``; a fresh run takes the first free one of ``work_dirs/<exp_name>``,
+    An explicit ``work_dir`` is used as given; a resumed run without one continues the most recent run of
+    ``work_dirs/<exp_name>``, ``<exp_name>_2``... (:func:`latest_run_dir`); a fresh run takes the first free one of ``work_dirs/<exp_name>``,
     ``<exp_name>_2``... Rank 0 chooses and ``broadcast`` (``rlearn.distributed.broadcast_object`` in a run of
     several processes) hands its choice to the other ranks, which must not look after rank 0 may have
     started writing.
@@ -83,7 +102,7 @@ def choose_work_dir(
         return WorkDir(Path(work_dir))
     default = default_work_dir(cfg)
     if resume is not None and resume is not False:
-        return WorkDir(default)
+        return WorkDir(broadcast(latest_run_dir(default) if rank == 0 else None))
     path = broadcast(free_work_dir(default) if rank == 0 else None)
     return WorkDir(path, moved_from=default if path != default else None)
 
