@@ -21,7 +21,7 @@ Columns keep their place: a name the writer has shown once stays in its group's 
 later write lacks it (``<key>_nonfinite`` columns excepted: they show only when non-zero, next to their
 ``<key>_avg``). A write whose names all belong to one group (``evaluator/...``) is headed by that group
 (``evaluator at train_iter 10  envstep 70``). :func:`parse_table` reads a table back into
-``{full name: text}``. See docs/reading-the-logs.md.
+``{full name: text}``, :func:`parse_log_tables` every table of a log file. See docs/reading-the-logs.md.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ __all__ = [
     "group_of",
     "grouped_columns",
     "parse_table",
+    "parse_log_tables",
     "EMPTY",
     "GROUP_ORDER",
 ]
@@ -198,37 +199,55 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
     return "\n".join(lines)
 
 
-_HEADING = re.compile(r"^(?:(?P<group>.+) at )?train_iter (?P<iter>-?\d+)  envstep (?P<env>-?\d+)$")
+_HEADING = re.compile(r"(?:(?P<group>\S+) at )?train_iter (?P<iter>-?\d+)  envstep (?P<env>-?\d+)$")
+
+
+def _parse_rows(header: str, values: str, cells: Dict[str, str]) -> None:
+    bounds = [0] + [m.start() for m in re.finditer(re.escape(_SEP), header)] + [len(header)]
+    for left, right in zip(bounds, bounds[1:]):
+        if left:
+            left += len(_SEP)
+        segment = header[left:right]
+        label_end = segment.index(_GAP)
+        group = segment[:label_end].strip()
+        previous = left + label_end
+        for match in re.finditer(r"\S+", values[left:right]):
+            end = left + match.end()
+            cells[_full_name(group, header[previous:end].strip())] = match.group()
+            previous = end
+
+
+def parse_log_tables(text: str) -> List[Dict[str, str]]:
+    """Every table of a log (a log file, or captured output), in order, each read as :func:`parse_table`
+    does. A table is a heading line (``... train_iter N  envstep M``, after any log prefix) and the pairs of
+    lines after it whose second line starts with a space (its values)."""
+    lines = text.splitlines()
+    tables: List[Dict[str, str]] = []
+    index = 0
+    while index < len(lines):
+        heading = _HEADING.search(lines[index])
+        index += 1
+        if heading is None:
+            continue
+        cells = {"train_iter": heading["iter"], "envstep": heading["env"]}
+        while index + 1 < len(lines) and lines[index + 1].startswith(" ") and _GAP in lines[index]:
+            _parse_rows(lines[index], lines[index + 1], cells)
+            index += 2
+        tables.append(cells)
+    return tables
 
 
 def parse_table(text: str) -> Dict[str, str]:
     """Read one logged table (heading and rows, as :class:`TableWriter` writes it) back into
     ``{"train_iter": ..., "envstep": ..., <full name>: <text>, ...}`` in the order shown.
 
-    Lines before the heading (a log prefix) are skipped. Values never contain spaces; names may, but
-    not two spaces in a row or `` | ``.
+    Lines before the heading (and a log prefix on the heading line) are skipped. Values never contain
+    spaces; names may, but not two spaces in a row or `` | ``. ValueError when there is no table.
     """
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _HEADING.match(line)), None)
-    if start is None:
+    tables = parse_log_tables(text)
+    if not tables:
         raise ValueError(f"no table heading ('train_iter N  envstep M') in {text[:200]!r}")
-    heading = _HEADING.match(lines[start])
-    cells = {"train_iter": heading["iter"], "envstep": heading["env"]}
-    body = lines[start + 1:]
-    for header, values in zip(body[0::2], body[1::2]):
-        bounds = [0] + [m.start() for m in re.finditer(re.escape(_SEP), header)] + [len(header)]
-        for left, right in zip(bounds, bounds[1:]):
-            if left:
-                left += len(_SEP)
-            segment = header[left:right]
-            label_end = segment.index(_GAP)
-            group = segment[:label_end].strip()
-            previous = left + label_end
-            for match in re.finditer(r"\S+", values[left:right]):
-                end = left + match.end()
-                cells[_full_name(group, header[previous:end].strip())] = match.group()
-                previous = end
-    return cells
+    return tables[0]
 
 
 class TableWriter(Writer):

@@ -471,3 +471,29 @@ def test_throughput_is_over_train_time_and_traced_at_the_interval_start(tmp_path
         ("throughput/iters_per_sec", start, 4.0), ("throughput/env_steps_per_sec", start, 40.0),
         ("throughput/iters_per_sec", seen[3], 4.0), ("throughput/env_steps_per_sec", seen[3], 40.0),
     ]
+
+
+def test_parse_log_tables_reads_every_table_of_a_log_file(tmp_path):
+    """A log file mixes tables with other records (prefixed lines); every table reads back in order."""
+    from rlearn.writers import TableWriter
+    from rlearn.writers.table import parse_log_tables
+
+    logger = logging.getLogger(f"rlearn.test.logshow.file.{tmp_path.name}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(tmp_path / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+    logger.addHandler(handler)
+    writer = TableWriter(logger, width=60)
+    writer.write_scalars({"loss_avg": 1.5, "collector/episode_return_avg": -3.0, "throughput/iters_per_sec": 9.0}, 5, 50)
+    logger.warning("something  else happened")
+    writer.write_scalars({"evaluator/episode_return_mean": -2.0}, 5, 50)
+    writer.write_scalars({"loss_avg": None, "collector/episode_return_avg": -1.0, "throughput/iters_per_sec": 8.0}, 10, 100)
+    handler.close()
+    assert parse_log_tables((tmp_path / "run.log").read_text()) == [
+        {"train_iter": "5", "envstep": "50", "loss_avg": "1.5", "collector/episode_return_avg": "-3",
+         "throughput/iters_per_sec": "9"},
+        {"train_iter": "5", "envstep": "50", "evaluator/episode_return_mean": "-2"},
+        {"train_iter": "10", "envstep": "100", "loss_avg": "-", "collector/episode_return_avg": "-1",
+         "throughput/iters_per_sec": "8"},
+    ]
