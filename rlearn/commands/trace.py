@@ -78,5 +78,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_summary:
         print()
         print(format_summary(summarize(result.intervals)))
-    print(f"\nopen it in https://ui.perfetto.dev (Open trace file) or chrome://tracing (Load)")
+    print(f"\nopen it offline: python -m rlearn.trace.view {output}  (pip install 'rlearn[trace]'; 127.0.0.1 only)"
+          f"\nor online: https://ui.perfetto.dev (Open trace file), or chrome://tracing (Load)")
     return 0

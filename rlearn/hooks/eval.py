@@ -34,7 +34,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from rlearn.hooks.base import Hook, Priority
 from rlearn.hooks.eval_state import EvalProgress, EvalState, read_evaluations
 from rlearn.registry import HOOKS
-from rlearn.trace import span
+from rlearn.trace import NOOP_SPAN, span
 
 __all__ = ["EvalHook", "EvalState", "EvalProgress", "EVAL_TB_KEYS", "EVALUATIONS_FILE", "BEST_CHECKPOINT",
            "STOP_VALUE", "NO_IMPROVEMENT", "read_evaluations"]
@@ -168,7 +168,9 @@ class EvalHook(Hook):
         else:
             result, stop = None, False
         if learner.world_size > 1:
-            with span("evaluator/wait_for_rank0", lane="evaluator", iter=train_iter):
+            # only the ranks that wait record the wait (rank 0 sends the result it just computed)
+            waiting = span("evaluator/wait_for_rank0", lane="evaluator", iter=train_iter) if learner.rank else NOOP_SPAN
+            with waiting:
                 result, stop = dist.broadcast_object((result, stop))
         self.state.last_result, self.state.last_envstep, self.state.last_iter = result, envstep, train_iter
         hub = getattr(learner, "message_hub", None)

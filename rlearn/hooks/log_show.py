@@ -1,7 +1,10 @@
 """``LogShowHook``: every ``freq`` train iterations, the learner's metric path written to every writer.
 
 Every ``freq`` iterations (``train_iter % freq == 0``) it measures the throughput since the previous log
-(``throughput/iters_per_sec``, ``throughput/env_steps_per_sec``) and calls
+(``throughput/iters_per_sec``, ``throughput/env_steps_per_sec``) over *train time*: the wall time since the
+previous log minus the time spent evaluating (``before_eval`` .. ``after_eval``) and saving checkpoints
+(from ``before_save_checkpoint`` to the loop's next phase). With tracing on, the same two numbers become
+trace counters of the same names, stamped at the start of the interval they measure. It then calls
 :meth:`~rlearn.learner.BaseLearner.log_metrics` with it: the statistics of every monitored key
 (``<key>_avg``...) go to each of ``learner.writers`` -- the table in the log and the TensorBoard curves by
 default (docs/reading-the-logs.md, docs/writers.md). The hook writes nothing itself.
@@ -13,12 +16,12 @@ rank 0 has writers. See docs/distributed.md.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, Optional, Tuple
 
 from rlearn import trace
 from rlearn.hooks.base import Hook, Priority
 from rlearn.registry import HOOKS
+from rlearn.trace.recorder import MONOTONIC_CLOCK
 from rlearn.writers.base import ScalarValue
 from rlearn.writers.table import EMPTY, TableWriter, column_width, format_value, horizontal_tables  # noqa: F401
 
@@ -59,18 +62,37 @@ class LogShowHook(Hook):
         self.width = width
         self.logs = 0
         self._warned_never: set = set()
-        self._since: Optional[Tuple[float, int, int]] = None  # (time, train_iter, envstep) of the previous log
+        # (perf_counter_ns, train_iter, envstep) of the previous log, and the paused time since then
+        self._since: Optional[Tuple[int, int, int]] = None
+        self._paused_ns = 0
+        self._pause_start: Optional[int] = None
 
     # ------------------------------------------------------------------------------------ mount points
     def before_run(self, learner: Any) -> None:
-        self._since = (time.perf_counter(), learner.train_iter, learner.envstep)
+        self._since = (MONOTONIC_CLOCK(), learner.train_iter, learner.envstep)
+        self._paused_ns, self._pause_start = 0, None
+
+    def before_iter(self, learner: Any) -> None:
+        self._resume_clock()
+
+    def before_collect(self, learner: Any) -> None:
+        self._resume_clock()
 
     def after_iter(self, learner: Any) -> None:
         freq = self.freq if self.freq is not None else learner.cfg["log_freq"]
         if self._since is None:  # train() called without before_run: measure from the first iteration seen
-            self._since = (time.perf_counter(), learner.train_iter - 1, learner.envstep)
+            self._since = (MONOTONIC_CLOCK(), learner.train_iter - 1, learner.envstep)
         if self.every_n_iters(learner, freq):
             self.log(learner)
+
+    def before_eval(self, learner: Any) -> None:
+        self._pause_clock()
+
+    def after_eval(self, learner: Any) -> None:
+        self._resume_clock()
+
+    def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
+        self._pause_clock()  # the file is written after this; the loop's next phase resumes the clock
 
     def after_run(self, learner: Any) -> None:
         if learner.rank != 0:
@@ -78,6 +100,16 @@ class LogShowHook(Hook):
         if self.logs >= 1:
             self._warn_never_reported(learner)
         learner.close()  # flushes and closes the writers; a later write opens new files
+
+    def _pause_clock(self) -> None:
+        """Stop counting time towards the throughput (evaluation, checkpoint) until :meth:`_resume_clock`."""
+        if self._pause_start is None:
+            self._pause_start = MONOTONIC_CLOCK()
+
+    def _resume_clock(self) -> None:
+        if self._pause_start is not None:
+            self._paused_ns += MONOTONIC_CLOCK() - self._pause_start
+            self._pause_start = None
 
     # ---------------------------------------------------------------------------------------- logging
     def log(self, learner: Any, end: Optional[int] = None) -> Dict[str, ScalarValue]:
@@ -102,21 +134,26 @@ class LogShowHook(Hook):
     def final_log(self, learner: Any) -> Dict[str, ScalarValue]:
         """The last log of a run, called after the loop has ended (after the last iteration's tick): its
         windows end at the last completed iteration (``learner.last_tick()``), so it covers exactly its
-        window like every other log."""
+        window like every other log (a window of ``log_freq`` iterations at iteration 2001 covers 1902..2001).
+        The run calls it only when iterations ran since the previous log, so it never repeats a log's
+        iteration; its throughput covers the train time since that log."""
         return self.log(learner, end=learner.last_tick())
 
     def _throughput(self, learner: Any) -> Dict[str, ScalarValue]:
-        now = time.perf_counter()
+        """Iterations and env steps per second of train time since the previous log (None for the first
+        log of a hook that never saw ``before_run``); also trace counters stamped at the interval start."""
+        self._resume_clock()  # a log can only come after the paused phase ended
+        now = MONOTONIC_CLOCK()
         iters_per_sec = env_per_sec = None
         if self._since is not None:
-            elapsed = now - self._since[0]
+            elapsed = (now - self._since[0] - self._paused_ns) / 1e9
             if elapsed > 0:
                 iters_per_sec = (learner.train_iter - self._since[1]) / elapsed
                 env_per_sec = (learner.envstep - self._since[2]) / elapsed
+                trace.counter(THROUGHPUT_KEYS[0], iters_per_sec, self._since[0])
+                trace.counter(THROUGHPUT_KEYS[1], env_per_sec, self._since[0])
         self._since = (now, learner.train_iter, learner.envstep)
-        if iters_per_sec is not None:
-            trace.counter("iters_per_s", iters_per_sec)
-            trace.counter("env_steps_per_s", env_per_sec)
+        self._paused_ns = 0
         return dict(zip(THROUGHPUT_KEYS, (iters_per_sec, env_per_sec)))
 
     def _warn_never_reported(self, learner: Any) -> None:

@@ -215,8 +215,9 @@ class Trainer:
         )
         if self.dirs.moved_from is not None:
             self.logger.warning(
-                "%s already holds a run: this new run writes to %s (continue the other one with --resume; "
-                "choose the directory with --work-dir)", self.dirs.moved_from, self.work_dir,
+                "%s already holds a run: this new run writes to %s (--resume alone continues the most recent "
+                "run of this exp_name; continue another one with --resume --work-dir DIR)",
+                self.dirs.moved_from, self.work_dir,
             )
         self._iter_at_start = learner.train_iter
         learner.call_hook("before_run")

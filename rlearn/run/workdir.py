@@ -19,9 +19,28 @@ from rlearn.checkpoint import find_resume_checkpoint
 from rlearn.config import ConfigError, default_work_dir
 from rlearn.workdir_lock import WorkDirBusyError, WorkDirError, WorkDirLock, claim_free_work_dir, existing_run
 
-__all__ = ["WorkDir", "check_directory", "choose_work_dir", "resume_checkpoint"]
+__all__ = ["WorkDir", "check_directory", "choose_work_dir", "latest_run_dir", "resume_checkpoint"]
 
 ResumeArg = Union[bool, str, Path, None]
+
+
+def latest_run_dir(default: Path) -> Path:
+    """The most recent run among ``default``, ``<default>_2``, ``<default>_3``... (what ``--resume``
+    without ``--work-dir`` continues): the one whose newest checkpoint file was written last (ties: the
+    higher suffix). ``default`` itself when none holds a checkpoint (the resume then reports it)."""
+    candidates = [default]
+    if default.parent.is_dir():
+        prefix = f"{default.name}_"
+        numbered = [p for p in default.parent.iterdir()
+                    if p.name.startswith(prefix) and p.name[len(prefix):].isdigit() and p.is_dir()]
+        candidates += sorted(numbered, key=lambda p: int(p.name[len(prefix):]))
+    best, best_key = default, None
+    for rank, candidate in enumerate(candidates):
+        ckpt = candidate / "ckpt"
+        times = [p.stat().st_mtime_ns for p in ckpt.glob("*.pt") if p.is_file()] if ckpt.is_dir() else []
+        if times and (best_key is None or (max(times), rank) > best_key):
+            best, best_key = candidate, (max(times), rank)
+    return best
 
 
 @dataclass
@@ -68,14 +87,17 @@ def choose_work_dir(
 ) -> WorkDir:
     """The work directory of a run.
 
-    An explicit ``work_dir`` is used as given; a resumed run without one continues
-    ``work_dirs/<exp_name>``; a fresh run takes the first free one of ``work_dirs/<exp_name>``,
+    An explicit ``work_dir`` is used as given; a resumed run without one continues the most recent run of
+    ``work_dirs/<exp_name>``, ``<exp_name>_2``... (:func:`latest_run_dir`); a fresh run takes the first free one of ``work_dirs/<exp_name>``,
     ``<exp_name>_2``... Rank 0 chooses and ``broadcast`` (``rlearn.distributed.broadcast_object`` in a run of
     several processes) hands its choice to the other ranks, which must not look after rank 0 may have
     started writing.
     """
-    if work_dir is not None or (resume is not None and resume is not False):
-        path = check_directory(Path(work_dir) if work_dir is not None else default_work_dir(cfg))
+    if work_dir is not None:
+        path = check_directory(Path(work_dir))
+        return WorkDir(path, lock=_lock(path) if rank == 0 else None)
+    if resume is not None and resume is not False:  # the most recent run of this exp_name
+        path = check_directory(broadcast(latest_run_dir(default_work_dir(cfg)) if rank == 0 else None))
         return WorkDir(path, lock=_lock(path) if rank == 0 else None)
     default = default_work_dir(cfg)
     lock = None

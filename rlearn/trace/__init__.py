@@ -66,10 +66,12 @@ def span(name: str, lane: Optional[str] = None, **args: Any) -> Any:
     return _tracer.span(name, lane, args)
 
 
-def counter(name: str, value: Any) -> None:
-    """Record a sample of counter ``name`` (e.g. ``env_steps_per_s``); does nothing when tracing is off."""
+def counter(name: str, value: Any, t: Optional[int] = None) -> None:
+    """Record a sample of counter ``name`` (e.g. ``throughput/env_steps_per_sec``) at ``t``
+    (``time.perf_counter_ns()`` time; None: now); does nothing when tracing is off. A rate over an
+    interval is stamped at the interval's start (see :meth:`Tracer.counter`)."""
     if _tracer is not None:
-        _tracer.counter(name, value)
+        _tracer.counter(name, value, t)
 
 
 def enable(work_dir: PathLike, rank: int = 0, **tracer_kwargs: Any) -> Tracer:

@@ -233,11 +233,22 @@ class Tracer:
                 parts.append(encoded_key + json.dumps(check_args(name, {key: value})[key]))
         return "{" + ",".join(parts) + "}"
 
-    def counter(self, name: str, value: Any) -> None:
-        """Record a sample of counter ``name`` (e.g. ``env_steps_per_s``) at the current time."""
+    def counter(self, name: str, value: Any, t: Optional[int] = None) -> None:
+        """Record a sample of counter ``name`` (e.g. ``throughput/env_steps_per_sec``).
+
+        ``t``: the sample's time on :data:`MONOTONIC_CLOCK` (``time.perf_counter_ns``); None: now. A viewer
+        holds a counter's value from its sample until the next one, so a rate measured over an interval
+        is stamped at the interval's *start* (``LogShowHook`` does that). ``t`` must be an int not in the
+        future (ValueError naming the counter otherwise).
+        """
         number = check_counter_value(name, value)
         now = MONOTONIC_CLOCK()
-        self._write(f'{{"type":"counter","name":{json.dumps(name)},"t":{now},"value":{number!r}}}\n', now)
+        if t is None:
+            t = now
+        elif isinstance(t, bool) or not isinstance(t, int) or t > now:
+            raise ValueError(f"counter {name!r}: t must be an int time of perf_counter_ns() not in the future, "
+                             f"got {t!r}")
+        self._write(f'{{"type":"counter","name":{json.dumps(name)},"t":{t},"value":{number!r}}}\n', now)
 
     def set_clock_offset(self, offset_ns: int, error_ns: int) -> None:
         """Record this rank's wall clock minus rank 0's (``offset_ns``) and its error bound (``error_ns``)."""

@@ -1,95 +1,257 @@
-"""``TableWriter``: every write as a horizontal table (names across, values below) in a logger.
+"""``TableWriter``: every write as a compact horizontal table (names across, values below) in a logger.
 
-A write of ``{"loss_avg": 5.5, "aux_avg": None}`` at train iteration 10 and env step 70 logs::
+A write of ``{"loss_avg": 5.5, "aux_avg": None, "collector/epsilon_avg": 0.25,
+"throughput/iters_per_sec": 1843.2}`` at train iteration 10 and env step 70 logs::
 
-    train_iter 10
-    +--------------+-----------+------------+-----------+
-    |   train_iter |   envstep |   loss_avg |   aux_avg |
-    +==============+===========+============+===========+
-    |           10 |        70 |        5.5 |         - |
-    +--------------+-----------+------------+-----------+
+    train_iter 10  envstep 70
+    learner     loss_avg  aux_avg
+                     5.5        -
+    collector   epsilon_avg
+                       0.25
+    throughput  iters_per_sec
+                       1843.2
 
-A wide table is split into several tables that each fit the terminal width (columns keep their order).
-``None`` shows as ``-``. A write whose names all belong to one group (``evaluator/...``) is headed by
-that group (``evaluator at train_iter 10``) instead of ``train_iter 10``. See docs/reading-the-logs.md.
+Names are grouped by their prefix (the part before the first ``/``): one *block* of two lines per group
+(``learner`` for names without a prefix, then ``collector``, ``evaluator``, any other group in the order
+first seen, ``throughput`` last), the group on the left and the rest of the name as the column header.
+A block wider than the terminal continues in another block of the same group. Values have 5 significant
+digits (:func:`format_value`); ``None`` shows as ``-``.
+
+Columns keep their place: a name the writer has shown once stays in its group's block, as ``-`` when a
+later write lacks it (``<key>_nonfinite`` columns excepted: they show only when non-zero, next to their
+``<key>_avg``). A write whose names all belong to one group (``evaluator/...``) is headed by that group
+(``evaluator at train_iter 10  envstep 70``). :func:`parse_table` reads a table back into
+``{full name: text}``, :func:`parse_log_tables` every table of a log file. See docs/reading-the-logs.md.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import shutil
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tabulate import tabulate
 
 from rlearn.writers.base import ScalarValue, Writer
 
-__all__ = ["TableWriter", "format_value", "horizontal_tables", "column_width", "EMPTY"]
+__all__ = [
+    "TableWriter",
+    "format_value",
+    "horizontal_tables",
+    "column_width",
+    "group_of",
+    "grouped_columns",
+    "parse_table",
+    "parse_log_tables",
+    "EMPTY",
+    "GROUP_ORDER",
+]
 
 #: shown for a statistic without a value (an empty window)
 EMPTY = "-"
+#: group of the names without a ``group/`` prefix
+DEFAULT_GROUP = "learner"
+#: groups shown first, in this order; other groups follow in the order first seen, then ``throughput``
+GROUP_ORDER = (DEFAULT_GROUP, "collector", "evaluator")
+#: the group shown last
+LAST_GROUP = "throughput"
+#: characters between two columns
+_GAP = "  "
+#: between two groups on one row
+_SEP = " | "
+_NONFINITE = "_nonfinite"
 
 
 def format_value(value: Any) -> str:
-    """Table text of one value: ints as they are, floats with 6 significant digits, None as ``-``."""
+    """Table text of one value: ints as they are, floats with 5 significant digits (no exponent from 1e5
+    to 1e15: ``1234567``), ``None`` as ``-``."""
     if value is None:
         return EMPTY
-    if isinstance(value, bool):
+    if isinstance(value, (bool, int)):
         return str(value)
-    if isinstance(value, int):
+    value = float(value)
+    if not math.isfinite(value):
         return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return f"{value:.6g}"
+    if 1e5 <= abs(value) < 1e15:
+        return f"{value:.0f}"
+    return f"{value:.5g}"
 
 
-def _grid(columns: List[Tuple[str, str]]) -> str:
-    return tabulate(
-        [[value for _, value in columns]],
-        headers=[name for name, _ in columns],
-        tablefmt="grid",
-        disable_numparse=True,
-        stralign="right",
-    )
+def group_of(name: str) -> Tuple[str, str]:
+    """``(group, short name)`` of a name: ``"collector/epsilon_avg"`` -> ``("collector", "epsilon_avg")``,
+    ``"loss_avg"`` -> ``("learner", "loss_avg")``."""
+    group, sep, rest = name.partition("/")
+    return (group, rest) if sep and group and rest else (DEFAULT_GROUP, name)
+
+
+def _full_name(group: str, short: str) -> str:
+    return short if group == DEFAULT_GROUP else f"{group}/{short}"
+
+
+def _rank(group: str, first_seen: List[str]) -> Tuple[int, int]:
+    if group in GROUP_ORDER:
+        return (0, GROUP_ORDER.index(group))
+    if group == LAST_GROUP:
+        return (2, 0)
+    return (1, first_seen.index(group))
+
+
+def grouped_columns(
+    scalars: Mapping[str, ScalarValue], known: Optional[Dict[str, List[str]]] = None
+) -> List[Tuple[str, List[Tuple[str, str]]]]:
+    """``[(group, [(short name, text), ...]), ...]`` of one write, groups in display order.
+
+    ``known`` (updated in place): group -> the names shown so far, in their order; a known name missing
+    from ``scalars`` shows as ``-`` when its group is in the write. ``<key>_nonfinite`` names are never
+    remembered; they follow ``<key>_avg`` (or end the group).
+    """
+    known = {} if known is None else known
+    groups: Dict[str, Dict[str, ScalarValue]] = {}
+    for name, value in scalars.items():
+        group, short = group_of(name)
+        groups.setdefault(group, {})[short] = value
+        if not short.endswith(_NONFINITE):
+            names = known.setdefault(group, [])
+            if short not in names:
+                names.append(short)
+    first_seen = [g for g in known if g not in GROUP_ORDER and g != LAST_GROUP]
+    first_seen += [g for g in groups if g not in first_seen and g not in GROUP_ORDER and g != LAST_GROUP]
+    out: List[Tuple[str, List[Tuple[str, str]]]] = []
+    for group in sorted(groups, key=lambda g: _rank(g, first_seen)):
+        values = groups[group]
+        columns: List[Tuple[str, str]] = []
+        placed = set()
+        for short in known.get(group, []):
+            columns.append((short, format_value(values.get(short))))
+            placed.add(short)
+            if short.endswith("_avg") and short[:-4] + _NONFINITE in values:
+                bad = short[:-4] + _NONFINITE
+                columns.append((bad, format_value(values[bad])))
+                placed.add(bad)
+        columns += [(short, format_value(value)) for short, value in values.items() if short not in placed]
+        out.append((group, columns))
+    return out
 
 
 def column_width(column: Tuple[str, str]) -> int:
-    """Characters one ``(name, value)`` column takes in a grid table: its cells plus one border.
-
-    ASCII text is measured directly, as tabulate's grid format draws it (a header gets two characters of
-    minimum padding; then a space on each side and the border); other text is rendered with tabulate,
-    which knows wide characters.
-    """
+    """Characters one ``(name, value)`` column takes in a block: the wider of its two cells plus the gap
+    before it (tabulate measures wide characters the same way when ``wcwidth`` is installed)."""
     name, value = column
-    if name.isascii() and value.isascii():
-        return max(len(name) + 2, len(value)) + 3
-    return len(_grid([column]).split("\n", 1)[0]) - 1
+    return max(len(name), len(value)) + len(_GAP)
 
 
-def horizontal_tables(columns: List[Tuple[str, str]], width: int) -> str:
-    """Render ``(name, value)`` columns as grid tables of one row, as many as needed to fit ``width``.
+def _segment(label: str, columns: List[Tuple[str, str]]) -> Tuple[str, str]:
+    """The two lines of one group's columns: ``label  name ...`` over ``       value ...``."""
+    body = tabulate(
+        [[name for name, _ in columns], [value for _, value in columns]],
+        tablefmt="plain",
+        disable_numparse=True,
+        colalign=("right",) * len(columns),
+    )
+    header, values = body.split("\n")
+    return f"{label}{_GAP}{header}", f"{' ' * len(label)}{_GAP}{values}"
 
-    Columns keep their order and are cut into consecutive groups by their rendered widths
-    (:func:`column_width`). A column wider than ``width`` on its own gets a table of its own.
+
+def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: int) -> str:
+    """Render ``[(group, [(name, value), ...]), ...]`` as rows of two lines (the group and the names, then
+    the values), each at most ``width`` characters where possible.
+
+    Groups flow left to right: a group starts on the current row (after `` | ``) if its label and first
+    column still fit, else on a new row; a group whose columns do not fit continues on the next row under
+    its label again. Row-starting labels are padded to the same width so their columns start together.
     """
-    chunks: List[List[Tuple[str, str]]] = []
-    current: List[Tuple[str, str]] = []
-    used = 1  # the left border
-    for column in columns:
-        need = column_width(column)
-        if current and used + need > width:
-            chunks.append(current)
-            current, used = [], 1
-        current.append(column)
-        used += need
-    if current:
-        chunks.append(current)
-    return "\n".join(_grid(chunk) for chunk in chunks)
+    label_width = max((len(group) for group, _ in blocks), default=0)
+    rows: List[List[Tuple[str, str]]] = []  # each row: its segments (header line, value line)
+    row: List[Tuple[str, str]] = []
+    used = 0
+
+    def close(label: str, chunk: List[Tuple[str, str]]) -> None:
+        nonlocal row, used
+        if chunk:
+            row.append(_segment(label, chunk))
+
+    for group, columns in blocks:
+        chunk: List[Tuple[str, str]] = []
+        label = group
+        if row and used + len(_SEP) + len(group) + column_width(columns[0]) <= width:
+            used += len(_SEP) + len(group)
+        else:
+            if row:
+                rows.append(row)
+            row, used, label = [], label_width, group.ljust(label_width)
+        for column in columns:
+            need = column_width(column)
+            if chunk and used + need > width:
+                close(label, chunk)
+                rows.append(row)
+                row, chunk, used, label = [], [], label_width, group.ljust(label_width)
+            chunk.append(column)
+            used += need
+        close(label, chunk)
+    if row:
+        rows.append(row)
+    lines: List[str] = []
+    for segments in rows:
+        lines.append(_SEP.join(header for header, _ in segments).rstrip())
+        lines.append(_SEP.join(values.ljust(len(header)) for header, values in segments).rstrip())
+    return "\n".join(lines)
+
+
+_HEADING = re.compile(r"(?:(?P<group>\S+) at )?train_iter (?P<iter>-?\d+)  envstep (?P<env>-?\d+)$")
+
+
+def _parse_rows(header: str, values: str, cells: Dict[str, str]) -> None:
+    bounds = [0] + [m.start() for m in re.finditer(re.escape(_SEP), header)] + [len(header)]
+    for left, right in zip(bounds, bounds[1:]):
+        if left:
+            left += len(_SEP)
+        segment = header[left:right]
+        label_end = segment.index(_GAP)
+        group = segment[:label_end].strip()
+        previous = left + label_end
+        for match in re.finditer(r"\S+", values[left:right]):
+            end = left + match.end()
+            cells[_full_name(group, header[previous:end].strip())] = match.group()
+            previous = end
+
+
+def parse_log_tables(text: str) -> List[Dict[str, str]]:
+    """Every table of a log (a log file, or captured output), in order, each read as :func:`parse_table`
+    does. A table is a heading line (``... train_iter N  envstep M``, after any log prefix) and the pairs of
+    lines after it whose second line starts with a space (its values)."""
+    lines = text.splitlines()
+    tables: List[Dict[str, str]] = []
+    index = 0
+    while index < len(lines):
+        heading = _HEADING.search(lines[index])
+        index += 1
+        if heading is None:
+            continue
+        cells = {"train_iter": heading["iter"], "envstep": heading["env"]}
+        while index + 1 < len(lines) and lines[index + 1].startswith(" ") and _GAP in lines[index]:
+            _parse_rows(lines[index], lines[index + 1], cells)
+            index += 2
+        tables.append(cells)
+    return tables
+
+
+def parse_table(text: str) -> Dict[str, str]:
+    """Read one logged table (heading and rows, as :class:`TableWriter` writes it) back into
+    ``{"train_iter": ..., "envstep": ..., <full name>: <text>, ...}`` in the order shown.
+
+    Lines before the heading (and a log prefix on the heading line) are skipped. Values never contain
+    spaces; names may, but not two spaces in a row or `` | ``. ValueError when there is no table.
+    """
+    tables = parse_log_tables(text)
+    if not tables:
+        raise ValueError(f"no table heading ('train_iter N  envstep M') in {text[:200]!r}")
+    return tables[0]
 
 
 class TableWriter(Writer):
-    """Logs every write as horizontal grid tables (``INFO``), wrapped to ``width``.
+    """Logs every write as a compact table (``INFO``), grouped by name prefix, wrapped to ``width``.
 
     Args:
         logger: where the tables go (the run's logger: terminal and ``<exp_name>.log``).
@@ -97,7 +259,7 @@ class TableWriter(Writer):
             (``shutil.get_terminal_size``, 120 when there is no terminal).
 
     Attributes:
-        last_table: the text of the last table written ("" before the first).
+        last_table: the text of the last table written, heading included ("" before the first).
     """
 
     def __init__(self, logger: logging.Logger, width: Optional[int] = None) -> None:
@@ -106,21 +268,23 @@ class TableWriter(Writer):
         self.logger = logger
         self.width = width
         self.last_table = ""
+        self._known: Dict[str, List[str]] = {}
 
-    def columns(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> List[Tuple[str, str]]:
-        """``(name, text)`` columns of one write: ``train_iter``, ``envstep``, then the scalars in order."""
-        columns = [("train_iter", str(step_iter)), ("envstep", str(step_env))]
-        columns += [(name, format_value(value)) for name, value in scalars.items()]
-        return columns
+    def render(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> str:
+        """The text of one write: the heading line and the blocks (see the module docstring)."""
+        width = self.width if self.width is not None else shutil.get_terminal_size((120, 24)).columns
+        blocks = grouped_columns(scalars, self._known)
+        groups = {group_of(name)[0] if "/" in name else None for name in scalars}
+        group = next(iter(groups)) if len(groups) == 1 else None
+        heading = f"train_iter {step_iter}  envstep {step_env}"
+        if group:
+            heading = f"{group} at {heading}"
+        return f"{heading}\n{horizontal_tables(blocks, width)}"
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Log the table of one write (see the module docstring for the layout)."""
-        width = self.width if self.width is not None else shutil.get_terminal_size((120, 24)).columns
-        table = horizontal_tables(self.columns(scalars, step_iter, step_env), width)
-        groups = {name.partition("/")[0] if "/" in name else None for name in scalars}
-        group = next(iter(groups)) if len(groups) == 1 else None
-        heading = f"{group} at train_iter {step_iter}" if group else f"train_iter {step_iter}"
-        self.logger.info("%s\n%s", heading, table)
+        table = self.render(scalars, step_iter, step_env)
+        self.logger.info("%s", table)
         self.last_table = table
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:

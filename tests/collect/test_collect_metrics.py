@@ -11,6 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlearn.config import load_config
 from rlearn.run import train
 from rlearn.registry import get_policy_class, register_policy
+from rlearn.writers.table import parse_log_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
@@ -71,14 +72,7 @@ def test_sparse_collect_key_reaches_table_and_both_tensorboard_axes(tmp_path, ca
     assert got["collector_step/epsilon_avg"] == [(log * STEPS_PER_ITER, want[log]) for log in (3, 6, 9)]
 
     log = result.log_file.read_text()
-    tables = log.split("train_iter ")[1:]
-    shown = []
-    for table in tables:
-        rows = [line for line in table.splitlines() if line.startswith("|")]
-        for header, values in zip(rows[0::2], rows[1::2]):
-            cells = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in values.strip("|").split("|")]))
-            if "collector/epsilon_avg" in cells:
-                shown.append(cells["collector/epsilon_avg"])
+    shown = [cells["collector/epsilon_avg"] for cells in parse_log_tables(log) if "collector/epsilon_avg" in cells]
     assert shown == ["1.25", "4.25", "7.25"]
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert not [m for m in messages if "epsilon" in m]  # declared and reported: no warning

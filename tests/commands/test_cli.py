@@ -16,6 +16,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from rlearn import __version__
 from rlearn.checkpoint import read_checkpoint
 
+from rlearn.writers.table import parse_log_tables
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
 TINY = [
@@ -95,8 +97,8 @@ def test_train_then_resume(tmp_path):
     assert out.returncode == 0, out.stderr
     # 2 envs x 16 steps = 32 env steps per iteration -> 12 iterations
     log = (work / "reinforce_cartpole.log").read_text()
-    assert re.search(r"train_iter 4\n\+-+", log)  # a table follows the line
-    assert re.search(r"\|\s+train_iter \|\s+envstep \|", log)
+    table = [t for t in parse_log_tables(log) if t["train_iter"] == "4"]  # the heading, then the table's blocks
+    assert len(table) == 1 and table[0]["envstep"] == "128" and "policy_loss_avg" in table[0]
     assert "policy_loss_avg" in log and "baseline_loss_avg" in log
     assert f"tensorboard --logdir {work / 'tb'}" in out.stdout
     tb = tags_and_steps(work / "tb")
@@ -131,7 +133,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if log.exists() and "train_iter 4\n" in log.read_text():
+            if log.exists() and "train_iter 4  envstep" in log.read_text():
                 break
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before it could be interrupted"

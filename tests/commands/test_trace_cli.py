@@ -37,7 +37,7 @@ def work_dir(tmp_path_factory):
                     pass
                 with tracer.span("learner/backward", "learner"):
                     pass
-            tracer.counter("env_steps_per_s", 100.0 * (i + 1))
+            tracer.counter("throughput/env_steps_per_sec", 100.0 * (i + 1))
         tracer.close()
     return root
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from policies.base import Policy
 from rlearn.hooks import LogShowHook
 from rlearn.writers import format_value, horizontal_tables, tb_tags
+from rlearn.writers.table import parse_table
 from rlearn.learner import BaseLearner
 
 F32 = np.float32
@@ -88,14 +89,8 @@ def read_scalars(logdir):
 
 
 def parse_tables(text):
-    """{column: cell} from the grid tables of one log message."""
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    cells = {}
-    for header, values in zip(rows[0::2], rows[1::2]):
-        names = [c.strip() for c in header.strip("|").split("|")]
-        vals = [c.strip() for c in values.strip("|").split("|")]
-        cells.update(zip(names, vals))
-    return cells
+    """{column: cell} of one logged table (heading and blocks)."""
+    return parse_table(text)
 
 
 def tables(records):
@@ -140,9 +135,9 @@ def test_table_text_and_never_reported_key(tmp_path):
     texts = tables(records)
     assert len(texts) == 4
     first = parse_tables(texts[0])
-    assert list(first) == [
-        "train_iter", "envstep", "throughput/iters_per_sec", "throughput/env_steps_per_sec", "loss_avg", "aux_avg",
-        "never_avg", "cur_lr_avg",
+    assert list(first) == [  # grouped: the learner's keys, then throughput
+        "train_iter", "envstep", "loss_avg", "aux_avg", "never_avg", "cur_lr_avg", "throughput/iters_per_sec",
+        "throughput/env_steps_per_sec",
     ]
     assert (first["train_iter"], first["envstep"]) == ("10", "70")
     assert (first["loss_avg"], first["aux_avg"], first["never_avg"], first["cur_lr_avg"]) == ("5.5", "107.5", "-", "0.25")
@@ -227,15 +222,15 @@ def test_grouped_keys_go_to_their_group(tmp_path):
 
 def test_tables_wrap_to_the_width(tmp_path):
     columns = [(f"column_number_{i}_avg", f"{i}.25") for i in range(12)]
-    text = horizontal_tables(columns, width=80)
+    text = horizontal_tables([("learner", columns)], width=80)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
-    assert len([line for line in lines if line.startswith("|")]) > 2  # several tables
-    cells = parse_tables(text)
-    assert list(cells) == [name for name, _ in columns] and cells["column_number_7_avg"] == "7.25"
+    assert len(lines) > 2 and len(lines) % 2 == 0  # several blocks of two lines
+    cells = parse_tables("train_iter 1  envstep 2\n" + text)
+    assert list(cells)[2:] == [name for name, _ in columns] and cells["column_number_7_avg"] == "7.25"
     # one column wider than the terminal still gets printed, alone
-    wide = horizontal_tables([("x" * 100, "1"), ("y", "2")], width=40)
-    assert parse_tables(wide) == {"x" * 100: "1", "y": "2"}
+    wide = horizontal_tables([("learner", [("x" * 100, "1"), ("y", "2")])], width=40)
+    assert parse_tables("train_iter 1  envstep 2\n" + wide) == {"train_iter": "1", "envstep": "2", "x" * 100: "1", "y": "2"}
 
     _, records = make(tmp_path, iters=10, width=60)
     text = tables(records)[0]
@@ -243,16 +238,31 @@ def test_tables_wrap_to_the_width(tmp_path):
     assert parse_tables(text)["loss_avg"] == "5.5"
 
 
+_NAME = st.from_regex(r"[A-Za-z0-9_.\-]{1,16}( [A-Za-z0-9_.\-]{1,8})?", fullmatch=True)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
-    name=st.text(st.characters(min_codepoint=33, max_codepoint=0x30FF, exclude_characters="|"), min_size=1, max_size=30),
-    value=st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="|"), min_size=1, max_size=30),
+    scalars=st.dictionaries(
+        st.tuples(st.sampled_from(["", "collector/", "evaluator/", "throughput/", "custom/"]), _NAME).map("".join),
+        st.one_of(st.none(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True)),
+        max_size=12,
+    ),
+    width=st.integers(20, 200),
 )
-def test_column_width_is_what_tabulate_draws(name, value):
-    """The direct width of an ASCII column equals tabulate's rendering (non-ASCII is rendered to measure)."""
-    from rlearn.writers.table import _grid, column_width
+def test_any_table_reads_back_and_fits_where_it_can(scalars, width):
+    """Property: every column of any write reads back by its full name with format_value's text, and a
+    line is wider than ``width`` only where one label and one column alone are."""
+    from rlearn.writers import TableWriter
 
-    assert column_width((name, value)) == len(_grid([(name, value)]).split("\n", 1)[0]) - 1
+    writer = TableWriter(logging.getLogger("rlearn.test.table.property"), width=width)
+    text = writer.render(scalars, 3, 4)
+    cells = parse_tables(text)
+    assert cells.pop("train_iter") == "3" and cells.pop("envstep") == "4"
+    assert cells == {name: format_value(value) for name, value in scalars.items()}
+    label = max((len(name.partition("/")[0]) if "/" in name else len("learner") for name in scalars), default=0)
+    widest = max((max(len(n.partition("/")[2] or n), len(format_value(v))) for n, v in scalars.items()), default=0)
+    assert max(len(line) for line in text.splitlines()[1:] or [""]) <= max(width, label + 2 + widest)
 
 
 def test_terminal_width_is_used_by_default(tmp_path, monkeypatch):
@@ -281,8 +291,11 @@ def test_no_tensorboard_without_work_dir_or_on_other_ranks(tmp_path):
 
 
 def test_format_value():
+    assert [format_value(v) for v in (12.345678, -1234.5678, 99999.4, 0.000123456, np.float32(0.25))] == [
+        "12.346", "-1234.6", "99999", "0.00012346", "0.25"
+    ]  # 5 significant digits, no exponent from 1e5 to 1e15
     assert [format_value(v) for v in (None, 3, 0.1 + 0.2, 1234567.0, math.nan, -math.inf, 1e-7)] == [
-        "-", "3", "0.3", "1.23457e+06", "nan", "-inf", "1e-07"
+        "-", "3", "0.3", "1234567", "nan", "-inf", "1e-07"
     ]
 
 
@@ -380,3 +393,106 @@ def test_final_log_asks_for_the_window_ending_at_the_last_iteration(tmp_path):
     assert learner.last_tick() == 2 and learner.monitor.tick_count == 3
     values = hook.final_log(learner)
     assert seen == [2] and values["value_avg"] is not None and hook.logs == 1
+
+
+def test_final_log_covers_only_the_iterations_since_the_previous_log(tmp_path):
+    """A run that stops 2 iterations after a log (2000 -> 2001 in a real TD3 run) must not log a copy of
+    that log: the final log averages those 2 iterations; a key with a window longer than freq keeps it."""
+    learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=5,
+                                                                  monitor_windows={"slow": 20}), work_dir=tmp_path)
+    learner.declare_monitor_vars(["slow"])
+    hook = LogShowHook(width=400)
+    learner.register_hook(hook, "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    for i in range(1, 13):
+        learner.record({"slow": float(i)})
+        learner.train(None, envstep=10 * i)
+    before = learner.monitor.state_dict()
+    values = hook.final_log(learner)  # what the run's _final_log calls after the loop (12 % 5 != 0)
+    assert values["value_avg"] == 11.5  # iterations 11 and 12 only (the log at 10 covered 6..10)
+    assert values["slow_avg"] == pytest.approx(sum(range(1, 13)) / 12)  # its own 20-iteration window
+    assert learner.monitor.state_dict() == before  # the checkpoint after it keeps the full windows
+    assert learner.monitor.avg("value") == 10.5  # its own window after the loop: ticks 9..13 (13 is empty)
+    learner.call_hook("after_run")
+    got = read_scalars(tmp_path / "tb")
+    assert got["learner_iter/value_avg"] == [(5, 3.0), (10, 8.0), (12, 11.5)]
+
+
+class FakeClock:
+    """perf_counter_ns stand-in advanced by hand."""
+
+    def __init__(self):
+        self.now = 10**9
+
+    def __call__(self):
+        return self.now
+
+
+def test_throughput_is_over_train_time_and_traced_at_the_interval_start(tmp_path, monkeypatch):
+    """Evaluation and checkpoint time between two logs are left out of iters/env steps per second; the
+    trace counters carry the same names and values, stamped at the start of the interval they measure."""
+    import json
+
+    from rlearn import trace
+    from rlearn.hooks import log_show
+    from rlearn.trace.recorder import records_path
+
+    clock = FakeClock()
+    monkeypatch.setattr(log_show, "MONOTONIC_CLOCK", clock)
+    monkeypatch.setattr("rlearn.trace.recorder.MONOTONIC_CLOCK", lambda: clock.now + 10**12)  # records "later"
+    trace.enable(tmp_path / "run")
+    try:
+        learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=4), work_dir=tmp_path)
+        learner.register_hook(LogShowHook(width=400), "BELOW_NORMAL")
+        learner.call_hook("before_run")
+        start = clock.now
+        seen = []
+        for i in range(1, 9):
+            clock.now += 250_000_000  # 0.25 s of training per iteration
+            if i == 6:  # an evaluation of 3 s and a checkpoint of 2 s inside the second interval
+                learner.call_hook("before_eval")
+                clock.now += 3 * 10**9
+                learner.call_hook("after_eval")
+                learner.call_hook("before_save_checkpoint", {})
+                clock.now += 2 * 10**9
+                learner.call_hook("before_collect")
+            learner.train(None, envstep=10 * i)
+            seen.append(clock.now)
+        learner.call_hook("after_run")
+    finally:
+        trace.disable()
+    got = read_scalars(tmp_path / "tb")
+    assert got["throughput_iter/iters_per_sec"] == [(4, 4.0), (8, 4.0)]  # 4 iterations in 1 s of train time
+    assert got["throughput_iter/env_steps_per_sec"] == [(4, 40.0), (8, 40.0)]
+    lines = [json.loads(line) for line in records_path(tmp_path / "run", 0).read_text().splitlines()]
+    counters = [(c["name"], c["t"], c["value"]) for c in lines if c["type"] == "counter"]
+    assert counters == [
+        ("throughput/iters_per_sec", start, 4.0), ("throughput/env_steps_per_sec", start, 40.0),
+        ("throughput/iters_per_sec", seen[3], 4.0), ("throughput/env_steps_per_sec", seen[3], 40.0),
+    ]
+
+
+def test_parse_log_tables_reads_every_table_of_a_log_file(tmp_path):
+    """A log file mixes tables with other records (prefixed lines); every table reads back in order."""
+    from rlearn.writers import TableWriter
+    from rlearn.writers.table import parse_log_tables
+
+    logger = logging.getLogger(f"rlearn.test.logshow.file.{tmp_path.name}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(tmp_path / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+    logger.addHandler(handler)
+    writer = TableWriter(logger, width=60)
+    writer.write_scalars({"loss_avg": 1.5, "collector/episode_return_avg": -3.0, "throughput/iters_per_sec": 9.0}, 5, 50)
+    logger.warning("something  else happened")
+    writer.write_scalars({"evaluator/episode_return_mean": -2.0}, 5, 50)
+    writer.write_scalars({"loss_avg": None, "collector/episode_return_avg": -1.0, "throughput/iters_per_sec": 8.0}, 10, 100)
+    handler.close()
+    assert parse_log_tables((tmp_path / "run.log").read_text()) == [
+        {"train_iter": "5", "envstep": "50", "loss_avg": "1.5", "collector/episode_return_avg": "-3",
+         "throughput/iters_per_sec": "9"},
+        {"train_iter": "5", "envstep": "50", "evaluator/episode_return_mean": "-2"},
+        {"train_iter": "10", "envstep": "100", "loss_avg": "-", "collector/episode_return_avg": "-1",
+         "throughput/iters_per_sec": "8"},
+    ]

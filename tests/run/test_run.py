@@ -19,6 +19,8 @@ from rlearn.hooks import Hook
 from rlearn.checkpoint import read_checkpoint
 from rlearn.run import EPISODES_PER_WINDOW, Trainer, episode_window, train
 
+from rlearn.writers.table import parse_log_tables
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "custom_policy.py")
 
@@ -81,7 +83,7 @@ def test_off_policy_outputs(tmp_path):
     result = train(td3_cfg(), work_dir=tmp_path)
     assert (result.train_iter, result.envstep) == (41, 60)
     points = scalars(tmp_path / "tb")
-    # a table every 10 iterations, plus one at the end for the last partial window
+    # a table every 10 iterations, plus one at the end (its window ends at iteration 41)
     assert steps(points["learner_iter/critic_loss_avg"]) == [10, 20, 30, 40, 41]
     # the periodic actor loss (every 2nd iteration) is there too
     assert steps(points["learner_iter/actor_loss_avg"]) == [10, 20, 30, 40, 41]
@@ -101,9 +103,10 @@ def test_off_policy_outputs(tmp_path):
     log = result.log_file.read_text()
     assert "evaluation at envstep 30 (train_iter 11): episode_return " in log
     # the evaluation table (written by the TableWriter): train_iter, envstep and the result, names across
-    assert "evaluator at train_iter 11\n" in log
-    assert re.search(r"\|\s+train_iter \|\s+envstep \|\s+evaluator/episode_return_mean \|", log)
-    assert re.search(r"\|\s+11 \|\s+30 \|\s+-?[0-9.]+ \|", log)
+    assert "evaluator at train_iter 11  envstep 30\n" in log
+    evaluator = [t for t in parse_log_tables(log) if "evaluator/episode_return_mean" in t]
+    assert [(t["train_iter"], t["envstep"]) for t in evaluator] == [("11", "30"), ("41", "60")]
+    assert re.fullmatch(r"-?[0-9.]+", evaluator[0]["evaluator/episode_return_mean"])
     assert f"tensorboard --logdir {tmp_path / 'tb'}" in log
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["best.pt", "iteration_25.pt", "iteration_41.pt",
                                                                       "latest.pt"]
@@ -338,8 +341,8 @@ def test_default_work_dir_is_not_reused(tmp_path, monkeypatch):
     assert second.work_dir == Path("work_dirs/reinforce_cartpole_2")
     assert "work_dirs/reinforce_cartpole already holds a run: this new run writes to work_dirs/reinforce_cartpole_2" in (
         second.log_file.read_text())
-    resumed = train(reinforce_cfg("train.max_env_steps=64"), resume=True)  # resumes the default one
-    assert resumed.work_dir == first.work_dir and resumed.train_iter == 2
+    resumed = train(reinforce_cfg("train.max_env_steps=64"), resume=True)  # resumes the most recent one
+    assert resumed.work_dir == second.work_dir and resumed.train_iter == 2
 
 
 def test_custom_cfg_shows_episode_return_mean_and_max_over_different_windows(tmp_path):

@@ -62,7 +62,7 @@ def test_merge_single_rank_exact_times_metadata_and_counters(tmp_path):
         ("learner/iteration", "learner", 3 * MS, 9 * MS, {"iter": 0}),
         ("learner/forward", "learner", 3 * MS + 500, 5 * MS),
         ("learner/backward", "learner", 5 * MS, 8 * MS),
-    ], counters=[("env_steps_per_s", 9 * MS, 250.5)])
+    ], counters=[("throughput/env_steps_per_sec", 9 * MS, 250.5)])
     result = merge_work_dir(tmp_path)
     trace = result.trace
     assert check_trace(trace) is None
@@ -79,7 +79,7 @@ def test_merge_single_rank_exact_times_metadata_and_counters(tmp_path):
     assert (by_name["learner/forward"]["ts"], by_name["learner/forward"]["dur"]) == (2000.5, 1999.5)
     assert {e["tid"] for e in x_events(trace, cat="learner")} == {3}  # nested spans stay on one lane
     counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
-    assert counters == [{"ph": "C", "name": "env_steps_per_s", "pid": 1, "ts": 8000.0, "args": {"value": 250.5}}]
+    assert counters == [{"ph": "C", "name": "throughput/env_steps_per_sec", "pid": 1, "ts": 8000.0, "args": {"value": 250.5}}]
     assert "host0" in trace["otherData"]["rank 0"]
 
 

@@ -41,7 +41,7 @@ def test_off_span_is_one_shared_noop():
     assert first is second is trace.NOOP_SPAN
     with first as entered:
         assert entered is trace.NOOP_SPAN
-    trace.counter("env_steps_per_s", 1.0)  # no-op, no error
+    trace.counter("throughput/env_steps_per_sec", 1.0)  # no-op, no error
     trace.flush()
 
 
@@ -135,14 +135,14 @@ def test_numpy_and_tensor_args_and_counters_are_converted(tmp_path):
     trace.enable(tmp_path)
     with trace.span("learner/forward", batch=np.int64(256), loss=torch.tensor(0.5), lr=np.float32(0.25)):
         pass
-    trace.counter("env_steps_per_s", np.float64(1234.5))
-    trace.counter("train_iters_per_s", torch.tensor([12]))
+    trace.counter("throughput/env_steps_per_sec", np.float64(1234.5))
+    trace.counter("throughput/iters_per_sec", torch.tensor([12]))
     trace.counter("int_counter", 3)
     trace.disable()
     _, span_record, c1, c2, c3 = lines(tmp_path)
     assert span_record["args"] == {"batch": 256, "loss": 0.5, "lr": 0.25}
-    assert (c1["name"], c1["value"]) == ("env_steps_per_s", 1234.5)
-    assert (c2["name"], c2["value"]) == ("train_iters_per_s", 12.0)
+    assert (c1["name"], c1["value"]) == ("throughput/env_steps_per_sec", 1234.5)
+    assert (c2["name"], c2["value"]) == ("throughput/iters_per_sec", 12.0)
     assert c3["value"] == 3.0 and c1["t"] <= c2["t"] <= c3["t"]
 
 
@@ -169,8 +169,8 @@ def test_bad_names_and_counter_values_raise(tmp_path):
         trace.span("x", lane=3)
     with pytest.raises(TypeError, match="must be strings"):
         trace.span(["x"])
-    with pytest.raises(ValueError, match="counter 'env_steps_per_s': value is not finite"):
-        trace.counter("env_steps_per_s", float("inf"))
+    with pytest.raises(ValueError, match="counter .throughput/env_steps_per_sec.: value is not finite"):
+        trace.counter("throughput/env_steps_per_sec", float("inf"))
     with pytest.raises(TypeError, match="counter 'fps': value must be a real number, got str"):
         trace.counter("fps", "fast")
     with pytest.raises(TypeError, match="counter 'fps'"):
@@ -404,3 +404,19 @@ def test_fast_arg_encoding_matches_json(tmp_path):
         check()
     finally:
         tracer.close()
+
+
+def test_counter_sample_at_a_given_time(tmp_path):
+    """A rate measured over an interval is stamped at the interval's start (a viewer holds a counter's
+    value from its sample to the next); a time in the future or not an int is refused, naming the counter."""
+    from rlearn.trace.recorder import MONOTONIC_CLOCK
+
+    trace.enable(tmp_path)
+    start = MONOTONIC_CLOCK()
+    trace.counter("throughput/iters_per_sec", 4.0, start)
+    for bad in (MONOTONIC_CLOCK() + 10**12, 1.5, True):
+        with pytest.raises(ValueError, match="counter 'throughput/iters_per_sec': t must be"):
+            trace.counter("throughput/iters_per_sec", 4.0, bad)
+    trace.disable()
+    counters = [r for r in lines(tmp_path) if r["type"] == "counter"]
+    assert [(c["name"], c["t"], c["value"]) for c in counters] == [("throughput/iters_per_sec", start, 4.0)]

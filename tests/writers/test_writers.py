@@ -9,6 +9,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlearn.writers import TableWriter, TensorBoardWriter, Writer, tb_tags
+from rlearn.writers.table import parse_table
 
 
 def read_scalars(logdir) -> Dict[str, List[tuple]]:
@@ -18,13 +19,7 @@ def read_scalars(logdir) -> Dict[str, List[tuple]]:
 
 
 def parse_tables(text):
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    cells = {}
-    for header, values in zip(rows[0::2], rows[1::2]):
-        names = [c.strip() for c in header.strip("|").split("|")]
-        vals = [c.strip() for c in values.strip("|").split("|")]
-        cells.update(zip(names, vals))
-    return cells
+    return parse_table(text)
 
 
 class Keep(logging.Handler):
@@ -78,13 +73,13 @@ def test_table_writer_columns_dash_and_heading():
     writer = TableWriter(logger, width=200)
     writer.write_scalars({"loss_avg": 5.5, "aux_avg": None, "loss_nonfinite": 2, "collector/epsilon_avg": 0.25}, 10, 70)
     message = handler.messages[-1]
-    assert message.startswith("train_iter 10\n")
+    assert message.startswith("train_iter 10  envstep 70\n")
     cells = parse_tables(message)
-    assert list(cells) == ["train_iter", "envstep", "loss_avg", "aux_avg", "loss_nonfinite", "collector/epsilon_avg"]
-    assert list(cells.values()) == ["10", "70", "5.5", "-", "2", "0.25"]
+    assert list(cells) == ["train_iter", "envstep", "loss_avg", "loss_nonfinite", "aux_avg", "collector/epsilon_avg"]
+    assert list(cells.values()) == ["10", "70", "5.5", "2", "-", "0.25"]
     assert writer.last_table in message
     writer.write_scalars({"evaluator/episode_return_mean": -1.5, "evaluator/episode_return_std": 0.5}, 11, 30)
-    assert handler.messages[-1].startswith("evaluator at train_iter 11\n")
+    assert handler.messages[-1].startswith("evaluator at train_iter 11  envstep 30\n")
     assert parse_tables(handler.messages[-1])["evaluator/episode_return_mean"] == "-1.5"
     writer.write_text("config", "lr = 0.1", 3)
     assert handler.messages[-1] == "config (train_iter 3)\nlr = 0.1"
@@ -175,8 +170,9 @@ def test_a_writer_of_ones_own_receives_the_learners_logs(tmp_path):
     first = rows.rows[0][2]
     assert list(first)[:2] == ["throughput/iters_per_sec", "throughput/env_steps_per_sec"]
     assert {k: first[k] for k in ("loss_avg", "aux_avg", "never_avg")} == {"loss_avg": 3.0, "aux_avg": 105.0, "never_avg": None}
-    table = parse_tables([m for m in handler.messages if m.startswith("train_iter 5")][0])
-    assert list(table)[2:] == list(first)
+    table = parse_tables([m for m in handler.messages if m.startswith("train_iter 5 ")][0])
+    throughput = [k for k in first if k.startswith("throughput/")]
+    assert list(table)[2:] == [k for k in first if k not in throughput] + throughput  # grouped, throughput last
     assert rows.rows[-1] == (10, "note", "done")
     with pytest.raises(TypeError, match="Writer instances"):
         BaseLearner(PeriodicPolicy(None, None, None), writers=[object()])
