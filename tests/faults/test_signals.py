@@ -32,7 +32,8 @@ helpers = _load_helpers()
 
 
 def _table_at(log: Path, train_iter: int) -> bool:
-    return log.exists() and f"train_iter {train_iter}\n" in log.read_text()
+    # the learner table's heading: "... INFO - train_iter 10  envstep 80"
+    return log.exists() and re.search(rf"- train_iter {train_iter}  envstep \d+\n", log.read_text()) is not None
 
 
 # ------------------------------------------------------------------------------ one process: SIGTERM
