@@ -395,9 +395,9 @@ def test_final_log_asks_for_the_window_ending_at_the_last_iteration(tmp_path):
     assert seen == [2] and values["value_avg"] is not None and hook.logs == 1
 
 
-def test_final_log_covers_only_the_iterations_since_the_previous_log(tmp_path):
-    """A run that stops 2 iterations after a log (2000 -> 2001 in a real TD3 run) must not log a copy of
-    that log: the final log averages those 2 iterations; a key with a window longer than freq keeps it."""
+def test_final_log_covers_exactly_its_window_after_the_loop(tmp_path):
+    """A run that stops 2 iterations after a log (2000 -> 2001 in a real TD3 run): the final log's windows
+    end at the last iteration and hold exactly their size (issue 16), a longer per-key window included."""
     learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=5,
                                                                   monitor_windows={"slow": 20}), work_dir=tmp_path)
     learner.declare_monitor_vars(["slow"])
@@ -409,13 +409,12 @@ def test_final_log_covers_only_the_iterations_since_the_previous_log(tmp_path):
         learner.train(None, envstep=10 * i)
     before = learner.monitor.state_dict()
     values = hook.final_log(learner)  # what the run's _final_log calls after the loop (12 % 5 != 0)
-    assert values["value_avg"] == 11.5  # iterations 11 and 12 only (the log at 10 covered 6..10)
+    assert values["value_avg"] == 10.0  # iterations 8..12: the whole 5-iteration window
     assert values["slow_avg"] == pytest.approx(sum(range(1, 13)) / 12)  # its own 20-iteration window
-    assert learner.monitor.state_dict() == before  # the checkpoint after it keeps the full windows
-    assert learner.monitor.avg("value") == 10.5  # its own window after the loop: ticks 9..13 (13 is empty)
+    assert learner.monitor.state_dict() == before  # logging changes no window
     learner.call_hook("after_run")
     got = read_scalars(tmp_path / "tb")
-    assert got["learner_iter/value_avg"] == [(5, 3.0), (10, 8.0), (12, 11.5)]
+    assert got["learner_iter/value_avg"] == [(5, 3.0), (10, 8.0), (12, 10.0)]
 
 
 class FakeClock:

@@ -36,7 +36,9 @@ def test_resume_without_work_dir_continues_the_most_recent_run(tmp_path, monkeyp
     cfg = load_config("td3_pendulum")
     _checkpoint(Path("work_dirs/td3_pendulum"), 1_000)
     _checkpoint(Path("work_dirs/td3_pendulum_2"), 2_000)
-    assert choose_work_dir(cfg, None, True) == WorkDir(Path("work_dirs/td3_pendulum_2"))
+    dirs = choose_work_dir(cfg, None, True)
+    dirs.release()  # rank 0 locks the directory it resumes
+    assert (dirs.path, dirs.moved_from) == (Path("work_dirs/td3_pendulum_2"), None)
     seen = []  # ranks > 0 take rank 0's choice
     chosen = choose_work_dir(cfg, None, True, rank=1, broadcast=lambda obj: seen.append(obj) or Path("w/r0"))
-    assert seen == [None] and chosen == WorkDir(Path("w/r0"))
+    assert seen == [None] and chosen == WorkDir(Path("w/r0")) and chosen.lock is None

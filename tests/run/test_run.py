@@ -374,5 +374,7 @@ def test_custom_cfg_shows_episode_return_mean_and_max_over_different_windows(tmp
         so_far = [r for tick, r in recorded if tick <= log_iter - 1][-100:]
         assert mean == pytest.approx(sum(in_window) / len(in_window), rel=1e-6)
         assert maximum == pytest.approx(max(so_far), rel=1e-6)
-    log_text = (tmp_path / f"{cfg['exp_name']}.log").read_text()
-    assert "collector/episode_return_max100" in log_text and "collector/episode_return_avg" in log_text
+    tables = [table for table in parse_log_tables((tmp_path / f"{cfg['exp_name']}.log").read_text())
+              if "collector/episode_return_max100" in table]
+    assert [table["train_iter"] for table in tables] == ["3", "6"]
+    assert float(tables[-1]["collector/episode_return_max100"]) == pytest.approx(maxima[-1][1], rel=1e-4)
