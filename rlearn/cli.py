@@ -20,6 +20,7 @@ from rlearn import __version__
 COMMANDS = {
     "train": "rlearn.commands.train",
     "trace": "rlearn.commands.trace",
+    "plot": "rlearn.commands.plot",
 }
 
 
