@@ -106,15 +106,20 @@ class TrackingWriter(Writer, abc.ABC):
         atomic_write_bytes(path, json.dumps(state).encode("utf-8"), tmp_prefix=f".{path.name}.")
         self._saved = self._logged
 
+    def _restore_logged(self) -> None:
+        """Resume: the run id (unless the checkpoint gave one) and the last position the earlier process
+        logged, from ``<kind>_run.json``."""
+        saved = self._read_state_file()
+        if self.run_id is None:
+            self.run_id = saved.get("run_id")
+        if saved.get("run_id") == self.run_id and saved.get("logged") and self._logged is None:
+            self._logged = tuple(int(v) for v in saved["logged"])  # type: ignore[assignment]
+
     def _ensure_started(self) -> None:
         if self._started:
             return
         if self._resuming:
-            saved = self._read_state_file()
-            if self.run_id is None:
-                self.run_id = saved.get("run_id")
-            if saved.get("run_id") == self.run_id and saved.get("logged") and self._logged is None:
-                self._logged = tuple(int(v) for v in saved["logged"])  # type: ignore[assignment]
+            self._restore_logged()
         run_id = self.run_id if self._resuming else None
         self.run_id = self._start(run_id, self._config)
         self._started = True
@@ -177,6 +182,7 @@ class TrackingWriter(Writer, abc.ABC):
     def rewind(self, step_iter: int, step_env: int) -> None:
         """Resume: continue the same run, skipping the rows already logged (see the module doc)."""
         self._resuming = True
+        self._restore_logged()
 
 
 def require(module: str, extra: str) -> Any:

@@ -41,7 +41,7 @@ class WandbWriter(TrackingWriter):
         super().__init__(work_dir, logger)
         require("wandb", "wandb")  # fail when the run is built, not at its first log
         self.project, self.entity, self.group, self.mode = project, entity, group, mode
-        self.name = name if name is not None else (self.work_dir.name if self.work_dir is not None else None)
+        self.run_name = name if name is not None else (self.work_dir.name if self.work_dir is not None else None)
         self.tags = list(tags) if tags else None
         self.dir = dir
         self.init_kwargs = init_kwargs
@@ -49,12 +49,12 @@ class WandbWriter(TrackingWriter):
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
         wandb = require("wandb", "wandb")
-        directory = self.dir
-        if directory is None and not os.environ.get("WANDB_DIR") and self.work_dir is not None:
-            directory = str(self.work_dir)
+        # read WANDB_DIR at each start: wandb reads it once per process
+        directory = self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
+        if directory is not None:
             os.makedirs(directory, exist_ok=True)
         self.run = wandb.init(
-            project=self.project, entity=self.entity, name=self.name, group=self.group, tags=self.tags,
+            project=self.project, entity=self.entity, name=self.run_name, group=self.group, tags=self.tags,
             mode=self.mode, dir=directory, id=run_id, resume="allow" if run_id else None,
             config=dict(config) if config is not None else None, reinit="create_new", **self.init_kwargs,
         )
