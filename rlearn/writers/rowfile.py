@@ -23,6 +23,8 @@ __all__ = ["RowFileWriter", "Row", "plain_number", "FIRST_COLUMNS"]
 
 #: one row: column name -> number
 Row = Dict[str, Union[int, float]]
+#: the last write's scalars and its wall time (see RowFileWriter._time_of)
+_LAST_WRITE: Optional[Tuple[Mapping[str, Any], float]] = None
 #: the columns every row starts with
 FIRST_COLUMNS = ("train_iter", "envstep", "time")
 
@@ -110,10 +112,20 @@ class RowFileWriter(Writer, abc.ABC):
         if was_open:
             self._open()
 
+    def _time_of(self, scalars: Mapping[str, ScalarValue]) -> float:
+        """The wall time of one write: the same for every row writer the learner hands the same ``scalars``
+        to (the learner passes one mapping to all its writers), so JSONL and CSV rows agree exactly."""
+        global _LAST_WRITE
+        if self.clock is not time.time:
+            return round(float(self.clock()), 6)
+        if _LAST_WRITE is None or _LAST_WRITE[0] is not scalars:
+            _LAST_WRITE = (scalars, round(time.time(), 6))
+        return _LAST_WRITE[1]
+
     # ---------------------------------------------------------------------------------------- Writer
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Append one row: ``train_iter``, ``envstep``, ``time``, then every value that is not None."""
-        row: Row = {"train_iter": int(step_iter), "envstep": int(step_env), "time": round(float(self.clock()), 6)}
+        row: Row = {"train_iter": int(step_iter), "envstep": int(step_env), "time": self._time_of(scalars)}
         for name, value in scalars.items():
             if value is not None and name not in row:
                 row[name] = plain_number(value)
