@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlearn.commands.plot import PlotError, Run, aggregate, group_runs, load_run, prepare_curves, series
+from rlearn.commands.plot import PlotError, aggregate, group_runs, load_run, prepare_curves, series
 from rlearn.config import dump_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import logging
-from pathlib import Path
-from typing import List
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
