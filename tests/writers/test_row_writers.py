@@ -138,6 +138,22 @@ def test_jsonl_rewind_without_state_uses_train_iter_and_open_repairs_a_damaged_t
     assert [r["train_iter"] for r in read_jsonl(path)] == [10, 20, 20, 40]
 
 
+def test_row_writer_fsyncs_at_checkpoints_and_close_not_at_every_log(tmp_path, monkeypatch):
+    import rlearn.writers.rowfile as rowfile
+
+    synced = []
+    monkeypatch.setattr(rowfile.os, "fsync", lambda fd: synced.append(fd))
+    writer = JsonlWriter(tmp_path / "m.jsonl", clock=Clock())
+    write_all(writer)  # four writes, each flushed
+    assert synced == []
+    assert writer.state_dict() == {"rows": 4} and len(synced) == 1  # a checkpoint asks for the state
+    writer.FSYNC_EVERY_S = 0.0
+    write_all(writer, WRITES[:1])
+    assert len(synced) == 2
+    writer.close()
+    assert len(synced) == 3
+
+
 # --------------------------------------------------------------------------------------------- CSV
 def test_csv_header_grows_and_missing_values_are_empty(tmp_path):
     path = tmp_path / "metrics.csv"
