@@ -226,6 +226,36 @@ def test_tensorboard_config_text_and_hparams_in_the_same_run_dir(tmp_path):
     assert [(e.step, e.value) for e in acc.Scalars("hparams/evaluator/episode_return_mean")] == [(5, -150.5)]
 
 
+def test_tensorboards_hparams_backend_sees_one_session_per_run_dir(tmp_path):
+    """What the HParams tab reads, through TensorBoard's own hparams backend over ``--logdir work_dirs``."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import backend_context
+
+    for name, lr in [("a", 0.001), ("b", 0.01)]:
+        writer = TensorBoardWriter(tmp_path / name / "tb")
+        writer.write_scalars({"loss_avg": 1.0}, 5, 50)
+        writer.write_hparams({"seed": 0, "policy.lr": lr}, {"evaluator/episode_return_mean": -100.0 * lr}, 5)
+        writer.close()
+    mux = plugin_event_multiplexer.EventMultiplexer()
+    mux.AddRunsFromDirectory(str(tmp_path))
+    mux.Reload()
+    provider = data_provider.MultiplexerDataProvider(mux, str(tmp_path))
+    ctx = backend_context.Context(base_plugin.TBContext(logdir=str(tmp_path), multiplexer=mux, data_provider=provider))
+    request = context.RequestContext()
+    sessions = ctx.hparams_metadata(request, "")
+    assert sorted(sessions) == ["a/tb", "b/tb"]  # the runs themselves, no sub-runs
+    assert all("_hparams_/session_start_info" in tags for tags in sessions.values())
+    experiment = ctx.experiment_from_metadata(request, "", True, sessions,
+                                              ctx.hparams_from_data_provider(request, "", limit=None))
+    assert sorted(h.name for h in experiment.hparam_infos) == ["policy.lr", "seed"]
+    assert [m.name.tag for m in experiment.metric_infos] == ["hparams/evaluator/episode_return_mean"]
+    last = ctx.read_last_scalars(request, "", None)
+    assert last["a/tb"]["hparams/evaluator/episode_return_mean"].value == pytest.approx(-0.1)
+    assert last["b/tb"]["hparams/evaluator/episode_return_mean"].value == pytest.approx(-1.0)
+
+
 def test_tensorboard_rewind_drops_the_hparams_of_the_earlier_end(tmp_path):
     writer = TensorBoardWriter(tmp_path / "tb")
     writer.write_scalars({"loss_avg": 1.0}, 5, 50)
