@@ -18,7 +18,10 @@ def wandb_records(wandb_dir: Path, run_id: str) -> Tuple[List[Dict[str, Any]], D
     in the order they ran. History rows leave out W&B's own ``_step``, ``_timestamp`` and ``_runtime``."""
     datastore = pytest.importorskip("wandb.sdk.internal.datastore",
                                     reason="this wandb has no DataStore to read offline run files")
+    import wandb
     from wandb.proto import wandb_internal_pb2
+
+    wandb.teardown()  # wait until W&B's service process has written everything (it writes asynchronously)
 
     files = sorted(Path(wandb_dir).glob(f"wandb/offline-run-*-{run_id}*/run-{run_id}.wandb"))  # a session started in the same second as the one before gets a -1 suffix
     assert files, f"no offline run files of {run_id} under {wandb_dir}"
