@@ -21,6 +21,7 @@ COMMANDS = {
     "train": "rlearn.commands.train",
     "trace": "rlearn.commands.trace",
     "eval": "rlearn.commands.eval",
+    "plot": "rlearn.commands.plot",
 }
 
 

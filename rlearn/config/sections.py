@@ -46,6 +46,12 @@ def _hook_list(v: list) -> Optional[str]:
     return None
 
 
+def _writer_list(v: list) -> Optional[str]:
+    from rlearn.writers.build import check_writer_specs
+
+    return check_writer_specs(v)
+
+
 def _dict_list(v: list) -> Optional[str]:
     for i, item in enumerate(v):
         if not isinstance(item, Mapping):
@@ -161,6 +167,11 @@ class LearnerSection:
         [], "extra hooks as dicts, e.g. `dict(type=\"LRSchedulerHook\", scheduler=dict(type=\"StepLR\", "
         "step_size=1000, gamma=0.5), warmup=\"linear\", warmup_iters=500)`; see [hooks.md](hooks.md)",
         check=_hook_list)
+    writers: List[Any] = option(
+        ["table", "tensorboard", "jsonl"], "where every logged number goes: `\"table\"` (the log), "
+        "`\"tensorboard\"` (`tb/`), `\"jsonl\"` (`metrics.jsonl`), `\"csv\"` (`metrics.csv`), `\"wandb\"`, "
+        "`\"mlflow\"` (optional extras); an item may be a dict with options, e.g. `dict(type=\"wandb\", "
+        "project=\"pendulum\", mode=\"offline\")`. See [writers.md](writers.md)", check=_writer_list)
     log_processor: LogProcessorSection = section(LogProcessorSection)
 
 

@@ -52,10 +52,11 @@ class BaseLearner(MetricPath, HookManager):
         work_dir: where ``tb/`` (TensorBoard) and ``ckpt/`` (checkpoints) go; None keeps nothing on disk.
         logger: where tables and warnings go (default: ``rlearn.logging.get_logger()``).
         rank, world_size: this process's place in a distributed run; only rank 0 writes (by default).
-        writers: where the metric path ends (see docs/writers.md). None: on rank 0 a
-            :class:`~rlearn.writers.TableWriter` into ``logger`` and, with a ``work_dir``, a
-            :class:`~rlearn.writers.TensorBoardWriter` into ``<work_dir>/tb``; no writer on other ranks.
-            A list is used as given, on every rank.
+        writers: where the metric path ends (see docs/writers.md). None: on rank 0 the writers the
+            ``writers`` config key names (default: a :class:`~rlearn.writers.TableWriter` into ``logger`` and,
+            with a ``work_dir``, a :class:`~rlearn.writers.TensorBoardWriter` into ``<work_dir>/tb`` and a
+            :class:`~rlearn.writers.JsonlWriter` into ``<work_dir>/metrics.jsonl``); no writer on other
+            ranks. A list is used as given, on every rank.
 
     Attributes:
         train_iter: completed train iterations.
@@ -102,6 +103,8 @@ class BaseLearner(MetricPath, HookManager):
             raise LearnerConfigError(f"learner.log_processor.{exc}") from exc
         self.statistics.prepare(self.monitor)  # last_n rings and since-start sums fill from the first value
         self.writers: List[Writer] = list(writers) if writers is not None else self._default_writers()
+        #: writers disabled after an error: name -> the error (see MetricPath._call_writers)
+        self.failed_writers: Dict[str, str] = {}
         for writer in self.writers:
             if not isinstance(writer, Writer):
                 raise TypeError(f"learner writers must be rlearn.writers.Writer instances, got {type(writer).__name__}")
@@ -279,8 +282,7 @@ class BaseLearner(MetricPath, HookManager):
                 raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
             path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
         path = Path(path)
-        for writer in self.writers:
-            writer.flush()
+        self._call_writers("flush")
         checkpoint = self.checkpoint_dict()
         self.call_hook("before_save_checkpoint", checkpoint)
         data = ckpt.serialize_checkpoint(checkpoint)
@@ -355,8 +357,7 @@ class BaseLearner(MetricPath, HookManager):
                 apply(f"writer {name}", lambda w=writer, n=name: w.load_state_dict(writer_states[n]))
         self._publish_info()
         if rewind_tensorboard:
-            for writer in self.writers:
-                writer.rewind(self.train_iter, self.envstep)
+            self._call_writers("rewind", self.train_iter, self.envstep)
         self.call_hook("after_load_checkpoint", checkpoint)
         self.logger.info(
             "resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep

@@ -18,10 +18,38 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.distributed import WindowStat, all_gather_object, is_distributed, merge_window_stats
-from rlearn.writers import TableWriter, TensorBoardWriter, Writer
+from rlearn.writers import Writer, build_writers
 from rlearn.writers.base import ScalarValue
 
-__all__ = ["MetricPath"]
+__all__ = ["MetricPath", "call_writers"]
+
+
+def call_writers(owner: Any, method: str, *args: Any) -> None:
+    """``writer.<method>(*args)`` on every writer of ``owner.writers``.
+
+    A writer that raises (a full disk, a tracking service's error) is reported once on ``owner.logger``,
+    by name, with the error and its traceback, closed as far as it can be, removed from ``owner.writers``
+    and listed in ``owner.failed_writers`` (name -> error); the run and the other writers go on. Only
+    ``Exception`` is caught: Ctrl-C still stops the run.
+    """
+    for writer in list(owner.writers):
+        try:
+            getattr(writer, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - any writer error: disable that writer only
+            if writer in owner.writers:
+                owner.writers.remove(writer)
+            failed = getattr(owner, "failed_writers", None)
+            if failed is not None:
+                failed[writer.name] = f"{type(exc).__name__}: {exc}"
+            owner.logger.error(
+                "writer %s failed in %s (%s: %s): it is disabled for the rest of this run; training and the "
+                "other writers go on (the checkpoints still hold every number's state)", writer.name, method,
+                type(exc).__name__, exc, exc_info=exc,
+            )
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - it already failed; release what can be released
+                pass
 
 
 class MetricPath:
@@ -140,12 +168,14 @@ class MetricPath:
 
     # ------------------------------------------------------------------------------------ metric path
     def _default_writers(self) -> List[Writer]:
+        """The writers ``learner.writers`` names (rank 0 only; file writers only with a work dir)."""
         if self.rank != 0:
             return []
-        writers: List[Writer] = [TableWriter(self.logger)]
-        if self.work_dir is not None:
-            writers.append(TensorBoardWriter(self.work_dir / "tb", logger=self.logger))
-        return writers
+        return build_writers(self.cfg["writers"], self.work_dir, self.logger)
+
+    def _call_writers(self, method: str, *args: Any) -> None:
+        """``writer.<method>(*args)`` on every writer, disabling one that fails (:func:`call_writers`)."""
+        call_writers(self, method, *args)
 
     def last_tick(self) -> int:
         """The monitor tick of the last completed iteration: the current tick inside ``after_iter`` hooks,
@@ -215,21 +245,40 @@ class MetricPath:
         (``step_iter``, ``step_env``), default (``train_iter``, ``envstep``), and flush them."""
         step_iter = self.train_iter if step_iter is None else step_iter
         step_env = self.envstep if step_env is None else step_env
-        for writer in self.writers:
-            writer.write_scalars(scalars, step_iter, step_env)
-            writer.flush()
+        call_writers(self, "write_scalars", scalars, step_iter, step_env)
+        call_writers(self, "flush")
 
     def write_text(self, tag: str, text: str, step_iter: Optional[int] = None) -> None:
         """Hand a text to every writer at ``step_iter`` (default ``train_iter``)."""
         step_iter = self.train_iter if step_iter is None else step_iter
-        for writer in self.writers:
-            writer.write_text(tag, text, step_iter)
-            writer.flush()
+        self._call_writers("write_text", tag, text, step_iter)
+        self._call_writers("flush")
+
+    def write_config(self, config: Optional[Mapping[str, Any]] = None, step_iter: Optional[int] = None) -> None:
+        """Hand the run's resolved config (default :attr:`run_config`) to every writer (TensorBoard text,
+        W&B config, MLflow parameters); the run calls it when it starts or resumes."""
+        config = self.run_config if config is None else config
+        if config is None:
+            return
+        step_iter = self.train_iter if step_iter is None else step_iter
+        self._call_writers("write_config", config, step_iter)
+        self._call_writers("flush")
+
+    def write_hparams(self, metrics: Mapping[str, float], hparams: Optional[Mapping[str, Any]] = None) -> None:
+        """Hand the hyper-parameters (default: :attr:`run_config` flattened to dotted keys) and the run's
+        final ``metrics`` to every writer (TensorBoard's HParams tab); the run calls it when it ends."""
+        if hparams is None:
+            if self.run_config is None:
+                return
+            from rlearn.config import flatten
+
+            hparams = flatten(self.run_config)
+        self._call_writers("write_hparams", hparams, dict(metrics), self.train_iter)
+        self._call_writers("flush")
 
     def close(self) -> None:
         """Close every writer (a later write opens new files)."""
-        for writer in self.writers:
-            writer.close()
+        self._call_writers("close")
 
     def _stateful_writers(self) -> Dict[str, Writer]:
         named: Dict[str, Writer] = {}

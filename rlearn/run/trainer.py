@@ -208,6 +208,7 @@ class Trainer:
                 self.logger.warning("--resume: continuing from %s, the newest valid checkpoint", self.resume_path)
             self._resume()
             self._write_config()  # only now: a refused resume leaves config.py as it was
+        learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
         self.logger.info(
             "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
             self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
@@ -235,6 +236,8 @@ class Trainer:
                     self.eval_hook.evaluate_at_end(learner)
                     bar.update(self.envstep, self.eval_hook.last_return)
             self._final_log()
+            if stop_reason != INTERRUPTED and self.eval_hook.state.last_result:  # TensorBoard's HParams tab
+                learner.write_hparams({"evaluator/episode_return_mean": self.eval_hook.state.last_result["episode_return_mean"]})
             if self.distributed:
                 check_ranks_agree(self.policy, self.logger, self.rank, self.world_size)
             if stop_reason == INTERRUPTED:

@@ -45,6 +45,17 @@ class Writer(abc.ABC):
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """Write a piece of text (a config, a note) under ``tag`` at train iteration ``step_iter``."""
 
+    def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
+        """Record the run's resolved config (called when a run starts or resumes). Default: nothing.
+
+        ``config`` is the nested dict of :func:`rlearn.config.load_config`; TensorBoard shows it as text,
+        W&B and MLflow record it as the run's config / parameters."""
+
+    def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
+        """Record the run's hyper-parameters (flat ``{"policy.lr": 0.001, ...}``, values bool, number or
+        str) with its final ``metrics`` (``{"evaluator/episode_return_mean": ...}``), once when a run ends,
+        so that runs can be compared side by side (TensorBoard's HParams tab). Default: nothing."""
+
     def flush(self) -> None:
         """Make everything written so far durable (called by the learner after each write)."""
 

@@ -267,6 +267,7 @@ def rewind_event_files(
     points: Optional[Mapping[str, List[int]]] = None,
     skip: Tuple[Union[str, os.PathLike], ...] = (),
     logger: Optional[logging.Logger] = None,
+    drop_prefixes: Tuple[str, ...] = (),
 ) -> RewindReport:
     """Remove from the event files under ``logdir`` every point written after a checkpoint.
 
@@ -283,7 +284,9 @@ def rewind_event_files(
     error) is dropped too, and the valid records after it are kept: each is counted in the report and
     warned about on ``logger``. A file that changes is replaced atomically (temporary file in
     the same directory, fsync, rename); unchanged files are not touched. ``skip`` lists files to leave
-    alone (the event file the current writer has open).
+    alone (the event file the current writer has open). Every value whose tag starts with one of
+    ``drop_prefixes`` is dropped whatever its step (the HParams summaries, rewritten when the resumed run
+    ends).
     """
     points = points or {}
     skipped = {Path(p).resolve() for p in skip}
@@ -291,6 +294,8 @@ def rewind_event_files(
     report = RewindReport()
 
     def keep(tag: str, step: int) -> bool:
+        if drop_prefixes and tag.startswith(drop_prefixes):
+            return False
         entry = points.get(tag)
         if entry is not None:
             last_step, count = int(entry[0]), int(entry[1])

@@ -25,7 +25,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from rlearn.writers.base import ScalarValue, Writer
 from rlearn.writers.tb_events import PointTable, RewindReport, TBWriter, rewind_event_files
 
-__all__ = ["TensorBoardWriter", "tb_tags"]
+__all__ = ["TensorBoardWriter", "tb_tags", "HPARAMS_METRIC_PREFIX"]
+
+#: the HParams metrics are the scalars ``hparams/<name>`` (``hparams/evaluator/episode_return_mean``)
+HPARAMS_METRIC_PREFIX = "hparams/"
 
 
 def tb_tags(name: str) -> Tuple[str, str]:
@@ -81,6 +84,36 @@ class TensorBoardWriter(Writer):
         """A TensorBoard text summary (the TEXT dashboard) at step ``step_iter``."""
         self._open().add_text(tag, text, step_iter)
 
+    def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
+        """The resolved config as the text summary ``config`` (TEXT dashboard) at step ``step_iter``, one key
+        per line as in ``<work_dir>/config.py``."""
+        from rlearn.config import format_config
+
+        text = format_config(config, comments=False)
+        self._open().add_text("config", "\n".join("    " + line for line in text.splitlines()), step_iter)
+
+    def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
+        """An HParams session in this run's own directory (not a sub-run), so that ``tensorboard --logdir``
+        over several work dirs lists one row per run in the HParams tab.
+
+        Writes the plugin's experiment, session-start (``hparams``; values that are not bool, number or
+        str are written as their ``repr``) and session-end summaries, and each metric as the scalar
+        ``hparams/<name>`` at ``step_iter`` (the HParams tab reads a metric's last value). A resumed run
+        drops these in :meth:`rewind` and writes them again when it ends.
+        """
+        from tensorboardX.summary import hparams as hparams_summaries
+
+        clean: Dict[str, Any] = {}
+        for name, value in hparams.items():
+            clean[name] = value if isinstance(value, (bool, int, float, str)) else repr(value)
+        tags = {name: f"{HPARAMS_METRIC_PREFIX}{name}" for name in metrics}
+        experiment, start, end = hparams_summaries(clean, {tags[name]: value for name, value in metrics.items()})
+        writer = self._open()
+        for summary in (experiment, start, end):
+            writer.file_writer.add_summary(summary, step_iter)
+        for name, value in metrics.items():
+            writer.add_scalar(tags[name], value, step_iter)
+
     def flush(self) -> None:
         """Write buffered events and fsync the event file."""
         if self._writer is not None:
@@ -107,6 +140,9 @@ class TensorBoardWriter(Writer):
         point counts of :meth:`load_state_dict` (see :func:`~rlearn.writers.tb_events.rewind_event_files`);
         the file this writer has open is left alone."""
         current = self.event_file
+        for tag in [tag for tag in self.points if tag.startswith(HPARAMS_METRIC_PREFIX)]:
+            del self.points[tag]
         return rewind_event_files(
-            self.logdir, step_iter, step_env, points=self.points, skip=(current,) if current else (), logger=self.logger
+            self.logdir, step_iter, step_env, points=self.points, skip=(current,) if current else (), logger=self.logger,
+            drop_prefixes=("_hparams_/", HPARAMS_METRIC_PREFIX),
         )

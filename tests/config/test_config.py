@@ -37,7 +37,7 @@ def test_defaults_fill_every_framework_key():
     cfg = resolve_config(minimal())
     assert cfg["train"] == {"max_env_steps": 100_000, "collect_steps": 1, "updates_per_step": 1.0}
     assert cfg["learner"] == {"log_freq": 100, "monitor_window": None, "monitor_windows": {}, "strict": False, "hooks": [],
-                              "log_processor": {"custom_cfg": []}}
+                              "writers": ["table", "tensorboard", "jsonl"], "log_processor": {"custom_cfg": []}}
     assert cfg["eval"] == {"freq": 10_000, "episodes": 10, "num_envs": 1, "stop_value": None, "patience": None,
                            "save_best": True, "video": False, "video_freq": None}
     assert cfg["checkpoint"] == {"freq": 10_000, "keep": 3}

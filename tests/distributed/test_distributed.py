@@ -188,7 +188,7 @@ def test_two_processes_end_to_end_with_torchrun(tmp_path):
     text0 = log0.read_text()
     assert "stop_value reached" in text0 and "parameters identical on all 2 ranks (net, net_target)" in text0
     assert "never been reported" not in text0
-    assert sorted(p.name for p in work_dir.iterdir()) == ["ckpt", "config.py", "evaluations.jsonl", "probe.log",
+    assert sorted(p.name for p in work_dir.iterdir()) == ["ckpt", "config.py", "evaluations.jsonl", "metrics.jsonl", "probe.log",
                                                           "probe_rank1.log", "tb", "trace"]
 
     events = [p for p in work_dir.rglob("*") if "tfevents" in p.name]

@@ -70,7 +70,7 @@ def test_config_defaults_and_unknown_keys():
         make({"log_frq": 10, "x": 1})
     assert str(info.value) == (
         "unknown config key 'learner.log_frq'; did you mean 'learner.log_freq'? (keys at 'learner': hooks, log_freq, "
-        "log_processor, monitor_window, monitor_windows, strict); also unknown: 'learner.x'"
+        "log_processor, monitor_window, monitor_windows, strict, writers); also unknown: 'learner.x'"
     )
     assert isinstance(info.value, ConfigError)
 
@@ -325,10 +325,11 @@ def rows_writer():
 
 
 def test_default_writers_by_rank_and_work_dir(tmp_path):
-    from rlearn.writers import TableWriter, TensorBoardWriter
+    from rlearn.writers import JsonlWriter, TableWriter, TensorBoardWriter
 
-    assert [type(w) for w in make(work_dir=tmp_path).writers] == [TableWriter, TensorBoardWriter]
+    assert [type(w) for w in make(work_dir=tmp_path).writers] == [TableWriter, TensorBoardWriter, JsonlWriter]
     assert make(work_dir=tmp_path).writers[1].logdir == tmp_path / "tb"
+    assert make(work_dir=tmp_path).writers[2].path == tmp_path / "metrics.jsonl"
     assert [type(w) for w in make().writers] == [TableWriter]
     assert make(work_dir=tmp_path, rank=1, world_size=2).writers == []
 
@@ -439,7 +440,8 @@ def test_writer_state_in_checkpoints_and_legacy_tb_points(tmp_path):
     learner.log_metrics()
     path = learner.save_checkpoint()
     saved = torch.load(path, weights_only=False)["learner"]["writers"]
-    assert list(saved) == ["TensorBoardWriter"]
+    assert list(saved) == ["TensorBoardWriter", "JsonlWriter"]
+    assert saved["JsonlWriter"] == {"rows": 1}
     assert saved["TensorBoardWriter"]["points"]["learner_iter/loss_avg"] == [1, 1]
     assert saved["TensorBoardWriter"]["points"]["learner_step/loss_avg"] == [5, 1]
 

@@ -1,0 +1,282 @@
+"""``rlearn plot WORK_DIR... [-o curves.png] [--key KEY] [--x envstep|iter|time]``: learning curves as a PNG.
+
+Reads each work dir's ``metrics.jsonl`` (:class:`rlearn.writers.JsonlWriter`) and draws one line per group
+of runs: runs whose ``config.py`` is the same apart from ``seed`` and ``exp_name`` (seeds of one
+experiment) form a group, drawn as the mean over its runs with a shaded band (min to max over the runs by
+default, ``--band std`` for mean +- one standard deviation, ``--band none``). The data preparation is
+:func:`prepare_curves` (tested on its own); :func:`plot_curves` only draws.
+
+Alignment across the runs of a group: the x values of the curve are the union of the runs' x values; each
+run contributes at an x inside its own range, linearly interpolated between its two nearest points (exact
+at its own points), and nothing outside it, so a run that stopped early or started late does not drag the
+mean. Rows without the key (an evaluation key in a periodic log row) are skipped. See docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+HELP = "plot learning curves from work dirs' metrics.jsonl (mean and band over seeds) into a PNG"
+
+#: ``--x`` choices -> the metrics.jsonl column
+X_COLUMNS = {"envstep": "envstep", "iter": "train_iter", "time": "time"}
+X_LABELS = {"envstep": "env steps", "iter": "train iterations", "time": "wall time"}
+DEFAULT_KEY = "evaluator/episode_return_mean"
+#: config keys that do not make two runs different experiments
+DEFAULT_IGNORED = ("seed", "exp_name")
+
+EPILOG = """\
+examples:
+  rlearn plot work_dirs/td3_pendulum                           # one run, evaluation return over env steps
+  rlearn plot work_dirs/td3_s0 work_dirs/td3_s1 work_dirs/td3_s2 -o td3.png
+  rlearn plot work_dirs/* --key collector/episode_return_avg --x iter --band std
+"""
+
+
+class PlotError(ValueError):
+    """A work dir or key that cannot be plotted; the message names it."""
+
+
+# ------------------------------------------------------------------------------------------- data
+@dataclass
+class Run:
+    """One work dir: its name, its config (None without ``config.py``) and its ``metrics.jsonl`` rows."""
+
+    path: Path
+    name: str
+    config: Optional[Dict[str, Any]]
+    rows: List[Dict[str, Any]]
+
+
+@dataclass
+class Curve:
+    """One line of the plot: a group of runs aggregated at the x values ``x``.
+
+    ``mean``, ``low`` and ``high`` (the band) and ``count`` (how many runs contribute at each x) have the
+    length of ``x``; ``runs`` names the work dirs of the group.
+    """
+
+    label: str
+    x: List[float]
+    mean: List[float]
+    low: List[float]
+    high: List[float]
+    count: List[int]
+    runs: List[str] = field(default_factory=list)
+
+
+def load_run(work_dir: Path) -> Run:
+    """Read ``<work_dir>/metrics.jsonl`` and ``<work_dir>/config.py`` (PlotError when there is no metrics file)."""
+    from rlearn.writers.jsonl import read_jsonl
+
+    work_dir = Path(work_dir)
+    metrics = work_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        raise PlotError(f"{work_dir}: no metrics.jsonl (is it a work dir of a run with the 'jsonl' writer?)")
+    config = None
+    config_file = work_dir / "config.py"
+    if config_file.is_file():
+        try:
+            config = dict(runpy.run_path(str(config_file))["config"])
+        except Exception as exc:  # noqa: BLE001 - a broken config only loses the grouping
+            print(f"rlearn plot: warning: {config_file} could not be read ({exc}); the run is plotted on its own",
+                  file=sys.stderr)
+    name = str(config.get("exp_name")) if config and config.get("exp_name") else work_dir.name
+    return Run(work_dir, name, config, read_jsonl(metrics))
+
+
+def series(rows: Sequence[Mapping[str, Any]], key: str, x: str = "envstep") -> Tuple[List[float], List[float]]:
+    """The ``(xs, ys)`` of ``key`` in a run's rows, sorted by x: rows without ``key`` (or with a non-finite
+    value) are skipped; of several rows at the same x the last one counts; ``x="time"`` is seconds since
+    the run's first row."""
+    column = X_COLUMNS[x]
+    points: Dict[float, float] = {}
+    start = None
+    for row in rows:
+        if start is None and column in row:
+            start = float(row[column])
+        value = row.get(key)
+        if value is None or column not in row or not math.isfinite(float(value)):
+            continue
+        at = float(row[column]) - (start if x == "time" else 0.0)
+        points[at] = float(value)
+    xs = sorted(points)
+    return xs, [points[v] for v in xs]
+
+
+def _interp(xs: List[float], ys: List[float], at: float) -> Optional[float]:
+    """``ys`` at ``at``, linear between neighbours; None outside ``[xs[0], xs[-1]]``."""
+    import bisect
+
+    if not xs or at < xs[0] or at > xs[-1]:
+        return None
+    i = bisect.bisect_left(xs, at)
+    if xs[i] == at:
+        return ys[i]
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (at - x0) / (x1 - x0)
+
+
+def aggregate(runs: Sequence[Tuple[List[float], List[float]]], band: str = "minmax") -> Tuple[List[float], ...]:
+    """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)`` series (see the module doc for the
+    alignment). ``band``: ``minmax`` (low = min, high = max over the runs at each x), ``std`` (mean -+ the
+    population standard deviation) or ``none`` (low = high = mean)."""
+    grid = sorted({v for xs, _ in runs for v in xs})
+    out: Tuple[List[float], ...] = ([], [], [], [], [])
+    for at in grid:
+        values = [v for v in (_interp(xs, ys, at) for xs, ys in runs) if v is not None]
+        mean = sum(values) / len(values)
+        if band == "minmax":
+            low, high = min(values), max(values)
+        elif band == "std":
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+            low, high = mean - std, mean + std
+        else:
+            low = high = mean
+        for column, value in zip(out, (at, mean, low, high, len(values))):
+            column.append(value)
+    return out
+
+
+def _flat(config: Optional[Mapping[str, Any]], ignored: Sequence[str]) -> Optional[Dict[str, Any]]:
+    if config is None:
+        return None
+    from rlearn.config import flatten
+
+    flat = flatten(config)
+    return {k: v for k, v in flat.items() if k not in ignored and not any(k.startswith(f"{i}.") for i in ignored)}
+
+
+def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) -> List[Tuple[str, List[Run]]]:
+    """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label:
+    with one group the runs' name (exp_name); with several, the config values that tell the groups apart
+    (``policy.lr=0.001``); a run without ``config.py`` is a group of its own named after its directory."""
+    groups: Dict[str, List[Run]] = {}
+    flats: Dict[str, Optional[Dict[str, Any]]] = {}
+    for run in runs:
+        flat = _flat(run.config, ignored)
+        ident = json.dumps(flat, sort_keys=True, default=repr) if flat is not None else f"dir:{run.path}"
+        groups.setdefault(ident, []).append(run)
+        flats[ident] = flat
+    known = [flat for flat in flats.values() if flat is not None]
+    differing = sorted({k for flat in known for k in flat if any(other.get(k, object()) != flat.get(k) for other in known)})
+    labelled = []
+    for ident, members in groups.items():
+        flat = flats[ident]
+        if flat is None:
+            label = members[0].path.name
+        elif len(groups) == 1 or not differing:
+            names = sorted({run.name for run in members})
+            label = names[0] if len(names) == 1 else ", ".join(names)
+        else:
+            label = ", ".join(f"{k}={flat.get(k, '-')}" for k in differing)
+            if len(label) > 70:
+                label = label[:67] + "..."
+        labelled.append((label, members))
+    return labelled
+
+
+def prepare_curves(runs: Sequence[Run], key: str = DEFAULT_KEY, x: str = "envstep", band: str = "minmax",
+                   ignored: Sequence[str] = DEFAULT_IGNORED) -> Tuple[List[Curve], List[str]]:
+    """The curves to draw and the warnings (runs left out because they never logged ``key``).
+
+    Raises PlotError naming the key and the keys that exist when no run has ``key``.
+    """
+    if x not in X_COLUMNS:
+        raise PlotError(f"--x must be one of {', '.join(X_COLUMNS)}, got {x!r}")
+    curves: List[Curve] = []
+    warnings: List[str] = []
+    for label, members in group_runs(runs, ignored):
+        data = []
+        names = []
+        for run in members:
+            xs, ys = series(run.rows, key, x)
+            if not xs:
+                warnings.append(f"{run.path}: no value of {key!r} in metrics.jsonl; left out")
+                continue
+            data.append((xs, ys))
+            names.append(str(run.path))
+        if not data:
+            continue
+        grid, mean, low, high, count = aggregate(data, band)
+        if len(data) > 1:
+            label = f"{label} ({len(data)} runs)"
+        curves.append(Curve(label, grid, mean, low, high, count, names))
+    if not curves:
+        keys = sorted({k for run in runs for row in run.rows for k in row if k not in ("train_iter", "envstep", "time")})
+        raise PlotError(f"no run has a value of {key!r}; keys in these metrics.jsonl: {', '.join(keys) or '(none)'}")
+    return curves, warnings
+
+
+# ------------------------------------------------------------------------------------------- drawing
+def _time_unit(curves: Sequence[Curve]) -> Tuple[float, str]:
+    longest = max((c.x[-1] for c in curves if c.x), default=0.0)
+    if longest >= 2 * 3600:
+        return 3600.0, "h"
+    if longest >= 120:
+        return 60.0, "min"
+    return 1.0, "s"
+
+
+def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Optional[str] = None) -> Path:
+    """Draw ``curves`` (mean line and band) into the PNG ``out``; returns ``out``."""
+    from matplotlib.figure import Figure
+
+    scale, unit = _time_unit(curves) if x == "time" else (1.0, "")
+    fig = Figure(figsize=(7.5, 4.5), dpi=120, layout="constrained")
+    ax = fig.add_subplot()
+    for curve in curves:
+        xs = [v / scale for v in curve.x]
+        (line,) = ax.plot(xs, curve.mean, label=curve.label, linewidth=1.8)
+        if any(lo != hi for lo, hi in zip(curve.low, curve.high)):
+            ax.fill_between(xs, curve.low, curve.high, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel(X_LABELS[x] + (f" ({unit})" if unit else ""))
+    ax.set_ylabel(key)
+    ax.set_title(title or key)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- command
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``rlearn plot`` (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("work_dirs", nargs="+", metavar="WORK_DIR", help="work dirs holding a metrics.jsonl")
+    parser.add_argument("-o", "--output", default="curves.png", metavar="PNG", help="the image (default: curves.png)")
+    parser.add_argument("--key", default=DEFAULT_KEY, help=f"the metric to plot (default: {DEFAULT_KEY})")
+    parser.add_argument("--x", choices=list(X_COLUMNS), default="envstep",
+                        help="x axis: env steps, train iterations or wall time since the run's first log "
+                             "(default: envstep)")
+    parser.add_argument("--band", choices=["minmax", "std", "none"], default="minmax",
+                        help="shaded band over the runs of a group: min to max (default), mean +- std, or none")
+    parser.add_argument("--ignore", action="extend", nargs="+", default=[], metavar="KEY",
+                        help="more config keys that do not tell experiments apart (seed and exp_name never do)")
+    parser.add_argument("--title", default=None, help="the plot's title (default: the key)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the runs, prepare the curves, draw the PNG; exit code 2 for a bad work dir or key."""
+    try:
+        runs = [load_run(Path(d)) for d in args.work_dirs]
+        curves, warnings = prepare_curves(runs, args.key, args.x, args.band, DEFAULT_IGNORED + tuple(args.ignore))
+    except PlotError as exc:
+        print(f"rlearn plot: error: {exc}", file=sys.stderr)
+        return 2
+    for warning in warnings:
+        print(f"rlearn plot: warning: {warning}", file=sys.stderr)
+    out = plot_curves(curves, args.key, args.x, Path(args.output), args.title)
+    print(f"wrote {out}: {args.key} over {X_LABELS[args.x]}, " + "; ".join(
+        f"{c.label}" + ("" if len(c.runs) > 1 else f" ({c.runs[0]})") for c in curves))
+    return 0

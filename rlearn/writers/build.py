@@ -1,0 +1,92 @@
+"""Building the writers a config names: ``learner.writers = ["table", "tensorboard", "jsonl"]``.
+
+An item is a writer name or a dict ``dict(type=NAME, **options)`` (``dict(type="wandb", project="pendulum",
+mode="offline")``). Names: ``table`` (:class:`TableWriter` into the logger), ``tensorboard``
+(:class:`TensorBoardWriter`, ``<work_dir>/tb``), ``jsonl`` (:class:`JsonlWriter`,
+``<work_dir>/metrics.jsonl``), ``csv`` (:class:`CsvWriter`, ``<work_dir>/metrics.csv``), ``wandb``
+(:class:`WandbWriter`) and ``mlflow`` (:class:`MlflowWriter`). Writers of files are left out when the
+learner has no work dir.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from rlearn.writers.base import Writer
+
+__all__ = ["WRITER_NAMES", "DEFAULT_WRITERS", "build_writer", "build_writers", "check_writer_specs"]
+
+#: the writers a config can name
+WRITER_NAMES = ("table", "tensorboard", "jsonl", "csv", "wandb", "mlflow")
+#: ``learner.writers`` by default
+DEFAULT_WRITERS = ("table", "tensorboard", "jsonl")
+#: writers that need a work dir (left out without one)
+_FILE_WRITERS = ("tensorboard", "jsonl", "csv")
+
+
+def check_writer_specs(specs: Any) -> Optional[str]:
+    """None if ``specs`` is a valid ``learner.writers`` list, else what is wrong (for the config check)."""
+    if not isinstance(specs, (list, tuple)):
+        return f"must be a list of writer names ({', '.join(WRITER_NAMES)}) or dicts with a 'type'"
+    for index, spec in enumerate(specs):
+        name = spec.get("type") if isinstance(spec, Mapping) else spec
+        if name not in WRITER_NAMES:
+            return (f"item {index} ({spec!r}) is not a writer: use one of {', '.join(WRITER_NAMES)}, or a dict "
+                    "dict(type=NAME, **options)")
+    return None
+
+
+def _factories() -> Dict[str, Callable[..., Writer]]:
+    from rlearn.writers.csv_file import CsvWriter
+    from rlearn.writers.jsonl import JsonlWriter
+    from rlearn.writers.table import TableWriter
+    from rlearn.writers.tensorboard import TensorBoardWriter
+
+    def wandb(work_dir, logger, **options):
+        from rlearn.writers.wandb_writer import WandbWriter
+
+        return WandbWriter(work_dir, logger=logger, **options)
+
+    def mlflow(work_dir, logger, **options):
+        from rlearn.writers.mlflow_writer import MlflowWriter
+
+        return MlflowWriter(work_dir, logger=logger, **options)
+
+    return {
+        "table": lambda work_dir, logger, **options: TableWriter(logger, **options),
+        "tensorboard": lambda work_dir, logger, **options: TensorBoardWriter(work_dir / "tb", logger=logger, **options),
+        "jsonl": lambda work_dir, logger, **options: JsonlWriter(work_dir / "metrics.jsonl", logger=logger, **options),
+        "csv": lambda work_dir, logger, **options: CsvWriter(work_dir / "metrics.csv", logger=logger, **options),
+        "wandb": wandb,
+        "mlflow": mlflow,
+    }
+
+
+def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path], logger: logging.Logger) -> Optional[Writer]:
+    """One writer from a name or ``dict(type=NAME, **options)``; None for a file writer without a work dir.
+
+    Raises ValueError naming the item for an unknown name, TypeError for options the writer does not take,
+    and :class:`~rlearn.writers.tracking.MissingExtraError` (a ConfigError) when the writer's package is
+    not installed.
+    """
+    options = dict(spec) if isinstance(spec, Mapping) else {"type": spec}
+    name = options.pop("type", None)
+    problem = check_writer_specs([name])
+    if problem is not None:
+        raise ValueError(f"learner.writers: {spec!r} is not a writer: use one of {', '.join(WRITER_NAMES)}")
+    if work_dir is None and name in _FILE_WRITERS:
+        return None
+    try:
+        return _factories()[name](Path(work_dir) if work_dir is not None else None, logger, **options)
+    except TypeError as exc:
+        raise TypeError(f"learner.writers: bad options for the {name!r} writer {options}: {exc}") from exc
+
+
+def build_writers(specs: Sequence[Union[str, Mapping[str, Any]]], work_dir: Union[str, Path, None],
+                  logger: logging.Logger) -> List[Writer]:
+    """The writers of ``specs`` in order (see :func:`build_writer`)."""
+    work_dir = Path(work_dir) if work_dir is not None else None
+    writers = [build_writer(spec, work_dir, logger) for spec in specs]
+    return [writer for writer in writers if writer is not None]

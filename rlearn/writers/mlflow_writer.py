@@ -1,0 +1,101 @@
+"""``MlflowWriter``: MLflow tracking (``pip install 'rlearn[mlflow]'``).
+
+Every value is a metric at ``step = train_iter`` under its final name (``loss_avg``,
+``evaluator/episode_return_mean``); the env-step axis is the metric ``envstep``, also at ``step =
+train_iter``, logged once per distinct (train_iter, envstep). So ``MlflowClient.get_metric_history(run,
+"envstep")`` maps every train iteration to its env step, and any metric's env-step curve is its history
+joined with that one on ``step``. Each point's timestamp is the wall clock of the write. The resolved
+config is logged as parameters (dotted keys, ``policy.lr``; lists and dicts as JSON). On resume the same run
+continues (run id in the checkpoint and in ``<work_dir>/mlflow_run.json``; see
+:mod:`rlearn.writers.tracking`); parameters already logged keep their value (MLflow cannot change them), a
+changed one is warned about by name.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+from rlearn.writers.tracking import TrackingWriter, flat_params, require
+
+__all__ = ["MlflowWriter"]
+
+#: MLflow refuses more parameters than this in one log_batch
+_PARAMS_PER_BATCH = 100
+#: nor longer parameter values than this
+_PARAM_VALUE_LIMIT = 6000
+
+
+class MlflowWriter(TrackingWriter):
+    """Logs to an MLflow run (see the module doc).
+
+    Args:
+        work_dir: where ``mlflow_run.json`` is kept.
+        tracking_uri: the MLflow tracking server or store (``http://...``, ``sqlite:///mlflow.db``,
+            ``file:/path/mlruns``); None: MLflow's default (``MLFLOW_TRACKING_URI``).
+        experiment_name: the MLflow experiment (created if missing).
+        run_name: the run's name (default: the work dir's name).
+        tags: extra run tags.
+    """
+
+    kind = "mlflow"
+
+    def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None,
+                 tracking_uri: Optional[str] = None, experiment_name: str = "rlearn", run_name: Optional[str] = None,
+                 tags: Optional[Mapping[str, str]] = None) -> None:
+        super().__init__(work_dir, logger)
+        require("mlflow", "mlflow")
+        self.tracking_uri = tracking_uri
+        self.experiment_name = experiment_name
+        self.run_name = run_name if run_name is not None else (self.work_dir.name if self.work_dir is not None else None)
+        self.tags = dict(tags or {})
+        self.client: Any = None
+        self._last_axes: Optional[tuple] = None
+
+    def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        if run_id is not None:
+            self.client.update_run(run_id, status="RUNNING")
+        else:
+            experiment = self.client.get_experiment_by_name(self.experiment_name)
+            experiment_id = (experiment.experiment_id if experiment is not None
+                             else self.client.create_experiment(self.experiment_name))
+            run = self.client.create_run(experiment_id, run_name=self.run_name, tags=self.tags)
+            run_id = run.info.run_id
+        self.run_id = run_id
+        if config is not None:
+            self._log_config(config)
+        return run_id
+
+    def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int) -> None:
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        metrics: List[Any] = []
+        if self._last_axes != (step_iter, step_env):
+            metrics.append(Metric("envstep", float(step_env), stamp, step_iter))
+            self._last_axes = (step_iter, step_env)
+        metrics.extend(Metric(name, float(value), stamp, step_iter) for name, value in row.items())
+        for start in range(0, len(metrics), 1000):
+            self.client.log_batch(self.run_id, metrics=metrics[start : start + 1000])
+
+    def _log_config(self, config: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        wanted = {key: value[:_PARAM_VALUE_LIMIT] for key, value in flat_params(config).items()}
+        existing = self.client.get_run(self.run_id).data.params
+        changed = sorted(key for key, value in wanted.items() if key in existing and existing[key] != value)
+        if changed and self.logger is not None:
+            self.logger.warning("MlflowWriter: run %s keeps its logged value of parameter(s) %s (MLflow cannot "
+                                "change a parameter); this run's values are in <work_dir>/config.py",
+                                self.run_id, ", ".join(changed))
+        params = [Param(key, value) for key, value in wanted.items() if key not in existing]
+        for start in range(0, len(params), _PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=params[start : start + _PARAMS_PER_BATCH])
+
+    def _finish(self) -> None:
+        if self.client is not None and self.run_id is not None:
+            self.client.set_terminated(self.run_id)

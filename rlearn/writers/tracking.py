@@ -1,0 +1,209 @@
+"""``TrackingWriter``: the shared part of the experiment-tracking writers (W&B, MLflow).
+
+A tracking service keeps one *run* per training run. The writer starts it at its first write, or, when the
+training run resumes from a checkpoint, continues the same run: the run id is kept in the checkpoint (the
+writer's :meth:`~TrackingWriter.state_dict`) and in ``<work_dir>/<kind>_run.json`` with the position of the
+last row logged.
+
+Such services cannot delete points, so a resume cannot rewind them as the TensorBoard and JSON-lines
+writers do. Instead, on resume the rows that the earlier process had already logged are not logged again:
+a row is identified by its position ``(train_iter, envstep, k)`` (``k``: its index among the rows written
+at that same train iteration and env step), and rows at or before the last logged position are skipped.
+The run so has no duplicate and no missing point; between the checkpoint and the crash it keeps the numbers
+the earlier process measured (the same as the resumed run's when the run is deterministic).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+from rlearn.config.errors import ConfigError
+from rlearn.fileio import atomic_write_bytes
+from rlearn.writers.base import ScalarValue, Writer
+from rlearn.writers.rowfile import plain_number
+
+__all__ = ["TrackingWriter", "MissingExtraError"]
+
+Position = Tuple[int, int, int]
+
+
+class MissingExtraError(ConfigError):
+    """The package a configured writer needs is not installed; the message says which extra to install (a
+    :class:`rlearn.config.ConfigError`: ``rlearn train`` prints it as one line)."""
+
+
+class TrackingWriter(Writer, abc.ABC):
+    """Starts or continues one tracking run and logs each write as one row (see the module doc).
+
+    Subclasses implement :meth:`_start` (start or continue the run, returning its id), :meth:`_log_row`,
+    :meth:`_log_config` and :meth:`_finish`.
+
+    Args:
+        work_dir: where ``<kind>_run.json`` is kept (None: only the checkpoint holds the run id).
+        logger: where the writer says which run it started or continued.
+    """
+
+    #: short name of the service: ``wandb``, ``mlflow`` (the state file is ``<work_dir>/<kind>_run.json``)
+    kind = "tracking"
+
+    def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None) -> None:
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.logger = logger
+        #: the run's id once started (or restored from a checkpoint)
+        self.run_id: Optional[str] = None
+        self._resuming = False
+        self._started = False
+        self._config: Optional[Mapping[str, Any]] = None
+        self._logged: Optional[Position] = None  # last position logged to the service
+        self._saved: Optional[Position] = None  # the position in the state file
+        self._at: Tuple[int, int] = (-1, -1)
+        self._k = 0
+
+    # ----------------------------------------------------------------------------------- subclass API
+    @abc.abstractmethod
+    def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
+        """Start a new run (``run_id`` None) or continue run ``run_id``; return the run's id."""
+
+    @abc.abstractmethod
+    def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int) -> None:
+        """Log the values of one write (None values already removed)."""
+
+    @abc.abstractmethod
+    def _log_config(self, config: Mapping[str, Any]) -> None:
+        """Record the resolved config in the started run."""
+
+    @abc.abstractmethod
+    def _finish(self) -> None:
+        """End the run in this process (the service marks it finished)."""
+
+    # ----------------------------------------------------------------------------------- run state
+    @property
+    def state_file(self) -> Optional[Path]:
+        """``<work_dir>/<kind>_run.json``: ``{"run_id": ..., "logged": [train_iter, envstep, k]}``."""
+        return None if self.work_dir is None else self.work_dir / f"{self.kind}_run.json"
+
+    def _read_state_file(self) -> Dict[str, Any]:
+        path = self.state_file
+        if path is None or not path.exists():
+            return {}
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def _save_state_file(self) -> None:
+        path = self.state_file
+        if path is None or self.run_id is None:
+            return
+        if path.exists() and self._saved == self._logged:
+            return
+        state = {"run_id": self.run_id, "logged": list(self._logged) if self._logged else None}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, json.dumps(state).encode("utf-8"), tmp_prefix=f".{path.name}.")
+        self._saved = self._logged
+
+    def _restore_logged(self) -> None:
+        """Resume: the run id (unless the checkpoint gave one) and the last position the earlier process
+        logged, from ``<kind>_run.json``."""
+        saved = self._read_state_file()
+        if self.run_id is None:
+            self.run_id = saved.get("run_id")
+        if saved.get("run_id") == self.run_id and saved.get("logged") and self._logged is None:
+            self._logged = tuple(int(v) for v in saved["logged"])  # type: ignore[assignment]
+
+    def _ensure_started(self) -> None:
+        if self._started:
+            return
+        if self._resuming:
+            self._restore_logged()
+        run_id = self.run_id if self._resuming else None
+        self.run_id = self._start(run_id, self._config)
+        self._started = True
+        if self.logger is not None:
+            self.logger.info("%s: %s run %s", type(self).__name__, "continuing" if run_id else "started", self.run_id)
+        self._saved = None
+        self._save_state_file()
+
+    # ---------------------------------------------------------------------------------------- Writer
+    def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
+        """Log one row (values that are not None) unless an earlier process already logged this position."""
+        at = (int(step_iter), int(step_env))
+        self._k = self._k + 1 if at == self._at else 0
+        self._at = at
+        position = (at[0], at[1], self._k)
+        if self._logged is not None and position <= self._logged:
+            return  # logged before the resume
+        row = {name: plain_number(value) for name, value in scalars.items() if value is not None}
+        self._ensure_started()
+        self._log_row(row, at[0], at[1])
+        self._logged = position
+
+    def write_text(self, tag: str, text: str, step_iter: int) -> None:
+        """Nothing (the config goes through :meth:`write_config`)."""
+
+    def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
+        """Record ``config`` as the run's config (starting the run if needed)."""
+        self._config = config
+        if self._started:
+            self._log_config(config)
+        else:
+            self._ensure_started()  # the config goes with the start
+
+    def flush(self) -> None:
+        """Keep ``<kind>_run.json`` up to date with the last position logged."""
+        if self._started:
+            self._save_state_file()
+
+    def close(self) -> None:
+        """Finish the run in this process (a later write continues it)."""
+        if self._started:
+            self._save_state_file()
+            self._started = False
+            self._resuming = True
+            self._finish()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run a resumed training run continues and
+        the position of the last row written."""
+        return {"run_id": self.run_id, "at": [self._at[0], self._at[1], self._k]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue run ``state["run_id"]``, counting positions from the checkpoint's."""
+        if state.get("run_id"):
+            self.run_id = str(state["run_id"])
+        if state.get("at"):
+            self._at, self._k = (int(state["at"][0]), int(state["at"][1])), int(state["at"][2])
+        self._resuming = True
+
+    def rewind(self, step_iter: int, step_env: int) -> None:
+        """Resume: continue the same run, skipping the rows already logged (see the module doc)."""
+        self._resuming = True
+        self._restore_logged()
+
+
+def require(module: str, extra: str) -> Any:
+    """Import ``module`` or raise :class:`MissingExtraError` saying ``pip install 'rlearn[<extra>]'``."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"the {extra} writer needs the '{module}' package: pip install 'rlearn[{extra}]'"
+        ) from exc
+
+
+def flat_params(config: Mapping[str, Any]) -> Dict[str, str]:
+    """The config flattened to dotted keys, values as text (lists and dicts as JSON)."""
+    from rlearn.config import flatten
+
+    out: Dict[str, str] = {}
+    for key, value in flatten(config).items():
+        out[key] = value if isinstance(value, str) else json.dumps(value, default=repr)
+    return out
+
+

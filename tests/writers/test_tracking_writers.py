@@ -1,0 +1,124 @@
+"""WandbWriter (offline) and MlflowWriter (local file store), read back with each service's own reader: both
+axes, sparse keys, config, and a resumed run that continues the same run without duplicate or missing
+points. Skipped when the extra is not installed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tracking_readers import mlflow_history, wandb_records  # noqa: E402
+
+WRITES = [
+    ({"loss_avg": 1.5, "aux_avg": None}, 10, 70),
+    ({"loss_avg": 2.25, "aux_avg": 0.125}, 20, 140),
+    ({"evaluator/episode_return_mean": -3.0}, 20, 140),
+    ({"loss_avg": 1.0, "aux_avg": 4.0}, 30, 210),
+]
+CONFIG = {"exp_name": "x", "seed": 1, "policy": {"type": "td3", "lr": 0.001, "hidden_sizes": [16]}}
+
+
+def expected_rows(writes):
+    return [{"train_iter": it, "envstep": env, **{k: v for k, v in s.items() if v is not None}} for s, it, env in writes]
+
+
+@pytest.fixture
+def wandb_env(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_files"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    (tmp_path / "wandb_files").mkdir()
+    return tmp_path / "wandb_files"
+
+
+@pytest.fixture
+def mlflow_uri(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # mlflow >= 3.? keeps the file store behind this switch
+    return (tmp_path / "mlruns").as_uri()
+
+
+def run_writes(writer, writes, flush=True):
+    for scalars, it, env in writes:
+        writer.write_scalars(scalars, it, env)
+        if flush:
+            writer.flush()
+
+
+def test_wandb_offline_rows_axes_and_config(tmp_path, wandb_env):
+    from rlearn.writers.wandb_writer import WandbWriter
+
+    writer = WandbWriter(tmp_path / "work", project="rlearn-test", mode="offline")
+    writer.write_config(CONFIG, 0)
+    run_writes(writer, WRITES)
+    writer.close()
+    rows, config, metrics = wandb_records(wandb_env, writer.run_id)
+    assert rows == expected_rows(WRITES)  # None values absent, both axes in every row
+    assert config["policy"] == {"type": "td3", "lr": 0.001, "hidden_sizes": [16]} and config["seed"] == 1
+    defined = {(m.name or m.glob_name): m.step_metric for m in metrics if not m.expanded_from_glob}
+    assert defined == {"envstep": "", "train_iter": "", "*": "envstep"}
+    state = json.loads((tmp_path / "work" / "wandb_run.json").read_text())
+    assert state == {"run_id": writer.run_id, "logged": [30, 210, 0]}
+
+
+def test_wandb_resume_continues_the_same_run_without_duplicates(tmp_path, wandb_env):
+    from rlearn.writers.wandb_writer import WandbWriter
+
+    first = WandbWriter(tmp_path / "work", mode="offline")
+    run_writes(first, WRITES[:1])
+    checkpoint = first.state_dict()
+    run_writes(first, WRITES[1:3])  # logged after the checkpoint, then the process dies
+    first.close()
+    resumed = WandbWriter(tmp_path / "work", mode="offline")
+    resumed.load_state_dict(checkpoint)
+    resumed.rewind(10, 70)
+    run_writes(resumed, WRITES[1:])  # the resumed run computes the same rows again, then goes on
+    resumed.close()
+    assert resumed.run_id == first.run_id
+    rows, _, _ = wandb_records(wandb_env, first.run_id)
+    assert rows == expected_rows(WRITES)
+
+
+def test_mlflow_file_store_both_axes_params_and_resume(tmp_path, mlflow_uri):
+    from rlearn.writers.mlflow_writer import MlflowWriter
+
+    first = MlflowWriter(tmp_path / "work", tracking_uri=mlflow_uri, experiment_name="rl")
+    first.write_config(CONFIG, 0)
+    run_writes(first, WRITES[:2])
+    checkpoint = first.state_dict()
+    run_writes(first, WRITES[2:3])
+    first.close()
+    history, params, status = mlflow_history(mlflow_uri, first.run_id)
+    assert status == "FINISHED"
+    assert params == {"exp_name": "x", "seed": "1", "policy.type": "td3", "policy.lr": "0.001",
+                      "policy.hidden_sizes": "[16]"}
+
+    resumed = MlflowWriter(tmp_path / "work", tracking_uri=mlflow_uri, experiment_name="rl")
+    resumed.load_state_dict(checkpoint)
+    resumed.rewind(20, 140)
+    resumed.write_config({**CONFIG, "seed": 2}, 20)  # a parameter cannot change: kept, warned about
+    run_writes(resumed, WRITES[2:])
+    resumed.close()
+    assert resumed.run_id == first.run_id
+    history, params, _ = mlflow_history(mlflow_uri, first.run_id)
+    assert params["seed"] == "1"
+    assert history == {
+        "envstep": [(10, 70.0), (20, 140.0), (30, 210.0)],  # step = train_iter, value = envstep
+        "loss_avg": [(10, 1.5), (20, 2.25), (30, 1.0)],
+        "aux_avg": [(20, 0.125), (30, 4.0)],
+        "evaluator/episode_return_mean": [(20, -3.0)],
+    }
+
+
+def test_missing_extra_names_the_pip_command(monkeypatch):
+    from rlearn.writers import MissingExtraError
+    from rlearn.writers.tracking import require
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
+    with pytest.raises(MissingExtraError, match=r"pip install 'rlearn\[wandb\]'"):
+        require("wandb", "wandb")
