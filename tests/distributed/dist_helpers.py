@@ -236,14 +236,18 @@ def _check_regression(rank: int, world: int, manual: bool) -> Dict[str, Any]:
 
 
 def _check_td3(rank: int) -> Dict[str, Any]:
+    """TD3 on different minibatches per rank. Its hand-written backward never runs the DDP wrappers' forward,
+    so the gradient averager must average both networks before every step, warning once per network."""
     from policies.td3 import TD3Policy
 
     obs_space = spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
     act_space = spaces.Box(-2.0, 2.0, (1,), dtype=np.float32)
     policy = TD3Policy({"hidden_sizes": [16, 16], "learning_starts": 0, "batch_size": 8}, obs_space, act_space, seed=7 + rank)
+    before = flat_state(policy.modules())
     policy.setup_distributed()
+    init = flat_state(policy.modules())
     g = torch.Generator().manual_seed(50 + rank)
-    keys = []
+    infos = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(4):
@@ -254,10 +258,14 @@ def _check_td3(rank: int) -> Dict[str, Any]:
                 "next_obs": torch.rand(8, 3, generator=g) * 2 - 1,
                 "terminated": (torch.rand(8, generator=g) < 0.2).float(),
             }
-            keys.append(sorted(policy._forward_learn(batch)))
+            infos.append({k: float(v) for k, v in policy._forward_learn(batch).items()})
             policy._forward_collect(np.zeros((2, 3), dtype=np.float32), envstep=10)
-    return {"after": flat_state(policy.modules()), "keys": keys,
-            "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]}
+    return {"before": before, "init": init, "after": flat_state(policy.modules()),
+            "keys": [sorted(info) for info in infos], "infos": infos,
+            "wrapped": {name: type(getattr(policy, name)).__name__ for name in ("actor", "critic", "actor_target")},
+            "fallback_steps": policy._distributed.averager.fallback_steps,
+            # every Python warning of any category (DDP's C++ reducer notes go to stderr, not here)
+            "warnings": [(w.category.__name__, str(w.message)) for w in caught]}
 
 
 def _check_ppg(rank: int) -> Dict[str, Any]:

@@ -5,10 +5,13 @@ This module does not import torch: asynchronous workers import it to unpickle th
 
 from __future__ import annotations
 
+import itertools
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from gymnasium.utils import seeding
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlearn.env import DEFAULT_ASYNC_CONTEXT, derive_seed, make_env_fn, make_vector_env, observation_dtype, register_env
@@ -34,6 +37,11 @@ class SeededCounterEnv(gym.Env):
 
 
 register_env("RLearnTestVec/Counter-v0", SeededCounterEnv, override=True)
+
+
+def first_reset_u(seed: int) -> float:
+    """u after one reset with ``seed`` (as float32, like the observation)."""
+    return float(SeededCounterEnv().reset(seed=seed)[0][1])
 
 
 def second_reset_u(seed: int) -> float:
@@ -101,14 +109,36 @@ def test_seeded_reset_matches_single_envs_and_action_spaces_are_seeded():
         env_b.close()
 
 
-def test_unseeded_envs_differ_between_builds():
-    a = make_vector_env("RLearnTestVec/Counter-v0", 1)
-    b = make_vector_env("RLearnTestVec/Counter-v0", 1)
+def test_unseeded_envs_differ_between_builds(monkeypatch):
+    """seed=None seeds nothing: every sub-environment (and space) draws its generator from fresh entropy
+    (gymnasium's ``seeding.np_random(None)``), so two builds -- and two sub-environments of one build -- differ.
+    The entropy is replaced here by a counter (1000, 1001, ...), so nothing is left to chance: the builds ask
+    for fresh entropy and for nothing else, and each sub-env observes what its own fresh generator gives."""
+    real_np_random = seeding.np_random
+    fresh = itertools.count(1000)
+    requested = []
+
+    def deterministic_np_random(seed=None):
+        requested.append(seed)
+        return real_np_random(next(fresh) if seed is None else seed)
+
+    monkeypatch.setattr(seeding, "np_random", deterministic_np_random)
+    a = make_vector_env("RLearnTestVec/Counter-v0", 2)
+    b = make_vector_env("RLearnTestVec/Counter-v0", 2)
     try:
-        assert a.reset()[0][0, 1] != b.reset()[0][0, 1]
+        u = a.reset()[0][:, 1].tolist() + b.reset()[0][:, 1].tolist()
+        env_seeds = [env.np_random_seed for env in (*a.envs, *b.envs)]
     finally:
         a.close()
         b.close()
+    assert requested and all(seed is None for seed in requested)  # make_vector_env passed no seed anywhere
+    assert len(set(env_seeds)) == 4 and all(1000 <= seed < 1000 + len(requested) for seed in env_seeds)
+    assert u == [first_reset_u(seed) for seed in env_seeds]
+    assert len(set(u)) == 4
+    # the spy does see seeds when there are some: seed=5 seeds sub-envs 5 and 6 (and their spaces), nothing fresh
+    requested.clear()
+    make_vector_env("RLearnTestVec/Counter-v0", 2, seed=5).close()
+    assert requested and set(requested) == {5, 6}
 
 
 def test_unknown_env_id_names_it_and_suggests_close_ids():

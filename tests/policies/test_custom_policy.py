@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import math
 from pathlib import Path
 
 import gymnasium as gym
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlearn.config import import_file, load_config
+from rlearn.registry import get_policy_class
 from rlearn.run import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +97,69 @@ def test_declares_every_key_and_reports_the_baseline_loss_periodically():
     assert policy.iterations == 6
 
 
+def reference_policy_step(actor, optimizer, baseline, data, cfg):
+    """One REINFORCE iteration written out from the formulas (not the example's code path): returns bootstrapped
+    from V(next_obs), advantage G - V(s), the log-softmax policy-gradient loss with its entropy bonus, one Adam
+    step of ``actor``. Returns (policy_loss, entropy, returns)."""
+    obs = data["obs"].float()
+    with torch.no_grad():
+        next_value = baseline(data["next_obs"].float()).squeeze(-1)
+        returns = torch.tensor(naive_returns(data["reward"].double().numpy(), data["terminated"].numpy(),
+                                             data["truncated"].numpy(), next_value.double().numpy(), cfg["gamma"]),
+                               dtype=torch.float32)
+        advantage = returns - baseline(obs).squeeze(-1)
+    log_probs = torch.log_softmax(actor(obs), -1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    taken = log_probs.gather(-1, data["action"].long().unsqueeze(-1)).squeeze(-1)
+    loss = -(taken * advantage).mean() - cfg["entropy_coef"] * entropy
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item(), entropy.item(), returns
+
+
+def test_reported_numbers_are_recomputed_from_the_data():
+    """Every reported value is the one the batch and the networks give: policy_loss and entropy of each
+    iteration, the actor's Adam step, and the baseline fit's last-epoch MSE on the returns gathered since the
+    previous fit. A policy that ignores its data, or reports fixed numbers, fails here."""
+    policy = make_policy(baseline_every=3, baseline_epochs=4, entropy_coef=0.05)
+    cfg = policy.cfg
+    baseline = copy.deepcopy(policy.baseline)  # only the fit moves it: the same for the 3 iterations before it
+    actor = copy.deepcopy(policy.actor)
+    actor_optimizer = torch.optim.Adam(actor.parameters(), lr=cfg["lr"])
+    gathered_obs, gathered_returns = [], []
+    reported = []
+    for i in range(3):
+        data = fake_rollout(T=5, N=3, seed=10 + i)
+        data["reward"] = torch.randn(5, 3, generator=torch.Generator().manual_seed(20 + i))
+        data["truncated"][3, 2] = 1.0
+        policy_loss, entropy, returns = reference_policy_step(actor, actor_optimizer, baseline, data, cfg)
+        info = policy._forward_learn(data)
+        reported.append(info)
+        assert float(info["policy_loss"]) == pytest.approx(policy_loss, rel=1e-5, abs=1e-6)
+        assert float(info["entropy"]) == pytest.approx(entropy, rel=1e-5)
+        assert 0.0 < float(info["entropy"]) <= math.log(2)
+        for got, want in zip(policy.actor.parameters(), actor.parameters()):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        gathered_obs.append(data["obs"].flatten(0, 1))
+        gathered_returns.append(returns.flatten())
+    # the different batches gave different numbers (a constant policy reports the same ones every time)
+    assert len({float(r["policy_loss"]) for r in reported}) == 3 and len({float(r["entropy"]) for r in reported}) == 3
+
+    # the fit at iteration 3: baseline_epochs Adam steps of MSE(V(s), G) over the 3 gathered rollouts
+    obs, returns = torch.cat(gathered_obs), torch.cat(gathered_returns)
+    optimizer = torch.optim.Adam(baseline.parameters(), lr=cfg["baseline_lr"])
+    for _ in range(cfg["baseline_epochs"]):
+        loss = ((baseline(obs).squeeze(-1) - returns) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert reported[2]["baseline_loss"] == pytest.approx(loss.item(), rel=1e-5)
+    for got, want in zip(policy.baseline.parameters(), baseline.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert policy._fit_obs == [] and policy._fit_returns == []
+
+
 def test_state_round_trip_keeps_the_pending_baseline_data():
     policy = make_policy(baseline_every=3)
     policy._forward_learn(fake_rollout(seed=1))
@@ -125,21 +191,45 @@ def test_refuses_continuous_actions():
 
 
 # ------------------------------------------------------------------------------------- in a run
-def test_both_declared_keys_reach_tensorboard(tmp_path):
+def test_both_declared_keys_reach_tensorboard(tmp_path, monkeypatch):
     cfg = load_config(str(EXAMPLE), [
         "env.num_envs=2", "policy.rollout_steps=8", "policy.hidden=8", "policy.baseline_every=4",
         "train.max_env_steps=128", "learner.log_freq=2", "eval.freq=none", "eval.episodes=1",
     ])
+    # record what the policy reports, to check the points against the exact window means
+    policy_class = get_policy_class("reinforce_demo")
+    forward_learn = policy_class._forward_learn
+    reports = []
+
+    def recording_forward_learn(self, data):
+        info = forward_learn(self, data)
+        reports.append({k: float(v) for k, v in info.items()})
+        return info
+
+    monkeypatch.setattr(policy_class, "_forward_learn", recording_forward_learn)
     train(cfg, work_dir=tmp_path)  # 8 iterations; tables at 2, 4, 6, 8
+    assert len(reports) == 8
     acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
     acc.Reload()
     tags = acc.Tags()["scalars"]
-    assert [e.step for e in acc.Scalars("learner_iter/policy_loss_avg")] == [2, 4, 6, 8]
-    assert [e.step for e in acc.Scalars("learner_iter/entropy_avg")] == [2, 4, 6, 8]
+
+    def window_means(key, window=2):
+        return [np.mean([r[key] for r in reports[end - window:end] if key in r]) for end in (2, 4, 6, 8)
+                if any(key in r for r in reports[end - window:end])]
+
+    for key in ("policy_loss", "entropy"):
+        assert [e.step for e in acc.Scalars(f"learner_iter/{key}_avg")] == [2, 4, 6, 8]
+        assert [e.value for e in acc.Scalars(f"learner_iter/{key}_avg")] == pytest.approx(window_means(key), rel=1e-6)
+    assert len({r["policy_loss"] for r in reports}) == 8  # the numbers came from 8 different rollouts
     # every 4th iteration, window 2: only the tables at 4 and 8 have a value; the others show '-'
     assert [e.step for e in acc.Scalars("learner_iter/baseline_loss_avg")] == [4, 8]
     assert [e.step for e in acc.Scalars("learner_step/baseline_loss_avg")] == [64, 128]
+    baseline_losses = [reports[3]["baseline_loss"], reports[7]["baseline_loss"]]
+    assert window_means("baseline_loss") == baseline_losses
+    assert [e.value for e in acc.Scalars("learner_iter/baseline_loss_avg")] == pytest.approx(baseline_losses, rel=1e-6)
+    assert [e.value for e in acc.Scalars("learner_step/baseline_loss_avg")] == pytest.approx(baseline_losses, rel=1e-6)
     assert "learner_iter/cur_lr_actor_avg" in tags and "learner_iter/cur_lr_baseline_avg" in tags
+    assert [e.value for e in acc.Scalars("learner_iter/cur_lr_actor_avg")] == pytest.approx([3e-3] * 4)
     log = (tmp_path / "reinforce_cartpole.log").read_text()
     assert "never been reported" not in log and "is not declared" not in log
 
