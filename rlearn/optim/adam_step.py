@@ -16,23 +16,88 @@ state exists (the first step creates it), after ``load_state_dict`` or a replace
 are rebuilt, while any optimizer hook is registered, once an LR scheduler has wrapped ``step()`` (it
 counts the calls), and for every configuration other than one param group of fused, non-AMSGrad,
 non-maximising, non-capturable, non-differentiable Adam with a float learning rate.
+
+The direct call uses private torch names (``torch._fused_adam_``, ``torch._foreach_add_``, the optimizer
+module's global hook dicts). So that a torch release that renames or changes them cannot silently change
+training, :func:`direct_step_ok` runs once per process: one direct step of a small network compared
+bit for bit with ``optimizer.step()`` on the running torch. If a name is missing, the call fails or the
+results differ, every :class:`AdamStep` calls ``step()`` (and ``zero_grad()``) instead.
+
+:func:`make_adam` builds the ``torch.optim.Adam`` to use: fused where the running torch has a fused
+kernel for the device (CPU from torch 2.4, CUDA from 2.0), the default implementation otherwise.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+import functools
+from typing import Any, Iterable, List, Optional, Tuple
 
 import torch
 from torch.optim import optimizer as _optimizer_module
 
-__all__ = ["AdamStep"]
+__all__ = ["AdamStep", "make_adam", "fused_adam_supported", "direct_step_ok"]
 
 _STATE_KEYS = ("exp_avg", "exp_avg_sq", "step")
+#: the private torch kernels the direct step calls: (Adam, AdamW-style decoupled weight decay)
+_KERNEL_NAMES = ("_fused_adam_", "_fused_adamw_")
 
 
 def _no_global_hooks() -> bool:
     return not (getattr(_optimizer_module, "_global_optimizer_pre_hooks", None)
                 or getattr(_optimizer_module, "_global_optimizer_post_hooks", None))
+
+
+def _torch_version() -> Tuple[int, int]:
+    """``(major, minor)`` of the running torch (a function, so that tests can pretend another version)."""
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def fused_adam_supported(device: torch.device | str) -> bool:
+    """Whether ``torch.optim.Adam(fused=True)`` works for parameters on ``device`` with the running torch:
+    CUDA (and other accelerators) from torch 2.0, the CPU from torch 2.4."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _torch_version() >= (2, 4)
+    return _torch_version() >= (2, 0)
+
+
+def make_adam(params: Iterable[torch.nn.Parameter], lr: float, device: torch.device | str = "cpu",
+              **kwargs: Any) -> torch.optim.Adam:
+    """``torch.optim.Adam(params, lr, **kwargs)``, fused (one kernel for every parameter) where
+    :func:`fused_adam_supported` says the running torch has the kernel for ``device``."""
+    return torch.optim.Adam(params, lr=lr, fused=fused_adam_supported(device), **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def direct_step_ok() -> bool:
+    """Once per process: does the direct fused call reproduce ``optimizer.step()`` bit for bit here?
+
+    Two identical small networks, each with a fused Adam, get the same gradients for three steps; one
+    steps with ``step()``, the other through the direct call (after the first ``step()`` that creates the
+    state). False if the private names are missing, the call raises, or any parameter or state differs.
+    """
+    if not fused_adam_supported("cpu") or not all(
+            hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_", "_foreach_zero_")):
+        return False
+    try:
+        gen = torch.Generator().manual_seed(0)
+        ref = torch.nn.Parameter(torch.randn(4, 3, generator=gen))
+        mine = torch.nn.Parameter(ref.detach().clone())
+        ref_opt = torch.optim.Adam([ref], lr=1e-2, fused=True, weight_decay=0.01)
+        fast_opt = torch.optim.Adam([mine], lr=1e-2, fused=True, weight_decay=0.01)
+        fast = AdamStep(fast_opt, _checked=True)
+        for _ in range(3):
+            grad = torch.randn(4, 3, generator=gen)
+            for p in (ref, mine):
+                p.grad = grad.clone() if p.grad is None else p.grad.copy_(grad)
+            ref_opt.step()
+            fast.step()
+        ref_state, fast_state = ref_opt.state[ref], fast_opt.state[mine]
+        return fast.direct_steps == 2 and torch.equal(ref, mine) and all(
+            torch.equal(ref_state[key], fast_state[key]) for key in _STATE_KEYS)
+    except Exception:  # any failure of the private path means: use step()
+        return False
 
 
 class AdamStep:
@@ -42,19 +107,38 @@ class AdamStep:
 
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True)
         adam_step = AdamStep(optimizer)
-        ...  # fill the .grad buffers
-        adam_step()  # same result as optimizer.step()
+        adam_step.zero_grad()  # keeps the .grad tensors (zeroed), so the cached lists stay valid
+        loss.backward()
+        adam_step.step()  # same result as optimizer.step(); adam_step() is the same call
 
-    ``direct_steps`` and ``fallback_steps`` count how each call was served.
+    ``direct_steps`` and ``fallback_steps`` count how each call was served. ``direct`` is False when the
+    start-up check (:func:`direct_step_ok`) failed: every call is then ``optimizer.step()``.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, _checked: bool = False) -> None:
         self.optimizer = optimizer
+        #: whether the direct kernel call may be used at all on this torch (see direct_step_ok)
+        self.direct = _checked or direct_step_ok()
         self.direct_steps = 0
         self.fallback_steps = 0
         self._lists: Optional[Tuple[List[torch.Tensor], ...]] = None
         self._state: Any = None  # the optimizer.state the lists were read from
         self._group: Any = None  # the param group they belong to
+
+    def zero_grad(self) -> None:
+        """Zero every ``.grad`` in place (``optimizer.zero_grad(set_to_none=False)``, in one kernel when the
+        cached lists are valid): the next ``backward()`` accumulates into the same tensors, which keeps
+        the direct step's lists valid (setting them to None would force a rebuild through ``step()``)."""
+        group = self._usable_group()
+        lists = self._valid_lists(group) if group is not None else None
+        if lists is None:
+            self.optimizer.zero_grad(set_to_none=False)
+        else:
+            torch._foreach_zero_(lists[1])
+
+    def step(self) -> None:
+        """One Adam step: the fused kernel directly when that is exact, else ``optimizer.step()``."""
+        self()
 
     def __call__(self) -> None:
         group = self._usable_group()
@@ -66,7 +150,7 @@ class AdamStep:
             return
         params, grads, exp_avgs, exp_avg_sqs, steps = lists
         beta1, beta2 = group["betas"]
-        kernel = torch._fused_adamw_ if group.get("decoupled_weight_decay", False) else torch._fused_adam_
+        kernel = getattr(torch, _KERNEL_NAMES[1] if group.get("decoupled_weight_decay", False) else _KERNEL_NAMES[0])
         with torch.no_grad():
             torch._foreach_add_(steps, 1)
             kernel(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group["lr"],
@@ -77,7 +161,7 @@ class AdamStep:
     def _usable_group(self) -> Optional[dict]:
         """The optimizer's only param group if the direct call computes what ``step()`` would, else None."""
         opt = self.optimizer
-        if type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or "step" in vars(opt):
+        if not self.direct or type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or "step" in vars(opt):
             return None  # another class, several groups, or step() wrapped (an LR scheduler counts its calls)
         if getattr(opt, "_optimizer_step_pre_hooks", None) or getattr(opt, "_optimizer_step_post_hooks", None):
             return None

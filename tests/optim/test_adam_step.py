@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from policies.adam_step import AdamStep
+import rlearn.optim.adam_step as adam_step_module
+from rlearn.optim import AdamStep, direct_step_ok, fused_adam_supported, make_adam, polyak_update_
 
 
 def _net(seed: int = 0) -> nn.Module:
@@ -134,22 +135,6 @@ def test_other_configurations_use_step(adam_kwargs):
         assert torch.equal(a, b)
 
 
-def test_td3_steps_its_optimizers_directly():
-    import gymnasium as gym
-
-    from policies.td3 import TD3Policy
-
-    env = gym.make("Pendulum-v1")
-    policy = TD3Policy(dict(hidden_sizes=[32, 32], batch_size=16), env.observation_space, env.action_space, seed=0)
-    gen = torch.Generator().manual_seed(0)
-    batch = dict(obs=torch.randn(16, 3, generator=gen), action=torch.rand(16, 1, generator=gen) * 2 - 1,
-                 reward=torch.randn(16, generator=gen), next_obs=torch.randn(16, 3, generator=gen),
-                 terminated=torch.zeros(16))
-    for _ in range(6):
-        policy._forward_learn(batch)
-    assert policy._critic_adam.direct_steps == 5 and policy._actor_adam.direct_steps == 2
-
-
 @pytest.mark.parametrize("change", ["load_state_dict", "replace_one_grad"])
 def test_each_invalidation_alone_forces_a_rebuild(change):
     """A loaded state (same .grad tensors) and a replaced .grad (same state) each make the cached lists stale."""
@@ -163,3 +148,71 @@ def test_each_invalidation_alone_forces_a_rebuild(change):
         ref[0].weight.grad = torch.zeros_like(ref[0].weight)
     _step_both(ref, ref_opt, fast, fast_opt, step, range(2, 5), check_each=True)
     assert step.fallback_steps == 2 and step.direct_steps == 3
+
+
+# ------------------------------------------------------------------------------- start-up self-check
+@pytest.fixture
+def fresh_check():
+    """direct_step_ok() runs once per process: clear its cache around a test that changes torch."""
+    direct_step_ok.cache_clear()
+    yield
+    direct_step_ok.cache_clear()
+
+
+def test_self_check_passes_on_this_torch(fresh_check):
+    assert direct_step_ok() is True
+    assert AdamStep(torch.optim.Adam(_net().parameters(), fused=True)).direct
+
+
+@pytest.mark.parametrize("breakage", ["missing", "different"])
+def test_a_failed_self_check_falls_back_to_step(fresh_check, monkeypatch, breakage):
+    """Private kernel missing, or computing something else than step(): every AdamStep calls step()."""
+    # a torch release that renamed the kernel, or whose kernel under that name computes something else
+    names = ("_no_such_kernel_", "_fused_adamw_") if breakage == "missing" else ("_fused_adamw_", "_fused_adamw_")
+    monkeypatch.setattr(adam_step_module, "_KERNEL_NAMES", names)
+    assert direct_step_ok() is False
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    assert not step.direct
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(4), check_each=True)
+    assert step.direct_steps == 0 and step.fallback_steps == 4
+
+
+def test_zero_grad_keeps_the_grad_tensors():
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(2))
+    grads = [p.grad for p in fast.parameters()]
+    step.zero_grad()
+    assert all(p.grad is g and not g.any() for p, g in zip(fast.parameters(), grads))
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(2, 4), check_each=True)
+    assert step.fallback_steps == 1 and step.direct_steps == 3
+    fresh = AdamStep(torch.optim.Adam(_net().parameters(), lr=1e-2, fused=True))
+    fresh.zero_grad()  # no lists yet (no grads at all): the optimizer's own zero_grad, nothing to zero
+    assert all(p.grad is None for p in fresh.optimizer.param_groups[0]["params"])
+
+
+# ------------------------------------------------------------------------------------- fused or not
+@pytest.mark.parametrize("version, cpu_fused, cuda_fused", [((2, 13), True, True), ((2, 4), True, True),
+                                                            ((2, 3), False, True), ((1, 13), False, False)])
+def test_make_adam_is_fused_only_where_torch_has_the_kernel(monkeypatch, version, cpu_fused, cuda_fused):
+    monkeypatch.setattr(adam_step_module, "_torch_version", lambda: version)
+    assert fused_adam_supported("cpu") is cpu_fused and fused_adam_supported("cuda") is cuda_fused
+    opt = make_adam(_net().parameters(), lr=1e-3)
+    assert bool(opt.param_groups[0]["fused"]) is cpu_fused and opt.param_groups[0]["lr"] == 1e-3
+    ref, fast = _net(), _net()
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2, fused=cpu_fused)
+    fast_opt = make_adam(fast.parameters(), lr=1e-2)
+    step = AdamStep(fast_opt)
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(3), check_each=True)
+    assert step.direct_steps == (2 if cpu_fused else 0)  # non-fused Adam: always step()
+
+
+def test_polyak_update_is_the_formula():
+    gen = torch.Generator().manual_seed(0)
+    targets = [torch.randn(3, 4, generator=gen), torch.randn(5, generator=gen)]
+    sources = [torch.randn(3, 4, generator=gen), torch.randn(5, generator=gen)]
+    expected = [t + 0.1 * (s - t) for t, s in zip(targets, sources)]
+    polyak_update_(targets, sources, 0.1)
+    for t, e in zip(targets, expected):
+        torch.testing.assert_close(t, e)
+    with pytest.raises(ValueError, match="2 targets but 1 sources"):
+        polyak_update_(targets, sources[:1], 0.1)
