@@ -272,17 +272,17 @@ class TD3Policy(Policy):
         Returns ``[MSE_1, MSE_2, mean Q1, mean Q2, mean y, mean |Q1 - y|, mean |Q2 - y|]`` for the reports.
         """
         with span("learner/forward", lane="learner"):
-            q1, q2 = self.critic(obs, action)  # both critics in one stacked pass
-            critic_loss, twin_loss = F.mse_loss(q1, y), F.mse_loss(q2, y)
+            q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
+            critic_loss, twin_loss = F.mse_loss(q[0], y), F.mse_loss(q[1], y)
         with span("learner/backward", lane="learner"):
             self._critic_adam.zero_grad()
             (critic_loss + twin_loss).backward()
         with span("learner/optimizer_step", lane="learner"):
             self._critic_adam.step()
         with torch.no_grad():
-            q, error = torch.stack([q1, q2]), torch.stack([q1 - y, q2 - y])
+            q = q.detach()
             return torch.cat([torch.stack([critic_loss, twin_loss]), q.mean(1), y.mean().reshape(1),
-                              error.abs().mean(1)])
+                              (q - y).abs().mean(1)])
 
     def _update_actor(self, obs: torch.Tensor) -> torch.Tensor:
         """One Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic (gradients reach the actor only);

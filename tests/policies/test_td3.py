@@ -322,6 +322,46 @@ def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch)
     assert policy.critic_optimizer.state_dict()["state"] == {}
 
 
+# ------------------------------------------------------------------------------------------- devices
+def test_plain_autograd_path_gives_the_same_iterations(monkeypatch):
+    """With the feature-major kernels switched off (what happens on a GPU), TD3 computes the same updates
+    through ordinary autograd operations."""
+    import rlearn.nn.functional as nnf
+
+    fused, plain = make_policy(actor_update_freq=1), make_policy(actor_update_freq=1)
+    batches = [make_batch(fused, n=33, seed=i) for i in range(3)]
+    infos_fused = [fused._forward_learn(b) for b in batches]
+    monkeypatch.setattr(nnf, "fused_kernels_enabled", lambda device: False)
+    infos_plain = [plain._forward_learn(b) for b in batches]
+    for a, b in zip(infos_fused, infos_plain):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    for a, b in zip(params(fused.actor) + params(fused.critic), params(plain.actor) + params(plain.critic)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(4, 3)).astype(np.float32)
+    np.testing.assert_allclose(plain._forward_eval(obs), fused._forward_eval(obs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_runs_on_cuda():
+    """On CUDA: networks, optimizer state and the noise generator on the GPU, no thread chooser, the same
+    keys, and a state dict that loads into a CPU policy."""
+    policy = TD3Policy({**SMALL, "learn_threads": 2, "actor_update_freq": 2}, OBS, ACT, seed=0, device="cuda")
+    assert policy.thread_chooser is None
+    assert all(p.is_cuda for p in policy.critic.parameters()) and policy.actor_optimizer.param_groups[0]["fused"]
+    batch = make_batch(policy, n=32)  # CPU tensors: moved by the policy
+    infos = [policy._forward_learn(batch) for _ in range(4)]
+    assert "actor_loss" in infos[1] and all(math.isfinite(v) for info in infos for v in info.values())
+    assert policy._critic_adam.direct_steps == 3 and policy._actor_adam.direct_steps == 1
+    obs = np.zeros((3, 3), np.float32)
+    assert policy._forward_collect(obs, 10**6)["action"].shape == (3, 1)
+    cpu = make_policy()
+    for name, module in policy.modules().items():
+        assert list(module.state_dict()) == list(cpu.modules()[name].state_dict()), name
+        assert all(v.is_cuda for v in module.state_dict().values()), name
+
+
 # ---------------------------------------------------------------------------------- collect and eval
 ASYM = spaces.Box(np.array([-1.0, 0.0, 2.0], np.float32), np.array([3.0, 0.5, 2.5], np.float32), dtype=np.float32)
 
