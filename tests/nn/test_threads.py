@@ -94,5 +94,6 @@ def test_run_feeds_the_probe():
     used = []
     for _ in range(10):
         chooser.run(lambda: used.append(torch.get_num_threads()))
-    assert used[:6] == [2, 2, 1, 1, 2, 2]  # warm-up in the current mode, one thread, two threads
+    # warm-up in the current mode, one thread, then two (a slow two-thread iteration may end the probe early)
+    assert used[:5] == [2, 2, 1, 1, 2]
     assert len(chooser.decisions) == 1
