@@ -12,8 +12,8 @@ compare them). The optimizer stays an ordinary ``torch.optim.Adam``: checkpoints
 (a learning rate written there is read at every step) and LR schedulers work as before.
 
 Whenever the shortcut could differ from ``step()``, :class:`AdamStep` calls ``step()`` instead: before the
-state exists (the first step creates it), after ``load_state_dict`` or a replaced ``.grad`` until the lists
-are rebuilt, while any optimizer hook is registered, once an LR scheduler has wrapped ``step()`` (it
+state exists (the first step creates it), after ``load_state_dict`` until the lists are rebuilt, on a step
+where a parameter has no ``.grad`` (``step()`` skips it), while any optimizer hook is registered, once an LR scheduler has wrapped ``step()`` (it
 counts the calls), and for every configuration other than one param group of fused, non-AMSGrad,
 non-maximising, non-capturable, non-differentiable Adam with a float learning rate.
 
@@ -78,7 +78,7 @@ def direct_step_ok() -> bool:
     state). False if the private names are missing, the call raises, or any parameter or state differs.
     """
     if not fused_adam_supported("cpu") or not all(
-            hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_", "_foreach_zero_")):
+            hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_")):
         return False
     try:
         gen = torch.Generator().manual_seed(0)
@@ -107,7 +107,7 @@ class AdamStep:
 
         optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True)
         adam_step = AdamStep(optimizer)
-        adam_step.zero_grad()  # keeps the .grad tensors (zeroed), so the cached lists stay valid
+        adam_step.zero_grad()  # .grad = None: backward() hands its fresh gradients over, no add into zeros
         loss.backward()
         adam_step.step()  # same result as optimizer.step(); adam_step() is the same call
 
@@ -126,15 +126,16 @@ class AdamStep:
         self._group: Any = None  # the param group they belong to
 
     def zero_grad(self) -> None:
-        """Zero every ``.grad`` in place (``optimizer.zero_grad(set_to_none=False)``, in one kernel when the
-        cached lists are valid): the next ``backward()`` accumulates into the same tensors, which keeps
-        the direct step's lists valid (setting them to None would force a rebuild through ``step()``)."""
+        """Set every ``.grad`` to None (``optimizer.zero_grad()``'s default, without its per-call overhead when
+        the cached lists are valid): the next ``backward()`` then hands autograd's fresh gradient tensors to
+        the parameters as they are, instead of adding them into zeroed ones."""
         group = self._usable_group()
         lists = self._valid_lists(group) if group is not None else None
         if lists is None:
-            self.optimizer.zero_grad(set_to_none=False)
+            self.optimizer.zero_grad(set_to_none=True)
         else:
-            torch._foreach_zero_(lists[1])
+            for p in lists[0]:
+                p.grad = None
 
     def step(self) -> None:
         """One Adam step: the fused kernel directly when that is exact, else ``optimizer.step()``."""
@@ -143,12 +144,15 @@ class AdamStep:
     def __call__(self) -> None:
         group = self._usable_group()
         lists = self._valid_lists(group) if group is not None else None
-        if lists is None:
+        grads = None if lists is None else [p.grad for p in lists[0]]  # read at every step: .grad may be new
+        if grads is None or any(g is None or g.is_sparse for g in grads):
+            # no valid lists, or a parameter without a gradient (step() skips it) or a sparse one (step() raises)
             self.optimizer.step()
             self.fallback_steps += 1
-            self._lists = self._collect(group) if group is not None else None
+            if lists is None:
+                self._lists = self._collect(group) if group is not None else None
             return
-        params, grads, exp_avgs, exp_avg_sqs, steps = lists
+        params, exp_avgs, exp_avg_sqs, steps = lists
         beta1, beta2 = group["betas"]
         kernel = getattr(torch, _KERNEL_NAMES[1] if group.get("decoupled_weight_decay", False) else _KERNEL_NAMES[0])
         with torch.no_grad():
@@ -175,15 +179,16 @@ class AdamStep:
         return group
 
     def _valid_lists(self, group: dict) -> Optional[Tuple[List[torch.Tensor], ...]]:
-        """The cached lists if they still hold this group's parameters, current ``.grad`` tensors and state."""
+        """The cached ``(params, exp_avgs, exp_avg_sqs, steps)`` if they still hold this group's parameters and
+        state (the ``.grad`` tensors are read at every step, so a new ``.grad`` needs no rebuild)."""
         lists = self._lists
         if lists is None or self.optimizer.state is not self._state or group is not self._group:
             return None
-        return lists if all(p.grad is g for p, g in zip(lists[0], lists[1])) else None
+        return lists
 
     def _collect(self, group: dict) -> Optional[Tuple[List[torch.Tensor], ...]]:
-        """The kernel's argument lists, in the order ``step()`` passes them; None unless every parameter
-        has a gradient and a complete state on one device and dtype."""
+        """The kernel's argument lists but the gradients, in the order ``step()`` passes them; None unless
+        every parameter has a gradient and a complete state on one device and dtype."""
         state = self.optimizer.state
         params = [p for p in group["params"] if p.grad is not None]
         if len(params) != len(group["params"]) or not params:
@@ -195,5 +200,5 @@ class AdamStep:
                     or p.device != first.device or p.dtype != first.dtype:
                 return None
         self._state, self._group = state, group
-        return (params, [p.grad for p in params], [state[p]["exp_avg"] for p in params],
-                [state[p]["exp_avg_sq"] for p in params], [state[p]["step"] for p in params])
+        return (params, [state[p]["exp_avg"] for p in params], [state[p]["exp_avg_sq"] for p in params],
+                [state[p]["step"] for p in params])

@@ -135,19 +135,53 @@ def test_other_configurations_use_step(adam_kwargs):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("change", ["load_state_dict", "replace_one_grad"])
-def test_each_invalidation_alone_forces_a_rebuild(change):
-    """A loaded state (same .grad tensors) and a replaced .grad (same state) each make the cached lists stale."""
+def test_a_loaded_state_alone_forces_a_rebuild():
+    """A loaded state (same .grad tensors) makes the cached lists stale: one step() rebuilds them."""
     ref, ref_opt, fast, fast_opt, step = _pair()
     _step_both(ref, ref_opt, fast, fast_opt, step, range(2))
-    if change == "load_state_dict":
-        fast_opt.load_state_dict(copy.deepcopy(fast_opt.state_dict()))
-        ref_opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))
-    else:
-        fast[0].weight.grad = torch.zeros_like(fast[0].weight)
-        ref[0].weight.grad = torch.zeros_like(ref[0].weight)
+    fast_opt.load_state_dict(copy.deepcopy(fast_opt.state_dict()))
+    ref_opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))
     _step_both(ref, ref_opt, fast, fast_opt, step, range(2, 5), check_each=True)
     assert step.fallback_steps == 2 and step.direct_steps == 3
+
+
+def test_replaced_grads_are_read_at_every_step_bit_for_bit():
+    """New .grad tensors at every step (what backward() hands over after zero_grad() set them to None) need
+    no rebuild: the direct step reads the current .grad of every parameter and stays exactly step()."""
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    for i in range(6):
+        for net in (ref, fast):
+            for p in net.parameters():
+                p.grad = None
+        _set_grads(ref, i)
+        _set_grads(fast, i)  # fresh tensors: p.grad was None
+        ref_opt.step()
+        step()
+        _assert_same(ref, ref_opt, fast, fast_opt)
+    assert step.fallback_steps == 1 and step.direct_steps == 5
+    fast[0].weight.grad = torch.zeros_like(fast[0].weight)  # one replaced .grad alone: still direct
+    ref[0].weight.grad = torch.zeros_like(ref[0].weight)
+    ref_opt.step()
+    step()
+    _assert_same(ref, ref_opt, fast, fast_opt)
+    assert step.fallback_steps == 1 and step.direct_steps == 6
+
+
+def test_zero_grad_backward_step_matches_the_optimizer_with_real_backward():
+    """The way policies use it: zero_grad(), loss.backward(), step() against the optimizer's own calls."""
+    ref, ref_opt, fast, fast_opt, step = _pair(weight_decay=0.01)
+    gen = torch.Generator().manual_seed(7)
+    for i in range(5):
+        x = torch.randn(8, 5, generator=gen)
+        ref_opt.zero_grad()
+        ref(x).square().mean().backward()
+        ref_opt.step()
+        step.zero_grad()
+        assert all(p.grad is None for p in fast.parameters())
+        fast(x).square().mean().backward()
+        step()
+        _assert_same(ref, ref_opt, fast, fast_opt)
+    assert step.fallback_steps == 1 and step.direct_steps == 4
 
 
 # ------------------------------------------------------------------------------- start-up self-check
@@ -177,17 +211,19 @@ def test_a_failed_self_check_falls_back_to_step(fresh_check, monkeypatch, breaka
     assert step.direct_steps == 0 and step.fallback_steps == 4
 
 
-def test_zero_grad_keeps_the_grad_tensors():
+def test_zero_grad_sets_the_grads_to_none():
     ref, ref_opt, fast, fast_opt, step = _pair()
     _step_both(ref, ref_opt, fast, fast_opt, step, range(2))
-    grads = [p.grad for p in fast.parameters()]
-    step.zero_grad()
-    assert all(p.grad is g and not g.any() for p, g in zip(fast.parameters(), grads))
+    step.zero_grad()  # valid lists: the cached parameters' .grad = None
+    assert all(p.grad is None for p in fast.parameters())
     _step_both(ref, ref_opt, fast, fast_opt, step, range(2, 4), check_each=True)
     assert step.fallback_steps == 1 and step.direct_steps == 3
     fresh = AdamStep(torch.optim.Adam(_net().parameters(), lr=1e-2, fused=True))
-    fresh.zero_grad()  # no lists yet (no grads at all): the optimizer's own zero_grad, nothing to zero
-    assert all(p.grad is None for p in fresh.optimizer.param_groups[0]["params"])
+    params = fresh.optimizer.param_groups[0]["params"]
+    for p in params:
+        p.grad = torch.ones_like(p)
+    fresh.zero_grad()  # no lists yet: the optimizer's own zero_grad(set_to_none=True)
+    assert all(p.grad is None for p in params)
 
 
 # ------------------------------------------------------------------------------------- fused or not
