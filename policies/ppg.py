@@ -49,6 +49,7 @@ from torch.distributions import Categorical, Distribution, Independent, Normal, 
 
 from policies.base import Policy, PolicyConfigError
 from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -139,7 +140,6 @@ class ValueNetwork(nn.Module):
 
 # --------------------------------------------------------------------------------------------- policy
 
-_ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "log_prob", "value")
 
 
 class PPGPolicy(Policy):
@@ -356,26 +356,8 @@ class PPGPolicy(Policy):
         return info
 
     def _check_rollout(self, data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
-        """Validate the on-policy rollout and return float32 tensors on the policy's device."""
-        if not isinstance(data, Mapping):
-            raise TypeError(f"PPGPolicy._forward_learn expects a rollout dict, got {type(data).__name__}")
-        missing = [key for key in _ROLLOUT_KEYS if key not in data]
-        if missing:
-            raise KeyError(f"PPGPolicy: rollout is missing {missing} (it has {sorted(data)})")
-        rollout = {key: torch.as_tensor(data[key], dtype=torch.float32).to(self.device) for key in _ROLLOUT_KEYS}
-        shape = rollout["reward"].shape
-        if len(shape) != 2:
-            raise ValueError(f"PPGPolicy: rollout 'reward' must be [T, N], got shape {tuple(shape)}")
-        for key, tensor in rollout.items():
-            if tuple(tensor.shape[:2]) != tuple(shape):
-                raise ValueError(
-                    f"PPGPolicy: rollout {key!r} has shape {tuple(tensor.shape)}, expected [T, N, ...] = {tuple(shape)}"
-                )
-            if not torch.isfinite(tensor).all():
-                raise ValueError(f"PPGPolicy: rollout {key!r} contains NaN or inf")
-        if self.discrete:
-            rollout["action"] = rollout["action"].long()
-        return rollout
+        """The rollout as float32 tensors on the device (int64 discrete actions), checked (:func:`check_rollout`)."""
+        return check_rollout(data, "PPGPolicy", self.device, self.discrete)
 
     def _minibatches(self, size: int, minibatch_size: int) -> List[np.ndarray]:
         """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller)."""

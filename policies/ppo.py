@@ -53,6 +53,7 @@ from policies.adam_step import AdamStep
 from policies.base import Policy, PolicyConfigError
 from rlearn.distributed.utils import is_distributed
 from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -167,7 +168,6 @@ class ActorCritic(nn.Module):
 
 # --------------------------------------------------------------------------------------------- policy
 
-_ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "log_prob", "value")
 _EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
@@ -433,23 +433,5 @@ class PPOPolicy(Policy):
         return clip
 
     def _check_rollout(self, data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
-        """Validate the on-policy rollout and return float32 tensors (int64 discrete actions) on the device."""
-        if not isinstance(data, Mapping):
-            raise TypeError(f"PPOPolicy._forward_learn expects a rollout dict, got {type(data).__name__}")
-        missing = [key for key in _ROLLOUT_KEYS if key not in data]
-        if missing:
-            raise KeyError(f"PPOPolicy: rollout is missing {missing} (it has {sorted(data)})")
-        rollout = {key: torch.as_tensor(data[key], dtype=torch.float32).to(self.device) for key in _ROLLOUT_KEYS}
-        shape = rollout["reward"].shape
-        if len(shape) != 2:
-            raise ValueError(f"PPOPolicy: rollout 'reward' must be [T, N], got shape {tuple(shape)}")
-        for key, tensor in rollout.items():
-            if tuple(tensor.shape[:2]) != tuple(shape):
-                raise ValueError(
-                    f"PPOPolicy: rollout {key!r} has shape {tuple(tensor.shape)}, expected [T, N, ...] = {tuple(shape)}"
-                )
-            if not torch.isfinite(tensor).all():
-                raise ValueError(f"PPOPolicy: rollout {key!r} contains NaN or inf")
-        if self.discrete:
-            rollout["action"] = rollout["action"].long()
-        return rollout
+        """The rollout as float32 tensors on the device (int64 discrete actions), checked (:func:`check_rollout`)."""
+        return check_rollout(data, "PPOPolicy", self.device, self.discrete)
