@@ -34,6 +34,9 @@ Every policy iteration reports ``policy_loss``, ``value_loss``, ``entropy``, ``a
 ``aux_value_loss``, ``behavioral_cloning_loss`` and ``auxiliary_loss``. These are *irregular metrics*:
 give the learner a monitor window of at least ``n_pi`` iterations, or the auxiliary losses are missing
 from most windows (see ``docs/ppg.md``).
+
+This module is longer than rlearn's usual ~400 lines on purpose: a policy is one file a reader follows top to
+bottom (docs/write-your-own-policy.md); its shared parts live under ``rlearn/`` (``rlearn.rl``...).
 """
 
 from __future__ import annotations

@@ -36,6 +36,9 @@ Every update reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``
 ``explained_variance``; only updates that ``target_kl`` stopped early add ``early_stop_epoch`` (the
 1-based epoch in which they stopped), a key declared only when ``target_kl`` is set. The learner adds
 ``cur_lr``. See ``docs/ppo.md``.
+
+This module is longer than rlearn's usual ~400 lines on purpose: a policy is one file a reader follows top to
+bottom (docs/write-your-own-policy.md); its shared parts live under ``rlearn/`` (``rlearn.rl``...).
 """
 
 from __future__ import annotations

@@ -62,6 +62,9 @@ CPU the time is in ``matmul``:
 
 Adam is the fused CPU/GPU implementation (``fused=True``), stepped through :class:`~policies.adam_step.AdamStep`
 (the same kernel without ``step()``'s per-call Python overhead).
+
+This module is longer than rlearn's usual ~400 lines on purpose: a policy is one file a reader follows top to
+bottom (docs/write-your-own-policy.md); its shared parts live under ``rlearn/`` (``rlearn.rl``...).
 """
 
 from __future__ import annotations
