@@ -246,6 +246,10 @@ class Trainer:
         result = self._result(stop_reason)
         for line in summary_lines(result):
             self.logger.info(line)
+        if self.distributed:
+            # leave together: a rank that tears down the process group while rank 0 still writes its last
+            # checkpoint can abort gloo's connection threads ("terminate called without an active exception")
+            dist.barrier()
         return result
 
     def _loop(self, guard: InterruptGuard, bar: Any) -> str:
