@@ -109,3 +109,34 @@ def test_resuming_from_an_older_checkpoint_prunes_the_abandoned_timeline(tmp_pat
     assert numbers == [2, 4, 5]
     assert read_checkpoint(ckpt / "iteration_4.pt")["envstep"] == 128
     assert read_checkpoint(ckpt / "latest.pt")["train_iter"] == 5
+
+
+def test_kill_9_mid_run_then_resume_continues_from_the_last_checkpoint(tmp_path):
+    """``kill -9`` while training (no handler can run): the last periodic checkpoint and every point before it
+    are kept; the lock dies with the process; ``--resume`` continues from that checkpoint to the end."""
+    import signal
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import run_fault_helpers as helpers
+
+    work = tmp_path / "run"
+    config = helpers.probe_config(tmp_path, max_env_steps=8 * 400, checkpoint=dict(freq=10))
+    proc = helpers.start("train", str(config), "--work-dir", str(work))
+    try:
+        helpers.wait_for(lambda: (work / "ckpt" / "iteration_20.pt").exists(), 180, proc, "two checkpoints")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    saved = read_checkpoint(work / "ckpt" / "latest.pt")["train_iter"]
+    assert saved >= 20 and saved % 10 == 0
+    end = saved + 30  # iterations: 8 env steps each
+    out = helpers.rlearn("train", str(config), "--work-dir", str(work), "--resume", "--set",
+                         f"train.max_env_steps={8 * end}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    final = read_checkpoint(work / "ckpt" / "latest.pt")
+    assert (final["train_iter"], final["envstep"]) == (end, 8 * end)
+    assert f"resumed from {work / 'ckpt' / 'latest.pt'}: train_iter={saved}" in (work / "probe.log").read_text()
