@@ -45,13 +45,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-from gymnasium import spaces
 import torch.nn.functional as F
 from torch import nn
 from torch.distributions import Categorical, Distribution, Independent, Normal, kl_divergence
 
 from policies.base import Policy, PolicyConfigError
 from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.rl.policy_io import action_spec, sample_categorical
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
@@ -192,21 +192,8 @@ class PPGPolicy(Policy):
     def _init_learn(self) -> None:
         cfg = self.cfg
         self._check_config(cfg)
-        if not isinstance(self.observation_space, spaces.Box) or len(self.observation_space.shape) != 1:
-            raise TypeError(
-                f"PPGPolicy needs a flat Box observation space, got {self.observation_space!r}"
-            )
-        obs_dim = int(self.observation_space.shape[0])
-        if isinstance(self.action_space, spaces.Discrete):
-            self.discrete = True
-            n_outputs = int(self.action_space.n)
-        elif isinstance(self.action_space, spaces.Box) and len(self.action_space.shape) == 1:
-            self.discrete = False
-            n_outputs = int(self.action_space.shape[0])
-            self._low = np.asarray(self.action_space.low, dtype=np.float32)
-            self._high = np.asarray(self.action_space.high, dtype=np.float32)
-        else:
-            raise TypeError(f"PPGPolicy supports Discrete or 1-D Box action spaces, got {self.action_space!r}")
+        obs_dim, spec = action_spec(self.observation_space, self.action_space, "PPGPolicy")
+        self.discrete, n_outputs, self._low, self._high = spec.discrete, spec.n_outputs, spec.low, spec.high
 
         # Initialise the networks from the policy's seed without touching torch's global RNG.
         with torch.random.fork_rng(devices=[]):
@@ -281,13 +268,8 @@ class PPGPolicy(Policy):
         with torch.inference_mode():
             params, _ = self.policy_net(obs_t)
             value = self.value_net(obs_t)
-            if self.discrete:  # inverse-CDF sampling; log-probs straight from log-softmax (cheaper per step)
-                log_probs = torch.log_softmax(params, dim=-1)
-                probs = log_probs.exp().cpu().numpy().astype(np.float64)
-                uniform = self.np_random.random((probs.shape[0], 1))
-                action = (probs.cumsum(axis=-1) < uniform).sum(axis=-1).clip(max=probs.shape[1] - 1)
-                action_t = torch.as_tensor(action, device=self.device)
-                log_prob = log_probs.gather(-1, action_t.unsqueeze(-1)).squeeze(-1)
+            if self.discrete:  # inverse-CDF sampling with the policy's own generator
+                action, log_prob = sample_categorical(params, self.np_random)
             else:
                 mean, log_std = params.chunk(2, dim=-1)
                 noise = torch.as_tensor(self.np_random.standard_normal(mean.shape), dtype=torch.float32)

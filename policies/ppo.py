@@ -49,13 +49,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 import torch.distributed as dist
-from gymnasium import spaces
 from torch import nn
 
 from policies.adam_step import AdamStep
 from policies.base import Policy, PolicyConfigError
 from rlearn.distributed.utils import is_distributed
 from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.rl.policy_io import action_spec, sample_categorical
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
@@ -219,19 +219,8 @@ class PPOPolicy(Policy):
     def _init_learn(self) -> None:
         cfg = self.cfg
         self._check_config(cfg)
-        if not isinstance(self.observation_space, spaces.Box) or len(self.observation_space.shape) != 1:
-            raise TypeError(f"PPOPolicy needs a flat Box observation space, got {self.observation_space!r}")
-        obs_dim = int(self.observation_space.shape[0])
-        if isinstance(self.action_space, spaces.Discrete):
-            self.discrete = True
-            n_outputs = int(self.action_space.n)
-        elif isinstance(self.action_space, spaces.Box) and len(self.action_space.shape) == 1:
-            self.discrete = False
-            n_outputs = int(self.action_space.shape[0])
-            self._low = np.asarray(self.action_space.low, dtype=np.float32)
-            self._high = np.asarray(self.action_space.high, dtype=np.float32)
-        else:
-            raise TypeError(f"PPOPolicy supports Discrete or 1-D Box action spaces, got {self.action_space!r}")
+        obs_dim, spec = action_spec(self.observation_space, self.action_space, "PPOPolicy")
+        self.discrete, n_outputs, self._low, self._high = spec.discrete, spec.n_outputs, spec.low, spec.high
 
         # Initialise the networks from the policy's seed without touching torch's global RNG.
         with torch.random.fork_rng(devices=[]):
@@ -302,13 +291,8 @@ class PPOPolicy(Policy):
         obs_t = self._obs_tensor(obs)
         with torch.inference_mode():
             params, value = self.ac(obs_t)
-            if self.discrete:  # inverse-CDF sampling from the softmax
-                log_pi = torch.log_softmax(params, dim=-1)
-                probs = log_pi.exp().cpu().numpy().astype(np.float64)
-                uniform = self.np_random.random((probs.shape[0], 1))
-                action = (probs.cumsum(axis=-1) < uniform).sum(axis=-1).clip(max=probs.shape[1] - 1)
-                action_t = torch.as_tensor(action, device=self.device)
-                log_prob = log_pi.gather(-1, action_t.unsqueeze(-1)).squeeze(-1)
+            if self.discrete:  # inverse-CDF sampling with the policy's own generator
+                action, log_prob = sample_categorical(params, self.np_random)
             else:
                 noise = torch.as_tensor(self.np_random.standard_normal(params.shape), dtype=torch.float32)
                 action_t = params + self.ac.log_std.exp() * noise.to(self.device)
