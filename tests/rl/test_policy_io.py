@@ -14,7 +14,7 @@ def test_action_spec_of_discrete_and_box_spaces():
     obs = spaces.Box(-1, 1, (4,), np.float32)
     dim, spec = action_spec(obs, spaces.Discrete(3), "P")
     assert (dim, spec.discrete, spec.n_outputs, spec.low, spec.high) == (4, True, 3, None, None)
-    dim, spec = action_spec(obs, spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 1.0])), "P")
+    dim, spec = action_spec(obs, spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)), "P")
     assert (dim, spec.discrete, spec.n_outputs) == (4, False, 2)
     assert spec.low.tolist() == [-2.0, 0.0] and spec.high.tolist() == [2.0, 1.0] and spec.low.dtype == np.float32
 
