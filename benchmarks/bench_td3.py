@@ -138,14 +138,48 @@ def _random_batch(rng: np.random.Generator, n: int = 256):
     return dict(obs=t(n, 3), action=t(n, 1), reward=t(n) * 8 - 8, next_obs=t(n, 3), terminated=torch.zeros(n))
 
 
-def make_rlearn_stepper(learn_threads: int, adaptive: bool = True) -> Callable[[int], None]:
+def td3_policy_at(ref: str) -> type:
+    """``TD3Policy`` as it was at git revision ``ref`` (e.g. ``HEAD~1``), loaded beside today's, so that one
+    process can time both. ``policies/td3.py`` of that revision is executed as a module of its own; a
+    ``policies.adam_step`` it imports is loaded from the same revision."""
+    import types
+
+    def source(path: str) -> Optional[str]:
+        try:
+            return subprocess.check_output(["git", "show", f"{ref}:{path}"], cwd=HERE.parent, text=True,
+                                           stderr=subprocess.DEVNULL)
+        except subprocess.CalledProcessError:
+            return None
+
+    def load(name: str, text: str) -> types.ModuleType:
+        module = types.ModuleType(name)
+        module.__file__ = f"<{ref}:{name}>"
+        sys.modules[name] = module
+        exec(compile(text, module.__file__, "exec"), module.__dict__)
+        return module
+
+    td3 = source("policies/td3.py")
+    if td3 is None:
+        raise SystemExit(f"--baseline-ref: no policies/td3.py at git revision {ref!r}")
+    adam = source("policies/adam_step.py")
+    if adam is not None and "from policies.adam_step import" in td3:
+        load("_bench_ref_adam_step", adam)
+        td3 = td3.replace("from policies.adam_step import", "from _bench_ref_adam_step import")
+    return load("_bench_ref_td3", td3).TD3Policy
+
+
+def make_rlearn_stepper(learn_threads: int, adaptive: bool = True, policy_class: Optional[type] = None
+                        ) -> Callable[[int], None]:
     """``run(n)``: n TD3 iterations of rlearn's policy on replay-like batches (sampling excluded).
 
     ``learn_threads``: torch threads of each iteration; ``adaptive``: let the policy's
-    :class:`~policies.td3.ThreadChooser` measure and fall back to one thread when more do not pay (as in a
-    real run), or always use ``learn_threads``.
+    :class:`~rlearn.nn.ThreadChooser` measure and fall back to one thread when more do not pay (as in a
+    real run), or always use ``learn_threads``. ``policy_class``: another ``TD3Policy`` (see
+    :func:`td3_policy_at`); default today's.
     """
     from policies.td3 import TD3Policy
+
+    TD3Policy = policy_class or TD3Policy  # noqa: N806
 
     obs_space, act_space = _pendulum_spaces()
     s = SETTINGS
@@ -184,8 +218,12 @@ def make_sb3_stepper() -> Callable[[int], None]:
     return run
 
 
-def step_timing(iters: int, repeats: int) -> List[Dict[str, Any]]:
-    """ms per gradient step, alternating the variants ``repeats`` times; returns one row per variant."""
+def step_timing(iters: int, repeats: int, baseline_ref: Optional[str] = None) -> List[Dict[str, Any]]:
+    """ms per gradient step, alternating the variants ``repeats`` times; returns one row per variant.
+
+    ``baseline_ref``: also time ``TD3Policy`` as it was at that git revision (1 thread and 2 adaptive),
+    alternating with today's in the same process; each row then carries its paired per-repeat ratios.
+    """
     import torch
 
     variants: Dict[str, tuple] = {}
@@ -196,6 +234,11 @@ def step_timing(iters: int, repeats: int) -> List[Dict[str, Any]]:
     variants["rlearn TD3, learn_threads=1"] = (make_rlearn_stepper(1), 1)
     variants["rlearn TD3, learn_threads=2, fixed"] = (make_rlearn_stepper(2, adaptive=False), 1)
     variants["rlearn TD3, learn_threads=2, adaptive (default)"] = (make_rlearn_stepper(2), 1)
+    if baseline_ref:
+        old = td3_policy_at(baseline_ref)
+        variants[f"rlearn TD3 @ {baseline_ref}, learn_threads=1"] = (make_rlearn_stepper(1, policy_class=old), 1)
+        variants[f"rlearn TD3 @ {baseline_ref}, learn_threads=2, fixed"] = (
+            make_rlearn_stepper(2, adaptive=False, policy_class=old), 1)
     wall: Dict[str, List[float]] = {k: [] for k in variants}
     cpu: Dict[str, List[float]] = {k: [] for k in variants}
     threads = torch.get_num_threads()
@@ -218,8 +261,14 @@ def step_timing(iters: int, repeats: int) -> List[Dict[str, Any]]:
     for name in variants:
         ms = _median(wall[name])
         rows.append(dict(variant=name, ms_per_step=ms, cpu_ms_per_step=_median(cpu[name]),
-                         gflops=flops / (ms * 1e-3) / 1e9))
+                         gflops=flops / (ms * 1e-3) / 1e9, samples_ms=wall[name]))
     return rows
+
+
+def paired_ratios(rows: List[Dict[str, Any]], numerator: str, denominator: str) -> List[float]:
+    """Per-repeat ratios ``numerator ms / denominator ms`` of two variants timed in the same alternation."""
+    by_name = {r["variant"]: r["samples_ms"] for r in rows}
+    return [a / b for a, b in zip(by_name[numerator], by_name[denominator])]
 
 
 # ------------------------------------------------------------------------------- full-run workers
@@ -564,6 +613,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--sb3-threads", type=lambda s: None if s == "default" else int(s), nargs="+",
                         default=[None], help="torch threads of the SB3 runs ('default' = torch's own choice, "
                                              "what SB3 users get; the default)")
+    parser.add_argument("--baseline-ref", default=None, metavar="GIT_REF",
+                        help="step section: also time TD3Policy as it was at this git revision (e.g. HEAD~1), "
+                             "alternating with today's in the same process, with paired ratios")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the CSV/PNG/JSON results go")
     parser.add_argument("--worker", choices=["rlearn", "sb3"], help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
@@ -591,7 +643,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if "step" in sections:
         iters = 50 if quick else 150
-        rows = step_timing(iters, repeats=3 if quick else 5)
+        rows = step_timing(iters, repeats=args.repeats or (3 if quick else 5), baseline_ref=args.baseline_ref)
         report["step"] = rows
         flops = td3_iteration_flops(3, 1, s["hidden_sizes"], s["batch_size"], s["actor_update_freq"])
         print(f"\n== one gradient step (batch 256, [400, 300]; {flops / 1e6:.0f} MFLOP of matmuls), median of "
@@ -600,6 +652,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(_table([[r["variant"], r["ms_per_step"], r["cpu_ms_per_step"], r["gflops"],
                        (ref / r["ms_per_step"]) if ref else "-"] for r in rows],
                      ["variant", "ms/step (wall)", "CPU ms/step", "GFLOP/s", "speed-up vs SB3 1 thread"]))
+        names = [r["variant"] for r in rows]
+        pairs = [("rlearn TD3, learn_threads=2, adaptive (default)", "SB3 TD3, torch threads=2"),
+                 ("rlearn TD3, learn_threads=1", "SB3 TD3, torch threads=1")]
+        if args.baseline_ref:
+            pairs += [("rlearn TD3, learn_threads=1", f"rlearn TD3 @ {args.baseline_ref}, learn_threads=1"),
+                      ("rlearn TD3, learn_threads=2, fixed", f"rlearn TD3 @ {args.baseline_ref}, learn_threads=2, fixed")]
+        for a, b in pairs:
+            if a in names and b in names:
+                ratios = paired_ratios(rows, a, b)
+                report.setdefault("step_paired", {})[f"{a} / {b}"] = ratios
+                print(f"paired time ratio {a} / {b}: median {_median(ratios):.3f} "
+                      f"(per repeat {', '.join(f'{r:.2f}' for r in ratios)})")
 
     if "speed" in sections:
         steps = 3000 if quick else s["total_steps"]

@@ -51,7 +51,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from policies.adam_step import AdamStep
+from rlearn.optim import AdamStep
 from policies.base import Policy, PolicyConfigError
 from rlearn.distributed.utils import is_distributed
 from rlearn.rl.advantages import compute_gae, explained_variance
@@ -231,7 +231,7 @@ class PPOPolicy(Policy):
             ).to(self.device)
         fused = self.device.type in ("cpu", "cuda")  # one kernel per step instead of one per tensor
         self.optimizer = torch.optim.Adam(self.ac.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
-        # the same update as optimizer.step(), without its per-call Python overhead (see policies.adam_step)
+        # the same update as optimizer.step(), without its per-call Python overhead (see rlearn.optim.adam_step)
         self._adam_step = AdamStep(self.optimizer)
         self._params = list(self.ac.parameters())
 

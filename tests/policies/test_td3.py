@@ -186,79 +186,6 @@ def test_actor_loss_uses_the_updated_critic():
     assert info["actor_loss"] == pytest.approx(-q.mean().item(), rel=1e-6)
 
 
-# ----------------------------------------------------------------------- hand-written gradients
-@settings(max_examples=60, deadline=None)
-@given(
-    # widths on both sides of _NARROW_INPUT (16): weight gradients of narrow-input layers take another path
-    sizes=st.lists(st.one_of(st.integers(1, 9), st.integers(15, 20)), min_size=2, max_size=5),
-    batch=st.integers(1, 7),
-    tanh=st.booleans(),
-    members=st.sampled_from([None, 1, 2, 3]),
-    seed=st.integers(0, 2**31 - 1),
-)
-def test_mlp_backward_matches_autograd(sizes, batch, tanh, members, seed):
-    """mlp_forward/mlp_backward against autograd on random ReLU MLPs (float64, so exact up to rounding), single
-    (``members=None``) or stacked (``[n, out, in]`` weights evaluated together on a shared input); the passes
-    are feature-major (``x [in, B]``)."""
-    from policies.td3 import Dense, mlp_backward, mlp_forward
-
-    gen = torch.Generator().manual_seed(seed)
-    rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
-    lead = () if members is None else (members,)
-    layers = [
-        Dense(rand(*lead, b, a).requires_grad_(), rand(*lead, b, 1).requires_grad_())
-        for a, b in zip(sizes[:-1], sizes[1:])
-    ]
-    x = rand(sizes[0], batch).requires_grad_()
-    upstream = rand(*lead, sizes[-1], batch)
-
-    h = x  # autograd reference
-    for i, layer in enumerate(layers):
-        h = torch.matmul(layer.weight, h) + layer.bias
-        h = torch.relu(h) if i < len(layers) - 1 else (torch.tanh(h) if tanh else h)
-    (h * upstream).sum().backward()
-
-    with torch.no_grad():
-        outputs = mlp_forward(x.detach(), layers, tanh_output=tanh)
-        torch.testing.assert_close(outputs[-1], h.detach())
-        grads = [Dense(torch.empty_like(layer.weight), torch.empty_like(layer.bias)) for layer in layers]
-        input_grad = mlp_backward(outputs, upstream, layers, tanh_output=tanh, weight_grads=grads, input_grad=True)
-    # stacked: one input gradient per member, whose sum is the shared input's
-    torch.testing.assert_close(input_grad if members is None else input_grad.sum(0), x.grad)
-    for layer, grad in zip(layers, grads):
-        torch.testing.assert_close(grad.weight, layer.weight.grad)
-        torch.testing.assert_close(grad.bias, layer.bias.grad)
-
-
-@pytest.mark.parametrize("shape", [(7, 5, 1), (2, 7, 5, 1), (7, 5, 3), (2, 7, 5, 3)])
-def test_linear_is_the_plain_product(shape):
-    """``linear`` computes ``W @ x + b`` (feature-major), single and stacked, width-1 outputs included."""
-    from policies.td3 import Dense, linear
-
-    torch.manual_seed(0)
-    *lead, batch, n_in, n_out = shape
-    x = torch.randn(*lead, n_in, batch)
-    layer = Dense(torch.randn(*lead, n_out, n_in), torch.randn(*lead, n_out, 1))
-    torch.testing.assert_close(linear(x, layer), layer.weight @ x + layer.bias)
-    if lead:  # a shared [in, B] input goes to every member
-        torch.testing.assert_close(linear(x[0], layer), layer.weight @ x[0] + layer.bias)
-
-
-@pytest.mark.parametrize("n_out", [1, 3])
-def test_ensemble_linear_is_n_linear_layers(n_out):
-    """EnsembleLinear (batch-major module API) equals n nn.Linear layers with its members' weights."""
-    from policies.td3 import EnsembleLinear
-
-    torch.manual_seed(0)
-    layer = EnsembleLinear(2, 5, n_out)
-    for x in (torch.randn(2, 7, 5), torch.randn(7, 5)):  # one input per member, or one shared
-        out = layer(x)
-        assert out.shape == (2, 7, n_out)
-        for i in range(2):
-            xi = x[i] if x.dim() == 3 else x
-            torch.testing.assert_close(out[i], torch.nn.functional.linear(xi, layer.weight[i], layer.bias[i, :, 0]))
-
-
 @pytest.mark.parametrize("learn_threads", [1, 2])
 def test_gradients_of_one_iteration_match_autograd(learn_threads):
     """The critic gradients written by _forward_learn are autograd's for MSE(Q1, y) + MSE(Q2, y) on the
@@ -356,63 +283,6 @@ def test_learn_threads_none_leaves_the_thread_count_alone():
     assert torch.get_num_threads() == outer
 
 
-def drive(chooser, iterations: int, seconds) -> list:
-    """Run ``iterations`` fake iterations through ``chooser``; ``seconds(it, threads)`` is each one's time.
-    Returns the thread counts used."""
-    used = []
-    for it in range(iterations):
-        threads = chooser.threads_now()
-        used.append(threads)
-        chooser.iteration_done(seconds(it, threads))
-    return used
-
-
-def test_thread_chooser_probes_and_keeps_the_faster_mode():
-    from policies.td3 import ThreadChooser
-
-    chooser = ThreadChooser(2, probe_every=10, probe_len=2)
-    # two threads pay in the first period, not afterwards
-    used = drive(chooser, 30, lambda it, threads: 1.0 if (threads == 2) == (it < 10) else 1.5)
-    # each period: 2 warm-up iterations in the current mode, 2 on one thread, 2 on two, then the faster
-    assert used[:10] == [2, 2, 1, 1, 2, 2, 2, 2, 2, 2]
-    assert used[10:20] == [2, 2, 1, 1, 2, 2, 1, 1, 1, 1]
-    assert used[20:30] == [1, 1, 1, 1, 2, 2, 1, 1, 1, 1]
-    assert chooser.chosen == 1
-
-
-def test_thread_chooser_ends_a_probe_at_the_first_very_slow_iteration():
-    """Under heavy load a multi-thread iteration can be 20x slower: the probe stops after the first one."""
-    from policies.td3 import ThreadChooser
-
-    chooser = ThreadChooser(2, probe_every=20, probe_len=4)
-    used = drive(chooser, 20, lambda it, threads: 1.0 if threads == 1 else 20.0)
-    assert used[:8] == [2] * 4 + [1] * 4  # warm-up, then the one-thread half of the probe
-    assert used[8] == 2 and used[9:] == [1] * 11  # one slow two-thread iteration ends it
-
-
-def test_thread_chooser_one_very_slow_iteration_outweighs_fast_ones():
-    """A two-thread iteration slower than twice the slowest one-thread one decides for one thread, even when
-    the other two-thread iterations were fast (a core was just taken by another process)."""
-    from policies.td3 import ThreadChooser
-
-    chooser = ThreadChooser(2, probe_every=20, probe_len=4)
-    drive(chooser, 20, lambda it, threads: 1.0 if threads == 1 else (2.1 if it == 11 else 0.5))
-    assert chooser.chosen == 1 and chooser.decisions[0][2] == 2.1
-
-
-def test_thread_chooser_compares_means_over_mixed_iterations():
-    """Iterations alternate cheap/expensive (TD3's actor steps): two threads make the expensive ones much
-    faster and the cheap ones a little slower. The means over whole cycles say two threads pay."""
-    from policies.td3 import ThreadChooser
-
-    cost = {1: (1.0, 10.0), 2: (1.3, 5.0)}  # (critic-only, actor) iteration seconds per thread count
-    chooser = ThreadChooser(2, probe_every=40, probe_len=4)
-    drive(chooser, 40, lambda it, threads: cost[threads][it % 2])
-    assert chooser.chosen == 2
-    (when, serial_mean, multi_mean, chosen), = chooser.decisions
-    assert (when, serial_mean, multi_mean, chosen) == (12, 5.5, 3.15, 2)
-
-
 def test_td3_probes_whole_actor_cycles():
     for freq, expected in ((1, 8), (2, 8), (3, 9), (20, 20)):
         chooser = make_policy(learn_threads=2, actor_update_freq=freq).thread_chooser
@@ -420,15 +290,20 @@ def test_td3_probes_whole_actor_cycles():
         assert chooser.probe_every >= 1000
 
 
-def test_thread_chooser_fixed_mode_never_probes():
-    from policies.td3 import ThreadChooser
+def test_td3_steps_its_optimizers_directly():
+    import gymnasium as gym
 
-    chooser = ThreadChooser(3, adaptive=False, probe_every=10, probe_len=2)
-    for _ in range(25):
-        assert chooser.threads_now() == 3
-        chooser.iteration_done(1.0)
-    with pytest.raises(ValueError, match="probe_every"):
-        ThreadChooser(2, probe_every=5, probe_len=2)
+    from policies.td3 import TD3Policy
+
+    env = gym.make("Pendulum-v1")
+    policy = TD3Policy(dict(hidden_sizes=[32, 32], batch_size=16), env.observation_space, env.action_space, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    batch = dict(obs=torch.randn(16, 3, generator=gen), action=torch.rand(16, 1, generator=gen) * 2 - 1,
+                 reward=torch.randn(16, generator=gen), next_obs=torch.randn(16, 3, generator=gen),
+                 terminated=torch.zeros(16))
+    for _ in range(6):
+        policy._forward_learn(batch)
+    assert policy._critic_adam.direct_steps == 5 and policy._actor_adam.direct_steps == 2
 
 
 def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch):
@@ -437,7 +312,7 @@ def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch)
     def failing(*args, **kwargs):
         raise RuntimeError("boom in the critic")
 
-    monkeypatch.setattr(policy, "_critic_backward", failing)
+    monkeypatch.setattr(policy, "_update_critic", failing)
     before = params(policy.critic) + params(policy.actor)
     outer = torch.get_num_threads()
     with pytest.raises(RuntimeError, match="boom in the critic"):
@@ -445,6 +320,46 @@ def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch)
     assert torch.get_num_threads() == outer
     assert same(before, params(policy.critic) + params(policy.actor)) and policy.update_count == 0
     assert policy.critic_optimizer.state_dict()["state"] == {}
+
+
+# ------------------------------------------------------------------------------------------- devices
+def test_plain_autograd_path_gives_the_same_iterations(monkeypatch):
+    """With the feature-major kernels switched off (what happens on a GPU), TD3 computes the same updates
+    through ordinary autograd operations."""
+    import rlearn.nn.functional as nnf
+
+    fused, plain = make_policy(actor_update_freq=1), make_policy(actor_update_freq=1)
+    batches = [make_batch(fused, n=33, seed=i) for i in range(3)]
+    infos_fused = [fused._forward_learn(b) for b in batches]
+    monkeypatch.setattr(nnf, "fused_kernels_enabled", lambda device: False)
+    infos_plain = [plain._forward_learn(b) for b in batches]
+    for a, b in zip(infos_fused, infos_plain):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    for a, b in zip(params(fused.actor) + params(fused.critic), params(plain.actor) + params(plain.critic)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(4, 3)).astype(np.float32)
+    np.testing.assert_allclose(plain._forward_eval(obs), fused._forward_eval(obs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_runs_on_cuda():
+    """On CUDA: networks, optimizer state and the noise generator on the GPU, no thread chooser, the same
+    keys, and a state dict that loads into a CPU policy."""
+    policy = TD3Policy({**SMALL, "learn_threads": 2, "actor_update_freq": 2}, OBS, ACT, seed=0, device="cuda")
+    assert policy.thread_chooser is None
+    assert all(p.is_cuda for p in policy.critic.parameters()) and policy.actor_optimizer.param_groups[0]["fused"]
+    batch = make_batch(policy, n=32)  # CPU tensors: moved by the policy
+    infos = [policy._forward_learn(batch) for _ in range(4)]
+    assert "actor_loss" in infos[1] and all(math.isfinite(v) for info in infos for v in info.values())
+    assert policy._critic_adam.direct_steps == 3 and policy._actor_adam.direct_steps == 1
+    obs = np.zeros((3, 3), np.float32)
+    assert policy._forward_collect(obs, 10**6)["action"].shape == (3, 1)
+    cpu = make_policy()
+    for name, module in policy.modules().items():
+        assert list(module.state_dict()) == list(cpu.modules()[name].state_dict()), name
+        assert all(v.is_cuda for v in module.state_dict().values()), name
 
 
 # ---------------------------------------------------------------------------------- collect and eval

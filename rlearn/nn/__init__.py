@@ -1,0 +1,18 @@
+"""Fast, tested building blocks for policies' networks (see ``docs/speed-parts.md``).
+
+* :class:`MLP`, :class:`EnsembleMLP` (``n`` stacked networks, e.g. twin critics), :class:`EnsembleLinear`:
+  ``nn.Module`` s whose forward runs feature-major kernels inside an ``autograd.Function``
+  (:mod:`rlearn.nn.functional`), so losses on their outputs are written as losses and ``backward()`` computes
+  only the gradients that are needed.
+* :func:`frozen`: a block in which a module's parameters do not require grad (an actor loss through a critic).
+* :class:`ThreadChooser`: each train iteration on the torch thread count that pays now (CPU).
+"""
+
+from rlearn.nn.functional import Dense, FeatureMajorMLP, fused_kernels_enabled, mlp, mlp_backward, mlp_forward
+from rlearn.nn.modules import MLP, EnsembleLinear, EnsembleMLP, frozen
+from rlearn.nn.threads import ThreadChooser
+
+__all__ = [
+    "MLP", "EnsembleMLP", "EnsembleLinear", "frozen", "ThreadChooser",
+    "mlp", "FeatureMajorMLP", "fused_kernels_enabled", "Dense", "mlp_forward", "mlp_backward",
+]

@@ -1,0 +1,207 @@
+"""Feature-major ReLU-MLP kernels and the autograd ``Function`` that runs them.
+
+A small MLP on a CPU spends its time in ``matmul``. These kernels run a whole ReLU MLP (one network, or
+``n`` stacked networks evaluated together) *feature-major*: activations are ``[features, batch]`` and
+weights ``[out, in]`` (as in ``nn.Linear``), so every product -- forward ``W @ x``, weight gradient
+``dz @ h^T``, input gradient ``W^T @ dz`` -- reads and writes contiguous matrices, which MKL runs faster
+than the batch-major ``x @ W^T`` form. The backward pass computes only what autograd asks for: no weight
+gradients for a frozen network, no input gradient for an input that does not require one.
+
+:func:`mlp` is the entry point the modules of :mod:`rlearn.nn.modules` call: batch-major in and out like
+``nn.Linear``, differentiable through :class:`FeatureMajorMLP` (an ``autograd.Function``), run directly when
+no gradient is needed, and on a plain autograd path where :func:`fused_kernels_enabled` says the layout
+does not pay (any device but the CPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", "mlp", "fused_kernels_enabled"]
+
+
+class Dense(NamedTuple):
+    """One dense layer as the kernels see it, *feature-major*: ``y = weight @ x + bias`` with ``x [in, B]``.
+
+    Either a single layer (``weight [out, in]`` as in ``nn.Linear``, ``bias [out, 1]``) or ``n`` stacked
+    ones evaluated together (``weight [n, out, in]``, ``bias [n, out, 1]``).
+    """
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+
+
+def fused_kernels_enabled(device: torch.device) -> bool:
+    """Whether :func:`mlp` runs the feature-major kernels on ``device``: on the CPU only.
+
+    The layout and the skipped products are measured wins with MKL; on a GPU cuBLAS runs either layout
+    equally well and autograd already skips the gradients nobody needs, so the plain path is used there.
+    (Tests monkeypatch this function to exercise the plain path on the CPU.)
+    """
+    return device.type == "cpu"
+
+
+def linear(x: torch.Tensor, layer: Dense) -> torch.Tensor:
+    """``layer.weight @ x + layer.bias``, feature-major: a single layer (``x [in, B]`` -> ``[out, B]``) or
+    stacked layers (``x [in, B]`` shared by every member, or ``[n, in, B]`` -> ``[n, out, B]``)."""
+    weight, bias = layer
+    if weight.dim() == 3:
+        return torch.baddbmm(bias, weight, x.expand(weight.shape[0], -1, -1) if x.dim() == 2 else x)
+    return torch.addmm(bias, weight, x)
+
+
+def _relu_backward_(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """``grad * (output > 0)`` in place in ``grad``, in one kernel (the gradient through a ReLU given its
+    output; in place because a fresh activation-sized buffer costs more than the arithmetic)."""
+    return torch.ops.aten.threshold_backward.grad_input(grad, output, 0.0, grad_input=grad)
+
+
+def mlp_forward(x: torch.Tensor, layers: Sequence[Dense], tanh_output: bool = False) -> List[torch.Tensor]:
+    """Forward pass of a ReLU MLP keeping what :func:`mlp_backward` needs: ``[x, h_1, ..., h_L]``.
+
+    Feature-major (``x [in, B]``): ``h_i = relu(W_i h_{i-1} + b_i)`` for the hidden layers; the last layer
+    is linear, or ``tanh`` with ``tanh_output``. Stacked layers (``[n, out, in]``) run ``n`` networks at
+    once on a shared ``x [in, B]`` or on their own ``x [n, in, B]``. Records no autograd graph for
+    detached or ``no_grad`` inputs; the gradients come from :func:`mlp_backward`.
+    """
+    outputs = [x]
+    last = len(layers) - 1
+    for i, layer in enumerate(layers):
+        h = linear(outputs[-1], layer)
+        if i < last:
+            h = h.relu_()
+        elif tanh_output:
+            h = h.tanh_()
+        outputs.append(h)
+    return outputs
+
+
+#: input widths below which a single layer's weight gradient is computed transposed (see _weight_gradient)
+_NARROW_INPUT = 16
+
+
+def _weight_gradient(h: torch.Tensor, grad: torch.Tensor, stacked: bool) -> Dense:
+    """``grad @ h^T`` and ``sum_batch grad`` (batched if ``stacked``)."""
+    if not stacked and h.shape[0] < _NARROW_INPUT:
+        # a layer with few inputs (e.g. an actor's first: obs_dim of them): MKL's [out, B] x [B, in] product is
+        # slow for such a narrow result (~95 us for [400, 256] x [256, 3]); [in, B] x [B, out] is fast
+        # (~30 us), so compute the transpose (returned as a transposed view)
+        return Dense(torch.mm(h, grad.t()).t(), grad.sum(-1, keepdim=True))
+    if stacked and h.dim() == 2:
+        h = h.expand(grad.shape[0], -1, -1)  # the input shared by every member
+    weight = torch.bmm(grad, h.transpose(-1, -2)) if stacked else torch.mm(grad, h.t())
+    return Dense(weight, grad.sum(-1, keepdim=True))
+
+
+def mlp_backward(
+    outputs: Sequence[torch.Tensor],
+    grad_output: torch.Tensor,
+    layers: Sequence[Dense],
+    tanh_output: bool = False,
+    weight_grads: bool = True,
+    input_grad: bool = False,
+) -> Tuple[Optional[torch.Tensor], Optional[List[Dense]]]:
+    """Backward pass through :func:`mlp_forward`, given ``grad_output = dL/dh_L`` for a scalar loss ``L``.
+
+    For every layer, from the last: ``dz = dh * act'`` (``h > 0`` for ReLU, ``1 - h^2`` for tanh, from the
+    stored outputs), then ``dW = dz @ h_{i-1}^T``, ``db = sum_batch dz`` and ``dh_{i-1} = W^T @ dz``
+    (feature-major, per member for stacked layers).
+
+    Returns ``(dL/dx, [Dense(dW_i, db_i), ...])``: the input gradient only with ``input_grad`` (else None,
+    and the first layer's input-gradient product is skipped; for stacked layers on a shared input it is
+    per member, ``[n, in, B]``), the layer gradients only with ``weight_grads`` (else None: a frozen network
+    that only passes gradients on). ``grad_output`` is never modified.
+    """
+    grad = grad_output
+    if tanh_output:
+        grad = grad * (1.0 - outputs[-1].square())
+    grads: List[Optional[Dense]] = [None] * len(layers)
+    for i in range(len(layers) - 1, -1, -1):
+        weight = layers[i].weight
+        if i < len(layers) - 1:
+            grad = _relu_backward_(grad, outputs[i + 1])  # grad is a fresh product here: ours to overwrite
+        if weight_grads:
+            grads[i] = _weight_gradient(outputs[i], grad, weight.dim() == 3)
+        if i > 0 or input_grad:
+            if weight.shape[-2] == 1:  # an outer product: elementwise is faster than a k=1 matmul
+                grad = weight.transpose(-1, -2) * grad
+            else:
+                grad = torch.matmul(weight.transpose(-1, -2), grad)
+    return (grad if input_grad else None), (grads if weight_grads else None)  # type: ignore[return-value]
+
+
+def _as_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
+    """``(w_0, b_0, w_1, b_1, ...)`` -> feature-major :class:`Dense` layers (a ``[out]`` bias becomes ``[out, 1]``)."""
+    return [Dense(w, b.unsqueeze(-1) if b.dim() < w.dim() else b) for w, b in zip(params[0::2], params[1::2])]
+
+
+class FeatureMajorMLP(torch.autograd.Function):
+    """``autograd.Function`` of a ReLU MLP: batch-major at its boundary, feature-major kernels inside.
+
+    ``FeatureMajorMLP.apply(x, tanh_output, w_0, b_0, w_1, b_1, ...)`` with ``x [B, in]`` (or ``[n, B, in]``
+    for stacked networks with their own inputs), weights ``[out, in]`` or stacked ``[n, out, in]``, biases
+    ``[out]`` / ``[out, 1]`` / ``[n, out, 1]``; returns ``[B, out]`` or ``[n, B, out]`` (a transposed view of
+    the feature-major result). The backward pass computes the weight gradients only if some weight or bias
+    needs one (``ctx.needs_input_grad``) and the input gradient only if ``x`` needs one.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, tanh_output: bool, *params: torch.Tensor) -> torch.Tensor:
+        layers = _as_layers(params)
+        outputs = mlp_forward(x.transpose(-1, -2).contiguous(), layers, tanh_output)
+        ctx.outputs = outputs  # plain tensors made here (no grad_fn): no reference cycle through ctx
+        ctx.tanh_output = tanh_output
+        ctx.shared_input = x.dim() == 2 and layers[0].weight.dim() == 3
+        ctx.save_for_backward(*params)  # version-checked: an in-place update before backward is an error
+        return outputs[-1].transpose(-1, -2)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
+        params = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        grad_x, grads = mlp_backward(ctx.outputs, grad_out.transpose(-1, -2), _as_layers(params), ctx.tanh_output,
+                                     weight_grads=any(need[2:]), input_grad=need[0])
+        ctx.outputs = None
+        if grad_x is not None:
+            grad_x = (grad_x.sum(0) if ctx.shared_input else grad_x).transpose(-1, -2)
+        flat: List[Optional[torch.Tensor]] = [None] * len(params)
+        if grads is not None:
+            for i, grad in enumerate(grads):
+                flat[2 * i] = grad.weight if need[2 + 2 * i] else None
+                flat[2 * i + 1] = grad.bias.view(params[2 * i + 1].shape) if need[3 + 2 * i] else None
+        return (grad_x, None, *flat)
+
+
+def _plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool) -> torch.Tensor:
+    """The same network with ordinary batch-major autograd operations (the path off the CPU)."""
+    h = x
+    last = len(params) // 2 - 1
+    for i, (w, b) in enumerate(zip(params[0::2], params[1::2])):
+        if w.dim() == 3:
+            bias = (b if b.dim() == 3 else b.unsqueeze(-1)).transpose(-1, -2)  # [n, 1, out]
+            h = torch.baddbmm(bias, h.expand(w.shape[0], -1, -1) if h.dim() == 2 else h, w.transpose(-1, -2))
+        else:
+            h = F.linear(h, w, b.reshape(-1))
+        if i < last:
+            h = torch.relu(h)
+        elif tanh_output:
+            h = torch.tanh(h)
+    return h
+
+
+def mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool = False) -> torch.Tensor:
+    """A ReLU MLP ``(w_0, b_0, w_1, b_1, ...)`` applied to batch-major ``x`` (see :class:`FeatureMajorMLP`).
+
+    Differentiable like any torch operation. Runs :class:`FeatureMajorMLP` when a gradient may be needed,
+    the kernels directly (no ``Function`` bookkeeping) when none can be, and plain autograd operations where
+    :func:`fused_kernels_enabled` is false for ``x``'s device.
+    """
+    if not fused_kernels_enabled(x.device):
+        return _plain_mlp(x, params, tanh_output)
+    if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
+        return FeatureMajorMLP.apply(x, tanh_output, *params)
+    # nothing requires a gradient: no graph would be recorded, so run the kernels without the Function
+    return mlp_forward(x.transpose(-1, -2).contiguous(), _as_layers(params), tanh_output)[-1].transpose(-1, -2)

@@ -1,0 +1,76 @@
+"""MLP, EnsembleMLP, EnsembleLinear and frozen: the same functions as plain torch modules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlearn.nn import MLP, EnsembleLinear, EnsembleMLP, frozen
+
+
+@pytest.mark.parametrize("n_out", [1, 3])
+def test_ensemble_linear_is_n_linear_layers(n_out):
+    """EnsembleLinear (batch-major module API) equals n nn.Linear layers with its members' weights."""
+    torch.manual_seed(0)
+    layer = EnsembleLinear(2, 5, n_out)
+    for x in (torch.randn(2, 7, 5), torch.randn(7, 5)):  # one input per member, or one shared
+        out = layer(x)
+        assert out.shape == (2, 7, n_out)
+        for i in range(2):
+            xi = x[i] if x.dim() == 3 else x
+            torch.testing.assert_close(out[i], torch.nn.functional.linear(xi, layer.weight[i], layer.bias[i, :, 0]))
+
+
+@pytest.mark.parametrize("activation", [None, "tanh"])
+def test_mlp_is_its_sequential(activation):
+    """MLP's forward and gradients are those of its nn.Sequential ``net``; state-dict keys are net's."""
+    torch.manual_seed(0)
+    net = MLP([3, 8, 16, 2], output_activation=activation)
+    assert list(net.state_dict()) == ["net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias",
+                                      "net.4.weight", "net.4.bias"]
+    assert isinstance(net.net[-1], torch.nn.Tanh) == (activation == "tanh")
+    x = torch.randn(9, 3)
+    out = net(x)
+    out.square().sum().backward()
+    ours = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    ref = net.net(x.clone())
+    ref.square().sum().backward()
+    torch.testing.assert_close(out, ref)
+    for a, p in zip(ours, net.parameters()):
+        torch.testing.assert_close(a, p.grad)
+
+
+def test_ensemble_mlp_members_and_shared_input():
+    torch.manual_seed(0)
+    ens = EnsembleMLP(3, [4, 8, 1])
+    x = torch.randn(6, 4)
+    out = ens(x)
+    assert out.shape == (3, 6, 1)
+    for i in range(3):
+        h = torch.relu(x @ ens.layers[0].weight[i].t() + ens.layers[0].bias[i, :, 0])
+        ref = h @ ens.layers[1].weight[i].t() + ens.layers[1].bias[i, :, 0]
+        torch.testing.assert_close(out[i], ref)
+        torch.testing.assert_close(ens(x, member=i), ref)
+    own = torch.randn(3, 6, 4)  # one input per member
+    torch.testing.assert_close(ens(own)[1], ens(own[1], member=1))
+    with pytest.raises(ValueError, match="output_activation"):
+        EnsembleMLP(2, [3, 1], output_activation="relu")
+    with pytest.raises(ValueError, match="two sizes"):
+        MLP([3])
+
+
+def test_frozen_sends_gradients_to_the_input_only():
+    torch.manual_seed(0)
+    critic = EnsembleMLP(2, [3, 8, 1])
+    critic.layers[0].bias.requires_grad_(False)  # a parameter frozen before stays frozen after
+    x = torch.randn(5, 3, requires_grad=True)
+    with frozen(critic):
+        assert not any(p.requires_grad for p in critic.parameters())
+        critic(x, member=0).mean().backward()
+    assert x.grad is not None and all(p.grad is None for p in critic.parameters())
+    assert [p.requires_grad for p in critic.parameters()] == [True, False, True, True]
+    with pytest.raises(RuntimeError, match="inside"):
+        with frozen(critic):
+            raise RuntimeError("inside")
+    assert [p.requires_grad for p in critic.parameters()] == [True, False, True, True]
