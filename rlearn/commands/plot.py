@@ -156,7 +156,8 @@ def _flat(config: Optional[Mapping[str, Any]], ignored: Sequence[str]) -> Option
 
 def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) -> List[Tuple[str, List[Run]]]:
     """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label:
-    with one group the runs' name (exp_name); with several, the config values that tell the groups apart
+    with one group the runs' name (exp_name); with several, each group's exp_name when every group has one
+    name of its own (``td3_pendulum`` beside ``sb3_td3``), else the config values that tell the groups apart
     (``policy.lr=0.001``); a run without ``config.py`` is a group of its own named after its directory."""
     groups: Dict[str, List[Run]] = {}
     flats: Dict[str, Optional[Dict[str, Any]]] = {}
@@ -167,11 +168,16 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
         flats[ident] = flat
     known = [flat for flat in flats.values() if flat is not None]
     differing = sorted({k for flat in known for k in flat if any(other.get(k, object()) != flat.get(k) for other in known)})
+    group_names = [{run.name for run in members} for members in groups.values()]
+    named_apart = len(groups) > 1 and all(len(names) == 1 for names in group_names) and \
+        len({next(iter(names)) for names in group_names}) == len(groups)
     labelled = []
     for ident, members in groups.items():
         flat = flats[ident]
         if flat is None:
             label = members[0].path.name
+        elif named_apart:
+            label = members[0].name
         elif len(groups) == 1 or not differing:
             names = sorted({run.name for run in members})
             label = names[0] if len(names) == 1 else ", ".join(names)
