@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Merge, validate, write, summarise; returns 0, or 1 with a message on stderr when it cannot."""
     from rlearn.trace.merge import TraceMergeError, merge_work_dir, trace_dir, write_trace
-    from rlearn.trace.recorder import RecordsError
+    from rlearn.trace.records import RecordsError
     from rlearn.trace.summary import format_summary, summarize
     from rlearn.trace.validate import check_trace
 

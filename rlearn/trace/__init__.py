@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Tuple
 
-from rlearn.trace.recorder import DEFAULT_LANE, PathLike, Span, Tracer, _check_offset, read_records, records_path
+from rlearn.trace.recorder import DEFAULT_LANE, PathLike, Span, Tracer, _check_offset, records_path
+from rlearn.trace.records import read_records
 
 __all__ = [
     "span", "counter", "enable", "enable_from_env", "disable", "is_enabled", "is_requested", "get_tracer",

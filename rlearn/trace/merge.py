@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rlearn.trace.lanes import assign_lanes, lane_label
-from rlearn.trace.recorder import PathLike, RecordsError, RecordsFile, read_records
+from rlearn.trace.recorder import PathLike
+from rlearn.trace.records import RecordsError, RecordsFile, read_records
 
 #: lanes shown first, in this order; any other lane follows in alphabetical order
 LANE_ORDER = ("collector", "learner", "ppg", "evaluator", "checkpoint")

@@ -16,7 +16,8 @@ import torch
 
 import rlearn.trace as trace
 from rlearn.trace.merge import merge_work_dir
-from rlearn.trace.recorder import RecordsError, Tracer, default_lane, read_records, records_path
+from rlearn.trace.recorder import Tracer, default_lane, records_path
+from rlearn.trace.records import RecordsError, read_records
 from rlearn.trace.validate import validate_trace
 
 
