@@ -116,12 +116,24 @@ class TBWriter(SummaryWriter):
         """As ``SummaryWriter.add_scalar``; also counts the point for :func:`rewind_event_files`."""
         super().add_scalar(tag, scalar_value, global_step, walltime, display_name, summary_description)
         if global_step is not None:
-            step = int(global_step)
-            entry = self.points.get(tag)
-            if entry is not None and entry[0] == step:
-                entry[1] += 1
-            else:
-                self.points[tag] = [step, 1]
+            self.count_point(tag, int(global_step))
+
+    def count_point(self, tag: str, step: int) -> None:
+        """Count one point of ``tag`` at ``step`` in :attr:`points` (what :func:`rewind_event_files` keeps)."""
+        entry = self.points.get(tag)
+        if entry is not None and entry[0] == step:
+            entry[1] += 1
+        else:
+            self.points[tag] = [step, 1]
+
+    def add_gif(self, tag: str, gif: bytes, height: int, width: int, step: int) -> None:
+        """An animated GIF as an image summary of ``tag`` at ``step`` (TensorBoard's Images dashboard plays
+        it: what ``add_video`` writes, without needing moviepy); counted like a scalar point."""
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+        self._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        self.count_point(tag, int(step))
 
 
 # ---------------------------------------------------------------------------------------- reading

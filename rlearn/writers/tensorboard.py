@@ -20,7 +20,7 @@ import copy
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.writers.base import ScalarValue, Writer
 from rlearn.writers.tb_events import PointTable, RewindReport, TBWriter, rewind_event_files
@@ -79,6 +79,16 @@ class TensorBoardWriter(Writer):
             iter_tag, step_tag = tb_tags(name)
             writer.add_scalar(iter_tag, value, step_iter)
             writer.add_scalar(step_tag, value, step_env)
+
+    def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
+        """The episode as an animated GIF in the Images dashboard, on the env-step axis only: ``evaluator/video``
+        becomes the tag ``evaluator_step/video`` at step ``step_env`` (frames shrunk to at most
+        :data:`rlearn.video.GIF_MAX_SIDE` pixels a side by :func:`rlearn.video.encode_gif`). A resumed run
+        drops a video written after its checkpoint like any point."""
+        from rlearn.video import encode_gif
+
+        gif, height, width = encode_gif(frames, fps)
+        self._open().add_gif(tb_tags(name)[1], gif, height, width, step_env)
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """A TensorBoard text summary (the TEXT dashboard) at step ``step_iter``."""
