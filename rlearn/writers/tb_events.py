@@ -4,7 +4,8 @@ Why not the stock ``tensorboardX.SummaryWriter``? Two reasons:
 
 * its events go through a background thread, so ``flush()`` does not wait for queued events: a checkpoint
   taken right after a flush could claim points that never reached the disk. :class:`TBWriter` writes
-  each event synchronously (a buffered file write) and ``flush()`` fsyncs;
+  each event synchronously (a buffered file write); ``flush(sync=False)`` hands them to the OS (a crash of
+  the process loses nothing) and ``flush()`` also fsyncs (a power loss loses nothing);
 * on resume we must know which points belong to the run *before* the checkpoint. :class:`TBWriter`
   counts, for each scalar tag, the last step written and how many points it has at that step; the
   learner stores that table in the checkpoint.
@@ -51,6 +52,7 @@ class _SyncEventFileWriter:
         os.makedirs(logdir, exist_ok=True)
         self._events = EventsWriter(os.path.join(logdir, "events"), filename_suffix)
         self._closed = False
+        self._unsynced = True  # the file's header event
 
     @property
     def path(self) -> str:
@@ -62,14 +64,22 @@ class _SyncEventFileWriter:
     def add_event(self, event: event_pb2.Event) -> None:
         if not self._closed:
             self._events.write_event(event)
+            self._unsynced = True
 
-    def flush(self) -> None:
+    def flush(self, sync: bool = True) -> None:
+        """Hand the written events to the OS; with ``sync`` also fsync the file (about 5 ms), unless
+        nothing was written since the last fsync."""
         if not self._closed:
-            self._events.flush()  # file flush + fsync
+            if sync and self._unsynced:
+                self._events.flush()  # file flush + fsync
+                self._unsynced = False
+            else:
+                self._events._py_recordio_writer._writer.flush()
 
     def close(self) -> None:
         if not self._closed:
-            self._events.close()
+            self.flush(sync=True)
+            self._events._py_recordio_writer.close()
             self._closed = True
 
     def reopen(self) -> None:  # FileWriter API; a closed TBWriter opens a new file on its next write
@@ -104,6 +114,11 @@ class TBWriter(SummaryWriter):
             self.file_writer = _SyncFileWriter(self.logdir, f".{time.time_ns()}")
             self.all_writers = {self.file_writer.get_logdir(): self.file_writer}
         return self.file_writer
+
+    def flush(self, sync: bool = True) -> None:  # type: ignore[override]
+        """Hand every event written so far to the OS; with ``sync`` (the default) also fsync the file."""
+        if self.file_writer is not None:
+            self.file_writer.event_writer.flush(sync=sync)
 
     @property
     def event_file(self) -> Optional[str]:
