@@ -174,8 +174,8 @@ def test_a_writer_of_ones_own_receives_the_learners_logs(tmp_path):
     throughput = [k for k in first if k.startswith("throughput/")]
     paused = [k for k in first if k.startswith("time/")]
     assert paused == ["time/eval_s", "time/checkpoint_s"]
-    # grouped: the learner's keys, the time group, throughput last
-    assert list(table)[2:] == [k for k in first if k not in throughput + paused] + paused + throughput
+    # grouped: the learner's keys, then throughput and the time group last
+    assert list(table)[2:] == [k for k in first if k not in throughput + paused] + throughput + paused
     assert rows.rows[-1] == (10, "note", "done")
     with pytest.raises(TypeError, match="Writer instances"):
         BaseLearner(PeriodicPolicy(None, None, None), writers=[object()])
