@@ -160,9 +160,10 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
     """Render ``[(group, [(name, value), ...]), ...]`` as rows of two lines (the group and the names, then
     the values), each at most ``width`` characters where possible.
 
-    Groups flow left to right: a group starts on the current row (after `` | ``) if its label and first
-    column still fit, else on a new row; a group whose columns do not fit continues on the next row under
-    its label again. Row-starting labels are padded to the same width so their columns start together.
+    Groups flow left to right: a group starts on the current row (after `` | ``) if all of it still fits
+    there, or -- a group too wide for any row -- if its label and first column fit; else on a new row. A
+    group whose columns do not fit continues on the next row under its label again (so a group is split
+    only when it is wider than a whole row). Row-starting labels are padded to the same width so their columns start together.
     """
     label_width = max((len(group) for group, _ in blocks), default=0)
     rows: List[List[Tuple[str, str]]] = []  # each row: its segments (header line, value line)
@@ -177,7 +178,10 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
     for group, columns in blocks:
         chunk: List[Tuple[str, str]] = []
         label = group
-        if row and used + len(_SEP) + len(group) + column_width(columns[0]) <= width:
+        total = sum(column_width(column) for column in columns)
+        fits_here = used + len(_SEP) + len(group) + total <= width
+        too_wide_anyway = label_width + total > width
+        if row and (fits_here or (too_wide_anyway and used + len(_SEP) + len(group) + column_width(columns[0]) <= width)):
             used += len(_SEP) + len(group)
         else:
             if row:

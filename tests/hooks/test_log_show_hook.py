@@ -238,6 +238,18 @@ def test_tables_wrap_to_the_width(tmp_path):
     wide = horizontal_tables([("learner", [("x" * 100, "1"), ("y", "2")])], width=40)
     assert parse_tables("train_iter 1  envstep 2\n" + wide) == {"train_iter": "1", "envstep": "2", "x" * 100: "1", "y": "2"}
 
+    # a group that fits a row of its own is not split across two rows; one wider than any row still is
+    blocks = [("learner", [("a_avg", "1"), ("b_avg", "2")]), ("time", [("eval_s", "0.5"), ("checkpoint_s", "0")])]
+    assert horizontal_tables(blocks, width=40).splitlines() == [
+        "learner  a_avg  b_avg",
+        "             1      2",
+        "time     eval_s  checkpoint_s",
+        "            0.5             0",
+    ]
+    assert horizontal_tables(blocks, width=60).splitlines()[0] == "learner  a_avg  b_avg | time  eval_s  checkpoint_s"
+    split = horizontal_tables([("learner", [("a_avg", "1")]), ("other", [(f"c{i}_avg", "3") for i in range(9)])], 40)
+    assert split.splitlines()[0] == "learner  a_avg | other  c0_avg  c1_avg"
+
     _, records = make(tmp_path, iters=10, width=60)
     text = tables(records)[0]
     assert max(len(line) for line in text.splitlines()[1:]) <= 60
