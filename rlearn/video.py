@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 __all__ = ["VIDEO_EXTRA_HINT", "VideoUnavailable", "require_video_support", "EpisodeVideo", "VideoRecorder",
-           "record_episode", "write_mp4", "video_file_name"]
+           "record_episode", "write_mp4", "video_file_name", "encode_gif", "GIF_MAX_SIDE"]
 
 #: what to install for videos
 VIDEO_EXTRA_HINT = "pip install 'rlearn[video]' (imageio, imageio-ffmpeg and pygame)"
 
 #: frames per second when the environment's metadata has no ``render_fps``
 DEFAULT_FPS = 30
+#: :func:`encode_gif` shrinks frames by a whole factor until their longer side is at most this many pixels
+GIF_MAX_SIDE = 256
 
 
 class VideoUnavailable(ImportError):
@@ -81,6 +83,9 @@ class EpisodeVideo:
         episode_return: the episode's return.
         length: the episode's steps.
         size: ``(height, width)`` of a frame.
+        images: the frames themselves (H x W x 3 uint8), for a writer that shows the video too (TensorBoard);
+            None when the recorder does not keep them.
+        fps: frames per second of the video.
     """
 
     path: Path
@@ -88,6 +93,8 @@ class EpisodeVideo:
     episode_return: float
     length: int
     size: tuple
+    images: Optional[Sequence[np.ndarray]] = field(default=None, repr=False)
+    fps: float = DEFAULT_FPS
 
 
 def record_episode(env: Any, policy: Any, seed: Optional[int] = None, max_steps: int = 100_000) -> tuple:
@@ -149,6 +156,34 @@ def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float =
     return path
 
 
+def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side: int = GIF_MAX_SIDE) -> tuple:
+    """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping animated GIF, the form in which
+    TensorBoard's Images dashboard shows a video; returns ``(gif bytes, height, width)``.
+
+    Frames are shrunk by the smallest whole factor that brings their longer side to ``max_side`` pixels or
+    less (every n-th pixel: a 500 x 500 Pendulum frame becomes 250 x 250), to keep event files small.
+    Needs only Pillow (a dependency of matplotlib, so always installed).
+    """
+    import io
+
+    from PIL import Image
+
+    if not frames:
+        raise ValueError("encode_gif: no frames")
+    if isinstance(max_side, bool) or not isinstance(max_side, int) or max_side < 1:
+        raise ValueError(f"encode_gif: max_side must be a positive int, got {max_side!r}")
+    first = np.asarray(frames[0])
+    if first.ndim != 3 or first.shape[2] != 3 or first.dtype != np.uint8:
+        raise ValueError(f"encode_gif: frames must be H x W x 3 uint8 images, got shape {first.shape} and "
+                         f"dtype {first.dtype}")
+    factor = -(-max(first.shape[:2]) // max_side)  # ceil
+    images = [Image.fromarray(np.ascontiguousarray(np.asarray(frame)[::factor, ::factor])) for frame in frames]
+    buffer = io.BytesIO()
+    duration_ms = max(1, int(round(1000.0 / float(fps))))
+    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
+    return buffer.getvalue(), images[0].height, images[0].width
+
+
 class VideoRecorder:
     """Records episodes of ``policy`` on its own ``rgb_array`` environment (made on first use).
 
@@ -189,7 +224,7 @@ class VideoRecorder:
         frames, total, length = record_episode(env, self.policy, seed=derive_seed(self.seed, k))
         fps = (getattr(env, "metadata", None) or {}).get("render_fps") or DEFAULT_FPS
         written = write_mp4(path, frames, fps=fps)
-        return EpisodeVideo(written, len(frames), total, length, tuple(frames[0].shape[:2]))
+        return EpisodeVideo(written, len(frames), total, length, tuple(frames[0].shape[:2]), images=frames, fps=fps)
 
     def close(self) -> None:
         if self.env is not None:

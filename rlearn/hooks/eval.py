@@ -5,7 +5,7 @@ The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each co
 iterations it earned, and :meth:`EvalHook.evaluate_at_end` once the loop is over. One evaluation::
 
     before_eval hooks -> rank 0 plays ``evaluator.n_episodes`` episodes, appends them to evaluations.jsonl,
-    records a video if one is due -> log line, table, TensorBoard (``_report``)
+    records a video if one is due -> log line, table, TensorBoard (``_report``; the video as an animated GIF)
     -> (several processes) rank 0 broadcasts (result, stop) -> best so far? rank 0 saves ckpt/best.pt
     -> patience used up? -> after_eval hooks
 
@@ -37,7 +37,7 @@ from rlearn.registry import HOOKS
 from rlearn.trace import NOOP_SPAN, span
 
 __all__ = ["EvalHook", "EvalState", "EvalProgress", "EVAL_TB_KEYS", "EVALUATIONS_FILE", "BEST_CHECKPOINT",
-           "STOP_VALUE", "NO_IMPROVEMENT", "read_evaluations"]
+           "STOP_VALUE", "NO_IMPROVEMENT", "VIDEO_NAME", "read_evaluations"]
 
 #: keys of an evaluation result written to TensorBoard (``evaluator_step/<k>``, ``evaluator_iter/<k>``)
 EVAL_TB_KEYS = ("episode_return_mean", "episode_return_std", "episode_return_min", "episode_return_max",
@@ -50,6 +50,8 @@ BEST_CHECKPOINT = "best.pt"
 STOP_VALUE, NO_IMPROVEMENT = "stop_value", "no_improvement"
 #: the hook's entry in a checkpoint
 PROGRESS_ENTRY = "eval_progress"
+#: the name a video is written under (TensorBoard: the image tag ``evaluator_step/video``)
+VIDEO_NAME = "evaluator/video"
 
 
 def _optional_positive_int(name: str, value: Any) -> Optional[int]:
@@ -76,8 +78,10 @@ class EvalHook(Hook):
             (:attr:`stop_reason` ``"no_improvement"``); None never stops for that.
         save_best: save ``<work_dir>/ckpt/best.pt`` (a full checkpoint, written like ``latest.pt``) at each
             evaluation whose mean return is higher than every earlier one (a tie keeps the earlier).
-        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` at evaluations (needs
-            ``pip install 'rlearn[video]'`` and a :attr:`recorder`, which the run attaches).
+        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` at evaluations, and hand its
+            frames to the writers (:meth:`~rlearn.learner.BaseLearner.write_video`: TensorBoard shows it as
+            ``evaluator_step/video`` at the evaluation's env step); needs ``pip install 'rlearn[video]'``
+            and a :attr:`recorder`, which the run attaches.
         video_freq: a video at the first evaluation after each new multiple of ``video_freq`` env steps;
             None: at every evaluation.
 
@@ -197,8 +201,12 @@ class EvalHook(Hook):
         with torch.no_grad():
             result = self.evaluator.evaluate()
             self._append_raw(learner)
-            self.video_path = self._record_video(learner)
+            clip = self._record_video(learner)
+        self.video_path = None if clip is None else Path(clip.path)
         self._report(learner, result)
+        if clip is not None and getattr(clip, "images", None) is not None:
+            # TensorBoard's Images dashboard plays it next to the curves (evaluator_step/video at this envstep)
+            learner.write_video(VIDEO_NAME, clip.images, clip.fps, learner.train_iter, learner.envstep)
         stop = self.stop_value is not None and result["episode_return_mean"] >= self.stop_value
         if stop:
             learner.logger.info(
@@ -234,8 +242,9 @@ class EvalHook(Hook):
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
 
-    def _record_video(self, learner: Any) -> Optional[Path]:
-        """Rank 0: record one episode as ``videos/envstep_<N>.mp4`` if one is due; its path or None.
+    def _record_video(self, learner: Any) -> Any:
+        """Rank 0: record one episode as ``videos/envstep_<N>.mp4`` if one is due; the recorder's
+        :class:`~rlearn.video.EpisodeVideo` or None.
 
         A failing video (rendering, encoding) is logged once with the reason and switches videos off; the
         run goes on.
@@ -261,7 +270,7 @@ class EvalHook(Hook):
             return None
         self.progress.last_video_envstep = learner.envstep
         learner.logger.info("video: %s (episode return %.4g, %d steps)", clip.path, clip.episode_return, clip.length)
-        return Path(clip.path)
+        return clip
 
     # -------------------------------------------------------------------------------- checkpoints
     def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:

@@ -2,12 +2,14 @@
 
 Every ``freq`` iterations (``train_iter % freq == 0``) it measures the throughput since the previous log
 (``throughput/iters_per_sec``, ``throughput/env_steps_per_sec``) over *train time*: the wall time since the
-previous log minus the time spent evaluating (``before_eval`` .. ``after_eval``) and saving checkpoints
-(from ``before_save_checkpoint`` to the loop's next phase). With tracing on, the same two numbers become
-trace counters of the same names, stamped at the start of the interval they measure. It then calls
-:meth:`~rlearn.learner.BaseLearner.log_metrics` with it: the statistics of every monitored key
-(``<key>_avg``...) go to each of ``learner.writers`` -- the table in the log and the TensorBoard curves by
-default (docs/reading-the-logs.md, docs/writers.md). The hook writes nothing itself.
+previous log minus the time spent evaluating (``before_eval`` .. ``after_eval``, the evaluation's ``best.pt``
+and video included), saving checkpoints (from ``before_save_checkpoint`` to the loop's next phase) and
+writing the previous log itself. The time left out is shown beside it, as ``time/eval_s`` and
+``time/checkpoint_s`` (seconds in the interval). With tracing on, the two throughput numbers become trace
+counters of the same names, stamped at the start of the interval they measure. It then calls
+:meth:`~rlearn.learner.BaseLearner.log_metrics` with them: the statistics of every monitored key
+(``<key>_avg``...) go to each of ``learner.writers`` -- the table in the log, the TensorBoard curves and
+``metrics.jsonl`` by default (docs/reading-the-logs.md, docs/writers.md). The hook writes nothing itself.
 
 In a multi-process run ``log_metrics`` merges every rank's window statistics **by presence** (one
 ``all_gather`` per log on every rank, so every rank must reach the log at the same ``train_iter``); only
@@ -25,10 +27,12 @@ from rlearn.trace.recorder import MONOTONIC_CLOCK
 from rlearn.writers.base import ScalarValue
 from rlearn.writers.table import EMPTY, TableWriter, column_width, format_value, horizontal_tables  # noqa: F401
 
-__all__ = ["LogShowHook", "THROUGHPUT_KEYS", "format_value", "horizontal_tables", "column_width"]
+__all__ = ["LogShowHook", "THROUGHPUT_KEYS", "PAUSE_KEYS", "format_value", "horizontal_tables", "column_width"]
 
 #: the throughput names written beside the statistics (TensorBoard: ``throughput_iter/...``, ``throughput_step/...``)
 THROUGHPUT_KEYS = ("throughput/iters_per_sec", "throughput/env_steps_per_sec")
+#: what the throughput leaves out: pause kind -> the name of its seconds in the interval (written after the throughput)
+PAUSE_KEYS = {"eval": "time/eval_s", "checkpoint": "time/checkpoint_s"}
 
 
 @HOOKS.register
@@ -62,15 +66,15 @@ class LogShowHook(Hook):
         self.width = width
         self.logs = 0
         self._warned_never: set = set()
-        # (perf_counter_ns, train_iter, envstep) of the previous log, and the paused time since then
+        # (perf_counter_ns, train_iter, envstep) of the end of the previous log, and the paused time since then
         self._since: Optional[Tuple[int, int, int]] = None
-        self._paused_ns = 0
-        self._pause_start: Optional[int] = None
+        self._paused_ns: Dict[str, int] = dict.fromkeys(PAUSE_KEYS, 0)
+        self._pause: Optional[Tuple[str, int]] = None  # (kind, start) of the pause going on
 
     # ------------------------------------------------------------------------------------ mount points
     def before_run(self, learner: Any) -> None:
         self._since = (MONOTONIC_CLOCK(), learner.train_iter, learner.envstep)
-        self._paused_ns, self._pause_start = 0, None
+        self._paused_ns, self._pause = dict.fromkeys(PAUSE_KEYS, 0), None
 
     def before_iter(self, learner: Any) -> None:
         self._resume_clock()
@@ -86,13 +90,14 @@ class LogShowHook(Hook):
             self.log(learner)
 
     def before_eval(self, learner: Any) -> None:
-        self._pause_clock()
+        self._resume_clock()  # a checkpoint pause just before it ends here: the evaluation counts as such
+        self._pause_clock("eval")
 
     def after_eval(self, learner: Any) -> None:
         self._resume_clock()
 
     def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
-        self._pause_clock()  # the file is written after this; the loop's next phase resumes the clock
+        self._pause_clock("checkpoint")  # written after this; the loop's next phase resumes the clock
 
     def after_run(self, learner: Any) -> None:
         if learner.rank != 0:
@@ -101,15 +106,17 @@ class LogShowHook(Hook):
             self._warn_never_reported(learner)
         learner.close()  # flushes and closes the writers; a later write opens new files
 
-    def _pause_clock(self) -> None:
-        """Stop counting time towards the throughput (evaluation, checkpoint) until :meth:`_resume_clock`."""
-        if self._pause_start is None:
-            self._pause_start = MONOTONIC_CLOCK()
+    def _pause_clock(self, kind: str) -> None:
+        """Stop counting time towards the throughput until :meth:`_resume_clock`; the time goes to ``kind``
+        (``"eval"``, ``"checkpoint"``). Inside a pause (``best.pt`` saved by an evaluation) nothing changes."""
+        if self._pause is None:
+            self._pause = (kind, MONOTONIC_CLOCK())
 
     def _resume_clock(self) -> None:
-        if self._pause_start is not None:
-            self._paused_ns += MONOTONIC_CLOCK() - self._pause_start
-            self._pause_start = None
+        if self._pause is not None:
+            kind, start = self._pause
+            self._paused_ns[kind] += MONOTONIC_CLOCK() - start
+            self._pause = None
 
     # ---------------------------------------------------------------------------------------- logging
     def log(self, learner: Any, end: Optional[int] = None) -> Dict[str, ScalarValue]:
@@ -125,36 +132,47 @@ class LogShowHook(Hook):
                 if isinstance(writer, TableWriter):
                     writer.width = self.width
         values = learner.log_metrics(end=end, extra=throughput)
+        # the next interval starts once this log is written: writing it is not train time either
+        self._since = (MONOTONIC_CLOCK(), learner.train_iter, learner.envstep)
         if learner.rank == 0:
             self.logs += 1
             if self.logs >= 2:
                 self._warn_never_reported(learner)
         return values
 
-    def final_log(self, learner: Any) -> Dict[str, ScalarValue]:
-        """The last log of a run, called after the loop has ended (after the last iteration's tick): its
-        windows end at the last completed iteration (``learner.last_tick()``), so it covers exactly its
-        window like every other log (a window of ``log_freq`` iterations at iteration 2001 covers 1902..2001).
-        The run calls it only when iterations ran since the previous log, so it never repeats a log's
-        iteration; its throughput covers the train time since that log."""
+    def final_log(self, learner: Any) -> Optional[Dict[str, ScalarValue]]:
+        """The last log of a run, called after the loop has ended (after the last iteration's tick).
+
+        It writes only if iterations completed since the previous log (or since ``before_run``): a run
+        that ends exactly on a log iteration (or a resumed run with nothing left to do) gets no second log
+        of that iteration, and None is returned. Otherwise its windows end at the last completed iteration
+        (``learner.last_tick()``), so it covers exactly its window like every other log (a window of
+        ``log_freq`` iterations at iteration 2001 covers 1902..2001), and its throughput covers the train
+        time since the previous log (the final evaluation left out)."""
+        if self._since is None or learner.train_iter == self._since[1]:
+            return None
         return self.log(learner, end=learner.last_tick())
 
     def _throughput(self, learner: Any) -> Dict[str, ScalarValue]:
         """Iterations and env steps per second of train time since the previous log (None for the first
-        log of a hook that never saw ``before_run``); also trace counters stamped at the interval start."""
+        log of a hook that never saw ``before_run``), then the seconds left out of it (:data:`PAUSE_KEYS`);
+        also trace counters stamped at the interval start."""
         self._resume_clock()  # a log can only come after the paused phase ended
         now = MONOTONIC_CLOCK()
         iters_per_sec = env_per_sec = None
+        paused = self._paused_ns
         if self._since is not None:
-            elapsed = (now - self._since[0] - self._paused_ns) / 1e9
+            elapsed = (now - self._since[0] - sum(paused.values())) / 1e9
             if elapsed > 0:
                 iters_per_sec = (learner.train_iter - self._since[1]) / elapsed
                 env_per_sec = (learner.envstep - self._since[2]) / elapsed
                 trace.counter(THROUGHPUT_KEYS[0], iters_per_sec, self._since[0])
                 trace.counter(THROUGHPUT_KEYS[1], env_per_sec, self._since[0])
         self._since = (now, learner.train_iter, learner.envstep)
-        self._paused_ns = 0
-        return dict(zip(THROUGHPUT_KEYS, (iters_per_sec, env_per_sec)))
+        self._paused_ns = dict.fromkeys(PAUSE_KEYS, 0)
+        values: Dict[str, ScalarValue] = dict(zip(THROUGHPUT_KEYS, (iters_per_sec, env_per_sec)))
+        values.update({name: paused[kind] / 1e9 for kind, name in PAUSE_KEYS.items()})
+        return values
 
     def _warn_never_reported(self, learner: Any) -> None:
         for key in learner.monitor_vars():

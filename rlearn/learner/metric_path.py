@@ -254,6 +254,16 @@ class MetricPath:
         self._call_writers("write_text", tag, text, step_iter)
         self._call_writers("flush")
 
+    def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: Optional[int] = None,
+                    step_env: Optional[int] = None) -> None:
+        """Hand a recorded episode (H x W x 3 uint8 ``frames`` at ``fps``) to every writer under ``name``
+        (``evaluator/video``) at (``step_iter``, ``step_env``), default (``train_iter``, ``envstep``);
+        TensorBoard shows it, the other default writers ignore it."""
+        step_iter = self.train_iter if step_iter is None else step_iter
+        step_env = self.envstep if step_env is None else step_env
+        self._call_writers("write_video", name, frames, fps, step_iter, step_env)
+        self._call_writers("flush")
+
     def write_config(self, config: Optional[Mapping[str, Any]] = None, step_iter: Optional[int] = None) -> None:
         """Hand the run's resolved config (default :attr:`run_config`) to every writer (TensorBoard text,
         W&B config, MLflow parameters); the run calls it when it starts or resumes."""

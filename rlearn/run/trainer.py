@@ -220,7 +220,6 @@ class Trainer:
                 "run of this exp_name; continue another one with --resume --work-dir DIR)",
                 self.dirs.moved_from, self.work_dir,
             )
-        self._iter_at_start = learner.train_iter
         learner.call_hook("before_run")
         bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
                           enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
@@ -303,16 +302,11 @@ class Trainer:
         return self.learner.get_hook(CheckpointHook).save(self.learner)
 
     def _final_log(self) -> None:
-        """A last table for the iterations since the previous one (before the final checkpoint)."""
+        """A last table for the iterations since the previous one (before the final checkpoint); none when
+        the run ended on a log iteration or trained nothing (:meth:`LogShowHook.final_log`)."""
         from rlearn.hooks import LogShowHook
 
-        learner = self.learner
-        hook = learner.get_hook(LogShowHook)
-        freq = hook.freq if hook.freq is not None else learner.cfg["log_freq"]
-        # only if this run trained since the last table (a resumed run that had nothing left to do must
-        # not log the checkpoint's iteration twice)
-        if learner.train_iter > self._iter_at_start and learner.train_iter % freq != 0:
-            hook.final_log(learner)  # windows end at the last completed iteration
+        self.learner.get_hook(LogShowHook).final_log(self.learner)  # windows end at the last completed iteration
 
     # ------------------------------------------------------------------------------------------ close
     def close(self) -> None:

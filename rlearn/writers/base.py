@@ -10,7 +10,7 @@ step_env)``. Names are final (``loss_avg``, ``collector/episode_return_avg``,
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 __all__ = ["Writer", "ScalarValue"]
 
@@ -55,6 +55,11 @@ class Writer(abc.ABC):
         """Record the run's hyper-parameters (flat ``{"policy.lr": 0.001, ...}``, values bool, number or
         str) with its final ``metrics`` (``{"evaluator/episode_return_mean": ...}``), once when a run ends,
         so that runs can be compared side by side (TensorBoard's HParams tab). Default: nothing."""
+
+    def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
+        """Show a recorded episode (``frames``: H x W x 3 uint8 arrays, played at ``fps``) under the final
+        name ``name`` (``evaluator/video``), measured at (``step_iter``, ``step_env``). Default: nothing
+        (the MP4 file is the video; TensorBoard also shows it, see docs/evaluation.md)."""
 
     def flush(self) -> None:
         """Make everything written so far durable (called by the learner after each write)."""

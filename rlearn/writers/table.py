@@ -13,7 +13,7 @@ A write of ``{"loss_avg": 5.5, "aux_avg": None, "collector/epsilon_avg": 0.25,
 
 Names are grouped by their prefix (the part before the first ``/``): one *block* of two lines per group
 (``learner`` for names without a prefix, then ``collector``, ``evaluator``, any other group in the order
-first seen, ``throughput`` last), the group on the left and the rest of the name as the column header.
+first seen, ``throughput`` and ``time`` last), the group on the left and the rest of the name as the column header.
 A block wider than the terminal continues in another block of the same group. Values have 5 significant
 digits (:func:`format_value`); ``None`` shows as ``-``.
 
@@ -47,16 +47,17 @@ __all__ = [
     "parse_log_tables",
     "EMPTY",
     "GROUP_ORDER",
+    "LAST_GROUPS",
 ]
 
 #: shown for a statistic without a value (an empty window)
 EMPTY = "-"
 #: group of the names without a ``group/`` prefix
 DEFAULT_GROUP = "learner"
-#: groups shown first, in this order; other groups follow in the order first seen, then ``throughput``
+#: groups shown first, in this order; other groups follow in the order first seen, then :data:`LAST_GROUPS`
 GROUP_ORDER = (DEFAULT_GROUP, "collector", "evaluator")
-#: the group shown last
-LAST_GROUP = "throughput"
+#: the groups shown last, in this order: the throughput, then the time it leaves out (``time/eval_s``...)
+LAST_GROUPS = ("throughput", "time")
 #: characters between two columns
 _GAP = "  "
 #: between two groups on one row
@@ -93,8 +94,8 @@ def _full_name(group: str, short: str) -> str:
 def _rank(group: str, first_seen: List[str]) -> Tuple[int, int]:
     if group in GROUP_ORDER:
         return (0, GROUP_ORDER.index(group))
-    if group == LAST_GROUP:
-        return (2, 0)
+    if group in LAST_GROUPS:
+        return (2, LAST_GROUPS.index(group))
     return (1, first_seen.index(group))
 
 
@@ -116,8 +117,9 @@ def grouped_columns(
             names = known.setdefault(group, [])
             if short not in names:
                 names.append(short)
-    first_seen = [g for g in known if g not in GROUP_ORDER and g != LAST_GROUP]
-    first_seen += [g for g in groups if g not in first_seen and g not in GROUP_ORDER and g != LAST_GROUP]
+    fixed = GROUP_ORDER + LAST_GROUPS
+    first_seen = [g for g in known if g not in fixed]
+    first_seen += [g for g in groups if g not in first_seen and g not in fixed]
     out: List[Tuple[str, List[Tuple[str, str]]]] = []
     for group in sorted(groups, key=lambda g: _rank(g, first_seen)):
         values = groups[group]
@@ -158,9 +160,10 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
     """Render ``[(group, [(name, value), ...]), ...]`` as rows of two lines (the group and the names, then
     the values), each at most ``width`` characters where possible.
 
-    Groups flow left to right: a group starts on the current row (after `` | ``) if its label and first
-    column still fit, else on a new row; a group whose columns do not fit continues on the next row under
-    its label again. Row-starting labels are padded to the same width so their columns start together.
+    Groups flow left to right: a group starts on the current row (after `` | ``) if all of it still fits
+    there, or -- a group too wide for any row -- if its label and first column fit; else on a new row. A
+    group whose columns do not fit continues on the next row under its label again (so a group is split
+    only when it is wider than a whole row). Row-starting labels are padded to the same width so their columns start together.
     """
     label_width = max((len(group) for group, _ in blocks), default=0)
     rows: List[List[Tuple[str, str]]] = []  # each row: its segments (header line, value line)
@@ -175,7 +178,10 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
     for group, columns in blocks:
         chunk: List[Tuple[str, str]] = []
         label = group
-        if row and used + len(_SEP) + len(group) + column_width(columns[0]) <= width:
+        total = sum(column_width(column) for column in columns)
+        fits_here = used + len(_SEP) + len(group) + total <= width
+        too_wide_anyway = label_width + total > width
+        if row and (fits_here or (too_wide_anyway and used + len(_SEP) + len(group) + column_width(columns[0]) <= width)):
             used += len(_SEP) + len(group)
         else:
             if row:

@@ -4,7 +4,8 @@ Why not the stock ``tensorboardX.SummaryWriter``? Two reasons:
 
 * its events go through a background thread, so ``flush()`` does not wait for queued events: a checkpoint
   taken right after a flush could claim points that never reached the disk. :class:`TBWriter` writes
-  each event synchronously (a buffered file write) and ``flush()`` fsyncs;
+  each event synchronously (a buffered file write); ``flush(sync=False)`` hands them to the OS (a crash of
+  the process loses nothing) and ``flush()`` also fsyncs (a power loss loses nothing);
 * on resume we must know which points belong to the run *before* the checkpoint. :class:`TBWriter`
   counts, for each scalar tag, the last step written and how many points it has at that step; the
   learner stores that table in the checkpoint.
@@ -51,6 +52,7 @@ class _SyncEventFileWriter:
         os.makedirs(logdir, exist_ok=True)
         self._events = EventsWriter(os.path.join(logdir, "events"), filename_suffix)
         self._closed = False
+        self._unsynced = True  # the file's header event
 
     @property
     def path(self) -> str:
@@ -62,14 +64,22 @@ class _SyncEventFileWriter:
     def add_event(self, event: event_pb2.Event) -> None:
         if not self._closed:
             self._events.write_event(event)
+            self._unsynced = True
 
-    def flush(self) -> None:
+    def flush(self, sync: bool = True) -> None:
+        """Hand the written events to the OS; with ``sync`` also fsync the file (about 5 ms), unless
+        nothing was written since the last fsync."""
         if not self._closed:
-            self._events.flush()  # file flush + fsync
+            if sync and self._unsynced:
+                self._events.flush()  # file flush + fsync
+                self._unsynced = False
+            else:
+                self._events._py_recordio_writer._writer.flush()
 
     def close(self) -> None:
         if not self._closed:
-            self._events.close()
+            self.flush(sync=True)
+            self._events._py_recordio_writer.close()
             self._closed = True
 
     def reopen(self) -> None:  # FileWriter API; a closed TBWriter opens a new file on its next write
@@ -105,6 +115,11 @@ class TBWriter(SummaryWriter):
             self.all_writers = {self.file_writer.get_logdir(): self.file_writer}
         return self.file_writer
 
+    def flush(self, sync: bool = True) -> None:  # type: ignore[override]
+        """Hand every event written so far to the OS; with ``sync`` (the default) also fsync the file."""
+        if self.file_writer is not None:
+            self.file_writer.event_writer.flush(sync=sync)
+
     @property
     def event_file(self) -> Optional[str]:
         """Path of the event file currently open, or None when closed."""
@@ -116,12 +131,24 @@ class TBWriter(SummaryWriter):
         """As ``SummaryWriter.add_scalar``; also counts the point for :func:`rewind_event_files`."""
         super().add_scalar(tag, scalar_value, global_step, walltime, display_name, summary_description)
         if global_step is not None:
-            step = int(global_step)
-            entry = self.points.get(tag)
-            if entry is not None and entry[0] == step:
-                entry[1] += 1
-            else:
-                self.points[tag] = [step, 1]
+            self.count_point(tag, int(global_step))
+
+    def count_point(self, tag: str, step: int) -> None:
+        """Count one point of ``tag`` at ``step`` in :attr:`points` (what :func:`rewind_event_files` keeps)."""
+        entry = self.points.get(tag)
+        if entry is not None and entry[0] == step:
+            entry[1] += 1
+        else:
+            self.points[tag] = [step, 1]
+
+    def add_gif(self, tag: str, gif: bytes, height: int, width: int, step: int) -> None:
+        """An animated GIF as an image summary of ``tag`` at ``step`` (TensorBoard's Images dashboard plays
+        it: what ``add_video`` writes, without needing moviepy); counted like a scalar point."""
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+        self._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        self.count_point(tag, int(step))
 
 
 # ---------------------------------------------------------------------------------------- reading

@@ -9,7 +9,10 @@ collected); a grouped name ``g/k`` becomes ``g_iter/k`` and ``g_step/k``::
     throughput/env_steps_per_sec   -> throughput_iter/env_steps_per_sec,   throughput_step/env_steps_per_sec
 
 A ``None`` value gets no point (TensorBoard joins the neighbours), never a 0. Events are written
-synchronously and fsynced by :meth:`TensorBoardWriter.flush` (see :mod:`rlearn.writers.tb_events`); the
+synchronously and handed to the OS by :meth:`TensorBoardWriter.flush` after every write (a crash of the
+process loses nothing); the file is fsynced at most every ``FSYNC_EVERY_S`` seconds there, and always when
+a checkpoint takes the writer's state and at :meth:`~TensorBoardWriter.close`, so the points a checkpoint
+counts survive a power loss (see :mod:`rlearn.writers.tb_events`); the
 per-tag point counts are the writer's checkpoint state, and :meth:`TensorBoardWriter.rewind` uses them on
 resume to drop exactly the points written after the checkpoint.
 """
@@ -19,8 +22,9 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.writers.base import ScalarValue, Writer
 from rlearn.writers.tb_events import PointTable, RewindReport, TBWriter, rewind_event_files
@@ -52,9 +56,14 @@ class TensorBoardWriter(Writer):
         logger: where :meth:`rewind` reports what it removed (None: nowhere).
     """
 
+    #: the longest time between two fsyncs of the event file in :meth:`flush` (an fsync costs about 5 ms, more
+    #: than the rest of a log's writes together)
+    FSYNC_EVERY_S = 30.0
+
     def __init__(self, logdir: Union[str, os.PathLike], logger: Optional[logging.Logger] = None) -> None:
         self.logdir = Path(logdir)
         self.logger = logger
+        self._synced_at = time.monotonic()
         #: per tag: ``[last step written, points written at that step]`` (kept across close/reopen)
         self.points: PointTable = {}
         self._writer: Optional[TBWriter] = None
@@ -79,6 +88,16 @@ class TensorBoardWriter(Writer):
             iter_tag, step_tag = tb_tags(name)
             writer.add_scalar(iter_tag, value, step_iter)
             writer.add_scalar(step_tag, value, step_env)
+
+    def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
+        """The episode as an animated GIF in the Images dashboard, on the env-step axis only: ``evaluator/video``
+        becomes the tag ``evaluator_step/video`` at step ``step_env`` (frames shrunk to at most
+        :data:`rlearn.video.GIF_MAX_SIDE` pixels a side by :func:`rlearn.video.encode_gif`). A resumed run
+        drops a video written after its checkpoint like any point."""
+        from rlearn.video import encode_gif
+
+        gif, height, width = encode_gif(frames, fps)
+        self._open().add_gif(tb_tags(name)[1], gif, height, width, step_env)
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """A TensorBoard text summary (the TEXT dashboard) at step ``step_iter``."""
@@ -115,18 +134,30 @@ class TensorBoardWriter(Writer):
             writer.add_scalar(tags[name], value, step_iter)
 
     def flush(self) -> None:
-        """Write buffered events and fsync the event file."""
+        """Hand the written events to the OS; fsync the event file if the last fsync is ``FSYNC_EVERY_S``
+        seconds old."""
         if self._writer is not None:
-            self._writer.flush()
+            self._writer.flush(sync=self._sync_due())
+
+    def _sync_due(self) -> bool:
+        if time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S:
+            self._synced_at = time.monotonic()
+            return True
+        return False
 
     def close(self) -> None:
-        """Flush and close the event file; a later write opens a new one."""
+        """Flush, fsync and close the event file; a later write opens a new one."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            self._synced_at = time.monotonic()
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"points": {tag: [last step, points at it]}}``: what :meth:`rewind` needs after a resume."""
+        """``{"points": {tag: [last step, points at it]}}``: what :meth:`rewind` needs after a resume. A
+        checkpoint asks for it, so the event file is fsynced first: every point it counts is on disk."""
+        if self._writer is not None:
+            self._writer.flush(sync=True)
+            self._synced_at = time.monotonic()
         return {"points": copy.deepcopy(self.points)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

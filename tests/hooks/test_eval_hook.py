@@ -605,12 +605,13 @@ def test_a_run_records_playable_videos(tmp_path, caplog):
 
     cfg = reinforce_cfg("eval.video=true", "eval.video_freq=128")
     with caplog.at_level(logging.INFO):
-        train(cfg, work_dir=tmp_path)
+        result = train(cfg, work_dir=tmp_path)
+    log = result.log_file.read_text()  # the run's logger need not propagate to caplog
     videos = sorted((tmp_path / "videos").iterdir())
     assert [v.name for v in videos] == ["envstep_0000000128.mp4"]  # evaluations at 64, 128, 192
     import re
 
-    length = int(re.search(r"video: \S+envstep_0000000128\.mp4 \(episode return \S+, (\d+) steps\)", caplog.text).group(1))
+    length = int(re.search(r"video: \S+envstep_0000000128\.mp4 \(episode return \S+, (\d+) steps\)", log).group(1))
     reader = imageio.get_reader(videos[0])
     try:
         assert reader.count_frames() == length + 1  # the first observation, then one frame per step
@@ -618,6 +619,23 @@ def test_a_run_records_playable_videos(tmp_path, caplog):
         assert reader.get_meta_data()["fps"] == 50  # CartPole's render_fps
     finally:
         reader.close()
+    # the same episode in TensorBoard's Images dashboard: an animated GIF at the evaluation's env step
+    import io
+
+    from PIL import Image
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"images": 0})
+    acc.Reload()
+    assert acc.Tags()["images"] == ["evaluator_step/video"]
+    (event,) = acc.Images("evaluator_step/video")
+    assert (event.step, event.height, event.width) == (128, 134, 200)  # 600x400 shrunk by 3 (<= 256 a side)
+    gif = Image.open(io.BytesIO(event.encoded_image_string))
+    durations = []
+    for index in range(gif.n_frames):  # Pillow merges identical consecutive frames, adding their durations
+        gif.seek(index)
+        durations.append(gif.info["duration"])
+    assert gif.format == "GIF" and sum(durations) == 20 * (length + 1)  # every frame, at CartPole's 50 fps
 
 
 def test_video_without_the_extra_fails_at_start_up(tmp_path, monkeypatch):

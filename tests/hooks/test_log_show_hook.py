@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from policies.base import Policy
 from rlearn.hooks import LogShowHook
-from rlearn.writers import format_value, horizontal_tables, tb_tags
+from rlearn.writers import Writer, format_value, horizontal_tables, tb_tags
 from rlearn.writers.table import parse_table
 from rlearn.learner import BaseLearner
 
@@ -104,7 +104,7 @@ def warnings_of(records):
 def test_periodic_key_tensorboard_points_exact(tmp_path):
     make(tmp_path)
     got = read_scalars(tmp_path / "tb")
-    metric_tags = {t for t in got if not t.startswith("throughput")}
+    metric_tags = {t for t in got if not t.startswith(("throughput", "time"))}
     assert metric_tags == {
         "learner_iter/loss_avg",
         "learner_step/loss_avg",
@@ -118,7 +118,13 @@ def test_periodic_key_tensorboard_points_exact(tmp_path):
         "throughput_iter/env_steps_per_sec",
         "throughput_step/iters_per_sec",
         "throughput_step/env_steps_per_sec",
+        "time_iter/eval_s",
+        "time_step/eval_s",
+        "time_iter/checkpoint_s",
+        "time_step/checkpoint_s",
     }
+    for tag in ("time_iter/eval_s", "time_iter/checkpoint_s"):  # no evaluation, no checkpoint: 0 s left out
+        assert got[tag] == [(s, 0.0) for s in (10, 20, 30, 40)]
     # loss: mean of the 10 values of the window; aux: mean of its 2 values (iterations 5k and 5k+5)
     assert got["learner_iter/loss_avg"] == [(10, 5.5), (20, 15.5), (30, 25.5), (40, 35.5)]
     assert got["learner_step/loss_avg"] == [(70, 5.5), (140, 15.5), (210, 25.5), (280, 35.5)]
@@ -135,9 +141,9 @@ def test_table_text_and_never_reported_key(tmp_path):
     texts = tables(records)
     assert len(texts) == 4
     first = parse_tables(texts[0])
-    assert list(first) == [  # grouped: the learner's keys, then throughput
+    assert list(first) == [  # grouped: the learner's keys, then throughput and the time it leaves out
         "train_iter", "envstep", "loss_avg", "aux_avg", "never_avg", "cur_lr_avg", "throughput/iters_per_sec",
-        "throughput/env_steps_per_sec",
+        "throughput/env_steps_per_sec", "time/eval_s", "time/checkpoint_s",
     ]
     assert (first["train_iter"], first["envstep"]) == ("10", "70")
     assert (first["loss_avg"], first["aux_avg"], first["never_avg"], first["cur_lr_avg"]) == ("5.5", "107.5", "-", "0.25")
@@ -231,6 +237,18 @@ def test_tables_wrap_to_the_width(tmp_path):
     # one column wider than the terminal still gets printed, alone
     wide = horizontal_tables([("learner", [("x" * 100, "1"), ("y", "2")])], width=40)
     assert parse_tables("train_iter 1  envstep 2\n" + wide) == {"train_iter": "1", "envstep": "2", "x" * 100: "1", "y": "2"}
+
+    # a group that fits a row of its own is not split across two rows; one wider than any row still is
+    blocks = [("learner", [("a_avg", "1"), ("b_avg", "2")]), ("time", [("eval_s", "0.5"), ("checkpoint_s", "0")])]
+    assert horizontal_tables(blocks, width=40).splitlines() == [
+        "learner  a_avg  b_avg",
+        "             1      2",
+        "time     eval_s  checkpoint_s",
+        "            0.5             0",
+    ]
+    assert horizontal_tables(blocks, width=60).splitlines()[0] == "learner  a_avg  b_avg | time  eval_s  checkpoint_s"
+    split = horizontal_tables([("learner", [("a_avg", "1")]), ("other", [(f"c{i}_avg", "3") for i in range(9)])], 40)
+    assert split.splitlines()[0] == "learner  a_avg | other  c0_avg  c1_avg"
 
     _, records = make(tmp_path, iters=10, width=60)
     text = tables(records)[0]
@@ -463,12 +481,112 @@ def test_throughput_is_over_train_time_and_traced_at_the_interval_start(tmp_path
     got = read_scalars(tmp_path / "tb")
     assert got["throughput_iter/iters_per_sec"] == [(4, 4.0), (8, 4.0)]  # 4 iterations in 1 s of train time
     assert got["throughput_iter/env_steps_per_sec"] == [(4, 40.0), (8, 40.0)]
+    assert got["time_iter/eval_s"] == [(4, 0.0), (8, 3.0)] and got["time_iter/checkpoint_s"] == [(4, 0.0), (8, 2.0)]
     lines = [json.loads(line) for line in records_path(tmp_path / "run", 0).read_text().splitlines()]
     counters = [(c["name"], c["t"], c["value"]) for c in lines if c["type"] == "counter"]
     assert counters == [
         ("throughput/iters_per_sec", start, 4.0), ("throughput/env_steps_per_sec", start, 40.0),
         ("throughput/iters_per_sec", seen[3], 4.0), ("throughput/env_steps_per_sec", seen[3], 40.0),
     ]
+
+
+class SlowRows(Writer):
+    """Keeps every write; each one takes ``cost_ns`` on the fake clock (a slow disk or tracking service)."""
+
+    def __init__(self, clock, cost_ns):
+        self.clock, self.cost_ns, self.rows = clock, cost_ns, []
+
+    def write_scalars(self, scalars, step_iter, step_env):
+        self.clock.now += self.cost_ns
+        self.rows.append((step_iter, step_env, dict(scalars)))
+
+    def write_text(self, tag, text, step_iter):
+        self.clock.now += self.cost_ns
+
+
+def _clocked_learner(tmp_path, monkeypatch, log_cost_ns=0):
+    from rlearn.hooks import log_show
+
+    clock = FakeClock()
+    monkeypatch.setattr(log_show, "MONOTONIC_CLOCK", clock)
+    rows = SlowRows(clock, log_cost_ns)
+    learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=4), work_dir=tmp_path, writers=[rows])
+    hook = LogShowHook()
+    learner.register_hook(hook, "BELOW_NORMAL")
+    learner.call_hook("before_run")
+    return learner, hook, clock, rows
+
+
+def _evaluate(learner, clock, play_s, best_s):
+    """What EvalHook.evaluate does to the clock: episodes, its result to the writers, a best.pt save."""
+    learner.call_hook("before_eval")
+    clock.now += int(play_s * 1e9)
+    learner.write_scalars({"evaluator/episode_return_mean": -1.0})
+    learner.call_hook("before_save_checkpoint", {})
+    clock.now += int(best_s * 1e9)
+    learner.call_hook("after_eval")
+
+
+def _logs(rows):
+    return [(it, env, {k: v for k, v in values.items() if k.startswith(("throughput/", "time/"))})
+            for it, env, values in rows.rows if "value_avg" in values]
+
+
+def test_evaluation_checkpoint_and_logging_do_not_lower_the_throughput(tmp_path, monkeypatch):
+    """Exact numbers on a fake clock: 0.25 s per iteration; an evaluation (3 s of episodes, its result
+    written, a 1 s best.pt), a 2 s checkpoint and writing every log (0.5 s per write) all fall between two
+    logs; the throughput is still 4 iterations per second, and the time left out is shown beside it."""
+    learner, hook, clock, rows = _clocked_learner(tmp_path, monkeypatch, log_cost_ns=500_000_000)
+    for i in range(1, 9):
+        clock.now += 250_000_000
+        if i == 6:
+            _evaluate(learner, clock, play_s=3, best_s=1)
+        if i == 7:
+            learner.call_hook("before_save_checkpoint", {})
+            clock.now += 2 * 10**9
+            learner.call_hook("before_collect")
+        learner.train(None, envstep=10 * i)
+    assert _logs(rows) == [
+        (4, 40, {"throughput/iters_per_sec": 4.0, "throughput/env_steps_per_sec": 40.0, "time/eval_s": 0.0,
+                 "time/checkpoint_s": 0.0}),
+        (8, 80, {"throughput/iters_per_sec": 4.0, "throughput/env_steps_per_sec": 40.0, "time/eval_s": 4.5,
+                 "time/checkpoint_s": 2.0}),
+    ]
+    assert [it for it, _, values in rows.rows if "evaluator/episode_return_mean" in values] == [5]
+
+
+def test_a_checkpoint_right_before_an_evaluation_is_counted_as_checkpoint_time(tmp_path, monkeypatch):
+    learner, hook, clock, rows = _clocked_learner(tmp_path, monkeypatch)
+    for i in range(1, 5):
+        clock.now += 250_000_000
+        if i == 3:
+            learner.call_hook("before_save_checkpoint", {})  # in after_iter; the evaluation follows at once
+            clock.now += 2 * 10**9
+            _evaluate(learner, clock, play_s=3, best_s=0)
+        learner.train(None, envstep=10 * i)
+    assert _logs(rows)[0][2] == {"throughput/iters_per_sec": 4.0, "throughput/env_steps_per_sec": 40.0,
+                                 "time/eval_s": 3.0, "time/checkpoint_s": 2.0}
+
+
+def test_a_run_ending_on_a_log_iteration_writes_no_second_log(tmp_path, monkeypatch):
+    """The final log after the loop (and the final evaluation): none when the last iteration was logged
+    already; otherwise one, over the iterations since that log and their train time only."""
+    learner, hook, clock, rows = _clocked_learner(tmp_path, monkeypatch)
+    for i in range(1, 9):
+        clock.now += 250_000_000
+        learner.train(None, envstep=10 * i)
+    _evaluate(learner, clock, play_s=3, best_s=1)  # the run's final evaluation
+    assert hook.final_log(learner) is None
+    assert [it for it, _, _ in _logs(rows)] == [4, 8] and hook.logs == 2
+    clock.now += 250_000_000
+    learner.train(None, envstep=90)  # one more iteration: the run ends at 9
+    _evaluate(learner, clock, play_s=3, best_s=1)
+    values = hook.final_log(learner)
+    assert values["value_avg"] == 7.5  # its own window of 4 iterations, 6..9
+    assert _logs(rows)[-1] == (9, 90, {"throughput/iters_per_sec": 4.0, "throughput/env_steps_per_sec": 40.0,
+                                       "time/eval_s": 8.0, "time/checkpoint_s": 0.0})
+    assert hook.final_log(learner) is None  # called again: still nothing new
+    assert [it for it, _, _ in _logs(rows)] == [4, 8, 9] and hook.logs == 3
 
 
 def test_parse_log_tables_reads_every_table_of_a_log_file(tmp_path):

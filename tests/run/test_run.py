@@ -114,6 +114,22 @@ def test_off_policy_outputs(tmp_path):
     assert load_config(str(tmp_path / "config.py")) == result.config
 
 
+def test_a_run_ending_on_a_log_iteration_logs_it_once(tmp_path):
+    """40 iterations with log_freq 10: the last regular log is the last log (the final evaluation comes
+    after it and adds no learner table), in the table, TensorBoard and metrics.jsonl alike."""
+    import json
+
+    result = train(td3_cfg("policy.learning_starts=21"), work_dir=tmp_path)
+    assert (result.train_iter, result.envstep) == (40, 60)
+    assert steps(scalars(tmp_path / "tb")["learner_iter/critic_loss_avg"]) == [10, 20, 30, 40]
+    assert steps(scalars(tmp_path / "tb")["throughput_iter/iters_per_sec"]) == [10, 20, 30, 40]
+    learner_tables = [t for t in parse_log_tables(result.log_file.read_text()) if "critic_loss_avg" in t]
+    assert [t["train_iter"] for t in learner_tables] == ["10", "20", "30", "40"]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["train_iter"] for r in rows if "critic_loss_avg" in r] == [10, 20, 30, 40]
+    assert [r["envstep"] for r in rows if "evaluator/episode_return_mean" in r] == [30, 60]
+
+
 def test_episode_window_holds_episodes():
     cfg = load_config("td3_pendulum")
     # 200-step episodes, one iteration per env step: EPISODES_PER_WINDOW episodes take 2000 iterations

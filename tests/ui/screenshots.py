@@ -14,11 +14,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from tests.ui.browser import LOOPBACK, free_port, screenshot, wait_for_http
 
-__all__ = ["short_run", "hparams_tags", "tensorboard_server", "tensorboard_screenshots", "trace_screenshot"]
+__all__ = ["short_run", "hparams_tags", "tensorboard_server", "tensorboard_screenshots", "trace_screenshot",
+           "HPARAMS_METRIC"]
+
+#: the HParams metric of a run: its final evaluation return (TensorBoardWriter.write_hparams)
+HPARAMS_METRIC = "hparams/evaluator/episode_return_mean"
 
 #: a run of a few hundred iterations: tables, an evaluation, TensorBoard curves on both axes, a trace
 RUN_SETTINGS = ["train.max_env_steps=600", "policy.learning_starts=300", "learner.log_freq=50", "eval.freq=300",
@@ -74,18 +78,18 @@ class tensorboard_server:
             self.process.wait()
 
 
-def tensorboard_screenshots(logdir: Path, out_dir: Path) -> Dict[str, Optional[Path]]:
+def tensorboard_screenshots(logdir: Path, out_dir: Path, hparams_wait: tuple = ("Trial ID",)) -> Dict[str, Any]:
     """PNGs of the scalar dashboard (waits until the learner's and the evaluator's sections show) and of
-    the HParams dashboard (None when the run wrote no HParams)."""
-    shots: Dict[str, Optional[Path]] = {}
+    the HParams dashboard's table (waits for every string of ``hparams_wait``; None when the run wrote no
+    HParams). Returns ``{"scalars": png, "hparams": png or None, "hparams_text": the HParams page's text}``."""
+    shots: Dict[str, Any] = {"hparams": None, "hparams_text": ""}
     with tensorboard_server(logdir) as url:
         scalars = out_dir / "tensorboard-scalars.png"
         screenshot(url + "#timeseries", scalars, wait_for=("learner_iter", "learner_step", "evaluator_step"))
         shots["scalars"] = scalars
-        shots["hparams"] = None
         if hparams_tags(logdir):
             hparams = out_dir / "tensorboard-hparams.png"
-            screenshot(url + "#hparams", hparams, wait_for=("Trial ID",))
+            shots["hparams_text"] = screenshot(url + "#hparams", hparams, wait_for=hparams_wait)
             shots["hparams"] = hparams
     return shots
 
@@ -119,7 +123,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rlearn-shots-") as tmp:
         work_dir = Path(args.work_dir) if args.work_dir else short_run(Path(tmp) / "run")
-        shots = tensorboard_screenshots(work_dir / "tb", out)
+        shots = tensorboard_screenshots(work_dir / "tb", out, hparams_wait=("Trial ID", HPARAMS_METRIC))
+        shots.pop("hparams_text")
         shots["trace"] = trace_screenshot(work_dir, out / "trace-perfetto-offline.png")
     for name, path in shots.items():
         print(f"{name}: {path if path else 'skipped (the run wrote no HParams)'}")

@@ -5,6 +5,7 @@ written). Slow (a real run); skipped where Chromium or websocket-client is missi
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from pathlib import Path
 
@@ -54,15 +55,26 @@ def run_dir(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.skipif(missing() is not None, reason=str(missing()))
-def test_tensorboard_scalar_dashboard_renders_a_real_run(run_dir, tmp_path):
-    from tests.ui.screenshots import tensorboard_screenshots
+def test_tensorboard_scalar_and_hparams_dashboards_render_a_real_run(run_dir, tmp_path):
+    """The run's curves in the scalar dashboard, and its row in the HParams table: config keys as columns
+    and the final evaluation return as the metric, with the value the run wrote."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    shots = tensorboard_screenshots(run_dir / "tb", tmp_path)  # waits for the learner / evaluator sections
+    from tests.ui.screenshots import HPARAMS_METRIC, tensorboard_screenshots
+
+    acc = EventAccumulator(str(run_dir / "tb"))
+    acc.Reload()
+    (final,) = acc.Scalars(HPARAMS_METRIC)
+    last_eval = acc.Scalars("evaluator_step/episode_return_mean")[-1]
+    assert final.value == last_eval.value and final.step == acc.Scalars("evaluator_iter/episode_return_mean")[-1].step
+    shots = tensorboard_screenshots(run_dir / "tb", tmp_path,
+                                    hparams_wait=("Trial ID", HPARAMS_METRIC, "policy.batch_size", "seed"))
     assert _png_size(shots["scalars"]) == (1600, 900)
-    if shots["hparams"] is None:
-        pytest.skip("the run wrote no HParams (the TensorBoard HParams writer is not on this branch); the "
-                    "dashboard check itself is exercised by test_tensorboard_hparams_dashboard_check")
+    assert shots["hparams"] is not None, "the run wrote no HParams"
     assert _png_size(shots["hparams"]) == (1600, 900)
+    text = shots["hparams_text"]
+    shown = [float(x) for x in re.findall(r"-\d+\.\d+", text)]
+    assert any(abs(x - final.value) <= 0.01 * abs(final.value) for x in shown), (final.value, text[-600:])
 
 
 @pytest.mark.slow

@@ -172,7 +172,10 @@ def test_a_writer_of_ones_own_receives_the_learners_logs(tmp_path):
     assert {k: first[k] for k in ("loss_avg", "aux_avg", "never_avg")} == {"loss_avg": 3.0, "aux_avg": 105.0, "never_avg": None}
     table = parse_tables([m for m in handler.messages if m.startswith("train_iter 5 ")][0])
     throughput = [k for k in first if k.startswith("throughput/")]
-    assert list(table)[2:] == [k for k in first if k not in throughput] + throughput  # grouped, throughput last
+    paused = [k for k in first if k.startswith("time/")]
+    assert paused == ["time/eval_s", "time/checkpoint_s"]
+    # grouped: the learner's keys, then throughput and the time group last
+    assert list(table)[2:] == [k for k in first if k not in throughput + paused] + throughput + paused
     assert rows.rows[-1] == (10, "note", "done")
     with pytest.raises(TypeError, match="Writer instances"):
         BaseLearner(PeriodicPolicy(None, None, None), writers=[object()])
