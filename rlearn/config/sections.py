@@ -115,7 +115,7 @@ class TrainSection:
     collect_steps: int = option(1, "off-policy: steps per environment collected between two rounds of learner "
                                 "iterations", ge=1)
     updates_per_step: float = option(
-        1.0, "off-policy: learner iterations per collected env step once `envstep >= policy.learning_starts`. "
+        1.0, "off-policy: learner iterations per collected env step once `envstep > policy.learning_starts` (as in SB3: the first `learning_starts` steps only fill the buffer). "
         "Fractions carry over (0.5 = one iteration every second env step)", gt=0, finite=True, expected="float > 0")
 
 

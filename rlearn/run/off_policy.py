@@ -1,7 +1,8 @@
 """The off-policy loop (TD3...): collect into the replay buffer, then train on sampled batches.
 
 Each step collects ``train.collect_steps`` steps per environment into the replay buffer. Once this
-rank's collector reached ``policy.learning_starts`` steps, every collected env step earns
+rank's collector is past its first ``policy.learning_starts`` steps (``envstep > learning_starts``, as in
+SB3: 1,000 learning starts and 3,000 steps give 2,000 iterations), every collected env step earns
 ``train.updates_per_step`` learner iterations (fractions carry over, :class:`UpdateSchedule`), each on
 ``buffer.sample(policy.batch_size)``.
 """
@@ -79,7 +80,7 @@ class OffPolicyLoop(Loop):
             result = self.collect(self.collect_steps)
             self.buffer.add(result.transitions)
             # learning_starts and updates_per_step count this rank's own steps: each rank samples its own buffer
-            if self.collector.envstep >= self.learning_starts:
+            if self.collector.envstep > self.learning_starts:
                 self.schedule.earn(self.collector.envstep - before)
         while self.schedule.pending > 0:
             self.schedule.pending -= 1  # before train(): a checkpoint in after_iter must not count it again

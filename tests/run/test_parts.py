@@ -216,7 +216,7 @@ class Guard:
     requested = False
 
 
-def off_policy_loop(learner, world_size=1, pending=0, learning_starts=4):
+def off_policy_loop(learner, world_size=1, pending=0, learning_starts=3):
     schedule = UpdateSchedule(1.0)
     schedule.pending = pending
     loop = OffPolicyLoop(learner, FakeCollector(num_envs=2), FakeBuffer(), world_size, max_env_steps=12,
@@ -227,7 +227,7 @@ def off_policy_loop(learner, world_size=1, pending=0, learning_starts=4):
 def test_off_policy_step_collects_then_runs_what_it_earned():
     learner = FakeLearner()
     loop, schedule = off_policy_loop(learner, world_size=2)
-    assert loop.step(Guard()) is False  # 4 steps of this rank, learning starts at its 4th
+    assert loop.step(Guard()) is False  # 4 steps of this rank, past its 3 learning starts
     assert (loop.collector.envstep, loop.envstep, learner.train_iter) == (4, 8, 4)
     assert learner.envstep == 8 and learner.envsteps == [8] * 4  # envstep counts every rank
     assert loop.finished() is False

@@ -55,12 +55,12 @@ def steps(points: List[tuple]) -> List[int]:
 
 # ------------------------------------------------------------------------------- off-policy schedule
 def expected_updates(max_steps: int, num_envs: int, collect_steps: int, learning_starts: int, ups: float) -> int:
-    """Naive reference of the off-policy schedule: every collected env step at or after learning_starts
+    """Naive reference of the off-policy schedule: every collected env step once envstep > learning_starts
     (counted per collection) earns ``ups`` iterations; fractions carry over."""
     envstep, credit, total = 0, 0.0, 0
     while envstep < max_steps:
         envstep += num_envs * collect_steps
-        if envstep >= learning_starts:
+        if envstep > learning_starts:
             credit += ups * num_envs * collect_steps
             earned = math.floor(credit + 1e-9)
             credit -= earned
@@ -81,34 +81,35 @@ def test_off_policy_update_schedule(tmp_path, num_envs, collect_steps, ups):
 
 def test_off_policy_outputs(tmp_path):
     result = train(td3_cfg(), work_dir=tmp_path)
-    assert (result.train_iter, result.envstep) == (41, 60)
+    assert (result.train_iter, result.envstep) == (40, 60)
     points = scalars(tmp_path / "tb")
-    # a table every 10 iterations, plus one at the end (its window ends at iteration 41)
-    assert steps(points["learner_iter/critic_loss_avg"]) == [10, 20, 30, 40, 41]
+    # a table every 10 iterations; the run ends on one (40 = 60 steps past the 20 learning starts), so no
+    # final table repeats it
+    assert steps(points["learner_iter/critic_loss_avg"]) == [10, 20, 30, 40]
     # the periodic actor loss (every 2nd iteration) is there too
-    assert steps(points["learner_iter/actor_loss_avg"]) == [10, 20, 30, 40, 41]
-    # env-step axis: iteration 10 happens at envstep 29 (learning starts at envstep 20)
-    assert steps(points["learner_step/critic_loss_avg"]) == [29, 39, 49, 59, 60]
+    assert steps(points["learner_iter/actor_loss_avg"]) == [10, 20, 30, 40]
+    # env-step axis: iteration 10 happens at envstep 30 (the first iteration at envstep 21)
+    assert steps(points["learner_step/critic_loss_avg"]) == [30, 40, 50, 60]
     # evaluations every 30 env steps, on both axes
     assert steps(points["evaluator_step/episode_return_mean"]) == [30, 60]
-    assert steps(points["evaluator_iter/episode_return_mean"]) == [11, 41]
+    assert steps(points["evaluator_iter/episode_return_mean"]) == [10, 40]
     for key in ("episode_return_std", "episode_return_min", "episode_return_max", "episode_length_mean"):
         assert steps(points[f"evaluator_step/{key}"]) == [30, 60]
     assert points["evaluator_step/episode_length_mean"][0][1] == 20.0  # the 20-step time limit
     # 20-step episodes end every 20 env steps: each window holds some
-    assert steps(points["collector_iter/episode_return_avg"]) == [10, 20, 30, 40, 41]
+    assert steps(points["collector_iter/episode_return_avg"]) == [10, 20, 30, 40]
     assert points["collector_iter/episode_length_avg"][0][1] == 20.0
     for key in ("episode_return_mean", "episode_length_mean"):
         assert result.last_eval[key] == pytest.approx(points[f"evaluator_step/{key}"][1][1], rel=1e-6)
     log = result.log_file.read_text()
-    assert "evaluation at envstep 30 (train_iter 11): episode_return " in log
+    assert "evaluation at envstep 30 (train_iter 10): episode_return " in log
     # the evaluation table (written by the TableWriter): train_iter, envstep and the result, names across
-    assert "evaluator at train_iter 11  envstep 30\n" in log
+    assert "evaluator at train_iter 10  envstep 30\n" in log
     evaluator = [t for t in parse_log_tables(log) if "evaluator/episode_return_mean" in t]
-    assert [(t["train_iter"], t["envstep"]) for t in evaluator] == [("11", "30"), ("41", "60")]
+    assert [(t["train_iter"], t["envstep"]) for t in evaluator] == [("10", "30"), ("40", "60")]
     assert re.fullmatch(r"-?[0-9.]+", evaluator[0]["evaluator/episode_return_mean"])
     assert f"tensorboard --logdir {tmp_path / 'tb'}" in log
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["best.pt", "iteration_25.pt", "iteration_41.pt",
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["best.pt", "iteration_25.pt", "iteration_40.pt",
                                                                       "latest.pt"]
     assert (tmp_path / "config.py").is_file()
     assert load_config(str(tmp_path / "config.py")) == result.config
@@ -119,7 +120,7 @@ def test_a_run_ending_on_a_log_iteration_logs_it_once(tmp_path):
     after it and adds no learner table), in the table, TensorBoard and metrics.jsonl alike."""
     import json
 
-    result = train(td3_cfg("policy.learning_starts=21"), work_dir=tmp_path)
+    result = train(td3_cfg(), work_dir=tmp_path)
     assert (result.train_iter, result.envstep) == (40, 60)
     assert steps(scalars(tmp_path / "tb")["learner_iter/critic_loss_avg"]) == [10, 20, 30, 40]
     assert steps(scalars(tmp_path / "tb")["throughput_iter/iters_per_sec"]) == [10, 20, 30, 40]
@@ -222,19 +223,19 @@ def test_ctrl_c_saves_then_resume_finishes_exactly(tmp_path):
     trainer.learner.register_hook(InterruptAt(15))
     result = trainer.run()
     assert result.stop_reason == "interrupted" and result.interrupted
-    assert result.train_iter == 15 and result.envstep == 34
+    assert result.train_iter == 15 and result.envstep == 35
     saved = read_checkpoint(tmp_path / "ckpt" / "latest.pt")
-    assert (saved["train_iter"], saved["envstep"]) == (15, 34)
-    assert saved["states"]["collector"]["envstep"] == 34
-    assert len(saved["states"]["replay_buffer"]["data"]["obs"]) == 34
-    assert "Ctrl-C: stopping at train_iter 15, envstep 34; saving a checkpoint" in result.log_file.read_text()
+    assert (saved["train_iter"], saved["envstep"]) == (15, 35)
+    assert saved["states"]["collector"]["envstep"] == 35
+    assert len(saved["states"]["replay_buffer"]["data"]["obs"]) == 35
+    assert "Ctrl-C: stopping at train_iter 15, envstep 35; saving a checkpoint" in result.log_file.read_text()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler given back
 
     resumed = train(td3_cfg(), work_dir=tmp_path, resume=True)
-    assert (resumed.train_iter, resumed.envstep, resumed.stop_reason) == (41, 60, "max_env_steps")
+    assert (resumed.train_iter, resumed.envstep, resumed.stop_reason) == (40, 60, "max_env_steps")
     points = scalars(tmp_path / "tb")
     assert_clean_curves(points)
-    assert steps(points["learner_iter/critic_loss_avg"]) == [10, 15, 20, 30, 40, 41]
+    assert steps(points["learner_iter/critic_loss_avg"]) == [10, 15, 20, 30, 40]
     assert steps(points["evaluator_step/episode_return_mean"]) == [30, 60]
 
 
@@ -345,7 +346,7 @@ def test_resuming_a_finished_run_adds_no_point(tmp_path):
     first = train(td3_cfg("eval.freq=none"), work_dir=tmp_path)
     before = scalars(tmp_path / "tb")
     again = train(td3_cfg("eval.freq=none"), work_dir=tmp_path, resume=True)
-    assert (again.train_iter, again.envstep) == (first.train_iter, first.envstep) == (41, 60)
+    assert (again.train_iter, again.envstep) == (first.train_iter, first.envstep) == (40, 60)
     assert scalars(tmp_path / "tb") == before
 
 
