@@ -138,6 +138,64 @@ def test_policy_value_targets_bootstrap_from_next_obs():
     np.testing.assert_allclose(policy._aux_targets[0].numpy(), expected_targets.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_both_value_heads_regress_on_the_same_stored_targets():
+    """Exact numbers on a tiny rollout: in the auxiliary phase the policy network's aux head and the value
+    network both regress on the stored GAE targets V_targ (reward-scaled, from the collect-time values), the
+    targets the value phase used -- not raw returns, not targets recomputed with another value function."""
+    policy = make_policy(n_pi=1, e_policy=0, e_value=0, lr=0.0, gamma=0.9, gae_lambda=0.7, reward_scale=0.5,
+                         aux_minibatch_size=1000, e_aux=1)  # lr = 0: nothing moves, one minibatch = every row
+    data = make_rollout(policy, T=4, N=2, seed=5, done_prob=0.4)
+    obs = data["obs"].flatten(0, 1)
+    with torch.no_grad():
+        next_value = policy.value_net(data["next_obs"])
+        aux_pred = policy.policy_net(obs)[1]
+        value_pred = policy.value_net(obs)
+    adv = naive_gae((data["reward"] * 0.5).tolist(), data["value"].tolist(), next_value.tolist(),
+                    data["terminated"].tolist(), data["truncated"].tolist(), 0.9, 0.7)
+    v_targ = (torch.tensor(adv) + data["value"]).flatten()
+    steps = []
+    step = policy._step
+    policy._step = lambda loss, *rest: steps.append((loss.item(), rest)) or step(loss, *rest)
+    info = policy._forward_learn(data)
+    expected_aux = 0.5 * (aux_pred - v_targ).pow(2).mean().item()
+    expected_value = 0.5 * (value_pred - v_targ).pow(2).mean().item()
+    assert info["aux_value_loss"] == pytest.approx(expected_aux, rel=1e-6)
+    assert info["value_loss"] == pytest.approx(expected_value, rel=1e-6)  # e_value = 0: the untouched net's loss
+    assert info["behavioral_cloning_loss"] == 0.0 and info["auxiliary_loss"] == info["aux_value_loss"]
+    # the aux phase's two steps: the policy network on aux + bc, then the value network on the same V_targ
+    assert [loss for loss, _ in steps] == pytest.approx([expected_aux, expected_value], rel=1e-6)
+    # and a reward_scale of 1 doubles nothing but the rewards: the targets are not rescaled afterwards
+    assert abs(v_targ).max() > 0
+
+
+def test_one_aux_phase_of_the_bundled_cartpole_config_fits_the_aux_head():
+    """The issue's symptom: with ppg_cartpole's old auxiliary settings (e_aux=1, minibatches of 512: 8 Adam
+    steps per phase) the aux head stayed near its initial output while CartPole's targets rose towards 5, so
+    aux_value_loss grew from phase to phase (1.7 -> 9.3). One phase with the bundled settings must now fit
+    CartPole-scale targets (mean ~4.5) on the stored observations: loss down to a fifth or less."""
+    from rlearn.config import load_config
+
+    cfg = load_config("ppg_cartpole")
+    policy_cfg = {k: v for k, v in cfg["policy"].items() if k != "type"}
+    policy = PPGPolicy(policy_cfg, spaces.Box(-5.0, 5.0, (4,), np.float32), spaces.Discrete(2), seed=0)
+    rng = np.random.default_rng(0)
+    rows = cfg["policy"]["n_pi"] * cfg["policy"]["rollout_steps"] * cfg["env"]["num_envs"]
+    obs = torch.as_tensor(rng.normal(0.0, [0.5, 0.8, 0.1, 0.8], (rows, 4)), dtype=torch.float32)
+    targets = 4.5 + 0.4 * torch.tanh(obs @ torch.tensor([1.0, -0.5, 2.0, 0.3]))  # like CartPole's late targets
+    policy._aux_obs, policy._aux_targets = [obs], [targets]
+
+    def aux_loss():
+        with torch.no_grad():
+            return 0.5 * (policy.policy_net(obs)[1] - targets).pow(2).mean().item()
+
+    before = aux_loss()
+    info = policy._auxiliary_phase()
+    after = aux_loss()
+    assert before > 8.0  # the head starts near 0
+    assert after < before / 5, (before, after, info)
+    assert info["behavioral_cloning_loss"] < 1e-2  # fitting the head did not move the policy much
+
+
 # ------------------------------------------------------------------------------------------ KL / BC
 @pytest.mark.parametrize("discrete,width", [(True, 5), (False, 6)])
 def test_kl_is_zero_for_identical_distributions(discrete, width):
