@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
+from rlearn.optim import AdamStep, make_adam
 from rlearn.rl.advantages import compute_gae, explained_variance
 from rlearn.rl.heads import (
     categorical_kl, categorical_log_prob_entropy, gaussian_kl, gaussian_log_prob_entropy, sample_gaussian,
@@ -198,13 +199,18 @@ class PPGPolicy(Policy):
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)
             self.value_net = ValueNetwork(obs_dim, cfg["hidden_sizes"], cfg["activation"]).to(self.device)
-        fused = self.device.type in ("cpu", "cuda")  # one kernel per step instead of one per tensor
-        self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
-        self.value_optimizer = torch.optim.Adam(self.value_net.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
+        # Fused Adam where the running torch has the kernel for the device (make_adam); AdamStep calls that kernel
+        # without optimizer.step()'s per-call Python, and calls step() itself wherever that could differ.
+        self.policy_optimizer = make_adam(self.policy_net.parameters(), cfg["lr"], self.device, eps=1e-5)
+        self.value_optimizer = make_adam(self.value_net.parameters(), cfg["lr"], self.device, eps=1e-5)
         # The auxiliary phase has its own Adam on the policy network: its losses are on the scale of the
         # returns, the policy phase's on the scale of normalised advantages. A shared Adam would carry the
         # aux phase's second moments into the policy phase (tiny PPO steps) and vice versa (huge aux steps).
-        self.aux_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
+        self.aux_optimizer = make_adam(self.policy_net.parameters(), cfg["lr"], self.device, eps=1e-5)
+        self._policy_params = list(self.policy_net.parameters())
+        self._value_params = list(self.value_net.parameters())
+        self._policy_step, self._value_step, self._aux_step = (
+            AdamStep(opt) for opt in (self.policy_optimizer, self.value_optimizer, self.aux_optimizer))
 
         self.policy_iterations = 0  # completed policy phases
         self._aux_obs: List[torch.Tensor] = []  # one [T*N, obs_dim] tensor per policy iteration
@@ -346,14 +352,14 @@ class PPGPolicy(Policy):
         order = torch.as_tensor(self.np_random.permutation(size), device=self.device)
         return order.split(minibatch_size)
 
-    def _step(self, loss: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Backward, clip the gradient norm and take one optimizer step."""
+    def _step(self, loss: torch.Tensor, params: List[nn.Parameter], adam: AdamStep) -> None:
+        """Backward, clip the gradient norm of ``params`` and take one Adam step."""
         with span("learner/backward", lane="learner"):
-            optimizer.zero_grad(set_to_none=True)
+            adam.zero_grad()  # .grad = None, as optimizer.zero_grad() does
             loss.backward()
-            nn.utils.clip_grad_norm_(module.parameters(), self.cfg["max_grad_norm"])
+            nn.utils.clip_grad_norm_(params, self.cfg["max_grad_norm"])
         with span("learner/optimizer_step", lane="learner"):
-            optimizer.step()
+            adam.step()
 
     def _clip_ratio(self) -> float:
         """This iteration's PPO clip range: ``clip_ratio``, scaled by ``current lr / lr`` when
@@ -380,7 +386,7 @@ class PPGPolicy(Policy):
                     policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
                     entropy = entropy.mean()
                     loss = policy_loss - self.cfg["entropy_coef"] * entropy
-                self._step(loss, self.policy_net, self.policy_optimizer)
+                self._step(loss, self._policy_params, self._policy_step)
                 with torch.no_grad():
                     approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, non-negative KL estimator
                     clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
@@ -397,7 +403,7 @@ class PPGPolicy(Policy):
             for idx_t in self._minibatches(len(obs), self.cfg["minibatch_size"]):
                 with span("learner/forward", lane="learner"):
                     loss = 0.5 * (self.value_net(obs[idx_t]) - target[idx_t]).pow(2).mean()
-                self._step(loss, self.value_net, self.value_optimizer)
+                self._step(loss, self._value_params, self._value_step)
                 losses.append(loss.detach())
         if not losses:  # e_value == 0: report the loss of the untouched value network
             with torch.no_grad():
@@ -420,10 +426,10 @@ class PPGPolicy(Policy):
                     aux_value_loss = 0.5 * (aux_value - targets[idx_t]).pow(2).mean()
                     bc_loss = behavioral_cloning_kl(old_params[idx_t], params, self.discrete).mean()
                     auxiliary_loss = aux_value_loss + beta * bc_loss
-                self._step(auxiliary_loss, self.policy_net, self.aux_optimizer)
+                self._step(auxiliary_loss, self._policy_params, self._aux_step)
                 with span("learner/forward", lane="learner"):
                     value_loss = 0.5 * (self.value_net(obs[idx_t]) - targets[idx_t]).pow(2).mean()
-                self._step(value_loss, self.value_net, self.value_optimizer)
+                self._step(value_loss, self._value_params, self._value_step)
                 stats.append(torch.stack([aux_value_loss.detach(), bc_loss.detach(), auxiliary_loss.detach()]))
         self._aux_obs.clear()
         self._aux_targets.clear()

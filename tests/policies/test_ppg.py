@@ -168,11 +168,12 @@ def test_both_value_heads_regress_on_the_same_stored_targets():
     assert abs(v_targ).max() > 0
 
 
-def test_one_aux_phase_of_the_bundled_cartpole_config_fits_the_aux_head():
-    """The issue's symptom: with ppg_cartpole's old auxiliary settings (e_aux=1, minibatches of 512: 8 Adam
+def test_aux_phases_of_the_bundled_cartpole_config_fit_the_aux_head():
+    """The issue's symptom: with ppg_cartpole's former auxiliary settings (e_aux=1, minibatches of 512: 8 Adam
     steps per phase) the aux head stayed near its initial output while CartPole's targets rose towards 5, so
-    aux_value_loss grew from phase to phase (1.7 -> 9.3). One phase with the bundled settings must now fit
-    CartPole-scale targets (mean ~4.5) on the stored observations: loss down to a fifth or less."""
+    aux_value_loss grew from phase to phase (1.7 -> 9.3 over 20k steps). With the bundled settings, phases on
+    CartPole-scale targets (mean ~4.5) fit the head: the first halves the loss at least (it was 9.6 of 10.2),
+    the second brings it near the targets' spread (it was 8.9)."""
     from rlearn.config import load_config
 
     cfg = load_config("ppg_cartpole")
@@ -182,18 +183,21 @@ def test_one_aux_phase_of_the_bundled_cartpole_config_fits_the_aux_head():
     rows = cfg["policy"]["n_pi"] * cfg["policy"]["rollout_steps"] * cfg["env"]["num_envs"]
     obs = torch.as_tensor(rng.normal(0.0, [0.5, 0.8, 0.1, 0.8], (rows, 4)), dtype=torch.float32)
     targets = 4.5 + 0.4 * torch.tanh(obs @ torch.tensor([1.0, -0.5, 2.0, 0.3]))  # like CartPole's late targets
-    policy._aux_obs, policy._aux_targets = [obs], [targets]
 
     def aux_loss():
         with torch.no_grad():
             return 0.5 * (policy.policy_net(obs)[1] - targets).pow(2).mean().item()
 
-    before = aux_loss()
-    info = policy._auxiliary_phase()
-    after = aux_loss()
-    assert before > 8.0  # the head starts near 0
-    assert after < before / 5, (before, after, info)
-    assert info["behavioral_cloning_loss"] < 1e-2  # fitting the head did not move the policy much
+    losses, infos = [aux_loss()], []
+    for _ in range(2):
+        policy._aux_obs, policy._aux_targets = [obs], [targets]  # one stored cycle per phase
+        infos.append(policy._auxiliary_phase())
+        losses.append(aux_loss())
+    assert losses[0] > 8.0  # the head starts near 0
+    assert losses[1] < losses[0] / 2, losses
+    assert losses[2] < 0.05, losses
+    assert infos[1]["aux_value_loss"] < infos[0]["aux_value_loss"]  # the reported loss falls, phase to phase
+    assert all(info["behavioral_cloning_loss"] < 1e-2 for info in infos)  # the policy stayed where it was
 
 
 # ------------------------------------------------------------------------------------------ KL / BC
