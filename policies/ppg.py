@@ -273,18 +273,18 @@ class PPGPolicy(Policy):
             value = self.value_net(obs_t)
             if self.discrete:  # inverse-CDF sampling with the policy's own generator
                 action, log_prob = sample_categorical(params, self.np_random)
+                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1)]
             else:
                 mean, log_std = params.chunk(2, dim=-1)
                 action_t = sample_gaussian(mean, log_std, self.np_random)
                 log_prob, _ = gaussian_log_prob_entropy(mean, log_std, action_t)
-        out = {
-            "log_prob": log_prob.cpu().numpy().astype(np.float32),
-            "value": value.cpu().numpy().astype(np.float32),
-        }
+                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1), action_t]
+            host = torch.cat(columns, dim=-1).float().cpu().numpy()  # one device-to-host copy per step
+        out = {"log_prob": host[:, 0].copy(), "value": host[:, 1].copy()}
         if self.discrete:
             out["action"] = action.astype(np.int64)
         else:
-            out["action"] = action_t.cpu().numpy().astype(np.float32)
+            out["action"] = host[:, 2:].copy()
             out["env_action"] = np.clip(out["action"], self._low, self._high)
         return out
 
