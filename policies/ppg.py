@@ -25,9 +25,11 @@ features without fighting over them:
 The networks are *detached* (the paper's recommended architecture): a policy network (trunk, action head,
 auxiliary value head, and a state-independent log-std for continuous actions) and a separate value
 network. The value network has one Adam optimizer; the policy network has two, one per phase (see
-``_init_learn`` for why). Discrete actions use a ``Categorical``; continuous ones a
-diagonal ``Normal`` whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
-it) while the environment receives ``env_action``, the sample clipped to the action bounds.
+``_init_learn`` for why). Discrete actions use a categorical distribution over logits; continuous ones a
+diagonal Gaussian whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
+it) while the environment receives ``env_action``, the sample clipped to the action bounds. Their maths
+(log-probabilities, entropies, sampling, KL) is :mod:`rlearn.rl.heads`; the optimizers are
+:func:`rlearn.optim.make_adam` stepped through :class:`rlearn.optim.AdamStep`.
 
 Every policy iteration reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac``,
 ``explained_variance`` and ``cur_lr``; only iterations that run an auxiliary phase add
@@ -45,7 +47,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
