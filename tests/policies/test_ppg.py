@@ -392,6 +392,24 @@ def test_runs_on_cuda_like_on_cpu(action):
             torch.testing.assert_close(restored.modules()[name].state_dict()[key], value.cpu())
 
 
+@pytest.mark.parametrize("action", ["discrete", "continuous"])
+def test_adam_step_shortcut_changes_nothing(action):
+    """The optimizers step through AdamStep: where it calls the fused kernel directly (value and aux optimizers
+    without an LR scheduler) the losses and parameters are bit for bit those of optimizer.step()."""
+    direct, plain = make_policy(action, n_pi=2, seed=4), make_policy(action, n_pi=2, seed=4)
+    for adam in (plain._policy_step, plain._value_step, plain._aux_step):
+        adam.direct = False  # every step through optimizer.step()
+    for it in range(4):
+        data = make_rollout(direct, seed=it)
+        make_rollout(plain, seed=it)  # the same draws from plain's generator
+        assert direct._forward_learn(data) == plain._forward_learn(data), it
+    assert direct._value_step.direct_steps > 0 and direct._aux_step.direct_steps > 0
+    assert plain._value_step.direct_steps == plain._aux_step.direct_steps == 0
+    for name, module in direct.modules().items():
+        for (key, a), b in zip(module.state_dict().items(), plain.modules()[name].state_dict().values()):
+            assert torch.equal(a, b), (name, key)
+
+
 # ----------------------------------------------------------------------------------- checkpoints
 @pytest.mark.parametrize("action", ["discrete", "continuous"])
 def test_state_dict_round_trip_mid_cycle_is_exact(action):
