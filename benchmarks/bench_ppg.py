@@ -18,14 +18,15 @@ auxiliary phase, and the rest (learner hooks: log tables, TensorBoard, run loop)
 collection and training.
 
 Outputs in ``benchmarks/results/``: ``ppg_<env>_learning.csv`` (one row per evaluation), ``ppg_<env>_learning.png``
-(learning curves) and ``ppg_bench.json`` (``ppg_bench_quick.json`` with ``--quick``).
+(learning curves, drawn by ``rlearn plot`` from the runs' work dirs and SB3's reference runs through
+``benchmarks/curves.py``) and ``ppg_bench.json`` (``ppg_bench_quick.json`` with ``--quick``).
 
     .venv/bin/python benchmarks/bench_ppg.py                       # 3 seeds, both envs (~15 min idle, 2 cores)
     .venv/bin/python benchmarks/bench_ppg.py --quick               # 1 seed, 30k / 60k steps (~2 min)
     .venv/bin/python benchmarks/bench_ppg.py --envs cartpole --seeds 0 1
     .venv/bin/python benchmarks/bench_ppg.py --envs pendulum --no-sb3
 
-SB3 and matplotlib come with the ``bench`` extra (``pip install -e '.[bench]'``). Timings on a shared
+SB3 comes with the ``bench`` extra (``pip install -e '.[bench]'``). Timings on a shared
 machine are noisy; read the ratio.
 """
 
@@ -48,6 +49,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from curves import plot_learning_curves, write_reference_run  # noqa: E402  (benchmarks/curves.py)
 
 ENVS = {
     "cartpole": dict(config="ppg_cartpole", env_id="CartPole-v1", target=475.0, steps=100_000, quick_steps=30_000,
@@ -63,8 +66,10 @@ SB3_CARTPOLE = dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=
 
 
 # ------------------------------------------------------------------------------------------ PPG side
-def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequence[str] = ()) -> Dict[str, Any]:
-    """Train PPG with the bundled config through the run; evaluation points and the time breakdown."""
+def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, runs_dir: Path,
+            overrides: Sequence[str] = ()) -> Dict[str, Any]:
+    """Train PPG with the bundled config through the run, in a work dir under ``runs_dir`` (kept for
+    ``rlearn plot``); evaluation points, the time breakdown and ``work_dir``."""
     import torch
 
     from rlearn.config import load_config
@@ -74,7 +79,7 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequ
     spec = ENVS[env_key]
     cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={eval_freq}",
                                        f"eval.episodes={EVAL_EPISODES}", "checkpoint.freq=none", *overrides])
-    work_dir = Path(tempfile.mkdtemp(prefix=f"bench_ppg_{env_key}_"))
+    work_dir = runs_dir / f"ppg_{env_key}_s{seed}"
     clock = time.perf_counter
 
     class BenchHook(Hook):
@@ -107,31 +112,28 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequ
         def after_run(self, learner: Any) -> None:
             self.end = clock()
 
-    try:
-        trainer = Trainer(cfg, work_dir=work_dir, progress=False)
-        for handler in trainer.logger.handlers:  # tables still go to the log file, not to this console
-            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
-                handler.setLevel(logging.WARNING)
-        hook = BenchHook()
-        trainer.learner.register_hook(hook)
-        # time the two phases of the policy (instance attributes: the policy class is untouched)
-        policy, timers = trainer.policy, {"learn": 0.0, "aux": 0.0}
+    trainer = Trainer(cfg, work_dir=work_dir, progress=False)
+    for handler in trainer.logger.handlers:  # tables still go to the log file, not to this console
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.WARNING)
+    hook = BenchHook()
+    trainer.learner.register_hook(hook)
+    # time the two phases of the policy (instance attributes: the policy class is untouched)
+    policy, timers = trainer.policy, {"learn": 0.0, "aux": 0.0}
 
-        def timed(name: str, fn: Any) -> Any:
-            def wrapper(*args: Any) -> Any:
-                t = clock()
-                try:
-                    return fn(*args)
-                finally:
-                    timers[name] += clock() - t
-            return wrapper
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any) -> Any:
+            t = clock()
+            try:
+                return fn(*args)
+            finally:
+                timers[name] += clock() - t
+        return wrapper
 
-        policy._forward_learn = timed("learn", policy._forward_learn)
-        policy._auxiliary_phase = timed("aux", policy._auxiliary_phase)
-        torch.set_num_threads(1)
-        result = trainer.run()
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+    policy._forward_learn = timed("learn", policy._forward_learn)
+    policy._auxiliary_phase = timed("aux", policy._auxiliary_phase)
+    torch.set_num_threads(1)
+    result = trainer.run()
     train_time = hook.end - hook.start - hook.evaluate
     breakdown = {
         "rollout": hook.collect,
@@ -139,12 +141,15 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, overrides: Sequ
         "aux_phase": timers["aux"],
         "other": train_time - hook.collect - timers["learn"],
     }
-    return summarise("rlearn PPG", env_key, seed, result.envstep, train_time, hook.points, breakdown, spec["target"])
+    run = summarise("rlearn PPG", env_key, seed, result.envstep, train_time, hook.points, breakdown, spec["target"])
+    run["work_dir"] = work_dir
+    return run
 
 
 # ------------------------------------------------------------------------------------------ SB3 side
-def run_sb3(seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
-    """SB3 PPO with rl-zoo's CartPole settings, evaluated like the PPG runs."""
+def run_sb3(seed: int, steps: int, eval_freq: int, runs_dir: Path) -> Dict[str, Any]:
+    """SB3 PPO with rl-zoo's CartPole settings, evaluated like the PPG runs; its evaluations are written as a
+    reference work dir under ``runs_dir`` (``work_dir``) for ``rlearn plot``."""
     import gymnasium as gym
     import torch
     from stable_baselines3 import PPO
@@ -201,7 +206,11 @@ def run_sb3(seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
     eval_env.close()
     env.close()
     breakdown = {"rollout": bench.rollout, "train": train_time - bench.rollout}
-    return summarise("SB3 PPO", "cartpole", seed, model.num_timesteps, train_time, bench.points, breakdown, 475.0)
+    run = summarise("SB3 PPO", "cartpole", seed, model.num_timesteps, train_time, bench.points, breakdown, 475.0)
+    run["work_dir"] = write_reference_run(runs_dir / f"sb3_ppo_cartpole_s{seed}", "sb3_ppo", seed,
+                                          [(p["envstep"], p["eval_return"]) for p in bench.points],
+                                          times=[p["train_time"] for p in bench.points])
+    return run
 
 
 def evaluate_sb3(model: Any, env: Any, seed: int) -> float:
@@ -244,35 +253,6 @@ def write_csv(path: Path, runs: List[Dict[str, Any]]) -> None:
             for p in run["points"]:
                 writer.writerow([run["library"], run["env"], run["seed"], p["envstep"], f"{p['train_time']:.3f}",
                                  f"{p['eval_return']:.2f}"])
-
-
-def plot(path: Path, runs: List[Dict[str, Any]], title: str, target: float) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no PNG (pip install -e '.[bench]')")
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {"rlearn PPG": "tab:blue", "SB3 PPO": "tab:orange"}
-    for run in runs:
-        xs = [p["envstep"] for p in run["points"]]
-        ys = [p["eval_return"] for p in run["points"]]
-        ax.plot(xs, ys, color=colors.get(run["library"], "gray"), alpha=0.8, marker=".",
-                linestyle=("-", "--", ":", "-.")[run["seed"] % 4],
-                label=f"{run['library']} seed {run['seed']}")
-    ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"target {target:g}")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel(f"mean eval return ({EVAL_EPISODES} episodes)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
 
 
 def _fmt(value: Optional[float], spec: str) -> str:
@@ -347,34 +327,45 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     summary: Dict[str, Any] = dict(quick=args.quick, seeds=seeds, overrides=args.set,
                                    started=time.strftime("%Y-%m-%d %H:%M:%S"))
+    runs_dir = Path(tempfile.mkdtemp(prefix="bench_ppg_"))  # the runs' work dirs, until rlearn plot has read them
+    try:
+        _run_envs(args, seeds, runs_dir, summary)
+    finally:
+        shutil.rmtree(runs_dir, ignore_errors=True)
+    summary["load_average_end"] = os.getloadavg()[0]
+    name = "ppg_bench_quick.json" if args.quick else "ppg_bench.json"
+    (args.out_dir / name).write_text(json.dumps(summary, indent=2, default=float))
+    print(f"\nresults: {args.out_dir}/ (CSV, PNG, {name})")
+    return 0
+
+
+def _run_envs(args: argparse.Namespace, seeds: List[int], runs_dir: Path, summary: Dict[str, Any]) -> None:
+    """Every requested env: the runs (PPG and SB3 alternating seed by seed), the CSV, the PNG, the report."""
     for env_key in args.envs:
         spec = ENVS[env_key]
         budget = spec["steps"]
         steps = args.steps or (spec["quick_steps"] if args.quick else budget)
         runs: List[Dict[str, Any]] = []
         for seed in seeds:
-            run = run_ppg(env_key, seed, steps, spec["eval_freq"], args.set)
+            run = run_ppg(env_key, seed, steps, spec["eval_freq"], runs_dir, args.set)
             runs.append(run)
             print(f"  {run['library']} {spec['env_id']} seed {seed}: steps to target "
                   f"{_fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
                   f"{run['train_time']:.1f} s", flush=True)
             if env_key == "cartpole" and not args.no_sb3:
-                run = run_sb3(seed, steps, spec["eval_freq"])
+                run = run_sb3(seed, steps, spec["eval_freq"], runs_dir)
                 runs.append(run)
                 print(f"  {run['library']} {spec['env_id']} seed {seed}: steps to target "
                       f"{_fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
                       f"{run['train_time']:.1f} s", flush=True)
         stem = f"ppg_{env_key}_learning" + ("_quick" if args.quick else "")
         write_csv(args.out_dir / f"{stem}.csv", runs)
-        plot(args.out_dir / f"{stem}.png", runs, f"{spec['env_id']}: rlearn PPG" +
-             (" vs SB3 PPO (rl-zoo)" if env_key == "cartpole" and not args.no_sb3 else ""), spec["target"])
+        plot_learning_curves([r["work_dir"] for r in runs], args.out_dir / f"{stem}.png",
+                             f"{spec['env_id']}: rlearn PPG" +
+                             (" vs SB3 PPO (rl-zoo)" if env_key == "cartpole" and not args.no_sb3 else "") +
+                             f" (target {spec['target']:g})")
         summary[env_key] = dict(steps=steps, budget=budget, target=spec["target"], report=report(runs, env_key, budget),
-                                runs=[{k: v for k, v in r.items() if k != "points"} for r in runs])
-    summary["load_average_end"] = os.getloadavg()[0]
-    name = "ppg_bench_quick.json" if args.quick else "ppg_bench.json"
-    (args.out_dir / name).write_text(json.dumps(summary, indent=2, default=float))
-    print(f"\nresults: {args.out_dir}/ (CSV, PNG, {name})")
-    return 0
+                                runs=[{k: v for k, v in r.items() if k not in ("points", "work_dir")} for r in runs])
 
 
 if __name__ == "__main__":

@@ -25,9 +25,11 @@ features without fighting over them:
 The networks are *detached* (the paper's recommended architecture): a policy network (trunk, action head,
 auxiliary value head, and a state-independent log-std for continuous actions) and a separate value
 network. The value network has one Adam optimizer; the policy network has two, one per phase (see
-``_init_learn`` for why). Discrete actions use a ``Categorical``; continuous ones a
-diagonal ``Normal`` whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
-it) while the environment receives ``env_action``, the sample clipped to the action bounds.
+``_init_learn`` for why). Discrete actions use a categorical distribution over logits; continuous ones a
+diagonal Gaussian whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
+it) while the environment receives ``env_action``, the sample clipped to the action bounds. Their maths
+(log-probabilities, entropies, sampling, KL) is :mod:`rlearn.rl.heads`; the optimizers are
+:func:`rlearn.optim.make_adam` stepped through :class:`rlearn.optim.AdamStep`.
 
 Every policy iteration reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac``,
 ``explained_variance`` and ``cur_lr``; only iterations that run an auxiliary phase add
@@ -45,12 +47,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.distributions import Categorical, Distribution, Independent, Normal, kl_divergence
 
 from policies.base import Policy, PolicyConfigError
+from rlearn.optim import AdamStep, make_adam
 from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.rl.heads import (
+    categorical_kl, categorical_log_prob_entropy, gaussian_kl, gaussian_log_prob_entropy, sample_gaussian,
+)
 from rlearn.rl.policy_io import action_spec, sample_categorical
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
@@ -62,26 +66,19 @@ def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, di
     """``KL(pi_old || pi_new)`` per sample between two full action distributions.
 
     Discrete: ``params`` are categorical logits ``[B, n]`` and the KL is
-    ``sum_a p_old(a) * (log p_old(a) - log p_new(a))`` on log-softmax values. Those are finite for
-    finite logits, and a probability that underflows to 0 multiplies a finite difference, so the
-    result is finite by construction (``torch.distributions.kl_divergence`` instead returns ``inf``
-    as soon as one new probability underflows to exactly 0 in float32).
+    ``sum_a p_old(a) * (log p_old(a) - log p_new(a))`` on log-softmax values (:func:`categorical_kl`).
+    Those are finite for finite logits, and a probability that underflows to 0 multiplies a finite
+    difference, so the result is finite by construction (``torch.distributions.kl_divergence`` instead
+    returns ``inf`` as soon as one new probability underflows to exactly 0 in float32).
 
     Continuous: ``params`` are ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``; the closed-form
-    Gaussian KL from ``torch.distributions.kl_divergence`` (finite since ``std = exp(log_std) > 0``),
-    summed over action dimensions.
+    Gaussian KL (:func:`gaussian_kl`, finite since ``std = exp(log_std) > 0``), summed over action dimensions.
     """
     if discrete:
-        old_logp = F.log_softmax(old_params, dim=-1)
-        new_logp = F.log_softmax(new_params, dim=-1)
-        return (old_logp.exp() * (old_logp - new_logp)).sum(-1)
-    return kl_divergence(_gaussian(old_params), _gaussian(new_params))
-
-
-def _gaussian(params: torch.Tensor) -> Distribution:
-    """Diagonal Gaussian from ``[mean, log_std]`` concatenated on the last dimension."""
-    mean, log_std = params.chunk(2, dim=-1)
-    return Independent(Normal(mean, log_std.exp(), validate_args=False), 1, validate_args=False)
+        return categorical_kl(old_params, new_params)
+    old_mean, old_log_std = old_params.chunk(2, dim=-1)
+    new_mean, new_log_std = new_params.chunk(2, dim=-1)
+    return gaussian_kl(old_mean, old_log_std, new_mean, new_log_std)
 
 
 # ------------------------------------------------------------------------------------------- networks
@@ -203,13 +200,18 @@ class PPGPolicy(Policy):
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)
             self.value_net = ValueNetwork(obs_dim, cfg["hidden_sizes"], cfg["activation"]).to(self.device)
-        fused = self.device.type in ("cpu", "cuda")  # one kernel per step instead of one per tensor
-        self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
-        self.value_optimizer = torch.optim.Adam(self.value_net.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
+        # Fused Adam where the running torch has the kernel for the device (make_adam); AdamStep calls that kernel
+        # without optimizer.step()'s per-call Python, and calls step() itself wherever that could differ.
+        self.policy_optimizer = make_adam(self.policy_net.parameters(), cfg["lr"], self.device, eps=1e-5)
+        self.value_optimizer = make_adam(self.value_net.parameters(), cfg["lr"], self.device, eps=1e-5)
         # The auxiliary phase has its own Adam on the policy network: its losses are on the scale of the
         # returns, the policy phase's on the scale of normalised advantages. A shared Adam would carry the
         # aux phase's second moments into the policy phase (tiny PPO steps) and vice versa (huge aux steps).
-        self.aux_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg["lr"], eps=1e-5, fused=fused)
+        self.aux_optimizer = make_adam(self.policy_net.parameters(), cfg["lr"], self.device, eps=1e-5)
+        self._policy_params = list(self.policy_net.parameters())
+        self._value_params = list(self.value_net.parameters())
+        self._policy_step, self._value_step, self._aux_step = (
+            AdamStep(opt) for opt in (self.policy_optimizer, self.value_optimizer, self.aux_optimizer))
 
         self.policy_iterations = 0  # completed policy phases
         self._aux_obs: List[torch.Tensor] = []  # one [T*N, obs_dim] tensor per policy iteration
@@ -249,10 +251,12 @@ class PPGPolicy(Policy):
     def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
         return {"policy": self.policy_optimizer, "value": self.value_optimizer, "aux": self.aux_optimizer}
 
-    def _distribution(self, params: torch.Tensor) -> Distribution:
+    def _log_prob_entropy(self, params: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(log pi(action), entropy)`` of the action distribution with parameters ``params`` (both ``[B]``)."""
         if self.discrete:
-            return Categorical(logits=params, validate_args=False)
-        return _gaussian(params)
+            return categorical_log_prob_entropy(params, action)
+        mean, log_std = params.chunk(2, dim=-1)
+        return gaussian_log_prob_entropy(mean, log_std, action)
 
     def _obs_tensor(self, obs: Any) -> torch.Tensor:
         return torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
@@ -270,19 +274,18 @@ class PPGPolicy(Policy):
             value = self.value_net(obs_t)
             if self.discrete:  # inverse-CDF sampling with the policy's own generator
                 action, log_prob = sample_categorical(params, self.np_random)
+                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1)]
             else:
                 mean, log_std = params.chunk(2, dim=-1)
-                noise = torch.as_tensor(self.np_random.standard_normal(mean.shape), dtype=torch.float32)
-                action_t = mean + log_std.exp() * noise.to(self.device)
-                log_prob = self._distribution(params).log_prob(action_t)
-        out = {
-            "log_prob": log_prob.cpu().numpy().astype(np.float32),
-            "value": value.cpu().numpy().astype(np.float32),
-        }
+                action_t = sample_gaussian(mean, log_std, self.np_random)
+                log_prob, _ = gaussian_log_prob_entropy(mean, log_std, action_t)
+                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1), action_t]
+            host = torch.cat(columns, dim=-1).float().cpu().numpy()  # one device-to-host copy per step
+        out = {"log_prob": host[:, 0].copy(), "value": host[:, 1].copy()}
         if self.discrete:
             out["action"] = action.astype(np.int64)
         else:
-            out["action"] = action_t.cpu().numpy().astype(np.float32)
+            out["action"] = host[:, 2:].copy()
             out["env_action"] = np.clip(out["action"], self._low, self._high)
         return out
 
@@ -344,19 +347,20 @@ class PPGPolicy(Policy):
         """The rollout as float32 tensors on the device (int64 discrete actions), checked (:func:`check_rollout`)."""
         return check_rollout(data, "PPGPolicy", self.device, self.discrete)
 
-    def _minibatches(self, size: int, minibatch_size: int) -> List[np.ndarray]:
-        """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller)."""
-        order = self.np_random.permutation(size)
-        return [order[start:start + minibatch_size] for start in range(0, size, minibatch_size)]
+    def _minibatches(self, size: int, minibatch_size: int) -> Sequence[torch.Tensor]:
+        """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller): index
+        tensors on the policy's device, from one host-to-device copy of the permutation per epoch."""
+        order = torch.as_tensor(self.np_random.permutation(size), device=self.device)
+        return order.split(minibatch_size)
 
-    def _step(self, loss: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Backward, clip the gradient norm and take one optimizer step."""
+    def _step(self, loss: torch.Tensor, params: List[nn.Parameter], adam: AdamStep) -> None:
+        """Backward, clip the gradient norm of ``params`` and take one Adam step."""
         with span("learner/backward", lane="learner"):
-            optimizer.zero_grad(set_to_none=True)
+            adam.zero_grad()  # .grad = None, as optimizer.zero_grad() does
             loss.backward()
-            nn.utils.clip_grad_norm_(module.parameters(), self.cfg["max_grad_norm"])
+            nn.utils.clip_grad_norm_(params, self.cfg["max_grad_norm"])
         with span("learner/optimizer_step", lane="learner"):
-            optimizer.step()
+            adam.step()
 
     def _clip_ratio(self) -> float:
         """This iteration's PPO clip range: ``clip_ratio``, scaled by ``current lr / lr`` when
@@ -371,20 +375,19 @@ class PPGPolicy(Policy):
         clip = self._clip_ratio()
         stats: List[torch.Tensor] = []
         for _ in range(self.cfg["e_policy"]):
-            for idx in self._minibatches(len(batch["obs"]), self.cfg["minibatch_size"]):
-                idx_t = torch.as_tensor(idx, device=self.device)
+            for idx_t in self._minibatches(len(batch["obs"]), self.cfg["minibatch_size"]):
                 with span("learner/forward", lane="learner"):
                     params, _ = self.policy_net(batch["obs"][idx_t])
-                    dist = self._distribution(params)
-                    log_ratio = dist.log_prob(batch["action"][idx_t]) - batch["log_prob"][idx_t]
+                    log_prob, entropy = self._log_prob_entropy(params, batch["action"][idx_t])
+                    log_ratio = log_prob - batch["log_prob"][idx_t]
                     ratio = log_ratio.exp()
                     adv = batch["advantage"][idx_t]
                     if len(adv) > 1:
                         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                     policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
-                    entropy = dist.entropy().mean()
+                    entropy = entropy.mean()
                     loss = policy_loss - self.cfg["entropy_coef"] * entropy
-                self._step(loss, self.policy_net, self.policy_optimizer)
+                self._step(loss, self._policy_params, self._policy_step)
                 with torch.no_grad():
                     approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, non-negative KL estimator
                     clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
@@ -398,11 +401,10 @@ class PPGPolicy(Policy):
         """``epochs`` epochs of value regression ``0.5 * (V(obs) - target)^2``; returns the mean loss."""
         losses: List[torch.Tensor] = []
         for _ in range(epochs):
-            for idx in self._minibatches(len(obs), self.cfg["minibatch_size"]):
-                idx_t = torch.as_tensor(idx, device=self.device)
+            for idx_t in self._minibatches(len(obs), self.cfg["minibatch_size"]):
                 with span("learner/forward", lane="learner"):
                     loss = 0.5 * (self.value_net(obs[idx_t]) - target[idx_t]).pow(2).mean()
-                self._step(loss, self.value_net, self.value_optimizer)
+                self._step(loss, self._value_params, self._value_step)
                 losses.append(loss.detach())
         if not losses:  # e_value == 0: report the loss of the untouched value network
             with torch.no_grad():
@@ -419,17 +421,16 @@ class PPGPolicy(Policy):
         beta = self.cfg["beta_clone"]
         stats: List[torch.Tensor] = []
         for _ in range(self.cfg["e_aux"]):
-            for idx in self._minibatches(len(obs), self.cfg["aux_minibatch_size"]):
-                idx_t = torch.as_tensor(idx, device=self.device)
+            for idx_t in self._minibatches(len(obs), self.cfg["aux_minibatch_size"]):
                 with span("learner/forward", lane="learner"):
                     params, aux_value = self.policy_net(obs[idx_t])
                     aux_value_loss = 0.5 * (aux_value - targets[idx_t]).pow(2).mean()
                     bc_loss = behavioral_cloning_kl(old_params[idx_t], params, self.discrete).mean()
                     auxiliary_loss = aux_value_loss + beta * bc_loss
-                self._step(auxiliary_loss, self.policy_net, self.aux_optimizer)
+                self._step(auxiliary_loss, self._policy_params, self._aux_step)
                 with span("learner/forward", lane="learner"):
                     value_loss = 0.5 * (self.value_net(obs[idx_t]) - targets[idx_t]).pow(2).mean()
-                self._step(value_loss, self.value_net, self.value_optimizer)
+                self._step(value_loss, self._value_params, self._value_step)
                 stats.append(torch.stack([aux_value_loss.detach(), bc_loss.detach(), auxiliary_loss.detach()]))
         self._aux_obs.clear()
         self._aux_targets.clear()

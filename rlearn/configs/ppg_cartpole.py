@@ -33,7 +33,8 @@ config = dict(
         max_grad_norm=0.5,
         e_value=20,  # value-network epochs per iteration
         n_pi=N_PI,
-        e_aux=1,  # auxiliary epochs over the 16 stored rollouts (4096 observations)
+        e_aux=6,  # the paper's 6 epochs over the 16 stored rollouts (4096 observations): 48 steps per phase,
+        #          enough for the aux value head to fit targets near 5 (with 1 epoch it never did; docs/ppg.md)
         aux_minibatch_size=512,
         beta_clone=1.0,
         hidden_sizes=[64, 64],

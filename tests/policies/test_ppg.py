@@ -138,6 +138,68 @@ def test_policy_value_targets_bootstrap_from_next_obs():
     np.testing.assert_allclose(policy._aux_targets[0].numpy(), expected_targets.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_both_value_heads_regress_on_the_same_stored_targets():
+    """Exact numbers on a tiny rollout: in the auxiliary phase the policy network's aux head and the value
+    network both regress on the stored GAE targets V_targ (reward-scaled, from the collect-time values), the
+    targets the value phase used -- not raw returns, not targets recomputed with another value function."""
+    policy = make_policy(n_pi=1, e_policy=0, e_value=0, lr=0.0, gamma=0.9, gae_lambda=0.7, reward_scale=0.5,
+                         aux_minibatch_size=1000, e_aux=1)  # lr = 0: nothing moves, one minibatch = every row
+    data = make_rollout(policy, T=4, N=2, seed=5, done_prob=0.4)
+    obs = data["obs"].flatten(0, 1)
+    with torch.no_grad():
+        next_value = policy.value_net(data["next_obs"])
+        aux_pred = policy.policy_net(obs)[1]
+        value_pred = policy.value_net(obs)
+    adv = naive_gae((data["reward"] * 0.5).tolist(), data["value"].tolist(), next_value.tolist(),
+                    data["terminated"].tolist(), data["truncated"].tolist(), 0.9, 0.7)
+    v_targ = (torch.tensor(adv) + data["value"]).flatten()
+    steps = []
+    step = policy._step
+    policy._step = lambda loss, *rest: steps.append((loss.item(), rest)) or step(loss, *rest)
+    info = policy._forward_learn(data)
+    expected_aux = 0.5 * (aux_pred - v_targ).pow(2).mean().item()
+    expected_value = 0.5 * (value_pred - v_targ).pow(2).mean().item()
+    assert info["aux_value_loss"] == pytest.approx(expected_aux, rel=1e-6)
+    assert info["value_loss"] == pytest.approx(expected_value, rel=1e-6)  # e_value = 0: the untouched net's loss
+    assert info["behavioral_cloning_loss"] == 0.0 and info["auxiliary_loss"] == info["aux_value_loss"]
+    # the aux phase's two steps: the policy network on aux + bc, then the value network on the same V_targ
+    assert [loss for loss, _ in steps] == pytest.approx([expected_aux, expected_value], rel=1e-6)
+    # and a reward_scale of 1 doubles nothing but the rewards: the targets are not rescaled afterwards
+    assert abs(v_targ).max() > 0
+
+
+def test_aux_phases_of_the_bundled_cartpole_config_fit_the_aux_head():
+    """The issue's symptom: with ppg_cartpole's former auxiliary settings (e_aux=1, minibatches of 512: 8 Adam
+    steps per phase) the aux head stayed near its initial output while CartPole's targets rose towards 5, so
+    aux_value_loss grew from phase to phase (1.7 -> 9.3 over 20k steps). With the bundled settings, phases on
+    CartPole-scale targets (mean ~4.5) fit the head: the first halves the loss at least (it was 9.6 of 10.2),
+    the second brings it near the targets' spread (it was 8.9)."""
+    from rlearn.config import load_config
+
+    cfg = load_config("ppg_cartpole")
+    policy_cfg = {k: v for k, v in cfg["policy"].items() if k != "type"}
+    policy = PPGPolicy(policy_cfg, spaces.Box(-5.0, 5.0, (4,), np.float32), spaces.Discrete(2), seed=0)
+    rng = np.random.default_rng(0)
+    rows = cfg["policy"]["n_pi"] * cfg["policy"]["rollout_steps"] * cfg["env"]["num_envs"]
+    obs = torch.as_tensor(rng.normal(0.0, [0.5, 0.8, 0.1, 0.8], (rows, 4)), dtype=torch.float32)
+    targets = 4.5 + 0.4 * torch.tanh(obs @ torch.tensor([1.0, -0.5, 2.0, 0.3]))  # like CartPole's late targets
+
+    def aux_loss():
+        with torch.no_grad():
+            return 0.5 * (policy.policy_net(obs)[1] - targets).pow(2).mean().item()
+
+    losses, infos = [aux_loss()], []
+    for _ in range(2):
+        policy._aux_obs, policy._aux_targets = [obs], [targets]  # one stored cycle per phase
+        infos.append(policy._auxiliary_phase())
+        losses.append(aux_loss())
+    assert losses[0] > 8.0  # the head starts near 0
+    assert losses[1] < losses[0] / 2, losses
+    assert losses[2] < 0.05, losses
+    assert infos[1]["aux_value_loss"] < infos[0]["aux_value_loss"]  # the reported loss falls, phase to phase
+    assert all(info["behavioral_cloning_loss"] < 1e-2 for info in infos)  # the policy stayed where it was
+
+
 # ------------------------------------------------------------------------------------------ KL / BC
 @pytest.mark.parametrize("discrete,width", [(True, 5), (False, 6)])
 def test_kl_is_zero_for_identical_distributions(discrete, width):
@@ -295,6 +357,57 @@ def test_policy_phase_improves_advantage_weighted_likelihood():
         after = Categorical(logits=policy.policy_net(obs)[0]).log_prob(act)
     reward = data["reward"].flatten()
     assert ((after - before) * reward).sum() > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("action", ["discrete", "continuous"])
+def test_runs_on_cuda_like_on_cpu(action):
+    """The same seed on CUDA and CPU: the networks, optimizer state and aux store on the device, the same keys,
+    losses of a policy iteration and an auxiliary phase within float tolerance of the CPU ones (same rollouts,
+    same minibatch order), fused Adam, and a CUDA checkpoint that a CPU policy loads."""
+    obs_space, act_space = DISCRETE if action == "discrete" else CONTINUOUS
+    cpu = PPGPolicy({**SMALL, "n_pi": 2}, obs_space, act_space, seed=0)
+    gpu = PPGPolicy({**SMALL, "n_pi": 2}, obs_space, act_space, device="cuda", seed=0)
+    assert all(p.is_cuda for m in gpu.modules().values() for p in m.parameters())
+    assert all(opt.param_groups[0]["fused"] for opt in gpu.optimizers().values())
+    collector = make_policy(action, n_pi=2)  # collects for both, so their generators draw the same minibatches
+    for it in range(2):
+        data = make_rollout(collector, seed=it)
+        info_cpu, info_gpu = cpu._forward_learn(data), gpu._forward_learn(data)
+        assert set(info_gpu) == set(info_cpu) and set(info_gpu) <= set(gpu.monitor_vars())
+        for key in info_cpu:
+            assert info_gpu[key] == pytest.approx(info_cpu[key], rel=1e-3, abs=1e-5), (it, key)
+        if it == 0:
+            assert gpu._aux_obs[0].is_cuda and gpu._aux_targets[0].is_cuda
+    assert AUX_KEYS <= set(info_gpu)
+    out = gpu._forward_collect(data["obs"][0].numpy(), envstep=0)
+    assert out["log_prob"].dtype == out["value"].dtype == np.float32 and out["value"].shape == (2,)
+    buffer = io.BytesIO()
+    torch.save(gpu.state_dict(), buffer)
+    buffer.seek(0)
+    restored = make_policy(action, n_pi=2)
+    restored.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=False))
+    for name, module in gpu.modules().items():
+        for key, value in module.state_dict().items():
+            torch.testing.assert_close(restored.modules()[name].state_dict()[key], value.cpu())
+
+
+@pytest.mark.parametrize("action", ["discrete", "continuous"])
+def test_adam_step_shortcut_changes_nothing(action):
+    """The optimizers step through AdamStep: where it calls the fused kernel directly (value and aux optimizers
+    without an LR scheduler) the losses and parameters are bit for bit those of optimizer.step()."""
+    direct, plain = make_policy(action, n_pi=2, seed=4), make_policy(action, n_pi=2, seed=4)
+    for adam in (plain._policy_step, plain._value_step, plain._aux_step):
+        adam.direct = False  # every step through optimizer.step()
+    for it in range(4):
+        data = make_rollout(direct, seed=it)
+        make_rollout(plain, seed=it)  # the same draws from plain's generator
+        assert direct._forward_learn(data) == plain._forward_learn(data), it
+    assert direct._value_step.direct_steps > 0 and direct._aux_step.direct_steps > 0
+    assert plain._value_step.direct_steps == plain._aux_step.direct_steps == 0
+    for name, module in direct.modules().items():
+        for (key, a), b in zip(module.state_dict().items(), plain.modules()[name].state_dict().values()):
+            assert torch.equal(a, b), (name, key)
 
 
 # ----------------------------------------------------------------------------------- checkpoints

@@ -1,0 +1,77 @@
+"""The maths of actor-critic action heads (categorical and diagonal Gaussian), without ``torch.distributions``.
+
+PPO and PPG need the same few quantities from an action head: the log-probability of a stored action, the
+entropy, a sample drawn with the policy's own generator, and (PPG) the KL between two full distributions.
+``torch.distributions`` computes them too, but builds objects, re-normalises the logits and broadcasts on
+every call; these functions are the closed forms written out (tested against ``torch.distributions``).
+
+* :func:`categorical_log_prob_entropy`, :func:`gaussian_log_prob_entropy`: ``log pi(a)`` and the entropy;
+* :func:`sample_gaussian`: ``mean + exp(log_std) * noise`` with standard-normal noise from a numpy generator;
+* :func:`categorical_kl`, :func:`gaussian_kl`: ``KL(old || new)`` per sample, finite where
+  ``torch.distributions.kl_divergence`` of two ``Categorical`` s is ``inf`` (a probability that underflows to 0).
+
+Shapes: logits ``[B, n]`` and class indices ``[B]``; Gaussian means and actions ``[B, d]`` with ``log_std`` of
+``[d]`` (state-independent) or ``[B, d]``. Every result is ``[B]``, summed over the action dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import numpy as np
+import torch
+
+__all__ = [
+    "categorical_log_prob_entropy", "gaussian_log_prob_entropy", "sample_gaussian", "categorical_kl", "gaussian_kl",
+]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def categorical_log_prob_entropy(logits: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(log pi(action), entropy)`` of a categorical over ``logits [B, n]``; ``action [B]`` holds class
+    indices (any integer dtype). The entropy is ``-sum_a pi(a) log pi(a)`` from ``log_softmax`` values."""
+    log_pi = torch.log_softmax(logits, dim=-1)
+    log_prob = log_pi.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_pi.exp() * log_pi).sum(-1)
+    return log_prob, entropy
+
+
+def gaussian_log_prob_entropy(
+    mean: torch.Tensor, log_std: torch.Tensor, action: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``(log pi(action), entropy)`` of the diagonal Gaussian ``N(mean, exp(log_std)^2)``, summed over the
+    action dimensions: ``-(z^2 / 2 + log_std + log sqrt(2 pi))`` with ``z = (action - mean) / std``, and
+    ``1/2 + log sqrt(2 pi) + log_std``."""
+    z = (action - mean) * torch.exp(-log_std)
+    log_prob = (-0.5 * z.pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
+    entropy = (0.5 + _LOG_SQRT_2PI + log_std).expand_as(mean).sum(-1)
+    return log_prob, entropy
+
+
+def sample_gaussian(mean: torch.Tensor, log_std: torch.Tensor, np_random: np.random.Generator) -> torch.Tensor:
+    """``mean + exp(log_std) * noise``: one sample per row, the standard-normal noise drawn from ``np_random``
+    (the policy's own generator, saved in checkpoints) and copied to ``mean``'s device in one transfer."""
+    noise = torch.as_tensor(np_random.standard_normal(tuple(mean.shape)), dtype=mean.dtype)
+    return mean + log_std.exp() * noise.to(mean.device)
+
+
+def categorical_kl(old_logits: torch.Tensor, new_logits: torch.Tensor) -> torch.Tensor:
+    """``KL(pi_old || pi_new) = sum_a p_old(a) (log p_old(a) - log p_new(a))`` per row of logits ``[B, n]``.
+
+    Computed on ``log_softmax`` values, which are finite for finite logits; a probability that underflows to
+    0 multiplies a finite difference, so the result is finite (``torch.distributions.kl_divergence`` returns
+    ``inf`` as soon as one *new* probability is exactly 0 in float32, e.g. for logit gaps above ~100)."""
+    old_logp = torch.log_softmax(old_logits, dim=-1)
+    new_logp = torch.log_softmax(new_logits, dim=-1)
+    return (old_logp.exp() * (old_logp - new_logp)).sum(-1)
+
+
+def gaussian_kl(old_mean: torch.Tensor, old_log_std: torch.Tensor, new_mean: torch.Tensor,
+                new_log_std: torch.Tensor) -> torch.Tensor:
+    """``KL(N_old || N_new)`` of two diagonal Gaussians, summed over the dimensions:
+    ``log(s_new / s_old) + (s_old^2 + (m_old - m_new)^2) / (2 s_new^2) - 1/2`` (finite: ``s = exp(log_std) > 0``)."""
+    var_ratio = torch.exp(2.0 * (old_log_std - new_log_std))
+    mean_term = ((old_mean - new_mean) * torch.exp(-new_log_std)).pow(2)
+    return (new_log_std - old_log_std + 0.5 * (var_ratio + mean_term) - 0.5).sum(-1)
