@@ -139,7 +139,9 @@ def test_ranks_stop_when_their_launcher_is_killed(tmp_path, victim):
         assert len(ranks) >= 2, ranks
         os.kill(torchrun[0] if victim == "torchrun" else proc.pid, signal.SIGKILL)
         start = time.monotonic()
-        helpers.wait_for(lambda: not any(helpers.alive(pid) for pid in tree), 30, None, "every rank to stop")
+        # well under the 60 s distributed timeout: the ranks stop because of the signal, not by timing out
+        # (no tighter bound: on a loaded machine a rank needs seconds to log and exit)
+        helpers.wait_for(lambda: not any(helpers.alive(pid) for pid in tree), 45, None, "every rank to stop")
         elapsed = time.monotonic() - start
         proc.wait(timeout=30)
     finally:
@@ -147,7 +149,7 @@ def test_ranks_stop_when_their_launcher_is_killed(tmp_path, victim):
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
-    assert elapsed < 10
+    assert elapsed < 45
     logs = [(work / "probe.log").read_text(), (work / "probe_rank1.log").read_text()]
     for rank, text in enumerate(logs):
         if victim == "torchrun":
