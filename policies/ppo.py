@@ -112,9 +112,9 @@ def value_loss(
     reference implementation, ``mean(max((value - target)^2, (old_value + clip(value - old_value, -c, c)
     - target)^2))``, which gives no gradient to a value that moved more than ``c`` from its
     collect-time estimate ``old_value`` in the direction away from the target."""
-    unclipped = (value - target).pow(2)
     if clip_value is None:
-        return unclipped.mean()
+        return F.mse_loss(value, target)
+    unclipped = (value - target).pow(2)
     clipped = (old_value + (value - old_value).clamp(-clip_value, clip_value) - target).pow(2)
     return torch.max(unclipped, clipped).mean()
 
@@ -412,7 +412,9 @@ class PPOPolicy(Policy):
                     policy_loss, approx_kl, clipfrac = clipped_surrogate_loss(log_prob, mb["log_prob"], advantage, clip)
                     v_loss = value_loss(value, mb["value"], mb["target"], cfg["clip_value"])
                     entropy = entropy.mean()
-                    loss = policy_loss - cfg["entropy_coef"] * entropy + cfg["value_coef"] * v_loss
+                    loss = policy_loss + cfg["value_coef"] * v_loss
+                    if cfg["entropy_coef"]:  # (without a bonus, no backward pass through the entropy)
+                        loss = loss - cfg["entropy_coef"] * entropy
                 stats.append(torch.stack([policy_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
                 if target_kl is not None and self._kl_over_ranks(approx_kl) > 1.5 * target_kl:
                     info["early_stop_epoch"] = epoch + 1  # this minibatch is not stepped; no further epochs
