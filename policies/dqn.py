@@ -319,11 +319,11 @@ class DQNPolicy(Policy):
         """Greedy actions ``argmax_a Q(s, a)`` in the environment's numbering."""
         return (self.greedy_actions(obs) + self.action_start).astype(self._env_action_dtype)
 
-    @torch.no_grad()
     def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
         """``argmax_a Q(s, a)`` for a batch ``obs [N, *obs_shape]``, as int64 indices from 0."""
-        obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device).reshape(len(obs), -1)
-        return self.q_net(obs_t).argmax(dim=1).cpu().numpy().astype(np.int64)
+        with torch.inference_mode():
+            obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device).reshape(len(obs), -1)
+            return self.q_net(obs_t).argmax(dim=1).cpu().numpy()  # argmax: int64 already
 
     # ------------------------------------------------------------------------------------------ state
     def modules(self) -> Dict[str, nn.Module]:
