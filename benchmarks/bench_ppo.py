@@ -331,7 +331,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     shutil.rmtree(runs_root, ignore_errors=True)
     summary["load_average_end"] = os.getloadavg()[0]
     name = "ppo_bench_quick.json" if args.quick else "ppo_bench.json"
-    (args.out_dir / name).write_text(json.dumps(summary, indent=2, default=float))
+    path = args.out_dir / name
+    # one file for both environments: a run of one of them keeps the other's last results (with their own
+    # run metadata under "<env>_run")
+    merged: Dict[str, Any] = {}
+    if path.exists():
+        try:
+            merged = json.loads(path.read_text())
+        except ValueError:
+            merged = {}
+    for env_key in args.envs:
+        merged[env_key] = summary[env_key]
+        merged[f"{env_key}_run"] = {k: v for k, v in summary.items() if k not in ENVS}
+    path.write_text(json.dumps(merged, indent=2, default=float))
     print(f"\nresults: {args.out_dir}/ (CSV, PNG, {name})")
     return 0
 
