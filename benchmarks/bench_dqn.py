@@ -5,7 +5,8 @@ first on even seeds, SB3 first on odd ones, so both see the same machine load on
 rl-baselines3-zoo's DQN CartPole-v1 hyperparameters -- [256, 256], lr 2.3e-3, batch 64, buffer 100,000,
 learning_starts 1,000, gamma 0.99, 256 env steps then 128 gradient steps, epsilon 1 -> 0.04 over 8,000 env
 steps, target sync once per training phase (SB3: every 10 env steps; rlearn: every 128 iterations, the same
-thing), Huber loss, gradient norm clipped at 10 -- for 50,000 env steps, with one torch thread each.
+thing), Huber loss, gradient norm clipped at 10 -- for 50,000 env steps, with one torch thread each
+(``--threads N``: N each).
 
 Every ``--eval-freq`` env steps the greedy policy plays 10 episodes (rlearn: the pipeline's own evaluation;
 SB3: rlearn's ``Evaluator`` on the same kind of 10-env vector, through a ``predict`` adapter). The time spent
@@ -16,7 +17,8 @@ evaluating is left out of both libraries' timings, so:
 * **time to target** = training seconds until the first evaluation with mean return >= 475 (and its env step);
 * **final return** = the evaluation at the end of the 50k steps, per seed.
 
-Writes ``benchmarks/results/dqn_cartpole_learning.csv`` (one row per evaluation) and ``.png`` (learning curves),
+Writes ``benchmarks/results/dqn_cartpole_learning.csv`` (one row per evaluation) and ``.png`` (learning curves,
+drawn by ``rlearn plot`` through ``benchmarks/curves.py``),
 and ``dqn_bench.json`` (the summary, with the machine's load average).
 
     .venv/bin/python benchmarks/bench_dqn.py                   # 3 seeds x 2 libraries x 50k steps
@@ -31,6 +33,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +45,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from curves import plot_learning_curves, write_reference_run  # noqa: E402
+
 RESULTS = HERE / "results"
 TARGET = 475.0
 EVAL_EPISODES = 10
@@ -93,20 +99,22 @@ def _summary(curve: _Curve, steps: int) -> Dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ workers
-def worker_rlearn(seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
-    """Train ``dqn_cartpole`` through the pipeline (log table, TensorBoard, checkpoints), evaluating every
-    ``eval_freq`` env steps and at the end."""
+def worker_rlearn(seed: int, steps: int, eval_freq: int, threads: int = 1, work_dir: str = "") -> Dict[str, Any]:
+    """Train ``dqn_cartpole`` through the pipeline (log table, TensorBoard, checkpoints) on ``threads`` torch
+    threads, evaluating every ``eval_freq`` env steps and at the end. ``work_dir``: where the run writes (kept
+    for ``rlearn plot``); empty: a temporary directory."""
     import torch
 
     from rlearn.config import load_config
     from rlearn.run import Trainer
 
-    torch.set_num_threads(1)
-    cfg = load_config("dqn_cartpole", overrides=[f"seed={seed}", f"train.max_env_steps={steps}",
-                                                 f"eval.freq={eval_freq}", f"eval.episodes={EVAL_EPISODES}"])
+    torch.set_num_threads(threads)
+    cfg = load_config("dqn_cartpole", overrides=[f"seed={seed}", f"num_threads={threads}",
+                                                 f"train.max_env_steps={steps}", f"eval.freq={eval_freq}",
+                                                 f"eval.episodes={EVAL_EPISODES}"])
     with tempfile.TemporaryDirectory(prefix="bench_dqn_") as tmp:
         curve = _Curve()
-        pipeline = Trainer(cfg, work_dir=Path(tmp) / "run", progress=False)
+        pipeline = Trainer(cfg, work_dir=Path(work_dir or Path(tmp) / "run"), progress=False)
         evaluate = pipeline.evaluator.evaluate
         pipeline.evaluator.evaluate = lambda: curve.record(pipeline.envstep, evaluate)  # time it, out of training
         result = pipeline.run()
@@ -125,8 +133,9 @@ class _SB3Greedy:
         return self.model.predict(obs, deterministic=True)[0]
 
 
-def worker_sb3(seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
-    """Train SB3 DQN with the same settings, evaluating every ``eval_freq`` env steps and at the end."""
+def worker_sb3(seed: int, steps: int, eval_freq: int, threads: int = 1, work_dir: str = "") -> Dict[str, Any]:
+    """Train SB3 DQN with the same settings on ``threads`` torch threads, evaluating every ``eval_freq`` env
+    steps and at the end (``work_dir`` is unused: its curve is written by the main process)."""
     import torch
     from stable_baselines3 import DQN
     from stable_baselines3.common.callbacks import BaseCallback
@@ -134,7 +143,7 @@ def worker_sb3(seed: int, steps: int, eval_freq: int) -> Dict[str, Any]:
     from rlearn.collect import Evaluator
     from rlearn.env import make_vector_env
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     eval_env = make_vector_env("CartPole-v1", EVAL_EPISODES, seed=10_000 + seed)
     curve = _Curve()
 
@@ -177,7 +186,9 @@ def run_worker(kind: str, **kwargs: Any) -> Dict[str, Any]:
 
 
 # -------------------------------------------------------------------------------------------- report
-def write_curves(runs: List[Dict[str, Any]], out: Path, suffix: str) -> None:
+def write_curves(runs: List[Dict[str, Any]], out: Path, suffix: str, runs_root: Path) -> None:
+    """The CSV (one row per evaluation) and the PNG, drawn by ``rlearn plot`` from the rlearn runs' work dirs and
+    the SB3 runs written as reference work dirs (:mod:`curves`)."""
     csv_path = out / f"dqn_cartpole_learning{suffix}.csv"
     with open(csv_path, "w", newline="") as f:
         writer = csv.writer(f)
@@ -185,31 +196,16 @@ def write_curves(runs: List[Dict[str, Any]], out: Path, suffix: str) -> None:
         for run in runs:
             for p in run["curve"]:
                 writer.writerow([run["library"], run["seed"], p["envstep"], p["return_mean"], f"{p['train_seconds']:.3f}"])
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib missing: no PNG")
-        return
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    colors = {"rlearn": "tab:blue", "sb3": "tab:orange"}
+    dirs = []
     for run in runs:
-        steps = [p["envstep"] for p in run["curve"]]
-        returns = [p["return_mean"] for p in run["curve"]]
-        seconds = [p["train_seconds"] for p in run["curve"]]
-        label = f"{run['library']} seed {run['seed']}"
-        axes[0].plot(steps, returns, color=colors[run["library"]], alpha=0.8, label=label)
-        axes[1].plot(seconds, returns, color=colors[run["library"]], alpha=0.8, label=label)
-    for ax, xlabel in zip(axes, ("env steps", "training seconds")):
-        ax.axhline(TARGET, color="grey", linestyle="--", linewidth=1)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("greedy return (10 episodes)")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"DQN CartPole-v1, rl-zoo settings: rlearn vs SB3 (load {_load()})")
-    fig.tight_layout()
-    fig.savefig(out / f"dqn_cartpole_learning{suffix}.png", dpi=100)
+        if run["library"] == "rlearn":
+            dirs.append(runs_root / f"rlearn_s{run['seed']}")
+        else:
+            dirs.append(write_reference_run(runs_root / f"sb3_s{run['seed']}", "sb3_dqn_cartpole", run["seed"],
+                                            [(p["envstep"], p["return_mean"]) for p in run["curve"]],
+                                            times=[p["train_seconds"] for p in run["curve"]]))
+    plot_learning_curves(dirs, out / f"dqn_cartpole_learning{suffix}.png",
+                         f"DQN CartPole-v1, rl-zoo settings: rlearn vs SB3 (load {_load()})")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -219,6 +215,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--eval-freq", type=int, default=2_500)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--suffix", default="", help="appended to the result file names (e.g. _quick)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of both libraries (default 1: the same-CPU-time comparison)")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -231,10 +229,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     runs: List[Dict[str, Any]] = []
     loads = [_load()]
+    runs_root = Path(tempfile.mkdtemp(prefix="bench_dqn_runs_"))  # work dirs for rlearn plot, deleted at the end
     for i, seed in enumerate(args.seeds):
         order = ["rlearn", "sb3"] if i % 2 == 0 else ["sb3", "rlearn"]
         for kind in order:
-            run = run_worker(kind, seed=seed, steps=args.steps, eval_freq=args.eval_freq)
+            run = run_worker(kind, seed=seed, steps=args.steps, eval_freq=args.eval_freq, threads=args.threads,
+                             work_dir=str(runs_root / f"{kind}_s{seed}"))
             run.update(library=kind, seed=seed, load_after=_load())
             loads.append(run["load_after"])
             runs.append(run)
@@ -256,8 +256,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(tabulate(rows, headers=headers, floatfmt=".3g"))
     median = float(statistics.median(ratios))
     print(f"median env steps/s ratio rlearn / SB3: {median:.2f}x over {len(ratios)} paired runs; load averages {loads}")
-    write_curves(runs, args.out, args.suffix)
-    summary = dict(steps=args.steps, seeds=args.seeds, median_ratio=median, ratios=ratios, loads=loads,
+    write_curves(runs, args.out, args.suffix, runs_root)
+    shutil.rmtree(runs_root, ignore_errors=True)
+    summary = dict(steps=args.steps, seeds=args.seeds, torch_threads=args.threads, median_ratio=median, ratios=ratios, loads=loads,
                    runs=[{k: v for k, v in r.items() if k != "curve"} for r in runs])
     (args.out / f"dqn_bench{args.suffix}.json").write_text(json.dumps(summary, indent=1))
     return 0

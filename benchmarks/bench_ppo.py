@@ -20,15 +20,16 @@ Settings (rl-baselines3-zoo ``hyperparams/ppo.yml``):
   ``use_sde=False`` here (same exploration model: state-independent log-std).
 
 Both libraries: value_coef 0.5, max_grad_norm 0.5, advantage normalisation, Adam, separate 64-64 tanh actor
-and critic, one torch thread. Outputs in ``benchmarks/results/``: ``ppo_<env>_learning.csv`` (one row per
-evaluation), ``ppo_<env>_learning.png`` (learning curves) and ``ppo_bench.json`` (``_quick`` with ``--quick``).
+and critic, one torch thread (``--threads N``: N in both). Outputs in ``benchmarks/results/``: ``ppo_<env>_learning.csv`` (one row per
+evaluation), ``ppo_<env>_learning.png`` (learning curves, by ``rlearn plot``) and ``ppo_bench.json`` (``_quick`` with ``--quick``).
 
     .venv/bin/python benchmarks/bench_ppo.py                          # 3 seeds, both envs
     .venv/bin/python benchmarks/bench_ppo.py --envs cartpole --seeds 0 1 2
     .venv/bin/python benchmarks/bench_ppo.py --quick                  # 1 seed, 30k / 60k steps
     .venv/bin/python benchmarks/bench_ppo.py --envs pendulum --seeds 0 --no-sb3
 
-SB3 and matplotlib come with the ``bench`` extra (``pip install -e '.[bench]'``). Timings on a shared machine
+Learning-curve PNGs are drawn by ``rlearn plot`` (benchmarks/curves.py) from the runs' work dirs (kept in a
+temporary directory until the plot is drawn). SB3 and matplotlib come with the ``bench`` extra (``pip install -e '.[bench]'``). Timings on a shared machine
 are noisy: read the per-pair ratios.
 """
 
@@ -49,10 +50,12 @@ from typing import Any, Dict, List, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_ppg import _fmt, evaluate_sb3, summarise, write_csv  # noqa: E402  (shared reporting helpers)
+from curves import plot_learning_curves, write_reference_run  # noqa: E402
 
 RESULTS = HERE / "results"
 EVAL_EPISODES = 10
 RLEARN, SB3 = "rlearn PPO", "SB3 PPO"
+THREADS = [1]  #: torch threads of both libraries (--threads)
 
 ENVS = {
     "cartpole": dict(config="ppo_cartpole", env_id="CartPole-v1", target=500.0, steps=100_000, quick_steps=30_000,
@@ -67,9 +70,11 @@ ENVS = {
 
 
 # --------------------------------------------------------------------------------------- rlearn side
-def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = ()) -> Dict[str, Any]:
+def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (),
+               work_dir: Optional[Path] = None) -> Dict[str, Any]:
     """Train rlearn PPO with the bundled config through the pipeline; evaluation points and the time breakdown
-    (rollout collection, PPO updates, the rest: learner hooks and the pipeline)."""
+    (rollout collection, PPO updates, the rest: learner hooks and the pipeline). ``work_dir`` (replaced if it
+    exists) keeps the run's files for ``rlearn plot``; None: a temporary one, deleted afterwards."""
     import torch
 
     from rlearn.config import load_config
@@ -77,14 +82,19 @@ def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (
     from rlearn.run import Trainer
 
     spec = ENVS[env_key]
-    cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={spec['eval_freq']}",
-                                       f"eval.episodes={EVAL_EPISODES}", "checkpoint.freq=none", *overrides])
+    cfg = load_config(spec["config"], [f"seed={seed}", f"num_threads={THREADS[0]}", f"train.max_env_steps={steps}",
+                                       f"eval.freq={spec['eval_freq']}", f"eval.episodes={EVAL_EPISODES}",
+                                       "checkpoint.freq=none", *overrides])
     if spec["sb3"]["decay"]:  # stretch the linear lr decay over this run's updates, as SB3's schedule does
         per_update = cfg["env"]["num_envs"] * cfg["policy"]["rollout_steps"]
         for hook in cfg["learner"]["hooks"]:
             if hook["type"] == "LRSchedulerHook":
                 hook["scheduler"]["total_iters"] = -(-steps // per_update)
-    work_dir = Path(tempfile.mkdtemp(prefix=f"bench_ppo_{env_key}_"))
+    keep = work_dir is not None
+    if keep:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    else:
+        work_dir = Path(tempfile.mkdtemp(prefix=f"bench_ppo_{env_key}_"))
     clock = time.perf_counter
 
     class BenchHook(Hook):
@@ -134,14 +144,17 @@ def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (
                 learn_time[0] += clock() - t
 
         policy._forward_learn = timed_learn
-        torch.set_num_threads(1)
+        torch.set_num_threads(THREADS[0])
         result = pipe.run()
     finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(work_dir, ignore_errors=True)
     train_time = hook.end - hook.start - hook.evaluate
     breakdown = {"rollout": hook.collect, "update": learn_time[0],
                  "other": train_time - hook.collect - learn_time[0]}
-    return summarise(RLEARN, env_key, seed, result.envstep, train_time, hook.points, breakdown, spec["target"])
+    run = summarise(RLEARN, env_key, seed, result.envstep, train_time, hook.points, breakdown, spec["target"])
+    run["work_dir"] = str(work_dir) if keep else None
+    return run
 
 
 # ------------------------------------------------------------------------------------------ SB3 side
@@ -186,7 +199,7 @@ def run_sb3(env_key: str, seed: int, steps: int) -> Dict[str, Any]:
                                         eval_return=ret))
             return True
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS[0])
     env = make_vec_env(spec["env_id"], n_envs=hp["n_envs"], seed=seed)
     lr, clip = hp["learning_rate"], hp["clip_range"]
     model = PPO("MlpPolicy", env, n_steps=hp["n_steps"], batch_size=hp["batch_size"], n_epochs=hp["n_epochs"],
@@ -207,31 +220,20 @@ def run_sb3(env_key: str, seed: int, steps: int) -> Dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------- reporting
-def plot(path: Path, runs: List[Dict[str, Any]], title: str, target: float) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no PNG (pip install -e '.[bench]')")
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    colors = {RLEARN: "tab:blue", SB3: "tab:orange"}
+def plot(path: Path, runs: List[Dict[str, Any]], env_key: str, title: str, runs_root: Path) -> Optional[Path]:
+    """Learning curves through ``rlearn plot``: the rlearn runs' own work dirs, and each SB3 run written as a
+    reference work dir (:func:`curves.write_reference_run`) under ``runs_root``; one line per library, with
+    its seed band."""
+    dirs: List[Path] = []
     for run in runs:
-        ax.plot([p["envstep"] for p in run["points"]], [p["eval_return"] for p in run["points"]],
-                color=colors[run["library"]], alpha=0.8, marker=".", linestyle=("-", "--", ":", "-.")[run["seed"] % 4],
-                label=f"{run['library']} seed {run['seed']}")
-    ax.axhline(target, color="k", linestyle="--", linewidth=1, label=f"target {target:g}")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel(f"mean eval return ({EVAL_EPISODES} episodes)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+        if run["library"] == RLEARN and run.get("work_dir"):
+            dirs.append(Path(run["work_dir"]))
+        elif run["library"] == SB3:
+            points = [(p["envstep"], p["eval_return"]) for p in run["points"]]
+            dirs.append(write_reference_run(runs_root / f"sb3_ppo_{env_key}_s{run['seed']}",
+                                            f"sb3_ppo_{env_key}", run["seed"], points,
+                                            times=[p["train_time"] for p in run["points"]]))
+    return plot_learning_curves(dirs, path, title) if dirs else None
 
 
 def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, Any]:
@@ -289,16 +291,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--no-sb3", action="store_true", help="rlearn only")
     parser.add_argument("--steps", type=int, default=None, help="env steps per run (default: the target budget)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of both libraries (default 1: the same-CPU-time comparison)")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="config overrides for the rlearn runs (as rlearn train --set)")
     args = parser.parse_args(argv)
     os.environ.setdefault("RLEARN_NO_PROGRESS", "1")
+    THREADS[0] = args.threads
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     args.out_dir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; python {sys.version.split()[0]}")
 
-    summary: Dict[str, Any] = dict(quick=args.quick, seeds=seeds, overrides=args.set,
+    summary: Dict[str, Any] = dict(quick=args.quick, seeds=seeds, overrides=args.set, torch_threads=args.threads,
                                    started=time.strftime("%Y-%m-%d %H:%M:%S"), load_average_start=os.getloadavg()[0])
+    runs_root = Path(tempfile.mkdtemp(prefix="bench_ppo_runs_"))  # work dirs for rlearn plot, deleted at the end
     for env_key in args.envs:
         spec = ENVS[env_key]
         budget = spec["steps"]
@@ -308,7 +314,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             order = [RLEARN] if args.no_sb3 else ([RLEARN, SB3] if seed % 2 == 0 else [SB3, RLEARN])
             for library in order:
                 load = os.getloadavg()[0]
-                run = run_rlearn(env_key, seed, steps, args.set) if library == RLEARN else run_sb3(env_key, seed, steps)
+                run_dir = runs_root / f"rlearn_ppo_{env_key}_s{seed}"
+                run = (run_rlearn(env_key, seed, steps, args.set, work_dir=run_dir) if library == RLEARN
+                       else run_sb3(env_key, seed, steps))
                 run["load_before"] = load
                 runs.append(run)
                 print(f"  {library} {spec['env_id']} seed {seed}: steps to target {_fmt(run['steps_to_target'], 'd')}, "
@@ -316,13 +324,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       f"{run['train_time']:.1f} s (load {load:.1f})", flush=True)
         stem = f"ppo_{env_key}_learning" + ("_quick" if args.quick else "")
         write_csv(args.out_dir / f"{stem}.csv", runs)
-        plot(args.out_dir / f"{stem}.png", runs, f"{spec['env_id']}: rlearn PPO" +
-             ("" if args.no_sb3 else " vs SB3 PPO (rl-zoo settings)"), spec["target"])
+        plot(args.out_dir / f"{stem}.png", runs, env_key, f"{spec['env_id']}: rlearn PPO" +
+             ("" if args.no_sb3 else " vs SB3 PPO (rl-zoo settings)"), runs_root)
         summary[env_key] = dict(steps=steps, budget=budget, target=spec["target"], report=report(runs, env_key, budget),
                                 runs=[{k: v for k, v in r.items() if k != "points"} for r in runs])
+    shutil.rmtree(runs_root, ignore_errors=True)
     summary["load_average_end"] = os.getloadavg()[0]
     name = "ppo_bench_quick.json" if args.quick else "ppo_bench.json"
-    (args.out_dir / name).write_text(json.dumps(summary, indent=2, default=float))
+    path = args.out_dir / name
+    # one file for both environments: a run of one of them keeps the other's last results (with their own
+    # run metadata under "<env>_run")
+    merged: Dict[str, Any] = {}
+    if path.exists():
+        try:
+            merged = json.loads(path.read_text())
+        except ValueError:
+            merged = {}
+    for env_key in args.envs:
+        merged[env_key] = summary[env_key]
+        merged[f"{env_key}_run"] = {k: v for k, v in summary.items() if k not in ENVS}
+    path.write_text(json.dumps(merged, indent=2, default=float))
     print(f"\nresults: {args.out_dir}/ (CSV, PNG, {name})")
     return 0
 

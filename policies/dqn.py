@@ -52,6 +52,7 @@ from gymnasium import spaces
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
+from rlearn.optim import AdamStep, make_adam
 
 __all__ = ["DQNPolicy", "QNetwork", "linear_epsilon"]
 
@@ -64,16 +65,6 @@ def linear_epsilon(envstep: int, initial: float, final: float, steps: int) -> fl
     if steps <= 0 or envstep >= steps:
         return float(final)
     return float(initial + (final - initial) * (envstep / steps))
-
-
-def _adam(params: Any, lr: float, eps: float) -> torch.optim.Adam:
-    """``torch.optim.Adam``, fused (one kernel updates every parameter) where the running torch supports it on
-    the parameters' device (CPU needs torch >= 2.4), the default implementation otherwise; same arithmetic."""
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, lr=lr, eps=eps)
 
 
 class QNetwork(nn.Module):
@@ -136,7 +127,9 @@ class DQNPolicy(Policy):
         self.q_net = QNetwork(self.obs_dim, self.n_actions, cfg["hidden_sizes"]).to(self.device)
         self.q_target = copy.deepcopy(self.q_net)
         self.q_target.requires_grad_(False)
-        self.optimizer = _adam(self.q_net.parameters(), lr=float(cfg["lr"]), eps=float(cfg["adam_eps"]))
+        self.optimizer = make_adam(self.q_net.parameters(), lr=float(cfg["lr"]), device=self.device,
+                                   eps=float(cfg["adam_eps"]))
+        self._adam_step = AdamStep(self.optimizer)  # optimizer.step() without its per-call Python overhead
         self.update_count = 0  # train iterations done; decides the target updates
 
     def _check_config(self) -> None:
@@ -207,18 +200,16 @@ class DQNPolicy(Policy):
 
         q = self.q_net(obs).gather(1, action.unsqueeze(1)).squeeze(1)  # Q(s, a)
         loss = self.loss_fn(q, target_q)
-        self.optimizer.zero_grad()
+        adam = self._adam()
+        adam.zero_grad()
         loss.backward()
         grad_norm = self._clip_gradients()
-        self.optimizer.step()
+        adam.step()
 
         self.update_count += 1
-        info: Dict[str, Any] = {
-            "q_loss": loss.detach(),
-            "q_value": q.detach().mean(),
-            "target_q_value": target_q.mean(),
-            "grad_norm": grad_norm,
-        }
+        # one host transfer for the four statistics (not one per key)
+        values = torch.stack([loss.detach(), q.detach().mean(), target_q.mean(), grad_norm]).tolist()
+        info: Dict[str, Any] = dict(zip(("q_loss", "q_value", "target_q_value", "grad_norm"), values))
         if self.update_count % self.target_update_interval == 0:
             self.update_target()
             info["target_sync"] = 1
@@ -235,6 +226,12 @@ class DQNPolicy(Policy):
         else:
             next_q = next_q_all.max(dim=1).values
         return reward + self.gamma * (1.0 - terminated) * next_q
+
+    def _adam(self) -> AdamStep:
+        """The :class:`~rlearn.optim.AdamStep` of :attr:`optimizer` (rebuilt if the optimizer was replaced)."""
+        if self._adam_step.optimizer is not self.optimizer:
+            self._adam_step = AdamStep(self.optimizer)
+        return self._adam_step
 
     def _clip_gradients(self) -> torch.Tensor:
         """Clip the global gradient norm to ``max_grad_norm`` (None: no clipping); returns the norm before
@@ -271,20 +268,23 @@ class DQNPolicy(Policy):
             if batch < 1 or tuple(data[key].shape) != (batch, *shape):
                 raise ValueError(f"{name}: batch[{key!r}] has shape {tuple(data[key].shape)}, expected "
                                  f"({batch if batch >= 1 else 'B>0'}, {', '.join(map(str, shape))})")
-        low, high = torch.aminmax(action)
-        if int(low) < 0 or int(high) >= self.n_actions:
-            raise ValueError(f"{name}: batch['action'] holds indices outside [0, {self.n_actions})")
+        action = action.to(self.device, torch.long)
         floats = [data[key].to(self.device, torch.float32) for key in ("obs", "reward", "next_obs", "terminated")]
-        # one float64 sum over every float is NaN/inf iff an element is (float32 values cannot overflow it);
-        # the per-key check runs only then, to name the culprit
-        if not math.isfinite(torch.cat([t.reshape(-1) for t in floats]).sum(dtype=torch.float64).item()):
+        # one host transfer for every value check (no sync per key on a GPU): the action range, and one float64
+        # sum over every float, which is NaN/inf iff an element is (float32 values cannot overflow it); the
+        # per-key check runs only then, to name the culprit
+        low, high = torch.aminmax(action)
+        total = torch.cat([t.reshape(-1) for t in floats]).sum(dtype=torch.float64)
+        low, high, total = torch.stack([low.to(torch.float64), high.to(torch.float64), total]).tolist()
+        if low < 0 or high >= self.n_actions:
+            raise ValueError(f"{name}: batch['action'] holds indices outside [0, {self.n_actions})")
+        if not math.isfinite(total):
             bad = [key for key, t in zip(("obs", "reward", "next_obs", "terminated"), floats)
                    if not bool(torch.isfinite(t).all())]
             if bad:
                 raise ValueError(f"{name}: non-finite values (NaN/inf) in batch {bad}; nothing was updated")
         obs, reward, next_obs, terminated = floats
-        return (obs.reshape(batch, -1), action.to(self.device, torch.long), reward, next_obs.reshape(batch, -1),
-                terminated)
+        return obs.reshape(batch, -1), action, reward, next_obs.reshape(batch, -1), terminated
 
     # ---------------------------------------------------------------------------------------- collect
     def epsilon(self, envstep: int) -> float:
@@ -319,11 +319,11 @@ class DQNPolicy(Policy):
         """Greedy actions ``argmax_a Q(s, a)`` in the environment's numbering."""
         return (self.greedy_actions(obs) + self.action_start).astype(self._env_action_dtype)
 
-    @torch.no_grad()
     def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
         """``argmax_a Q(s, a)`` for a batch ``obs [N, *obs_shape]``, as int64 indices from 0."""
-        obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device).reshape(len(obs), -1)
-        return self.q_net(obs_t).argmax(dim=1).cpu().numpy().astype(np.int64)
+        with torch.inference_mode():
+            obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device).reshape(len(obs), -1)
+            return self.q_net(obs_t).argmax(dim=1).cpu().numpy()  # argmax: int64 already
 
     # ------------------------------------------------------------------------------------------ state
     def modules(self) -> Dict[str, nn.Module]:

@@ -32,7 +32,10 @@ def check_rollout(
     for key, tensor in rollout.items():
         if tuple(tensor.shape[:2]) != tuple(shape):
             raise ValueError(f"{owner}: rollout {key!r} has shape {tuple(tensor.shape)}, expected [T, N, ...] = {tuple(shape)}")
-        if not torch.isfinite(tensor).all():
+    # one host transfer for every key (not one per key, which on a GPU is a device sync each)
+    finite = torch.stack([torch.isfinite(tensor).all() for tensor in rollout.values()]).tolist()
+    for key, ok in zip(rollout, finite):
+        if not ok:
             raise ValueError(f"{owner}: rollout {key!r} contains NaN or inf")
     if discrete:
         rollout["action"] = rollout["action"].long()

@@ -471,3 +471,66 @@ def test_example_script_trains_and_reports(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "final evaluation return:" in out and str(tmp_path / "run") in out
     assert "'double_q': True" in (tmp_path / "run" / "config.py").read_text()  # the resolved config
+
+
+def test_adam_steps_directly_and_matches_plain_adam_over_several_iterations():
+    """After the first step (which creates Adam's state) the policy steps through AdamStep's direct kernel
+    call where the running torch allows it, with the parameters of a plain ``optimizer.step()`` reference."""
+    from rlearn.optim import direct_step_ok
+
+    policy = make_policy(max_grad_norm=0.05, gamma=0.9, target_update_interval=100)
+    reference = QNetwork(3, 2, [16, 16])
+    reference.load_state_dict(policy.q_net.state_dict())
+    target = QNetwork(3, 2, [16, 16])
+    target.load_state_dict(policy.q_target.state_dict())
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    for i in range(4):
+        batch = make_batch(policy, seed=i)
+        with torch.no_grad():
+            y = batch["reward"] + 0.9 * (1 - batch["terminated"]) * target(batch["next_obs"]).max(1).values
+        q = reference(batch["obs"]).gather(1, batch["action"][:, None]).squeeze(1)
+        optimizer.zero_grad()
+        F.smooth_l1_loss(q, y).backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)
+        optimizer.step()
+        info = policy._forward_learn(batch)
+        assert all(type(value) is float for value in info.values())  # one host transfer, plain floats
+    for mine, ref in zip(policy.q_net.parameters(), reference.parameters()):
+        torch.testing.assert_close(mine, ref, rtol=1e-5, atol=1e-6)
+    steps = policy._adam_step
+    assert steps.direct_steps + steps.fallback_steps == 4
+    assert steps.direct_steps == (3 if direct_step_ok() else 0)
+
+
+def test_a_replaced_optimizer_is_the_one_that_steps():
+    """Assigning ``policy.optimizer`` (as a user or test may) takes effect: lr 0 leaves the network as it was."""
+    policy = make_policy()
+    policy.optimizer = torch.optim.Adam(policy.q_net.parameters(), lr=0.0)
+    before = params(policy.q_net)
+    policy._forward_learn(make_batch(policy))
+    policy._forward_learn(make_batch(policy, seed=1))
+    assert same(before, params(policy.q_net))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_runs_on_cuda_like_on_cpu():
+    """The same networks on CUDA and CPU: the same info keys and values within float tolerance over iterations
+    that include a target sync, parameters on the device and close to the CPU ones; acting returns int64
+    numpy actions. The CPU batches are moved by the policy itself."""
+    cpu = make_policy(target_update_interval=2)
+    gpu = DQNPolicy({**SMALL, "target_update_interval": 2}, OBS, ACT, device="cuda", seed=0)
+    gpu.q_net.load_state_dict(cpu.q_net.state_dict())
+    gpu.q_target.load_state_dict(cpu.q_target.state_dict())
+    assert all(p.is_cuda for p in list(gpu.q_net.parameters()) + list(gpu.q_target.parameters()))
+    for i in range(3):
+        batch = make_batch(cpu, seed=i)
+        info_cpu, info_gpu = cpu._forward_learn(batch), gpu._forward_learn(batch)
+        assert set(info_gpu) == set(info_cpu)
+        for key in info_cpu:
+            assert info_gpu[key] == pytest.approx(info_cpu[key], rel=1e-4, abs=1e-6), key
+    for mine, ref in zip(gpu.q_net.parameters(), cpu.q_net.parameters()):
+        torch.testing.assert_close(mine.cpu(), ref, rtol=1e-4, atol=1e-5)
+    obs = np.zeros((8, 3), np.float32)
+    action = gpu._forward_collect(obs, 10**6)["action"]
+    assert isinstance(action, np.ndarray) and action.dtype == np.int64 and action.shape == (8,)
+    assert gpu._forward_eval(obs).shape == (8,)

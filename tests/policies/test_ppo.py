@@ -17,6 +17,7 @@ from gymnasium import spaces
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.distributions import Categorical, Normal
 
+import policies.ppo as ppo_module
 from policies import PolicyConfigError, get_policy_class, is_scalar
 from policies.ppo import (
     PPOPolicy, categorical_log_prob_entropy, clipped_surrogate_loss, gaussian_log_prob_entropy, normalize, value_loss,
@@ -426,3 +427,33 @@ def test_cartpole_reaches_500_within_100k_steps(tmp_path):
     returns = [value for _, value in _scalars(result.tb_dir)["evaluator_step/episode_return_mean"]]
     assert result.envstep <= 100_096 and len(returns) == 20
     assert max(returns) == 500.0, returns
+
+
+# ----------------------------------------------------------------------------------------- speed parts
+@pytest.mark.parametrize("shape", [(8, 64), (256, 64), (3, 5000)])
+def test_tanh_is_torch_tanh_in_value_and_gradient(shape):
+    """``policies.ppo.tanh`` (through sigmoid on large CPU tensors, torch.tanh on small ones) against torch.tanh,
+    including saturation at +-30 and the gradient 1 - tanh^2."""
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 3).requires_grad_()
+    with torch.no_grad():
+        x[0, :4] = torch.tensor([30.0, -30.0, 0.0, 1e-4])
+    y = ppo_module.tanh(x)
+    ref_x = x.detach().clone().requires_grad_()
+    ref = torch.tanh(ref_x)
+    torch.testing.assert_close(y, ref, rtol=0, atol=3e-7)
+    weights = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+    (y * weights).sum().backward()
+    (ref * weights).sum().backward()
+    torch.testing.assert_close(x.grad, ref_x.grad, rtol=0, atol=2e-6)
+    assert (x.numel() >= ppo_module.SIGMOID_TANH_MIN_NUMEL) == (shape != (8, 64))
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_actor_critic_forward_is_its_sequentials(activation):
+    """``ActorCritic.forward`` (F.linear calls) computes exactly what calling ``actor`` and ``critic`` does."""
+    net = ppo_module.ActorCritic(4, 3, [64, 64], activation, continuous=False, init_log_std=0.0)
+    for batch in (8, 256):
+        obs = torch.randn(batch, 4)
+        logits, value = net(obs)
+        assert torch.equal(logits, net.actor(obs)) and torch.equal(value, net.critic(obs).squeeze(-1))
+        assert torch.equal(net.value(obs), value)
