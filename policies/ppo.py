@@ -56,34 +56,13 @@ from rlearn.optim import AdamStep, make_adam
 from policies.base import Policy, PolicyConfigError
 from rlearn.distributed.utils import is_distributed
 from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.rl.heads import categorical_log_prob_entropy, gaussian_log_prob_entropy, sample_gaussian
 from rlearn.rl.policy_io import action_spec, sample_categorical
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
-
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def categorical_log_prob_entropy(logits: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``log pi(action)`` and the entropy ``-sum_a pi(a) log pi(a)`` of a categorical over ``logits [B, n]``;
-    ``action [B]`` holds class indices. Both ``[B]``."""
-    log_pi = torch.log_softmax(logits, dim=-1)
-    log_prob = log_pi.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_pi.exp() * log_pi).sum(-1)
-    return log_prob, entropy
-
-
-def gaussian_log_prob_entropy(
-    mean: torch.Tensor, log_std: torch.Tensor, action: torch.Tensor
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``log pi(action)`` and the entropy of a diagonal Gaussian ``N(mean, exp(log_std)^2)``, summed over
-    the action dimensions. ``mean`` and ``action`` are ``[B, d]``, ``log_std`` is ``[d]`` or ``[B, d]``;
-    both results are ``[B]``."""
-    z = (action - mean) * torch.exp(-log_std)
-    log_prob = (-0.5 * z.pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
-    entropy = (0.5 + _LOG_SQRT_2PI + log_std).expand_as(mean).sum(-1)
-    return log_prob, entropy
+# log-probabilities, entropies and Gaussian sampling come from rlearn.rl.heads (shared with PPG)
 
 
 def clipped_surrogate_loss(
@@ -336,8 +315,7 @@ class PPOPolicy(Policy):
             if self.discrete:  # inverse-CDF sampling with the policy's own generator
                 action, log_prob = sample_categorical(params, self.np_random)
             else:
-                noise = torch.as_tensor(self.np_random.standard_normal(params.shape), dtype=torch.float32)
-                action_t = params + self.ac.log_std.exp() * noise.to(self.device)
+                action_t = sample_gaussian(params, self.ac.log_std, self.np_random)
                 log_prob, _ = gaussian_log_prob_entropy(params, self.ac.log_std, action_t)
         # float32 tensors: .numpy() is a view, no copy (the collector copies what it keeps)
         out = {"log_prob": log_prob.cpu().numpy(), "value": value.cpu().numpy()}
