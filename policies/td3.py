@@ -273,16 +273,16 @@ class TD3Policy(Policy):
         """
         with span("learner/forward", lane="learner"):
             q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
-            critic_loss, twin_loss = F.mse_loss(q[0], y), F.mse_loss(q[1], y)
+            # one loss over both rows: the sum over [2, B] of squared errors / B = MSE(Q1, y) + MSE(Q2, y)
+            critic_loss = F.mse_loss(q, y.expand_as(q), reduction="sum") / len(y)
         with span("learner/backward", lane="learner"):
             self._critic_adam.zero_grad()
-            (critic_loss + twin_loss).backward()
+            critic_loss.backward()
         with span("learner/optimizer_step", lane="learner"):
             self._critic_adam.step()
         with torch.no_grad():
-            q = q.detach()
-            return torch.cat([torch.stack([critic_loss, twin_loss]), q.mean(1), y.mean().reshape(1),
-                              (q - y).abs().mean(1)])
+            error = q.detach() - y
+            return torch.cat([error.square().mean(1), q.detach().mean(1), y.mean().reshape(1), error.abs().mean(1)])
 
     def _update_actor(self, obs: torch.Tensor) -> torch.Tensor:
         """One Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic (gradients reach the actor only);
