@@ -273,8 +273,8 @@ class TD3Policy(Policy):
         """
         with span("learner/forward", lane="learner"):
             q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
-            # one loss over both rows: the sum over [2, B] of squared errors / B = MSE(Q1, y) + MSE(Q2, y)
-            critic_loss = F.mse_loss(q, y.expand_as(q), reduction="sum") / len(y)
+            # one loss over both rows: twice the mean over [2, B] of squared errors = MSE(Q1, y) + MSE(Q2, y)
+            critic_loss = 2.0 * F.mse_loss(q, y.expand_as(q))
         with span("learner/backward", lane="learner"):
             self._critic_adam.zero_grad()
             critic_loss.backward()
