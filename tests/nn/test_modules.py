@@ -130,3 +130,18 @@ def test_ensemble_member_views_without_gradients_and_with():
     out.sum().backward()
     assert ens.layers[0].weight.grad is not None and ens.layers[0].weight.grad[0].abs().sum() == 0
     assert ens.layers[0].weight.grad[1].abs().sum() > 0
+
+
+def test_views_made_under_inference_mode_serve_later_training():
+    """A module first called under inference_mode (acting) keeps views that a later training step can use."""
+    torch.manual_seed(0)
+    actor, critics = MLP([3, 8, 2]), EnsembleMLP(2, [3, 8, 1])
+    x = torch.randn(4, 3)
+    with torch.inference_mode():
+        actor(x), critics(x), critics(x, member=0)
+    xg = x.clone().requires_grad_()
+    loss = actor(x).sum() + critics(x).sum()
+    with frozen(critics):
+        loss = loss + critics(xg, member=0).sum()
+    loss.backward()
+    assert actor.net[0].weight.grad is not None and critics.layers[0].weight.grad is not None and xg.grad is not None
