@@ -659,7 +659,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         peak2 = matmul_peak(threads=2)
         report["matmul_peak_gflops"] = peak
         report["matmul_peak_gflops_2_threads"] = peak2
-        two_core_peak = max(peak2.values())
+        # the ceiling on two shared cores: the better of one and two threads (under load two can be slower)
+        two_core_peak = max(*peak.values(), *peak2.values())
         print("\n== matmul, [256 x 400] x [400 x 300], 1 and 2 torch threads ==")
         print(_table([[k, peak[k], peak2[k]] for k in peak], ["product", "GFLOP/s, 1 thread", "GFLOP/s, 2 threads"]))
 
@@ -677,8 +678,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if two_core_peak:
             best = max(r["gflops"] for r in rows if r["variant"].startswith("rlearn TD3,"))
             report["step_fraction_of_two_core_peak"] = best / two_core_peak
-            print(f"fastest rlearn variant: {best:.1f} GFLOP/s = {100 * best / two_core_peak:.0f} % of the two-thread "
-                  f"matmul peak measured above ({two_core_peak:.1f})")
+            print(f"fastest rlearn variant: {best:.1f} GFLOP/s = {100 * best / two_core_peak:.0f} % of the best matmul "
+                  f"throughput measured above on 1 or 2 threads ({two_core_peak:.1f})")
         names = [r["variant"] for r in rows]
         pairs = [("rlearn TD3, learn_threads=2, adaptive (default)", "SB3 TD3, torch threads=2"),
                  ("rlearn TD3, learn_threads=1", "SB3 TD3, torch threads=1")]
