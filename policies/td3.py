@@ -273,16 +273,16 @@ class TD3Policy(Policy):
         """
         with span("learner/forward", lane="learner"):
             q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
-            critic_loss, twin_loss = F.mse_loss(q[0], y), F.mse_loss(q[1], y)
+            # one loss over both rows: twice the mean over [2, B] of squared errors = MSE(Q1, y) + MSE(Q2, y)
+            critic_loss = 2.0 * F.mse_loss(q, y.expand_as(q))
         with span("learner/backward", lane="learner"):
             self._critic_adam.zero_grad()
-            (critic_loss + twin_loss).backward()
+            critic_loss.backward()
         with span("learner/optimizer_step", lane="learner"):
             self._critic_adam.step()
         with torch.no_grad():
-            q = q.detach()
-            return torch.cat([torch.stack([critic_loss, twin_loss]), q.mean(1), y.mean().reshape(1),
-                              (q - y).abs().mean(1)])
+            error = q.detach() - y
+            return torch.cat([error.square().mean(1), q.detach().mean(1), y.mean().reshape(1), error.abs().mean(1)])
 
     def _update_actor(self, obs: torch.Tensor) -> torch.Tensor:
         """One Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic (gradients reach the actor only);
@@ -325,12 +325,13 @@ class TD3Policy(Policy):
             raise KeyError(f"TD3Policy._forward_learn: batch is missing {missing} (has {sorted(data)})")
         out = []
         batch = None
+        shapes = {"obs": self.obs_shape, "next_obs": self.obs_shape, "action": self.act_shape}
         for key in _BATCH_KEYS:
             value = data[key]
             if not isinstance(value, torch.Tensor) or not value.is_floating_point():
                 kind = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
                 raise TypeError(f"TD3Policy._forward_learn: batch[{key!r}] must be a float tensor, got {kind}")
-            shape = {"obs": self.obs_shape, "next_obs": self.obs_shape, "action": self.act_shape}.get(key, ())
+            shape = shapes.get(key, ())
             if batch is None:
                 batch = value.shape[0] if value.dim() else 0
             if tuple(value.shape) != (batch, *shape) or batch == 0:
@@ -338,8 +339,9 @@ class TD3Policy(Policy):
                 raise ValueError(
                     f"TD3Policy._forward_learn: batch[{key!r}] has shape {tuple(value.shape)}, expected {expected}"
                 )
-            value = value.to(self.device, torch.float32, non_blocking=True)
-            out.append(value.reshape(batch, -1) if shape else value)
+            if value.dtype != torch.float32 or value.device != self.device:  # each call costs a dispatch
+                value = value.to(self.device, torch.float32, non_blocking=True)
+            out.append(value.reshape(batch, -1) if len(shape) > 1 else value)
         # a NaN or inf anywhere makes its tensor's sum non-finite (one reduction per key, one host sync per
         # batch); a huge but finite batch can overflow a sum, so the element-wise check decides before
         # anything is refused

@@ -20,7 +20,8 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", "mlp", "fused_kernels_enabled"]
+__all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", "mlp", "fused_kernels_enabled",
+           "feature_major_layers"]
 
 
 class Dense(NamedTuple):
@@ -138,21 +139,37 @@ def _as_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
     return [Dense(w, b.unsqueeze(-1) if b.dim() < w.dim() else b) for w, b in zip(params[0::2], params[1::2])]
 
 
+def feature_major_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
+    """Detached feature-major :class:`Dense` views of ``(w_0, b_0, w_1, b_1, ...)``, for :func:`mlp`'s ``layers``.
+
+    They share the parameters' storage (and version counters), so in-place updates -- optimizer steps,
+    Polyak averaging, ``load_state_dict`` -- are seen through them; a module builds them once and rebuilds
+    them only when a parameter is replaced or moved (see :class:`rlearn.nn.MLP`).
+    """
+    with torch.no_grad():
+        return _as_layers([p.detach() for p in params])
+
+
 class FeatureMajorMLP(torch.autograd.Function):
     """``autograd.Function`` of a ReLU MLP: batch-major at its boundary, feature-major kernels inside.
 
-    ``FeatureMajorMLP.apply(x, tanh_output, w_0, b_0, w_1, b_1, ...)`` with ``x [B, in]`` (or ``[n, B, in]``
-    for stacked networks with their own inputs), weights ``[out, in]`` or stacked ``[n, out, in]``, biases
-    ``[out]`` / ``[out, 1]`` / ``[n, out, 1]``; returns ``[B, out]`` or ``[n, B, out]`` (a transposed view of
-    the feature-major result). The backward pass computes the weight gradients only if some weight or bias
+    ``FeatureMajorMLP.apply(x, tanh_output, layers, w_0, b_0, w_1, b_1, ...)`` with ``x [B, in]`` (or
+    ``[n, B, in]`` for stacked networks with their own inputs), weights ``[out, in]`` or stacked
+    ``[n, out, in]``, biases ``[out]`` / ``[out, 1]`` / ``[n, out, 1]``; returns ``[B, out]`` or
+    ``[n, B, out]`` (a transposed view of the feature-major result). ``layers`` is None or the parameters'
+    :func:`feature_major_layers` (built once by the caller: making the views costs more than a small
+    layer's arithmetic). The backward pass computes the weight gradients only if some weight or bias
     needs one (``ctx.needs_input_grad``) and the input gradient only if ``x`` needs one.
     """
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, tanh_output: bool, *params: torch.Tensor) -> torch.Tensor:
-        layers = _as_layers(params)
+    def forward(ctx: Any, x: torch.Tensor, tanh_output: bool, layers: Optional[Sequence[Dense]],
+                *params: torch.Tensor) -> torch.Tensor:
+        if layers is None:
+            layers = _as_layers(params)
         outputs = mlp_forward(x.transpose(-1, -2).contiguous(), layers, tanh_output)
         ctx.outputs = outputs  # plain tensors made here (no grad_fn): no reference cycle through ctx
+        ctx.layers = layers
         ctx.tanh_output = tanh_output
         ctx.shared_input = x.dim() == 2 and layers[0].weight.dim() == 3
         ctx.save_for_backward(*params)  # version-checked: an in-place update before backward is an error
@@ -160,19 +177,21 @@ class FeatureMajorMLP(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        params = ctx.saved_tensors
+        params = ctx.saved_tensors  # raises if a parameter was updated in place since the forward pass
         need = ctx.needs_input_grad
-        grad_x, grads = mlp_backward(ctx.outputs, grad_out.transpose(-1, -2), _as_layers(params), ctx.tanh_output,
-                                     weight_grads=any(need[2:]), input_grad=need[0])
-        ctx.outputs = None
+        if 0 in grad_out.stride():  # e.g. the expanded gradient of a mean: broadcast products take slow paths
+            grad_out = grad_out.contiguous()
+        grad_x, grads = mlp_backward(ctx.outputs, grad_out.transpose(-1, -2), ctx.layers, ctx.tanh_output,
+                                     weight_grads=any(need[3:]), input_grad=need[0])
+        ctx.outputs = ctx.layers = None
         if grad_x is not None:
             grad_x = (grad_x.sum(0) if ctx.shared_input else grad_x).transpose(-1, -2)
         flat: List[Optional[torch.Tensor]] = [None] * len(params)
         if grads is not None:
             for i, grad in enumerate(grads):
-                flat[2 * i] = grad.weight if need[2 + 2 * i] else None
-                flat[2 * i + 1] = grad.bias.view(params[2 * i + 1].shape) if need[3 + 2 * i] else None
-        return (grad_x, None, *flat)
+                flat[2 * i] = grad.weight if need[3 + 2 * i] else None
+                flat[2 * i + 1] = grad.bias.view(params[2 * i + 1].shape) if need[4 + 2 * i] else None
+        return (grad_x, None, None, *flat)
 
 
 def _plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool) -> torch.Tensor:
@@ -192,16 +211,20 @@ def _plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: boo
     return h
 
 
-def mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool = False) -> torch.Tensor:
+def mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool = False,
+        layers: Optional[Sequence[Dense]] = None) -> torch.Tensor:
     """A ReLU MLP ``(w_0, b_0, w_1, b_1, ...)`` applied to batch-major ``x`` (see :class:`FeatureMajorMLP`).
 
     Differentiable like any torch operation. Runs :class:`FeatureMajorMLP` when a gradient may be needed,
     the kernels directly (no ``Function`` bookkeeping) when none can be, and plain autograd operations where
-    :func:`fused_kernels_enabled` is false for ``x``'s device.
+    :func:`fused_kernels_enabled` is false for ``x``'s device. ``layers``: the parameters'
+    :func:`feature_major_layers`, if the caller keeps them (else they are made here).
     """
     if not fused_kernels_enabled(x.device):
         return _plain_mlp(x, params, tanh_output)
     if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
-        return FeatureMajorMLP.apply(x, tanh_output, *params)
+        return FeatureMajorMLP.apply(x, tanh_output, layers, *params)
     # nothing requires a gradient: no graph would be recorded, so run the kernels without the Function
-    return mlp_forward(x.transpose(-1, -2).contiguous(), _as_layers(params), tanh_output)[-1].transpose(-1, -2)
+    if layers is None:
+        layers = _as_layers(params)
+    return mlp_forward(x.transpose(-1, -2).contiguous(), layers, tanh_output)[-1].transpose(-1, -2)

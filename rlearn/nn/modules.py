@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
-from rlearn.nn.functional import mlp
+from rlearn.nn.functional import Dense, feature_major_layers, mlp
 
 __all__ = ["EnsembleLinear", "EnsembleMLP", "MLP", "frozen"]
 
@@ -45,7 +45,66 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias.transpose(-1, -2), x, self.weight.transpose(-1, -2))
 
 
-class EnsembleMLP(nn.Module):
+class _LayerCache:
+    """A network's parameter list and their feature-major views, kept between forward calls.
+
+    Building them costs more than a small layer's arithmetic, so a module keeps them and checks at every
+    call, with a dictionary lookup per parameter, that each is still the same ``Parameter`` on the same
+    storage; a replaced parameter (``load_state_dict(assign=True)``, ``module.weight = ...``) or a moved one
+    (``.to()``, ``.double()``) makes the cache rebuild. In-place updates need nothing: the views share the
+    parameters' storage.
+    """
+
+    __slots__ = ("slots", "params", "layers", "members")
+
+    def __init__(self, linears: Sequence[nn.Module]) -> None:
+        self.slots = [(m, name, m._parameters[name]) for m in linears for name in ("weight", "bias")]
+        self.params: List[torch.Tensor] = [p for _, _, p in self.slots]
+        self.slots = [(m, name, p, p.data_ptr()) for m, name, p in self.slots]
+        self.layers = feature_major_layers(self.params)
+        self.members: Dict[int, Tuple[List[torch.Tensor], List[Dense]]] = {}
+
+    def valid(self) -> bool:
+        for m, name, p, ptr in self.slots:
+            if m._parameters.get(name) is not p or p.data_ptr() != ptr:
+                return False
+        return True
+
+    def member(self, i: int) -> Tuple[List[torch.Tensor], List[Dense]]:
+        """Detached views of stacked member ``i``'s parameters and layers (for use without gradients)."""
+        if i not in self.members:
+            with torch.no_grad():
+                params = [p.detach()[i] for p in self.params]
+            self.members[i] = (params, feature_major_layers(params))
+        return self.members[i]
+
+
+class _CachedLayers(nn.Module):
+    """Base of the MLP modules: :meth:`parameter_list` and :meth:`_cache` (a :class:`_LayerCache`)."""
+
+    _fm_cache: Optional[_LayerCache] = None
+
+    def _linears(self) -> Sequence[nn.Module]:
+        raise NotImplementedError
+
+    def _cache(self) -> _LayerCache:
+        cache = self._fm_cache
+        if cache is None or not cache.valid():
+            cache = self._fm_cache = _LayerCache(self._linears())
+        return cache
+
+    def parameter_list(self) -> List[torch.Tensor]:
+        """The network's parameters in forward order ``[w_0, b_0, w_1, b_1, ...]`` (the same objects as
+        :meth:`parameters`, kept between calls; do not modify the list)."""
+        return self._cache().params
+
+    def __getstate__(self) -> Dict[str, Any]:  # deepcopy and pickle: the copy builds its own cache
+        state = super().__getstate__()
+        state.pop("_fm_cache", None)
+        return state
+
+
+class EnsembleMLP(_CachedLayers):
     """``n`` independent ReLU MLPs with layer widths ``sizes``, evaluated as one (e.g. twin critics).
 
     Every layer is an :class:`EnsembleLinear` (``layers.<i>.weight [n, out, in]``); the forward pass runs
@@ -62,15 +121,20 @@ class EnsembleMLP(nn.Module):
         self.tanh_output = _check_activation(output_activation)
         self.layers = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in zip(sizes[:-1], sizes[1:]))
 
+    def _linears(self) -> Sequence[nn.Module]:
+        return list(self.layers)
+
     def forward(self, x: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
+        cache = self._cache()
         if member is None:
-            params = [p for layer in self.layers for p in (layer.weight, layer.bias)]
-        else:
-            params = [p[member] for layer in self.layers for p in (layer.weight, layer.bias)]
-        return mlp(x, params, self.tanh_output)
+            return mlp(x, cache.params, self.tanh_output, cache.layers)
+        if torch.is_grad_enabled() and any(p.requires_grad for p in cache.params):
+            return mlp(x, [p[member] for p in cache.params], self.tanh_output)  # graph through the selection
+        params, layers = cache.member(member)  # frozen or no_grad: detached views, no selection recorded
+        return mlp(x, params, self.tanh_output, layers)
 
 
-class MLP(nn.Module):
+class MLP(_CachedLayers):
     """A ReLU MLP ``x [B, sizes[0]] -> [B, sizes[-1]]``, optionally ending in ``tanh``.
 
     Its parameters are those of ``net = nn.Sequential(Linear, ReLU, ..., Linear[, Tanh])`` (state-dict keys
@@ -91,10 +155,13 @@ class MLP(nn.Module):
         if self.tanh_output:
             layers.append(nn.Tanh())
         self.net = nn.Sequential(*layers)
-        self._linears = [m for m in self.net if isinstance(m, nn.Linear)]  # a plain list: not re-registered
+
+    def _linears(self) -> Sequence[nn.Module]:
+        return [m for m in self.net if isinstance(m, nn.Linear)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return mlp(x, [p for layer in self._linears for p in (layer.weight, layer.bias)], self.tanh_output)
+        cache = self._cache()
+        return mlp(x, cache.params, self.tanh_output, cache.layers)
 
 
 @contextlib.contextmanager
@@ -102,7 +169,8 @@ def frozen(module: nn.Module) -> Iterator[nn.Module]:
     """Within the block, ``module``'s parameters do not require grad: a loss computed through it sends
     gradients to its *inputs* only (e.g. an actor loss through a critic), and no weight-gradient product of
     ``module`` is computed. The parameters that required grad do so again afterwards."""
-    params = [p for p in module.parameters() if p.requires_grad]
+    every = module.parameter_list() if isinstance(module, _CachedLayers) else module.parameters()
+    params = [p for p in every if p.requires_grad]
     for p in params:
         p.requires_grad_(False)
     try:

@@ -182,3 +182,24 @@ def test_updating_a_weight_before_backward_is_an_error():
         w.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
+
+
+def test_kept_layers_and_expanded_upstream_gradients():
+    """``mlp(..., layers=feature_major_layers(params))`` is the same function; an upstream gradient with zero
+    strides (the backward of a mean) gives the same gradients as its contiguous copy."""
+    torch.manual_seed(0)
+    params = [torch.randn(2, 6, 3, requires_grad=True), torch.randn(2, 6, 1, requires_grad=True),
+              torch.randn(2, 1, 6, requires_grad=True), torch.randn(2, 1, 1, requires_grad=True)]
+    x = torch.randn(7, 3, requires_grad=True)
+    layers = nnf.feature_major_layers(params)
+    assert all(not t.requires_grad for layer in layers for t in layer)
+    out = mlp(x, params, layers=layers)
+    out.mean().backward()  # MeanBackward hands over an expanded gradient
+    grads = [p.grad.clone() for p in [x, *params]]
+    for p in [x, *params]:
+        p.grad = None
+    mlp(x, params).backward(torch.full((2, 7, 1), 1.0 / 14))
+    for a, p in zip(grads, [x, *params]):
+        torch.testing.assert_close(a, p.grad)
+    with torch.no_grad():
+        torch.testing.assert_close(mlp(x, params, layers=layers), out)

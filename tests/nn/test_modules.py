@@ -74,3 +74,74 @@ def test_frozen_sends_gradients_to_the_input_only():
         with frozen(critic):
             raise RuntimeError("inside")
     assert [p.requires_grad for p in critic.parameters()] == [True, False, True, True]
+
+
+# ------------------------------------------------------------------------- kept parameter list and views
+def _reference(net: MLP, x: torch.Tensor) -> torch.Tensor:
+    return net.net(x.clone())  # nn.Sequential over the same parameters
+
+
+def test_kept_views_follow_in_place_updates_and_rebuild_when_parameters_change():
+    """The parameter list and feature-major views a module keeps between calls: in-place updates (optimizer
+    steps, load_state_dict) are seen; a replaced parameter, a dtype/device move and a deepcopy rebuild them."""
+    torch.manual_seed(0)
+    net = MLP([3, 8, 2], output_activation="tanh")
+    x = torch.randn(5, 3)
+    assert [a is b for a, b in zip(net.parameter_list(), net.parameters())] == [True] * 4
+    kept = net.parameter_list()
+    with torch.no_grad():
+        net.net[0].weight.add_(0.5)  # in place: the views see it, nothing rebuilt
+    torch.testing.assert_close(net(x), _reference(net, x))
+    assert net.parameter_list() is kept
+    other = MLP([3, 8, 2], output_activation="tanh")
+    net.load_state_dict(other.state_dict())  # copies in place
+    torch.testing.assert_close(net(x), _reference(other, x))
+    net.load_state_dict(MLP([3, 8, 2], output_activation="tanh").state_dict(), assign=True)  # new Parameters
+    assert net.parameter_list() is not kept and net.parameter_list()[0] is net.net[0].weight
+    torch.testing.assert_close(net(x), _reference(net, x))
+    net.net[2].bias = torch.nn.Parameter(torch.full((2,), 3.0))  # one parameter replaced by assignment
+    torch.testing.assert_close(net(x), _reference(net, x))
+    out = net(x)
+    out.sum().backward()
+    assert net.net[2].bias.grad is not None  # the gradient reaches the new parameter
+    net.double()  # moved: .data replaced on the same Parameter objects
+    torch.testing.assert_close(net(x.double()), _reference(net, x.double()))
+    copy = __import__("copy").deepcopy(net)
+    with torch.no_grad():
+        copy.net[0].weight.zero_()
+    assert not torch.equal(copy(x.double()), net(x.double()))  # the copy's views are its own
+    torch.testing.assert_close(copy(x.double()), _reference(copy, x.double()))
+
+
+def test_ensemble_member_views_without_gradients_and_with():
+    """member=i through frozen (detached member views) and with gradients (graph through the selection)."""
+    torch.manual_seed(0)
+    ens = EnsembleMLP(2, [4, 6, 1])
+    x = torch.randn(5, 4, requires_grad=True)
+    with frozen(ens):
+        ens(x, member=1).sum().backward()
+    with torch.no_grad():
+        ens.layers[0].weight[1].mul_(2.0)  # in place after the member views were made
+    ref = torch.relu(x @ ens.layers[0].weight[1].t() + ens.layers[0].bias[1, :, 0])
+    ref = ref @ ens.layers[1].weight[1].t() + ens.layers[1].bias[1, :, 0]
+    with torch.no_grad():
+        torch.testing.assert_close(ens(x, member=1), ref)
+    out = ens(x.detach(), member=1)
+    out.sum().backward()
+    assert ens.layers[0].weight.grad is not None and ens.layers[0].weight.grad[0].abs().sum() == 0
+    assert ens.layers[0].weight.grad[1].abs().sum() > 0
+
+
+def test_views_made_under_inference_mode_serve_later_training():
+    """A module first called under inference_mode (acting) keeps views that a later training step can use."""
+    torch.manual_seed(0)
+    actor, critics = MLP([3, 8, 2]), EnsembleMLP(2, [3, 8, 1])
+    x = torch.randn(4, 3)
+    with torch.inference_mode():
+        actor(x), critics(x), critics(x, member=0)
+    xg = x.clone().requires_grad_()
+    loss = actor(x).sum() + critics(x).sum()
+    with frozen(critics):
+        loss = loss + critics(xg, member=0).sum()
+    loss.backward()
+    assert actor.net[0].weight.grad is not None and critics.layers[0].weight.grad is not None and xg.grad is not None
