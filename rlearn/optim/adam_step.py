@@ -13,8 +13,9 @@ compare them). The optimizer stays an ordinary ``torch.optim.Adam``: checkpoints
 
 Whenever the shortcut could differ from ``step()``, :class:`AdamStep` calls ``step()`` instead: before the
 state exists (the first step creates it), after ``load_state_dict`` until the lists are rebuilt, on a step
-where a parameter has no ``.grad`` (``step()`` skips it), while any optimizer hook is registered, once an LR scheduler has wrapped ``step()`` (it
-counts the calls), and for every configuration other than one param group of fused, non-AMSGrad,
+where a parameter has no ``.grad`` (``step()`` skips it), while any optimizer hook is registered, when
+``step()`` was replaced by anything but an LR scheduler's call tracking (that wrapper only records that
+``step()`` ran, which the direct call records too), and for every configuration other than one param group of fused, non-AMSGrad,
 non-maximising, non-capturable, non-differentiable Adam with a float learning rate.
 
 The direct call uses private torch names (``torch._fused_adam_``, ``torch._foreach_add_``, the optimizer
@@ -100,6 +101,14 @@ def direct_step_ok() -> bool:
         return False
 
 
+def _only_scheduler_tracking(opt: torch.optim.Optimizer) -> bool:
+    """Whether ``opt.step`` is ``Adam.step`` wrapped once by an LR scheduler's call tracking (torch's
+    ``_wrapped_by_lr_sched`` wrapper, which only sets ``opt._opt_called`` and calls ``Adam.step``)."""
+    step = vars(opt).get("step")
+    return bool(getattr(step, "_wrapped_by_lr_sched", False)) and \
+        getattr(step, "__wrapped__", None) is torch.optim.Adam.step
+
+
 class AdamStep:
     """``step()`` for one fused ``torch.optim.Adam``, calling its fused kernel directly when that is exact.
 
@@ -160,13 +169,17 @@ class AdamStep:
             kernel(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False, lr=group["lr"],
                    beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
                    maximize=False, grad_scale=None, found_inf=None)
+        if "step" in vars(self.optimizer):  # an LR scheduler's wrapper: what it records, the direct call records
+            self.optimizer._opt_called = True
         self.direct_steps += 1
 
     def _usable_group(self) -> Optional[dict]:
         """The optimizer's only param group if the direct call computes what ``step()`` would, else None."""
         opt = self.optimizer
-        if not self.direct or type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1 or "step" in vars(opt):
-            return None  # another class, several groups, or step() wrapped (an LR scheduler counts its calls)
+        if not self.direct or type(opt) is not torch.optim.Adam or len(opt.param_groups) != 1:
+            return None  # another class or several groups
+        if "step" in vars(opt) and not _only_scheduler_tracking(opt):
+            return None  # step() replaced by something the direct call would skip
         if getattr(opt, "_optimizer_step_pre_hooks", None) or getattr(opt, "_optimizer_step_post_hooks", None):
             return None
         if not _no_global_hooks():

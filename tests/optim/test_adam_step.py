@@ -102,7 +102,7 @@ def test_a_parameter_without_gradient_is_skipped_like_step_does():
         _assert_same(ref, ref_opt, fast, fast_opt)
 
 
-def test_hooks_and_lr_schedulers_see_every_step():
+def test_hooks_see_every_step():
     _, _, fast, fast_opt, step = _pair()
     calls = []
     handle = fast_opt.register_step_post_hook(lambda opt, args, kwargs: calls.append(1))
@@ -111,15 +111,38 @@ def test_hooks_and_lr_schedulers_see_every_step():
         step()
     assert len(calls) == 3 and step.direct_steps == 0  # a hook forces the real step()
     handle.remove()
-    scheduler = torch.optim.lr_scheduler.StepLR(fast_opt, step_size=1, gamma=0.5)
+
+
+def test_an_lr_schedulers_step_tracking_keeps_the_direct_step_exact():
+    """A scheduler wraps ``step()`` only to record that it ran: the direct call records it too (no
+    "lr_scheduler.step() before optimizer.step()" warning) and follows the scheduled learning rates."""
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    schedulers = [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5) for opt in (ref_opt, fast_opt)]
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "lr_scheduler.step() before optimizer.step()" would fail here
-        for i in range(3):
+        warnings.simplefilter("error")
+        for i in range(4):
+            _set_grads(ref, i)
             _set_grads(fast, i)
+            ref_opt.step()
+            fast_opt._opt_called = False  # what the scheduler checks: set again by this step
             step()
-            scheduler.step()
-    assert step.direct_steps == 0
-    assert fast_opt.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5 ** 3)
+            assert fast_opt._opt_called
+            for scheduler in schedulers:
+                scheduler.step()
+    assert step.direct_steps == 3 and step.fallback_steps == 1  # the first step creates the state
+    assert fast_opt.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5 ** 4)
+    _assert_same(ref, ref_opt, fast, fast_opt)
+
+
+def test_a_step_replaced_by_other_code_is_called():
+    _, _, fast, fast_opt, step = _pair()
+    calls = []
+    original = fast_opt.step
+    fast_opt.step = lambda *a, **k: (calls.append(1), original(*a, **k))[1]
+    for i in range(3):
+        _set_grads(fast, i)
+        step()
+    assert len(calls) == 3 and step.direct_steps == 0
 
 
 @pytest.mark.parametrize("adam_kwargs", [{"fused": False}, {"amsgrad": True}, {"maximize": True}])
