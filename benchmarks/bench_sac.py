@@ -1,7 +1,8 @@
 """SAC on Pendulum-v1: rlearn's ``sac_pendulum`` side by side with Stable-Baselines3's SAC, same settings.
 
 For every seed, one full training run per library in a fresh process, the two libraries alternating (rlearn
-first on even seeds, SB3 first on odd ones, so both see the same machine load on average). Both train with
+first on even seeds, SB3 first on odd ones, so both see the same machine load on average). Seeds may run in
+separate invocations side by side (``--runs-dir``), reported together with ``--merge``. Both train with
 rl-baselines3-zoo's SAC Pendulum-v1 hyperparameters -- learning rate 1e-3 (actor, critics and temperature),
 otherwise SB3's defaults: buffer 1,000,000, learning_starts 100, batch 256, tau 0.005, gamma 0.99, [256, 256],
 ``ent_coef="auto"`` (start 1.0, target entropy -1), one gradient step per env step -- for 20,000 env steps.
@@ -27,6 +28,9 @@ with the machine's load averages).
     .venv/bin/python benchmarks/bench_sac.py                          # 3 seeds x 2 libraries x 20k steps
     .venv/bin/python benchmarks/bench_sac.py --threads 1 --suffix _1thread
     .venv/bin/python benchmarks/bench_sac.py --seeds 0 --steps 5000 --suffix _quick
+    # one process per seed, side by side, then one report:
+    for s in 0 1 2; do .venv/bin/python benchmarks/bench_sac.py --seeds $s --suffix _s$s --runs-dir runs/sac & done; wait
+    .venv/bin/python benchmarks/bench_sac.py --merge runs/sac/runs_s0.json runs/sac/runs_s1.json runs/sac/runs_s2.json
 
 SB3 comes with the ``bench`` extra (``pip install -e '.[bench]'``).
 """
@@ -208,6 +212,35 @@ def write_outputs(runs: List[Dict[str, Any]], out: Path, suffix: str, tmp: Path,
     plot_learning_curves(dirs, out / f"sac_pendulum_learning{suffix}.png", title)
 
 
+def _report(runs: List[Dict[str, Any]], threads_arg: Optional[int], loads: List[str], steps: int, out: Path,
+            suffix: str, tmp: Path) -> None:
+    """The per-seed table, the median ratio, the CSV, the PNG and the summary JSON of ``runs``."""
+    from tabulate import tabulate
+
+    by = {(r["library"], r["seed"]): r for r in runs}
+    seeds = sorted({r["seed"] for r in runs})
+    rows, ratios = [], []
+    for seed in seeds:
+        mine, theirs = by[("rlearn", seed)], by[("sb3", seed)]
+        ratio = mine["env_steps_per_s"] / theirs["env_steps_per_s"]
+        ratios.append(ratio)
+        rows.append([seed, mine["env_steps_per_s"], theirs["env_steps_per_s"], ratio,
+                     mine["target_envstep"], mine["target_seconds"], theirs["target_envstep"],
+                     theirs["target_seconds"], mine["final_return"], theirs["final_return"]])
+    headers = ["seed", "rlearn steps/s", "SB3 steps/s", "ratio", "rlearn target step", "rlearn target s",
+               "SB3 target step", "SB3 target s", "rlearn final", "SB3 final"]
+    print(tabulate(rows, headers=headers, floatfmt=".4g"))
+    median = float(statistics.median(ratios))
+    threads = "one thread each" if threads_arg == 1 else (
+        f"{threads_arg} threads each" if threads_arg else "default threads")
+    print(f"median env steps/s ratio rlearn / SB3: {median:.2f}x over {len(ratios)} paired runs ({threads}); "
+          f"load averages {loads}")
+    write_outputs(runs, out, suffix, tmp, f"SAC Pendulum-v1, rl-zoo settings, {threads}: rlearn vs SB3")
+    summary = dict(steps=steps, seeds=seeds, threads=threads_arg, median_ratio=median, ratios=ratios, loads=loads,
+                   runs=[{k: v for k, v in r.items() if k not in ("curve", "work_dir")} for r in runs])
+    (out / f"sac_bench{suffix}.json").write_text(json.dumps(summary, indent=1))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -217,6 +250,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "each library's own: rlearn's config, SB3's torch default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--suffix", default="", help="appended to the result file names (e.g. _quick)")
+    parser.add_argument("--runs-dir", type=Path, default=None,
+                        help="keep the runs here (rlearn work dirs and a runs_<suffix>.json with every curve) instead "
+                             "of a temporary dir; --merge reads them back")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="runs_*.json files of earlier invocations (e.g. one per seed, run side by side): report "
+                             "them together instead of training")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -224,17 +263,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(json.dumps(WORKERS[args.worker](**json.loads(args.worker_args))))
         return 0
 
-    from tabulate import tabulate
-
     args.out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="bench_sac_"))
+    if args.merge:
+        parts = [json.loads(path.read_text()) for path in args.merge]
+        runs = [run for part in parts for run in part["runs"]]
+        loads = [load for part in parts for load in part["loads"]]
+        tmp = Path(tempfile.mkdtemp(prefix="bench_sac_merge_"))
+        try:
+            _report(runs, parts[0]["threads"], loads, parts[0]["steps"], args.out, args.suffix, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+
+    keep = args.runs_dir is not None
+    tmp = args.runs_dir if keep else Path(tempfile.mkdtemp(prefix="bench_sac_"))
+    tmp.mkdir(parents=True, exist_ok=True)
     runs: List[Dict[str, Any]] = []
     loads = [_load()]
     try:
-        for i, seed in enumerate(args.seeds):
-            order = ["rlearn", "sb3"] if i % 2 == 0 else ["sb3", "rlearn"]
+        for seed in args.seeds:
+            order = ["rlearn", "sb3"] if seed % 2 == 0 else ["sb3", "rlearn"]  # alternating by seed
             for kind in order:
-                work_dir = str(tmp / f"{kind}_seed{seed}")
+                work_dir = str(tmp / f"{kind}_seed{seed}{args.suffix}")
                 run = run_worker(kind, seed=seed, steps=args.steps, eval_freq=args.eval_freq, threads=args.threads,
                                  work_dir=work_dir)
                 run.update(library=kind, seed=seed, load_after=_load(), work_dir=work_dir)
@@ -244,31 +294,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       f"{run['final_return']:.1f}, target at {run['target_envstep']} env steps "
                       f"({run['target_seconds'] and round(run['target_seconds'], 1)} s); load {run['load_after']}",
                       flush=True)
-
-        by = {(r["library"], r["seed"]): r for r in runs}
-        rows, ratios = [], []
-        for seed in args.seeds:
-            mine, theirs = by[("rlearn", seed)], by[("sb3", seed)]
-            ratio = mine["env_steps_per_s"] / theirs["env_steps_per_s"]
-            ratios.append(ratio)
-            rows.append([seed, mine["env_steps_per_s"], theirs["env_steps_per_s"], ratio,
-                         mine["target_envstep"], mine["target_seconds"], theirs["target_envstep"],
-                         theirs["target_seconds"], mine["final_return"], theirs["final_return"]])
-        headers = ["seed", "rlearn steps/s", "SB3 steps/s", "ratio", "rlearn target step", "rlearn target s",
-                   "SB3 target step", "SB3 target s", "rlearn final", "SB3 final"]
-        print(tabulate(rows, headers=headers, floatfmt=".4g"))
-        median = float(statistics.median(ratios))
-        threads = "one thread each" if args.threads == 1 else (
-            f"{args.threads} threads each" if args.threads else "default threads")
-        print(f"median env steps/s ratio rlearn / SB3: {median:.2f}x over {len(ratios)} paired runs ({threads}); "
-              f"load averages {loads}")
-        write_outputs(runs, args.out, args.suffix, tmp,
-                      f"SAC Pendulum-v1, rl-zoo settings, {threads}: rlearn vs SB3")
-        summary = dict(steps=args.steps, seeds=args.seeds, threads=args.threads, median_ratio=median, ratios=ratios,
-                       loads=loads, runs=[{k: v for k, v in r.items() if k not in ("curve", "work_dir")} for r in runs])
-        (args.out / f"sac_bench{args.suffix}.json").write_text(json.dumps(summary, indent=1))
+                if keep:  # everything --merge needs, after every run
+                    (tmp / f"runs{args.suffix}.json").write_text(json.dumps(
+                        dict(steps=args.steps, threads=args.threads, loads=loads, runs=runs), indent=1))
+        _report(runs, args.threads, loads, args.steps, args.out, args.suffix, tmp)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
