@@ -28,6 +28,7 @@ with the machine's load averages).
     .venv/bin/python benchmarks/bench_sac.py                          # 3 seeds x 2 libraries x 20k steps
     .venv/bin/python benchmarks/bench_sac.py --threads 1 --suffix _1thread
     .venv/bin/python benchmarks/bench_sac.py --seeds 0 --steps 5000 --suffix _quick
+    .venv/bin/python benchmarks/bench_sac.py --step --threads 1        # one gradient step each, one process
     # one process per seed, side by side, then one report:
     for s in 0 1 2; do .venv/bin/python benchmarks/bench_sac.py --seeds $s --suffix _s$s --runs-dir runs/sac & done; wait
     .venv/bin/python benchmarks/bench_sac.py --merge runs/sac/runs_s0.json runs/sac/runs_s1.json runs/sac/runs_s2.json
@@ -181,6 +182,41 @@ def worker_sb3(seed: int, steps: int, eval_freq: int, threads: Optional[int], wo
 WORKERS = {"rlearn": worker_rlearn, "sb3": worker_sb3}
 
 
+def step_comparison(threads: int, rounds: int = 8, iters: int = 30) -> Dict[str, Any]:
+    """One gradient step of each library on the same Pendulum minibatch shapes, in one process, alternating
+    blocks of ``iters`` steps for ``rounds`` rounds (rlearn's ``_forward_learn`` with ``policy_frequency``
+    2 against SB3's ``train(gradient_steps=iters)``), both on ``threads`` torch threads: the learner's cost
+    without collection. Returns the medians and the median of the per-round ratios."""
+    import torch
+    from stable_baselines3 import SAC
+
+    from policies.sac import SACPolicy
+
+    torch.set_num_threads(threads)
+    model = SAC("MlpPolicy", "Pendulum-v1", seed=0, device="cpu", verbose=0, **{**SB3_SETTINGS, "learning_starts": 0})
+    model.learn(300)  # fills the buffer a little and builds the optimizers' state
+    policy = SACPolicy(dict(lr_actor=1e-3, lr_critic=1e-3, lr_alpha=1e-3), model.observation_space,
+                       model.action_space, seed=0)
+    gen = torch.Generator().manual_seed(0)
+    batch = dict(obs=torch.randn(256, 3, generator=gen), action=torch.rand(256, 1, generator=gen) * 2 - 1,
+                 reward=-torch.rand(256, generator=gen), next_obs=torch.randn(256, 3, generator=gen),
+                 terminated=torch.zeros(256))
+    for _ in range(20):
+        policy._forward_learn(batch)
+    ours, theirs = [], []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(iters):
+            policy._forward_learn(batch)
+        ours.append((time.perf_counter() - start) / iters)
+        start = time.perf_counter()
+        model.train(gradient_steps=iters, batch_size=256)
+        theirs.append((time.perf_counter() - start) / iters)
+    ratios = [b / a for a, b in zip(ours, theirs)]
+    return dict(threads=threads, rlearn_ms=statistics.median(ours) * 1e3, sb3_ms=statistics.median(theirs) * 1e3,
+                median_ratio=statistics.median(ratios), ratio_range=[min(ratios), max(ratios)], load=_load())
+
+
 def run_worker(kind: str, **kwargs: Any) -> Dict[str, Any]:
     """One training run in a fresh Python process (no shared caches or threads between runs)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--worker-args", json.dumps(kwargs)]
@@ -256,6 +292,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
                         help="runs_*.json files of earlier invocations (e.g. one per seed, run side by side): report "
                              "them together instead of training")
+    parser.add_argument("--step", action="store_true",
+                        help="only compare one gradient step of each library in one process (alternating blocks, "
+                             "on --threads threads, default 1); writes sac_step<suffix>.json")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -264,6 +303,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
 
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.step:
+        result = step_comparison(args.threads or 1)
+        print(f"one gradient step, {result['threads']} thread(s): rlearn {result['rlearn_ms']:.2f} ms, SB3 "
+              f"{result['sb3_ms']:.2f} ms, SB3 / rlearn {result['median_ratio']:.2f}x (rounds "
+              f"{result['ratio_range'][0]:.2f}-{result['ratio_range'][1]:.2f}x); load {result['load']}")
+        (args.out / f"sac_step{args.suffix}.json").write_text(json.dumps(result, indent=1))
+        return 0
     if args.merge:
         parts = [json.loads(path.read_text()) for path in args.merge]
         runs = [run for part in parts for run in part["runs"]]
