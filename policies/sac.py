@@ -189,6 +189,7 @@ class SACPolicy(Policy):
         self.actor_optimizer = make_adam(self.actor.parameters(), lr=lrs["lr_actor"], device=self.device)
         self.critic_optimizer = make_adam(self.critic.parameters(), lr=lrs["lr_critic"], device=self.device)
         self._actor_adam, self._critic_adam = AdamStep(self.actor_optimizer), AdamStep(self.critic_optimizer)
+        self._online_params, self._target_params = list(self.critic.parameters()), list(self.critic_target.parameters())
         self.alpha_optimizer: Optional[torch.optim.Optimizer] = None
         if self.autotune:
             self.alpha_optimizer = make_adam([self.log_alpha], lr=lrs["lr_alpha"], device=self.device)
@@ -246,7 +247,7 @@ class SACPolicy(Policy):
         if actor_step:
             # CleanRL's delayed update: policy_frequency actor (and temperature) steps now, none in between
             stats += [self._update_actor_and_alpha(obs) for _ in range(self.policy_frequency)]
-        polyak_update_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.tau)
+        polyak_update_(self._target_params, self._online_params, self.tau)  # the target critics, every iteration
 
         values = torch.cat(stats + ([self.alpha.reshape(1)] if actor_step else [])).tolist()  # one host transfer
         info = dict(zip(_CRITIC_KEYS[:5], values[:5]))
