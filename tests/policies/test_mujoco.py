@@ -24,6 +24,7 @@ def episode_returns(metrics_file) -> list:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a few minutes on an idle machine, 5+ on a loaded shared one
 @pytest.mark.parametrize("config", ["td3_pendulum", "sac_pendulum"])
 def test_halfcheetah_training_return_rises(tmp_path, config):
     work = tmp_path / "run"

@@ -431,6 +431,7 @@ def test_rlearn_train_cli_shows_the_sparse_keys_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # ~8 min at 40 env steps/s, much longer on a loaded shared machine
 def test_learns_pendulum_at_20k_steps(tmp_path):
     """The bundled config, seed 0, 20,000 env steps: solved (evaluation return >= -200)."""
     from rlearn.config import load_config
