@@ -1,7 +1,7 @@
 """rlearn's algorithms. Each policy is one module a reader can follow top to bottom.
 
-``TD3Policy``, ``PPGPolicy``, ``PPOPolicy`` and ``DQNPolicy`` are imported lazily, so ``import policies`` stays cheap.
-A config names its policy with ``policy.type``: a registered name (``"td3"``, ``"ppg"``, ``"ppo"``, ``"dqn"``, or one added with
+``TD3Policy``, ``PPGPolicy``, ``PPOPolicy``, ``DQNPolicy`` and ``SACPolicy`` are imported lazily, so ``import policies`` stays cheap.
+A config names its policy with ``policy.type``: a registered name (``"td3"``, ``"ppg"``, ``"ppo"``, ``"dqn"``, ``"sac"``, or one added with
 :func:`register_policy`) or an import path ``"package.module:ClassName"``. The registry itself lives in
 :mod:`rlearn.registry` and resolves names lazily, so ``rlearn`` never imports this package at import time.
 """
@@ -19,6 +19,7 @@ _LAZY = {
     "PPGPolicy": "policies.ppg",
     "PPOPolicy": "policies.ppo",
     "DQNPolicy": "policies.dqn",
+    "SACPolicy": "policies.sac",
 }
 
 __all__ = [

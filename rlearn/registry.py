@@ -180,6 +180,7 @@ _POLICIES: Dict[str, Any] = {
     "ppg": "policies.ppg:PPGPolicy",
     "ppo": "policies.ppo:PPOPolicy",
     "dqn": "policies.dqn:DQNPolicy",
+    "sac": "policies.sac:SACPolicy",
 }
 
 

@@ -83,14 +83,14 @@ class EnvSection:
 class PolicySection:
     """`policy`: the algorithm
 
-    | *others* | the policy's `default_config` | the default's type | every key the policy accepts; an unknown key is an error naming the policy, with the closest keys. See [td3.md](td3.md), [ppg.md](ppg.md), [ppo.md](ppo.md), [dqn.md](dqn.md), or the policy's docstring |
+    | *others* | the policy's `default_config` | the default's type | every key the policy accepts; an unknown key is an error naming the policy, with the closest keys. See [td3.md](td3.md), [ppg.md](ppg.md), [ppo.md](ppo.md), [dqn.md](dqn.md), [sac.md](sac.md), or the policy's docstring |
 
     The run also reads these policy keys: off-policy policies need `batch_size` (and may have
     `learning_starts`, default 0); on-policy policies need `rollout_steps`.
     """
 
     type: str = option(
-        None, "a registered name (`\"td3\"`, `\"ppg\"`, `\"ppo\"`, `\"dqn\"`, or one added with `@register_policy`), or an import path "
+        None, "a registered name (`\"td3\"`, `\"ppg\"`, `\"ppo\"`, `\"dqn\"`, `\"sac\"`, or one added with `@register_policy`), or an import path "
         "`\"package.module:ClassName\"`", check=_non_empty)
 
 
