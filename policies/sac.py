@@ -45,6 +45,7 @@ see ``docs/speed-parts.md`` and ``docs/sac.md``). Random draws come from the pol
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -56,7 +57,8 @@ from gymnasium import spaces
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
-from rlearn.nn import MLP, EnsembleMLP, ThreadChooser, frozen
+from policies.config_checks import check_bool, check_float, check_int
+from rlearn.nn import MLP, QEnsemble, ThreadChooser, frozen
 from rlearn.optim import AdamStep, make_adam, polyak_update_
 from rlearn.rl.squashed_gaussian import squashed_gaussian_sample
 from rlearn.trace import span
@@ -79,35 +81,15 @@ class GaussianActor(MLP):
         return mean, log_std.clamp(self.log_std_min, self.log_std_max)
 
 
-class TwinCritic(EnsembleMLP):
-    """``n`` (default 2) Q-networks ``(obs, action) -> Q`` evaluated as one stacked network: ``[n, B]``."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2) -> None:
-        super().__init__(n, [obs_dim + act_dim, *hidden_sizes, 1])
+TwinCritic = QEnsemble  # n Q-networks (obs, action) -> Q evaluated as one stacked network: rlearn.nn
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
-        return super().forward(torch.cat([obs, action], dim=-1), member).squeeze(-1)
+_check_int = functools.partial(check_int, "SACPolicy")
+_check_float = functools.partial(check_float, "SACPolicy")
+_check_bool = functools.partial(check_bool, "SACPolicy")
 
 
-def _check_int(key: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise PolicyConfigError(f"SACPolicy: 'policy.{key}' must be an int >= {minimum}, got {value!r}")
-    return int(value)
 
-
-def _check_float(key: str, value: Any, low: float, high: float, low_open: bool = False) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        interval = f"{'(' if low_open else '['}{low}, {high}]"
-        raise PolicyConfigError(f"SACPolicy: 'policy.{key}' must be a number in {interval}, got {value!r}")
-    return float(value)
-
-
-def _check_bool(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise PolicyConfigError(f"SACPolicy: 'policy.{key}' must be true or false, got {value!r}")
-    return value
 
 
 _BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")

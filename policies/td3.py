@@ -47,6 +47,7 @@ iteration's CPU thread count. See ``docs/speed-parts.md``.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import numbers
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -58,7 +59,8 @@ from gymnasium import spaces
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
-from rlearn.nn import MLP, EnsembleMLP, ThreadChooser, frozen
+from policies.config_checks import check_float, check_int
+from rlearn.nn import MLP, QEnsemble, ThreadChooser, frozen
 from rlearn.optim import AdamStep, make_adam, polyak_update_
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
@@ -73,37 +75,16 @@ class Actor(MLP):
         super().__init__([obs_dim, *hidden_sizes, act_dim], output_activation="tanh")
 
 
-class TwinCritic(EnsembleMLP):
-    """``n`` (default 2) Q-networks ``(obs, action) -> Q`` with ReLU hidden layers, evaluated as one.
 
-    ``forward(obs [B, o], action [B, a]) -> [n, B]``: row ``i`` is ``Q_{i+1}(obs, action)``;
-    ``forward(obs, action, member=0) -> [B]`` is ``Q1`` alone. Layer ``i`` holds the ``n`` networks'
-    weights stacked: ``layers.<i>.weight [n, out, in]``, ``layers.<i>.bias [n, out, 1]``.
-    """
+TwinCritic = QEnsemble  # n Q-networks (obs, action) -> Q evaluated as one stacked network: rlearn.nn
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2) -> None:
-        super().__init__(n, [obs_dim + act_dim, *hidden_sizes, 1])
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
-        return super().forward(torch.cat([obs, action], dim=-1), member).squeeze(-1)
+_check_int = functools.partial(check_int, "TD3Policy")
+_check_float = functools.partial(check_float, "TD3Policy")
 
 
 # --------------------------------------------------------------------------------------------- config
 
 
-def _check_int(key: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise PolicyConfigError(f"TD3Policy: 'policy.{key}' must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_float(key: str, value: Any, low: float, high: float, low_open: bool = False) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        interval = f"{'(' if low_open else '['}{low}, {high}]"
-        raise PolicyConfigError(f"TD3Policy: 'policy.{key}' must be a number in {interval}, got {value!r}")
-    return float(value)
 
 
 _BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")

@@ -4,15 +4,16 @@
   ``nn.Module`` s whose forward runs feature-major kernels inside an ``autograd.Function``
   (:mod:`rlearn.nn.functional`), so losses on their outputs are written as losses and ``backward()`` computes
   only the gradients that are needed.
+* :class:`QEnsemble`: ``n`` Q-networks ``(obs, action) -> Q`` as one :class:`EnsembleMLP` (TD3's and SAC's twin critics).
 * :func:`frozen`: a block in which a module's parameters do not require grad (an actor loss through a critic).
 * :class:`ThreadChooser`: each train iteration on the torch thread count that pays now (CPU).
 """
 
 from rlearn.nn.functional import Dense, FeatureMajorMLP, fused_kernels_enabled, mlp, mlp_backward, mlp_forward
-from rlearn.nn.modules import MLP, EnsembleLinear, EnsembleMLP, frozen
+from rlearn.nn.modules import MLP, EnsembleLinear, EnsembleMLP, QEnsemble, frozen
 from rlearn.nn.threads import ThreadChooser
 
 __all__ = [
-    "MLP", "EnsembleMLP", "EnsembleLinear", "frozen", "ThreadChooser",
+    "MLP", "EnsembleMLP", "EnsembleLinear", "QEnsemble", "frozen", "ThreadChooser",
     "mlp", "FeatureMajorMLP", "fused_kernels_enabled", "Dense", "mlp_forward", "mlp_backward",
 ]

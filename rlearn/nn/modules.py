@@ -15,7 +15,7 @@ from torch import nn
 
 from rlearn.nn.functional import Dense, feature_major_layers, mlp
 
-__all__ = ["EnsembleLinear", "EnsembleMLP", "MLP", "frozen"]
+__all__ = ["EnsembleLinear", "EnsembleMLP", "QEnsemble", "MLP", "frozen"]
 
 _OUTPUT_ACTIVATIONS = (None, "tanh")
 
@@ -132,6 +132,22 @@ class EnsembleMLP(_CachedLayers):
             return mlp(x, [p[member] for p in cache.params], self.tanh_output)  # graph through the selection
         params, layers = cache.member(member)  # frozen or no_grad: detached views, no selection recorded
         return mlp(x, params, self.tanh_output, layers)
+
+
+class QEnsemble(EnsembleMLP):
+    """``n`` (default 2) Q-networks ``(obs, action) -> Q`` with ReLU hidden layers, evaluated as one stacked
+    network (the twin critics of TD3 and SAC).
+
+    ``forward(obs [B, o], action [B, a]) -> [n, B]``: row ``i`` is ``Q_{i+1}(obs, action)``;
+    ``forward(obs, action, member=0) -> [B]`` is ``Q1`` alone. Layer ``i`` holds the ``n`` networks'
+    weights stacked: ``layers.<i>.weight [n, out, in]``, ``layers.<i>.bias [n, out, 1]``.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2) -> None:
+        super().__init__(n, [obs_dim + act_dim, *hidden_sizes, 1])
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
+        return super().forward(torch.cat([obs, action], dim=-1), member).squeeze(-1)
 
 
 class MLP(_CachedLayers):

@@ -145,3 +145,21 @@ def test_views_made_under_inference_mode_serve_later_training():
         loss = loss + critics(xg, member=0).sum()
     loss.backward()
     assert actor.net[0].weight.grad is not None and critics.layers[0].weight.grad is not None and xg.grad is not None
+
+
+def test_q_ensemble_is_n_q_networks_of_the_concatenated_obs_and_action():
+    from rlearn.nn import QEnsemble
+
+    torch.manual_seed(0)
+    q = QEnsemble(obs_dim=3, act_dim=2, hidden_sizes=[8, 8], n=2)
+    obs, action = torch.randn(5, 3), torch.randn(5, 2)
+    out = q(obs, action)
+    assert out.shape == (2, 5)
+    x = torch.cat([obs, action], dim=-1)
+    for i in range(2):
+        h = x
+        for j, layer in enumerate(q.layers):
+            h = h @ layer.weight[i].T + layer.bias[i].T
+            h = h.relu() if j < len(q.layers) - 1 else h
+        torch.testing.assert_close(out[i], h.squeeze(-1))
+        torch.testing.assert_close(q(obs, action, member=i), h.squeeze(-1))

@@ -421,13 +421,13 @@ def test_rlearn_train_cli_shows_the_sparse_keys_and_resumes(tmp_path):
     tags = set(acc.Tags()["scalars"])
     for key in make_policy().monitor_vars():
         assert f"learner_iter/{key}_avg" in tags, key
-    assert [e.step for e in acc.Scalars("learner_iter/alpha_avg")] == [50, 100, 150, 200, 201]
+    assert [e.step for e in acc.Scalars("learner_iter/alpha_avg")] == [50, 100, 150, 200]  # 200 steps past 100
     resumed = subprocess.run(base + ["train.max_env_steps=400", "--resume"], capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     acc = EventAccumulator(str(work / "tb"), size_guidance={"scalars": 0})
     acc.Reload()
     steps = [e.step for e in acc.Scalars("learner_iter/alpha_avg")]
-    assert steps[-1] == 301 and len(steps) == len(set(steps)), steps
+    assert steps[-1] == 300 and len(steps) == len(set(steps)), steps
 
 
 @pytest.mark.slow
