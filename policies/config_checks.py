@@ -11,7 +11,7 @@ from typing import Any
 
 from policies.base import PolicyConfigError
 
-__all__ = ["check_int", "check_float", "check_bool"]
+__all__ = ["check_int", "check_float", "check_bool", "check_sizes"]
 
 
 def check_int(policy: str, key: str, value: Any, minimum: int) -> int:
@@ -36,3 +36,10 @@ def check_bool(policy: str, key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise PolicyConfigError(f"{policy}: 'policy.{key}' must be true or false, got {value!r}")
     return value
+
+
+def check_sizes(policy: str, key: str, value: Any) -> list:
+    """``value`` as a non-empty list of ints >= 1 (layer widths such as ``hidden_sizes``)."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise PolicyConfigError(f"{policy}: 'policy.{key}' must be a non-empty list of ints, got {value!r}")
+    return [check_int(policy, f"{key}[{i}]", size, 1) for i, size in enumerate(value)]

@@ -56,8 +56,8 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
-from policies.base import Policy, PolicyConfigError
-from policies.config_checks import check_bool, check_float, check_int
+from policies.base import Policy
+from policies.config_checks import check_bool, check_float, check_int, check_sizes
 from rlearn.nn import MLP, QEnsemble, ThreadChooser, frozen
 from rlearn.optim import AdamStep, make_adam, polyak_update_
 from rlearn.rl.squashed_gaussian import squashed_gaussian_sample
@@ -139,10 +139,7 @@ class SACPolicy(Policy):
         self.learning_starts = _check_int("learning_starts", cfg["learning_starts"], 0)
         self.batch_size = _check_int("batch_size", cfg["batch_size"], 1)
         self.policy_frequency = _check_int("policy_frequency", cfg["policy_frequency"], 1)
-        hidden = cfg["hidden_sizes"]
-        if not isinstance(hidden, (list, tuple)) or not hidden:
-            raise PolicyConfigError(f"SACPolicy: 'policy.hidden_sizes' must be a non-empty list of ints, got {hidden!r}")
-        self.hidden_sizes = [_check_int(f"hidden_sizes[{i}]", h, 1) for i, h in enumerate(hidden)]
+        self.hidden_sizes = check_sizes("SACPolicy", "hidden_sizes", cfg["hidden_sizes"])
         self.gamma = _check_float("gamma", cfg["gamma"], 0.0, 1.0)
         self.tau = _check_float("tau", cfg["tau"], 0.0, 1.0, low_open=True)
         lrs = {key: _check_float(key, cfg[key], 0.0, math.inf, low_open=True)

@@ -42,6 +42,9 @@ so no critic weight gradient is computed). The speed is in shared parts: the net
 whose feature-major kernels run inside an ``autograd.Function``; :class:`~rlearn.optim.AdamStep` steps the
 fused Adam optimizers without ``step()``'s Python overhead; :class:`~rlearn.nn.ThreadChooser` picks each
 iteration's CPU thread count. See ``docs/speed-parts.md``.
+
+This module is a little over rlearn's usual ~400 lines on purpose: a policy is one file a reader follows top to
+bottom (docs/write-your-own-policy.md); its shared parts live under ``rlearn/``.
 """
 
 from __future__ import annotations
@@ -58,8 +61,8 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
-from policies.base import Policy, PolicyConfigError
-from policies.config_checks import check_float, check_int
+from policies.base import Policy
+from policies.config_checks import check_bool, check_float, check_int, check_sizes
 from rlearn.nn import MLP, QEnsemble, ThreadChooser, frozen
 from rlearn.optim import AdamStep, make_adam, polyak_update_
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
@@ -137,10 +140,7 @@ class TD3Policy(Policy):
         self.learning_starts = _check_int("learning_starts", cfg["learning_starts"], 0)
         self.batch_size = _check_int("batch_size", cfg["batch_size"], 1)
         self.actor_update_freq = _check_int("actor_update_freq", cfg["actor_update_freq"], 1)
-        hidden = cfg["hidden_sizes"]
-        if not isinstance(hidden, (list, tuple)) or not hidden:
-            raise PolicyConfigError(f"TD3Policy: 'policy.hidden_sizes' must be a non-empty list of ints, got {hidden!r}")
-        self.hidden_sizes = [_check_int(f"hidden_sizes[{i}]", h, 1) for i, h in enumerate(hidden)]
+        self.hidden_sizes = check_sizes("TD3Policy", "hidden_sizes", cfg["hidden_sizes"])
         self.gamma = _check_float("gamma", cfg["gamma"], 0.0, 1.0)
         self.tau = _check_float("tau", cfg["tau"], 0.0, 1.0, low_open=True)
         self.exploration_noise = _check_float("exploration_noise", cfg["exploration_noise"], 0.0, math.inf)
@@ -150,9 +150,7 @@ class TD3Policy(Policy):
         lr_critic = _check_float("lr_critic", cfg["lr_critic"], 0.0, math.inf, low_open=True)
         threads = cfg["learn_threads"]
         self.learn_threads = None if threads is None else _check_int("learn_threads", threads, 1)
-        adaptive = cfg["adaptive_threads"]
-        if not isinstance(adaptive, bool):
-            raise PolicyConfigError(f"TD3Policy: 'policy.adaptive_threads' must be true or false, got {adaptive!r}")
+        adaptive = check_bool("TD3Policy", "adaptive_threads", cfg["adaptive_threads"])
 
         self._init_spaces()
         # Networks are initialised from the policy seed without touching the global torch RNG.
