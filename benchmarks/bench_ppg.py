@@ -33,7 +33,6 @@ machine are noisy; read the ratio.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import os
@@ -45,12 +44,12 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from curves import plot_learning_curves, write_reference_run  # noqa: E402  (benchmarks/curves.py)
+from sb3_ppo import EVAL_EPISODES, SB3_PPO_SETTINGS, fmt, run_sb3_ppo, summarise, write_csv  # noqa: E402
 
 ENVS = {
     "cartpole": dict(config="ppg_cartpole", env_id="CartPole-v1", target=475.0, steps=100_000, quick_steps=30_000,
@@ -58,11 +57,6 @@ ENVS = {
     "pendulum": dict(config="ppg_pendulum", env_id="Pendulum-v1", target=-250.0, steps=200_000, quick_steps=60_000,
                      eval_freq=8192),
 }
-EVAL_EPISODES = 10
-
-#: rl-zoo's PPO hyperparameters for CartPole-v1 (rl-baselines3-zoo hyperparams/ppo.yml)
-SB3_CARTPOLE = dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
-                    learning_rate=1e-3, clip_range=0.2)  # lr and clip range decayed linearly to 0
 
 
 # ------------------------------------------------------------------------------------------ PPG side
@@ -150,115 +144,15 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, runs_dir: Path,
 def run_sb3(seed: int, steps: int, eval_freq: int, runs_dir: Path) -> Dict[str, Any]:
     """SB3 PPO with rl-zoo's CartPole settings, evaluated like the PPG runs; its evaluations are written as a
     reference work dir under ``runs_dir`` (``work_dir``) for ``rlearn plot``."""
-    import gymnasium as gym
-    import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-
-    clock = time.perf_counter
-    eval_env = gym.make_vec("CartPole-v1", num_envs=EVAL_EPISODES, vectorization_mode="sync")
-
-    class Bench(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_eval = eval_freq
-            self.evaluate = self.rollout = 0.0
-            self.points: List[Dict[str, float]] = []
-            self.start = self._rollout_start = 0.0
-            self._eval_in_rollout = 0.0
-
-        def _on_training_start(self) -> None:
-            self.start = clock()
-
-        def _on_rollout_start(self) -> None:
-            self._rollout_start = clock()
-            self._eval_in_rollout = 0.0
-
-        def _on_rollout_end(self) -> None:
-            self.rollout += clock() - self._rollout_start - self._eval_in_rollout
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next_eval:
-                self.next_eval += eval_freq
-                t = clock()
-                ret = evaluate_sb3(self.model, eval_env, seed=10_000 * (seed + 1) + self.num_timesteps)
-                elapsed = clock() - t
-                self.evaluate += elapsed
-                self._eval_in_rollout += elapsed
-                self.points.append(dict(envstep=self.num_timesteps, train_time=clock() - self.start - self.evaluate,
-                                        eval_return=ret))
-            return True
-
-    torch.set_num_threads(1)
-    env = make_vec_env("CartPole-v1", n_envs=SB3_CARTPOLE["n_envs"], seed=seed)
-    lr, clip = SB3_CARTPOLE["learning_rate"], SB3_CARTPOLE["clip_range"]
-    model = PPO("MlpPolicy", env, n_steps=SB3_CARTPOLE["n_steps"], batch_size=SB3_CARTPOLE["batch_size"],
-                gae_lambda=SB3_CARTPOLE["gae_lambda"], gamma=SB3_CARTPOLE["gamma"], n_epochs=SB3_CARTPOLE["n_epochs"],
-                ent_coef=SB3_CARTPOLE["ent_coef"], learning_rate=lambda progress: progress * lr,
-                clip_range=lambda progress: progress * clip, seed=seed, device="cpu", verbose=0)
-    bench = Bench()
-    model.learn(steps, callback=bench)
-    train_time = clock() - bench.start - bench.evaluate
-    if not bench.points or bench.points[-1]["envstep"] != model.num_timesteps:  # a final evaluation, like the run
-        ret = evaluate_sb3(model, eval_env, seed=10_000 * (seed + 1) + model.num_timesteps)
-        bench.points.append(dict(envstep=model.num_timesteps, train_time=train_time, eval_return=ret))
-    eval_env.close()
-    env.close()
-    breakdown = {"rollout": bench.rollout, "train": train_time - bench.rollout}
-    run = summarise("SB3 PPO", "cartpole", seed, model.num_timesteps, train_time, bench.points, breakdown, 475.0)
+    run = run_sb3_ppo("SB3 PPO", "cartpole", "CartPole-v1", SB3_PPO_SETTINGS["cartpole"], seed, steps, eval_freq,
+                      target=475.0, threads=1)
     run["work_dir"] = write_reference_run(runs_dir / f"sb3_ppo_cartpole_s{seed}", "sb3_ppo", seed,
-                                          [(p["envstep"], p["eval_return"]) for p in bench.points],
-                                          times=[p["train_time"] for p in bench.points])
+                                          [(p["envstep"], p["eval_return"]) for p in run["points"]],
+                                          times=[p["train_time"] for p in run["points"]])
     return run
 
 
-def evaluate_sb3(model: Any, env: Any, seed: int) -> float:
-    """Mean return of the first episode of each of the ``EVAL_EPISODES`` sub-environments (deterministic)."""
-    obs, _ = env.reset(seed=seed)
-    returns = np.zeros(env.num_envs)
-    alive = np.ones(env.num_envs, dtype=bool)
-    while alive.any():
-        action, _ = model.predict(obs, deterministic=True)
-        obs, reward, terminated, truncated, _ = env.step(action)
-        returns += reward * alive
-        alive &= ~(terminated | truncated)
-    return float(returns.mean())
-
-
 # ----------------------------------------------------------------------------------------- reporting
-def summarise(library: str, env_key: str, seed: int, envsteps: int, train_time: float, points: List[Dict[str, float]],
-              breakdown: Dict[str, float], target: float) -> Dict[str, Any]:
-    hit = next((p for p in points if p["eval_return"] >= target), None)
-    # from the first evaluation after which every evaluation is at or above the target
-    stable = None
-    for p in reversed(points):
-        if p["eval_return"] < target:
-            break
-        stable = p
-    return dict(
-        library=library, env=env_key, seed=seed, envsteps=envsteps, train_time=train_time,
-        env_steps_per_s=envsteps / train_time, final_return=points[-1]["eval_return"] if points else float("nan"),
-        steps_to_target=hit["envstep"] if hit else None, time_to_target=hit["train_time"] if hit else None,
-        stable_from_steps=stable["envstep"] if stable else None, stable_from_time=stable["train_time"] if stable else None,
-        breakdown=breakdown, points=points,
-    )
-
-
-def write_csv(path: Path, runs: List[Dict[str, Any]]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["library", "env", "seed", "envstep", "train_time_s", "eval_return_mean"])
-        for run in runs:
-            for p in run["points"]:
-                writer.writerow([run["library"], run["env"], run["seed"], p["envstep"], f"{p['train_time']:.3f}",
-                                 f"{p['eval_return']:.2f}"])
-
-
-def _fmt(value: Optional[float], spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, Any]:
     from tabulate import tabulate
 
@@ -267,8 +161,8 @@ def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, A
     for run in runs:
         total = run["train_time"]
         parts = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in run["breakdown"].items())
-        rows.append([run["library"], run["seed"], _fmt(run["steps_to_target"], "d"), _fmt(run["time_to_target"], ".1f"),
-                     _fmt(run["stable_from_steps"], "d"), _fmt(run["stable_from_time"], ".1f"),
+        rows.append([run["library"], run["seed"], fmt(run["steps_to_target"], "d"), fmt(run["time_to_target"], ".1f"),
+                     fmt(run["stable_from_steps"], "d"), fmt(run["stable_from_time"], ".1f"),
                      f"{run['env_steps_per_s']:.0f}", f"{total:.1f}", f"{run['final_return']:.1f}", parts])
     print(f"\n{spec['env_id']}: target {spec['target']:g} within {budget} env steps")
     print(tabulate(rows, headers=["library", "seed", "steps to target", "time to target (s)", "stable from (steps)",
@@ -288,7 +182,7 @@ def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, A
         )
         print(f"  {library}: target met on {len(hits)}/{len(mine)} seeds; mean env steps/s "
               f"{summary[library]['mean_env_steps_per_s']:.0f}; mean time to target "
-              f"{_fmt(summary[library]['mean_time_to_target'], '.1f')} s")
+              f"{fmt(summary[library]['mean_time_to_target'], '.1f')} s")
     ppg, sb3 = summary.get("rlearn PPG"), summary.get("SB3 PPO")
     if ppg and sb3 and ppg["mean_time_to_target"] and sb3["mean_time_to_target"]:
         ratio = ppg["mean_time_to_target"] / sb3["mean_time_to_target"]
@@ -350,13 +244,13 @@ def _run_envs(args: argparse.Namespace, seeds: List[int], runs_dir: Path, summar
             run = run_ppg(env_key, seed, steps, spec["eval_freq"], runs_dir, args.set)
             runs.append(run)
             print(f"  {run['library']} {spec['env_id']} seed {seed}: steps to target "
-                  f"{_fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
+                  f"{fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
                   f"{run['train_time']:.1f} s", flush=True)
             if env_key == "cartpole" and not args.no_sb3:
                 run = run_sb3(seed, steps, spec["eval_freq"], runs_dir)
                 runs.append(run)
                 print(f"  {run['library']} {spec['env_id']} seed {seed}: steps to target "
-                      f"{_fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
+                      f"{fmt(run['steps_to_target'], 'd')}, final return {run['final_return']:.1f}, "
                       f"{run['train_time']:.1f} s", flush=True)
         stem = f"ppg_{env_key}_learning" + ("_quick" if args.quick else "")
         write_csv(args.out_dir / f"{stem}.csv", runs)

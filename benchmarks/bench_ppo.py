@@ -49,23 +49,18 @@ from typing import Any, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_ppg import _fmt, evaluate_sb3, summarise, write_csv  # noqa: E402  (shared reporting helpers)
 from curves import plot_learning_curves, write_reference_run  # noqa: E402
+from sb3_ppo import EVAL_EPISODES, SB3_PPO_SETTINGS, fmt, run_sb3_ppo, summarise, write_csv  # noqa: E402
 
 RESULTS = HERE / "results"
-EVAL_EPISODES = 10
 RLEARN, SB3 = "rlearn PPO", "SB3 PPO"
 THREADS = [1]  #: torch threads of both libraries (--threads)
 
 ENVS = {
     "cartpole": dict(config="ppo_cartpole", env_id="CartPole-v1", target=500.0, steps=100_000, quick_steps=30_000,
-                     eval_freq=4096,
-                     sb3=dict(n_envs=8, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8,
-                              ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, decay=True)),
+                     eval_freq=4096, sb3=SB3_PPO_SETTINGS["cartpole"]),
     "pendulum": dict(config="ppo_pendulum", env_id="Pendulum-v1", target=-250.0, steps=200_000, quick_steps=60_000,
-                     eval_freq=8192,
-                     sb3=dict(n_envs=4, n_steps=1024, batch_size=64, n_epochs=10, gamma=0.9, gae_lambda=0.95,
-                              ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, decay=False)),
+                     eval_freq=8192, sb3=SB3_PPO_SETTINGS["pendulum"]),
 }
 
 
@@ -160,63 +155,9 @@ def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (
 # ------------------------------------------------------------------------------------------ SB3 side
 def run_sb3(env_key: str, seed: int, steps: int) -> Dict[str, Any]:
     """SB3 PPO with the same rl-zoo settings, evaluated like the rlearn runs."""
-    import gymnasium as gym
-    import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-
     spec = ENVS[env_key]
-    hp, eval_freq, clock = spec["sb3"], spec["eval_freq"], time.perf_counter
-    eval_env = gym.make_vec(spec["env_id"], num_envs=EVAL_EPISODES, vectorization_mode="sync")
-
-    class Bench(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_eval = eval_freq
-            self.evaluate = self.rollout = self.start = self._rollout_start = self._eval_in_rollout = 0.0
-            self.points: List[Dict[str, float]] = []
-
-        def _on_training_start(self) -> None:
-            self.start = clock()
-
-        def _on_rollout_start(self) -> None:
-            self._rollout_start = clock()
-            self._eval_in_rollout = 0.0
-
-        def _on_rollout_end(self) -> None:
-            self.rollout += clock() - self._rollout_start - self._eval_in_rollout
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next_eval:
-                self.next_eval += eval_freq
-                t = clock()
-                ret = evaluate_sb3(self.model, eval_env, seed=10_000 * (seed + 1) + self.num_timesteps)
-                elapsed = clock() - t
-                self.evaluate += elapsed
-                self._eval_in_rollout += elapsed
-                self.points.append(dict(envstep=self.num_timesteps, train_time=clock() - self.start - self.evaluate,
-                                        eval_return=ret))
-            return True
-
-    torch.set_num_threads(THREADS[0])
-    env = make_vec_env(spec["env_id"], n_envs=hp["n_envs"], seed=seed)
-    lr, clip = hp["learning_rate"], hp["clip_range"]
-    model = PPO("MlpPolicy", env, n_steps=hp["n_steps"], batch_size=hp["batch_size"], n_epochs=hp["n_epochs"],
-                gamma=hp["gamma"], gae_lambda=hp["gae_lambda"], ent_coef=hp["ent_coef"],
-                learning_rate=(lambda progress: progress * lr) if hp["decay"] else lr,
-                clip_range=(lambda progress: progress * clip) if hp["decay"] else clip,
-                use_sde=False, seed=seed, device="cpu", verbose=0)
-    bench = Bench()
-    model.learn(steps, callback=bench)
-    train_time = clock() - bench.start - bench.evaluate
-    if not bench.points or bench.points[-1]["envstep"] != model.num_timesteps:  # a final evaluation, like the pipeline
-        ret = evaluate_sb3(model, eval_env, seed=10_000 * (seed + 1) + model.num_timesteps)
-        bench.points.append(dict(envstep=model.num_timesteps, train_time=train_time, eval_return=ret))
-    eval_env.close()
-    env.close()
-    breakdown = {"rollout": bench.rollout, "update": train_time - bench.rollout}
-    return summarise(SB3, env_key, seed, model.num_timesteps, train_time, bench.points, breakdown, spec["target"])
+    return run_sb3_ppo(SB3, env_key, spec["env_id"], spec["sb3"], seed, steps, spec["eval_freq"], spec["target"],
+                       threads=THREADS[0])
 
 
 # ----------------------------------------------------------------------------------------- reporting
@@ -245,7 +186,7 @@ def report(runs: List[Dict[str, Any]], env_key: str, budget: int) -> Dict[str, A
     for run in runs:
         total = run["train_time"]
         parts = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in run["breakdown"].items())
-        rows.append([run["library"], run["seed"], _fmt(run["steps_to_target"], "d"), _fmt(run["time_to_target"], ".1f"),
+        rows.append([run["library"], run["seed"], fmt(run["steps_to_target"], "d"), fmt(run["time_to_target"], ".1f"),
                      f"{run['env_steps_per_s']:.0f}", f"{total:.1f}", f"{run['final_return']:.1f}",
                      f"{run['load_before']:.1f}", parts])
     print(f"\n{spec['env_id']}: target {spec['target']:g} within {budget} env steps")
@@ -319,7 +260,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        else run_sb3(env_key, seed, steps))
                 run["load_before"] = load
                 runs.append(run)
-                print(f"  {library} {spec['env_id']} seed {seed}: steps to target {_fmt(run['steps_to_target'], 'd')}, "
+                print(f"  {library} {spec['env_id']} seed {seed}: steps to target {fmt(run['steps_to_target'], 'd')}, "
                       f"final return {run['final_return']:.1f}, {run['env_steps_per_s']:.0f} env steps/s, "
                       f"{run['train_time']:.1f} s (load {load:.1f})", flush=True)
         stem = f"ppo_{env_key}_learning" + ("_quick" if args.quick else "")
