@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import shutil
 import statistics
@@ -49,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from curves import plot_learning_curves, write_reference_run  # noqa: E402  (benchmarks/curves.py)
+from run_timing import attach, time_method  # noqa: E402
 from sb3_ppo import EVAL_EPISODES, SB3_PPO_SETTINGS, fmt, run_sb3_ppo, summarise, write_csv  # noqa: E402
 
 ENVS = {
@@ -67,68 +67,22 @@ def run_ppg(env_key: str, seed: int, steps: int, eval_freq: int, runs_dir: Path,
     import torch
 
     from rlearn.config import load_config
-    from rlearn.hooks import Hook
     from rlearn.run import Trainer
 
     spec = ENVS[env_key]
     cfg = load_config(spec["config"], [f"seed={seed}", f"train.max_env_steps={steps}", f"eval.freq={eval_freq}",
                                        f"eval.episodes={EVAL_EPISODES}", "checkpoint.freq=none", *overrides])
     work_dir = runs_dir / f"ppg_{env_key}_s{seed}"
-    clock = time.perf_counter
-
-    class BenchHook(Hook):
-        """Times collection and evaluation, and records every evaluation with the training time so far."""
-
-        def __init__(self) -> None:
-            self.start = 0.0
-            self.collect = self.evaluate = 0.0
-            self.points: List[Dict[str, float]] = []
-            self._t = 0.0
-
-        def before_run(self, learner: Any) -> None:
-            self.start = clock()
-
-        def before_collect(self, learner: Any) -> None:
-            self._t = clock()
-
-        def after_collect(self, learner: Any) -> None:
-            self.collect += clock() - self._t
-
-        def before_eval(self, learner: Any) -> None:
-            self._t = clock()
-
-        def after_eval(self, learner: Any) -> None:
-            now = clock()
-            self.evaluate += now - self._t
-            self.points.append(dict(envstep=learner.envstep, train_time=now - self.start - self.evaluate,
-                                    eval_return=trainer.eval_hook.state.last_result["episode_return_mean"]))
-
-        def after_run(self, learner: Any) -> None:
-            self.end = clock()
 
     trainer = Trainer(cfg, work_dir=work_dir, progress=False)
-    for handler in trainer.logger.handlers:  # tables still go to the log file, not to this console
-        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
-            handler.setLevel(logging.WARNING)
-    hook = BenchHook()
-    trainer.learner.register_hook(hook)
-    # time the two phases of the policy (instance attributes: the policy class is untouched)
-    policy, timers = trainer.policy, {"learn": 0.0, "aux": 0.0}
-
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*args: Any) -> Any:
-            t = clock()
-            try:
-                return fn(*args)
-            finally:
-                timers[name] += clock() - t
-        return wrapper
-
-    policy._forward_learn = timed("learn", policy._forward_learn)
-    policy._auxiliary_phase = timed("aux", policy._auxiliary_phase)
+    hook = attach(trainer)
+    # time the two phases of the policy
+    timers: Dict[str, float] = {}
+    time_method(trainer.policy, "_forward_learn", timers, "learn")
+    time_method(trainer.policy, "_auxiliary_phase", timers, "aux")
     torch.set_num_threads(1)
     result = trainer.run()
-    train_time = hook.end - hook.start - hook.evaluate
+    train_time = hook.train_time()
     breakdown = {
         "rollout": hook.collect,
         "policy_phase": timers["learn"] - timers["aux"],

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import shutil
 import statistics
@@ -50,6 +49,7 @@ from typing import Any, Dict, List, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from curves import plot_learning_curves, write_reference_run  # noqa: E402
+from run_timing import attach, time_method  # noqa: E402
 from sb3_ppo import EVAL_EPISODES, SB3_PPO_SETTINGS, fmt, run_sb3_ppo, summarise, write_csv  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -73,7 +73,6 @@ def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (
     import torch
 
     from rlearn.config import load_config
-    from rlearn.hooks import Hook
     from rlearn.run import Trainer
 
     spec = ENVS[env_key]
@@ -90,63 +89,19 @@ def run_rlearn(env_key: str, seed: int, steps: int, overrides: Sequence[str] = (
         shutil.rmtree(work_dir, ignore_errors=True)
     else:
         work_dir = Path(tempfile.mkdtemp(prefix=f"bench_ppo_{env_key}_"))
-    clock = time.perf_counter
-
-    class BenchHook(Hook):
-        """Times collection and evaluation; records every evaluation with the training time so far."""
-
-        def __init__(self) -> None:
-            self.start = self.end = self._t = 0.0
-            self.collect = self.evaluate = 0.0
-            self.points: List[Dict[str, float]] = []
-
-        def before_run(self, learner: Any) -> None:
-            self.start = clock()
-
-        def before_collect(self, learner: Any) -> None:
-            self._t = clock()
-
-        def after_collect(self, learner: Any) -> None:
-            self.collect += clock() - self._t
-
-        def before_eval(self, learner: Any) -> None:
-            self._t = clock()
-
-        def after_eval(self, learner: Any) -> None:
-            now = clock()
-            self.evaluate += now - self._t
-            self.points.append(dict(envstep=learner.envstep, train_time=now - self.start - self.evaluate,
-                                    eval_return=pipe.eval_hook.state.last_result["episode_return_mean"]))
-
-        def after_run(self, learner: Any) -> None:
-            self.end = clock()
-
     try:
         pipe = Trainer(cfg, work_dir=work_dir, progress=False)
-        for handler in pipe.logger.handlers:  # tables still go to the log file, not to this console
-            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
-                handler.setLevel(logging.WARNING)
-        hook = BenchHook()
-        pipe.learner.register_hook(hook)
-        policy, learn_time = pipe.policy, [0.0]
-        forward_learn = policy._forward_learn
-
-        def timed_learn(data: Any) -> Any:  # instance attribute: the policy class is untouched
-            t = clock()
-            try:
-                return forward_learn(data)
-            finally:
-                learn_time[0] += clock() - t
-
-        policy._forward_learn = timed_learn
+        hook = attach(pipe)
+        timers: Dict[str, float] = {}
+        time_method(pipe.policy, "_forward_learn", timers, "update")
         torch.set_num_threads(THREADS[0])
         result = pipe.run()
     finally:
         if not keep:
             shutil.rmtree(work_dir, ignore_errors=True)
-    train_time = hook.end - hook.start - hook.evaluate
-    breakdown = {"rollout": hook.collect, "update": learn_time[0],
-                 "other": train_time - hook.collect - learn_time[0]}
+    train_time = hook.train_time()
+    breakdown = {"rollout": hook.collect, "update": timers["update"],
+                 "other": train_time - hook.collect - timers["update"]}
     run = summarise(RLEARN, env_key, seed, result.envstep, train_time, hook.points, breakdown, spec["target"])
     run["work_dir"] = str(work_dir) if keep else None
     return run
