@@ -151,6 +151,9 @@ class MetricPath:
 
     def _record(self, info: Mapping[str, Any], owner: str) -> None:
         """Record ``info``; an undeclared key warns once, telling to add it to ``owner``."""
+        if type(info) is dict and info.keys() <= self._declared:  # every key declared: nothing to check or warn
+            self.monitor.update(info)
+            return
         undeclared = self._check_declared(info, owner)
         self.monitor.update(info)
         for key in undeclared:
@@ -159,12 +162,6 @@ class MetricPath:
                 self.logger.warning(
                     "monitor key %r is not declared: it is recorded and shown, but add it to %s", key, owner
                 )
-
-    def _lr_info(self) -> Dict[str, Any]:
-        if not self._lr_keys:
-            return {}
-        optimizers = self.policy.optimizers()
-        return {key: optimizers[name].param_groups[0]["lr"] for name, key in self._lr_keys.items() if name in optimizers}
 
     # ------------------------------------------------------------------------------------ metric path
     def _default_writers(self) -> List[Writer]:
