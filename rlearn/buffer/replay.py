@@ -124,7 +124,7 @@ class ReplayBuffer:
         a missing field, a shape or dtype that does not fit, a non-finite value, or a ``terminated``
         flag other than 0/1 is an error naming the field.
         """
-        if not isinstance(transitions, Mapping):
+        if type(transitions) is not dict and not isinstance(transitions, Mapping):  # the dict test first: cheaper
             raise TypeError(f"ReplayBuffer.add expects a dict of arrays, got {type(transitions).__name__}")
         missing = [key for key in FIELDS if key not in transitions]
         if missing:
@@ -142,21 +142,31 @@ class ReplayBuffer:
             )
         lead = obs.shape[:lead_ndim]
         n = math.prod(lead)
+        floats = []
         for key, array in arrays.items():
             expected = lead + self._item_shapes[key]
             if array.shape != expected:
                 raise ValueError(f"ReplayBuffer.add: {key!r} has shape {array.shape}, expected {expected}")
-            self._check_dtype(key, array.dtype)
-            # one float64 sum is NaN/inf iff an element is (float32 values cannot overflow it); the exact
-            # count runs only on the rare batch that fails the cheap test
-            if array.dtype.kind in "fc" and not np.isfinite(array.sum(dtype=np.float64)):
-                bad = int(array.size - np.count_nonzero(np.isfinite(array)))
-                if bad:
-                    raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was added")
+            if (key, array.dtype) not in self._castable:
+                self._check_dtype(key, array.dtype)
+            kind = array.dtype.kind
+            if kind == "f":
+                floats.append(array.reshape(-1))
+            elif kind == "c":
+                floats.append(np.abs(array).reshape(-1))  # inf/NaN iff a part is
             if lead_ndim == 2:
                 arrays[key] = array.reshape(n, *self._item_shapes[key])
+        # one float64 sum over every float value is NaN/inf iff a value is (float32 values cannot overflow it;
+        # an overflowing sum of finite float64 values only costs the exact check): the exact per-field count
+        # runs only on the rare batch that fails the cheap test
+        if floats and not math.isfinite(np.concatenate(floats).sum(dtype=np.float64)):
+            for key, array in arrays.items():
+                if array.dtype.kind in "fc":
+                    bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+                    if bad:
+                        raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was added")
         flags = arrays["terminated"]
-        if not ((flags == 0) | (flags == 1)).all():
+        if not (flags * flags == flags).all():  # x * x == x: exactly 0 and 1 among finite numbers
             raise ValueError("ReplayBuffer.add: 'terminated' must hold 0/1 flags")
         if n == 0:
             return 0

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
-from rlearn.trace import span
+from rlearn.trace import get_tracer, span
 
 #: transition keys the collector writes itself; a policy may not return them from ``_forward_collect``
 RESERVED_KEYS = ("obs", "next_obs", "reward", "terminated", "truncated")
@@ -148,10 +148,14 @@ class Collector:
     # -------------------------------------------------------------------------------------- collect
     def collect(self, n_steps: int) -> CollectResult:
         """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
-        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-            raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
-        with span("collector/collect", lane="collector", steps=int(n_steps)):
-            return self._collect(int(n_steps))
+        if type(n_steps) is not int or n_steps < 1:  # the common case first
+            if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+                raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
+            n_steps = int(n_steps)
+        if get_tracer() is None:
+            return self._collect(n_steps)
+        with span("collector/collect", lane="collector", steps=n_steps):
+            return self._collect(n_steps)
 
     def _collect(self, n_steps: int) -> CollectResult:
         """The collection loop. Every column is written in place into an array allocated for the whole call
