@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -44,6 +44,17 @@ def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
     if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in dims):
         raise ValueError(f"ReplayBuffer: {name} must be a tuple of non-negative ints, got {shape!r}")
     return tuple(int(d) for d in dims)
+
+
+def _finite_sum(arrays: List[np.ndarray]) -> bool:
+    """Whether the float64 sum of every value of ``arrays`` (1-d float arrays) is finite: always when every
+    value is; a NaN or inf makes it NaN/inf. Finite float64 values may overflow it (silently: the caller then
+    counts exactly); float32 ones cannot."""
+    values = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+    if values.dtype.itemsize <= 4:
+        return math.isfinite(values.sum(dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return math.isfinite(values.sum(dtype=np.float64))
 
 
 class ReplayBuffer:
@@ -159,7 +170,7 @@ class ReplayBuffer:
         # one float64 sum over every float value is NaN/inf iff a value is (float32 values cannot overflow it;
         # an overflowing sum of finite float64 values only costs the exact check): the exact per-field count
         # runs only on the rare batch that fails the cheap test
-        if floats and not math.isfinite(np.concatenate(floats).sum(dtype=np.float64)):
+        if floats and not _finite_sum(floats):
             for key, array in arrays.items():
                 if array.dtype.kind in "fc":
                     bad = int(array.size - np.count_nonzero(np.isfinite(array)))

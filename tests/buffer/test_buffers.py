@@ -273,6 +273,45 @@ def test_seeded_buffers_sample_identically():
         torch.testing.assert_close(a.sample(16), b.sample(16))
 
 
+@pytest.mark.parametrize("size", [1, 7, 30])
+def test_sample_indices_are_raw_draws_modulo_the_size(size):
+    """The documented index rule against a naive reference on a generator with the same seed: each index is
+    one raw 64-bit draw of the seeded PCG64 modulo the number of stored transitions (oldest slot first)."""
+    buffer = ReplayBuffer(30, (2,), (1,), seed=11)
+    buffer.add(batch(range(size)))
+    reference = np.random.default_rng(11).bit_generator
+    for batch_size in (1, 5, 64):
+        expected = [int(raw) % size for raw in reference.random_raw(batch_size)]
+        out = buffer.sample(batch_size)
+        assert out["obs"][:, 0].tolist() == [float(i) for i in expected]
+        assert out["next_obs"][:, 0].tolist() == [i + 0.5 for i in expected]
+        assert out["reward"].tolist() == [10.0 * i for i in expected]
+
+
+@pytest.mark.parametrize("field", ["obs", "action", "next_obs", "reward"])
+@pytest.mark.parametrize("bad", [np.nan, -np.inf])
+def test_add_names_the_non_finite_field_whichever_it_is(field, bad):
+    buffer = ReplayBuffer(10, (2,), (1,), seed=0)
+    data = batch([1, 2, 3])
+    data[field].reshape(-1)[1] = bad
+    with pytest.raises(ValueError, match=rf"'{field}' holds 1 non-finite value\(s\); nothing was added"):
+        buffer.add(data)
+    assert len(buffer) == 0
+
+
+def test_add_accepts_huge_finite_float64_observations_and_0_1_flags_only():
+    """An overflowing float64 sum is not a non-finite value (only the exact check decides); flags must be 0/1."""
+    buffer = ReplayBuffer(10, (2,), (1,), obs_dtype=np.float64, seed=0)
+    data = batch([1, 2])
+    data["obs"] = np.full((2, 2), 1e308)
+    assert buffer.add(data) == 2
+    for flags in ([0.0, -1.0], [0.5, 1.0], [2.0, 0.0]):
+        with pytest.raises(ValueError, match="'terminated' must hold 0/1 flags"):
+            buffer.add(dict(batch([1, 2]), terminated=np.array(flags, np.float32)))
+    assert buffer.add(dict(batch([3, 4]), terminated=np.array([-0.0, 1.0], np.float32))) == 2
+    assert len(buffer) == 4
+
+
 # ----------------------------------------------------------------------------------------- state
 def _torch_round_trip(state):
     """Through a real checkpoint encoding: rlearn's encoder and torch.load(weights_only=True)."""
