@@ -6,6 +6,8 @@ time of this process (``time.process_time``, one torch thread):
 * **collect**: ``loop.collect(T)`` + ``buffer.add`` per env step, minus the same number of bare
   ``policy._forward_collect`` + gymnasium vector-env ``step`` calls (the part no loop can avoid): the
   collector's, the ``FiniteCheck``'s, the buffer's and the recording's overhead per env step;
+* **loop**: ``loop.step`` per env step (everything: collect, add, the earned iterations, hooks, logging)
+  with the fixed info dict below, minus the bare calls: the whole loop's own cost per env step;
 * **learner**: ``buffer.sample`` + ``learner.train`` per iteration with the policy's ``_forward_learn`` replaced
   by a function returning a fixed info dict of the policy's keys (hooks, monitor, logging every ``log_freq``
   iterations to the table, TensorBoard and ``metrics.jsonl``); with ``--real-learn`` the real ``_forward_learn``
@@ -131,6 +133,21 @@ def measure_learner(trainer: Any, iters: int, real: bool) -> Dict[str, float]:
             "forward_learn_us": 1e6 * inner[0] / iters}
 
 
+def measure_loop(trainer: Any, steps: int) -> Dict[str, float]:
+    """``loop.step`` (collect, add, the earned iterations with sampling, hooks, logging) per env step with a
+    fixed-info ``_forward_learn``, minus the bare policy + environment calls of :func:`measure_collect`."""
+    loop, policy, collector = trainer.loop, trainer.policy, trainer.collector
+    policy._forward_learn = fixed_info(policy)
+
+    class Guard:
+        requested = False
+
+    start_steps = collector.envstep
+    elapsed = _cpu(lambda: [loop.step(Guard()) for _ in range(max(1, steps // (loop.collect_steps * collector.num_envs)))])
+    del policy._forward_learn
+    return {"step_us": 1e6 * elapsed / (collector.envstep - start_steps)}
+
+
 def measure_sb3(steps: int) -> Dict[str, float]:
     import numpy as np
     import torch
@@ -175,7 +192,9 @@ def main(argv: List[str] | None = None) -> int:
             while trainer.collector.envstep <= learning_starts + 1000:  # past random actions, buffer filled
                 trainer.buffer.add(trainer.loop.collect(trainer.loop.collect_steps).transitions)
             for _ in range(args.repeats):
-                parts = [measure_collect(trainer, args.steps), measure_learner(trainer, args.iters, False)]
+                parts = [measure_collect(trainer, args.steps), measure_learner(trainer, args.iters, False),
+                         measure_loop(trainer, args.steps)]
+                parts[2]["loop_overhead_us"] = parts[2]["step_us"] - parts[0]["bare_us"]
                 if args.real_learn:
                     real = measure_learner(trainer, args.iters, True)
                     parts.append({f"real_{k}": v for k, v in real.items()})
