@@ -13,16 +13,19 @@ of them stores the state that batch-by-batch sampling would have.
 :func:`available` checks both facts once per process against ``Generator.integers`` called batch by batch
 (sizes with and without rejections, even and odd batch sizes, a half left in the state); where they do not
 hold (another numpy, another bit generator) the buffer samples batch by batch.
+
+:class:`Prefetch` is the buffer's record of the batches drawn ahead (:meth:`rlearn.buffer.ReplayBuffer.prefetch`).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
+import torch
 
-__all__ = ["Batches", "draw_batches", "available", "MAX_SIZE"]
+__all__ = ["Batches", "draw_batches", "available", "MAX_SIZE", "Prefetch", "generator_in", "PREFETCH_BYTES"]
 
 #: ranges above this take numpy's 64-bit path, which is not modelled
 MAX_SIZE = 2**32 - 1
@@ -124,3 +127,28 @@ def _self_check() -> bool:
     except Exception:  # noqa: BLE001 - any difference in numpy's behaviour: sample batch by batch
         return False
     return True
+
+
+#: :meth:`rlearn.buffer.ReplayBuffer.prefetch` gathers about this many bytes of batches at a time
+PREFETCH_BYTES = 4 << 20
+
+
+class Prefetch:
+    """Batches drawn ahead by :meth:`rlearn.buffer.ReplayBuffer.prefetch`: ``batches`` (next last) of the chunk ``drawn``
+    (a :class:`rlearn.buffer.draws.Batches`), ``chunk_taken`` of them handed out, ``planned`` announced
+    batches not drawn yet, ``taken`` handed out in all."""
+
+    __slots__ = ("batch_size", "total", "planned", "chunk", "taken", "chunk_taken", "drawn", "batches")
+
+    def __init__(self, batch_size: int, total: int, chunk: int) -> None:
+        self.batch_size, self.total, self.planned, self.chunk = batch_size, total, total, chunk
+        self.taken = self.chunk_taken = 0
+        self.drawn: Any = None
+        self.batches: List[Dict[str, torch.Tensor]] = []
+
+
+def generator_in(state: Dict[str, Any]) -> np.random.Generator:
+    """A new generator in ``state``."""
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)

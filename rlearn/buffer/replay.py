@@ -48,31 +48,6 @@ def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-#: :meth:`ReplayBuffer.prefetch` gathers about this many bytes of batches at a time
-PREFETCH_BYTES = 4 << 20
-
-
-class _Prefetch:
-    """Batches drawn ahead by :meth:`ReplayBuffer.prefetch`: ``batches`` (next last) of the chunk ``drawn``
-    (a :class:`rlearn.buffer.draws.Batches`), ``chunk_taken`` of them handed out, ``planned`` announced
-    batches not drawn yet, ``taken`` handed out in all."""
-
-    __slots__ = ("batch_size", "total", "planned", "chunk", "taken", "chunk_taken", "drawn", "batches")
-
-    def __init__(self, batch_size: int, total: int, chunk: int) -> None:
-        self.batch_size, self.total, self.planned, self.chunk = batch_size, total, total, chunk
-        self.taken = self.chunk_taken = 0
-        self.drawn: Any = None
-        self.batches: List[Dict[str, torch.Tensor]] = []
-
-
-def _generator_in(state: Dict[str, Any]) -> np.random.Generator:
-    """A new generator in ``state``."""
-    bit_generator = getattr(np.random, state["bit_generator"])()
-    bit_generator.state = state
-    return np.random.Generator(bit_generator)
-
-
 def _finite_sum(arrays: List[np.ndarray]) -> bool:
     """Whether the float64 sum of every value of ``arrays`` (1-d float arrays) is finite: always when every
     value is; a NaN or inf makes it NaN/inf. Finite float64 values may overflow it (silently: the caller then
@@ -138,7 +113,7 @@ class ReplayBuffer:
         self._size = 0  # filled slots
         self._rng = np.random.default_rng(seed)
         self._castable: set = set()  # (field, dtype) pairs already accepted by add
-        self._prefetch: Optional[_Prefetch] = None  # batches drawn ahead by prefetch(), see there
+        self._prefetch: Optional[draws.Prefetch] = None  # batches drawn ahead by prefetch(), see there
 
     def __len__(self) -> int:
         return self._size
@@ -278,7 +253,7 @@ class ReplayBuffer:
         """Announce ``n_batches`` calls of :meth:`sample` with ``batch_size`` and no :meth:`add` between them
         (the off-policy loop's training phase): their indices are drawn, and their transitions gathered, a
         chunk of batches at a time (one draw and one ``take`` per field for the chunk, at most about
-        :data:`PREFETCH_BYTES` of batches), instead of once per batch.
+        :data:`rlearn.buffer.draws.PREFETCH_BYTES` of batches), instead of once per batch.
 
         Nothing observable changes: the batches are exactly those that ``n_batches`` :meth:`sample` calls
         would return, and :meth:`state_dict` holds the generator as it would be after the batches actually
@@ -296,12 +271,12 @@ class ReplayBuffer:
                 or not hasattr(self._rng.bit_generator, "advance") or not draws.available()):
             return
         row_bytes = sum(store.dtype.itemsize * math.prod(store.shape[1:]) for store in self._storage.values())
-        chunk = max(2, min(int(n_batches), PREFETCH_BYTES // max(1, row_bytes * int(batch_size))))
-        ahead = _Prefetch(int(batch_size), int(n_batches), chunk)
+        chunk = max(2, min(int(n_batches), draws.PREFETCH_BYTES // max(1, row_bytes * int(batch_size))))
+        ahead = draws.Prefetch(int(batch_size), int(n_batches), chunk)
         self._prefetch = ahead
         self._draw_ahead(ahead)
 
-    def _draw_ahead(self, ahead: "_Prefetch") -> None:
+    def _draw_ahead(self, ahead: draws.Prefetch) -> None:
         """Draw and gather the next chunk of announced batches (in the order :meth:`sample` would)."""
         count = min(ahead.chunk, ahead.planned)
         ahead.planned -= count
@@ -315,7 +290,7 @@ class ReplayBuffer:
         """Forget the batches drawn ahead; the generator continues after the last batch handed out."""
         ahead, self._prefetch = self._prefetch, None
         if ahead is not None and ahead.batches:  # drawn beyond what was handed out: rewind
-            self._rng = _generator_in(ahead.drawn.state_after(ahead.chunk_taken))
+            self._rng = draws.generator_in(ahead.drawn.state_after(ahead.chunk_taken))
 
     def _rng_state(self) -> Dict[str, Any]:
         """The generator's state after the batches handed out (batches drawn ahead are not counted)."""

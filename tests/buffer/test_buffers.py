@@ -466,10 +466,10 @@ def _twins(seed=3, n=40, capacity=64):
 def test_prefetched_batches_equal_batch_by_batch_sampling(batch_size, n_batches, chunk_bytes, monkeypatch):
     """prefetch(B, n) then n samples give exactly the batches (and the generator state after each) of n plain
     samples, also when the batches are drawn in several chunks."""
-    from rlearn.buffer import replay
+    from rlearn.buffer import draws
 
     if chunk_bytes is not None:
-        monkeypatch.setattr(replay, "PREFETCH_BYTES", chunk_bytes)
+        monkeypatch.setattr(draws, "PREFETCH_BYTES", chunk_bytes)
     fast, plain = _twins()
     fast.sample(1)  # leave a 32-bit half in the generator's state
     plain.sample(1)
