@@ -2,8 +2,9 @@
 
 Storage is one numpy array per field, allocated once at full capacity and written circularly: once the
 buffer is full, each new transition overwrites the oldest one. ``sample`` draws indices uniformly with
-replacement from the stored transitions and gathers them with ``numpy.take`` into fresh arrays that
-``torch.from_numpy`` wraps without another copy.
+replacement from the stored transitions (``Generator.integers``) and gathers them with ``numpy.take`` into
+fresh arrays that ``torch.from_numpy`` wraps without another copy; :meth:`ReplayBuffer.prefetch` draws and
+gathers the batches of a training phase in chunks, with the same result (:mod:`rlearn.buffer.draws`).
 
 Sampled tensors are float32, except ``action`` when actions are stored with an integer dtype (``Discrete``
 and ``MultiDiscrete`` spaces, see :func:`action_dtype_for`): those come back as int64 (``torch.long``), ready
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
+from rlearn.buffer import draws
 from rlearn.collect.collector import to_numpy
 
 #: the fields a transition must have; each is stored and returned by :meth:`ReplayBuffer.sample`
@@ -44,6 +46,17 @@ def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
     if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in dims):
         raise ValueError(f"ReplayBuffer: {name} must be a tuple of non-negative ints, got {shape!r}")
     return tuple(int(d) for d in dims)
+
+
+def _finite_sum(arrays: List[np.ndarray]) -> bool:
+    """Whether the float64 sum of every value of ``arrays`` (1-d float arrays) is finite: always when every
+    value is; a NaN or inf makes it NaN/inf. Finite float64 values may overflow it (silently: the caller then
+    counts exactly); float32 ones cannot."""
+    values = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+    if values.dtype.itemsize <= 4:
+        return math.isfinite(values.sum(dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return math.isfinite(values.sum(dtype=np.float64))
 
 
 class ReplayBuffer:
@@ -100,6 +113,7 @@ class ReplayBuffer:
         self._size = 0  # filled slots
         self._rng = np.random.default_rng(seed)
         self._castable: set = set()  # (field, dtype) pairs already accepted by add
+        self._prefetch: Optional[draws.Prefetch] = None  # batches drawn ahead by prefetch(), see there
 
     def __len__(self) -> int:
         return self._size
@@ -124,7 +138,9 @@ class ReplayBuffer:
         a missing field, a shape or dtype that does not fit, a non-finite value, or a ``terminated``
         flag other than 0/1 is an error naming the field.
         """
-        if not isinstance(transitions, Mapping):
+        if self._prefetch is not None:  # the contents change: batches drawn ahead would be stale
+            self._drop_prefetch()
+        if type(transitions) is not dict and not isinstance(transitions, Mapping):  # the dict test first: cheaper
             raise TypeError(f"ReplayBuffer.add expects a dict of arrays, got {type(transitions).__name__}")
         missing = [key for key in FIELDS if key not in transitions]
         if missing:
@@ -142,21 +158,31 @@ class ReplayBuffer:
             )
         lead = obs.shape[:lead_ndim]
         n = math.prod(lead)
+        floats = []
         for key, array in arrays.items():
             expected = lead + self._item_shapes[key]
             if array.shape != expected:
                 raise ValueError(f"ReplayBuffer.add: {key!r} has shape {array.shape}, expected {expected}")
-            self._check_dtype(key, array.dtype)
-            # one float64 sum is NaN/inf iff an element is (float32 values cannot overflow it); the exact
-            # count runs only on the rare batch that fails the cheap test
-            if array.dtype.kind in "fc" and not np.isfinite(array.sum(dtype=np.float64)):
-                bad = int(array.size - np.count_nonzero(np.isfinite(array)))
-                if bad:
-                    raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was added")
+            if (key, array.dtype) not in self._castable:
+                self._check_dtype(key, array.dtype)
+            kind = array.dtype.kind
+            if kind == "f":
+                floats.append(array.reshape(-1))
+            elif kind == "c":
+                floats.append(np.abs(array).reshape(-1))  # inf/NaN iff a part is
             if lead_ndim == 2:
                 arrays[key] = array.reshape(n, *self._item_shapes[key])
+        # one float64 sum over every float value is NaN/inf iff a value is (float32 values cannot overflow it;
+        # an overflowing sum of finite float64 values only costs the exact check): the exact per-field count
+        # runs only on the rare batch that fails the cheap test
+        if floats and not _finite_sum(floats):
+            for key, array in arrays.items():
+                if array.dtype.kind in "fc":
+                    bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+                    if bad:
+                        raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was added")
         flags = arrays["terminated"]
-        if not ((flags == 0) | (flags == 1)).all():
+        if not (flags * flags == flags).all():  # x * x == x: exactly 0 and 1 among finite numbers
             raise ValueError("ReplayBuffer.add: 'terminated' must hold 0/1 flags")
         if n == 0:
             return 0
@@ -198,6 +224,15 @@ class ReplayBuffer:
             raise ValueError(f"ReplayBuffer.sample: batch_size must be an int >= 1, got {batch_size!r}")
         if self._size == 0:
             raise RuntimeError("ReplayBuffer.sample: the buffer is empty; add transitions before sampling")
+        ahead = self._prefetch
+        if ahead is not None:
+            if ahead.batch_size == batch_size and (ahead.batches or ahead.planned):
+                if not ahead.batches:
+                    self._draw_ahead(ahead)
+                ahead.taken += 1
+                ahead.chunk_taken += 1
+                return ahead.batches.pop()
+            self._drop_prefetch()
         index = self._rng.integers(0, self._size, size=int(batch_size))
         return self.gather(index)
 
@@ -213,6 +248,57 @@ class ReplayBuffer:
             batch[key] = torch.from_numpy(picked)
         return batch
 
+    # ------------------------------------------------------------------------------------- prefetch
+    def prefetch(self, batch_size: int, n_batches: int) -> None:
+        """Announce ``n_batches`` calls of :meth:`sample` with ``batch_size`` and no :meth:`add` between them
+        (the off-policy loop's training phase): their indices are drawn, and their transitions gathered, a
+        chunk of batches at a time (one draw and one ``take`` per field for the chunk, at most about
+        :data:`rlearn.buffer.draws.PREFETCH_BYTES` of batches), instead of once per batch.
+
+        Nothing observable changes: the batches are exactly those that ``n_batches`` :meth:`sample` calls
+        would return, and :meth:`state_dict` holds the generator as it would be after the batches actually
+        handed out. An :meth:`add`, a :meth:`load_state_dict` or a :meth:`sample` of another size drops the
+        batches drawn ahead (the generator is rewound to the last one handed out). Does nothing for fewer
+        than two batches, an empty buffer, or a generator that cannot be rewound (no ``advance``).
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+            raise ValueError(f"ReplayBuffer.prefetch: batch_size must be an int >= 1, got {batch_size!r}")
+        if isinstance(n_batches, bool) or not isinstance(n_batches, numbers.Integral) or n_batches < 0:
+            raise ValueError(f"ReplayBuffer.prefetch: n_batches must be an int >= 0, got {n_batches!r}")
+        if self._prefetch is not None:
+            self._drop_prefetch()
+        if (n_batches < 2 or not 2 <= self._size <= draws.MAX_SIZE
+                or not hasattr(self._rng.bit_generator, "advance") or not draws.available()):
+            return
+        row_bytes = sum(store.dtype.itemsize * math.prod(store.shape[1:]) for store in self._storage.values())
+        chunk = max(2, min(int(n_batches), draws.PREFETCH_BYTES // max(1, row_bytes * int(batch_size))))
+        ahead = draws.Prefetch(int(batch_size), int(n_batches), chunk)
+        self._prefetch = ahead
+        self._draw_ahead(ahead)
+
+    def _draw_ahead(self, ahead: draws.Prefetch) -> None:
+        """Draw and gather the next chunk of announced batches (in the order :meth:`sample` would)."""
+        count = min(ahead.chunk, ahead.planned)
+        ahead.planned -= count
+        size = ahead.batch_size
+        drawn = draws.draw_batches(self._rng, self._size, size, count)
+        fields = {key: tensor.split(size) for key, tensor in self.gather(drawn.values.reshape(-1)).items()}
+        ahead.batches = [{key: parts[i] for key, parts in fields.items()} for i in range(count - 1, -1, -1)]
+        ahead.chunk_taken, ahead.drawn = 0, drawn
+
+    def _drop_prefetch(self) -> None:
+        """Forget the batches drawn ahead; the generator continues after the last batch handed out."""
+        ahead, self._prefetch = self._prefetch, None
+        if ahead is not None and ahead.batches:  # drawn beyond what was handed out: rewind
+            self._rng = draws.generator_in(ahead.drawn.state_after(ahead.chunk_taken))
+
+    def _rng_state(self) -> Dict[str, Any]:
+        """The generator's state after the batches handed out (batches drawn ahead are not counted)."""
+        ahead = self._prefetch
+        if ahead is None:
+            return self._rng.bit_generator.state
+        return ahead.drawn.state_after(ahead.chunk_taken)
+
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """The filled part of the storage (copied), the write position and the sampling generator's state."""
@@ -225,7 +311,7 @@ class ReplayBuffer:
             "pos": self._pos,
             "size": self._size,
             "data": {key: store[:self._size].copy() for key, store in self._storage.items()},
-            "rng": self._rng.bit_generator.state,
+            "rng": self._rng_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -281,6 +367,7 @@ class ReplayBuffer:
         for key, array in arrays.items():
             self._storage[key][:size] = array
         self._size, self._pos, self._rng = int(size), int(pos), rng
+        self._prefetch = None
 
     def _float_actions_into_ints(self, state: Mapping[str, Any]) -> bool:
         """Whether ``state`` holds float actions and this buffer stores integer ones (a loadable old state)."""

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
-from rlearn.trace import span
+from rlearn.trace import get_tracer, span
 
 #: transition keys the collector writes itself; a policy may not return them from ``_forward_collect``
 RESERVED_KEYS = ("obs", "next_obs", "reward", "terminated", "truncated")
@@ -70,14 +70,6 @@ def to_numpy(value: Any, copy: bool = True) -> np.ndarray:
     if torch is not None and isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy().copy() if copy else value.detach().cpu().numpy()
     return np.array(value, copy=True) if copy else np.asarray(value)
-
-
-def _stack(values: List[np.ndarray]) -> np.ndarray:
-    """``np.stack(values)`` (a new array), with a cheaper path for the one-step collects of off-policy
-    training, where ``np.stack``'s generality costs more than the copy."""
-    if len(values) == 1:
-        return values[0][np.newaxis].copy()
-    return np.stack(values)
 
 
 class Collector:
@@ -156,60 +148,114 @@ class Collector:
     # -------------------------------------------------------------------------------------- collect
     def collect(self, n_steps: int) -> CollectResult:
         """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
-        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-            raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
-        with span("collector/collect", lane="collector", steps=int(n_steps)):
-            return self._collect(int(n_steps))
+        if type(n_steps) is not int or n_steps < 1:  # the common case first
+            if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+                raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
+            n_steps = int(n_steps)
+        if get_tracer() is None:
+            return self._collect(n_steps)
+        with span("collector/collect", lane="collector", steps=n_steps):
+            return self._collect(n_steps)
 
     def _collect(self, n_steps: int) -> CollectResult:
+        """The collection loop. Every column is written in place into an array allocated for the whole call
+        (``obs`` and ``next_obs`` share one array of ``n_steps + 1`` observations; the final observations of
+        ended episodes are patched into ``next_obs`` at the end), so a step costs no per-step array beyond
+        the environment's and the policy's own."""
         if self._obs is None:
             self.reset()
-        columns: Dict[str, List[np.ndarray]] = {key: [] for key in RESERVED_KEYS}
-        extras: Dict[str, List[np.ndarray]] = {}
+        num_envs = self.num_envs
+        # observations[t] is the observation of step t, observations[t + 1] the environment's next one (the
+        # reset observation where an episode ended)
+        observations = np.empty((n_steps + 1, num_envs, *self.obs_shape), dtype=self.obs_dtype)
+        observations[0] = self._obs
+        reward = np.empty((n_steps, num_envs), dtype=np.float32)
+        terminated = np.empty((n_steps, num_envs), dtype=np.float32)
+        truncated = np.empty((n_steps, num_envs), dtype=np.float32)
+        stored: Dict[str, np.ndarray] = {}  # action and the extra keys of _forward_collect, [n_steps, ...]
         layout: Optional[Dict[str, tuple]] = None
+        finals: List[tuple] = []  # (step, env index, final observation) of every ended episode
         episodes: List[Dict[str, Any]] = []
         metrics: Dict[str, List[Any]] = {}
-        for _ in range(n_steps):
-            obs = self._obs
-            assert obs is not None
-            out = self._policy_output(obs, metrics)
-            if layout is None:
-                layout = {key: value.shape for key, value in out.items()}
-                extras = {key: [] for key in out if key != "env_action"}
-            else:
-                self._check_layout(layout, out)
-            next_raw, reward, terminated, truncated, info = self.env.step(out.get("env_action", out["action"]))
-            next_obs = self._as_obs(next_raw, "step")  # reset observation where an episode ended
-            ended = np.logical_or(terminated, truncated)
-            any_ended = ended.any()
-            true_next = self._true_next_obs(next_obs, ended, info) if any_ended else next_obs
+        env_step = self.env.step
+        returns, lengths = self._returns, self._lengths
+        t = 0
+        try:
+            for t in range(n_steps):
+                out = self._policy_output(observations[t], metrics)
+                if layout is None:
+                    layout = {key: value.shape for key, value in out.items()}
+                    stored = {key: np.empty((n_steps, *value.shape), dtype=value.dtype)
+                              for key, value in out.items() if key != "env_action"}
+                elif out.keys() != layout.keys():
+                    self._check_layout(layout, out)
+                for key, column in stored.items():
+                    value = out[key]
+                    if value.shape != layout[key] or value.dtype != column.dtype:
+                        column = self._widen(stored, key, value, layout, t)
+                    column[t] = value
+                env_action = out.get("env_action")
+                if env_action is not None and env_action.shape != layout["env_action"]:
+                    self._check_layout(layout, out)
+                next_raw, step_reward, step_terminated, step_truncated, info = env_step(
+                    out["action"] if env_action is None else env_action)
+                self._put_obs(observations, t + 1, next_raw, "step")
+                reward[t] = step_reward
+                terminated[t] = step_terminated
+                truncated[t] = step_truncated
+                returns += step_reward  # the environment's own precision (float64 for gymnasium's)
+                lengths += 1
+                ended = np.logical_or(step_terminated, step_truncated)
+                if ended.any():
+                    self._final_obs(t, ended, info, finals)
+                    self._end_episodes(ended, episodes)
+                self._envstep += num_envs
+        except BaseException:
+            # an error mid-call (a bad policy output, an environment fault): keep the observation of the step
+            # that failed, as the counters do
+            self._obs = observations[t].copy()
+            raise
 
-            columns["obs"].append(obs)
-            columns["next_obs"].append(true_next)
-            columns["reward"].append(np.asarray(reward, dtype=np.float32))
-            columns["terminated"].append(np.asarray(terminated, dtype=np.float32))
-            columns["truncated"].append(np.asarray(truncated, dtype=np.float32))
-            for key, values in extras.items():
-                values.append(out[key])
-
-            self._returns += reward  # the environment's own precision (float64 for gymnasium's)
-            self._lengths += 1
-            if any_ended:
-                self._end_episodes(ended, episodes)
-            self._envstep += self.num_envs
-            self._obs = next_obs
-
-        transitions = {"obs": _stack(columns["obs"])}
-        transitions["action"] = _stack(extras.pop("action"))
-        for key, values in extras.items():
-            transitions[key] = _stack(values)
-        for key in ("reward", "next_obs", "terminated", "truncated"):
-            transitions[key] = _stack(columns[key])
+        self._obs = observations[n_steps].copy()
+        next_obs = observations[1:].copy()
+        for t, i, final in finals:
+            next_obs[t, i] = final
+        transitions = {"obs": observations[:-1], "action": stored.pop("action")}
+        transitions.update(stored)
+        transitions.update(reward=reward, next_obs=next_obs, terminated=terminated, truncated=truncated)
         return CollectResult(transitions=transitions, episodes=episodes, envstep=self._envstep, metrics=metrics)
 
-    def _true_next_obs(self, next_obs: np.ndarray, ended: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
-        """``next_obs`` (a copy) with the final observation of every sub-environment whose episode ended."""
-        true_next = next_obs.copy()
+    def _put_obs(self, observations: np.ndarray, t: int, obs: Any, where: str) -> None:
+        """Write the environment's observation batch ``obs`` into ``observations[t]`` (cast to the observation
+        dtype); a batch of the wrong shape is a ValueError."""
+        if type(obs) is not np.ndarray:
+            obs = np.asarray(obs)
+        if obs.shape != observations.shape[1:]:
+            raise ValueError(
+                f"Collector: env {where} returned observations of shape {obs.shape}, expected "
+                f"{(self.num_envs, *self.obs_shape)}"
+            )
+        observations[t] = obs
+
+    def _widen(self, stored: Dict[str, np.ndarray], key: str, value: np.ndarray, layout: Mapping[str, tuple],
+               t: int) -> np.ndarray:
+        """A step whose ``key`` differs from the first step's: a shape change is an error; a dtype change
+        promotes the column to the common dtype of every step (as stacking the steps would)."""
+        if value.shape != layout[key]:
+            raise ValueError(
+                f"{self._policy_name}._forward_collect returned {key!r} with shape {value.shape}, "
+                f"{layout[key]} earlier in the same collect call"
+            )
+        column = stored[key]
+        common = np.result_type(column.dtype, value.dtype)
+        if common != column.dtype:
+            widened = np.empty(column.shape, dtype=common)
+            widened[:t] = column[:t]
+            stored[key] = column = widened
+        return column
+
+    def _final_obs(self, t: int, ended: np.ndarray, info: Mapping[str, Any], finals: List[tuple]) -> None:
+        """Note the final observation of every sub-environment whose episode ended at step ``t``."""
         final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
         for i in np.flatnonzero(ended):
             if final_obs is None or has_final is None or not has_final[i]:
@@ -217,8 +263,7 @@ class Collector:
                     f"Collector: sub-environment {i} ended an episode but info['final_obs'] holds no "
                     f"final observation for it; is the env in AutoresetMode.SAME_STEP?"
                 )
-            true_next[i] = final_obs[i]
-        return true_next
+            finals.append((t, int(i), final_obs[i]))
 
     def _end_episodes(self, ended: np.ndarray, episodes: List[Dict[str, Any]]) -> None:
         """Report the episodes that just ended (after this step's reward was counted) and restart their counters."""
@@ -235,40 +280,53 @@ class Collector:
     def _policy_output(self, obs: np.ndarray, metrics: Dict[str, List[Any]]) -> Dict[str, np.ndarray]:
         """Call ``_forward_collect`` and check what it returned; errors name the policy and the key.
 
-        Collect-side metrics are appended to ``metrics`` (key -> values) and left out of the result."""
+        Collect-side metrics are appended to ``metrics`` (key -> values) and left out of the result. The
+        arrays returned may be the policy's own (the caller copies what it keeps)."""
         out = self.policy._forward_collect(obs, self._envstep)
-        name = f"{self._policy_name}._forward_collect"
-        if not isinstance(out, dict) and not isinstance(out, Mapping):  # the dict test first: it is cheaper
-            raise TypeError(f"{name} must return a dict with an 'action' entry, got {type(out).__name__}")
+        if type(out) is not dict and not isinstance(out, Mapping):  # the dict test first: it is cheaper
+            raise TypeError(f"{self._policy_name}._forward_collect must return a dict with an 'action' entry, "
+                            f"got {type(out).__name__}")
         if "action" not in out:
-            raise ValueError(f"{name} returned no 'action' (keys: {sorted(map(str, out))})")
+            raise ValueError(f"{self._policy_name}._forward_collect returned no 'action' (keys: {sorted(map(str, out))})")
         if not _RESERVED.isdisjoint(out):
-            raise ValueError(f"{name} returned reserved key(s) {sorted(_RESERVED.intersection(out))}; "
-                             "the collector writes those itself")
+            raise ValueError(f"{self._policy_name}._forward_collect returned reserved key(s) "
+                             f"{sorted(_RESERVED.intersection(out))}; the collector writes those itself")
         arrays: Dict[str, np.ndarray] = {}
         for key, value in out.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{name} returned a non-string key {key!r}")
-            array = value.copy() if type(value) is np.ndarray else to_numpy(value)
-            if array.dtype == object:
-                raise TypeError(f"{name} returned {key!r} as an object array; return numbers")
-            if key in self.metric_keys or (array.ndim == 0 and key not in _ACTION_KEYS):
-                if array.size != 1 or array.dtype.kind not in "biuf":
-                    raise ValueError(
-                        f"{name} returned the collect-side metric {key!r} as {array.dtype} of shape {array.shape}; "
-                        "a metric is one number per step (declared in _monitor_vars_collect)"
-                    )
-                metrics.setdefault(key, []).append(array.reshape(()).item())
-                continue
-            if array.ndim == 0 or array.shape[0] != self.num_envs:
-                raise ValueError(
-                    f"{name} returned {key!r} with shape {array.shape}; expected a leading dimension of "
-                    f"num_envs={self.num_envs}"
-                )
-            if array.dtype.kind == "f" and key in _ACTION_KEYS and not np.isfinite(array).all():
-                raise ValueError(f"{name} returned a non-finite {key!r}: {array.tolist()}")
-            arrays[key] = array
+            cls = type(value)
+            if cls is float or cls is int or cls is bool:  # a Python number: a collect-side metric (or an error)
+                if key not in _ACTION_KEYS and type(key) is str:
+                    metrics.setdefault(key, []).append(value)
+                    continue
+            array = self._checked_array(key, value, metrics)
+            if array is not None:
+                arrays[key] = array
         return arrays
+
+    def _checked_array(self, key: Any, value: Any, metrics: Dict[str, List[Any]]) -> Any:
+        """``value`` as a checked numpy array, or None after appending a collect-side metric to ``metrics``."""
+        name = f"{self._policy_name}._forward_collect"
+        if not isinstance(key, str):
+            raise TypeError(f"{name} returned a non-string key {key!r}")
+        array = value if type(value) is np.ndarray else to_numpy(value, copy=False)
+        if array.dtype == object:
+            raise TypeError(f"{name} returned {key!r} as an object array; return numbers")
+        if key in self.metric_keys or (array.ndim == 0 and key not in _ACTION_KEYS):
+            if array.size != 1 or array.dtype.kind not in "biuf":
+                raise ValueError(
+                    f"{name} returned the collect-side metric {key!r} as {array.dtype} of shape {array.shape}; "
+                    "a metric is one number per step (declared in _monitor_vars_collect)"
+                )
+            metrics.setdefault(key, []).append(array.reshape(()).item())
+            return None
+        if array.ndim == 0 or array.shape[0] != self.num_envs:
+            raise ValueError(
+                f"{name} returned {key!r} with shape {array.shape}; expected a leading dimension of "
+                f"num_envs={self.num_envs}"
+            )
+        if array.dtype.kind == "f" and key in _ACTION_KEYS and not np.isfinite(array).all():
+            raise ValueError(f"{name} returned a non-finite {key!r}: {array.tolist()}")
+        return array
 
     def _check_layout(self, layout: Mapping[str, tuple], out: Mapping[str, np.ndarray]) -> None:
         if set(out) != set(layout):

@@ -9,6 +9,7 @@ error would point at the policy. Integer observation spaces are not checked (the
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import numpy as np
@@ -30,6 +31,17 @@ def _first_bad_env(values: np.ndarray) -> Optional[int]:
         return None
     per_env = finite.reshape(len(values), -1).all(axis=1) if values.ndim > 1 else finite
     return int(np.flatnonzero(~per_env)[0])
+
+
+def _surely_finite(values: Any) -> bool:
+    """A cheap test for the common case: True when ``values`` is a numpy array that holds no NaN or inf (its
+    float64 sum is finite, or its dtype cannot hold them); False means "look closer" (a large finite sum
+    can overflow)."""
+    if type(values) is not np.ndarray:
+        return False
+    if values.dtype.kind not in "fc":
+        return True
+    return math.isfinite(values.sum(dtype=np.float64)) if values.dtype.kind == "f" else False
 
 
 class FiniteCheck(VectorWrapper):
@@ -56,13 +68,16 @@ class FiniteCheck(VectorWrapper):
     def step(self, actions: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(actions)
         self.steps += 1
-        where = f"step() call {self.steps} of this process"
-        self._check(obs, "observation", where)
-        self._check(reward, "reward", where)
-        final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
-        if final_obs is not None and has_final is not None:
-            for i in np.flatnonzero(has_final):
-                self._check(np.asarray(final_obs[i])[None], "final observation", where, offset=int(i))
+        if not (_surely_finite(obs) and _surely_finite(reward)):  # else: the exact checks, which raise
+            where = f"step() call {self.steps} of this process"
+            self._check(obs, "observation", where)
+            self._check(reward, "reward", where)
+        if "final_obs" in info:
+            final_obs, has_final = info["final_obs"], info.get("_final_obs")
+            if final_obs is not None and has_final is not None:
+                where = f"step() call {self.steps} of this process"
+                for i in np.flatnonzero(has_final):
+                    self._check(np.asarray(final_obs[i])[None], "final observation", where, offset=int(i))
         return obs, reward, terminated, truncated, info
 
     def _check(self, values: Any, what: str, where: str, offset: int = 0) -> None:

@@ -122,6 +122,7 @@ def make_vector_env(
     asynchronous: bool = False,
     env_kwargs: Optional[Mapping[str, Any]] = None,
     context: Optional[str] = None,
+    copy: bool = True,
 ) -> VectorEnv:
     """Build ``num_envs`` copies of an environment as one gymnasium vector environment.
 
@@ -134,6 +135,10 @@ def make_vector_env(
             in turn in this process (``SyncVectorEnv``).
         env_kwargs: keyword arguments for every sub-environment's constructor.
         context: multiprocessing start method for asynchronous envs (default :data:`DEFAULT_ASYNC_CONTEXT`).
+        copy: ``reset`` and ``step`` return a copy of the vector env's observation batch (gymnasium's
+            default). ``False`` returns the batch itself, which the next call overwrites: for a consumer that
+            copies what it keeps, such as :class:`~rlearn.collect.Collector` (the run's training env), it
+            saves a copy per step.
 
     Returns:
         A vector environment in ``AutoresetMode.SAME_STEP``. Close it with ``env.close()``.
@@ -147,9 +152,9 @@ def make_vector_env(
         ctx = context or DEFAULT_ASYNC_CONTEXT
         if ctx not in multiprocessing.get_all_start_methods():
             raise ValueError(f"multiprocessing context {ctx!r} is not available here")
-        env: VectorEnv = AsyncVectorEnv(fns, context=ctx, autoreset_mode=AutoresetMode.SAME_STEP)
+        env: VectorEnv = AsyncVectorEnv(fns, context=ctx, autoreset_mode=AutoresetMode.SAME_STEP, copy=bool(copy))
     else:
-        env = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        env = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, copy=bool(copy))
     if seed is not None:
         env.action_space.seed(seed)
     return env

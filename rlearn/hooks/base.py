@@ -185,6 +185,8 @@ class HookManager:
         super().__init__()
         self._hooks: List[Hook] = []
         self._hook_priorities: List[int] = []  # parallel to _hooks, sorted: bisect keeps ties stable
+        #: mount point -> the hooks that implement it, in calling order (rebuilt after each registration)
+        self._mounted: Dict[str, List[Hook]] = {}
 
     @property
     def hooks(self) -> List[Hook]:
@@ -216,17 +218,40 @@ class HookManager:
         hook.priority = value  # type: ignore[attr-defined]
         self._hooks.insert(index, hook)
         self._hook_priorities.insert(index, value)
+        self._mounted = {}
+
+    def hooks_at(self, name: str) -> List[Hook]:
+        """The hooks :meth:`call_hook` calls at mount point ``name``, in order: those whose class (or the
+        instance itself) defines the method, i.e. leaves out :class:`Hook`'s no-op.
+
+        Looked up at the first call of each mount point after a :meth:`register_hook` and kept until the
+        next registration, so a train iteration calls no no-op method. An unknown mount point name raises ``ValueError`` listing the valid ones.
+        """
+        return list(self._hooks_at(name))
+
+    def _hooks_at(self, name: str) -> List[Hook]:
+        mounted = self._mounted.get(name)
+        if mounted is None:
+            if name not in _MOUNT_POINT_SET:
+                close = difflib.get_close_matches(str(name), MOUNT_POINTS, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"unknown hook mount point {name!r}.{hint} Mount points: {', '.join(MOUNT_POINTS)}")
+            noop = getattr(Hook, name)
+            mounted = [hook for hook in self._hooks
+                       if getattr(type(hook), name, noop) is not noop or name in getattr(hook, "__dict__", ())]
+            self._mounted[name] = mounted
+        return mounted
 
     def call_hook(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call mount point ``name`` of every hook in order, as ``hook.<name>(self, *args, **kwargs)``.
 
-        An unknown mount point name raises ``ValueError`` listing the valid ones.
+        An unknown mount point name raises ``ValueError`` listing the valid ones. Hooks that leave the
+        mount point to :class:`Hook`'s no-op are skipped (:meth:`hooks_at`).
         """
-        if name not in _MOUNT_POINT_SET:
-            close = difflib.get_close_matches(str(name), MOUNT_POINTS, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown hook mount point {name!r}.{hint} Mount points: {', '.join(MOUNT_POINTS)}")
-        for hook in self._hooks:
+        mounted = self._mounted.get(name)
+        if mounted is None:
+            mounted = self._hooks_at(name)
+        for hook in mounted:
             getattr(hook, name)(self, *args, **kwargs)
 
     def get_hook(self, which: Union[str, Type[Hook]]) -> Hook:

@@ -58,7 +58,7 @@ class CheckpointHook(Hook):
         self.resumed_from_iter = learner.train_iter
 
     def after_iter(self, learner: Any) -> None:
-        if self.freq is not None and self.every_n_iters(learner, self.freq):
+        if self.freq is not None and learner.train_iter % self.freq == 0:  # freq: a checked positive int
             self.save(learner)
 
     def after_run(self, learner: Any) -> None:

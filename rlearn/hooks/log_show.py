@@ -86,7 +86,7 @@ class LogShowHook(Hook):
         freq = self.freq if self.freq is not None else learner.cfg["log_freq"]
         if self._since is None:  # train() called without before_run: measure from the first iteration seen
             self._since = (MONOTONIC_CLOCK(), learner.train_iter - 1, learner.envstep)
-        if self.every_n_iters(learner, freq):
+        if learner.train_iter % freq == 0:  # every_n_iters inlined (freq is a checked positive int): every iteration
             self.log(learner)
 
     def before_eval(self, learner: Any) -> None:

@@ -25,7 +25,7 @@ from rlearn.config import ConfigError, resolve_section, undeclared_window_warnin
 from rlearn.learner.metric_path import MetricPath
 from rlearn.logging import LogProcessor, MessageHub, get_logger
 from rlearn.monitor import TickMonitor
-from rlearn.trace import span
+from rlearn.trace import get_tracer, span
 from rlearn.writers import TensorBoardWriter, Writer
 
 __all__ = ["BaseLearner", "LearnerConfigError"]
@@ -164,13 +164,6 @@ class BaseLearner(MetricPath, HookManager):
         self.message_hub.update_info("train_iter", self.train_iter)
         self.message_hub.update_info("envstep", self.envstep)
 
-    def _publish_lrs(self) -> None:
-        """``lr``: the current learning rate of every optimizer (``{name: lr of its first param group}``),
-        as scheduled and warmed up for this iteration, for hooks that read runtime state from the hub."""
-        self.message_hub.update_info(
-            "lr", {name: opt.param_groups[0]["lr"] for name, opt in self.policy.optimizers().items()}, resumed=False
-        )
-
     def _publish_info(self) -> None:
         """Runtime info of this process (also re-published after a checkpoint replaced the hub's)."""
         self.message_hub.update_info("rank", self.rank)
@@ -186,24 +179,30 @@ class BaseLearner(MetricPath, HookManager):
         not counted. After-iter hooks see this iteration's values in the window; the tick comes last.
         """
         if envstep is not None:
-            self._set_envstep(envstep)
+            if type(envstep) is int and envstep >= self.envstep:  # the common case, checked by _set_envstep otherwise
+                self.envstep = envstep
+            else:
+                self._set_envstep(envstep)
         self._publish_counters()
         self.call_hook("before_iter")
         if not self._windows_checked:  # hooks have declared their keys by now
             self._warn_unused_windows()
-        # ``iter`` is the 1-based number this iteration will have (TensorBoard step, iteration_<n>.pt),
-        # which ``rlearn trace --from-iter/--to-iter`` filters on.
-        with span("learner/iteration", lane="learner", iter=self.train_iter + 1):
+        if get_tracer() is None:
             info = self.policy._forward_learn(data)
-        if not isinstance(info, Mapping):
+        else:
+            # ``iter`` is the 1-based number this iteration will have (TensorBoard step, iteration_<n>.pt),
+            # which ``rlearn trace --from-iter/--to-iter`` filters on.
+            with span("learner/iteration", lane="learner", iter=self.train_iter + 1):
+                info = self.policy._forward_learn(data)
+        if not isinstance(info, dict) and not isinstance(info, Mapping):  # the dict test first: it is cheaper
             raise TypeError(
                 f"{type(self.policy).__name__}._forward_learn must return a dict of scalars, got {type(info).__name__}"
             )
-        lr_info = self._lr_info()
-        if lr_info:
-            self.monitor.update(lr_info)
-        self._publish_lrs()
-        self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
+        self._record_lrs()
+        if type(info) is dict and info.keys() <= self._declared:  # _record's fast path, without its owner string
+            self.monitor.update(info)
+        else:
+            self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
         self.train_iter += 1
         self._publish_counters()
         self._tick_pending = True
@@ -213,6 +212,20 @@ class BaseLearner(MetricPath, HookManager):
             self.monitor.tick()
             self._tick_pending = False
         return dict(info)
+
+    def _record_lrs(self) -> None:
+        """Record the learner's ``cur_lr`` keys and publish ``lr``: the current learning rate of every
+        optimizer (``{name: lr of its first param group}``), as scheduled and warmed up for this iteration,
+        for hooks that read runtime state from the hub; one ``optimizers()`` call for both."""
+        optimizers = self.policy.optimizers()
+        if self._lr_keys:
+            lr_info = {key: optimizers[name].param_groups[0]["lr"]
+                       for name, key in self._lr_keys.items() if name in optimizers}
+            if lr_info:
+                self.monitor.update(lr_info)
+        self.message_hub.update_info(
+            "lr", {name: opt.param_groups[0]["lr"] for name, opt in optimizers.items()}, resumed=False
+        )
 
     # ------------------------------------------------------------------------------------- checkpoints
     # (monitor keys, record, log_metrics, writers: rlearn/learner/metric_path.py)

@@ -124,7 +124,8 @@ class MetricPath:
         values of one collect call (one per environment step that reported it; each becomes a value of
         the window). Keys missing from ``metrics`` are simply not recorded (sparse, like learn keys). A
         key the policy does not declare in ``_monitor_vars_collect()`` is recorded with one warning
-        naming that method (``strict``: ValueError, nothing recorded).
+        naming that method (``strict``: ValueError, nothing recorded). One
+        :meth:`~rlearn.monitor.TickMonitor.update_columns` call: a bad value records nothing of ``metrics``.
         """
         if not isinstance(metrics, Mapping):
             raise TypeError(f"learner.record_collect expects a dict key -> values, got {type(metrics).__name__}")
@@ -133,10 +134,9 @@ class MetricPath:
             for key, values in metrics.items()
         }
         owner = f"{type(self.policy).__name__}._monitor_vars_collect()"
-        self._check_declared(columns, owner)
-        for index in range(max((len(values) for values in columns.values()), default=0)):
-            step = {key: values[index] for key, values in columns.items() if index < len(values)}
-            self._record(step, owner)
+        undeclared = self._check_declared(columns, owner)
+        self.monitor.update_columns(columns)  # all-or-nothing, like record()
+        self._warn_undeclared(undeclared, owner)
 
     def _check_declared(self, info: Mapping[str, Any], owner: str) -> List[str]:
         if not isinstance(info, Mapping):
@@ -151,20 +151,20 @@ class MetricPath:
 
     def _record(self, info: Mapping[str, Any], owner: str) -> None:
         """Record ``info``; an undeclared key warns once, telling to add it to ``owner``."""
+        if type(info) is dict and info.keys() <= self._declared:  # every key declared: nothing to check or warn
+            self.monitor.update(info)
+            return
         undeclared = self._check_declared(info, owner)
         self.monitor.update(info)
+        self._warn_undeclared(undeclared, owner)
+
+    def _warn_undeclared(self, undeclared: List[str], owner: str) -> None:
         for key in undeclared:
             if key not in self._warned_undeclared:
                 self._warned_undeclared.add(key)
                 self.logger.warning(
                     "monitor key %r is not declared: it is recorded and shown, but add it to %s", key, owner
                 )
-
-    def _lr_info(self) -> Dict[str, Any]:
-        if not self._lr_keys:
-            return {}
-        optimizers = self.policy.optimizers()
-        return {key: optimizers[name].param_groups[0]["lr"] for name, key in self._lr_keys.items() if name in optimizers}
 
     # ------------------------------------------------------------------------------------ metric path
     def _default_writers(self) -> List[Writer]:

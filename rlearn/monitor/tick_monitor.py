@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numbers
 from bisect import bisect_right
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.distributed.reduce import WindowStat
 from rlearn.monitor import scalars
@@ -145,21 +145,39 @@ class TickMonitor:
         Raises ``TypeError`` (non-string key, non-scalar value: the message names the key and the
         type or shape) or ``ValueError`` (an int too large for a float) before recording anything.
         """
+        # the common case, a dict of Python floats for keys already seen (so valid keys), needs no check
+        if type(info) is dict and set(map(type, info.values())) == _ONLY_FLOAT and info.keys() <= self._windows.keys():
+            self._add(info.items(), info)
+        else:
+            items = self._validated(info)
+            self._add(items, items)
+
+    def update_columns(self, columns: Mapping[str, Sequence[Any]]) -> None:
+        """Record several values per key at the current tick: ``columns`` maps each key to a list (or
+        tuple) of values, recorded in order. The same as one :meth:`update` per position ``i`` with the keys
+        whose list is longer than ``i``, in one call (the collector's collect-side metrics: one value per
+        env step). All-or-nothing, with the errors of :meth:`update`."""
+        if not isinstance(columns, dict) and not isinstance(columns, Mapping):
+            raise TypeError(f"TickMonitor.update_columns expects a dict key -> list of scalars, got {type(columns).__name__}")
+        pairs = []
+        for key, values in columns.items():
+            if not isinstance(values, (list, tuple)):
+                check_key(key)
+                raise TypeError(f"TickMonitor.update_columns: the values of {key!r} must be a list or tuple, "
+                                f"got {type(values).__name__}")
+            pairs.extend((key, value) for value in values)
+        items = scalars.to_floats(pairs, check_key)
+        self._add(items, items)
+
+    def _add(self, items: Any, recorded: Any) -> None:
+        """Record validated ``(key, float)`` items at the current tick (``recorded``: the same as a dict or
+        a list of pairs, for the last values)."""
         windows = self._windows
         tick = self._tick
-        # the common case, a dict of Python floats for keys already seen (so valid keys), needs no check
-        items: Any
-        if type(info) is dict and set(map(type, info.values())) == _ONLY_FLOAT and info.keys() <= windows.keys():
-            items = info.items()
-            recorded: Any = info
-        else:
-            items = recorded = self._validated(info)
-            if not info.keys() <= windows.keys():  # validation is over: nothing below can fail
-                for key, _ in items:
-                    if key not in windows:
-                        windows[key] = KeyWindow(self._sizes.get(key, self._default_size), tick)
         for key, value in items:
-            window = windows[key]
+            window = windows.get(key)
+            if window is None:
+                window = windows[key] = KeyWindow(self._sizes.get(key, self._default_size), tick)
             if tick >= window.end or value - value:  # a new block, or NaN/inf (x - x is NaN: truthy)
                 window.add(tick, value)
             else:  # window.add() inlined: this is the per-iteration hot path

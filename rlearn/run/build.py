@@ -85,8 +85,9 @@ def make_envs(cfg: Mapping[str, Any], seed: int) -> Tuple[Any, Any]:
     env = None
     try:
         with workers_ignore_sigint(env_cfg["asynchronous"]):
-            env = make_vector_env(env_cfg["id"], env_cfg["num_envs"], seed=seed,
-                                  asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
+            # copy=False: the Collector copies the observations it keeps into its own arrays
+            env = make_vector_env(env_cfg["id"], env_cfg["num_envs"], seed=seed, asynchronous=env_cfg["asynchronous"],
+                                  env_kwargs=env_cfg["kwargs"], copy=False)
             eval_env = make_vector_env(env_cfg["id"], cfg["eval"]["num_envs"], seed=derived_seed(cfg["seed"], 1),
                                        asynchronous=env_cfg["asynchronous"], env_kwargs=env_cfg["kwargs"])
     except (ValueError, TypeError) as exc:

@@ -4,7 +4,8 @@ Each step collects ``train.collect_steps`` steps per environment into the replay
 rank's collector is past its first ``policy.learning_starts`` steps (``envstep > learning_starts``, as in
 SB3: 1,000 learning starts and 3,000 steps give 2,000 iterations), every collected env step earns
 ``train.updates_per_step`` learner iterations (fractions carry over, :class:`UpdateSchedule`), each on
-``buffer.sample(policy.batch_size)``.
+``buffer.sample(policy.batch_size)`` (announced with ``buffer.prefetch`` when a collection earned several, so
+the buffer draws and gathers them in chunks: the same batches, cheaper).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numbers
 from typing import Any, Dict, Mapping
 
 from rlearn.run.loop import Loop
-from rlearn.trace import span
+from rlearn.trace import get_tracer, span
 
 __all__ = ["OffPolicyLoop", "UpdateSchedule"]
 
@@ -70,6 +71,8 @@ class OffPolicyLoop(Loop):
         self.learning_starts = learning_starts
         self.batch_size = batch_size
         self.schedule = schedule
+        #: the buffer's ``prefetch(batch_size, n)`` (ReplayBuffer.prefetch), if it has one
+        self._prefetch = getattr(buffer, "prefetch", None)
 
     def finished(self) -> bool:
         return super().finished() and self.schedule.pending == 0
@@ -82,11 +85,18 @@ class OffPolicyLoop(Loop):
             # learning_starts and updates_per_step count this rank's own steps: each rank samples its own buffer
             if self.collector.envstep > self.learning_starts:
                 self.schedule.earn(self.collector.envstep - before)
-        while self.schedule.pending > 0:
-            self.schedule.pending -= 1  # before train(): a checkpoint in after_iter must not count it again
-            with span("learner/data", lane="learner"):
-                batch = self.buffer.sample(self.batch_size)
-            self.learner.train(batch, envstep=self.envstep)
+        schedule, buffer, learner = self.schedule, self.buffer, self.learner
+        if schedule.pending > 1 and self._prefetch is not None:
+            self._prefetch(self.batch_size, schedule.pending)  # the same batches, drawn and gathered in chunks
+        envstep = self.envstep
+        while schedule.pending > 0:
+            schedule.pending -= 1  # before train(): a checkpoint in after_iter must not count it again
+            if get_tracer() is None:
+                batch = buffer.sample(self.batch_size)
+            else:
+                with span("learner/data", lane="learner"):
+                    batch = buffer.sample(self.batch_size)
+            learner.train(batch, envstep=envstep)
             if guard.requested:
                 return True
         return False

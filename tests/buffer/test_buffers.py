@@ -273,6 +273,30 @@ def test_seeded_buffers_sample_identically():
         torch.testing.assert_close(a.sample(16), b.sample(16))
 
 
+@pytest.mark.parametrize("field", ["obs", "action", "next_obs", "reward"])
+@pytest.mark.parametrize("bad", [np.nan, -np.inf])
+def test_add_names_the_non_finite_field_whichever_it_is(field, bad):
+    buffer = ReplayBuffer(10, (2,), (1,), seed=0)
+    data = batch([1, 2, 3])
+    data[field].reshape(-1)[1] = bad
+    with pytest.raises(ValueError, match=rf"'{field}' holds 1 non-finite value\(s\); nothing was added"):
+        buffer.add(data)
+    assert len(buffer) == 0
+
+
+def test_add_accepts_huge_finite_float64_observations_and_0_1_flags_only():
+    """An overflowing float64 sum is not a non-finite value (only the exact check decides); flags must be 0/1."""
+    buffer = ReplayBuffer(10, (2,), (1,), obs_dtype=np.float64, seed=0)
+    data = batch([1, 2])
+    data["obs"] = np.full((2, 2), 1e308)
+    assert buffer.add(data) == 2
+    for flags in ([0.0, -1.0], [0.5, 1.0], [2.0, 0.0]):
+        with pytest.raises(ValueError, match="'terminated' must hold 0/1 flags"):
+            buffer.add(dict(batch([1, 2]), terminated=np.array(flags, np.float32)))
+    assert buffer.add(dict(batch([3, 4]), terminated=np.array([-0.0, 1.0], np.float32))) == 2
+    assert len(buffer) == 4
+
+
 # ----------------------------------------------------------------------------------------- state
 def _torch_round_trip(state):
     """Through a real checkpoint encoding: rlearn's encoder and torch.load(weights_only=True)."""
@@ -428,3 +452,80 @@ def test_td3_learns_from_replay_samples_of_a_truncating_env():
     assert buffer.state_dict()["data"]["terminated"].sum() == 0
     assert "actor_loss" in infos[1] or "actor_loss" in infos[0]
     assert all(np.isfinite(float(v)) for info in infos for v in info.values())
+
+
+# -------------------------------------------------------------------------------------------- prefetch
+def _twins(seed=3, n=40, capacity=64):
+    a, b = ReplayBuffer(capacity, (2,), (1,), seed=seed), ReplayBuffer(capacity, (2,), (1,), seed=seed)
+    a.add(batch(range(n)))
+    b.add(batch(range(n)))
+    return a, b
+
+
+@pytest.mark.parametrize("batch_size, n_batches, chunk_bytes", [(8, 10, None), (3, 7, None), (5, 9, 400), (1, 4, 1)])
+def test_prefetched_batches_equal_batch_by_batch_sampling(batch_size, n_batches, chunk_bytes, monkeypatch):
+    """prefetch(B, n) then n samples give exactly the batches (and the generator state after each) of n plain
+    samples, also when the batches are drawn in several chunks."""
+    from rlearn.buffer import draws
+
+    if chunk_bytes is not None:
+        monkeypatch.setattr(draws, "PREFETCH_BYTES", chunk_bytes)
+    fast, plain = _twins()
+    fast.sample(1)  # leave a 32-bit half in the generator's state
+    plain.sample(1)
+    fast.prefetch(batch_size, n_batches)
+    for _ in range(n_batches):
+        torch.testing.assert_close(fast.sample(batch_size), plain.sample(batch_size), rtol=0, atol=0)
+        assert fast.state_dict()["rng"] == plain.state_dict()["rng"]
+    torch.testing.assert_close(fast.sample(batch_size), plain.sample(batch_size), rtol=0, atol=0)  # plan over
+
+
+@pytest.mark.parametrize("interrupt", ["add", "other_size", "load", "state_dict"])
+def test_prefetch_interrupted_continues_as_plain_sampling(interrupt):
+    fast, plain = _twins()
+    fast.prefetch(6, 10)
+    for _ in range(3):
+        torch.testing.assert_close(fast.sample(6), plain.sample(6), rtol=0, atol=0)
+    if interrupt == "add":
+        fast.add(batch([100, 101]))
+        plain.add(batch([100, 101]))
+    elif interrupt == "other_size":
+        torch.testing.assert_close(fast.sample(4), plain.sample(4), rtol=0, atol=0)
+    elif interrupt == "load":  # a resumed buffer: from a state taken between two prefetched batches
+        state = _torch_round_trip(fast.state_dict())
+        fast = ReplayBuffer(64, (2,), (1,), seed=999)
+        fast.load_state_dict(state)
+    for _ in range(8):
+        torch.testing.assert_close(fast.sample(6), plain.sample(6), rtol=0, atol=0)
+    assert fast.state_dict()["rng"] == plain.state_dict()["rng"]
+
+
+def test_prefetch_ignores_what_it_cannot_speed_up():
+    buffer = ReplayBuffer(8, (2,), (1,), seed=0)
+    buffer.prefetch(4, 5)  # empty buffer: nothing to draw
+    buffer.add(batch([7]))
+    buffer.prefetch(4, 5)  # one transition: numpy draws nothing either
+    assert buffer.sample(4)["obs"][:, 0].tolist() == [7.0] * 4
+    for bad, match in (((0, 3), "batch_size"), ((4, -1), "n_batches"), ((4, 2.0), "n_batches")):
+        with pytest.raises(ValueError, match=match):
+            buffer.prefetch(*bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(2, 5000), batch_size=st.integers(1, 70), n=st.integers(2, 12), seed=st.integers(0, 2**32),
+       pre=st.integers(0, 3))
+def test_draw_batches_matches_integers_call_by_call(size, batch_size, n, seed, pre):
+    from rlearn.buffer import draws
+
+    reference, mine = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(pre):  # leave a half (or not) in the state
+        reference.integers(0, 3, size=1)
+        mine.integers(0, 3, size=1)
+    expected, states = [], []
+    for _ in range(n):
+        expected.append(reference.integers(0, size, size=batch_size))
+        states.append(reference.bit_generator.state)
+    drawn = draws.draw_batches(mine, size, batch_size, n)
+    np.testing.assert_array_equal(drawn.values, np.stack(expected))
+    assert [drawn.state_after(k + 1) for k in range(n)] == states
+    assert mine.bit_generator.state == states[-1]

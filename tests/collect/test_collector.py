@@ -469,3 +469,50 @@ def test_collect_side_metric_must_be_one_number(bad, match):
             Collector(env, Bad(), seed=0).collect(1)
     finally:
         env.close()
+
+
+# ------------------------------------------------------------------------ in-place columns (fast path)
+def test_a_key_whose_dtype_changes_is_promoted_as_stacking_would():
+    """Columns are allocated at the first step's dtype; a later step with a wider dtype promotes the whole
+    column (np.stack's result), and a narrower one is stored in the wider column."""
+    class Widening(ScriptedPolicy):
+        def _forward_collect(self, obs, envstep):
+            out = super()._forward_collect(obs, envstep)
+            k = envstep // obs.shape[0]
+            out["value"] = np.full(obs.shape[0], k + 0.25, dtype=np.float32 if k == 0 else np.float64)
+            out["action"] = np.zeros(obs.shape[0], np.int32 if k < 2 else np.int64)
+            return out
+
+    env = make_vector_env("RLearnTestCol/Terminate3-v0", 2)
+    try:
+        tr = Collector(env, Widening(), seed=0).collect(4).transitions
+    finally:
+        env.close()
+    assert tr["value"].dtype == np.float64 and tr["value"][:, 0].tolist() == [0.25, 1.25, 2.25, 3.25]
+    assert tr["action"].dtype == np.int64 and tr["feat"].dtype == np.int64
+
+
+def test_an_error_mid_call_keeps_the_observation_of_the_failed_step():
+    """A policy error at step 2 of a call: the counters count 2 steps, and the next call continues from the
+    observation the failing step was given (the environment's state), as before the in-place columns."""
+    class FailOnce(ScriptedPolicy):
+        fail = True
+
+        def _forward_collect(self, obs, envstep):
+            if envstep == 4 and self.fail:
+                self.fail = False
+                raise RuntimeError("boom")
+            return super()._forward_collect(obs, envstep)
+
+    env = make_vector_env("RLearnTestCol/Truncate4-v0", 2)
+    try:
+        collector = Collector(env, FailOnce(), seed=0)
+        with pytest.raises(RuntimeError, match="boom"):
+            collector.collect(5)
+        assert collector.envstep == 4
+        tr = collector.collect(3).transitions
+    finally:
+        env.close()
+    assert tr["obs"][:, 0, 0].tolist() == [2, 3, 0]  # t = 2, 3, then the reset after truncation at 4
+    assert tr["next_obs"][:, 0, 0].tolist() == [3, 4, 1]  # the true next observation, the final one at t = 4
+    assert tr["truncated"][:, 0].tolist() == [0, 1, 0]

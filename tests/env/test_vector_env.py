@@ -234,3 +234,24 @@ def test_derive_seed():
     assert len(set(later)) == 49 and 7 not in later
     assert later == [derive_seed(7, k) for k in range(1, 50)]
     assert derive_seed(8, 1) != derive_seed(7, 1)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_copy_false_returns_the_vector_envs_own_batch(asynchronous):
+    """copy=True (default): every step returns a new observation array; copy=False: the env's own batch,
+    overwritten by the next step (what the Collector copies), with the same values."""
+    shared = make_vector_env("RLearnTestVec/Counter-v0", 2, seed=3, asynchronous=asynchronous, copy=False)
+    copied = make_vector_env("RLearnTestVec/Counter-v0", 2, seed=3, asynchronous=asynchronous)
+    try:
+        first, _ = shared.reset(seed=3)
+        ref_first, _ = copied.reset(seed=3)
+        np.testing.assert_array_equal(first, ref_first)
+        actions = np.zeros(2, np.int64)
+        second = shared.step(actions)[0]
+        ref_second = copied.step(actions)[0]
+        assert second is first  # the same buffer, now holding the step's observations
+        np.testing.assert_array_equal(second, ref_second)
+        assert copied.step(actions)[0] is not ref_second
+    finally:
+        shared.close()
+        copied.close()

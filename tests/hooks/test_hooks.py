@@ -159,6 +159,39 @@ def test_call_hook_passes_arguments_and_refuses_unknown_mount_points():
         manager.call_hook("__init__")
 
 
+def test_call_hook_calls_only_the_hooks_that_implement_the_mount_point():
+    log: list = []
+
+    class AfterOnly(Hook):
+        def after_iter(self, learner):
+            log.append("after")
+
+    class Sub(Recorder):  # inherits Recorder's before_iter
+        pass
+
+    manager = Manager()
+    plain, after, first = Hook(), AfterOnly(), Recorder("first", log)
+    for hook in (plain, after, first):
+        manager.register_hook(hook)
+    assert manager.hooks_at("before_iter") == [first] and manager.hooks_at("after_iter") == [after]
+    assert manager.hooks_at("before_eval") == []
+    manager.call_hook("before_iter")
+    manager.call_hook("after_iter")
+    assert log == ["first", "after"]
+    # registering refreshes the lists (priority order kept); a method set on the instance counts too
+    sub, patched = Sub("sub", log), Hook()
+    patched.before_iter = lambda learner: log.append("patched")  # type: ignore[method-assign]
+    manager.register_hook(sub, "HIGHEST")
+    manager.register_hook(patched, "LOWEST")
+    assert manager.hooks_at("before_iter") == [sub, first, patched]
+    manager.call_hook("before_iter")
+    assert log == ["first", "after", "sub", "first", "patched"]
+    manager.hooks_at("before_iter").clear()  # a copy
+    assert len(manager.hooks_at("before_iter")) == 3
+    with pytest.raises(ValueError, match="unknown hook mount point 'after_itr'"):
+        manager.hooks_at("after_itr")
+
+
 def test_every_mount_point_exists_on_hook_and_does_nothing():
     manager = Manager()
     manager.register_hook(Hook())

@@ -619,3 +619,46 @@ def test_version_1_states_still_load():
     monitor.load_state_dict(old)
     assert monitor.avg("x") == 2.0 and monitor.count("x") == 3 and monitor.nonfinite("x") == 1
     assert monitor.window_stat("x").last == 2.0 and monitor.window_stat("x").sumsq == 4.0 + 16.0 / 2
+
+
+# ------------------------------------------------------------------------------------ update_columns
+column_lists = st.dictionaries(st.sampled_from(KEYS), st.lists(values, min_size=0, max_size=5), min_size=1, max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(column_lists, st.integers(0, 3)), min_size=1, max_size=12), st.integers(1, 6))
+def test_update_columns_equals_one_update_per_position(stream, window):
+    """update_columns(columns) leaves the monitor exactly as one update per position i (the keys whose list is
+    longer than i), which is how the learner recorded collect-side metrics before: same state, same statistics."""
+    fast, slow = TickMonitor(window_size=window), TickMonitor(window_size=window)
+    fast.keep("a", since_start=True, last_n=3)
+    slow.keep("a", since_start=True, last_n=3)
+    for columns, ticks in stream:
+        fast.update_columns(columns)
+        for i in range(max(len(v) for v in columns.values())):
+            step = {key: v[i] for key, v in columns.items() if i < len(v)}
+            if step:
+                slow.update(step)
+        for _ in range(ticks):
+            fast.tick()
+            slow.tick()
+    assert repr(fast.state_dict()) == repr(slow.state_dict())  # repr: NaN equals NaN
+    for key in KEYS:
+        for end in (None, fast.tick_count - 1):
+            assert repr(fast.window_stat(key, end)) == repr(slow.window_stat(key, end))
+        assert fast.last(key) == slow.last(key) or (math.isnan(fast.last(key)) and math.isnan(slow.last(key)))
+
+
+def test_update_columns_is_all_or_nothing_and_names_the_culprit():
+    monitor = TickMonitor(window_size=5)
+    monitor.update_columns({"eps": [0.5, 0.25], "temp": (2.0,)})
+    assert monitor.count("eps") == 2 and monitor.avg("eps") == 0.375 and monitor.last("temp") == 2.0
+    with pytest.raises(TypeError, match=r"'eps'.*str"):
+        monitor.update_columns({"temp": [4.0], "eps": [1.0, "x"]})
+    with pytest.raises(TypeError, match=r"values of 'eps' must be a list or tuple, got float"):
+        monitor.update_columns({"eps": 1.0})
+    with pytest.raises(TypeError, match="expects a dict"):
+        monitor.update_columns([("eps", [1.0])])
+    assert monitor.count("eps") == 2 and monitor.count("temp") == 1  # nothing of the failed calls was recorded
+    monitor.update_columns({"new": []})  # an empty column records nothing and creates no key
+    assert "new" not in monitor.keys()
