@@ -86,15 +86,18 @@ _NARROW_INPUT = 16
 
 def _weight_gradient(h: torch.Tensor, grad: torch.Tensor, stacked: bool) -> Dense:
     """``grad @ h^T`` and ``sum_batch grad`` (batched if ``stacked``)."""
-    if not stacked and h.shape[0] < _NARROW_INPUT:
-        # a layer with few inputs (e.g. an actor's first: obs_dim of them): MKL's [out, B] x [B, in] product is
-        # slow for such a narrow result (~95 us for [400, 256] x [256, 3]); [in, B] x [B, out] is fast
-        # (~30 us), so compute the transpose (returned as a transposed view)
-        return Dense(torch.mm(h, grad.t()).t(), grad.sum(-1, keepdim=True))
+    bias = grad.sum(-1, keepdim=True)
     if stacked and h.dim() == 2:
         h = h.expand(grad.shape[0], -1, -1)  # the input shared by every member
+    if h.shape[-2] < _NARROW_INPUT:
+        # a layer with few inputs (e.g. an actor's or a critic's first: obs_dim (+ act_dim) of them): MKL's
+        # [out, B] x [B, in] product is slow for such a narrow result (~95 us for [400, 256] x [256, 3]);
+        # [in, B] x [B, out] is fast (~30 us), so compute the transpose (returned as a transposed view)
+        if stacked:
+            return Dense(torch.bmm(h, grad.transpose(-1, -2)).transpose(-1, -2), bias)
+        return Dense(torch.mm(h, grad.t()).t(), bias)
     weight = torch.bmm(grad, h.transpose(-1, -2)) if stacked else torch.mm(grad, h.t())
-    return Dense(weight, grad.sum(-1, keepdim=True))
+    return Dense(weight, bias)
 
 
 def mlp_backward(
