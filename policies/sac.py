@@ -319,7 +319,8 @@ class SACPolicy(Policy):
                 expected = ("B>0" if batch == 0 else batch, *shape)
                 raise ValueError(
                     f"SACPolicy._forward_learn: batch[{key!r}] has shape {tuple(value.shape)}, expected {expected}")
-            value = value.to(self.device, torch.float32, non_blocking=True)
+            if value.dtype != torch.float32 or value.device != self.device:  # each call costs a dispatch
+                value = value.to(self.device, torch.float32, non_blocking=True)
             out.append(value.reshape(batch, -1) if shape else value)
         if not bool(torch.stack([t.sum() for t in out]).isfinite().all()):  # one host sync per batch
             bad = [key for key, t in zip(_BATCH_KEYS, out) if not bool(torch.isfinite(t).all())]
