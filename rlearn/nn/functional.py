@@ -193,7 +193,9 @@ class FeatureMajorMLP(torch.autograd.Function):
         if grads is not None:
             for i, grad in enumerate(grads):
                 flat[2 * i] = grad.weight if need[3 + 2 * i] else None
-                flat[2 * i + 1] = grad.bias.view(params[2 * i + 1].shape) if need[4 + 2 * i] else None
+                if need[4 + 2 * i]:  # [out, 1] -> an [out] bias's own shape (squeeze: cheaper than view(shape))
+                    bias = grad.bias
+                    flat[2 * i + 1] = bias if bias.dim() == params[2 * i + 1].dim() else bias.squeeze(-1)
         return (grad_x, None, None, *flat)
 
 
