@@ -321,7 +321,7 @@ class SACPolicy(Policy):
                     f"SACPolicy._forward_learn: batch[{key!r}] has shape {tuple(value.shape)}, expected {expected}")
             if value.dtype != torch.float32 or value.device != self.device:  # each call costs a dispatch
                 value = value.to(self.device, torch.float32, non_blocking=True)
-            out.append(value.reshape(batch, -1) if shape else value)
+            out.append(value.reshape(batch, -1) if len(shape) > 1 else value)  # [B, o] and [B] are kept as they are
         if not bool(torch.stack([t.sum() for t in out]).isfinite().all()):  # one host sync per batch
             bad = [key for key, t in zip(_BATCH_KEYS, out) if not bool(torch.isfinite(t).all())]
             if bad:  # a huge finite batch can overflow a sum: the element-wise check decides
