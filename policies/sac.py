@@ -263,37 +263,39 @@ class SACPolicy(Policy):
         """One Adam step on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``; returns ``[MSE_1, MSE_2, mean Q1,
         mean Q2, mean y, mean |Q1 - y|, mean |Q2 - y|]``."""
         with span("learner/forward", lane="learner"):
-            q = self.critic(obs, action)  # [2, B]
-            critic_loss, twin_loss = F.mse_loss(q[0], y), F.mse_loss(q[1], y)
+            q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
+            # one loss over both rows: twice the mean over [2, B] of squared errors = MSE(Q1, y) + MSE(Q2, y)
+            critic_loss = 2.0 * F.mse_loss(q, y.expand_as(q))
         with span("learner/backward", lane="learner"):
             self._critic_adam.zero_grad()
-            (critic_loss + twin_loss).backward()
+            critic_loss.backward()
         with span("learner/optimizer_step", lane="learner"):
             self._critic_adam.step()
         with torch.no_grad():
-            q = q.detach()
-            return torch.cat([torch.stack([critic_loss, twin_loss]), q.mean(1), y.mean().reshape(1),
-                              (q - y).abs().mean(1)])
+            error = q.detach() - y
+            return torch.cat([error.square().mean(1), q.detach().mean(1), y.mean().reshape(1), error.abs().mean(1)])
 
     def _update_actor_and_alpha(self, obs: torch.Tensor) -> torch.Tensor:
         """One actor step on ``mean(alpha log pi(a~|s) - min_i Q_i(s, a~))`` through the frozen critics, then
-        (autotune) one temperature step; returns ``[actor_loss, entropy, alpha_loss]`` (0 without autotune)."""
+        (autotune) one temperature step on ``-log_alpha (mean log pi(a~|s) + target_entropy)``; returns
+        ``[actor_loss, entropy, alpha_loss]`` (``alpha_loss`` is not reported without autotune)."""
         with span("learner/forward", lane="learner"), frozen(self.critic):
             new_action, log_prob = self.sample_action(obs, self.sample_noise(obs.shape[0]))
             min_q = self.critic(obs, new_action).amin(dim=0)
             actor_loss = (self.alpha * log_prob - min_q).mean()
+            mean_log_prob = log_prob.detach().mean()
+            alpha_loss = -self.log_alpha * (mean_log_prob + self.target_entropy)
         with span("learner/backward", lane="learner"):
             self._actor_adam.zero_grad()
-            actor_loss.backward()
+            if self.autotune:  # the two losses share no parameter: one backward gives each its own gradients
+                self._alpha_adam.zero_grad()
+                (actor_loss + alpha_loss).backward()
+            else:
+                actor_loss.backward()
         with span("learner/optimizer_step", lane="learner"):
             self._actor_adam.step()
-        mean_log_prob = log_prob.detach().mean()
-        alpha_loss = torch.zeros((), device=self.device)
-        if self.autotune:
-            alpha_loss = -self.log_alpha * (mean_log_prob + self.target_entropy)
-            self._alpha_adam.zero_grad()
-            alpha_loss.backward()
-            self._alpha_adam.step()
+            if self.autotune:
+                self._alpha_adam.step()
         return torch.stack([actor_loss.detach(), -mean_log_prob, alpha_loss.detach()])
 
     # ---------------------------------------------------------------------------------- batch
@@ -317,8 +319,9 @@ class SACPolicy(Policy):
                 expected = ("B>0" if batch == 0 else batch, *shape)
                 raise ValueError(
                     f"SACPolicy._forward_learn: batch[{key!r}] has shape {tuple(value.shape)}, expected {expected}")
-            value = value.to(self.device, torch.float32, non_blocking=True)
-            out.append(value.reshape(batch, -1) if shape else value)
+            if value.dtype != torch.float32 or value.device != self.device:  # each call costs a dispatch
+                value = value.to(self.device, torch.float32, non_blocking=True)
+            out.append(value.reshape(batch, -1) if len(shape) > 1 else value)  # [B, o] and [B] are kept as they are
         if not bool(torch.stack([t.sum() for t in out]).isfinite().all()):  # one host sync per batch
             bad = [key for key, t in zip(_BATCH_KEYS, out) if not bool(torch.isfinite(t).all())]
             if bad:  # a huge finite batch can overflow a sum: the element-wise check decides

@@ -86,15 +86,18 @@ _NARROW_INPUT = 16
 
 def _weight_gradient(h: torch.Tensor, grad: torch.Tensor, stacked: bool) -> Dense:
     """``grad @ h^T`` and ``sum_batch grad`` (batched if ``stacked``)."""
-    if not stacked and h.shape[0] < _NARROW_INPUT:
-        # a layer with few inputs (e.g. an actor's first: obs_dim of them): MKL's [out, B] x [B, in] product is
-        # slow for such a narrow result (~95 us for [400, 256] x [256, 3]); [in, B] x [B, out] is fast
-        # (~30 us), so compute the transpose (returned as a transposed view)
-        return Dense(torch.mm(h, grad.t()).t(), grad.sum(-1, keepdim=True))
+    bias = grad.sum(-1, keepdim=True)
     if stacked and h.dim() == 2:
         h = h.expand(grad.shape[0], -1, -1)  # the input shared by every member
+    if h.shape[-2] < _NARROW_INPUT:
+        # a layer with few inputs (e.g. an actor's or a critic's first: obs_dim (+ act_dim) of them): MKL's
+        # [out, B] x [B, in] product is slow for such a narrow result (~95 us for [400, 256] x [256, 3]);
+        # [in, B] x [B, out] is fast (~30 us), so compute the transpose (returned as a transposed view)
+        if stacked:
+            return Dense(torch.bmm(h, grad.transpose(-1, -2)).transpose(-1, -2), bias)
+        return Dense(torch.mm(h, grad.t()).t(), bias)
     weight = torch.bmm(grad, h.transpose(-1, -2)) if stacked else torch.mm(grad, h.t())
-    return Dense(weight, grad.sum(-1, keepdim=True))
+    return Dense(weight, bias)
 
 
 def mlp_backward(
@@ -190,7 +193,9 @@ class FeatureMajorMLP(torch.autograd.Function):
         if grads is not None:
             for i, grad in enumerate(grads):
                 flat[2 * i] = grad.weight if need[3 + 2 * i] else None
-                flat[2 * i + 1] = grad.bias.view(params[2 * i + 1].shape) if need[4 + 2 * i] else None
+                if need[4 + 2 * i]:  # [out, 1] -> an [out] bias's own shape (squeeze: cheaper than view(shape))
+                    bias = grad.bias
+                    flat[2 * i + 1] = bias if bias.dim() == params[2 * i + 1].dim() else bias.squeeze(-1)
         return (grad_x, None, None, *flat)
 
 

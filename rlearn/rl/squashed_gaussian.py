@@ -11,7 +11,8 @@ and its log-density under the squashed distribution is the Gaussian's, corrected
 
 ``log(1 - tanh(u)^2)`` is computed as ``2 * (log 2 - u - softplus(-2u))``, which is exact and stays finite
 where ``tanh(u)`` rounds to +-1 (the textbook ``log(1 - a^2 + 1e-6)`` clips there instead). The Gaussian
-term uses ``(u - mu) / std = eps``, so it costs no division; its gradient is the same as that of
+term uses ``(u - mu) / std = eps``, so it costs no division, and the terms in ``eps`` alone are summed apart,
+outside the autograd graph (``noise`` is a constant: no gradient reaches it); its gradient is the same as that of
 ``torch.distributions.Normal(mu, std).log_prob(u)`` with ``u`` sampled by ``rsample`` (tested against that
 naive reference, value and gradients).
 """
@@ -41,12 +42,17 @@ def squashed_gaussian_sample(
     """``(action [..., A], log_prob [...])`` of the tanh-squashed Gaussian ``(mean, exp(log_std))`` for the
     standard normal draw ``noise`` (same shape as ``mean``): ``action = tanh(mean + exp(log_std) * noise)``
     and ``log_prob`` its log-density, summed over the last (action) dimension. Differentiable in ``mean``
-    and ``log_std`` (the reparameterisation trick)."""
+    and ``log_std`` (the reparameterisation trick); ``noise`` receives no gradient."""
     if mean.shape != log_std.shape or mean.shape != noise.shape:
         raise ValueError(
             f"squashed_gaussian_sample: mean {tuple(mean.shape)}, log_std {tuple(log_std.shape)} and noise "
             f"{tuple(noise.shape)} must have the same shape"
         )
+    noise = noise.detach()  # a constant of the sample (the reparameterisation trick)
     u = mean + log_std.exp() * noise
-    log_prob = (-0.5 * noise.square() - log_std - _LOG_SQRT_2PI - tanh_log_abs_det_jacobian(u)).sum(-1)
+    # log N(u; mean, std) = -eps^2 / 2 - log_std - log sqrt(2 pi) and -log(1 - tanh(u)^2) = 2 (u + softplus(-2u))
+    # - 2 log 2, summed: the terms in eps alone carry no gradient and are summed without recording any
+    with torch.no_grad():
+        constant = noise.square().sum(-1).mul_(-0.5).sub_(mean.shape[-1] * (_LOG_SQRT_2PI + 2.0 * _LOG_2))
+    log_prob = ((u + F.softplus(-2.0 * u)) * 2.0 - log_std).sum(-1) + constant
     return torch.tanh(u), log_prob

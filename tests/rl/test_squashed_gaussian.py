@@ -81,3 +81,21 @@ def test_jacobian_stays_finite_where_tanh_saturates():
 def test_shapes_must_agree():
     with pytest.raises(ValueError, match="same shape"):
         squashed_gaussian_sample(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, 1))
+
+
+def test_noise_is_a_constant_of_the_sample():
+    """Gradients reach mean and log_std only; a noise tensor that requires grad changes nothing."""
+    gen = torch.Generator().manual_seed(5)
+    mean = torch.randn(4, 2, generator=gen, requires_grad=True)
+    log_std = (torch.randn(4, 2, generator=gen) * 0.3).requires_grad_()
+    noise = torch.randn(4, 2, generator=gen)
+    action, log_prob = squashed_gaussian_sample(mean, log_std, noise)
+    grads = torch.autograd.grad(log_prob.sum() + action.sum(), (mean, log_std))
+    noise_req = noise.clone().requires_grad_()
+    action2, log_prob2 = squashed_gaussian_sample(mean, log_std, noise_req)
+    (log_prob2.sum() + action2.sum()).backward()
+    assert noise_req.grad is None
+    torch.testing.assert_close(action2, action, rtol=0, atol=0)
+    torch.testing.assert_close(log_prob2, log_prob, rtol=0, atol=0)
+    torch.testing.assert_close(mean.grad, grads[0], rtol=0, atol=0)
+    torch.testing.assert_close(log_std.grad, grads[1], rtol=0, atol=0)
