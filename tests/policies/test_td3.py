@@ -635,5 +635,5 @@ def test_learns_pendulum_through_a_run(tmp_path):
     cfg = load_config("td3_pendulum", overrides=["train.max_env_steps=7000", "policy.learning_starts=1000",
                                                  "eval.freq=none", "checkpoint.freq=none", "seed=0"])
     result = train(cfg, work_dir=tmp_path / "run", progress=False)
-    assert result.envstep == 7000 and result.train_iter == 6001
+    assert result.envstep == 7000 and result.train_iter == 6000  # learning starts after the 1000th step
     assert result.last_eval["episode_return_mean"] > -700, result.last_eval
