@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, Sequence
 
 from policies.base import PolicyConfigError
 
-__all__ = ["check_int", "check_float", "check_bool", "check_sizes"]
+__all__ = ["check_int", "check_float", "check_bool", "check_sizes", "check_choice"]
 
 
 def check_int(policy: str, key: str, value: Any, minimum: int) -> int:
@@ -43,3 +43,10 @@ def check_sizes(policy: str, key: str, value: Any) -> list:
     if not isinstance(value, (list, tuple)) or not value:
         raise PolicyConfigError(f"{policy}: 'policy.{key}' must be a non-empty list of ints, got {value!r}")
     return [check_int(policy, f"{key}[{i}]", size, 1) for i, size in enumerate(value)]
+
+
+def check_choice(policy: str, key: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of the strings ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise PolicyConfigError(f"{policy}: 'policy.{key}' must be one of {list(choices)}, got {value!r}")
+    return value

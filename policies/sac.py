@@ -57,7 +57,7 @@ from gymnasium import spaces
 from torch import nn
 
 from policies.base import Policy
-from policies.config_checks import check_bool, check_float, check_int, check_sizes
+from policies.config_checks import check_bool, check_choice, check_float, check_int, check_sizes
 from rlearn.nn import MLP, QEnsemble, ThreadChooser, frozen
 from rlearn.optim import AdamStep, make_adam, polyak_update_
 from rlearn.rl.squashed_gaussian import squashed_gaussian_sample
@@ -79,7 +79,6 @@ class GaussianActor(MLP):
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         mean, log_std = super().forward(obs).split(self.act_dim, dim=-1)
         return mean, log_std.clamp(self.log_std_min, self.log_std_max)
-
 
 
 TwinCritic = QEnsemble  # n Q-networks (obs, action) -> Q evaluated as one stacked network: rlearn.nn
@@ -110,7 +109,8 @@ class SACPolicy(Policy):
     * ``autotune`` (True): learn ``alpha``; ``init_alpha`` (1.0): its start (or fixed) value;
       ``target_entropy`` (None = ``-dim(A)``);
     * ``log_std_min``, ``log_std_max`` (-20, 2): clamp of the actor's log standard deviation;
-    * ``learn_threads`` (None), ``adaptive_threads`` (True): CPU threads of a train iteration, as TD3's.
+    * ``learn_threads`` (None), ``adaptive_threads`` (True): CPU threads of a train iteration, as TD3's;
+    * ``precision`` ("fp32"): ``"bf16"`` runs the networks' products in bfloat16 with fp32 parameters, as TD3's.
     """
 
     on_policy = False
@@ -131,6 +131,7 @@ class SACPolicy(Policy):
         "log_std_max": 2.0,
         "learn_threads": None,
         "adaptive_threads": True,
+        "precision": "fp32",
     }
 
     # ------------------------------------------------------------------------------------- learn
@@ -151,6 +152,7 @@ class SACPolicy(Policy):
         threads = cfg["learn_threads"]
         self.learn_threads = None if threads is None else _check_int("learn_threads", threads, 1)
         adaptive = _check_bool("adaptive_threads", cfg["adaptive_threads"])
+        precision = check_choice("SACPolicy", "precision", cfg["precision"], ("fp32", "bf16"))
 
         self._init_spaces()
         target = cfg["target_entropy"]
@@ -162,6 +164,8 @@ class SACPolicy(Policy):
             self.actor = GaussianActor(self.obs_dim, self.act_dim, self.hidden_sizes, log_std_min, log_std_max)
             self.actor = self.actor.to(self.device)
             self.critic = TwinCritic(self.obs_dim, self.act_dim, self.hidden_sizes).to(self.device)
+        for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
+            net.set_compute_dtype(precision)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(math.log(init_alpha), device=self.device, requires_grad=self.autotune)
 

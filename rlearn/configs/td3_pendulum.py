@@ -25,6 +25,7 @@ config = dict(
         target_noise_clip=0.5,
         learn_threads=2,  # torch threads of a train iteration: both cores
         adaptive_threads=True,  # ...but one while another process makes two slower (measured every 1000 iters)
+        precision="fp32",  # "bf16": bfloat16 products, fp32 parameters (faster on CPUs with native bf16; docs/speed-parts.md)
     ),
     buffer=dict(size=200_000),
     train=dict(max_env_steps=20_000, collect_steps=1, updates_per_step=1.0),  # one gradient step per env step
