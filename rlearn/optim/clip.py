@@ -26,8 +26,9 @@ def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torc
     The same result as ``torch.nn.utils.clip_grad_norm_(parameters, max_norm)`` (L2 norm,
     ``error_if_nonfinite=False``), bit for bit:
 
-    * the gradients are multiplied by ``min(1, max_norm / (norm + 1e-6))`` -- also when that is 1 (no
-      host-side ``if``, as in torch), so ``max_norm = math.inf`` leaves finite gradients unchanged;
+    * the gradients are multiplied by ``min(1, max_norm / (norm + 1e-6))``; on the CPU, where reading it
+      needs no device sync, not when it is exactly 1 (multiplying by 1 changes nothing), elsewhere always
+      (no host-side ``if``, as in torch); ``max_norm = math.inf`` leaves finite gradients unchanged;
     * parameters without a gradient are skipped; none at all returns ``tensor(0.)``;
     * a non-finite norm is returned as it is and the gradients are scaled as torch scales them: by 0 for an
       inf norm (an inf entry becomes NaN), by NaN for a NaN norm; check the returned norm to skip such a step.
@@ -49,6 +50,10 @@ def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torc
     with torch.no_grad():
         total_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
         clip_coef = max_norm / (total_norm + 1e-6)  # the expression torch evaluates (reciprocal, then mul)
-        torch._foreach_mul_(grads, clip_coef.clamp_(max=1.0))
+        clip_coef.clamp_(max=1.0)
+        # on the CPU reading the coefficient costs no device sync: skip the pass over the gradients when it
+        # is exactly 1 (x * 1.0 == x; a NaN coefficient compares unequal and is applied)
+        if device.type != "cpu" or clip_coef.item() != 1.0:
+            torch._foreach_mul_(grads, clip_coef)
     return total_norm
 

@@ -135,3 +135,37 @@ def test_gradients_that_require_grad_are_clipped_without_recording_a_graph():
     params[0].grad.requires_grad_(True)
     clip_grad_norm_(params, 1.0)
     assert params[0].grad.grad_fn is None
+
+
+def test_cpu_skips_the_multiplication_only_when_the_coefficient_is_one(monkeypatch):
+    calls = []
+    real = torch._foreach_mul_
+
+    def ours(params, max_norm):
+        twins = _twins(params)
+        ref = torch.nn.utils.clip_grad_norm_(twins, max_norm)
+        calls.clear()  # count the multiplications of ours only
+        mine = clip_grad_norm_(params, max_norm)
+        assert torch.equal(mine, ref) or (math.isnan(float(mine)) and math.isnan(float(ref)))
+        _assert_same(params, twins)
+
+    monkeypatch.setattr(torch, "_foreach_mul_", lambda grads, coef: calls.append(float(coef)) or real(grads, coef))
+    params = _params([(3, 3)], seed=9, scale=1.0)
+    ours(params, 1e9)  # coefficient 1: nothing to do
+    assert calls == []
+    ours(params, 0.5)  # clipping: one multiplication by the coefficient
+    assert len(calls) == 1 and 0 < calls[0] < 1
+    params[0].grad[0, 0] = math.nan
+    ours(params, 1e9)  # a NaN coefficient is applied, as torch applies it
+    assert len(calls) == 1 and math.isnan(calls[0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("max_norm", [0.5, 1e9])
+def test_matches_torch_on_cuda(max_norm):
+    params = [torch.nn.Parameter(p.detach().cuda()) for p in _params([(7, 5), (5,)], seed=10, scale=3.0)]
+    gen = torch.Generator().manual_seed(11)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen).cuda()
+    norm = _compare(params, max_norm)
+    assert norm.is_cuda
