@@ -311,12 +311,13 @@ class DQNPolicy(Policy):
         n = len(obs)
         eps = self.epsilon(envstep)
         explore = self.np_random.random(n) < eps
-        if explore.all():
+        n_explore = int(np.count_nonzero(explore))  # one call instead of all() and any()
+        if n_explore == n:
             action = self.np_random.integers(0, self.n_actions, size=n)
         else:
             action = self.greedy_actions(obs)
-            if explore.any():
-                action[explore] = self.np_random.integers(0, self.n_actions, size=int(explore.sum()))
+            if n_explore:
+                action[explore] = self.np_random.integers(0, self.n_actions, size=n_explore)
         out: Dict[str, Any] = {"action": action}
         if self.action_start != 0:
             out["env_action"] = (action + self.action_start).astype(self._env_action_dtype)
@@ -334,7 +335,8 @@ class DQNPolicy(Policy):
                 obs_t = torch.from_numpy(obs)  # no copy, no dtype or device handling
             else:
                 obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-            return self.q_net(obs_t.reshape(len(obs), -1)).argmax(dim=1).cpu().numpy()  # argmax: int64 already
+            # forward() directly: acting needs no module hooks, and the call machinery costs ~2 us per env step
+            return self.q_net.forward(obs_t.reshape(len(obs), -1)).argmax(dim=1).cpu().numpy()  # int64 already
 
     # ------------------------------------------------------------------------------------------ state
     def modules(self) -> Dict[str, nn.Module]:

@@ -117,7 +117,8 @@ def test_mixed_dtypes_and_sparse_gradients_go_to_torch():
 
     # sparse gradients: whatever torch's function does with them (this torch: raises), ours does too
     sparse = torch.nn.Parameter(torch.zeros(4, 3))
-    sparse.grad = torch.sparse_coo_tensor([[0, 2]], torch.tensor([[1.0, 2.0, 2.0], [0.0, 3.0, 4.0]]), (4, 3))
+    sparse.grad = torch.sparse_coo_tensor([[0, 2]], torch.tensor([[1.0, 2.0, 2.0], [0.0, 3.0, 4.0]]), (4, 3),
+                                          check_invariants=True)
     twin = torch.nn.Parameter(torch.zeros(4, 3))
     twin.grad = sparse.grad.clone()
     try:
