@@ -54,10 +54,19 @@ from torch import nn
 from policies.base import Policy, PolicyConfigError
 from rlearn.optim import AdamStep, clip_grad_norm_, make_adam
 
-__all__ = ["DQNPolicy", "QNetwork", "linear_epsilon"]
+__all__ = ["DQNPolicy", "QNetwork", "linear_epsilon", "host_values"]
 
 _BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
 _LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
+
+def host_values(tensors: Sequence[torch.Tensor]) -> List[Any]:
+    """The values of 0-d ``tensors`` as Python numbers, in one host transfer: one ``stack(...).tolist()`` on an
+    accelerator (no sync per value); on the CPU, where reading a value is no transfer, one ``item()`` each
+    (measured 0.5 against 6 us for three). ``torch.stack`` promotes mixed dtypes (int and float32 to float32)."""
+    if tensors[0].device.type == "cpu":
+        return [t.item() for t in tensors]
+    return torch.stack(list(tensors)).tolist()
+
 
 def linear_epsilon(envstep: int, initial: float, final: float, steps: int) -> float:
     """The exploration rate after ``envstep`` env steps: ``initial`` at 0, linearly to ``final`` at ``steps``,
@@ -84,7 +93,7 @@ class QNetwork(nn.Module):
         *hidden, (weight, bias) = self.linear_parameters()
         x = obs
         for w, b in hidden:
-            x = torch.relu(F.linear(x, w, b))
+            x = F.linear(x, w, b).relu_()  # in place: the product's backward needs its inputs, not its output
         return F.linear(x, weight, bias)
 
     def linear_parameters(self) -> List[Tuple[torch.Tensor, torch.Tensor]]:
@@ -214,7 +223,7 @@ class DQNPolicy(Policy):
 
         self.update_count += 1
         # one host transfer for the four statistics (not one per key)
-        values = torch.stack([loss.detach(), q.detach().mean(), target_q.mean(), grad_norm]).tolist()
+        values = host_values([loss.detach(), q.detach().mean(), target_q.mean(), grad_norm])
         info: Dict[str, Any] = dict(zip(("q_loss", "q_value", "target_q_value", "grad_norm"), values))
         if self.update_count % self.target_update_interval == 0:
             self.update_target()
@@ -279,11 +288,11 @@ class DQNPolicy(Policy):
         floats = [data[key].to(self.device, torch.float32) for key in ("obs", "reward", "next_obs", "terminated")]
         # one host transfer for every value check (no sync per key on a GPU): the action range, and one sum
         # over every float, which is NaN/inf if an element is (or, rarely, when huge finite values overflow
-        # float32); the per-key check runs only then, to name the culprit. The stack promotes to float32,
-        # which keeps the signs and the order of the action indices.
+        # float32); the per-key check runs only then, to name the culprit. (On an accelerator the indices are
+        # promoted to float32, which keeps their signs and order.)
         low, high = torch.aminmax(action)
         total = torch.cat([t.reshape(-1) for t in floats]).sum()
-        low, high, total = torch.stack([low, high, total]).tolist()
+        low, high, total = host_values([low, high, total])
         if low < 0 or high >= self.n_actions:
             raise ValueError(f"{name}: batch['action'] holds indices outside [0, {self.n_actions})")
         if not math.isfinite(total):
