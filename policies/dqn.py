@@ -199,6 +199,9 @@ class DQNPolicy(Policy):
         self.n_actions = int(act_space.n)
         self.action_start = int(act_space.start)  # the env's first action; the networks index from 0
         self._env_action_dtype = act_space.dtype
+        #: each batch key's shape after the batch dimension (checked by _check_batch)
+        self._batch_shapes = (("obs", self.obs_shape), ("next_obs", self.obs_shape), ("action", ()), ("reward", ()),
+                              ("terminated", ()))
 
     def _monitor_vars_learn(self) -> List[str]:
         return ["q_loss", "q_value", "target_q_value", "grad_norm", "target_sync"]
@@ -279,9 +282,8 @@ class DQNPolicy(Policy):
         if action.is_floating_point() or action.dtype == torch.bool or action.is_complex():
             raise TypeError(f"{name}: batch['action'] must be an integer tensor of action indices, got {action.dtype}")
         batch = action.shape[0] if action.dim() == 1 else -1
-        shapes = {"obs": self.obs_shape, "next_obs": self.obs_shape, "action": (), "reward": (), "terminated": ()}
-        for key, shape in shapes.items():
-            if batch < 1 or tuple(data[key].shape) != (batch, *shape):
+        for key, shape in self._batch_shapes:
+            if batch < 1 or data[key].shape != (batch, *shape):
                 raise ValueError(f"{name}: batch[{key!r}] has shape {tuple(data[key].shape)}, expected "
                                  f"({batch if batch >= 1 else 'B>0'}, {', '.join(map(str, shape))})")
         action = action.to(self.device, torch.long)
