@@ -58,6 +58,7 @@ from rlearn.optim import AdamStep, clip_grad_norm_, make_adam
 __all__ = ["DQNPolicy", "QNetwork", "linear_epsilon", "host_values"]
 
 _BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
+_FLOAT_KEYS = ("obs", "reward", "next_obs", "terminated")
 _LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
 
 def host_values(tensors: Sequence[torch.Tensor]) -> List[Any]:
@@ -288,23 +289,24 @@ class DQNPolicy(Policy):
                 raise ValueError(f"{name}: batch[{key!r}] has shape {tuple(data[key].shape)}, expected "
                                  f"({batch if batch >= 1 else 'B>0'}, {', '.join(map(str, shape))})")
         action = action.to(self.device, torch.long)
-        floats = [data[key].to(self.device, torch.float32) for key in ("obs", "reward", "next_obs", "terminated")]
+        obs, reward, next_obs, terminated = (data[key].to(self.device, torch.float32) for key in _FLOAT_KEYS)
+        if len(self.obs_shape) != 1:  # [B, *obs_shape] -> [B, obs_dim]
+            obs, next_obs = obs.reshape(batch, -1), next_obs.reshape(batch, -1)
         # one host transfer for every value check (no sync per key on a GPU): the action range, and one sum
         # over every float, which is NaN/inf if an element is (or, rarely, when huge finite values overflow
         # float32); the per-key check runs only then, to name the culprit. (On an accelerator the indices are
         # promoted to float32, which keeps their signs and order.)
         low, high = torch.aminmax(action)
-        total = torch.cat([t.reshape(-1) for t in floats]).sum()
+        total = torch.cat([obs.reshape(-1), reward, next_obs.reshape(-1), terminated]).sum()
         low, high, total = host_values([low, high, total])
         if low < 0 or high >= self.n_actions:
             raise ValueError(f"{name}: batch['action'] holds indices outside [0, {self.n_actions})")
         if not math.isfinite(total):
-            bad = [key for key, t in zip(("obs", "reward", "next_obs", "terminated"), floats)
+            bad = [key for key, t in zip(_FLOAT_KEYS, (obs, reward, next_obs, terminated))
                    if not bool(torch.isfinite(t).all())]
             if bad:
                 raise ValueError(f"{name}: non-finite values (NaN/inf) in batch {bad}; nothing was updated")
-        obs, reward, next_obs, terminated = floats
-        return obs.reshape(batch, -1), action, reward, next_obs.reshape(batch, -1), terminated
+        return obs, action, reward, next_obs, terminated
 
     # ---------------------------------------------------------------------------------------- collect
     def epsilon(self, envstep: int) -> float:

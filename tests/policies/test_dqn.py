@@ -202,6 +202,26 @@ def test_greedy_actions_accept_any_numeric_observations():
     assert expected.dtype == np.int64
 
 
+def test_multi_dimensional_observations_are_flattened_like_one_dimensional_ones():
+    """A [2, 3] observation space learns exactly as the same numbers in a (6,) space, and a NaN in it is
+    still named; acting flattens too."""
+    grid = make_policy(obs_space=spaces.Box(-1.0, 1.0, shape=(2, 3), dtype=np.float32))
+    flat = make_policy(obs_space=spaces.Box(-1.0, 1.0, shape=(6,), dtype=np.float32))
+    flat.q_net.load_state_dict(grid.q_net.state_dict())
+    flat.q_target.load_state_dict(grid.q_target.state_dict())
+    for i in range(3):
+        batch = make_batch(grid, seed=i)
+        flat_batch = {**batch, "obs": batch["obs"].reshape(8, 6), "next_obs": batch["next_obs"].reshape(8, 6)}
+        assert grid._forward_learn(batch) == flat._forward_learn(flat_batch)
+    assert same(params(grid.q_net), params(flat.q_net))
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(5, 2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(grid.greedy_actions(obs), flat.greedy_actions(obs.reshape(5, 6)))
+    batch = make_batch(grid)
+    batch["next_obs"][3, 1, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"\['next_obs'\]"):
+        grid._forward_learn(batch)
+
+
 def test_huge_finite_rewards_are_accepted():
     policy = make_policy(lr=0.0)
     batch = make_batch(policy)
