@@ -18,6 +18,11 @@ import torch
 
 __all__ = ["clip_grad_norm_"]
 
+#: a norm with ``norm + 1e-6 < max_norm * _CLEARLY_BELOW`` gets torch's coefficient 1 exactly (see below)
+_CLEARLY_BELOW = 1.0 - 1e-5
+#: gradient dtypes whose coefficient rounds finely enough for that margin (half precisions always multiply)
+_SKIP_DTYPES = (torch.float32, torch.float64)
+
 
 def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale the gradients of ``parameters`` in place so that their global L2 norm is at most ``max_norm``;
@@ -26,9 +31,11 @@ def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torc
     The same result as ``torch.nn.utils.clip_grad_norm_(parameters, max_norm)`` (L2 norm,
     ``error_if_nonfinite=False``), bit for bit:
 
-    * the gradients are multiplied by ``min(1, max_norm / (norm + 1e-6))``; on the CPU, where reading it
-      needs no device sync, not when it is exactly 1 (multiplying by 1 changes nothing), elsewhere always
-      (no host-side ``if``, as in torch); ``max_norm = math.inf`` leaves finite gradients unchanged;
+    * the gradients are multiplied by ``min(1, max_norm / (norm + 1e-6))`` (float32 arithmetic on tensors,
+      as in torch); on the CPU, where reading the norm needs no device sync, a norm clearly below
+      ``max_norm`` (by a relative 1e-5, far more than the coefficient's rounding) skips that work: its
+      coefficient is exactly 1 and multiplying by 1 changes nothing. Elsewhere there is no host-side ``if``,
+      as in torch. ``max_norm = math.inf`` leaves finite gradients unchanged;
     * parameters without a gradient are skipped; none at all returns ``tensor(0.)``;
     * a non-finite norm is returned as it is and the gradients are scaled as torch scales them: by 0 for an
       inf norm (an inf entry becomes NaN), by NaN for a NaN norm; check the returned norm to skip such a step.
@@ -49,11 +56,11 @@ def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torc
     max_norm = float(max_norm)
     with torch.no_grad():
         total_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+        if device.type == "cpu" and dtype in _SKIP_DTYPES and total_norm.item() + 1e-6 < max_norm * _CLEARLY_BELOW:
+            # on the CPU reading the norm costs no device sync. Clearly below the limit, torch's float32
+            # coefficient max_norm / (norm + 1e-6) exceeds 1 by far more than its three roundings (~2e-7
+            # relative) and is clamped to exactly 1: a multiplication by 1, which changes nothing, is skipped
+            return total_norm
         clip_coef = max_norm / (total_norm + 1e-6)  # the expression torch evaluates (reciprocal, then mul)
-        clip_coef.clamp_(max=1.0)
-        # on the CPU reading the coefficient costs no device sync: skip the pass over the gradients when it
-        # is exactly 1 (x * 1.0 == x; a NaN coefficient compares unequal and is applied)
-        if device.type != "cpu" or clip_coef.item() != 1.0:
-            torch._foreach_mul_(grads, clip_coef)
+        torch._foreach_mul_(grads, clip_coef.clamp_(max=1.0))
     return total_norm
-

@@ -161,6 +161,19 @@ def test_cpu_skips_the_multiplication_only_when_the_coefficient_is_one(monkeypat
     assert len(calls) == 1 and math.isnan(calls[0])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_limits_around_the_norm_match_torch_bit_for_bit(dtype):
+    """Limits from just below to just above the norm (steps of 1e-7 relative, the clamp's boundary and the
+    skip's margin): the same gradients and norm as torch in every dtype."""
+    base = _params([(4, 3), (3,)], seed=12, scale=2.0, dtype=dtype)
+    norm = float(torch.nn.utils.clip_grad_norm_(_twins(base), math.inf))
+    for k in [*range(-30, 31), *range(80, 121), 200, 1000]:
+        params = _twins(base)
+        _compare(params, norm * (1 + k * 1e-7))
+    for limit in (norm, norm + 1e-6, norm - 1e-6, float(torch.tensor(norm, dtype=dtype)) * 1.001):
+        _compare(_twins(base), limit)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("max_norm", [0.5, 1e9])
 def test_matches_torch_on_cuda(max_norm):
