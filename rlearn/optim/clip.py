@@ -3,7 +3,8 @@ per-call Python overhead.
 
 ``torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)`` groups the gradients by device and dtype,
 checks foreach support and dispatches through two helper functions at every call: for the six tensors of a
-small Q-network that measured 63-72 us per call, against 36 us for the same kernels called directly.
+small Q-network that measured 67-77 us per call, against ~40 us for the same kernels called directly (26 us
+when the norm is clearly below the limit, see below).
 :func:`clip_grad_norm_` calls those kernels -- ``torch._foreach_norm``, one ``vector_norm`` over the stacked
 norms, the clip coefficient, ``torch._foreach_mul_`` -- with the same arguments in the same order, so the
 returned norm and the clipped gradients are bit for bit those of torch's function (the tests compare them).
