@@ -218,8 +218,8 @@ class DQNPolicy(Policy):
         obs, action, reward, next_obs, terminated = self._check_batch(data)
         target_q = self.compute_target(reward, next_obs, terminated)
 
-        q = self.q_net(obs).gather(1, action.unsqueeze(1)).squeeze(1)  # Q(s, a)
-        loss = self.loss_fn(q, target_q)
+        q = self.q_net(obs).gather(1, action.unsqueeze(1))  # Q(s, a) as [B, 1]: no squeeze in the graph
+        loss = self.loss_fn(q, target_q.unsqueeze(1))
         adam = self._adam()
         adam.zero_grad()
         loss.backward()
