@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
-from rlearn.optim import AdamStep, make_adam
+from rlearn.optim import AdamStep, clip_grad_norm_, make_adam
 from rlearn.rl.advantages import compute_gae, explained_variance
 from rlearn.rl.heads import (
     categorical_kl, categorical_log_prob_entropy, gaussian_kl, gaussian_log_prob_entropy, sample_gaussian,
@@ -358,7 +358,7 @@ class PPGPolicy(Policy):
         with span("learner/backward", lane="learner"):
             adam.zero_grad()  # .grad = None, as optimizer.zero_grad() does
             loss.backward()
-            nn.utils.clip_grad_norm_(params, self.cfg["max_grad_norm"])
+            clip_grad_norm_(params, self.cfg["max_grad_norm"])  # torch's clip, bit for bit
         with span("learner/optimizer_step", lane="learner"):
             adam.step()
 

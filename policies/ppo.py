@@ -52,7 +52,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from rlearn.optim import AdamStep, make_adam
+from rlearn.optim import AdamStep, clip_grad_norm_, make_adam
 from policies.base import Policy, PolicyConfigError
 from rlearn.distributed.utils import is_distributed
 from rlearn.rl.advantages import compute_gae, explained_variance
@@ -427,7 +427,7 @@ class PPOPolicy(Policy):
         with span("learner/backward", lane="learner"):
             self._adam_step.zero_grad()  # .grad = None: backward() hands its fresh gradients over
             loss.backward()
-            nn.utils.clip_grad_norm_(self._params, self.cfg["max_grad_norm"])
+            clip_grad_norm_(self._params, self.cfg["max_grad_norm"])  # torch's clip, bit for bit
         with span("learner/optimizer_step", lane="learner"):
             self._adam_step()
 

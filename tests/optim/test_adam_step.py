@@ -102,6 +102,34 @@ def test_a_parameter_without_gradient_is_skipped_like_step_does():
         _assert_same(ref, ref_opt, fast, fast_opt)
 
 
+def test_step_counts_are_one_tensor_viewed_per_parameter_and_survive_a_checkpoint(tmp_path):
+    """The direct step counts every parameter's step with one ``add_`` on a shared 1-d tensor; each parameter
+    keeps its own 0-d ``step`` entry (per-parameter state), a parameter skipped by a fallback ``step()`` keeps
+    its own count, and ``state_dict`` through ``torch.save`` / ``torch.load`` continues bit for bit."""
+    ref, ref_opt, fast, fast_opt, step = _pair()
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(3), check_each=True)
+    counts = step._step_counts
+    assert counts is not None and counts.shape == (4,) and counts.tolist() == [3.0] * 4
+    entries = [fast_opt.state[p]["step"] for p in fast.parameters()]
+    assert all(t.dim() == 0 and t.untyped_storage().data_ptr() == counts.untyped_storage().data_ptr()
+               for t in entries)
+    # a fallback step() with one gradient missing: that parameter's count stays, the others move on
+    for net in (ref, fast):
+        _set_grads(net, 3)
+        net[2].bias.grad = None
+    ref_opt.step()
+    step()
+    _assert_same(ref, ref_opt, fast, fast_opt)
+    assert [float(fast_opt.state[p]["step"]) for p in fast.parameters()] == [4.0, 4.0, 4.0, 3.0]
+    _step_both(ref, ref_opt, fast, fast_opt, step, range(4, 6), check_each=True)
+    torch.save(fast_opt.state_dict(), tmp_path / "opt.pt")
+    loaded = torch.optim.Adam(fast.parameters(), lr=1e-2, fused=True)
+    loaded.load_state_dict(torch.load(tmp_path / "opt.pt"))
+    again = AdamStep(loaded)
+    _step_both(ref, ref_opt, fast, loaded, again, range(6, 9), check_each=True)
+    assert again.direct_steps == 2 and [float(loaded.state[p]["step"]) for p in fast.parameters()] == [9.0] * 3 + [8.0]
+
+
 def test_hooks_see_every_step():
     _, _, fast, fast_opt, step = _pair()
     calls = []

@@ -164,6 +164,64 @@ def test_qnetwork_is_the_plain_relu_mlp():
     torch.testing.assert_close(net(x), reference(x), rtol=0, atol=0)
 
 
+def test_qnetwork_reads_its_live_parameters():
+    """``linear_parameters`` reads the layers' parameter dicts at every call: a replaced layer or parameter is
+    used at once, and the pairs are the very parameters of ``parameters()`` (gradients reach them)."""
+    net = QNetwork(3, 2, [16, 8])
+    assert [p for pair in net.linear_parameters() for p in pair] == list(net.parameters())
+    x = torch.randn(5, 3)
+    net.layers[1] = torch.nn.Linear(16, 8)
+    net.layers[2].weight = torch.nn.Parameter(torch.randn(2, 8))
+    reference = torch.nn.Sequential(net.layers[0], torch.nn.ReLU(), net.layers[1], torch.nn.ReLU(), net.layers[2])
+    torch.testing.assert_close(net(x), reference(x), rtol=0, atol=0)
+    net(x).sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+
+
+def test_host_values_reads_mixed_dtypes_both_ways():
+    """On the CPU one ``item()`` per value, elsewhere one promoting ``stack().tolist()``: the same numbers."""
+    from policies.dqn import host_values
+
+    tensors = [torch.tensor(-3), torch.tensor(7), torch.tensor(2.5)]
+    assert host_values(tensors) == [-3, 7, 2.5]
+    assert torch.stack(tensors).tolist() == [-3.0, 7.0, 2.5]  # the accelerator path's promotion
+    values = host_values([torch.tensor(1.25), torch.tensor(float("nan"))])
+    assert values[0] == 1.25 and math.isnan(values[1]) and all(type(v) is float for v in values)
+
+
+def test_greedy_actions_accept_any_numeric_observations():
+    """float32 arrays go through ``from_numpy`` (no copy); float64 arrays, lists and tensors are converted:
+    the same greedy actions either way."""
+    policy = make_policy()
+    obs = np.random.default_rng(3).uniform(-1, 1, size=(20, 3))
+    expected = policy.greedy_actions(obs.astype(np.float32))
+    with torch.no_grad():
+        assert (expected == policy.q_net(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()).all()
+    for variant in (obs, obs.astype(np.float32).tolist(), torch.as_tensor(obs, dtype=torch.float32)):
+        np.testing.assert_array_equal(policy.greedy_actions(variant), expected)
+    assert expected.dtype == np.int64
+
+
+def test_multi_dimensional_observations_are_flattened_like_one_dimensional_ones():
+    """A [2, 3] observation space learns exactly as the same numbers in a (6,) space, and a NaN in it is
+    still named; acting flattens too."""
+    grid = make_policy(obs_space=spaces.Box(-1.0, 1.0, shape=(2, 3), dtype=np.float32))
+    flat = make_policy(obs_space=spaces.Box(-1.0, 1.0, shape=(6,), dtype=np.float32))
+    flat.q_net.load_state_dict(grid.q_net.state_dict())
+    flat.q_target.load_state_dict(grid.q_target.state_dict())
+    for i in range(3):
+        batch = make_batch(grid, seed=i)
+        flat_batch = {**batch, "obs": batch["obs"].reshape(8, 6), "next_obs": batch["next_obs"].reshape(8, 6)}
+        assert grid._forward_learn(batch) == flat._forward_learn(flat_batch)
+    assert same(params(grid.q_net), params(flat.q_net))
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(5, 2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(grid.greedy_actions(obs), flat.greedy_actions(obs.reshape(5, 6)))
+    batch = make_batch(grid)
+    batch["next_obs"][3, 1, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"\['next_obs'\]"):
+        grid._forward_learn(batch)
+
+
 def test_huge_finite_rewards_are_accepted():
     policy = make_policy(lr=0.0)
     batch = make_batch(policy)
@@ -311,6 +369,11 @@ def test_bad_spaces():
     (lambda b: b.__setitem__("obs", b["obs"][:, :2]), ValueError, "'obs'"),
     (lambda b: b.__setitem__("obs", b["obs"].numpy()), TypeError, "'obs'"),
     (lambda b: b["next_obs"].__setitem__((2, 1), float("nan")), ValueError, "next_obs"),
+    (lambda b: b["reward"].__setitem__(4, float("inf")), ValueError, r"\['reward'\]"),
+    (lambda b: b["obs"].__setitem__((0, 0), -float("inf")), ValueError, r"\['obs'\]"),
+    # huge finite values overflow the float32 sum of the cheap check; the per-key check still names the NaN
+    (lambda b: (b["reward"].fill_(3e38), b["terminated"].__setitem__(1, float("nan"))), ValueError,
+     r"\['terminated'\]"),
 ])
 def test_bad_batch_is_refused_before_any_update(mutate, error, match):
     policy = make_policy(target_update_interval=1)
