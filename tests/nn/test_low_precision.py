@@ -196,3 +196,51 @@ def test_off_the_cpu_path_runs_under_autocast(monkeypatch):
     assert params[0].grad.dtype == torch.float32
     ref = nnf._plain_mlp(x, [p.detach() for p in params], False)
     torch.testing.assert_close(out.detach(), ref, rtol=0.05, atol=0.02)
+
+
+# ------------------------------------------------------------------------------------------ modules
+def test_modules_switch_to_bf16_and_back():
+    from rlearn.nn import MLP, QEnsemble
+
+    torch.manual_seed(0)
+    q = QEnsemble(3, 1, [32, 32])
+    obs, act = torch.randn(16, 3), torch.randn(16, 1)
+    fp32 = q(obs, act)
+    assert q.set_compute_dtype("bf16") is q and q.compute_dtype == torch.bfloat16
+    low = q(obs, act)
+    assert low.dtype == torch.float32 and not torch.equal(low, fp32)
+    torch.testing.assert_close(low, fp32, rtol=0.05, atol=0.02)
+    torch.testing.assert_close(q(obs, act, member=1), low[1])
+    assert all(v.dtype == torch.float32 for v in q.state_dict().values())  # checkpoints unchanged
+    q.set_compute_dtype("fp32")
+    assert torch.equal(q(obs, act), fp32)  # back to the exact fp32 path
+    m = MLP([3, 8, 2], output_activation="tanh").set_compute_dtype(torch.bfloat16)
+    assert m(obs).shape == (16, 2)
+    for bad in ("fp16", torch.float16, 3):
+        with pytest.raises(ValueError, match="compute dtype"):
+            q.set_compute_dtype(bad)
+
+
+def test_bf16_module_copies_are_its_own_and_frozen_still_skips_weight_gradients(monkeypatch):
+    import copy
+
+    from rlearn.nn import QEnsemble, frozen
+
+    torch.manual_seed(1)
+    q = QEnsemble(3, 1, [16, 16]).set_compute_dtype("bf16")
+    target = copy.deepcopy(q)
+    assert target.compute_dtype == torch.bfloat16 and target._low is not q._low
+    obs, act = torch.randn(8, 3), torch.randn(8, 1, requires_grad=True)
+    q(obs, act)
+    with torch.no_grad():
+        for p in target.parameters():
+            p.mul_(0.5)
+    torch.testing.assert_close(target(obs, act), target(obs, act))  # the target's copies follow its own update
+    assert not torch.allclose(target(obs, act), q(obs, act))
+    calls = []
+    real = lp.mlp_backward
+    monkeypatch.setattr(lp, "mlp_backward", lambda *a, **k: calls.append(k) or real(*a, **k))
+    with frozen(q):
+        q(obs, act, member=0).sum().backward()
+    assert calls and calls[0]["weight_grads"] is False and act.grad is not None
+    assert all(p.grad is None for p in q.parameters())
