@@ -468,3 +468,10 @@ def test_bf16_precision_trains_close_to_fp32_with_fp32_parameters():
         # sign bf16 rounding flips puts it up to 2 lr per step away: 4 steps at lr 1e-2
         torch.testing.assert_close(ours, theirs, rtol=0.0, atol=0.08)
     assert any(not torch.equal(x, y) for x, y in zip(bf16.critic.parameters(), fp32.critic.parameters()))
+    # the networks compute with the weights as they are after the steps (not stale bf16 copies)
+    batch = make_batch(bf16, seed=9)
+    for net in (bf16.critic, bf16.critic_target):
+        same_in_fp32 = copy.deepcopy(net).set_compute_dtype("fp32")
+        with torch.no_grad():
+            torch.testing.assert_close(net(batch["obs"], batch["action"]),
+                                       same_in_fp32(batch["obs"], batch["action"]), rtol=0.05, atol=0.03)
