@@ -149,7 +149,6 @@ def measure_loop(trainer: Any, steps: int) -> Dict[str, float]:
 
 
 def measure_sb3(steps: int) -> Dict[str, float]:
-    import numpy as np
     import torch
     from stable_baselines3 import DQN
 

@@ -30,7 +30,6 @@ import abc
 import copy
 import difflib
 import functools
-import numbers
 from typing import Any, ClassVar, Dict, List, Mapping, Optional
 
 import numpy as np

@@ -43,7 +43,7 @@ bottom (docs/write-your-own-policy.md); its shared parts live under ``rlearn/`` 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 import torch

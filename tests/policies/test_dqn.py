@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
-import policies.dqn as dqn_module
 from policies import PolicyConfigError, get_policy_class
 from policies.dqn import DQNPolicy, QNetwork, linear_epsilon
 
