@@ -6,7 +6,7 @@ on one core). :func:`mlp_low_precision` runs the same ReLU MLP as :func:`rlearn.
 product, activation and gradient in ``dtype`` (bf16) while the parameters, their gradients and the optimizer
 stay fp32 ("mixed precision" with fp32 master weights):
 
-* forward: the input and a bf16 copy of every weight and bias (:class:`LowPrecisionLayers`, made at every
+* forward: the input and a bf16 copy of every weight and bias (:func:`low_precision_layers`, made at every
   forward: optimizer steps do not bump version counters, so no cache could tell a stale copy) go through :func:`~rlearn.nn.functional.mlp_forward`; the output is cast back to
   the input's dtype, so losses are computed in fp32;
 * backward: :func:`~rlearn.nn.functional.mlp_backward` in bf16 (MKL accumulates each product in fp32 and
@@ -30,7 +30,7 @@ import torch
 
 from rlearn.nn.functional import Dense, _as_layers, _plain_mlp, fused_kernels_enabled, mlp_backward, mlp_forward
 
-__all__ = ["LowPrecisionLayers", "LowPrecisionMLP", "mlp_low_precision", "native_bf16_cpu", "COMPUTE_DTYPES"]
+__all__ = ["low_precision_layers", "LowPrecisionMLP", "mlp_low_precision", "native_bf16_cpu", "COMPUTE_DTYPES"]
 
 #: the compute dtypes the MLP modules accept, by config name (None: the parameters' own dtype, fp32)
 COMPUTE_DTYPES = {"fp32": None, "bf16": torch.bfloat16}
@@ -56,39 +56,28 @@ def _feature_major(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(xt.shape, dtype=dtype, device=x.device).copy_(xt)
 
 
-class LowPrecisionLayers:
-    """Makes ``dtype`` copies of a network's parameters as feature-major
-    :class:`~rlearn.nn.functional.Dense` layers, at every call.
+def low_precision_layers(params: Sequence[torch.Tensor], dtype: torch.dtype,
+                         member: Optional[int] = None) -> List[Dense]:
+    """``dtype`` copies of ``params`` = ``(w_0, b_0, w_1, b_1, ...)`` as feature-major
+    :class:`~rlearn.nn.functional.Dense` layers (stacked member ``member`` alone if given), as they are now.
 
-    The copies are made anew for every forward pass (about 30 us for a [400, 300] twin critic, a few % of its
-    bf16 forward and backward): a cache keyed on the parameters' version counters would go stale, because
-    optimizer steps (``optimizer.step()`` and the fused kernel ``AdamStep`` calls) update parameters in place
-    *without* bumping their version counters -- a network would then keep computing with its initial
-    weights. Each forward's copies belong to that forward (kept by its backward), so a later forward never
-    changes what an earlier one's backward uses.
+    Made anew for every forward pass (about 30 us for a [400, 300] twin critic, a few % of its bf16 forward
+    and backward): a cache keyed on the parameters' version counters would go stale, because optimizer steps
+    (``optimizer.step()`` and the fused kernel ``AdamStep`` calls) update parameters in place *without*
+    bumping their version counters -- a network would then keep computing with its initial weights. Each
+    forward's copies belong to that forward (kept by its backward), so a later forward never changes what an
+    earlier one's backward uses.
     """
-
-    __slots__ = ("dtype",)
-
-    def __init__(self, dtype: torch.dtype = torch.bfloat16) -> None:
-        self.dtype = dtype
-
-    def layers(self, params: Sequence[torch.Tensor]) -> List[Dense]:
-        """The feature-major ``dtype`` layers of ``params`` = ``(w_0, b_0, w_1, b_1, ...)`` as they are now."""
-        with torch.no_grad():
-            return _as_layers([p.detach().to(self.dtype) for p in params])
-
-    def member(self, params: Sequence[torch.Tensor], i: int) -> List[Dense]:
-        """Stacked member ``i``'s layers (``params`` stacked ``[n, ...]``) as they are now."""
-        with torch.no_grad():
-            return _as_layers([p.detach()[i].to(self.dtype) for p in params])
+    with torch.no_grad():
+        chosen = [p.detach() if member is None else p.detach()[member] for p in params]
+        return _as_layers([p.to(dtype) for p in chosen])
 
 
 class LowPrecisionMLP(torch.autograd.Function):
     """:class:`~rlearn.nn.functional.FeatureMajorMLP` with its products in the layers' dtype (bf16).
 
     ``LowPrecisionMLP.apply(x, tanh_output, layers, w_0, b_0, ...)``: ``layers`` are the parameters'
-    low-precision copies (:meth:`LowPrecisionLayers.layers`), ``w_i, b_i`` the fp32 parameters the gradients
+    low-precision copies (:func:`low_precision_layers`), ``w_i, b_i`` the fp32 parameters the gradients
     are returned for (cast to their dtype). Input and output are in ``x``'s dtype.
     """
 
@@ -126,20 +115,19 @@ class LowPrecisionMLP(torch.autograd.Function):
 
 
 def mlp_low_precision(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool,
-                      copies: LowPrecisionLayers, member: Optional[int] = None) -> torch.Tensor:
-    """:func:`rlearn.nn.functional.mlp` with its arithmetic in ``copies.dtype`` (see the module docstring).
+                      dtype: torch.dtype = torch.bfloat16, member: Optional[int] = None) -> torch.Tensor:
+    """:func:`rlearn.nn.functional.mlp` with its arithmetic in ``dtype`` (see the module docstring).
 
     ``params``: the fp32 parameters ``(w_0, b_0, ...)`` (stacked ``[n, ...]`` for an ensemble); ``member``:
     run stacked member ``i`` alone. Differentiable with respect to ``x`` and the fp32 parameters.
     """
+    chosen = params if member is None else [p[member] for p in params]
     if not fused_kernels_enabled(x.device):
-        chosen = params if member is None else [p[member] for p in params]
-        with torch.autocast(x.device.type, dtype=copies.dtype):
+        with torch.autocast(x.device.type, dtype=dtype):
             out = _plain_mlp(x, chosen, tanh_output)
         return out.to(x.dtype)
-    layers = copies.layers(params) if member is None else copies.member(params, member)
-    chosen = params if member is None else [p[member] for p in params]
+    layers = low_precision_layers(params, dtype, member)
     if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
         return LowPrecisionMLP.apply(x, tanh_output, layers, *chosen)
-    out = mlp_forward(_feature_major(x, copies.dtype), layers, tanh_output)[-1]
+    out = mlp_forward(_feature_major(x, dtype), layers, tanh_output)[-1]
     return out.transpose(-1, -2).to(x.dtype)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from rlearn.nn.functional import Dense, feature_major_layers, mlp
-from rlearn.nn.low_precision import COMPUTE_DTYPES, LowPrecisionLayers, mlp_low_precision
+from rlearn.nn.low_precision import COMPUTE_DTYPES, mlp_low_precision
 
 __all__ = ["EnsembleLinear", "EnsembleMLP", "QEnsemble", "MLP", "frozen"]
 
@@ -87,7 +87,6 @@ class _CachedLayers(nn.Module):
     _fm_cache: Optional[_LayerCache] = None
     #: None: products in the parameters' dtype (fp32); torch.bfloat16: see rlearn.nn.low_precision
     compute_dtype: Optional[torch.dtype] = None
-    _low: Optional[LowPrecisionLayers] = None
 
     def set_compute_dtype(self, dtype: Optional[torch.dtype | str]) -> "_CachedLayers":
         """Run the products in ``dtype`` (``torch.bfloat16`` or ``"bf16"``) with the parameters, their gradients
@@ -99,15 +98,14 @@ class _CachedLayers(nn.Module):
         if dtype not in COMPUTE_DTYPES.values():
             raise ValueError(f"compute dtype must be None or torch.bfloat16, got {dtype!r}")
         self.compute_dtype = dtype
-        self._low = None if dtype is None else LowPrecisionLayers(dtype)
         return self
 
     def _run(self, x: torch.Tensor, params: List[torch.Tensor], layers: List[Dense], tanh: bool,
              member: Optional[int] = None) -> torch.Tensor:
         """The network on ``x`` in the compute dtype (``member``: one stacked member, low precision only)."""
-        if self._low is None:
+        if self.compute_dtype is None:
             return mlp(x, params, tanh, layers)
-        return mlp_low_precision(x, params, tanh, self._low, member)
+        return mlp_low_precision(x, params, tanh, self.compute_dtype, member)
 
     def _linears(self) -> Sequence[nn.Module]:
         raise NotImplementedError
@@ -123,11 +121,9 @@ class _CachedLayers(nn.Module):
         :meth:`parameters`, kept between calls; do not modify the list)."""
         return self._cache().params
 
-    def __getstate__(self) -> Dict[str, Any]:  # deepcopy and pickle: the copy builds its own caches
+    def __getstate__(self) -> Dict[str, Any]:  # deepcopy and pickle: the copy builds its own cache
         state = super().__getstate__()
         state.pop("_fm_cache", None)
-        if state.get("_low") is not None:
-            state["_low"] = LowPrecisionLayers(state["_low"].dtype)
         return state
 
 
@@ -155,7 +151,7 @@ class EnsembleMLP(_CachedLayers):
         cache = self._cache()
         if member is None:
             return self._run(x, cache.params, cache.layers, self.tanh_output)
-        if self._low is not None:
+        if self.compute_dtype is not None:
             return self._run(x, cache.params, cache.layers, self.tanh_output, member)
         if torch.is_grad_enabled() and any(p.requires_grad for p in cache.params):
             return mlp(x, [p[member] for p in cache.params], self.tanh_output)  # graph through the selection
