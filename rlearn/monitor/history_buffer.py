@@ -19,6 +19,10 @@ In the metric path it is the ring behind ``LogProcessor``'s ``last_n`` windows (
   counts them (their absolute indices are kept in a short sorted list);
 * ``min``/``max`` over large windows combine cached per-block extremes (blocks of 256 entries, invalidated on
   write) with numpy over the partial blocks at both ends, so a query costs O(256 + window / 256).
+
+One module on purpose: the ring, the compensated running sums and the cached block extremes are one data
+structure whose invariants (re-basing, growth, wrap-around) every method relies on; split, each half would
+have to know the other's internals.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ O(log window) queries; its module explains how). Values are converted by
 :mod:`rlearn.monitor.scalars`. On request (:meth:`TickMonitor.keep`, which ``LogProcessor.prepare``
 calls) a key also keeps other tick windows, its last ``n`` values, or aggregates since the start; the
 state dict (:mod:`rlearn.monitor.state`) carries all of it across a resume.
+
+One module on purpose: the recording side (``update``, ``update_columns``, ``tick``), the window statistics
+and the state dict all read and write the same per-key windows and the tick counter; the parts that stand
+alone already live beside it (``window``, ``tracked``, ``scalars``, ``state``).
 """
 
 from __future__ import annotations

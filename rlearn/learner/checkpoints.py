@@ -1,0 +1,215 @@
+"""``LearnerCheckpoints``: the checkpoint half of :class:`~rlearn.learner.BaseLearner` (a mixin).
+
+What a checkpoint holds (counters, policy networks and optimizers, the monitor's windows, registered states,
+stateful hooks), writing it (:meth:`save_checkpoint`, atomic, with extra copies such as ``latest.pt``) and
+reading it back with compatibility checks that name what does not fit (:meth:`load_checkpoint`). It uses the
+learner's attributes (``policy``, ``monitor``, ``hooks``, ``_states``, counters, ``logger``); see
+docs/checkpoints.md for the format.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Sequence, Union
+
+from rlearn import __version__
+from rlearn.checkpoint import files as ckpt
+from rlearn.writers import TensorBoardWriter
+
+__all__ = ["LearnerCheckpoints"]
+
+
+class LearnerCheckpoints:
+    """Checkpoint methods of :class:`~rlearn.learner.BaseLearner`; not used on its own."""
+
+    # ------------------------------------------------------------------------------------- checkpoints
+    # (monitor keys, record, log_metrics, writers: rlearn/learner/metric_path.py)
+    def register_state(self, name: str, obj: Any) -> None:
+        """Save ``obj.state_dict()`` in every checkpoint under ``name`` and restore it on load."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"state name must be a non-empty str, got {name!r}")
+        if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))):
+            raise TypeError(f"register_state({name!r}): {type(obj).__name__} has no state_dict/load_state_dict")
+        if name in self._states:
+            raise ValueError(f"a state called {name!r} is already registered")
+        self._states[name] = obj
+
+    def _stateful_hooks(self) -> Dict[str, Any]:
+        hooks: Dict[str, Any] = {}
+        for hook in self.hooks:
+            if callable(getattr(hook, "state_dict", None)) and callable(getattr(hook, "load_state_dict", None)):
+                name = type(hook).__name__
+                suffix = 2
+                while name in hooks:
+                    name = f"{type(hook).__name__}.{suffix}"
+                    suffix += 1
+                hooks[name] = hook
+        return hooks
+
+    def checkpoint_dict(self) -> Dict[str, Any]:
+        """Everything a resumed run needs, as saved by :meth:`save_checkpoint` (see docs/checkpoints.md)."""
+        checkpoint: Dict[str, Any] = {
+            "format": ckpt.FORMAT_TAG,
+            "format_version": ckpt.FORMAT_VERSION,
+            "rlearn_version": __version__,
+            "policy_class": type(self.policy).__qualname__,
+            "policy_module": type(self.policy).__module__,
+            "train_iter": self.train_iter,
+            "envstep": self.envstep,
+            "saved_at": time.time(),
+            "learner": {
+                "monitor": self.monitor.state_dict(),
+                "tick_pending": self._tick_pending,
+                "message_hub": self.message_hub.state_dict(),
+                "warned_undeclared": sorted(self._warned_undeclared),
+                "extra_monitor_vars": list(self._extra_vars),
+                "writers": {
+                    name: state
+                    for name, writer in self._stateful_writers().items()
+                    if (state := writer.state_dict()) is not None
+                },
+            },
+            "policy": self.policy.state_dict(),
+            "hooks": {name: hook.state_dict() for name, hook in self._stateful_hooks().items()},
+            "states": {name: obj.state_dict() for name, obj in self._states.items()},
+            "rng": ckpt.capture_rng_state(),
+            "config": copy.deepcopy(dict(self.run_config)) if self.run_config is not None else None,
+        }
+        return checkpoint
+
+    def save_checkpoint(self, path: Union[str, Path, None] = None, copies: Sequence[Union[str, Path]] = ()) -> Path:
+        """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``)
+        and to each path in ``copies`` (e.g. ``latest.pt``); returns ``path``.
+
+        Every writer is flushed first, so every point the checkpoint counts is on disk. Hooks get
+        ``before_save_checkpoint(learner, checkpoint)`` and may add entries. A state that cannot be
+        stored raises :class:`~rlearn.checkpoint.CheckpointError` before any file is touched.
+        """
+        if path is None:
+            if self.work_dir is None:
+                raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
+            path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
+        path = Path(path)
+        self._call_writers("flush")
+        checkpoint = self.checkpoint_dict()
+        self.call_hook("before_save_checkpoint", checkpoint)
+        data = ckpt.serialize_checkpoint(checkpoint)
+        ckpt.atomic_write_bytes(path, data)
+        for copy_path in copies:
+            ckpt.atomic_write_bytes(copy_path, data)
+        return path
+
+    def load_checkpoint(self, path: Union[str, Path], rewind_tensorboard: bool = True) -> Dict[str, Any]:
+        """Restore a checkpoint written by :meth:`save_checkpoint` and return its content.
+
+        Restores counters, monitor windows (completing the tick of a checkpoint taken inside an
+        iteration), message hub, policy (networks, optimizers, extra state), stateful hooks, registered
+        states, RNG states and the writers' states. With ``rewind_tensorboard`` every writer is rewound
+        to the checkpoint (:meth:`~rlearn.writers.Writer.rewind`): the TensorBoard event files lose
+        every point written after it, so the resumed run's curves have no duplicate and no missing point.
+
+        Every problem (missing file, not a checkpoint, truncated, another policy class, mismatched
+        network shapes, a registered state missing) raises
+        :class:`~rlearn.checkpoint.CheckpointError` naming the file, before anything is changed.
+        """
+        path = Path(path)
+        checkpoint = ckpt.read_checkpoint(path)
+        self._check_compatible(path, checkpoint)
+        saved_hooks = checkpoint["hooks"]
+        hooks = self._stateful_hooks()
+        for name in sorted(set(saved_hooks) - set(hooks)):
+            self.logger.warning("checkpoint %s has state for hook %s, which is not registered; ignored", path, name)
+        for name in sorted(set(hooks) - set(saved_hooks)):
+            self.logger.warning("checkpoint %s has no state for hook %s; it starts fresh", path, name)
+
+        def apply(section: str, action) -> None:
+            try:
+                action()
+            except Exception as exc:
+                raise ckpt.CheckpointError(
+                    f"checkpoint {path}: cannot restore {section} ({type(exc).__name__}: {exc})"
+                ) from exc
+
+        learner_state = checkpoint["learner"]
+        apply("the policy", lambda: self.policy.load_state_dict(checkpoint["policy"]))
+        apply("the monitor", lambda: self.monitor.load_state_dict(learner_state["monitor"]))
+        configured = {key: self.cfg["monitor_windows"].get(key, self.cfg["monitor_window"]) for key in self.monitor_vars()}
+        restored = {key: self.monitor.window_size(key) for key in configured}
+        if configured != restored:
+            changed = ", ".join(f"{k}: {restored[k]} (config {configured[k]})" for k in configured if configured[k] != restored[k])
+            self.logger.warning(
+                "checkpoint %s: monitor windows differ from the config; the checkpoint's are kept so the windows "
+                "continue: %s",
+                path,
+                changed,
+            )
+        if learner_state.get("tick_pending"):
+            self.monitor.tick()  # the checkpoint was taken in after_iter, before the iteration's tick
+        if "message_hub" in learner_state:
+            apply("the message hub", lambda: self.message_hub.load_state_dict(learner_state["message_hub"]))
+        for name, hook in hooks.items():
+            if name in saved_hooks:
+                apply(f"hook {name}", lambda h=hook, n=name: h.load_state_dict(saved_hooks[n]))
+        for name, obj in self._states.items():
+            apply(f"state {name!r}", lambda o=obj, n=name: o.load_state_dict(checkpoint["states"][n]))
+        apply("the RNG states", lambda: ckpt.restore_rng_state(checkpoint["rng"]))
+        self.train_iter = int(checkpoint["train_iter"])
+        self.envstep = int(checkpoint["envstep"])
+        self._warned_undeclared = set(learner_state.get("warned_undeclared", ()))
+        self.declare_monitor_vars(learner_state.get("extra_monitor_vars", ()))
+        writer_states = dict(learner_state.get("writers", {}))
+        if "tb_points" in learner_state:  # checkpoints written before writers existed
+            writer_states.setdefault(TensorBoardWriter.__name__, {"points": learner_state["tb_points"]})
+        for name, writer in self._stateful_writers().items():
+            if name in writer_states:
+                apply(f"writer {name}", lambda w=writer, n=name: w.load_state_dict(writer_states[n]))
+        self._publish_info()
+        if rewind_tensorboard:
+            self._call_writers("rewind", self.train_iter, self.envstep)
+        self.call_hook("after_load_checkpoint", checkpoint)
+        self.logger.info(
+            "resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep
+        )
+        return checkpoint
+
+    def _check_compatible(self, path: Path, checkpoint: Mapping[str, Any]) -> None:
+        """Policy class, network shapes and registered states must match; raises CheckpointError."""
+        saved_class = checkpoint["policy_class"]
+        current_class = type(self.policy).__qualname__
+        if saved_class != current_class:
+            raise ckpt.CheckpointError(
+                f"checkpoint {path}: written by policy {saved_class}, but this learner runs {current_class}"
+            )
+        saved_modules = checkpoint["policy"].get("modules", {}) if isinstance(checkpoint["policy"], Mapping) else {}
+        current_modules = {name: module.state_dict() for name, module in self.policy.modules().items()}
+        problems: List[str] = []
+        for name in sorted(set(current_modules) | set(saved_modules)):
+            if name not in saved_modules:
+                problems.append(f"network {name!r} missing from the checkpoint")
+                continue
+            if name not in current_modules:
+                problems.append(f"unexpected network {name!r} in the checkpoint")
+                continue
+            saved, current = saved_modules[name], current_modules[name]
+            for param in sorted(set(saved) | set(current)):
+                if param not in saved:
+                    problems.append(f"{name}.{param} missing from the checkpoint")
+                elif param not in current:
+                    problems.append(f"unexpected {name}.{param} in the checkpoint")
+                elif hasattr(saved[param], "shape") and tuple(saved[param].shape) != tuple(current[param].shape):
+                    problems.append(
+                        f"{name}.{param} has shape {tuple(saved[param].shape)} in the checkpoint, "
+                        f"{tuple(current[param].shape)} in the policy"
+                    )
+        if problems:
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            raise ckpt.CheckpointError(f"checkpoint {path} does not fit policy {current_class}: {shown}")
+        missing_states = sorted(set(self._states) - set(checkpoint["states"]))
+        if missing_states:
+            raise ckpt.CheckpointError(
+                f"checkpoint {path}: no state for registered object(s) {', '.join(map(repr, missing_states))}"
+            )
+        for name in sorted(set(checkpoint["states"]) - set(self._states)):
+            self.logger.warning("checkpoint %s has state %r, which is not registered; ignored", path, name)
