@@ -134,15 +134,15 @@ PREFETCH_BYTES = 4 << 20
 
 
 class Prefetch:
-    """Batches drawn ahead by :meth:`rlearn.buffer.ReplayBuffer.prefetch`: ``batches`` (next last) of the chunk ``drawn``
-    (a :class:`rlearn.buffer.draws.Batches`), ``chunk_taken`` of them handed out, ``planned`` announced
-    batches not drawn yet, ``taken`` handed out in all."""
+    """Batches drawn ahead by :meth:`rlearn.buffer.ReplayBuffer.prefetch`: ``batches`` (next last) of the
+    chunk ``drawn`` (a :class:`rlearn.buffer.draws.Batches`), ``chunk_taken`` of them handed out, ``planned``
+    announced batches not drawn yet."""
 
-    __slots__ = ("batch_size", "total", "planned", "chunk", "taken", "chunk_taken", "drawn", "batches")
+    __slots__ = ("batch_size", "planned", "chunk", "chunk_taken", "drawn", "batches")
 
-    def __init__(self, batch_size: int, total: int, chunk: int) -> None:
-        self.batch_size, self.total, self.planned, self.chunk = batch_size, total, total, chunk
-        self.taken = self.chunk_taken = 0
+    def __init__(self, batch_size: int, planned: int, chunk: int) -> None:
+        self.batch_size, self.planned, self.chunk = batch_size, planned, chunk
+        self.chunk_taken = 0
         self.drawn: Any = None
         self.batches: List[Dict[str, torch.Tensor]] = []
 

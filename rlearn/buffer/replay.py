@@ -229,7 +229,6 @@ class ReplayBuffer:
             if ahead.batch_size == batch_size and (ahead.batches or ahead.planned):
                 if not ahead.batches:
                     self._draw_ahead(ahead)
-                ahead.taken += 1
                 ahead.chunk_taken += 1
                 return ahead.batches.pop()
             self._drop_prefetch()

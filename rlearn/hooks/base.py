@@ -225,7 +225,8 @@ class HookManager:
         instance itself) defines the method, i.e. leaves out :class:`Hook`'s no-op.
 
         Looked up at the first call of each mount point after a :meth:`register_hook` and kept until the
-        next registration, so a train iteration calls no no-op method. An unknown mount point name raises ``ValueError`` listing the valid ones.
+        next registration, so a train iteration calls no no-op method. An unknown mount point name raises
+        ``ValueError`` listing the valid ones.
         """
         return list(self._hooks_at(name))
 
