@@ -12,7 +12,8 @@ Sections (``--only`` picks some; default: all):
   gamma 0.98, learning_starts 10,000, buffer 200,000, one gradient step per env step, 20,000 steps -- each
   followed by a 10-episode evaluation; env steps per second, their ratio, and the final returns -- each
   library's own 10-episode evaluation, and both final policies played from the same 50 starting states
-  (``shared_start_return``, outside the timed region), compared per seed.
+  (``shared_start_return``, outside the timed region), compared per seed. With ``--baseline-ref REF`` the
+  run of revision REF (a temporary git worktree, its own code) alternates with them as a third variant.
 * ``overhead``: the learner with ``LogShowHook`` at its default frequency (trace off) vs the learner with no hooks,
   same loop (collector -> replay buffer -> learner.train), in alternating blocks of 100 iterations; the
   slow-down as the median of paired block ratios, and directly as the time spent inside the hook.
@@ -33,6 +34,7 @@ runs alternate so that both sides see the same load, and the ratio is what to re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -42,7 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -400,16 +402,23 @@ def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: in
             tmp.cleanup()
     shared = shared_start_return(trainer.policy, seed)
     last = result.last_eval or {}
+    chooser = getattr(trainer.policy, "thread_chooser", None)
     return dict(seconds=seconds, steps=result.envstep, train_iter=result.train_iter,
                 return_mean=last.get("episode_return_mean"), return_std=last.get("episode_return_std"),
-                shared_return=shared)
+                shared_return=shared,
+                # iterations that ran on one thread (probes, or the chooser's fall-back under load)
+                one_thread_iterations=chooser.iterations_at.get(1, 0) if chooser is not None else None)
 
 
-def run_worker(kind: str, **kwargs: Any) -> Dict[str, Any]:
-    """Run one training in a fresh Python process (so that runs do not share caches or threads)."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--worker-args", json.dumps(kwargs)]
+def run_worker(kind: str, tree: Optional[Path] = None, **kwargs: Any) -> Dict[str, Any]:
+    """Run one training in a fresh Python process (so that runs do not share caches or threads); ``tree``: a
+    checkout of another revision whose own ``rlearn``, ``policies`` and worker run instead of this one's."""
+    script = (tree / "benchmarks" / "bench_td3.py") if tree is not None else Path(__file__).resolve()
+    cmd = [sys.executable, str(script), "--worker", kind, "--worker-args", json.dumps(kwargs)]
     env = dict(os.environ, RLEARN_NO_PROGRESS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)  # ahead of the installed (editable) rlearn
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
     if proc.returncode != 0:
         raise RuntimeError(f"{kind} worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -421,21 +430,40 @@ def _rlearn_name(spec: str) -> str:
     return f"rlearn (learn_threads={threads['learn_threads']}, torch threads={torch_threads})"
 
 
+@contextlib.contextmanager
+def checkout_of(ref: str) -> Iterator[Path]:
+    """A temporary ``git worktree`` of revision ``ref`` of this repository (removed afterwards)."""
+    with tempfile.TemporaryDirectory(prefix="bench_td3_ref_") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), ref], cwd=HERE.parent, check=True,
+                       capture_output=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
+
+
 def speed(steps: int, learning_starts: int, repeats: int, sb3_threads: Sequence[Optional[int]],
-          rlearn_threads: Sequence[str]) -> Dict[str, Any]:
-    """Alternating full runs; rows of env steps/s per variant (rlearn variants first)."""
-    variants: Dict[str, tuple] = {_rlearn_name(t): ("rlearn", parse_threads(t)) for t in rlearn_threads}
+          rlearn_threads: Sequence[str], baseline_tree: Optional[Path] = None, baseline_ref: str = "") -> Dict[str, Any]:
+    """Alternating full runs; rows of env steps/s per variant (rlearn variants first). ``baseline_tree``: a
+    checkout of revision ``baseline_ref`` whose own run is one more variant (the first rlearn threads)."""
+    variants: Dict[str, tuple] = {_rlearn_name(t): ("rlearn", parse_threads(t), None) for t in rlearn_threads}
+    if baseline_tree is not None:
+        variants[f"rlearn @ {baseline_ref}{_rlearn_name(rlearn_threads[0])[len('rlearn'):]}"] = (
+            "rlearn", parse_threads(rlearn_threads[0]), baseline_tree)
     if _have_sb3():
         for t in sb3_threads:
-            variants[f"SB3 (torch threads={t or 'default'})"] = ("sb3", dict(threads=t))
+            variants[f"SB3 (torch threads={t or 'default'})"] = ("sb3", dict(threads=t), None)
     runs: Dict[str, List[Dict[str, Any]]] = {k: [] for k in variants}
     for rep in range(repeats):
-        for name, (kind, extra) in variants.items():
-            out = run_worker(kind, seed=rep, steps=steps, learning_starts=learning_starts, **extra)
+        for name, (kind, extra, tree) in variants.items():
+            out = run_worker(kind, tree=tree, seed=rep, steps=steps, learning_starts=learning_starts, **extra)
             runs[name].append(out)
+            one_thread = out.get("one_thread_iterations")
             print(f"  [{name}] seed {rep}: {out['seconds']:.1f} s, {steps / out['seconds']:.1f} env steps/s, "
-                  f"return {out['return_mean']:.1f}, shared-start return {out['shared_return']:.1f}  "
-                  f"(load {_load()})", flush=True)
+                  f"return {out['return_mean']:.1f}, shared-start return {out['shared_return']:.1f}"
+                  + (f", {one_thread} of {out['train_iter']} iterations on one thread" if one_thread is not None else "")
+                  + f"  (load {_load()})", flush=True)
     first = next(iter(runs))
     rows = []
     for name, outs in runs.items():
@@ -630,8 +658,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         default=[None], help="torch threads of the SB3 runs ('default' = torch's own choice, "
                                              "what SB3 users get; the default)")
     parser.add_argument("--baseline-ref", default=None, metavar="GIT_REF",
-                        help="step section: also time TD3Policy as it was at this git revision (e.g. HEAD~1), "
-                             "alternating with today's in the same process, with paired ratios")
+                        help="also measure TD3 as it was at this git revision (e.g. HEAD~1): step section, its "
+                             "TD3Policy alternating with today's in the same process, with paired ratios; speed "
+                             "section, its whole run (from a temporary git worktree) as one more variant")
     parser.add_argument("--sb3-curves", action="store_true",
                         help="learning section: also SB3 TD3 learning curves with the same settings (same seeds)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the CSV/PNG/JSON results go")
@@ -698,7 +727,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         starts = 1000 if quick else s["learning_starts"]
         print(f"\n== full runs: {steps} env steps, learning_starts {starts}, then 10 eval episodes; "
               f"{repeats} alternation(s) ==", flush=True)
-        result = speed(steps, starts, repeats, args.sb3_threads, args.rlearn_threads)
+        with contextlib.ExitStack() as stack:
+            tree = stack.enter_context(checkout_of(args.baseline_ref)) if args.baseline_ref else None
+            result = speed(steps, starts, repeats, args.sb3_threads, args.rlearn_threads, tree, args.baseline_ref or "")
         report["speed"] = result
         rows = result["rows"]
         rl = rows[0]["env_steps_per_s"]

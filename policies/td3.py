@@ -265,9 +265,10 @@ class TD3Policy(Policy):
             critic_loss.backward()
         with span("learner/optimizer_step", lane="learner"):
             self._critic_adam.step()
-        with torch.no_grad():
-            error = q.detach() - y
-            return torch.cat([error.square().mean(1), q.detach().mean(1), y.mean().reshape(1), error.abs().mean(1)])
+        with torch.no_grad():  # one mean over the stacked rows [error^2 (2), Q (2), y, |error| (2)]
+            q = q.detach()
+            error = q - y
+            return torch.cat([error.square(), q, y.unsqueeze(0), error.abs()]).mean(1)
 
     def _update_actor(self, obs: torch.Tensor) -> torch.Tensor:
         """One Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic (gradients reach the actor only);

@@ -32,6 +32,9 @@ class ThreadChooser:
     ``(iteration, one-thread mean s, multi-thread mean s, threads chosen)``; each decision is also a
     ``learn_threads`` counter in the timeline trace.
 
+    ``iterations_at`` counts the iterations :meth:`run` ran at each thread count (probes included): how much
+    of a run fell back to one thread.
+
     Use :meth:`run` around each iteration (or :meth:`threads_now` / :meth:`iteration_done` by hand). It is
     a CPU tool: on a GPU the host threads do not run the products and wall times without a device sync do
     not measure them, so policies create no chooser there.
@@ -48,6 +51,8 @@ class ThreadChooser:
         #: threads used outside probes; updated after every probe
         self.chosen = threads
         self.decisions: List[Tuple[int, float, float, int]] = []
+        #: iterations run by :meth:`run` at each thread count
+        self.iterations_at: Dict[int, int] = {1: 0, threads: 0}
         self._iteration = 0
         self._times: Dict[int, List[float]] = {1: [], threads: []}
         self._decided = False  # whether this period's probe has already decided
@@ -67,6 +72,7 @@ class ThreadChooser:
             if switch:
                 torch.set_num_threads(outer)
         self.iteration_done(time.perf_counter() - start)
+        self.iterations_at[threads] += 1
         return result
 
     def _probing(self, phase: int) -> Optional[int]:

@@ -97,3 +97,5 @@ def test_run_feeds_the_probe():
     # warm-up in the current mode, one thread, then two (a slow two-thread iteration may end the probe early)
     assert used[:5] == [2, 2, 1, 1, 2]
     assert len(chooser.decisions) == 1
+    # every iteration is counted at the thread count it ran with
+    assert chooser.iterations_at == {1: used.count(1), 2: used.count(2)} and sum(chooser.iterations_at.values()) == 10
