@@ -262,6 +262,16 @@ class Policy(abc.ABC):
 
         return setup_policy_ddp(self)
 
+    def teardown_distributed(self) -> bool:
+        """Undo :meth:`setup_distributed` on this rank: the networks are plain modules again and the
+        optimizers no longer average. The run calls it before leaving the process group, so that no
+        ``DistributedDataParallel`` wrapper outlives the group (its reducer holds the group, whose threads
+        would otherwise be torn down at interpreter exit); afterwards the policy acts and trains like a
+        single-process one. Returns True if something was undone; calling it again is harmless."""
+        from rlearn.distributed.ddp import teardown_policy_ddp
+
+        return teardown_policy_ddp(self)
+
     def extra_state(self) -> Dict[str, Any]:
         """Anything else a resumed run needs (counters, running statistics). Override with
         :meth:`load_extra_state`."""

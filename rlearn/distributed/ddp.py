@@ -40,6 +40,7 @@ __all__ = [
     "broadcast_module_states",
     "default_ddp_modules",
     "setup_policy_ddp",
+    "teardown_policy_ddp",
     "unwrap_module",
 ]
 
@@ -349,4 +350,22 @@ def setup_policy_ddp(policy: Any) -> bool:
         state.attributes[name] = attributes[name]
     state.averager = GradientAverager(policy.optimizers(), state.wrappers, type(policy).__name__)
     policy._distributed = state
+    return True
+
+
+def teardown_policy_ddp(policy: Any) -> bool:
+    """Undo :func:`setup_policy_ddp` (not collective): the optimizer and gradient hooks are removed and every
+    attribute that held a DDP wrapper holds its plain network again, so no wrapper keeps the process group
+    alive after the run leaves it. The parameters keep their values. Returns True if something was undone,
+    False if the policy was not set up for several processes (calling it twice is harmless)."""
+    state = getattr(policy, "_distributed", None)
+    if state is None:
+        return False
+    if state.averager is not None:
+        state.averager.remove()
+    for name, attribute in state.attributes.items():
+        wrapper = state.wrappers.get(name)
+        if wrapper is not None and getattr(policy, attribute, None) is wrapper:
+            setattr(policy, attribute, wrapper.module)
+    policy._distributed = None
     return True

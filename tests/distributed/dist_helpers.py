@@ -102,6 +102,19 @@ class ProbePolicy(Policy):
         self._dump()
         return info
 
+    def teardown_distributed(self) -> bool:
+        """Also records, in the dump directory, what the run's teardown found and left (net types, group)."""
+        before = type(self.net).__name__
+        undone = super().teardown_distributed()
+        directory = os.environ.get(DUMP_ENV)
+        if directory:
+            import torch.distributed as tdist
+
+            record = {"before": before, "after": type(self.net).__name__, "undone": undone,
+                      "group_active": tdist.is_initialized()}
+            torch.save(record, Path(directory) / f"teardown_rank{get_rank()}.pt")
+        return undone
+
     def _dump(self) -> None:
         directory = os.environ.get(DUMP_ENV)
         if directory:
@@ -232,6 +245,30 @@ def _check_regression(rank: int, world: int, manual: bool) -> Dict[str, Any]:
         "state_keys": sorted(policy.state_dict()["modules"]["net"]),
         "fallback_steps": policy._distributed.averager.fallback_steps,
         "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
+    }
+
+
+def _check_teardown(rank: int) -> Dict[str, Any]:
+    """setup_distributed, one averaged step, teardown_distributed, then steps on each rank's own data: after
+    the teardown nothing is averaged (the ranks drift apart) and no collective runs (rank 1 alone takes an
+    extra step: a collective would hang it)."""
+    policy = Regression({"manual": False}, None, None, seed=rank)
+    policy.setup_distributed()
+    wrapper_type = type(policy.net).__name__
+    policy._forward_learn(regression_data(rank, 0))
+    averaged = flat_state(policy.modules())
+    undone = [policy.teardown_distributed(), policy.teardown_distributed()]
+    plain = policy.net
+    for step in range(1, 3 + rank):
+        policy._forward_learn(regression_data(rank, step))
+    return {
+        "wrapper_type": wrapper_type,
+        "undone": undone,
+        "net_type": type(plain).__name__,
+        "distributed_state": getattr(policy, "_distributed", "missing"),
+        "averaged": averaged,
+        "after": flat_state(policy.modules()),
+        "optimizer_hooks": len(policy.opt._optimizer_step_pre_hooks),
     }
 
 
@@ -377,6 +414,7 @@ def two_rank_checks(rank: int, world: int, port: int, work_dir: str) -> None:
         results["ppo"] = _check_ppo(rank, continuous=False)
         results["ppo_continuous"] = _check_ppo(rank, continuous=True)
         results["learner"] = _check_learner(rank, world, work_dir)
+        results["teardown"] = _check_teardown(rank)
     except BaseException:  # report instead of hanging the parent
         results["error"] = traceback.format_exc()
     finally:

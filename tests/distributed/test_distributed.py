@@ -119,6 +119,19 @@ def test_ppo_ranks_stop_at_the_same_step_and_stay_identical(two_ranks, check):
     assert any(epoch is not None for epoch in ppo_0["early_stop_epochs"])  # the stop did happen
 
 
+def test_teardown_distributed_leaves_plain_networks_that_train_alone(two_ranks):
+    """The run calls it before leaving the process group: afterwards the policy holds its plain networks, its
+    optimizers have no averaging hook, and a step on one rank neither waits for nor changes the other."""
+    results, _ = two_ranks
+    r0, r1 = results[0]["teardown"], results[1]["teardown"]
+    for r in (r0, r1):
+        assert r["wrapper_type"] == "PolicyDDP" and r["net_type"] == "Linear"
+        assert r["undone"] == [True, False] and r["distributed_state"] is None
+        assert r["optimizer_hooks"] == 0
+    _assert_same(r0["averaged"], r1["averaged"], "the step before the teardown (averaged)")
+    assert not torch.equal(r0["after"]["net.weight"], r1["after"]["net.weight"])  # no averaging after it
+
+
 def test_log_show_hook_reduces_windows_by_presence(two_ranks):
     results, work_dir = two_ranks
     learner_0, learner_1 = results[0]["learner"], results[1]["learner"]
@@ -195,6 +208,10 @@ def test_two_processes_end_to_end_with_torchrun(tmp_path):
         _assert_same(states[0]["modules"][name], states[1]["modules"][name], name)
     checkpoint = torch.load(work_dir / "ckpt" / "latest.pt", weights_only=False)
     assert (checkpoint["train_iter"], checkpoint["envstep"]) == (6, 96)
+    # each rank unwrapped its DDP networks before leaving the process group (no wrapper outlives it)
+    for r in range(2):
+        teardown = torch.load(dumps / f"teardown_rank{r}.pt")
+        assert teardown == {"before": "PolicyDDP", "after": "ProbeNet", "undone": True, "group_active": True}
 
     log0, log1 = work_dir / "probe.log", work_dir / "probe_rank1.log"
     assert log1.is_file() and "exp probe: ProbePolicy" in log1.read_text()
