@@ -424,10 +424,10 @@ def run_worker(kind: str, tree: Optional[Path] = None, **kwargs: Any) -> Dict[st
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _rlearn_name(spec: str) -> str:
+def _rlearn_name(spec: str, label: str = "rlearn") -> str:
     threads = parse_threads(spec)
     torch_threads = threads.get("num_threads", "config's")
-    return f"rlearn (learn_threads={threads['learn_threads']}, torch threads={torch_threads})"
+    return f"{label} (learn_threads={threads['learn_threads']}, torch threads={torch_threads})"
 
 
 @contextlib.contextmanager
@@ -449,7 +449,7 @@ def speed(steps: int, learning_starts: int, repeats: int, sb3_threads: Sequence[
     checkout of revision ``baseline_ref`` whose own run is one more variant (the first rlearn threads)."""
     variants: Dict[str, tuple] = {_rlearn_name(t): ("rlearn", parse_threads(t), None) for t in rlearn_threads}
     if baseline_tree is not None:
-        variants[f"rlearn @ {baseline_ref}{_rlearn_name(rlearn_threads[0])[len('rlearn'):]}"] = (
+        variants[_rlearn_name(rlearn_threads[0], label=f"rlearn @ {baseline_ref}")] = (
             "rlearn", parse_threads(rlearn_threads[0]), baseline_tree)
     if _have_sb3():
         for t in sb3_threads:
@@ -727,8 +727,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         starts = 1000 if quick else s["learning_starts"]
         print(f"\n== full runs: {steps} env steps, learning_starts {starts}, then 10 eval episodes; "
               f"{repeats} alternation(s) ==", flush=True)
-        with contextlib.ExitStack() as stack:
-            tree = stack.enter_context(checkout_of(args.baseline_ref)) if args.baseline_ref else None
+        with checkout_of(args.baseline_ref) if args.baseline_ref else contextlib.nullcontext() as tree:
             result = speed(steps, starts, repeats, args.sb3_threads, args.rlearn_threads, tree, args.baseline_ref or "")
         report["speed"] = result
         rows = result["rows"]

@@ -20,6 +20,7 @@ a single process. See docs/distributed.md.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import warnings
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from rlearn.distributed.utils import DistributedError, get_rank, get_world_size, is_distributed
+from rlearn.distributed.utils import DistributedError, get_rank, get_world_size, is_distributed, shutdown
 
 __all__ = [
     "PolicyDDP",
@@ -39,6 +40,7 @@ __all__ = [
     "DistributedPolicyState",
     "broadcast_module_states",
     "default_ddp_modules",
+    "leave_process_group",
     "setup_policy_ddp",
     "teardown_policy_ddp",
     "unwrap_module",
@@ -369,3 +371,18 @@ def teardown_policy_ddp(policy: Any) -> bool:
             setattr(policy, attribute, wrapper.module)
     policy._distributed = None
     return True
+
+
+def leave_process_group(policy: Any) -> None:
+    """End of a multi-process run on this rank: undo ``policy``'s DDP set-up (its ``teardown_distributed()``,
+    if it has one; an error there is ignored, so that leaving never hides the error that ended the run),
+    collect the wrappers now, while the interpreter is whole, then leave the process group. A DDP wrapper's
+    reducer holds the group: left alive, the group and gloo's threads would be torn down at interpreter exit."""
+    teardown = getattr(policy, "teardown_distributed", None)
+    if callable(teardown):
+        try:
+            teardown()
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+    gc.collect()
+    shutdown()

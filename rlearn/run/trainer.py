@@ -16,7 +16,6 @@ An error that ends the run is the last line of the log, with where it was raised
 from __future__ import annotations
 
 import copy
-import gc
 import os
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
@@ -335,17 +334,9 @@ class Trainer:
             self.dirs.release()  # the work dir is free for another run (or a --resume) now
         if self._owns_process_group:
             self._owns_process_group = False
-            policy = getattr(self, "policy", None)
-            teardown = getattr(policy, "teardown_distributed", None)
-            if callable(teardown):
-                try:
-                    teardown()
-                except Exception:  # leaving the group must not hide the error that brought us here
-                    pass
-            # the DDP wrappers and their reducers (which hold the group) go now, while the interpreter is
-            # whole: torn down at exit instead, gloo's threads can abort a rank that finished its run
-            gc.collect()
-            dist.shutdown()
+            from rlearn.distributed.ddp import leave_process_group
+
+            leave_process_group(getattr(self, "policy", None))  # DDP wrappers unwrapped and collected first
 
     def _result(self, stop_reason: str) -> RunResult:
         latest = self.ckpt_dir / "latest.pt"

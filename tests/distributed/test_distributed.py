@@ -294,6 +294,24 @@ def test_setup_distributed_is_a_no_op_in_one_process():
     assert policy.ddp_modules() == ["net"]  # the target network is updated by no optimizer
 
 
+def test_leave_process_group_tears_down_first_and_never_raises(monkeypatch):
+    """The run's last step on a rank: the policy's teardown, then shutdown; a failing teardown is ignored
+    (leaving must not hide the error that ended the run), and shutdown still happens."""
+    from rlearn.distributed import ddp
+
+    calls = []
+    monkeypatch.setattr(ddp, "shutdown", lambda: calls.append("shutdown"))
+
+    class Failing:
+        def teardown_distributed(self):
+            calls.append("teardown")
+            raise RuntimeError("boom")
+
+    ddp.leave_process_group(Failing())
+    ddp.leave_process_group(None)  # a run that failed before it built its policy
+    assert calls == ["teardown", "shutdown", "shutdown"]
+
+
 def test_default_ddp_modules_of_td3_and_ppg_leave_targets_out():
     from gymnasium import spaces
 
