@@ -11,7 +11,8 @@ In the metric path it is the ring behind ``LogProcessor``'s ``last_n`` windows (
   updates (amortised O(1)) so they stay of the order of the retained history and rounding never drifts.
   Error bound: each double-double prefix is within about ``2**-104 * n * S`` of the exact prefix (``S``
   the sum of magnitudes since the last re-base, ``n`` its number of terms), so a windowed sum is within
-  ``2**-103 * n * S`` of the exact one and ``mean`` adds one rounding of the final division. This is not
+  ``2**-103 * n * S`` of the exact one; ``mean`` rounds the value and count sums to doubles once each and
+  divides, three roundings: within 1.5 units of the last place of the result beyond that. This is not
   correctly rounded: a window whose exact sum is far smaller than ``S`` (cancellation against a huge
   older value) can lose digits;
 * non-finite values (NaN, +/-inf) are stored and returned by :attr:`HistoryBuffer.data` and
@@ -349,10 +350,14 @@ class HistoryBuffer:
         else:
             w = self._window(window_size)
         j = (self._n - w) % self._cap
-        c = (self._tot_c - self._sc.item(j)) + (self._tot_cl - self._scl.item(j))
+        # each windowed sum is a difference of double-doubles, rounded once to a double: the error of the
+        # high parts' difference is kept (TwoSum) and added to the low parts' difference
+        hi, err = _two_sum(self._tot_c, -self._sc.item(j))
+        c = hi + (err + (self._tot_cl - self._scl.item(j)))
         if c == 0.0:
             return math.nan
-        s = (self._tot_hi - self._sh.item(j)) + (self._tot_lo - self._sl.item(j))
+        hi, err = _two_sum(self._tot_hi, -self._sh.item(j))
+        s = hi + (err + (self._tot_lo - self._sl.item(j)))
         return s / c
 
     def min(self, window_size: Optional[int] = None) -> float:
