@@ -14,6 +14,9 @@ Sections (``--only`` picks some; default: all):
   library's own 10-episode evaluation, and both final policies played from the same 50 starting states
   (``shared_start_return``, outside the timed region), compared per seed. With ``--baseline-ref REF`` the
   run of revision REF (a temporary git worktree, its own code) alternates with them as a third variant.
+  Each run also reports the seconds spent inside the gradient steps (rlearn: ``TD3Policy._forward_learn``,
+  wrapped on the class, a baseline revision's too; SB3: ``TD3.train``, which samples its own batches) and
+  so the seconds in everything else (collection, buffer, learner, hooks, evaluation, start-up).
 * ``overhead``: the learner with ``LogShowHook`` at its default frequency (trace off) vs the learner with no hooks,
   same loop (collector -> replay buffer -> learner.train), in alternating blocks of 100 iterations; the
   slow-down as the median of paired block ratios, and directly as the time spent inside the hook.
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import csv
 import json
 import os
@@ -351,8 +355,12 @@ def worker_sb3(seed: int, steps: int, learning_starts: int, threads: Optional[in
 
     if threads is not None:
         torch.set_num_threads(threads)
+    from run_timing import time_method
+
     start = time.perf_counter()
     model = _sb3_model(seed, learning_starts)
+    timers: Dict[str, float] = {}
+    time_method(model, "train", timers, "learn")  # SB3's gradient steps (each samples its own batch)
     model.learn(total_timesteps=steps)
     train_seconds = time.perf_counter() - start
     eval_env = gym.make("Pendulum-v1")
@@ -360,8 +368,9 @@ def worker_sb3(seed: int, steps: int, learning_starts: int, threads: Optional[in
     mean, std = evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)
     seconds = time.perf_counter() - start
     shared = shared_start_return(_SB3Actor(model), seed)
-    return dict(seconds=seconds, train_seconds=train_seconds, steps=steps, return_mean=float(mean),
-                return_std=float(std), shared_return=shared, torch_threads=torch.get_num_threads())
+    return dict(seconds=seconds, train_seconds=train_seconds, learn_seconds=timers["learn"], steps=steps,
+                return_mean=float(mean), return_std=float(std), shared_return=shared,
+                torch_threads=torch.get_num_threads())
 
 
 def rlearn_overrides(steps: int, learning_starts: int, seed: int, eval_freq: Optional[int]) -> List[str]:
@@ -410,11 +419,30 @@ def worker_rlearn(seed: int, steps: int, learning_starts: int, learn_threads: in
                 one_thread_iterations=chooser.iterations_at.get(1, 0) if chooser is not None else None)
 
 
+def timed_rlearn_worker(tree: Optional[Path], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """:func:`worker_rlearn` -- this file's, or with ``tree`` that checkout's own (with its ``rlearn`` and
+    ``policies``, first on the path) -- plus ``learn_seconds``: the time inside ``TD3Policy._forward_learn``.
+    The method is wrapped on the class, so that every revision's policy is timed the same way."""
+    from policies.td3 import TD3Policy
+    from run_timing import time_method
+
+    worker = worker_rlearn
+    if tree is not None:
+        spec = importlib.util.spec_from_file_location("bench_td3_baseline", tree / "benchmarks" / "bench_td3.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        worker = module.worker_rlearn
+    timers: Dict[str, float] = {}
+    time_method(TD3Policy, "_forward_learn", timers, "learn")
+    return dict(worker(**kwargs), learn_seconds=timers["learn"])
+
+
 def run_worker(kind: str, tree: Optional[Path] = None, **kwargs: Any) -> Dict[str, Any]:
     """Run one training in a fresh Python process (so that runs do not share caches or threads); ``tree``: a
     checkout of another revision whose own ``rlearn``, ``policies`` and worker run instead of this one's."""
-    script = (tree / "benchmarks" / "bench_td3.py") if tree is not None else Path(__file__).resolve()
-    cmd = [sys.executable, str(script), "--worker", kind, "--worker-args", json.dumps(kwargs)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--worker-args", json.dumps(kwargs)]
+    if tree is not None:
+        cmd += ["--worker-tree", str(tree)]
     env = dict(os.environ, RLEARN_NO_PROGRESS="1")
     if tree is not None:
         env["PYTHONPATH"] = str(tree)  # ahead of the installed (editable) rlearn
@@ -459,8 +487,9 @@ def speed(steps: int, learning_starts: int, repeats: int, sb3_threads: Sequence[
         for name, (kind, extra, tree) in variants.items():
             out = run_worker(kind, tree=tree, seed=rep, steps=steps, learning_starts=learning_starts, **extra)
             runs[name].append(out)
-            one_thread = out.get("one_thread_iterations")
+            one_thread, learn = out.get("one_thread_iterations"), out["learn_seconds"]
             print(f"  [{name}] seed {rep}: {out['seconds']:.1f} s, {steps / out['seconds']:.1f} env steps/s, "
+                  f"{learn:.1f} s in gradient steps, {out['seconds'] - learn:.1f} s in the rest, "
                   f"return {out['return_mean']:.1f}, shared-start return {out['shared_return']:.1f}"
                   + (f", {one_thread} of {out['train_iter']} iterations on one thread" if one_thread is not None else "")
                   + f"  (load {_load()})", flush=True)
@@ -472,6 +501,8 @@ def speed(steps: int, learning_starts: int, repeats: int, sb3_threads: Sequence[
         pair_ratios = [o["seconds"] / r["seconds"] for o, r in zip(outs, runs[first])]
         shared_diff = [r["shared_return"] - o["shared_return"] for o, r in zip(outs, runs[first])]
         rows.append(dict(variant=name, seconds=secs, env_steps_per_s=steps / secs,
+                         # inside the gradient steps (rlearn: _forward_learn; SB3: train(), with its sampling)
+                         learn_seconds=_median([o["learn_seconds"] for o in outs]),
                          median_pair_ratio=_median(pair_ratios), pair_ratios=[round(x, 3) for x in pair_ratios],
                          returns=[round(o["return_mean"], 1) for o in outs],
                          shared_returns=[round(o["shared_return"], 1) for o in outs],
@@ -666,11 +697,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the CSV/PNG/JSON results go")
     parser.add_argument("--worker", choices=["rlearn", "sb3"], help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-tree", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
         kwargs = json.loads(args.worker_args)
-        out = worker_rlearn(**kwargs) if args.worker == "rlearn" else worker_sb3(**kwargs)
+        out = timed_rlearn_worker(args.worker_tree, kwargs) if args.worker == "rlearn" else worker_sb3(**kwargs)
         print(json.dumps(out))
         return 0
 
@@ -732,9 +764,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         report["speed"] = result
         rows = result["rows"]
         rl = rows[0]["env_steps_per_s"]
-        print(_table([[r["variant"], r["seconds"], r["env_steps_per_s"], rl / r["env_steps_per_s"],
+        print(_table([[r["variant"], r["seconds"], r["learn_seconds"], r["env_steps_per_s"], rl / r["env_steps_per_s"],
                        r["median_pair_ratio"], r["shared_return_mean"], r["returns"]] for r in rows],
-                     ["variant", "seconds (median)", "env steps/s", f"{rows[0]['variant']} speed-up",
+                     ["variant", "seconds (median)", "of which gradient steps", "env steps/s",
+                      f"{rows[0]['variant']} speed-up",
                       "median pair ratio", f"shared-start return ({SHARED_EVAL_EPISODES} ep, mean)",
                       "own eval returns (10 ep)"]))
         for r in rows[1:]:
