@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import csv
+import importlib.util
 import json
 import os
 import statistics
@@ -441,10 +441,9 @@ def run_worker(kind: str, tree: Optional[Path] = None, **kwargs: Any) -> Dict[st
     """Run one training in a fresh Python process (so that runs do not share caches or threads); ``tree``: a
     checkout of another revision whose own ``rlearn``, ``policies`` and worker run instead of this one's."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--worker-args", json.dumps(kwargs)]
-    if tree is not None:
-        cmd += ["--worker-tree", str(tree)]
     env = dict(os.environ, RLEARN_NO_PROGRESS="1")
     if tree is not None:
+        cmd += ["--worker-tree", str(tree)]
         env["PYTHONPATH"] = str(tree)  # ahead of the installed (editable) rlearn
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
     if proc.returncode != 0:
