@@ -85,6 +85,14 @@ def _two_sum(a: Any, b: Any) -> Tuple[Any, Any]:
     return s, e
 
 
+def _dd_difference(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any) -> Tuple[Any, Any]:
+    """``(a_hi + a_lo) - (b_hi + b_lo)`` of two double-doubles (floats or float arrays) as ``(hi, lo)``, not
+    renormalised: the high parts' difference, and its TwoSum error plus the low parts' difference. ``hi + lo``
+    rounds it once to a double; ``_two_sum(hi, lo)`` renormalises it to a double-double."""
+    hi, err = _two_sum(a_hi, -b_hi)
+    return hi, err + (a_lo - b_lo)
+
+
 class HistoryBuffer:
     """The recent history of one scalar (a loss, a time, a learning rate...) and statistics over it.
 
@@ -206,16 +214,10 @@ class HistoryBuffer:
             return
         j = (self._n - self._size) % self._cap
         bh, bl, bc, bcl = self._sh[j], self._sl[j], self._sc[j], self._scl[j]
-        s, e = _two_sum(self._sh, -bh)
-        e += self._sl - bl
-        self._sh, self._sl = _two_sum(s, e)
-        s, e = _two_sum(self._sc, -bc)
-        e += self._scl - bcl
-        self._sc, self._scl = _two_sum(s, e)
-        s2, e2 = _two_sum(self._tot_hi, -float(bh))
-        self._tot_hi, self._tot_lo = _two_sum(s2, e2 + (self._tot_lo - float(bl)))
-        s3, e3 = _two_sum(self._tot_c, -float(bc))
-        self._tot_c, self._tot_cl = _two_sum(s3, e3 + (self._tot_cl - float(bcl)))
+        self._sh, self._sl = _two_sum(*_dd_difference(self._sh, self._sl, bh, bl))
+        self._sc, self._scl = _two_sum(*_dd_difference(self._sc, self._scl, bc, bcl))
+        self._tot_hi, self._tot_lo = _two_sum(*_dd_difference(self._tot_hi, self._tot_lo, float(bh), float(bl)))
+        self._tot_c, self._tot_cl = _two_sum(*_dd_difference(self._tot_c, self._tot_cl, float(bc), float(bcl)))
 
     # ------------------------------------------------------------------ update
     def update(self, value: Any, count: Any = 1) -> None:
@@ -350,15 +352,13 @@ class HistoryBuffer:
         else:
             w = self._window(window_size)
         j = (self._n - w) % self._cap
-        # each windowed sum is a difference of double-doubles, rounded once to a double: the error of the
-        # high parts' difference is kept (TwoSum) and added to the low parts' difference
-        hi, err = _two_sum(self._tot_c, -self._sc.item(j))
-        c = hi + (err + (self._tot_cl - self._scl.item(j)))
+        # each windowed sum is a difference of double-doubles, rounded once to a double
+        hi, lo = _dd_difference(self._tot_c, self._tot_cl, self._sc.item(j), self._scl.item(j))
+        c = hi + lo
         if c == 0.0:
             return math.nan
-        hi, err = _two_sum(self._tot_hi, -self._sh.item(j))
-        s = hi + (err + (self._tot_lo - self._sl.item(j)))
-        return s / c
+        hi, lo = _dd_difference(self._tot_hi, self._tot_lo, self._sh.item(j), self._sl.item(j))
+        return (hi + lo) / c
 
     def min(self, window_size: Optional[int] = None) -> float:
         """Smallest finite value among the last ``window_size`` updates (NaN if none is finite)."""
