@@ -28,14 +28,19 @@ from __future__ import annotations
 
 import abc
 import copy
+import dataclasses
 import difflib
 import functools
+import inspect
 from typing import Any, ClassVar, Dict, List, Mapping, Optional
 
 import numpy as np
 import torch
 
 from rlearn.config import ConfigError
+from rlearn.config.policy_keys import declaration_defaults, policy_keys, validate_policy_section
+from rlearn.optim import AdamStep, clip_grad_norm_
+from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
 Scalar = Any  # int | float | numpy scalar | one-element torch.Tensor
 
@@ -73,8 +78,10 @@ def merge_policy_config(defaults: Mapping[str, Any], overrides: Optional[Mapping
 class Policy(abc.ABC):
     """Base class of every rlearn policy.
 
-    Subclasses set :attr:`default_config` (every config key the policy accepts, with its default) and
-    :attr:`on_policy`, and implement ``_init_learn``, ``_forward_learn``, ``_monitor_vars_learn``,
+    Subclasses declare their config keys in a nested class ``Config`` of :func:`rlearn.config.option` fields
+    (default, type, range, help: checked, typed for ``--set`` and documented like the framework's keys;
+    :attr:`default_config` is derived from it) or set a plain :attr:`default_config` dict (keys typed by their
+    defaults, unchecked); they set :attr:`on_policy` and implement ``_init_learn``, ``_forward_learn``, ``_monitor_vars_learn``,
     ``_forward_collect`` and ``_forward_eval``. Networks and optimizers are exposed through
     :meth:`modules` and :meth:`optimizers`, which is all the framework needs for checkpoints,
     learning-rate scheduling and distributed training (:meth:`setup_distributed`).
@@ -87,7 +94,9 @@ class Policy(abc.ABC):
         seed: seeds the policy's own random generators (exploration noise, minibatch order).
     """
 
-    #: every config key the policy accepts, with its default value
+    #: the policy's config keys: a class of ``rlearn.config.option`` fields (made a dataclass), or None
+    Config: ClassVar[Optional[type]] = None
+    #: every config key the policy accepts, with its default value (derived from ``Config`` when declared)
     default_config: ClassVar[Dict[str, Any]] = {}
     #: True for policies that learn from fresh rollouts (PPG), False for replay-buffer ones (TD3)
     on_policy: ClassVar[bool] = False
@@ -99,6 +108,13 @@ class Policy(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        declaration = cls.__dict__.get("Config")
+        if declaration is not None:
+            if "__dataclass_fields__" not in declaration.__dict__:  # a subclass of a declaration needs it too
+                dataclasses.dataclass(declaration)
+            cls.default_config = declaration_defaults(declaration)
+        elif "default_config" in cls.__dict__:
+            cls.Config = None  # a plain dict replaces an inherited declaration
         own = cls.__dict__.get("modules")
         if own is not None and not getattr(own, "_unwraps_ddp", False):
             # setup_distributed() replaces network attributes by DDP wrappers; whatever a subclass's
@@ -118,7 +134,13 @@ class Policy(abc.ABC):
         device: str | torch.device = "cpu",
         seed: Optional[int] = None,
     ) -> None:
-        self.cfg: Dict[str, Any] = merge_policy_config(self.default_config, cfg, type(self).__name__)
+        name = type(self).__name__
+        self.cfg: Dict[str, Any] = merge_policy_config(self.default_config, cfg, name)
+        try:
+            validate_policy_section(self.cfg, policy_keys(type(self)))
+        except ConfigError as exc:
+            raise PolicyConfigError(f"{name}: {exc}") from None
+        self._adam_steps: Dict[int, AdamStep] = {}  # optimize()'s steppers, by optimizer
         self.observation_space = observation_space
         self.action_space = action_space
         self.device = torch.device(device)
@@ -150,8 +172,47 @@ class Policy(abc.ABC):
         (``epsilon``, ``noise_scale``...); default none. Monitored as ``collector/<key>``."""
         return []
 
+    def optimize(self, loss: torch.Tensor, *optimizers: torch.optim.Optimizer,
+                 max_grad_norm: Optional[float] = None) -> Optional[torch.Tensor]:
+        """One gradient step on ``loss``: zero the gradients of ``optimizers``' parameters, ``loss.backward()``,
+        clip their global norm to ``max_grad_norm`` if given, step every optimizer.
+
+        Returns the gradient norm before clipping (a 0-d tensor; None without ``max_grad_norm``;
+        ``math.inf`` measures without clipping). The backward pass and the step are the trace's
+        ``learner/backward`` and ``learner/optimizer_step`` spans. Each optimizer is stepped through a cached
+        :class:`~rlearn.optim.AdamStep` (:meth:`adam_step`): a fused Adam without ``step()``'s Python overhead,
+        bit for bit; any other optimizer through its own ``step()``.
+        """
+        steps = [self.adam_step(optimizer) for optimizer in optimizers]
+        norm = None
+        with span("learner/backward", lane="learner"):
+            for step in steps:
+                step.zero_grad()
+            loss.backward()
+            if max_grad_norm is not None:
+                params = steps[0].params if len(steps) == 1 else [p for s in steps for p in s.params]
+                norm = clip_grad_norm_(params, max_grad_norm)
+        with span("learner/optimizer_step", lane="learner"):
+            for step in steps:
+                step()
+        return norm
+
+    def adam_step(self, optimizer: torch.optim.Optimizer) -> AdamStep:
+        """The :class:`~rlearn.optim.AdamStep` that :meth:`optimize` steps ``optimizer`` with (made on first use,
+        again if the optimizer was replaced); ``params`` holds the parameters it clips."""
+        step = self._adam_steps.get(id(optimizer))
+        if step is None or step.optimizer is not optimizer:
+            step = self._adam_steps[id(optimizer)] = AdamStep(optimizer)
+            step.params = [p for group in optimizer.param_groups for p in group["params"]]
+        return step
+
     def _checked_keys(self, method: str) -> List[str]:
-        keys = list(getattr(self, method)())
+        returned = getattr(self, method)()
+        if not isinstance(returned, (list, tuple)):
+            raise TypeError(
+                f"{type(self).__name__}.{method}() ({where(getattr(type(self), method))}) must return a list of "
+                f"monitor keys (every key the method's counterpart may report), got {returned!r}")
+        keys = list(returned)
         seen = set()
         for key in keys:
             if not isinstance(key, str) or not key:
@@ -305,6 +366,28 @@ class Policy(abc.ABC):
         self.load_extra_state(state.get("extra", {}))
         if "np_random" in state:
             self.np_random.bit_generator.state = state["np_random"]
+
+
+def where(function: Any) -> str:
+    """``file:line`` of a function's definition (``?`` when unknown), for messages about a user's method."""
+    function = inspect.unwrap(getattr(function, "__func__", function))
+    try:
+        return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
+    except (OSError, TypeError):
+        return "?"
+
+
+def check_initialised(policy: Any) -> None:
+    """A TypeError about the contract if ``policy`` is not an initialised :class:`Policy` (a subclass whose
+    ``__init__`` did not call ``super().__init__(cfg, observation_space, action_space, device=..., seed=...)``)."""
+    if not isinstance(policy, Policy):
+        raise TypeError(f"{type(policy).__name__} is not a policies.Policy subclass (docs/write-your-own-policy.md)")
+    if "cfg" not in vars(policy) or "_adam_steps" not in vars(policy):
+        init = type(policy).__init__
+        raise TypeError(
+            f"{type(policy).__name__}.__init__ ({where(init)}) must call super().__init__(cfg, observation_space, "
+            "action_space, device=device, seed=seed): Policy.__init__ sets cfg, the spaces, device and np_random, "
+            "then calls _init_learn (docs/write-your-own-policy.md)")
 
 
 def _unwrap(module: Any) -> Any:

@@ -29,7 +29,7 @@ from rlearn.config.loading import config_source, import_file, load_config, resol
 from rlearn.config.overrides import apply_overrides, coerce_value, parse_override
 from rlearn.config.schema import FREE_FORM, SCHEMA, SECTIONS, defaults
 from rlearn.config.sections import RunConfig
-from rlearn.config.spec import Key, is_int, is_real
+from rlearn.config.spec import Key, is_int, is_real, non_empty, one_of, option, section
 from rlearn.config.validate import resolve_section, undeclared_window_warnings, validate_config
 
 #: keys every resolved config has (and every bundled config sets or inherits)
@@ -43,4 +43,5 @@ __all__ = [
     "load_config", "resolve_config", "resolve_section", "validate_config", "undeclared_window_warnings",
     "apply_overrides", "parse_override", "coerce_value", "format_config", "dump_config", "default_work_dir",
     "config_source", "import_file", "flatten", "get_by_path", "set_by_path", "suggest", "is_int", "is_real",
+    "option", "section", "one_of", "non_empty",
 ]

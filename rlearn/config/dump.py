@@ -11,17 +11,19 @@ import datetime
 import pprint
 import re
 from pathlib import Path
-from typing import Any, List, Mapping, Union
+from typing import Any, List, Mapping, Optional, Union
 
+from rlearn.config.policy_keys import policy_keys_of
 from rlearn.config.schema import SCHEMA, SECTIONS
+from rlearn.config.spec import Key
 
 __all__ = ["format_config", "dump_config", "default_work_dir", "short_help"]
 
 
-def short_help(path: str, limit: int = 90) -> str:
-    """The first phrase of a framework key's help text, markdown removed, at most ``limit`` characters
-    (``""`` for keys the schema does not declare)."""
-    key = SCHEMA.get(path)
+def short_help(path: str, limit: int = 90, keys: Optional[Mapping[str, Key]] = None) -> str:
+    """The first phrase of a framework key's help text (or of one in ``keys``, a policy's declared keys),
+    markdown removed, at most ``limit`` characters (``""`` for keys nothing declares)."""
+    key = SCHEMA.get(path) or (keys or {}).get(path)
     if key is None:
         return ""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", key.help).replace("`", "")
@@ -38,8 +40,9 @@ def _literal(value: Any) -> str:
 
 def format_config(cfg: Mapping[str, Any], comments: bool = True) -> str:
     """``cfg`` as a Python dict literal, one key per line (sections nested), framework keys commented with
-    their help (``comments=False`` leaves the comments out)."""
+    their help, and so are the keys the policy declares (``comments=False`` leaves the comments out)."""
     lines: List[str] = ["{"]
+    declared = policy_keys_of(cfg) if comments else {}
 
     def walk(node: Mapping[str, Any], prefix: str, indent: str) -> None:
         for name, value in node.items():
@@ -50,7 +53,7 @@ def format_config(cfg: Mapping[str, Any], comments: bool = True) -> str:
                 lines.append(f"{indent}}},")
                 continue
             line = f"{indent}{name!r}: {_literal(value)},"
-            note = short_help(path) if comments else ""
+            note = short_help(path, keys=declared) if comments else ""
             lines.append(f"{line}  # {note}" if note else line)
 
     walk(cfg, "", "    ")

@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from rlearn.config.errors import ConfigError
 from rlearn.config.keys import get_by_path, known_paths, set_by_path, unknown_key_error
 from rlearn.config.overrides import Override, apply_overrides, parse_override
+from rlearn.config.policy_keys import policy_keys, validate_policy_section
 from rlearn.config.schema import SCHEMA, defaults
 from rlearn.config.validate import merge_section, validate_config
 
@@ -197,7 +198,8 @@ def resolve_config(
     Steps: unknown framework keys are errors (with suggestions); ``custom_imports`` are imported;
     ``policy.type`` is resolved with :func:`rlearn.registry.get_policy_class` and the policy section is merged
     over the class's ``default_config`` (an unknown policy key is an error naming the policy); the
-    overrides are applied; every framework value is checked against its expected type and range.
+    overrides are applied; every framework value and every key the policy declares
+    (:mod:`rlearn.config.policy_keys`) is checked against its expected type and range.
     A policy defined in ``__main__`` or in an executed config file has that file added to
     ``custom_imports``, so the dumped config can be loaded on its own. Resolving twice is harmless.
     """
@@ -229,7 +231,9 @@ def resolve_config(
     if source is not None and source not in cfg["custom_imports"]:
         cfg["custom_imports"] = [*cfg["custom_imports"], source]
 
-    apply_overrides(cfg, late)
+    declared = policy_keys(policy_cls)
+    apply_overrides(cfg, late, keys=declared)
+    validate_policy_section(cfg["policy"], declared)
     if cfg["exp_name"] is None:
         cfg["exp_name"] = default_exp_name or str(cfg["policy"]["type"]).replace(":", "_").replace(".", "_")
     validate_config(cfg)

@@ -6,11 +6,12 @@ import ast
 import copy
 import math
 import numbers
-from typing import Any, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from rlearn.config.errors import ConfigError
 from rlearn.config.keys import get_by_path, known_paths, unknown_key_error
 from rlearn.config.schema import FREE_FORM, SCHEMA
+from rlearn.config.spec import Key
 
 __all__ = ["coerce_value", "parse_override", "apply_overrides", "Override"]
 
@@ -95,10 +96,12 @@ def parse_override(item: str) -> Tuple[str, str]:
     return key, value
 
 
-def _override_kind(path: str, current: Any, exists: bool) -> Tuple[Optional[type], bool]:
-    """The type ``--set path=TEXT`` reads TEXT as: the schema's for a framework key or an entry of a typed
-    free-form dict (``learner.monitor_windows.<key>`` is an int), else the type of the current value."""
-    field = SCHEMA.get(path)
+def _override_kind(path: str, current: Any, exists: bool,
+                   keys: Optional[Mapping[str, Key]] = None) -> Tuple[Optional[type], bool]:
+    """The type ``--set path=TEXT`` reads TEXT as: the schema's for a framework key, the declaration's for a
+    key in ``keys`` (a policy's), or an entry of a typed free-form dict (``learner.monitor_windows.<key>`` is an
+    int), else the type of the current value."""
+    field = SCHEMA.get(path) or (keys or {}).get(path)
     if field is not None:
         return field.kind, field.nullable
     parent = SCHEMA.get(path.rpartition(".")[0])
@@ -120,11 +123,13 @@ def _override_kind(path: str, current: Any, exists: bool) -> Tuple[Optional[type
     return None, True
 
 
-def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override]) -> Dict[str, Any]:
+def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override],
+                    keys: Optional[Mapping[str, Key]] = None) -> Dict[str, Any]:
     """Apply ``--set`` overrides to a resolved config in place and return it.
 
     Each override is ``"dotted.key=VALUE"`` (VALUE coerced with :func:`coerce_value` to the key's type)
-    or a ``(key, value)`` pair (value used as is). The key must exist, except for a new entry directly
+    or a ``(key, value)`` pair (value used as is); ``keys`` are declared keys beside the schema's (the
+    policy's, :func:`rlearn.config.policy_keys.policy_keys`) whose type the text is read as. The key must exist, except for a new entry directly
     inside a free-form dict (:data:`FREE_FORM`: ``env.kwargs.<name>``, ``learner.monitor_windows.<key>``).
     """
     known = known_paths(cfg)
@@ -151,7 +156,7 @@ def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override]) -> Dict[
             subkeys = ", ".join(f"{path}.{k}" for k in parent[leaf])
             raise ConfigError(f"--set {path}: '{path}' is a section; set its keys one by one ({subkeys})")
         if is_text:
-            kind, nullable = _override_kind(path, parent.get(leaf), exists)
+            kind, nullable = _override_kind(path, parent.get(leaf), exists, keys)
             value = coerce_value(path, raw, kind, nullable)
         else:
             value = copy.deepcopy(raw)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from rlearn.config.errors import ConfigError
 
-__all__ = ["Key", "option", "section", "is_int", "is_real"]
+__all__ = ["Key", "option", "section", "one_of", "non_empty", "is_int", "is_real"]
 
 Check = Callable[[Any], Optional[str]]  # returns a complaint ("must be ..."), or None when the value is fine
 
@@ -30,15 +30,27 @@ def is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def one_of(*choices: Any) -> Check:
+    """A ``check`` accepting exactly ``choices`` (``option("fp32", ..., check=one_of("fp32", "bf16"))``)."""
+    def check(value: Any) -> Optional[str]:
+        return None if value in choices else f"must be one of {', '.join(map(repr, choices))}"
+    return check
+
+
+def non_empty(value: Any) -> Optional[str]:
+    """A ``check`` refusing an empty list, dict or string."""
+    return None if len(value) else "must not be empty"
+
+
 def option(default: Any, help: str, *, ge: Optional[float] = None, gt: Optional[float] = None,
-           finite: bool = False, check: Optional[Check] = None, expected: str = "",
+           le: Optional[float] = None, finite: bool = False, check: Optional[Check] = None, expected: str = "",
            doc_default: str = "", same_as: str = "", items: Optional[Dict[str, Any]] = None) -> Any:
     """Declare one config key of a section dataclass.
 
     Args:
         default: the default value (copied for each resolved config).
         help: what the key does (one paragraph of markdown; the docs table's "meaning" column).
-        ge, gt: lower bound (inclusive / exclusive) of a number.
+        ge, gt: lower bound (inclusive / exclusive) of a number; le: upper bound (inclusive).
         finite: the number must be finite.
         check: extra check returning a complaint or None.
         expected: how to describe an accepted value in errors (default: built from type and range).
@@ -48,8 +60,8 @@ def option(default: Any, help: str, *, ge: Optional[float] = None, gt: Optional[
         items: for a list or dict, the bounds of its items or values (``dict(ge=1)``); they are checked one
             by one and errors name the item (``learner.monitor_windows.loss``).
     """
-    meta = dict(help=help, ge=ge, gt=gt, finite=finite, check=check, expected=expected, doc_default=doc_default,
-                same_as=same_as, items=items or {})
+    meta = dict(help=help, ge=ge, gt=gt, le=le, finite=finite, check=check, expected=expected,
+                doc_default=doc_default, same_as=same_as, items=items or {})
     return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
 
 
@@ -70,6 +82,7 @@ class Key:
     ge: Optional[float] = None
     gt: Optional[float] = None
     finite: bool = False
+    le: Optional[float] = None
     check: Optional[Check] = None
     expected: str = ""
     doc_default: str = ""
@@ -84,7 +97,7 @@ class Key:
 
     def describe(self) -> str:
         """What the key accepts, for messages: ``int >= 1 or None``."""
-        text = self.expected or _describe(self.kind, self.ge, self.gt)
+        text = self.expected or _describe(self.kind, self.ge, self.gt, self.le)
         if not self.expected and self.item_kind not in (None, object):
             item = _describe(self.item_kind, self.items.get("ge"), self.items.get("gt"))
             text = f"dict of str -> {item}" if self.kind is dict else f"list of {item}"
@@ -104,7 +117,8 @@ class Key:
                 f"config key '{self.path}' must be {self.describe()}, got {type(value).__name__} {value!r}"
             )
         value = _normalise(value, self.kind)
-        complaint = _range_complaint(value, self.ge, self.gt, self.finite) if self.kind in (int, float) else None
+        complaint = _range_complaint(value, self.ge, self.gt, self.finite, self.le) \
+            if self.kind in (int, float) else None
         if complaint is None and self.check is not None:
             complaint = self.check(value)
         if complaint:
@@ -135,8 +149,16 @@ class Key:
 _TYPE_NAMES = {int: "int", float: "float", bool: "bool", str: "str", list: "list", dict: "dict"}
 
 
-def _describe(kind: type, ge: Optional[float], gt: Optional[float]) -> str:
+def _interval(ge: Optional[float], gt: Optional[float], le: float) -> str:
+    return f"[{ge}, {le}]" if gt is None else f"({gt}, {le}]"
+
+
+def _describe(kind: type, ge: Optional[float], gt: Optional[float], le: Optional[float] = None) -> str:
     text = _TYPE_NAMES.get(kind, kind.__name__)
+    if le is not None and (ge is not None or gt is not None):
+        return f"{text} in {_interval(ge, gt, le)}"
+    if le is not None:
+        text += f" <= {le}"
     if ge is not None:
         text += f" >= {ge}"
     if gt is not None:
@@ -168,11 +190,17 @@ def _normalise(value: Any, kind: type) -> Any:
     return value
 
 
-def _range_complaint(value: Any, ge: Optional[float], gt: Optional[float], finite: bool) -> Optional[str]:
+def _range_complaint(value: Any, ge: Optional[float], gt: Optional[float], finite: bool,
+                     le: Optional[float] = None) -> Optional[str]:
+    if le is not None and (ge is not None or gt is not None) and not (
+            value <= le and (value >= ge if gt is None else value > gt)):
+        return f"must be in {_interval(ge, gt, le)}"
     if finite and not math.isfinite(value):
         return f"must be a finite number > {gt}" if gt is not None else "must be finite"
     if ge is not None and not value >= ge:
         return f"must be >= {ge}"
     if gt is not None and not value > gt:
         return f"must be a finite number > {gt}" if finite else f"must be > {gt}"
+    if le is not None and not value <= le:
+        return f"must be <= {le}"
     return None

@@ -278,7 +278,7 @@ def test_iteration_runs_with_learn_threads_and_restores_the_callers_count(monkey
 
 def test_learn_threads_none_leaves_the_thread_count_alone():
     policy = make_policy()
-    assert policy.learn_threads is None and policy.thread_chooser is None
+    assert policy.cfg["learn_threads"] is None and policy.thread_chooser is None
     outer = torch.get_num_threads()
     policy._forward_learn(make_batch(policy))
     assert torch.get_num_threads() == outer
@@ -304,7 +304,7 @@ def test_td3_steps_its_optimizers_directly():
                  terminated=torch.zeros(16))
     for _ in range(6):
         policy._forward_learn(batch)
-    assert policy._critic_adam.direct_steps == 5 and policy._actor_adam.direct_steps == 2
+    assert policy.adam_step(policy.critic_optimizer).direct_steps == 5 and policy.adam_step(policy.actor_optimizer).direct_steps == 2
 
 
 def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch):
@@ -313,7 +313,7 @@ def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch)
     def failing(*args, **kwargs):
         raise RuntimeError("boom in the critic")
 
-    monkeypatch.setattr(policy, "_update_critic", failing)
+    monkeypatch.setattr(policy, "update_critic", failing)
     before = params(policy.critic) + params(policy.actor)
     outer = torch.get_num_threads()
     with pytest.raises(RuntimeError, match="boom in the critic"):
@@ -354,7 +354,7 @@ def test_runs_on_cuda():
     batch = make_batch(policy, n=32)  # CPU tensors: moved by the policy
     infos = [policy._forward_learn(batch) for _ in range(4)]
     assert "actor_loss" in infos[1] and all(math.isfinite(v) for info in infos for v in info.values())
-    assert policy._critic_adam.direct_steps == 3 and policy._actor_adam.direct_steps == 1
+    assert policy.adam_step(policy.critic_optimizer).direct_steps == 3 and policy.adam_step(policy.actor_optimizer).direct_steps == 1
     obs = np.zeros((3, 3), np.float32)
     assert policy._forward_collect(obs, 10**6)["action"].shape == (3, 1)
     cpu = make_policy()

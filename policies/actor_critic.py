@@ -1,0 +1,145 @@
+"""What off-policy actor-critics for continuous actions share (TD3, SAC; a DDPG would too).
+
+:class:`OffPolicyActorCritic` is a :class:`~policies.base.Policy` that a subclass gives its algorithm: networks
+and optimizers in ``_init_learn`` (calling :meth:`~OffPolicyActorCritic._init_spaces` first), one iteration in
+``_learn_step``, acting and evaluation. The base provides the plumbing around them:
+
+* spaces: a ``Box`` observation space and a ``Box`` action space mapped onto ``[-1, 1]``
+  (:class:`rlearn.rl.BoxActions`; :meth:`to_env_action`, :meth:`to_normalized_action`);
+* the replay minibatch, checked once (:func:`rlearn.rl.check_replay_batch`, :meth:`_check_batch`);
+* the twin-critic step :meth:`update_critic` on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``;
+* acting from numpy (:meth:`_actor_numpy`);
+* the train iteration on the CPU threads that pay (``learn_threads`` / ``adaptive_threads``, :class:`ThreadChooser`);
+* the checkpointed ``update_count`` and learner generator ``torch_rng`` (:meth:`extra_state`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from policies.base import Policy
+from rlearn.config import non_empty, one_of, option
+from rlearn.nn import ThreadChooser
+from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy
+from rlearn.rl.replay_batch import check_replay_batch
+from rlearn.trace import span
+
+__all__ = ["OffPolicyActorCritic", "restore_count"]
+
+
+def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[int]:
+    """``state[key]`` checked as an int >= 0 (a ValueError naming ``owner`` and the key), None when absent."""
+    if key not in state:
+        return None
+    count = state[key]
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+        raise ValueError(f"{owner}: checkpoint {key!r} must be an int >= 0, got {count!r}")
+    return int(count)
+
+
+class OffPolicyActorCritic(Policy):
+    """Base of TD3 and SAC: see the module docstring. Subclasses set ``self.actor``, ``self.critic`` (a twin
+    :class:`~rlearn.nn.QEnsemble`) and ``self.critic_optimizer``, and implement ``_learn_step(data)``."""
+
+    on_policy = False
+
+    class Config:
+        """The keys every off-policy actor-critic has"""
+
+        learning_starts: int = option(100, "env steps of uniformly random actions; the learner starts after as many",
+                                      ge=0)
+        batch_size: int = option(256, "minibatch size sampled from the replay buffer per train iteration", ge=1)
+        hidden_sizes: List[int] = option([256, 256], "hidden layers of the actor and of each critic",
+                                         items=dict(ge=1), check=non_empty)
+        gamma: float = option(0.99, "discount", ge=0, le=1)
+        tau: float = option(0.005, "Polyak coefficient of the target networks", gt=0, le=1)
+        learn_threads: Optional[int] = option(
+            None, "torch threads a train iteration runs with (CPU only; None: the run's own `num_threads`)", ge=1)
+        adaptive_threads: bool = option(
+            True, "with `learn_threads > 1`, measure every 1000 iterations whether the threads pay and use one "
+            "thread while they do not; False for runs whose numbers depend only on the seed (the thread count can "
+            "change a product's rounding)")
+        precision: str = option(
+            "fp32", "`\"bf16\"` runs the networks' products in bfloat16 with fp32 parameters and optimizers (about "
+            "twice the matmul speed on CPUs with native bf16; docs/speed-parts.md)", check=one_of("fp32", "bf16"),
+            expected='"fp32" or "bf16"')
+
+    def _init_spaces(self) -> None:
+        """``obs_shape``, ``obs_dim``, ``actions`` (:class:`BoxActions`), ``act_shape``, ``act_dim``; the learner's
+        generator ``torch_rng`` (seeded from ``np_random``, saved in checkpoints) and ``update_count``."""
+        owner = type(self).__name__
+        self.obs_shape: Tuple[int, ...] = box_observation_shape(self.observation_space, owner)
+        self.obs_dim = int(np.prod(self.obs_shape))
+        self.actions = BoxActions(self.action_space, owner)
+        self.act_shape, self.act_dim = self.actions.shape, self.actions.dim
+        self.torch_rng = torch.Generator(device=self.device)
+        self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
+        self.update_count = 0  # critic updates done
+
+    def _init_threads(self, period: int) -> None:
+        """``thread_chooser``: each iteration's CPU thread count (``policy.learn_threads``, or one while more do
+        not pay when ``adaptive_threads``); probes blocks of whole ``period``-iteration cycles, so that both
+        halves of a probe hold the same mix of iterations. None on other devices or without ``learn_threads``."""
+        self.thread_chooser: Optional[ThreadChooser] = None
+        if self.cfg["learn_threads"] is not None and self.device.type == "cpu":
+            probe_len = period * max(1, math.ceil(8 / period))
+            self.thread_chooser = ThreadChooser(self.cfg["learn_threads"], adaptive=self.cfg["adaptive_threads"],
+                                                probe_every=max(1000, 10 * probe_len), probe_len=probe_len)
+
+    def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+        """One iteration (``_learn_step``) on a replay minibatch, on the threads :attr:`thread_chooser` picks;
+        the caller's thread count is restored afterwards."""
+        if self.thread_chooser is None:
+            return self._learn_step(data)
+        return self.thread_chooser.run(self._learn_step, data)
+
+    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+        raise NotImplementedError
+
+    def _check_batch(self, data: Mapping[str, torch.Tensor]) -> Tuple[torch.Tensor, ...]:
+        """``(obs [B, o], action [B, a], reward [B], next_obs [B, o], terminated [B])``, checked."""
+        return check_replay_batch(data, type(self).__name__, self.device, self.obs_shape, self.act_shape)
+
+    def update_critic(self, obs: torch.Tensor, action: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One step of the critic optimizer on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``.
+
+        Returns ``[MSE_1, MSE_2, mean Q1, mean Q2, mean y, mean |Q1 - y|, mean |Q2 - y|]`` for the reports.
+        """
+        with span("learner/forward", lane="learner"):
+            q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
+            # one loss over both rows: twice the mean over [2, B] of squared errors = MSE(Q1, y) + MSE(Q2, y)
+            critic_loss = 2.0 * F.mse_loss(q, y.expand_as(q))
+        self.optimize(critic_loss, self.critic_optimizer)
+        with torch.no_grad():  # one mean over the stacked rows [error^2 (2), Q (2), y, |error| (2)]
+            q = q.detach()
+            error = q - y
+            return torch.cat([error.square(), q, y.unsqueeze(0), error.abs()]).mean(1)
+
+    def _actor_numpy(self, obs: np.ndarray) -> np.ndarray:
+        """The actor's output for observations ``[N, *obs_shape]`` as float64 ``[N, ...]`` (a tuple of outputs
+        concatenated), without gradient."""
+        return forward_numpy(self.actor, obs, self.device)
+
+    def to_env_action(self, action: np.ndarray) -> np.ndarray:
+        """Normalised actions ``[N, act_dim]`` in ``[-1, 1]`` -> environment units ``[N, *act_shape]``."""
+        return self.actions.to_env(action)
+
+    def to_normalized_action(self, env_action: np.ndarray) -> np.ndarray:
+        """Environment units ``[N, *act_shape]`` -> normalised ``[N, *act_shape]`` in ``[-1, 1]``."""
+        return self.actions.to_normalized(env_action)
+
+    def extra_state(self) -> Dict[str, Any]:
+        return {"update_count": self.update_count, "torch_rng": self.torch_rng.get_state()}
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        count = restore_count(type(self).__name__, state, "update_count")
+        if count is not None:
+            self.update_count = count
+        if "torch_rng" in state:
+            self.torch_rng.set_state(state["torch_rng"])

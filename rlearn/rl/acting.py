@@ -1,0 +1,80 @@
+"""Acting from numpy, and ``Box`` actions in normalised units: what policies share at the environment's edge.
+
+* :func:`obs_tensor`: observations ``[N, *obs_shape]`` as a float32 tensor ``[N, obs_dim]`` (a float32 CPU
+  array is shared, not copied: acting is one small forward pass per env step, where the call overhead is the cost);
+* :func:`forward_numpy`: a network's output for numpy observations, without gradient, as float64 numpy;
+* :class:`BoxActions`: a ``Box`` action space with finite bounds mapped affinely onto ``[-1, 1]`` per
+  dimension (TD3's and SAC's networks work in those units, whatever the bounds);
+* :func:`box_observation_shape`: the shape of a ``Box`` observation space, or a TypeError naming the policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+__all__ = ["obs_tensor", "forward_numpy", "BoxActions", "box_observation_shape"]
+
+
+def obs_tensor(obs: Any, device: torch.device) -> torch.Tensor:
+    """``obs [N, *obs_shape]`` as a float32 tensor ``[N, obs_dim]`` on ``device``. A C-contiguous float32
+    array on the CPU is shared with the tensor (no copy; nothing writes into it)."""
+    if type(obs) is np.ndarray and obs.dtype == np.float32 and obs.flags.c_contiguous and device.type == "cpu":
+        tensor = torch.from_numpy(obs)
+    else:
+        tensor = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=device)
+    return tensor.reshape(len(obs), -1)
+
+
+def forward_numpy(net: torch.nn.Module, obs: Any, device: torch.device) -> np.ndarray:
+    """``net(obs)`` without gradient as float64 ``[N, ...]``; a tuple of outputs is concatenated along the last
+    dimension (one device-to-host copy)."""
+    with torch.no_grad():
+        out = net(obs_tensor(obs, device))
+        if isinstance(out, tuple):
+            out = torch.cat(out, dim=-1)
+    return out.cpu().numpy().astype(np.float64)
+
+
+def box_observation_shape(space: Any, owner: str) -> Tuple[int, ...]:
+    """The shape of a ``Box`` observation space; any other space is a TypeError naming ``owner``."""
+    if not isinstance(space, spaces.Box):
+        raise TypeError(f"{owner} needs a Box observation space, got {space!r}")
+    return tuple(space.shape)
+
+
+class BoxActions:
+    """A ``Box`` action space mapped affinely onto ``[-1, 1]`` per dimension.
+
+    ``low`` / ``high`` (float64 ``[dim]``), ``shape`` and ``dim`` describe the space; :meth:`to_env` and
+    :meth:`to_normalized` convert between normalised and environment units. Any other space, or a bound that is
+    not finite or not ``high > low``, is an error naming ``owner``.
+    """
+
+    def __init__(self, space: Any, owner: str) -> None:
+        if not isinstance(space, spaces.Box):
+            raise TypeError(f"{owner} needs a continuous (Box) action space, got {space!r}")
+        low = np.asarray(space.low, dtype=np.float64).reshape(-1)
+        high = np.asarray(space.high, dtype=np.float64).reshape(-1)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
+            raise ValueError(f"{owner} needs finite action bounds with high > low in every dimension, got {space!r}")
+        self.low, self.high = low, high
+        self.shape: Tuple[int, ...] = tuple(space.shape)
+        self.dim = int(low.size)
+        self.dtype = space.dtype
+        self._scale, self._center = (high - low) / 2.0, (high + low) / 2.0
+
+    def to_env(self, action: np.ndarray) -> np.ndarray:
+        """Normalised actions ``[N, dim]`` in ``[-1, 1]`` -> environment units ``[N, *shape]`` (clipped to the
+        bounds, in the space's dtype)."""
+        action = np.asarray(action, dtype=np.float64).reshape(len(action), self.dim)
+        env_action = (self._center + self._scale * action).clip(self.low, self.high)
+        return env_action.astype(self.dtype).reshape(len(action), *self.shape)
+
+    def to_normalized(self, env_action: np.ndarray) -> np.ndarray:
+        """Environment units ``[N, *shape]`` -> normalised float32 ``[N, *shape]`` in ``[-1, 1]``."""
+        env_action = np.asarray(env_action, dtype=np.float64).reshape(len(env_action), self.dim)
+        return ((env_action - self._center) / self._scale).astype(np.float32).reshape(len(env_action), *self.shape)

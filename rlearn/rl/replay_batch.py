@@ -1,0 +1,79 @@
+"""Checking a replay minibatch before an off-policy policy learns from it (TD3, SAC, DQN; any policy may use it)."""
+
+from __future__ import annotations
+
+import math
+from collections import abc
+from typing import Any, List, Optional, Sequence, Tuple
+
+import torch
+
+__all__ = ["BATCH_KEYS", "check_replay_batch", "host_values"]
+
+#: what ``ReplayBuffer.sample`` hands ``_forward_learn``
+BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
+
+
+def host_values(tensors: Sequence[torch.Tensor]) -> List[Any]:
+    """The values of 0-d ``tensors`` as Python numbers, in one host transfer: one ``stack(...).tolist()`` on an
+    accelerator (no sync per value); on the CPU, where reading a value is no transfer, one ``item()`` each
+    (measured 0.5 against 6 us for three). ``torch.stack`` promotes mixed dtypes (int and float32 to float32)."""
+    if tensors[0].device.type == "cpu":
+        return [t.item() for t in tensors]
+    return torch.stack(list(tensors)).tolist()
+
+
+def check_replay_batch(data: Any, owner: str, device: torch.device, obs_shape: Sequence[int],
+                       action_shape: Sequence[int] = (), n_actions: Optional[int] = None) -> Tuple[torch.Tensor, ...]:
+    """``(obs, action, reward, next_obs, terminated)`` of a replay minibatch on ``device``, after checking it.
+
+    Observations ``[B, *obs_shape]`` come back flattened to ``[B, obs_dim]``, ``reward`` and ``terminated`` as
+    ``[B]``, all float32. Continuous actions (``n_actions`` None) are float ``[B, *action_shape]`` (flattened
+    to ``[B, dim]``); discrete ones integer indices ``[B]`` in ``[0, n_actions)``, returned as int64. Every problem
+    raises naming ``owner`` and the key, before anything is updated: not a dict (TypeError), a missing key
+    (KeyError), a wrong type or dtype (TypeError), a wrong shape, an index out of range or a NaN/inf value
+    (ValueError). The value checks cost one host transfer per batch: one sum over every float, which is NaN or
+    inf if an element is (or, rarely, when huge finite values overflow it; the per-key check then decides).
+    """
+    name = f"{owner}._forward_learn"
+    if not isinstance(data, abc.Mapping):  # collections.abc's: a third of typing.Mapping's check time
+        raise TypeError(f"{name} expects a dict of tensors, got {type(data).__name__}")
+    missing = [key for key in BATCH_KEYS if key not in data]
+    if missing:
+        raise KeyError(f"{name}: batch is missing {missing} (has {sorted(data)})")
+    discrete = n_actions is not None
+    shapes = {"obs": tuple(obs_shape), "next_obs": tuple(obs_shape), "action": () if discrete else tuple(action_shape)}
+    first = data["obs"]
+    batch = first.shape[0] if isinstance(first, torch.Tensor) and first.dim() else 0
+    out: List[torch.Tensor] = []
+    for key in BATCH_KEYS:
+        value = data[key]
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name}: batch[{key!r}] must be a torch.Tensor, got {type(value).__name__}")
+        if key == "action" and discrete:
+            if value.is_floating_point() or value.dtype == torch.bool or value.is_complex():
+                raise TypeError(f"{name}: batch['action'] must be an integer tensor of action indices, got {value.dtype}")
+        elif not value.is_floating_point():
+            raise TypeError(f"{name}: batch[{key!r}] must be a float tensor, got {value.dtype}")
+        shape = shapes.get(key, ())
+        if batch < 1 or value.shape != (batch, *shape):
+            raise ValueError(f"{name}: batch[{key!r}] has shape {tuple(value.shape)}, "
+                             f"expected {(batch if batch >= 1 else 'B>0', *shape)}")
+        dtype = torch.long if key == "action" and discrete else torch.float32
+        if value.dtype != dtype or value.device != device:  # each call costs a dispatch
+            value = value.to(device, dtype, non_blocking=True)
+        out.append(value.reshape(batch, -1) if len(shape) > 1 else value)
+    floats = [t for key, t in zip(BATCH_KEYS, out) if not (discrete and key == "action")]
+    total = torch.cat([t.reshape(-1) for t in floats]).sum()
+    if discrete:
+        low, high = torch.aminmax(out[1])
+        total, low, high = host_values([total, low, high])
+        if low < 0 or high >= n_actions:
+            raise ValueError(f"{name}: batch['action'] holds indices outside [0, {n_actions})")
+    else:
+        total = total.item()
+    if not math.isfinite(total):
+        bad = [key for key, t in zip(BATCH_KEYS, out) if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+        if bad:
+            raise ValueError(f"{name}: non-finite values (NaN/inf) in batch {bad}; nothing was updated")
+    return tuple(out)
