@@ -559,7 +559,7 @@ def test_adam_steps_directly_and_matches_plain_adam_over_several_iterations():
         assert all(type(value) is float for value in info.values())  # one host transfer, plain floats
     for mine, ref in zip(policy.q_net.parameters(), reference.parameters()):
         torch.testing.assert_close(mine, ref, rtol=1e-5, atol=1e-6)
-    steps = policy._adam_step
+    steps = policy.adam_step(policy.optimizer)
     assert steps.direct_steps + steps.fallback_steps == 4
     assert steps.direct_steps == (3 if direct_step_ok() else 0)
 
