@@ -1,4 +1,5 @@
-"""What off-policy actor-critics for continuous actions share (TD3, SAC; a DDPG would too).
+"""What actor-critics share: :class:`OffPolicyActorCritic` (TD3, SAC; a DDPG would too) and
+:class:`OnPolicyActorCritic` (PPO, PPG).
 
 :class:`OffPolicyActorCritic` is a :class:`~policies.base.Policy` that a subclass gives its algorithm: networks
 and optimizers in ``_init_learn`` (calling :meth:`~OffPolicyActorCritic._init_spaces` first), one iteration in
@@ -11,13 +12,17 @@ and optimizers in ``_init_learn`` (calling :meth:`~OffPolicyActorCritic._init_sp
 * acting from numpy (:meth:`_actor_numpy`);
 * the train iteration on the CPU threads that pay (``learn_threads`` / ``adaptive_threads``, :class:`ThreadChooser`);
 * the checkpointed ``update_count`` and learner generator ``torch_rng`` (:meth:`extra_state`).
+
+:class:`OnPolicyActorCritic` gives PPO and PPG their common keys, spaces (:func:`rlearn.rl.action_spec`), the checked
+rollout with its GAE advantages and value targets (:meth:`~OnPolicyActorCritic._advantage_batch`), shuffled
+minibatches and the clip range that may follow the learning rate.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -27,10 +32,13 @@ from policies.base import Policy
 from rlearn.config import non_empty, one_of, option
 from rlearn.nn import ThreadChooser
 from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy
+from rlearn.rl.advantages import compute_gae
+from rlearn.rl.policy_io import action_spec
 from rlearn.rl.replay_batch import check_replay_batch
+from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
-__all__ = ["OffPolicyActorCritic", "restore_count"]
+__all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic", "restore_count"]
 
 
 def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[int]:
@@ -143,3 +151,65 @@ class OffPolicyActorCritic(Policy):
             self.update_count = count
         if "torch_rng" in state:
             self.torch_rng.set_state(state["torch_rng"])
+
+
+class OnPolicyActorCritic(Policy):
+    """Base of PPO and PPG: see the module docstring. Subclasses declare ``rollout_steps``, ``gamma``,
+    ``gae_lambda``, ``minibatch_size`` and ``lr`` in their ``Config`` (their defaults differ)."""
+
+    on_policy = True
+
+    class Config:
+        """The keys every on-policy actor-critic has"""
+
+        reward_scale: float = option(1.0, "rewards are multiplied by it before GAE", gt=0, finite=True)
+        clip_ratio: float = option(0.2, "PPO clip range `eps` of the ratio `pi / pi_collect`", gt=0, finite=True)
+        clip_follows_lr: bool = option(False, "scale the clip range by `current lr / lr` (a linear lr decay decays "
+                                              "it too, like rl-zoo's `lin_0.2`)")
+        entropy_coef: float = option(0.0, "weight of the entropy bonus", ge=0, finite=True)
+        max_grad_norm: float = option(0.5, "the gradient's global norm is clipped to this before each Adam step",
+                                      gt=0, finite=True)
+        hidden_sizes: List[int] = option([64, 64], "hidden layers of each network", items=dict(ge=1), check=non_empty)
+        activation: str = option("tanh", "`\"tanh\"` or `\"relu\"`", check=one_of("tanh", "relu"),
+                                 expected='"tanh" or "relu"')
+        init_log_std: float = option(0.0, "initial log-std of the Gaussian (continuous actions)", finite=True)
+
+    def _init_spaces(self) -> Tuple[int, int]:
+        """``discrete``, ``_low`` / ``_high`` (Box bounds) from the spaces (:func:`action_spec`); returns
+        ``(obs_dim, n_outputs)`` of the action head."""
+        obs_dim, spec = action_spec(self.observation_space, self.action_space, type(self).__name__)
+        self.discrete, self._low, self._high = spec.discrete, spec.low, spec.high
+        return obs_dim, spec.n_outputs
+
+    def _advantage_batch(self, data: Mapping[str, Any], value: Callable[[torch.Tensor], torch.Tensor]
+                         ) -> Dict[str, torch.Tensor]:
+        """The rollout ``[T, N, ...]`` checked (:func:`check_rollout`) and flattened to ``[T*N, ...]``: ``obs``,
+        ``action``, ``log_prob`` and ``value`` as collected, plus GAE(lambda) ``advantage`` and value ``target``
+        of the rewards times ``reward_scale``, bootstrapped with ``value(next_obs)`` (no gradient) where an
+        episode was truncated (:func:`compute_gae`)."""
+        rollout = check_rollout(data, type(self).__name__, self.device, self.discrete)
+        T, N = rollout["reward"].shape
+        cfg = self.cfg
+        with torch.no_grad():
+            next_value = value(rollout["next_obs"].flatten(0, 1)).view(T, N)
+            advantages, targets = compute_gae(
+                rollout["reward"] * cfg["reward_scale"], rollout["value"], next_value,
+                rollout["terminated"], rollout["truncated"], cfg["gamma"], cfg["gae_lambda"],
+            )
+        batch = {key: rollout[key].flatten(0, 1) for key in ("obs", "action", "log_prob", "value")}
+        batch.update(advantage=advantages.flatten(), target=targets.flatten())
+        return batch
+
+    def _minibatch_indices(self, size: int, minibatch_size: int) -> Sequence[torch.Tensor]:
+        """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller): index
+        tensors on the policy's device, from one host-to-device copy of a permutation from ``np_random``."""
+        order = torch.as_tensor(self.np_random.permutation(size), device=self.device)
+        return order.split(minibatch_size)
+
+    def _clip_ratio(self) -> float:
+        """This update's clip range: ``clip_ratio``, scaled by ``current lr / lr`` of the first optimizer when
+        ``clip_follows_lr`` (so a linear lr decay decays the clip range too, like rl-zoo's ``lin_0.2``)."""
+        clip = float(self.cfg["clip_ratio"])
+        if self.cfg["clip_follows_lr"] and self.cfg["lr"] > 0:
+            clip *= next(iter(self.optimizers().values())).param_groups[0]["lr"] / self.cfg["lr"]
+        return clip

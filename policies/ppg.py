@@ -37,8 +37,8 @@ Every policy iteration reports ``policy_loss``, ``value_loss``, ``entropy``, ``a
 give the learner a monitor window of at least ``n_pi`` iterations, or the auxiliary losses are missing
 from most windows (see ``docs/ppg.md``).
 
-This module is longer than rlearn's usual ~400 lines on purpose: a policy is one file a reader follows top to
-bottom (docs/write-your-own-policy.md); its shared parts live under ``rlearn/`` (``rlearn.rl``...).
+What PPG shares with PPO -- common keys, spaces, the checked rollout with its advantages, minibatches, the clip
+range -- is :class:`policies.actor_critic.OnPolicyActorCritic`.
 """
 
 from __future__ import annotations
@@ -49,14 +49,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from policies.base import Policy, PolicyConfigError
-from rlearn.optim import AdamStep, clip_grad_norm_, make_adam
-from rlearn.rl.advantages import compute_gae, explained_variance
+from policies.actor_critic import OnPolicyActorCritic
+from rlearn.config import option
+from rlearn.optim import make_adam
+from rlearn.rl.acting import obs_tensor
+from rlearn.rl.advantages import explained_variance
 from rlearn.rl.heads import (
     categorical_kl, categorical_log_prob_entropy, gaussian_kl, gaussian_log_prob_entropy, sample_gaussian,
 )
-from rlearn.rl.policy_io import action_spec, sample_categorical
-from rlearn.rl.rollout import check_rollout
+from rlearn.rl.policy_io import sample_categorical
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -142,55 +143,34 @@ class ValueNetwork(nn.Module):
 
 
 
-class PPGPolicy(Policy):
+class PPGPolicy(OnPolicyActorCritic):
     """Phasic Policy Gradient for ``Discrete`` and ``Box`` action spaces (see the module docstring).
 
-    Config keys (``policy`` section of a run config; defaults in :attr:`default_config`):
-
-    * rollout and returns: ``rollout_steps`` (steps per environment per iteration), ``gamma``,
-      ``gae_lambda``, ``reward_scale`` (rewards are multiplied by it before GAE);
-    * policy phase: ``e_policy`` epochs on minibatches of ``minibatch_size``, ``clip_ratio`` (scaled
-      like the learning rate if ``clip_follows_lr``), ``entropy_coef``, ``max_grad_norm``; value phase:
-      ``e_value`` epochs;
-    * auxiliary phase: every ``n_pi`` iterations, ``e_aux`` epochs on minibatches of
-      ``aux_minibatch_size``, behavioural-cloning weight ``beta_clone``;
-    * networks: ``hidden_sizes``, ``activation`` (``"tanh"`` or ``"relu"``), ``init_log_std``
-      (continuous actions);
-    * optimisation: ``lr``, the initial learning rate of the three Adam optimizers (``policy`` for the
-      PPO epochs, ``value`` for the value network, ``aux`` for the policy network in the auxiliary
-      phase). To decay it, add an ``LRSchedulerHook`` to the learner (the bundled CartPole config decays
-      it linearly); ``cur_lr`` reports the policy optimizer's rate in effect for the iteration.
+    Its keys are declared in :attr:`Config` (docs/configuration.md lists them). ``lr`` is the initial learning
+    rate of the three Adam optimizers (``policy`` for the PPO epochs, ``value`` for the value network, ``aux``
+    for the policy network in the auxiliary phase). To decay it, add an ``LRSchedulerHook`` to the learner (the
+    bundled CartPole config decays it linearly); ``cur_lr`` reports the policy optimizer's rate in effect.
     """
 
-    on_policy = True
-    default_config: Dict[str, Any] = dict(
-        rollout_steps=32,
-        gamma=0.98,
-        gae_lambda=0.8,
-        reward_scale=1.0,
-        e_policy=10,  # the bundled configs document tuned values
-        minibatch_size=256,
-        clip_ratio=0.2,
-        clip_follows_lr=False,
-        entropy_coef=0.0,
-        max_grad_norm=0.5,
-        e_value=10,
-        n_pi=16,
-        e_aux=2,
-        aux_minibatch_size=512,
-        beta_clone=1.0,
-        hidden_sizes=[64, 64],
-        activation="tanh",
-        init_log_std=0.0,
-        lr=1e-3,
-    )
+    class Config(OnPolicyActorCritic.Config):
+        """PPG's keys (the bundled configs document tuned values)"""
+
+        rollout_steps: int = option(32, "steps per environment per iteration", ge=1)
+        gamma: float = option(0.98, "discount", ge=0, le=1)
+        gae_lambda: float = option(0.8, "GAE's lambda", ge=0, le=1)
+        e_policy: int = option(10, "PPO epochs on the policy network per iteration", ge=0)
+        minibatch_size: int = option(256, "transitions per gradient step of the policy phase", ge=1)
+        e_value: int = option(10, "value-network epochs per iteration", ge=0)
+        n_pi: int = option(16, "policy iterations per auxiliary phase", ge=1)
+        e_aux: int = option(2, "auxiliary epochs over the stored rollouts", ge=1)
+        aux_minibatch_size: int = option(512, "observations per gradient step of the auxiliary phase", ge=1)
+        beta_clone: float = option(1.0, "weight of the behavioural-cloning KL in the auxiliary loss", ge=0, finite=True)
+        lr: float = option(1e-3, "initial learning rate of the three Adam optimizers", ge=0, finite=True)
 
     # ------------------------------------------------------------------------------------ setup
     def _init_learn(self) -> None:
         cfg = self.cfg
-        self._check_config(cfg)
-        obs_dim, spec = action_spec(self.observation_space, self.action_space, "PPGPolicy")
-        self.discrete, n_outputs, self._low, self._high = spec.discrete, spec.n_outputs, spec.low, spec.high
+        obs_dim, n_outputs = self._init_spaces()
 
         # Initialise the networks from the policy's seed without touching torch's global RNG.
         with torch.random.fork_rng(devices=[]):
@@ -200,50 +180,17 @@ class PPGPolicy(Policy):
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)
             self.value_net = ValueNetwork(obs_dim, cfg["hidden_sizes"], cfg["activation"]).to(self.device)
-        # Fused Adam where the running torch has the kernel for the device (make_adam); AdamStep calls that kernel
-        # without optimizer.step()'s per-call Python, and calls step() itself wherever that could differ.
+        # fused Adam where the running torch has the kernel for the device (make_adam), stepped by self.optimize
         self.policy_optimizer = make_adam(self.policy_net.parameters(), cfg["lr"], self.device, eps=1e-5)
         self.value_optimizer = make_adam(self.value_net.parameters(), cfg["lr"], self.device, eps=1e-5)
         # The auxiliary phase has its own Adam on the policy network: its losses are on the scale of the
         # returns, the policy phase's on the scale of normalised advantages. A shared Adam would carry the
         # aux phase's second moments into the policy phase (tiny PPO steps) and vice versa (huge aux steps).
         self.aux_optimizer = make_adam(self.policy_net.parameters(), cfg["lr"], self.device, eps=1e-5)
-        self._policy_params = list(self.policy_net.parameters())
-        self._value_params = list(self.value_net.parameters())
-        self._policy_step, self._value_step, self._aux_step = (
-            AdamStep(opt) for opt in (self.policy_optimizer, self.value_optimizer, self.aux_optimizer))
 
         self.policy_iterations = 0  # completed policy phases
         self._aux_obs: List[torch.Tensor] = []  # one [T*N, obs_dim] tensor per policy iteration
         self._aux_targets: List[torch.Tensor] = []  # one [T*N] tensor of value targets per iteration
-
-    @staticmethod
-    def _check_config(cfg: Mapping[str, Any]) -> None:
-        def bad(key: str, requirement: str) -> PolicyConfigError:
-            return PolicyConfigError(f"PPGPolicy: policy.{key} must be {requirement}, got {cfg[key]!r}")
-
-        for key in ("rollout_steps", "minibatch_size", "n_pi", "aux_minibatch_size", "e_aux"):
-            if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 1:
-                raise bad(key, "an integer >= 1")
-        for key in ("e_policy", "e_value"):
-            if isinstance(cfg[key], bool) or not isinstance(cfg[key], int) or cfg[key] < 0:
-                raise bad(key, "an integer >= 0")
-        for key in ("gamma", "gae_lambda"):
-            if not 0.0 <= float(cfg[key]) <= 1.0:
-                raise bad(key, "in [0, 1]")
-        for key in ("clip_ratio", "max_grad_norm", "reward_scale"):
-            if not float(cfg[key]) > 0.0:
-                raise bad(key, "> 0")
-        for key in ("entropy_coef", "beta_clone", "lr"):
-            if not float(cfg[key]) >= 0.0:
-                raise bad(key, ">= 0")
-        if not isinstance(cfg["clip_follows_lr"], bool):
-            raise bad("clip_follows_lr", "True or False")
-        if cfg["activation"] not in ("tanh", "relu"):
-            raise bad("activation", "'tanh' or 'relu'")
-        sizes = cfg["hidden_sizes"]
-        if not isinstance(sizes, (list, tuple)) or not all(isinstance(s, int) and s >= 1 for s in sizes):
-            raise bad("hidden_sizes", "a list of integers >= 1")
 
     def modules(self) -> Dict[str, nn.Module]:
         return {"policy_net": self.policy_net, "value_net": self.value_net}
@@ -258,9 +205,6 @@ class PPGPolicy(Policy):
         mean, log_std = params.chunk(2, dim=-1)
         return gaussian_log_prob_entropy(mean, log_std, action)
 
-    def _obs_tensor(self, obs: Any) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
-
     # ---------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
         """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action`` for continuous
@@ -268,7 +212,7 @@ class PPGPolicy(Policy):
 
         Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints).
         """
-        obs_t = self._obs_tensor(obs)
+        obs_t = obs_tensor(obs, self.device)
         with torch.inference_mode():
             params, _ = self.policy_net(obs_t)
             value = self.value_net(obs_t)
@@ -293,7 +237,7 @@ class PPGPolicy(Policy):
     def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
         """Greedy actions: the most likely class, or the Gaussian mean clipped to the bounds."""
         with torch.inference_mode():
-            params, _ = self.policy_net(self._obs_tensor(obs))
+            params, _ = self.policy_net(obs_tensor(obs, self.device))
         if self.discrete:
             return params.argmax(dim=-1).cpu().numpy().astype(np.int64)
         mean = params.chunk(2, dim=-1)[0].cpu().numpy().astype(np.float32)
@@ -309,25 +253,11 @@ class PPGPolicy(Policy):
     def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
         """One policy iteration on a rollout of ``[T, N, ...]`` tensors, plus the auxiliary phase every
         ``n_pi``-th call. Returns the info dict described in the module docstring."""
-        rollout = self._check_rollout(data)
-        T, N = rollout["reward"].shape
         cur_lr = self.policy_optimizer.param_groups[0]["lr"]  # as set by the learner's LR scheduler, if any
 
         # 1. advantages and value targets with the networks that collected the rollout
-        with torch.no_grad():
-            next_value = self.value_net(rollout["next_obs"].flatten(0, 1)).view(T, N)
-            advantages, targets = compute_gae(
-                rollout["reward"] * self.cfg["reward_scale"], rollout["value"], next_value,
-                rollout["terminated"], rollout["truncated"], self.cfg["gamma"], self.cfg["gae_lambda"],
-            )
-        batch = {
-            "obs": rollout["obs"].flatten(0, 1),
-            "action": rollout["action"].flatten(0, 1),
-            "log_prob": rollout["log_prob"].flatten(0, 1),
-            "advantage": advantages.flatten(),
-            "target": targets.flatten(),
-        }
-        info = {"explained_variance": explained_variance(rollout["value"].flatten(), batch["target"])}
+        batch = self._advantage_batch(data, self.value_net)
+        info = {"explained_variance": explained_variance(batch["value"], batch["target"])}
 
         # 2.-3. policy phase: PPO epochs on the policy network, then value-network epochs
         info.update(self._policy_epochs(batch))
@@ -343,39 +273,12 @@ class PPGPolicy(Policy):
                 info.update(self._auxiliary_phase())
         return info
 
-    def _check_rollout(self, data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
-        """The rollout as float32 tensors on the device (int64 discrete actions), checked (:func:`check_rollout`)."""
-        return check_rollout(data, "PPGPolicy", self.device, self.discrete)
-
-    def _minibatches(self, size: int, minibatch_size: int) -> Sequence[torch.Tensor]:
-        """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller): index
-        tensors on the policy's device, from one host-to-device copy of the permutation per epoch."""
-        order = torch.as_tensor(self.np_random.permutation(size), device=self.device)
-        return order.split(minibatch_size)
-
-    def _step(self, loss: torch.Tensor, params: List[nn.Parameter], adam: AdamStep) -> None:
-        """Backward, clip the gradient norm of ``params`` and take one Adam step."""
-        with span("learner/backward", lane="learner"):
-            adam.zero_grad()  # .grad = None, as optimizer.zero_grad() does
-            loss.backward()
-            clip_grad_norm_(params, self.cfg["max_grad_norm"])  # torch's clip, bit for bit
-        with span("learner/optimizer_step", lane="learner"):
-            adam.step()
-
-    def _clip_ratio(self) -> float:
-        """This iteration's PPO clip range: ``clip_ratio``, scaled by ``current lr / lr`` when
-        ``clip_follows_lr`` (so a linear lr decay decays the clip range too, like rl-zoo's ``lin_0.2``)."""
-        clip = float(self.cfg["clip_ratio"])
-        if self.cfg["clip_follows_lr"] and self.cfg["lr"] > 0:
-            clip *= self.policy_optimizer.param_groups[0]["lr"] / self.cfg["lr"]
-        return clip
-
     def _policy_epochs(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         """``e_policy`` epochs of the clipped PPO objective; returns minibatch means of the statistics."""
         clip = self._clip_ratio()
         stats: List[torch.Tensor] = []
         for _ in range(self.cfg["e_policy"]):
-            for idx_t in self._minibatches(len(batch["obs"]), self.cfg["minibatch_size"]):
+            for idx_t in self._minibatch_indices(len(batch["obs"]), self.cfg["minibatch_size"]):
                 with span("learner/forward", lane="learner"):
                     params, _ = self.policy_net(batch["obs"][idx_t])
                     log_prob, entropy = self._log_prob_entropy(params, batch["action"][idx_t])
@@ -387,7 +290,7 @@ class PPGPolicy(Policy):
                     policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
                     entropy = entropy.mean()
                     loss = policy_loss - self.cfg["entropy_coef"] * entropy
-                self._step(loss, self._policy_params, self._policy_step)
+                self.optimize(loss, self.policy_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
                 with torch.no_grad():
                     approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, non-negative KL estimator
                     clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
@@ -401,10 +304,10 @@ class PPGPolicy(Policy):
         """``epochs`` epochs of value regression ``0.5 * (V(obs) - target)^2``; returns the mean loss."""
         losses: List[torch.Tensor] = []
         for _ in range(epochs):
-            for idx_t in self._minibatches(len(obs), self.cfg["minibatch_size"]):
+            for idx_t in self._minibatch_indices(len(obs), self.cfg["minibatch_size"]):
                 with span("learner/forward", lane="learner"):
                     loss = 0.5 * (self.value_net(obs[idx_t]) - target[idx_t]).pow(2).mean()
-                self._step(loss, self._value_params, self._value_step)
+                self.optimize(loss, self.value_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
                 losses.append(loss.detach())
         if not losses:  # e_value == 0: report the loss of the untouched value network
             with torch.no_grad():
@@ -421,16 +324,16 @@ class PPGPolicy(Policy):
         beta = self.cfg["beta_clone"]
         stats: List[torch.Tensor] = []
         for _ in range(self.cfg["e_aux"]):
-            for idx_t in self._minibatches(len(obs), self.cfg["aux_minibatch_size"]):
+            for idx_t in self._minibatch_indices(len(obs), self.cfg["aux_minibatch_size"]):
                 with span("learner/forward", lane="learner"):
                     params, aux_value = self.policy_net(obs[idx_t])
                     aux_value_loss = 0.5 * (aux_value - targets[idx_t]).pow(2).mean()
                     bc_loss = behavioral_cloning_kl(old_params[idx_t], params, self.discrete).mean()
                     auxiliary_loss = aux_value_loss + beta * bc_loss
-                self._step(auxiliary_loss, self._policy_params, self._aux_step)
+                self.optimize(auxiliary_loss, self.aux_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
                 with span("learner/forward", lane="learner"):
                     value_loss = 0.5 * (self.value_net(obs[idx_t]) - targets[idx_t]).pow(2).mean()
-                self._step(value_loss, self._value_params, self._value_step)
+                self.optimize(value_loss, self.value_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
                 stats.append(torch.stack([aux_value_loss.detach(), bc_loss.detach(), auxiliary_loss.detach()]))
         self._aux_obs.clear()
         self._aux_targets.clear()

@@ -37,8 +37,8 @@ Every update reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``
 1-based epoch in which they stopped), a key declared only when ``target_kl`` is set. The learner adds
 ``cur_lr``. See ``docs/ppo.md``.
 
-This module is longer than rlearn's usual ~400 lines on purpose: a policy is one file a reader follows top to
-bottom (docs/write-your-own-policy.md); its shared parts live under ``rlearn/`` (``rlearn.rl``...).
+What PPO shares with PPG -- common keys, spaces, the checked rollout with its advantages, minibatches, the clip
+range -- is :class:`policies.actor_critic.OnPolicyActorCritic`.
 """
 
 from __future__ import annotations
@@ -52,13 +52,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from rlearn.optim import AdamStep, clip_grad_norm_, make_adam
-from policies.base import Policy, PolicyConfigError
+from policies.actor_critic import OnPolicyActorCritic
+from rlearn.config import option
 from rlearn.distributed.utils import is_distributed
-from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.optim import make_adam
+from rlearn.rl.acting import obs_tensor
+from rlearn.rl.advantages import explained_variance
 from rlearn.rl.heads import categorical_log_prob_entropy, gaussian_log_prob_entropy, sample_gaussian
-from rlearn.rl.policy_io import action_spec, sample_categorical
-from rlearn.rl.rollout import check_rollout
+from rlearn.rl.policy_io import sample_categorical
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -195,54 +196,36 @@ class ActorCritic(nn.Module):
 _EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
-class PPOPolicy(Policy):
+class PPOPolicy(OnPolicyActorCritic):
     """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring).
 
-    Config keys (``policy`` section of a run config; defaults in :attr:`default_config`, those of
-    Stable-Baselines3's ``PPO``):
-
-    * rollout and returns: ``rollout_steps`` (steps per environment per update), ``gamma``,
-      ``gae_lambda``, ``reward_scale`` (rewards are multiplied by it before GAE);
-    * update: ``epochs`` over the rollout in minibatches of ``minibatch_size``; ``clip_ratio`` (scaled
-      like the learning rate if ``clip_follows_lr``); ``clip_value`` (``None``: no value clipping);
-      ``entropy_coef``, ``value_coef``; ``normalize_advantage`` (per minibatch); ``max_grad_norm``;
-      ``target_kl`` (``None``: always run every epoch);
-    * networks: ``hidden_sizes``, ``activation`` (``"tanh"`` or ``"relu"``), ``init_log_std``
-      (continuous actions);
-    * optimisation: ``lr``, the initial learning rate of the Adam optimizer ``"ac"``. To decay it, add an
-      ``LRSchedulerHook`` to the learner (both bundled configs do); the learner reports it as ``cur_lr``.
+    Its keys are declared in :attr:`Config` (docs/configuration.md lists them). The networks' one Adam
+    optimizer is ``"ac"``; to decay its learning rate, add an ``LRSchedulerHook`` to the learner (both bundled
+    configs do); the learner reports it as ``cur_lr``.
     """
 
-    on_policy = True
     ddp_find_unused_parameters = False  # every loss term reaches every parameter (actor, critic, log_std)
-    default_config: Dict[str, Any] = dict(
-        rollout_steps=2048,
-        gamma=0.99,
-        gae_lambda=0.95,
-        reward_scale=1.0,
-        epochs=10,
-        minibatch_size=64,
-        clip_ratio=0.2,
-        clip_follows_lr=False,
-        clip_value=None,
-        entropy_coef=0.0,
-        value_coef=0.5,
-        normalize_advantage=True,
-        max_grad_norm=0.5,
-        target_kl=None,
-        hidden_sizes=[64, 64],
-        activation="tanh",
-        init_log_std=0.0,
-        lr=3e-4,
-    )
+
+    class Config(OnPolicyActorCritic.Config):
+        """PPO's keys; defaults as Stable-Baselines3's `PPO`"""
+
+        rollout_steps: int = option(2048, "steps per environment per update", ge=1)
+        gamma: float = option(0.99, "discount", ge=0, le=1)
+        gae_lambda: float = option(0.95, "GAE's lambda", ge=0, le=1)
+        epochs: int = option(10, "passes over the rollout per update", ge=1)
+        minibatch_size: int = option(64, "transitions per gradient step", ge=1)
+        clip_value: Optional[float] = option(None, "clip range of the value loss around the collect-time value "
+                                                   "(None: no value clipping)", gt=0, finite=True)
+        value_coef: float = option(0.5, "weight of the value loss", ge=0, finite=True)
+        normalize_advantage: bool = option(True, "normalise the advantages per minibatch")
+        target_kl: Optional[float] = option(None, "stop an update once a minibatch's `approx_kl` exceeds 1.5 x this "
+                                                  "(None: always run every epoch)", gt=0, finite=True)
+        lr: float = option(3e-4, "initial learning rate of the Adam optimizer `\"ac\"`", ge=0, finite=True)
 
     # ------------------------------------------------------------------------------------ setup
     def _init_learn(self) -> None:
         cfg = self.cfg
-        self._check_config(cfg)
-        obs_dim, spec = action_spec(self.observation_space, self.action_space, "PPOPolicy")
-        self.discrete, n_outputs, self._low, self._high = spec.discrete, spec.n_outputs, spec.low, spec.high
-
+        obs_dim, n_outputs = self._init_spaces()
         # Initialise the networks from the policy's seed without touching torch's global RNG.
         with torch.random.fork_rng(devices=[]):
             if self.seed is not None:
@@ -252,41 +235,6 @@ class PPOPolicy(Policy):
             ).to(self.device)
         # fused where the running torch has the kernel: one kernel per step instead of one per tensor
         self.optimizer = make_adam(self.ac.parameters(), lr=cfg["lr"], device=self.device, eps=1e-5)
-        # the same update as optimizer.step(), without its per-call Python overhead (see rlearn.optim.adam_step)
-        self._adam_step = AdamStep(self.optimizer)
-        self._params = list(self.ac.parameters())
-
-    @staticmethod
-    def _check_config(cfg: Mapping[str, Any]) -> None:
-        def bad(key: str, requirement: str) -> PolicyConfigError:
-            return PolicyConfigError(f"PPOPolicy: policy.{key} must be {requirement}, got {cfg[key]!r}")
-
-        def is_int(value: Any) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        for key in ("rollout_steps", "minibatch_size", "epochs"):
-            if not is_int(cfg[key]) or cfg[key] < 1:
-                raise bad(key, "an integer >= 1")
-        for key in ("gamma", "gae_lambda"):
-            if not 0.0 <= float(cfg[key]) <= 1.0:
-                raise bad(key, "in [0, 1]")
-        for key in ("clip_ratio", "max_grad_norm", "reward_scale"):
-            if not float(cfg[key]) > 0.0:
-                raise bad(key, "> 0")
-        for key in ("entropy_coef", "value_coef", "lr"):
-            if not float(cfg[key]) >= 0.0:
-                raise bad(key, ">= 0")
-        for key in ("clip_value", "target_kl"):
-            if cfg[key] is not None and not (isinstance(cfg[key], (int, float)) and float(cfg[key]) > 0.0):
-                raise bad(key, "None or a number > 0")
-        for key in ("clip_follows_lr", "normalize_advantage"):
-            if not isinstance(cfg[key], bool):
-                raise bad(key, "True or False")
-        if cfg["activation"] not in ("tanh", "relu"):
-            raise bad("activation", "'tanh' or 'relu'")
-        sizes = cfg["hidden_sizes"]
-        if not isinstance(sizes, (list, tuple)) or not all(is_int(s) and s >= 1 for s in sizes):
-            raise bad("hidden_sizes", "a list of integers >= 1")
 
     def modules(self) -> Dict[str, nn.Module]:
         return {"ac": self.ac}
@@ -299,9 +247,6 @@ class PPOPolicy(Policy):
             return categorical_log_prob_entropy(params, action)
         return gaussian_log_prob_entropy(params, self.ac.log_std, action)
 
-    def _obs_tensor(self, obs: Any) -> torch.Tensor:
-        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-
     # ---------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
         """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action`` for continuous
@@ -309,7 +254,7 @@ class PPOPolicy(Policy):
 
         Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints).
         """
-        obs_t = self._obs_tensor(obs)
+        obs_t = obs_tensor(obs, self.device)
         with torch.inference_mode():
             params, value = self.ac(obs_t)
             if self.discrete:  # inverse-CDF sampling with the policy's own generator
@@ -330,7 +275,7 @@ class PPOPolicy(Policy):
     def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
         """Greedy actions: the most likely class, or the Gaussian mean clipped to the bounds."""
         with torch.inference_mode():
-            params = self.ac.actor(self._obs_tensor(obs))
+            params = self.ac.actor(obs_tensor(obs, self.device))
         if self.discrete:
             return params.argmax(dim=-1).cpu().numpy().astype(np.int64)
         return np.clip(params.cpu().numpy().astype(np.float32), self._low, self._high)
@@ -347,24 +292,8 @@ class PPOPolicy(Policy):
     def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
         """One PPO update on a rollout of ``[T, N, ...]`` tensors; returns the info dict described in the
         module docstring."""
-        rollout = self._check_rollout(data)
-        T, N = rollout["reward"].shape
-
         # 1. advantages and value targets with the critic that collected the rollout
-        with torch.no_grad():
-            next_value = self.ac.value(rollout["next_obs"].flatten(0, 1)).view(T, N)
-            advantages, targets = compute_gae(
-                rollout["reward"] * self.cfg["reward_scale"], rollout["value"], next_value,
-                rollout["terminated"], rollout["truncated"], self.cfg["gamma"], self.cfg["gae_lambda"],
-            )
-        batch = {
-            "obs": rollout["obs"].flatten(0, 1),
-            "action": rollout["action"].flatten(0, 1),
-            "log_prob": rollout["log_prob"].flatten(0, 1),
-            "value": rollout["value"].flatten(0, 1),
-            "advantage": advantages.flatten(),
-            "target": targets.flatten(),
-        }
+        batch = self._advantage_batch(data, self.ac.value)
         info: Dict[str, float] = {"explained_variance": explained_variance(batch["value"], batch["target"])}
         # 2.-3. epochs of minibatch steps, stopped early by target_kl
         info.update(self._update(batch))
@@ -397,7 +326,7 @@ class PPOPolicy(Policy):
                 if target_kl is not None and self._kl_over_ranks(approx_kl) > 1.5 * target_kl:
                     info["early_stop_epoch"] = epoch + 1  # this minibatch is not stepped; no further epochs
                     break
-                self._step(loss)
+                self.optimize(loss, self.optimizer, max_grad_norm=cfg["max_grad_norm"])
             if "early_stop_epoch" in info:
                 break
         info.update(zip(_EVERY_UPDATE, torch.stack(stats).mean(0).tolist()))
@@ -419,26 +348,5 @@ class PPOPolicy(Policy):
         size, minibatch_size = len(batch["obs"]), self.cfg["minibatch_size"]
         if minibatch_size >= size:
             return [dict(batch)]
-        order = torch.as_tensor(self.np_random.permutation(size), device=self.device)
-        return [{key: value[idx] for key, value in batch.items()} for idx in order.split(minibatch_size)]
-
-    def _step(self, loss: torch.Tensor) -> None:
-        """Backward, clip the gradient norm and take one optimizer step."""
-        with span("learner/backward", lane="learner"):
-            self._adam_step.zero_grad()  # .grad = None: backward() hands its fresh gradients over
-            loss.backward()
-            clip_grad_norm_(self._params, self.cfg["max_grad_norm"])  # torch's clip, bit for bit
-        with span("learner/optimizer_step", lane="learner"):
-            self._adam_step()
-
-    def _clip_ratio(self) -> float:
-        """This update's clip range: ``clip_ratio``, scaled by ``current lr / lr`` when ``clip_follows_lr``
-        (so a linear lr decay decays the clip range too, like rl-zoo's ``lin_0.2``)."""
-        clip = float(self.cfg["clip_ratio"])
-        if self.cfg["clip_follows_lr"] and self.cfg["lr"] > 0:
-            clip *= self.optimizer.param_groups[0]["lr"] / self.cfg["lr"]
-        return clip
-
-    def _check_rollout(self, data: Mapping[str, Any]) -> Dict[str, torch.Tensor]:
-        """The rollout as float32 tensors on the device (int64 discrete actions), checked (:func:`check_rollout`)."""
-        return check_rollout(data, "PPOPolicy", self.device, self.discrete)
+        return [{key: value[idx] for key, value in batch.items()}
+                for idx in self._minibatch_indices(size, minibatch_size)]

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rlearn.config.docs as config_docs
+from rlearn.config.policy_keys import policy_keys_of
 from rlearn.config import (
     FREE_FORM, SCHEMA, SECTIONS, ConfigError, apply_overrides, defaults, flatten, format_config, load_config,
     resolve_config, resolve_section, undeclared_window_warnings,
@@ -190,14 +191,19 @@ def test_format_config_is_the_config_with_the_schema_help_as_comments(name):
         note = short_help(path)
         assert note and len(note) <= 90
         assert any(line.strip().startswith(f"{leaf!r}: ") and line.endswith(f"  # {note}") for line in lines), path
-    assert "  # " not in "\n".join(line for line in lines if line.strip().startswith("'lr"))  # policy keys: no help
+    declared = policy_keys_of(cfg)  # the policy's keys are commented with their declared help too
+    assert declared
+    for path in declared:
+        leaf, note = path.rsplit(".", 1)[-1], short_help(path, keys=declared)
+        assert note and any(line.strip().startswith(f"{leaf!r}: ") and line.endswith(f"  # {note}") for line in lines)
     assert ast.literal_eval(format_config(cfg, comments=False)) == cfg
 
 
 def test_short_help_takes_the_first_phrase():
     assert short_help("buffer.size") == "transitions kept"
     assert short_help("learner.log_freq") == "train iterations between two tables / TensorBoard points (see reading-the-logs.md)"
-    assert short_help("policy.lr") == ""
+    assert short_help("policy.lr") == ""  # no policy named: nothing declares it
+    assert short_help("policy.lr", keys=policy_keys_of({"policy": {"type": "dqn"}})) == "Adam learning rate"
 
 
 # -------------------------------------------------------------------------------------------- docs

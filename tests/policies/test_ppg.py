@@ -131,8 +131,8 @@ def test_both_value_heads_regress_on_the_same_stored_targets():
                     data["terminated"].tolist(), data["truncated"].tolist(), 0.9, 0.7)
     v_targ = (torch.tensor(adv) + data["value"]).flatten()
     steps = []
-    step = policy._step
-    policy._step = lambda loss, *rest: steps.append((loss.item(), rest)) or step(loss, *rest)
+    step = policy.optimize
+    policy.optimize = lambda loss, *rest, **kw: steps.append((loss.item(), rest)) or step(loss, *rest, **kw)
     info = policy._forward_learn(data)
     expected_aux = 0.5 * (aux_pred - v_targ).pow(2).mean().item()
     expected_value = 0.5 * (value_pred - v_targ).pow(2).mean().item()
@@ -374,14 +374,15 @@ def test_adam_step_shortcut_changes_nothing(action):
     """The optimizers step through AdamStep: where it calls the fused kernel directly (value and aux optimizers
     without an LR scheduler) the losses and parameters are bit for bit those of optimizer.step()."""
     direct, plain = make_policy(action, n_pi=2, seed=4), make_policy(action, n_pi=2, seed=4)
-    for adam in (plain._policy_step, plain._value_step, plain._aux_step):
-        adam.direct = False  # every step through optimizer.step()
+    for optimizer in plain.optimizers().values():
+        plain.adam_step(optimizer).direct = False  # every step through optimizer.step()
     for it in range(4):
         data = make_rollout(direct, seed=it)
         make_rollout(plain, seed=it)  # the same draws from plain's generator
         assert direct._forward_learn(data) == plain._forward_learn(data), it
-    assert direct._value_step.direct_steps > 0 and direct._aux_step.direct_steps > 0
-    assert plain._value_step.direct_steps == plain._aux_step.direct_steps == 0
+    assert direct.adam_step(direct.value_optimizer).direct_steps > 0
+    assert direct.adam_step(direct.aux_optimizer).direct_steps > 0
+    assert plain.adam_step(plain.value_optimizer).direct_steps == plain.adam_step(plain.aux_optimizer).direct_steps == 0
     for name, module in direct.modules().items():
         for (key, a), b in zip(module.state_dict().items(), plain.modules()[name].state_dict().values()):
             assert torch.equal(a, b), (name, key)
