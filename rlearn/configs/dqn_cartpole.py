@@ -15,34 +15,21 @@ after the previous phase: a sync every 128 *train iterations*, which is how rlea
 is in env steps and does not shrink with it).
 """
 
-config = dict(
-    exp_name="dqn_cartpole",
-    seed=0,
-    device="cpu",
-    num_threads=1,  # small networks: one torch thread is fastest
-    profile=False,  # True (or RLEARN_PROFILE=1) records a timeline trace
-    env=dict(id="CartPole-v1", num_envs=1, asynchronous=False, kwargs={}),
+config = dict(  # what differs from the defaults of docs/configuration.md and DQNPolicy.Config
+    env=dict(id="CartPole-v1"),
     policy=dict(
         type="dqn",
         learning_starts=1000,  # uniformly random actions first; the learner starts after as many steps
         batch_size=64,
         hidden_sizes=[256, 256],
         lr=2.3e-3,
-        adam_eps=1e-8,
-        gamma=0.99,
-        double_q=False,
-        loss="huber",
-        max_grad_norm=10.0,
         target_update_interval=128,  # train iterations: once per training phase (rl-zoo: 10 env steps)
-        tau=1.0,  # hard copy
-        exploration_initial_eps=1.0,
         exploration_final_eps=0.04,
         exploration_steps=8_000,  # 0.16 x 50k env steps
     ),
-    buffer=dict(size=100_000),
     # 256 env steps, then 128 gradient steps (rl-zoo's train_freq=256, gradient_steps=128)
     train=dict(max_env_steps=50_000, collect_steps=256, updates_per_step=0.5),
-    learner=dict(log_freq=512, monitor_window=None, monitor_windows={}, strict=False, hooks=[]),
-    eval=dict(freq=5_000, episodes=10, num_envs=10, stop_value=None),
+    learner=dict(log_freq=512),
+    eval=dict(freq=5_000, num_envs=10),
     checkpoint=dict(freq=6_400, keep=2),
 )

@@ -12,47 +12,25 @@ the LR scheduler's ``total_iters`` with it (= max_env_steps / (num_envs * rollou
 NUM_ENVS, ROLLOUT_STEPS, MAX_ENV_STEPS = 8, 32, 100_000
 ITERATIONS = -(-MAX_ENV_STEPS // (NUM_ENVS * ROLLOUT_STEPS))  # 391 updates
 
-config = dict(
-    exp_name="ppo_cartpole",
-    seed=0,
-    device="cpu",
-    num_threads=1,  # small networks: one torch thread is fastest
-    profile=False,  # True (or RLEARN_PROFILE=1) records a timeline trace
-    env=dict(id="CartPole-v1", num_envs=NUM_ENVS, asynchronous=False, kwargs={}),
+config = dict(  # what differs from the defaults of docs/configuration.md and PPOPolicy.Config
+    env=dict(id="CartPole-v1", num_envs=NUM_ENVS),
     policy=dict(
         type="ppo",
         rollout_steps=ROLLOUT_STEPS,  # one update = 8 envs x 32 steps = 256 transitions
         gamma=0.98,
         gae_lambda=0.8,
-        reward_scale=1.0,
         epochs=20,
         minibatch_size=256,  # the whole rollout: one gradient step per epoch
-        clip_ratio=0.2,
         clip_follows_lr=True,  # the clip range decays with the lr: rl-zoo's lin_0.2
-        clip_value=None,
-        entropy_coef=0.0,
-        value_coef=0.5,
-        normalize_advantage=True,
-        max_grad_norm=0.5,
-        target_kl=None,  # set e.g. 0.02 to stop an update's epochs early (reported as early_stop_epoch)
-        hidden_sizes=[64, 64],
-        activation="tanh",
-        init_log_std=0.0,  # unused by discrete actions
         lr=1e-3,
     ),
-    buffer=dict(size=100_000),  # unused on-policy
-    train=dict(max_env_steps=MAX_ENV_STEPS, collect_steps=1, updates_per_step=1.0),
     learner=dict(
         log_freq=10,  # a table every 10 updates (2560 env steps), each column the mean of those 10 updates
         monitor_window=10,
-        monitor_windows={},
-        strict=False,
-        hooks=[
-            # linear decay of the lr to 0 over the run (rl-zoo's lin_1e-3)
-            dict(type="LRSchedulerHook",
-                 scheduler=dict(type="LinearLR", start_factor=1.0, end_factor=0.0, total_iters=ITERATIONS)),
-        ],
+        # linear decay of the lr to 0 over the run (rl-zoo's lin_1e-3)
+        hooks=[dict(type="LRSchedulerHook",
+                    scheduler=dict(type="LinearLR", start_factor=1.0, end_factor=0.0, total_iters=ITERATIONS))],
     ),
-    eval=dict(freq=5_000, episodes=10, num_envs=10, stop_value=None),
-    checkpoint=dict(freq=100, keep=3),
+    eval=dict(freq=5_000, num_envs=10),
+    checkpoint=dict(freq=100),
 )

@@ -12,43 +12,16 @@ learned, state-independent log-std (initial std 1, half the torque bound); the s
 
 NUM_ENVS, ROLLOUT_STEPS, MAX_ENV_STEPS = 4, 1024, 200_000
 
-config = dict(
-    exp_name="ppo_pendulum",
-    seed=0,
-    device="cpu",
-    num_threads=1,  # small networks: one torch thread is fastest
-    profile=False,  # True (or RLEARN_PROFILE=1) records a timeline trace
-    env=dict(id="Pendulum-v1", num_envs=NUM_ENVS, asynchronous=False, kwargs={}),
+config = dict(  # what differs from the defaults of docs/configuration.md and PPOPolicy.Config
+    env=dict(id="Pendulum-v1", num_envs=NUM_ENVS),
     policy=dict(
         type="ppo",
         rollout_steps=ROLLOUT_STEPS,  # one update = 4 envs x 1024 steps = 4096 transitions
         gamma=0.9,
-        gae_lambda=0.95,
-        reward_scale=1.0,
-        epochs=10,
-        minibatch_size=64,  # 64 minibatches per epoch, 640 gradient steps per update
-        clip_ratio=0.2,
-        clip_follows_lr=False,
-        clip_value=None,
-        entropy_coef=0.0,
-        value_coef=0.5,
-        normalize_advantage=True,
-        max_grad_norm=0.5,
-        target_kl=None,  # set e.g. 0.02 to stop an update's epochs early (reported as early_stop_epoch)
-        hidden_sizes=[64, 64],
-        activation="tanh",
-        init_log_std=0.0,
-        lr=1e-3,
+        lr=1e-3,  # minibatches of 64 (the default): 64 per epoch, 640 gradient steps per update
     ),
-    buffer=dict(size=100_000),  # unused on-policy
-    train=dict(max_env_steps=MAX_ENV_STEPS, collect_steps=1, updates_per_step=1.0),
-    learner=dict(
-        log_freq=2,  # a table every 2 updates (8192 env steps)
-        monitor_window=2,
-        monitor_windows={},
-        strict=False,
-        hooks=[],
-    ),
-    eval=dict(freq=8_192, episodes=10, num_envs=10, stop_value=None),
-    checkpoint=dict(freq=10, keep=3),
+    train=dict(max_env_steps=MAX_ENV_STEPS),
+    learner=dict(log_freq=2, monitor_window=2),  # a table every 2 updates (8192 env steps)
+    eval=dict(freq=8_192, num_envs=10),
+    checkpoint=dict(freq=10),
 )

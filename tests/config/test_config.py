@@ -66,6 +66,28 @@ def test_every_bundled_config_resolves_with_required_keys(name):
     assert cfg["exp_name"]
 
 
+@pytest.mark.parametrize("name", available_configs())
+def test_every_bundled_config_states_only_what_differs_from_the_defaults(name):
+    import importlib
+
+    from rlearn.registry import get_policy_class
+
+    raw = importlib.import_module(f"rlearn.configs.{name}").config
+    base = C.defaults()
+    base["policy"] = dict(get_policy_class(raw["policy"]["type"]).default_config)
+    base["exp_name"] = name  # the loader names the run after the bundled config
+
+    def restated(node, defaults, prefix=""):
+        for key, value in node.items():
+            default = defaults.get(key, object())
+            if isinstance(value, dict) and value and isinstance(default, dict):
+                yield from restated(value, default, f"{prefix}{key}.")
+            elif value == default:
+                yield f"{prefix}{key}"
+
+    assert list(restated(raw, base)) == []
+
+
 def test_example_file_loads_and_registers_its_policy():
     cfg = load_config(EXAMPLE)
     assert cfg["exp_name"] == "reinforce_cartpole"
