@@ -31,7 +31,6 @@ import copy
 import dataclasses
 import difflib
 import functools
-import inspect
 from typing import Any, ClassVar, Dict, List, Mapping, Optional
 
 import numpy as np
@@ -40,6 +39,7 @@ import torch
 from rlearn.config import ConfigError
 from rlearn.config.policy_keys import declaration_defaults, policy_keys, validate_policy_section
 from rlearn.optim import AdamStep, clip_grad_norm_
+from rlearn.registry import defined_at
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
 Scalar = Any  # int | float | numpy scalar | one-element torch.Tensor
@@ -210,8 +210,8 @@ class Policy(abc.ABC):
         returned = getattr(self, method)()
         if not isinstance(returned, (list, tuple)):
             raise TypeError(
-                f"{type(self).__name__}.{method}() ({where(getattr(type(self), method))}) must return a list of "
-                f"monitor keys (every key the method's counterpart may report), got {returned!r}")
+                f"{type(self).__name__}.{method}() ({defined_at(getattr(type(self), method))}) must return a list of "
+                f"monitor keys (every key {method.replace('_monitor_vars', '_forward')}() may report), got {returned!r}")
         keys = list(returned)
         seen = set()
         for key in keys:
@@ -368,15 +368,6 @@ class Policy(abc.ABC):
             self.np_random.bit_generator.state = state["np_random"]
 
 
-def where(function: Any) -> str:
-    """``file:line`` of a function's definition (``?`` when unknown), for messages about a user's method."""
-    function = inspect.unwrap(getattr(function, "__func__", function))
-    try:
-        return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
-    except (OSError, TypeError):
-        return "?"
-
-
 def check_initialised(policy: Any) -> None:
     """A TypeError about the contract if ``policy`` is not an initialised :class:`Policy` (a subclass whose
     ``__init__`` did not call ``super().__init__(cfg, observation_space, action_space, device=..., seed=...)``)."""
@@ -385,7 +376,7 @@ def check_initialised(policy: Any) -> None:
     if "cfg" not in vars(policy) or "_adam_steps" not in vars(policy):
         init = type(policy).__init__
         raise TypeError(
-            f"{type(policy).__name__}.__init__ ({where(init)}) must call super().__init__(cfg, observation_space, "
+            f"{type(policy).__name__}.__init__ ({defined_at(init)}) must call super().__init__(cfg, observation_space, "
             "action_space, device=device, seed=seed): Policy.__init__ sets cfg, the spaces, device and np_random, "
             "then calls _init_learn (docs/write-your-own-policy.md)")
 

@@ -26,7 +26,8 @@ import difflib
 import importlib
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar, Union
 
-__all__ = ["Registry", "RegistryError", "HOOKS", "register_policy", "get_policy_class", "registered_policies"]
+__all__ = ["Registry", "RegistryError", "HOOKS", "register_policy", "get_policy_class", "registered_policies",
+           "defined_at"]
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -228,3 +229,15 @@ def get_policy_class(name: str) -> type:
     if not (isinstance(cls, type) and issubclass(cls, _policy_base())):
         raise TypeError(f"policy type {name!r} resolves to {cls!r}, which is not a policies.Policy subclass")
     return cls
+
+
+def defined_at(function: Any) -> str:
+    """``file:line`` where a function (or method) is defined, ``?`` when unknown: how messages about a user's
+    policy method point at the code to fix."""
+    import inspect
+
+    function = inspect.unwrap(getattr(function, "__func__", function))
+    try:
+        return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
+    except (OSError, TypeError):
+        return "?"

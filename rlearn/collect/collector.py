@@ -197,8 +197,12 @@ class Collector:
                 env_action = out.get("env_action")
                 if env_action is not None and env_action.shape != layout["env_action"]:
                     self._check_layout(layout, out)
-                next_raw, step_reward, step_terminated, step_truncated, info = env_step(
-                    out["action"] if env_action is None else env_action)
+                sent = out["action"] if env_action is None else env_action
+                try:
+                    next_raw, step_reward, step_terminated, step_truncated, info = env_step(sent)
+                except Exception as exc:
+                    self._blame_action(sent, "action" if env_action is None else "env_action", exc)
+                    raise
                 self._put_obs(observations, t + 1, next_raw, "step")
                 reward[t] = step_reward
                 terminated[t] = step_terminated
@@ -224,6 +228,26 @@ class Collector:
         transitions.update(stored)
         transitions.update(reward=reward, next_obs=next_obs, terminated=terminated, truncated=truncated)
         return CollectResult(transitions=transitions, episodes=episodes, envstep=self._envstep, metrics=metrics)
+
+    def _blame_action(self, sent: np.ndarray, key: str, exc: Exception) -> None:
+        """After ``env.step`` raised: a ValueError naming ``_forward_collect`` (file:line) if an action it returned
+        lies outside the environment's action space (the likely cause), else nothing (the step's error stands)."""
+        space = getattr(self.env, "single_action_space", None)
+        if space is None:
+            return
+        for i, action in enumerate(np.asarray(sent)):
+            try:
+                inside = space.contains(action.astype(space.dtype) if space.dtype is not None else action)
+            except Exception:
+                inside = False
+            if not inside or (space.dtype is not None and not np.can_cast(action.dtype, space.dtype, "same_kind")):
+                from rlearn.registry import defined_at
+
+                method = getattr(type(self.policy), "_forward_collect", None)
+                raise ValueError(
+                    f"{self._policy_name}._forward_collect ({defined_at(method)}) returned {key} {action!r} for "
+                    f"environment {i}, outside its action space {space} (the step raised {type(exc).__name__}: {exc})"
+                ) from exc
 
     def _put_obs(self, observations: np.ndarray, t: int, obs: Any, where: str) -> None:
         """Write the environment's observation batch ``obs`` into ``observations[t]`` (cast to the observation

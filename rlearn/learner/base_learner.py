@@ -22,6 +22,7 @@ from rlearn.learner.checkpoints import LearnerCheckpoints
 from rlearn.learner.metric_path import MetricPath
 from rlearn.logging import LogProcessor, MessageHub, get_logger
 from rlearn.monitor import TickMonitor
+from rlearn.registry import defined_at
 from rlearn.trace import get_tracer, span
 from rlearn.writers import Writer
 
@@ -196,10 +197,15 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
                 f"{type(self.policy).__name__}._forward_learn must return a dict of scalars, got {type(info).__name__}"
             )
         self._record_lrs()
-        if type(info) is dict and info.keys() <= self._declared:  # _record's fast path, without its owner string
-            self.monitor.update(info)
-        else:
-            self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
+        try:
+            if type(info) is dict and info.keys() <= self._declared:  # _record's fast path, without its owner string
+                self.monitor.update(info)
+            else:
+                self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
+        except TypeError as exc:  # a value that is not a scalar: name the method that returned it
+            method = getattr(type(self.policy), "_forward_learn", None)
+            raise TypeError(f"{type(self.policy).__name__}._forward_learn ({defined_at(method)}) returned a bad "
+                            f"value: {exc}") from exc
         self.train_iter += 1
         self._publish_counters()
         self._tick_pending = True

@@ -103,11 +103,15 @@ def make_policy(cfg: Mapping[str, Any], env: Any, device: str, seed: int) -> Any
     from rlearn.registry import get_policy_class
 
     policy_cfg = {k: v for k, v in cfg["policy"].items() if k != "type"}
+    from policies.base import check_initialised
+
     policy_cls = get_policy_class(cfg["policy"]["type"])
     try:
-        return policy_cls(policy_cfg, env.single_observation_space, env.single_action_space, device=device, seed=seed)
+        policy = policy_cls(policy_cfg, env.single_observation_space, env.single_action_space, device=device, seed=seed)
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"policy {cfg['policy']['type']!r} ({policy_cls.__name__}): {_message(exc)}") from exc
+    check_initialised(policy)  # the contract, before anything reads what Policy.__init__ sets
+    return policy
 
 
 class PolicyNeeds:
