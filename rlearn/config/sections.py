@@ -4,7 +4,7 @@ Each section is a dataclass whose fields are :func:`~rlearn.config.spec.option` 
 :func:`~rlearn.config.spec.section` (a nested section); :class:`RunConfig` lists the sections in the order a
 resolved config has them. The dataclasses are a declaration only: a resolved config stays a nested dict of
 plain values (``cfg["train"]["max_env_steps"]``). The ``policy`` section declares only ``type``; the rest of it
-comes from the policy class's ``default_config``. A section docstring's first line is the section's title in
+comes from the policy class's ``Config`` (:mod:`rlearn.config.policy_keys`). A section docstring's first line is the section's title in
 docs/configuration.md, the rest is printed after its table. To add a key: add an ``option`` here, then run
 ``python -m rlearn.config.docs`` to regenerate the docs.
 """
@@ -83,7 +83,7 @@ class EnvSection:
 class PolicySection:
     """`policy`: the algorithm
 
-    | *others* | the policy's `default_config` | the default's type | every key the policy accepts; an unknown key is an error naming the policy, with the closest keys. See [td3.md](td3.md), [ppg.md](ppg.md), [ppo.md](ppo.md), [dqn.md](dqn.md), [sac.md](sac.md), or the policy's docstring |
+    | *others* | the policy's `Config` (or `default_config`) | as declared | every key the policy accepts, checked like a framework key; an unknown key is an error naming the policy, with the closest keys. The bundled policies' keys are listed below |
 
     The run also reads these policy keys: off-policy policies need `batch_size` (and may have
     `learning_starts`, default 0); on-policy policies need `rollout_steps`.
