@@ -13,9 +13,10 @@ and optimizers in ``_init_learn`` (calling :meth:`~OffPolicyActorCritic._init_sp
 * the train iteration on the CPU threads that pay (``learn_threads`` / ``adaptive_threads``, :class:`ThreadChooser`);
 * the checkpointed ``update_count`` and learner generator ``torch_rng`` (:meth:`extra_state`).
 
-:class:`OnPolicyActorCritic` gives PPO and PPG their common keys, spaces (:func:`rlearn.rl.action_spec`), the checked
-rollout with its GAE advantages and value targets (:meth:`~OnPolicyActorCritic._advantage_batch`), shuffled
-minibatches and the clip range that may follow the learning rate.
+:class:`OnPolicyActorCritic` gives PPO and PPG their common keys, spaces (:func:`rlearn.rl.action_spec`), acting
+and evaluating from the distribution a subclass's ``_distribution`` gives, the checked rollout with its GAE
+advantages and value targets (:meth:`~OnPolicyActorCritic._advantage_batch`), shuffled minibatches and the clip
+range that may follow the learning rate.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ import torch.nn.functional as F
 from policies.base import Policy
 from rlearn.config import non_empty, one_of, option
 from rlearn.nn import ThreadChooser
-from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy
+from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
 from rlearn.rl.advantages import compute_gae
-from rlearn.rl.policy_io import action_spec
+from rlearn.rl.heads import gaussian_log_prob_entropy, sample_gaussian
+from rlearn.rl.policy_io import action_spec, sample_categorical
 from rlearn.rl.replay_batch import check_replay_batch
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
@@ -180,6 +182,42 @@ class OnPolicyActorCritic(Policy):
         obs_dim, spec = action_spec(self.observation_space, self.action_space, type(self).__name__)
         self.discrete, self._low, self._high = spec.discrete, spec.low, spec.high
         return obs_dim, spec.n_outputs
+
+    def _distribution(self, obs: torch.Tensor, with_value: bool = True
+                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """``(logits [B, n] or mean [B, d], log_std [d] or [B, d] (None for discrete actions), V(obs) [B] or None
+        without ``with_value``)`` of the current policy."""
+        raise NotImplementedError
+
+    def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
+        """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action``, the sample clipped to the
+        bounds, for continuous spaces), and the behaviour policy's ``log_prob`` and ``value`` that learning needs.
+        Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints)."""
+        with torch.inference_mode():
+            params, log_std, value = self._distribution(obs_tensor(obs, self.device))
+            if self.discrete:  # inverse-CDF sampling with the policy's own generator
+                action, log_prob = sample_categorical(params, self.np_random)
+                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1)]
+            else:
+                action_t = sample_gaussian(params, log_std, self.np_random)
+                log_prob, _ = gaussian_log_prob_entropy(params, log_std, action_t)
+                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1), action_t]
+            host = torch.cat(columns, dim=-1).float().cpu().numpy()  # one device-to-host copy per step
+        out = {"log_prob": host[:, 0].copy(), "value": host[:, 1].copy()}
+        if self.discrete:
+            out["action"] = action.astype(np.int64)
+        else:
+            out["action"] = host[:, 2:].copy()
+            out["env_action"] = np.clip(out["action"], self._low, self._high)
+        return out
+
+    def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy actions: the most likely class, or the Gaussian mean clipped to the bounds."""
+        with torch.inference_mode():
+            params = self._distribution(obs_tensor(obs, self.device), with_value=False)[0]
+        if self.discrete:
+            return params.argmax(dim=-1).cpu().numpy().astype(np.int64)
+        return np.clip(params.cpu().numpy().astype(np.float32), self._low, self._high)
 
     def _advantage_batch(self, data: Mapping[str, Any], value: Callable[[torch.Tensor], torch.Tensor]
                          ) -> Dict[str, torch.Tensor]:

@@ -43,7 +43,7 @@ range -- is :class:`policies.actor_critic.OnPolicyActorCritic`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -52,12 +52,8 @@ from torch import nn
 from policies.actor_critic import OnPolicyActorCritic
 from rlearn.config import option
 from rlearn.optim import make_adam
-from rlearn.rl.acting import obs_tensor
 from rlearn.rl.advantages import explained_variance
-from rlearn.rl.heads import (
-    categorical_kl, categorical_log_prob_entropy, gaussian_kl, gaussian_log_prob_entropy, sample_gaussian,
-)
-from rlearn.rl.policy_io import sample_categorical
+from rlearn.rl.heads import categorical_kl, categorical_log_prob_entropy, gaussian_kl, gaussian_log_prob_entropy
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -205,43 +201,13 @@ class PPGPolicy(OnPolicyActorCritic):
         mean, log_std = params.chunk(2, dim=-1)
         return gaussian_log_prob_entropy(mean, log_std, action)
 
-    # ---------------------------------------------------------------------------------- collect
-    def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
-        """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action`` for continuous
-        spaces), and the behaviour policy's ``log_prob`` and ``value`` that the policy phase needs.
-
-        Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints).
-        """
-        obs_t = obs_tensor(obs, self.device)
-        with torch.inference_mode():
-            params, _ = self.policy_net(obs_t)
-            value = self.value_net(obs_t)
-            if self.discrete:  # inverse-CDF sampling with the policy's own generator
-                action, log_prob = sample_categorical(params, self.np_random)
-                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1)]
-            else:
-                mean, log_std = params.chunk(2, dim=-1)
-                action_t = sample_gaussian(mean, log_std, self.np_random)
-                log_prob, _ = gaussian_log_prob_entropy(mean, log_std, action_t)
-                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1), action_t]
-            host = torch.cat(columns, dim=-1).float().cpu().numpy()  # one device-to-host copy per step
-        out = {"log_prob": host[:, 0].copy(), "value": host[:, 1].copy()}
-        if self.discrete:
-            out["action"] = action.astype(np.int64)
-        else:
-            out["action"] = host[:, 2:].copy()
-            out["env_action"] = np.clip(out["action"], self._low, self._high)
-        return out
-
-    # ------------------------------------------------------------------------------------- eval
-    def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
-        """Greedy actions: the most likely class, or the Gaussian mean clipped to the bounds."""
-        with torch.inference_mode():
-            params, _ = self.policy_net(obs_tensor(obs, self.device))
-        if self.discrete:
-            return params.argmax(dim=-1).cpu().numpy().astype(np.int64)
-        mean = params.chunk(2, dim=-1)[0].cpu().numpy().astype(np.float32)
-        return np.clip(mean, self._low, self._high)
+    def _distribution(self, obs: torch.Tensor, with_value: bool = True
+                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """``(logits or mean, log_std or None, V(obs) or None)``: the policy network's head, the value network's
+        value (the auxiliary value head is for the auxiliary phase only)."""
+        params, _ = self.policy_net(obs)
+        mean, log_std = (params, None) if self.discrete else params.chunk(2, dim=-1)
+        return mean, log_std, self.value_net(obs) if with_value else None
 
     # ------------------------------------------------------------------------------------ learn
     def _monitor_vars_learn(self) -> List[str]:

@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -56,10 +55,8 @@ from policies.actor_critic import OnPolicyActorCritic
 from rlearn.config import option
 from rlearn.distributed.utils import is_distributed
 from rlearn.optim import make_adam
-from rlearn.rl.acting import obs_tensor
 from rlearn.rl.advantages import explained_variance
-from rlearn.rl.heads import categorical_log_prob_entropy, gaussian_log_prob_entropy, sample_gaussian
-from rlearn.rl.policy_io import sample_categorical
+from rlearn.rl.heads import categorical_log_prob_entropy, gaussian_log_prob_entropy
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -247,38 +244,13 @@ class PPOPolicy(OnPolicyActorCritic):
             return categorical_log_prob_entropy(params, action)
         return gaussian_log_prob_entropy(params, self.ac.log_std, action)
 
-    # ---------------------------------------------------------------------------------- collect
-    def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
-        """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action`` for continuous
-        spaces), and the behaviour policy's ``log_prob`` and ``value`` that the update needs.
-
-        Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints).
-        """
-        obs_t = obs_tensor(obs, self.device)
-        with torch.inference_mode():
-            params, value = self.ac(obs_t)
-            if self.discrete:  # inverse-CDF sampling with the policy's own generator
-                action, log_prob = sample_categorical(params, self.np_random)
-            else:
-                action_t = sample_gaussian(params, self.ac.log_std, self.np_random)
-                log_prob, _ = gaussian_log_prob_entropy(params, self.ac.log_std, action_t)
-        # float32 tensors: .numpy() is a view, no copy (the collector copies what it keeps)
-        out = {"log_prob": log_prob.cpu().numpy(), "value": value.cpu().numpy()}
-        if self.discrete:
-            out["action"] = action  # int64 indices
-        else:
-            out["action"] = action_t.cpu().numpy()
-            out["env_action"] = np.clip(out["action"], self._low, self._high)
-        return out
-
-    # ------------------------------------------------------------------------------------- eval
-    def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
-        """Greedy actions: the most likely class, or the Gaussian mean clipped to the bounds."""
-        with torch.inference_mode():
-            params = self.ac.actor(obs_tensor(obs, self.device))
-        if self.discrete:
-            return params.argmax(dim=-1).cpu().numpy().astype(np.int64)
-        return np.clip(params.cpu().numpy().astype(np.float32), self._low, self._high)
+    def _distribution(self, obs: torch.Tensor, with_value: bool = True
+                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """``(logits or mean, log_std or None, V(obs) or None)`` for acting and evaluating."""
+        if not with_value:
+            return self.ac.actor(obs), self.ac.log_std, None
+        params, value = self.ac(obs)
+        return params, self.ac.log_std, value
 
     # ------------------------------------------------------------------------------------ learn
     def _monitor_vars_learn(self) -> List[str]:
