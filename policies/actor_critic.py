@@ -22,14 +22,13 @@ range that may follow the learning rate.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from policies.base import Policy
+from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
 from rlearn.nn import ThreadChooser
 from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
@@ -40,17 +39,7 @@ from rlearn.rl.replay_batch import check_replay_batch
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
-__all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic", "restore_count"]
-
-
-def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[int]:
-    """``state[key]`` checked as an int >= 0 (a ValueError naming ``owner`` and the key), None when absent."""
-    if key not in state:
-        return None
-    count = state[key]
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
-        raise ValueError(f"{owner}: checkpoint {key!r} must be an int >= 0, got {count!r}")
-    return int(count)
+__all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic"]
 
 
 class OffPolicyActorCritic(Policy):

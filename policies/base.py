@@ -31,6 +31,7 @@ import copy
 import dataclasses
 import difflib
 import functools
+import numbers
 from typing import Any, ClassVar, Dict, List, Mapping, Optional
 
 import numpy as np
@@ -81,8 +82,8 @@ class Policy(abc.ABC):
     Subclasses declare their config keys in a nested class ``Config`` of :func:`rlearn.config.option` fields
     (default, type, range, help: checked, typed for ``--set`` and documented like the framework's keys;
     :attr:`default_config` is derived from it) or set a plain :attr:`default_config` dict (keys typed by their
-    defaults, unchecked); they set :attr:`on_policy` and implement ``_init_learn``, ``_forward_learn``, ``_monitor_vars_learn``,
-    ``_forward_collect`` and ``_forward_eval``. Networks and optimizers are exposed through
+    defaults, unchecked); they set :attr:`on_policy` and implement ``_init_learn``, ``_forward_learn``,
+    ``_monitor_vars_learn``, ``_forward_collect`` and ``_forward_eval``; :meth:`optimize` takes a gradient step. Networks and optimizers are exposed through
     :meth:`modules` and :meth:`optimizers`, which is all the framework needs for checkpoints,
     learning-rate scheduling and distributed training (:meth:`setup_distributed`).
 
@@ -368,12 +369,20 @@ class Policy(abc.ABC):
             self.np_random.bit_generator.state = state["np_random"]
 
 
+def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[int]:
+    """``state[key]`` checked as an int >= 0 (a ValueError naming ``owner`` and the key), None when absent."""
+    if key not in state:
+        return None
+    count = state[key]
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+        raise ValueError(f"{owner}: checkpoint {key!r} must be an int >= 0, got {count!r}")
+    return int(count)
+
+
 def check_initialised(policy: Any) -> None:
-    """A TypeError about the contract if ``policy`` is not an initialised :class:`Policy` (a subclass whose
-    ``__init__`` did not call ``super().__init__(cfg, observation_space, action_space, device=..., seed=...)``)."""
-    if not isinstance(policy, Policy):
-        raise TypeError(f"{type(policy).__name__} is not a policies.Policy subclass (docs/write-your-own-policy.md)")
-    if "cfg" not in vars(policy) or "_adam_steps" not in vars(policy):
+    """A TypeError about the contract if ``policy`` is a :class:`Policy` whose ``__init__`` did not call
+    ``super().__init__(cfg, observation_space, action_space, device=..., seed=...)``."""
+    if isinstance(policy, Policy) and not ("cfg" in vars(policy) and "_adam_steps" in vars(policy)):
         init = type(policy).__init__
         raise TypeError(
             f"{type(policy).__name__}.__init__ ({defined_at(init)}) must call super().__init__(cfg, observation_space, "

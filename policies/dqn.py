@@ -50,8 +50,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
-from policies.actor_critic import restore_count
-from policies.base import Policy
+from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
 from rlearn.optim import make_adam
 from rlearn.rl.acting import box_observation_shape, obs_tensor

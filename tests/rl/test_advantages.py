@@ -84,11 +84,15 @@ def test_gae_matches_naive_reference(T, N, gamma, lam, seed):
 
 
 def test_gae_is_the_one_used_by_ppg_and_ppo():
-    """One implementation: both policies import the shared function."""
+    """One implementation: both policies compute advantages in their shared base, with the shared function."""
+    import policies.actor_critic
     import policies.ppg
     import policies.ppo
 
-    assert policies.ppg.compute_gae is compute_gae is policies.ppo.compute_gae
+    assert policies.actor_critic.compute_gae is compute_gae
+    assert issubclass(policies.ppg.PPGPolicy, policies.actor_critic.OnPolicyActorCritic)
+    assert issubclass(policies.ppo.PPOPolicy, policies.actor_critic.OnPolicyActorCritic)
+    assert "_advantage_batch" not in vars(policies.ppg.PPGPolicy) and "_advantage_batch" not in vars(policies.ppo.PPOPolicy)
     assert policies.ppg.explained_variance is explained_variance is policies.ppo.explained_variance
 
 
