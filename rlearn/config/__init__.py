@@ -12,11 +12,13 @@ help text). From that one declaration come the defaults (:func:`defaults`), the 
 messages (:class:`~rlearn.config.spec.Key`), the type ``--set`` text is read as, the "did you mean"
 suggestions, ``--print-config`` / ``<work_dir>/config.py`` comments (:func:`format_config`) and the key tables
 of docs/configuration.md (:mod:`rlearn.config.docs`). The ``policy`` section is completed from the policy
-class's ``default_config``.
+class's ``default_config``; a policy that declares its keys the same way (a nested ``Config`` of :func:`option`
+fields, :mod:`rlearn.config.policy_keys`) gets the same checks, ``--set`` types, comments and docs tables.
 
 Modules: ``spec`` (how a key is declared and checked), ``sections`` (the declarations), ``schema`` (the
-table of keys), ``keys`` (dotted paths, suggestions), ``overrides`` (``--set``), ``validate`` (checking a
-config or one section), ``loading`` (files, bundled configs, resolution), ``dump`` (writing), ``docs``.
+table of keys), ``policy_keys`` (a policy's declared keys), ``keys`` (dotted paths, suggestions), ``overrides``
+(``--set``), ``validate`` (checking a config or one section), ``loading`` (files, bundled configs, resolution),
+``dump`` (writing), ``docs``.
 
 Every mistake raises :class:`ConfigError` (a ``ValueError``) with a one-line message naming the full dotted
 key (``train.max_env_step``, ``learner.monitor_windows.loss``) and, for an unknown key, the closest keys.
