@@ -151,8 +151,9 @@ def _random_batch(rng: np.random.Generator, n: int = 256):
 
 def td3_policy_at(ref: str) -> type:
     """``TD3Policy`` as it was at git revision ``ref`` (e.g. ``HEAD~1``), loaded beside today's, so that one
-    process can time both. ``policies/td3.py`` of that revision is executed as a module of its own; a
-    ``policies.adam_step`` it imports is loaded from the same revision."""
+    process can time both. ``policies/td3.py`` of that revision is executed as a module of its own; the
+    ``policies`` modules it imports (``adam_step``, ``config_checks``, ``actor_critic``, ``base``) are loaded from the
+    same revision."""
     import types
 
     def source(path: str) -> Optional[str]:
@@ -172,10 +173,11 @@ def td3_policy_at(ref: str) -> type:
     td3 = source("policies/td3.py")
     if td3 is None:
         raise SystemExit(f"--baseline-ref: no policies/td3.py at git revision {ref!r}")
-    adam = source("policies/adam_step.py")
-    if adam is not None and "from policies.adam_step import" in td3:
-        load("_bench_ref_adam_step", adam)
-        td3 = td3.replace("from policies.adam_step import", "from _bench_ref_adam_step import")
+    for module in ("adam_step", "config_checks", "actor_critic", "base"):  # policy modules it may import
+        text = source(f"policies/{module}.py")
+        if text is not None and f"from policies.{module} import" in td3:
+            load(f"_bench_ref_{module}", text)
+            td3 = td3.replace(f"from policies.{module} import", f"from _bench_ref_{module} import")
     return load("_bench_ref_td3", td3).TD3Policy
 
 
