@@ -165,3 +165,46 @@ def test_trace_on_garbage_is_an_error(tmp_path, content):
     assert out.stderr.startswith("rlearn trace: error: "), out.stderr
     assert str(tmp_path / "trace" / "rank0.jsonl") in out.stderr
     assert not (tmp_path / "t.json").exists()
+
+
+# ---------------------------------------------------------------------------------- TensorBoard garbage
+def test_an_event_file_overwritten_with_garbage_is_a_warning_naming_what_was_lost(tmp_path, caplog):
+    """Before: the file was cut to 0 bytes and the only notice was an INFO line about a damaged tail, though
+    the checkpoint knew it held 361 points."""
+    from rlearn.writers import TensorBoardWriter
+
+    logger = logging.getLogger("rlearn.test.tb")
+    writer = TensorBoardWriter(tmp_path / "tb", logger=logger)
+    for i in range(1, 121):
+        writer.write_scalars({"loss_avg": i / 8, "collector/episode_return_avg": -i / 2}, i, 8 * i)  # 4 points
+        if i % 40 == 0:
+            writer.write_scalars({"evaluator/episode_return_mean": -float(i)}, i, 8 * i)  # 2 points
+    writer.write_scalars({"q_avg": 0.5}, 120, 960)
+    checkpoint = writer.state_dict()
+    writer.close()
+    assert sum(checkpoint["totals"].values()) == 4 * 120 + 2 * 3 + 2
+    (path,) = (tmp_path / "tb").glob("events.out.tfevents.*")
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, path.stat().st_size, dtype=np.uint8).tobytes())
+
+    resumed = TensorBoardWriter(tmp_path / "tb", logger=logger)
+    resumed.load_state_dict(checkpoint)
+    with caplog.at_level(logging.INFO, logger="rlearn.test.tb"):
+        resumed.rewind(120, 960)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"TensorBoard: the checkpoint counts 488 point(s) of 8 tag(s) that the event files "
+                              f"in {tmp_path / 'tb'} no longer hold; they are lost (damaged: {path} (")
+    assert "learner_iter/loss_avg (120)" in warning and "learner_iter/q_avg (1)" in warning
+
+    caplog.clear()  # a torn tail that loses nothing the checkpoint counts stays an INFO line
+    writer = TensorBoardWriter(tmp_path / "tb2", logger=logger)
+    writer.write_scalars({"loss_avg": 1.0}, 1, 8)
+    checkpoint = writer.state_dict()
+    writer.write_scalars({"loss_avg": 2.0}, 2, 16)
+    writer.close()
+    (path,) = (tmp_path / "tb2").glob("events.out.tfevents.*")
+    path.write_bytes(path.read_bytes()[:-5])
+    resumed = TensorBoardWriter(tmp_path / "tb2", logger=logger)
+    resumed.load_state_dict(checkpoint)
+    with caplog.at_level(logging.INFO, logger="rlearn.test.tb"):
+        resumed.rewind(1, 8)
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
