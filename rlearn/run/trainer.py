@@ -253,6 +253,10 @@ class Trainer:
 
     def _loop(self, guard: InterruptGuard, bar: Any) -> str:
         """Loop steps until done; the stop reason. Between two steps: Ctrl-C, progress, evaluation."""
+        # a checkpoint saved after a collection's iterations but before its evaluation resumes here: evaluate
+        # now, at the env step of an uninterrupted run, not one collection later
+        if self.loop.between_steps() and self.eval_hook.evaluate_if_due(self.learner):
+            return self.eval_hook.stop_reason or STOP_VALUE
         while not self.loop.finished():
             if guard.requested or self.loop.step(guard):
                 return INTERRUPTED

@@ -208,3 +208,31 @@ def test_an_event_file_overwritten_with_garbage_is_a_warning_naming_what_was_los
     with caplog.at_level(logging.INFO, logger="rlearn.test.tb"):
         resumed.rewind(1, 8)
     assert [r.levelno for r in caplog.records] == [logging.INFO]
+
+
+# ------------------------------------------------------------------------------------ evaluation on resume
+def test_an_evaluation_due_at_the_checkpoint_happens_at_the_same_env_step_after_a_resume(tmp_path):
+    """Before: a checkpoint taken after a collection's iterations, just before its evaluation, resumed with the
+    evaluation one collection later (envstep 24 instead of 16 here; 8448 instead of 8192 in a longer run), so
+    the rewound TensorBoard / metrics.jsonl and W&B / MLflow (which keep the first process's rows) disagreed."""
+    from rlearn.config import load_config
+    from rlearn.run import train
+
+    def cfg():  # 8 env steps per collection, 8 iterations each from envstep 16; checkpoint at iteration 8
+        return load_config("td3_pendulum", [
+            "policy.hidden_sizes=[8]", "policy.batch_size=4", "policy.learning_starts=8", "policy.learn_threads=1",
+            "env.kwargs.max_episode_steps=20", "train.max_env_steps=48", "train.collect_steps=8",
+            "learner.log_freq=4", "eval.freq=16", "eval.episodes=1", "checkpoint.freq=8", "checkpoint.keep=none",
+            "buffer.size=100", 'learner.writers=["table","jsonl"]'])
+
+    def evaluations(work):
+        return [(r["train_iter"], r["envstep"]) for r in read_jsonl(work / "metrics.jsonl")
+                if "evaluator/episode_return_mean" in r]
+
+    train(cfg(), work_dir=tmp_path / "straight")
+    expected = evaluations(tmp_path / "straight")
+    assert expected == [(8, 16), (24, 32), (40, 48)]
+    crashed = tmp_path / "crashed"
+    train(cfg(), work_dir=crashed)
+    train(cfg(), work_dir=crashed, resume=crashed / "ckpt" / "iteration_8.pt")  # saved at envstep 16, before its evaluation
+    assert evaluations(crashed) == expected
