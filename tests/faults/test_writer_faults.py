@@ -236,3 +236,145 @@ def test_an_evaluation_due_at_the_checkpoint_happens_at_the_same_env_step_after_
     train(cfg(), work_dir=crashed)
     train(cfg(), work_dir=crashed, resume=crashed / "ckpt" / "iteration_8.pt")  # saved at envstep 16, before its evaluation
     assert evaluations(crashed) == expected
+
+
+# ---------------------------------------------------------------------------------------------- W&B
+WANDB_CHILD = """
+import json, os, sys
+from rlearn.writers.wandb_writer import WandbWriter
+work, checkpoint_at, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+writer = WandbWriter(work, mode="offline", project="rlearn-test")
+for i in range(kill_at + 1):
+    writer.write_scalars({"loss_avg": i / 4}, 4 * i, 32 * i)
+    if i % 5 == 4:
+        writer.write_scalars({"evaluator/episode_return_mean": -float(i)}, 4 * i, 32 * i)  # same position, k = 1
+    writer.flush()
+    if i == checkpoint_at:
+        with open(os.path.join(work, "checkpoint.json"), "w") as f:
+            json.dump(writer.state_dict(), f)
+print("logged", flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def expected_wandb_rows(last: int) -> list:
+    rows = []
+    for i in range(last + 1):
+        rows.append({"train_iter": 4 * i, "envstep": 32 * i, "loss_avg": i / 4})
+        if i % 5 == 4:
+            rows.append({"train_iter": 4 * i, "envstep": 32 * i, "evaluator/episode_return_mean": -float(i)})
+    return rows
+
+
+@pytest.fixture
+def wandb_dir(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_files"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    return tmp_path / "wandb_files"
+
+
+@pytest.mark.parametrize("checkpoint_at, kill_at", [(9, 11), (3, 30)])
+def test_wandb_keeps_every_row_exactly_once_through_kill_9_and_resume(tmp_path, wandb_dir, checkpoint_at, kill_at):
+    """Before: ``wandb_run.json`` recorded the last row handed to ``run.log``, but W&B's service writes its
+    transaction log in 32 KiB blocks: after a ``kill -9`` the log lacked rows the state claimed, and the
+    resumed run skipped them for good. Now the state records only rows read back from the log, the checkpoint
+    keeps the rows W&B has not written yet, and a resume logs what the logs lack (W&B's own reader checks)."""
+    sys.path.insert(0, str(ROOT / "tests" / "writers"))
+    from tracking_readers import wandb_records
+
+    from rlearn.writers.wandb_writer import WandbWriter
+
+    work = tmp_path / "work"
+    work.mkdir()
+    child = subprocess.run([sys.executable, "-c", WANDB_CHILD, str(work), str(checkpoint_at), str(kill_at)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert child.returncode == -9 and child.stdout == "logged\n", child.stderr[-2000:]
+    state = json.loads((work / "checkpoint.json").read_text())
+    resumed = WandbWriter(work, mode="offline", project="rlearn-test")
+    resumed.load_state_dict(state)
+    resumed.rewind(4 * checkpoint_at, 32 * checkpoint_at)
+    last = kill_at + 5
+    for row in expected_wandb_rows(last):  # the resumed run computes the rows after the checkpoint again
+        if row["train_iter"] > 4 * checkpoint_at:
+            resumed.write_scalars({k: v for k, v in row.items() if k not in ("train_iter", "envstep")},
+                                  row["train_iter"], row["envstep"])
+            resumed.flush()
+    resumed.close()
+    rows, _, _ = wandb_records(wandb_dir, resumed.run_id)
+    assert rows == expected_wandb_rows(last)
+    assert json.loads((work / "wandb_run.json").read_text())["logged"] == [4 * last, 32 * last, 0]
+
+
+class FillDisk:
+    """A hook that fills the file system of ``path`` at iteration ``at`` (leaves 1 KiB), or only makes the
+    W&B writer see it full where no tmpfs can be mounted."""
+
+    def __init__(self, path, at, monkeypatch=None):
+        self.path, self.at, self.monkeypatch = Path(path), at, monkeypatch
+
+    def after_iter(self, learner):
+        if learner.train_iter != self.at:
+            return
+        if self.monkeypatch is not None:
+            import collections
+
+            from rlearn.writers import wandb_writer
+
+            usage = collections.namedtuple("usage", "total used free")
+            self.monkeypatch.setattr(wandb_writer.shutil, "disk_usage", lambda path: usage(1 << 30, 1 << 30, 1024))
+            return
+        import os
+
+        fd = os.open(self.path / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # ENOSPC: the disk is full
+            pass
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "simulated"])
+def test_wandb_on_a_full_disk_is_reported_once_switched_off_and_in_the_summary(tmp_path, monkeypatch, disk):
+    """Before: W&B's service failed to write its blocks without telling anyone: rc 0, no message, rows missing."""
+    pytest.importorskip("wandb")
+    from rlearn.config import load_config
+    from rlearn.hooks import Hook
+    from rlearn.run import Trainer
+
+    files = tmp_path / "wandb_files"
+    files.mkdir()
+    if disk == "tmpfs":
+        if sys.platform != "linux" or __import__("os").geteuid() != 0:
+            pytest.skip("mounting a tmpfs needs root on Linux")
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(files)]).returncode != 0:
+            pytest.skip("cannot mount a tmpfs here")
+    try:
+        monkeypatch.setenv("WANDB_DIR", str(files))
+        monkeypatch.setenv("WANDB_SILENT", "true")
+        cfg = load_config("td3_pendulum", [
+            "policy.hidden_sizes=[8]", "policy.batch_size=4", "policy.learning_starts=8", "policy.learn_threads=1",
+            "env.kwargs.max_episode_steps=20", "train.max_env_steps=60", "learner.log_freq=5", "eval.freq=30",
+            "eval.episodes=1", "checkpoint.freq=25", "buffer.size=100",
+            'learner.writers=["table","jsonl",{"type":"wandb","mode":"offline","project":"t"}]'])
+        trainer = Trainer(cfg, work_dir=tmp_path / "run")
+        hook = type("FillDiskHook", (FillDisk, Hook), {})(files, 20, monkeypatch if disk == "simulated" else None)
+        trainer.learner.register_hook(hook)
+        result = trainer.run()
+    finally:
+        if disk == "tmpfs":
+            import wandb
+
+            wandb.teardown()  # W&B's service process holds files there
+            subprocess.run(["umount", "--lazy", str(files)], check=True)
+    log = (tmp_path / "run" / "td3_pendulum.log").read_text()
+    errors = [line for line in log.splitlines() if " - ERROR - " in line]
+    assert len(errors) == 1, errors
+    assert "writer WandbWriter failed in flush (OSError: [Errno 28] No space left on device: " in errors[0]
+    assert "it is disabled for the rest of this run" in errors[0]
+    assert list(result.failed_writers) == ["WandbWriter"]
+    assert "  writer off:  WandbWriter could not write (OSError: [Errno 28] No space left on device" in log
+    assert [r["train_iter"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")][-1] == result.train_iter
