@@ -378,3 +378,32 @@ def test_wandb_on_a_full_disk_is_reported_once_switched_off_and_in_the_summary(t
     assert list(result.failed_writers) == ["WandbWriter"]
     assert "  writer off:  WandbWriter could not write (OSError: [Errno 28] No space left on device" in log
     assert [r["train_iter"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")][-1] == result.train_iter
+
+
+def test_mlflow_logs_no_metric_twice_after_a_kill_inside_a_batch(tmp_path, monkeypatch):
+    """A kill while one row's batch is being stored leaves part of the row in MLflow and none of it in
+    ``mlflow_run.json``: the resumed run used to log those metrics a second time."""
+    pytest.importorskip("mlflow")
+    sys.path.insert(0, str(ROOT / "tests" / "writers"))
+    from mlflow.entities import Metric
+    from tracking_readers import mlflow_history
+
+    from rlearn.writers.mlflow_writer import MlflowWriter
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    uri = (tmp_path / "mlruns").as_uri()
+    first = MlflowWriter(tmp_path / "work", tracking_uri=uri, experiment_name="rl")
+    first.write_scalars({"a": 1.0, "b": 2.0}, 10, 70)
+    first.flush()
+    checkpoint = first.state_dict()
+    # killed while storing the row of iteration 20: its first two metrics reached MLflow, the state file did not
+    first.client.log_batch(first.run_id, metrics=[Metric("envstep", 140.0, 0, 20), Metric("a", 3.0, 0, 20)])
+    resumed = MlflowWriter(tmp_path / "work", tracking_uri=uri, experiment_name="rl")
+    resumed.load_state_dict(checkpoint)
+    resumed.rewind(10, 70)
+    resumed.write_scalars({"a": 3.0, "b": 4.0}, 20, 140)
+    resumed.write_scalars({"a": 5.0, "b": 6.0}, 30, 210)
+    resumed.close()
+    history, _, _ = mlflow_history(uri, first.run_id)
+    assert history == {"envstep": [(10, 70.0), (20, 140.0), (30, 210.0)], "a": [(10, 1.0), (20, 3.0), (30, 5.0)],
+                       "b": [(10, 2.0), (20, 4.0), (30, 6.0)]}
