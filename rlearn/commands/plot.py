@@ -1,9 +1,10 @@
 """``rlearn plot WORK_DIR... [-o curves.png] [--key KEY] [--x envstep|iter|time]``: learning curves as a PNG.
 
 Reads each work dir's ``metrics.jsonl`` (:class:`rlearn.writers.JsonlWriter`) and draws one line per group
-of runs: runs whose ``config.py`` is the same apart from ``seed`` and ``exp_name`` (seeds of one
-experiment) form a group, drawn as the mean over its runs with a shaded band (min to max over the runs by
-default, ``--band std`` for mean +- one standard deviation, ``--band none``). The data preparation is
+of runs: runs whose ``config.py`` is the same apart from ``seed`` and ``exp_name`` (and the writer list
+and video settings: :data:`DEFAULT_IGNORED`), the seeds of one experiment, form a group, drawn as the mean
+over its runs with a shaded band (min to max over the runs by default, ``--band std`` for mean +- one
+standard deviation, ``--band none``). The data preparation is
 :func:`prepare_curves` (tested on its own); :func:`plot_curves` only draws.
 
 Alignment across the runs of a group: the x values of the curve are the union of the runs' x values; each
