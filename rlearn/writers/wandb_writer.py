@@ -76,6 +76,7 @@ class WandbWriter(TrackingWriter):
         self._log_at: Tuple[int, int] = (-1, -1)
         self._log_k = 0
         self._disk_full = False
+        self._disabled = False
 
     def _directory(self) -> Optional[str]:
         """Where W&B keeps its folder ``wandb/``: ``dir``, else ``WANDB_DIR`` (read at each start: wandb reads
@@ -98,7 +99,9 @@ class WandbWriter(TrackingWriter):
         self.run.define_metric("envstep")
         self.run.define_metric("train_iter")
         self.run.define_metric("*", step_metric="envstep")
-        self._log = TransactionLog(self.run.settings.sync_file)
+        # mode="disabled" writes nothing: there is no transaction log to read back
+        self._disabled = self.run.settings.mode == "disabled"
+        self._log = None if self._disabled else TransactionLog(self.run.settings.sync_file)
         if self._durable is not None:  # rows of this session at the last position read back continue its k
             self._log_at, self._log_k = (self._durable[0], self._durable[1]), self._durable[2]
         replay, self._replay = self._replay, []
@@ -111,7 +114,8 @@ class WandbWriter(TrackingWriter):
     def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int,
                  position: Optional[Position] = None) -> None:
         self.run.log({"train_iter": step_iter, "envstep": step_env, **row})
-        self._pending.append((position or (step_iter, step_env, self._k), dict(row)))
+        if self._log is not None:
+            self._pending.append((position or (step_iter, step_env, self._k), dict(row)))
 
     # ------------------------------------------------------------------------------------- durability
     def _read_back(self) -> None:
@@ -130,7 +134,7 @@ class WandbWriter(TrackingWriter):
             self._pending = [(position, row) for position, row in self._pending if position > self._durable]
 
     def _durable_position(self) -> Optional[Position]:
-        return self._durable
+        return self._logged if self._disabled else self._durable
 
     def _restore_logged(self) -> None:
         """Resume: the last row the run's transaction logs hold (what the killed process handed to W&B and W&B
@@ -152,6 +156,8 @@ class WandbWriter(TrackingWriter):
             return
         self._read_back()
         super().flush()
+        if self._log is None:
+            return
         folder = Path(self.run.settings.sync_dir)
         free = shutil.disk_usage(folder).free
         if free < self.MIN_FREE_BYTES:
