@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import errno
 import io
 import json
 import math
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -303,6 +305,9 @@ def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Opt
     out = Path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file where a folder of the path should be
+        cause = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        raise FileWriteError(out, cause, "nothing was written") from exc
     except OSError as exc:
         raise FileWriteError(out, exc, "nothing was written") from exc
     return atomic_write_bytes(out, image.getvalue())

@@ -137,21 +137,21 @@ def test_plot_labels_are_never_cut_to_the_same_text_and_writers_or_videos_are_no
     assert labels[0] == f"policy.lr=0.001,\npolicy.note={long_value}_0"  # wrapped, not cut
 
 
-@pytest.mark.parametrize("where", ["a file as the folder", "a read-only folder"])
-def test_plot_to_an_unwritable_path_is_one_line(tmp_path, where):
+def test_plot_to_an_unwritable_path_is_one_line(tmp_path, capsys):
     """Before: a traceback (FileExistsError / PermissionError from matplotlib)."""
+    from rlearn.cli import main
+
     work = tmp_path / "run"
     write_rows(JsonlWriter(work / "metrics.jsonl"), 3)
-    if where == "a file as the folder":
-        (tmp_path / "file").write_text("x")
-        target = tmp_path / "file" / "curves.png"
-    else:
-        target = Path("/proc/curves.png")  # refused even to root
-    out = rlearn("plot", str(work), "-o", str(target))
-    assert out.returncode == 1
-    assert "Traceback" not in out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"rlearn plot: error: cannot write {target}: "), out.stderr
+    (tmp_path / "file").write_text("x")
+    target = tmp_path / "file" / "curves.png"  # below a file
+    out = rlearn("plot", str(work), "-o", str(target))  # as a user runs it
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr == f"rlearn plot: error: cannot write {target}: Not a directory (ENOTDIR); nothing was written\n"
+    target = Path("/proc/curves.png")  # a folder nobody may write to, root included
+    assert main(["plot", str(work), "-o", str(target)]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rlearn plot: error: cannot write {target}: "), lines
 
 
 # ----------------------------------------------------------------------------------------------- trace
@@ -275,8 +275,7 @@ def wandb_dir(tmp_path, monkeypatch):
     return tmp_path / "wandb_files"
 
 
-@pytest.mark.parametrize("checkpoint_at, kill_at", [(9, 11), (3, 30)])
-def test_wandb_keeps_every_row_exactly_once_through_kill_9_and_resume(tmp_path, wandb_dir, checkpoint_at, kill_at):
+def test_wandb_keeps_every_row_exactly_once_through_kill_9_and_resume(tmp_path, wandb_dir):
     """Before: ``wandb_run.json`` recorded the last row handed to ``run.log``, but W&B's service writes its
     transaction log in 32 KiB blocks: after a ``kill -9`` the log lacked rows the state claimed, and the
     resumed run skipped them for good. Now the state records only rows read back from the log, the checkpoint
@@ -286,6 +285,7 @@ def test_wandb_keeps_every_row_exactly_once_through_kill_9_and_resume(tmp_path, 
 
     from rlearn.writers.wandb_writer import WandbWriter
 
+    checkpoint_at, kill_at = 9, 300  # W&B wrote some blocks (rows past the checkpoint) and holds back the last
     work = tmp_path / "work"
     work.mkdir()
     child = subprocess.run([sys.executable, "-c", WANDB_CHILD, str(work), str(checkpoint_at), str(kill_at)],
@@ -295,6 +295,8 @@ def test_wandb_keeps_every_row_exactly_once_through_kill_9_and_resume(tmp_path, 
     resumed = WandbWriter(work, mode="offline", project="rlearn-test")
     resumed.load_state_dict(state)
     resumed.rewind(4 * checkpoint_at, 32 * checkpoint_at)
+    held = resumed._logged  # the last row W&B's logs hold: past the checkpoint, short of the kill
+    assert (4 * checkpoint_at, 32 * checkpoint_at, 1) < held < (4 * kill_at, 32 * kill_at, 0)
     last = kill_at + 5
     for row in expected_wandb_rows(last):  # the resumed run computes the rows after the checkpoint again
         if row["train_iter"] > 4 * checkpoint_at:
