@@ -76,7 +76,6 @@ class WandbWriter(TrackingWriter):
         self._log_at: Tuple[int, int] = (-1, -1)
         self._log_k = 0
         self._disk_full = False
-        self._disabled = False
 
     def _directory(self) -> Optional[str]:
         """Where W&B keeps its folder ``wandb/``: ``dir``, else ``WANDB_DIR`` (read at each start: wandb reads
@@ -100,8 +99,8 @@ class WandbWriter(TrackingWriter):
         self.run.define_metric("train_iter")
         self.run.define_metric("*", step_metric="envstep")
         # mode="disabled" writes nothing: there is no transaction log to read back
-        self._disabled = self.run.settings.mode == "disabled"
-        self._log = None if self._disabled else TransactionLog(self.run.settings.sync_file)
+        disabled = self.run.settings.mode == "disabled"
+        self._log = None if disabled else TransactionLog(self.run.settings.sync_file)
         if self._durable is not None:  # rows of this session at the last position read back continue its k
             self._log_at, self._log_k = (self._durable[0], self._durable[1]), self._durable[2]
         replay, self._replay = self._replay, []
@@ -124,7 +123,8 @@ class WandbWriter(TrackingWriter):
             return
         try:
             rows = self._log.new_rows()
-        except LogUnreadable:
+        except LogUnreadable:  # a wandb without the reader: trust run.log as earlier rlearn versions did
+            self._log, self._pending = None, []
             return
         for at in rows:
             self._log_k = self._log_k + 1 if at == self._log_at else 0
@@ -134,7 +134,7 @@ class WandbWriter(TrackingWriter):
             self._pending = [(position, row) for position, row in self._pending if position > self._durable]
 
     def _durable_position(self) -> Optional[Position]:
-        return self._logged if self._disabled else self._durable
+        return self._durable if self._log is not None else self._logged
 
     def _restore_logged(self) -> None:
         """Resume: the last row the run's transaction logs hold (what the killed process handed to W&B and W&B
