@@ -11,6 +11,7 @@ first video. Used by :class:`rlearn.hooks.EvalHook` (``eval.video``) and ``rlear
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 __all__ = ["VIDEO_EXTRA_HINT", "VideoUnavailable", "require_video_support", "EpisodeVideo", "VideoRecorder",
-           "record_episode", "write_mp4", "video_file_name", "encode_gif", "GIF_MAX_SIDE"]
+           "record_episode", "write_mp4", "video_file_name", "encode_gif", "gif_timing", "GIF_MAX_SIDE",
+           "GIF_MIN_DELAY_CS"]
 
 #: what to install for videos
 VIDEO_EXTRA_HINT = "pip install 'rlearn[video]' (imageio, imageio-ffmpeg and pygame)"
@@ -28,6 +30,9 @@ VIDEO_EXTRA_HINT = "pip install 'rlearn[video]' (imageio, imageio-ffmpeg and pyg
 DEFAULT_FPS = 30
 #: :func:`encode_gif` shrinks frames by a whole factor until their longer side is at most this many pixels
 GIF_MAX_SIDE = 256
+#: the shortest frame delay, in hundredths of a second (the GIF unit), that browsers play as written: they
+#: play a delay of 0 or 1 as 10 (a 125 fps video would crawl at 10 fps)
+GIF_MIN_DELAY_CS = 2
 
 
 class VideoUnavailable(ImportError):
@@ -156,12 +161,36 @@ def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float =
     return path
 
 
+def gif_timing(n_frames: int, fps: float) -> tuple:
+    """Which of ``n_frames`` frames played at ``fps`` a GIF keeps, and each kept frame's delay in hundredths of
+    a second (GIF's unit); returns ``(indices, delays)``.
+
+    Frame ``i`` starts at ``i / fps`` seconds; each delay is the difference of two such start times rounded to
+    hundredths, so the delays add up to the video's length and a 30 fps video plays at 30 fps (delays 3, 3,
+    4, ...), not at 33. Above 50 fps every ``n``-th frame is kept so that no delay is shorter than
+    :data:`GIF_MIN_DELAY_CS` (125 fps keeps every third frame, delays 2, 3, 2, 3, ...).
+    """
+    try:
+        rate = float(fps)
+    except (TypeError, ValueError):
+        rate = math.nan
+    if isinstance(fps, bool) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"encode_gif: fps must be a positive number, got {fps!r}")
+    fps = rate
+    step = max(1, math.ceil(GIF_MIN_DELAY_CS * fps / 100 - 1e-9))
+    indices = list(range(0, n_frames, step))
+    starts = [round(100 * i / fps) for i in indices] + [round(100 * n_frames / fps)]
+    delays = [max(GIF_MIN_DELAY_CS, end - start) for start, end in zip(starts, starts[1:])]
+    return indices, delays
+
+
 def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side: int = GIF_MAX_SIDE) -> tuple:
     """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping animated GIF, the form in which
     TensorBoard's Images dashboard shows a video; returns ``(gif bytes, height, width)``.
 
     Frames are shrunk by the smallest whole factor that brings their longer side to ``max_side`` pixels or
-    less (every n-th pixel: a 500 x 500 Pendulum frame becomes 250 x 250), to keep event files small.
+    less (every n-th pixel: a 500 x 500 Pendulum frame becomes 250 x 250), to keep event files small. It
+    plays at ``fps`` (frame delays in hundredths of a second, frames dropped above 50 fps: :func:`gif_timing`).
     Needs only Pillow (a dependency of matplotlib, so always installed).
     """
     import io
@@ -176,11 +205,13 @@ def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side:
     if first.ndim != 3 or first.shape[2] != 3 or first.dtype != np.uint8:
         raise ValueError(f"encode_gif: frames must be H x W x 3 uint8 images, got shape {first.shape} and "
                          f"dtype {first.dtype}")
+    indices, delays = gif_timing(len(frames), fps)
     factor = -(-max(first.shape[:2]) // max_side)  # ceil
-    images = [Image.fromarray(np.ascontiguousarray(np.asarray(frame)[::factor, ::factor])) for frame in frames]
+    images = [Image.fromarray(np.ascontiguousarray(np.asarray(frames[i])[::factor, ::factor])) for i in indices]
     buffer = io.BytesIO()
-    duration_ms = max(1, int(round(1000.0 / float(fps))))
-    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=duration_ms, loop=0)
+    # Pillow takes milliseconds and stores whole hundredths: multiples of 10 are stored exactly
+    images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:],
+                   duration=[10 * delay for delay in delays], loop=0)
     return buffer.getvalue(), images[0].height, images[0].width
 
 

@@ -1,24 +1,32 @@
 """``rlearn plot WORK_DIR... [-o curves.png] [--key KEY] [--x envstep|iter|time]``: learning curves as a PNG.
 
 Reads each work dir's ``metrics.jsonl`` (:class:`rlearn.writers.JsonlWriter`) and draws one line per group
-of runs: runs whose ``config.py`` is the same apart from ``seed`` and ``exp_name`` (seeds of one
-experiment) form a group, drawn as the mean over its runs with a shaded band (min to max over the runs by
-default, ``--band std`` for mean +- one standard deviation, ``--band none``). The data preparation is
+of runs: runs whose ``config.py`` is the same apart from ``seed`` and ``exp_name`` (and the writer list
+and video settings: :data:`DEFAULT_IGNORED`), the seeds of one experiment, form a group, drawn as the mean
+over its runs with a shaded band (min to max over the runs by default, ``--band std`` for mean +- one
+standard deviation, ``--band none``). The data preparation is
 :func:`prepare_curves` (tested on its own); :func:`plot_curves` only draws.
 
 Alignment across the runs of a group: the x values of the curve are the union of the runs' x values; each
 run contributes at an x inside its own range, linearly interpolated between its two nearest points (exact
 at its own points), and nothing outside it, so a run that stopped early or started late does not drag the
-mean. Rows without the key (an evaluation key in a periodic log row) are skipped. See docs/cli.md.
+mean. Rows without the key (an evaluation key in a periodic log row) are skipped; a damaged line of a
+``metrics.jsonl`` is skipped with a warning naming the file and the line. ``config.py`` is read as the dict
+literal rlearn writes, never executed (opening someone else's work dir runs none of their code). See
+docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import errno
+import io
 import json
 import math
-import runpy
+import os
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -29,8 +37,11 @@ HELP = "plot learning curves from work dirs' metrics.jsonl (mean and band over s
 X_COLUMNS = {"envstep": "envstep", "iter": "train_iter", "time": "time"}
 X_LABELS = {"envstep": "env steps", "iter": "train iterations", "time": "wall time"}
 DEFAULT_KEY = "evaluator/episode_return_mean"
-#: config keys that do not make two runs different experiments
-DEFAULT_IGNORED = ("seed", "exp_name")
+#: config keys that do not make two runs different experiments: the seed and the name, where the numbers
+#: were written to and whether videos were recorded
+DEFAULT_IGNORED = ("seed", "exp_name", "learner.writers", "eval.video", "eval.video_freq")
+#: a legend label is wrapped onto lines of at most this many characters (never cut)
+LABEL_WIDTH = 60
 
 EPILOG = """\
 examples:
@@ -72,9 +83,33 @@ class Curve:
     runs: List[str] = field(default_factory=list)
 
 
+def read_config_literal(path: Path) -> Dict[str, Any]:
+    """The dict of ``config = {...}`` in a ``config.py`` as rlearn writes it (a literal; the names ``inf`` and
+    ``nan`` it defines are read as the floats), without executing anything. ValueError for anything else."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    found = [node.value for node in tree.body if isinstance(node, ast.Assign)
+             and any(isinstance(target, ast.Name) and target.id == "config" for target in node.targets)]
+    if not found:
+        raise ValueError("no 'config = {...}' assignment")
+
+    class _Floats(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in ("inf", "nan"):
+                return ast.copy_location(ast.Constant(float(node.id)), node)
+            return node
+
+    value = ast.literal_eval(_Floats().visit(found[-1]))
+    if not isinstance(value, dict):
+        raise ValueError(f"'config' is a {type(value).__name__}, not a dict")
+    return value
+
+
 def load_run(work_dir: Path) -> Run:
-    """Read ``<work_dir>/metrics.jsonl`` and ``<work_dir>/config.py`` (PlotError when there is no metrics file)."""
-    from rlearn.writers.jsonl import read_jsonl
+    """Read ``<work_dir>/metrics.jsonl`` and ``<work_dir>/config.py`` (PlotError when there is no metrics file).
+
+    Damaged lines of ``metrics.jsonl`` are skipped and ``config.py`` is read without running it (see the module
+    doc); each problem is a warning on stderr."""
+    from rlearn.writers.jsonl import JsonlWriter
 
     work_dir = Path(work_dir)
     metrics = work_dir / "metrics.jsonl"
@@ -84,12 +119,18 @@ def load_run(work_dir: Path) -> Run:
     config_file = work_dir / "config.py"
     if config_file.is_file():
         try:
-            config = dict(runpy.run_path(str(config_file))["config"])
-        except Exception as exc:  # noqa: BLE001 - a broken config only loses the grouping
-            print(f"rlearn plot: warning: {config_file} could not be read ({exc}); the run is plotted on its own",
-                  file=sys.stderr)
+            config = read_config_literal(config_file)
+        except (OSError, SyntaxError, ValueError) as exc:  # a broken config only loses the grouping
+            print(f"rlearn plot: warning: {config_file} is not a config rlearn wrote ({exc}); the run is plotted "
+                  "on its own", file=sys.stderr)
     name = str(config.get("exp_name")) if config and config.get("exp_name") else work_dir.name
-    return Run(work_dir, name, config, read_jsonl(metrics))
+    try:
+        rows, problems = JsonlWriter(metrics).read()
+    except OSError as exc:
+        raise PlotError(f"{metrics}: cannot read it ({exc.strerror or exc})") from exc
+    for problem in problems:
+        print(f"rlearn plot: warning: {problem}", file=sys.stderr)
+    return Run(work_dir, name, config, rows)
 
 
 def series(rows: Sequence[Mapping[str, Any]], key: str, x: str = "envstep") -> Tuple[List[float], List[float]]:
@@ -158,7 +199,8 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
     """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label:
     with one group the runs' name (exp_name); with several, each group's exp_name when every group has one
     name of its own (``td3_pendulum`` beside ``sb3_td3``), else the config values that tell the groups apart
-    (``policy.lr=0.001``); a run without ``config.py`` is a group of its own named after its directory."""
+    (``policy.lr=0.001``), wrapped onto lines of :data:`LABEL_WIDTH` characters, never cut (two cut labels
+    could read the same); a run without ``config.py`` is a group of its own named after its directory."""
     groups: Dict[str, List[Run]] = {}
     flats: Dict[str, Optional[Dict[str, Any]]] = {}
     for run in runs:
@@ -182,9 +224,8 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
             names = sorted({run.name for run in members})
             label = names[0] if len(names) == 1 else ", ".join(names)
         else:
-            label = ", ".join(f"{k}={flat.get(k, '-')}" for k in differing)
-            if len(label) > 70:
-                label = label[:67] + "..."
+            label = "\n".join(textwrap.wrap(", ".join(f"{k}={flat.get(k, '-')}" for k in differing), LABEL_WIDTH,
+                                             break_long_words=False, break_on_hyphens=False))
         labelled.append((label, members))
     return labelled
 
@@ -231,8 +272,9 @@ def _time_unit(curves: Sequence[Curve]) -> Tuple[float, str]:
     return 1.0, "s"
 
 
-def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Optional[str] = None) -> Path:
-    """Draw ``curves`` (mean line and band) into the PNG ``out``; returns ``out``."""
+def draw_curves(curves: Sequence[Curve], key: str, x: str, title: Optional[str] = None) -> Any:
+    """A matplotlib ``Figure`` of ``curves``: each a mean line (with markers where a curve has a single point,
+    which a line alone would not show) and its band."""
     from matplotlib.figure import Figure
 
     scale, unit = _time_unit(curves) if x == "time" else (1.0, "")
@@ -240,7 +282,7 @@ def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Opt
     ax = fig.add_subplot()
     for curve in curves:
         xs = [v / scale for v in curve.x]
-        (line,) = ax.plot(xs, curve.mean, label=curve.label, linewidth=1.8)
+        (line,) = ax.plot(xs, curve.mean, label=curve.label, linewidth=1.8, marker="o" if len(xs) == 1 else None)
         if any(lo != hi for lo, hi in zip(curve.low, curve.high)):
             ax.fill_between(xs, curve.low, curve.high, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel(X_LABELS[x] + (f" ({unit})" if unit else ""))
@@ -248,10 +290,27 @@ def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Opt
     ax.set_title(title or key)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Optional[str] = None) -> Path:
+    """Draw ``curves`` (:func:`draw_curves`) into the PNG ``out`` (written atomically); returns ``out``.
+
+    Raises :class:`rlearn.fileio.FileWriteError` (one line naming the path and the cause) when ``out`` cannot
+    be written."""
+    from rlearn.fileio import FileWriteError, atomic_write_bytes
+
+    image = io.BytesIO()
+    draw_curves(curves, key, x, title).savefig(image, format="png")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    return out
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file where a folder of the path should be
+        cause = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        raise FileWriteError(out, cause, "nothing was written") from exc
+    except OSError as exc:
+        raise FileWriteError(out, exc, "nothing was written") from exc
+    return atomic_write_bytes(out, image.getvalue())
 
 
 # ------------------------------------------------------------------------------------------- command
@@ -282,7 +341,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for warning in warnings:
         print(f"rlearn plot: warning: {warning}", file=sys.stderr)
-    out = plot_curves(curves, args.key, args.x, Path(args.output), args.title)
+    try:
+        out = plot_curves(curves, args.key, args.x, Path(args.output), args.title)
+    except OSError as exc:  # FileWriteError: one line naming the path and the cause
+        print(f"rlearn plot: error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {out}: {args.key} over {X_LABELS[args.x]}, " + "; ".join(
-        f"{c.label}" + ("" if len(c.runs) > 1 else f" ({c.runs[0]})") for c in curves))
+        c.label.replace("\n", " ") + ("" if len(c.runs) > 1 else f" ({c.runs[0]})") for c in curves))
     return 0

@@ -41,6 +41,11 @@ class Loop:
         """True when nothing is left to do."""
         return self.envstep >= self.max_env_steps
 
+    def between_steps(self) -> bool:
+        """True when no learner iteration of the last collection is left to run (where an uninterrupted run
+        evaluates); False after resuming a checkpoint taken between two iterations of one collection."""
+        return True
+
     def step(self, guard: Any) -> bool:
         """One collection and the learner iterations it pays for; True if Ctrl-C (``guard.requested``)
         stopped it between two iterations."""

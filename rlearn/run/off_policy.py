@@ -77,6 +77,9 @@ class OffPolicyLoop(Loop):
     def finished(self) -> bool:
         return super().finished() and self.schedule.pending == 0
 
+    def between_steps(self) -> bool:
+        return self.schedule.pending == 0
+
     def step(self, guard: Any) -> bool:
         if self.schedule.pending == 0:  # else: a resumed checkpoint taken between two iterations
             before = self.collector.envstep

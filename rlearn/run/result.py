@@ -25,6 +25,8 @@ class RunResult:
         latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
         best_checkpoint: ``<work_dir>/ckpt/best.pt`` if it exists (the best evaluation's model).
         best_eval: ``{"episode_return_mean", "envstep", "train_iter"}`` of the best evaluation, or None.
+        failed_writers: the writers switched off because they could not write (name -> error), e.g. a full
+            disk; their output stops where they failed.
     """
 
     work_dir: Path
@@ -43,6 +45,7 @@ class RunResult:
     best_eval: Optional[Dict[str, Any]] = None
     config: Dict[str, Any] = field(default_factory=dict, repr=False)
     stop_signal: Optional[str] = None
+    failed_writers: Dict[str, str] = field(default_factory=dict)
 
     @property
     def interrupted(self) -> bool:
@@ -71,6 +74,8 @@ def summary_lines(result: RunResult) -> List[str]:
     lines.append(f"  config:      {result.config_file}")
     if result.trace_dir is not None:
         lines.append(f"  trace:       {result.trace_dir}    (merge: rlearn trace {result.work_dir} -o trace.json)")
+    for name, error in result.failed_writers.items():
+        lines.append(f"  writer off:  {name} could not write ({error}); its output stops where it failed")
     if result.interrupted:
         lines.append(f"  resume with: rlearn train {result.config_file} --work-dir {result.work_dir} --resume")
     return lines

@@ -242,6 +242,7 @@ class Trainer:
             if stop_reason == INTERRUPTED:
                 self._save_now()
             learner.call_hook("after_run")
+        learner.close()  # finishes W&B / MLflow runs: a writer that fails there is in the summary too
         result = self._result(stop_reason)
         for line in summary_lines(result):
             self.logger.info(line)
@@ -253,6 +254,10 @@ class Trainer:
 
     def _loop(self, guard: InterruptGuard, bar: Any) -> str:
         """Loop steps until done; the stop reason. Between two steps: Ctrl-C, progress, evaluation."""
+        # a checkpoint saved after a collection's iterations but before its evaluation resumes here: evaluate
+        # now, at the env step of an uninterrupted run, not one collection later
+        if self.loop.between_steps() and self.eval_hook.evaluate_if_due(self.learner):
+            return self.eval_hook.stop_reason or STOP_VALUE
         while not self.loop.finished():
             if guard.requested or self.loop.step(guard):
                 return INTERRUPTED
@@ -351,6 +356,7 @@ class Trainer:
             stop_signal=self.stop_signal,
             trace_dir=(self.work_dir / "trace") if self.tracer is not None else None, config=copy.deepcopy(self.cfg),
             best_checkpoint=best if best is not None and best.is_file() else None, best_eval=best_eval,
+            failed_writers=dict(self.learner.failed_writers),
         )
 
 

@@ -140,6 +140,10 @@ def load_records(work_dir: PathLike, ranks: Optional[Iterable[int]] = None) -> L
             if session.rank != rank:
                 raise RecordsError(f"{available[rank]}: header says rank {session.rank}, file name says {rank}")
         files.append(records)
+    if not any(records.sessions for records in files):
+        names = ", ".join(str(records.path) for records in files)
+        raise TraceMergeError(f"no trace records in {names}: no recording session (empty files, or a process "
+                              "stopped before it recorded anything)")
     return files
 
 

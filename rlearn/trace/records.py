@@ -48,14 +48,17 @@ class RecordsError(ValueError):
 
 
 _HEADER_KEYS = ("rank", "pid", "anchor_wall_ns", "anchor_mono_ns")
+#: how a header line the tracer started to write begins
+_TORN_HEADER = b'{"type":"header"'
 
 
 def read_records(path: PathLike) -> RecordsFile:
     """Parse one records file.
 
     A line that is not valid JSON is accepted only where a crash can leave one: as the last line of the
-    file or right before a new session's header. Anything else that is malformed raises
-    :class:`RecordsError` naming the file and line number.
+    file or right before a new session's header, and in a file without any session only if it is the start
+    of a header (a process killed while starting to record). Anything else that is malformed (a file that is
+    not a records file at all) raises :class:`RecordsError` naming the file and line number.
     """
     path = Path(path)
     with open(path, "rb") as handle:
@@ -122,6 +125,9 @@ def read_records(path: PathLike) -> RecordsFile:
         else:
             raise RecordsError(f"{where}: unknown record type {kind!r}")
     if pending_torn is not None:
+        if not sessions and not raw_lines[pending_torn - 1].lstrip().startswith(_TORN_HEADER):
+            raise RecordsError(f"{path}:{pending_torn}: not a trace records file (the line is not a JSON record, "
+                               "and the file has no recording session)")
         torn += 1  # the torn last line of a killed process
     return RecordsFile(path=path, sessions=sessions, torn_lines=torn)
 

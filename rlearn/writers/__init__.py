@@ -4,8 +4,8 @@
 logger, :class:`TensorBoardWriter` writes event files on two x axes (``tb_events`` holds the event-file
 machinery it uses: a synchronous writer and the rewind on resume), :class:`JsonlWriter` and
 :class:`CsvWriter` append one row per write to ``metrics.jsonl`` / ``metrics.csv``; ``WandbWriter``
-(:mod:`rlearn.writers.wandb_writer`) and ``MlflowWriter`` (:mod:`rlearn.writers.mlflow_writer`) need
-their optional extras. :func:`build_writers` builds them from ``learner.writers``.
+(:mod:`rlearn.writers.wandb_writer`; :mod:`rlearn.writers.wandb_log` reads back what W&B really wrote) and
+``MlflowWriter`` (:mod:`rlearn.writers.mlflow_writer`) need their optional extras. :func:`build_writers` builds them from ``learner.writers``.
 """
 
 from rlearn.writers.base import ScalarValue, Writer

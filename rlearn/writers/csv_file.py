@@ -16,7 +16,7 @@ import io
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from rlearn.writers.rowfile import FIRST_COLUMNS, Row, RowFileWriter
+from rlearn.writers.rowfile import FIRST_COLUMNS, DamagedLine, Entry, Row, RowFileWriter
 
 __all__ = ["CsvWriter", "read_csv"]
 
@@ -44,21 +44,20 @@ class CsvWriter(RowFileWriter):
         self.columns: Optional[List[str]] = None
 
     # ------------------------------------------------------------------------------------- format
-    def parse(self, text: str) -> Tuple[List[Row], bool]:
+    def parse(self, text: str) -> Tuple[List[Entry], bool]:
         lines = text.split("\n")
         tail = lines.pop()
-        damaged = bool(tail)
+        torn = bool(tail)
         if not lines:
-            return [], damaged
+            return [], torn
         header = next(csv.reader([lines[0]]))
-        rows = [
-            {name: _number(cell) for name, cell in zip(header, cells) if cell != ""}
-            for cells in csv.reader(lines[1:])
-            if cells
-        ]
+        entries: List[Entry] = []
+        for number, line in enumerate(lines[1:], start=2):
+            if line:
+                entries.append(_parse_row(header, line, number))
         if self.columns is None:
             self.columns = header
-        return rows, damaged
+        return entries, torn
 
     def render(self, rows: List[Row]) -> str:
         columns = self._columns_for(rows)
@@ -107,6 +106,16 @@ class CsvWriter(RowFileWriter):
         super().load_state_dict(state)
         if state.get("columns") is not None:
             self.columns = [str(name) for name in state["columns"]]
+
+
+def _parse_row(header: List[str], line: str, number: int) -> Entry:
+    try:
+        cells = next(csv.reader([line]))
+        if len(cells) > len(header):
+            return DamagedLine(number, f"{len(cells)} cells under a header of {len(header)}")
+        return {name: _number(cell) for name, cell in zip(header, cells) if cell != ""}
+    except (ValueError, csv.Error) as exc:
+        return DamagedLine(number, f"not a row of numbers: {exc}")
 
 
 def read_csv(path) -> List[Dict[str, str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import List, Tuple
 
-from rlearn.writers.rowfile import Row, RowFileWriter
+from rlearn.writers.rowfile import DamagedLine, Entry, Row, RowFileWriter
 
 __all__ = ["JsonlWriter", "read_jsonl"]
 
@@ -24,21 +24,20 @@ __all__ = ["JsonlWriter", "read_jsonl"]
 class JsonlWriter(RowFileWriter):
     """One JSON object per line (see the module doc); rewound on resume (:meth:`RowFileWriter.rewind`)."""
 
-    def parse(self, text: str) -> Tuple[List[Row], bool]:
-        rows: List[Row] = []
+    def parse(self, text: str) -> Tuple[List[Entry], bool]:
+        entries: List[Entry] = []
         lines = text.split("\n")
         tail = lines.pop()  # "" when the text ends with a newline
-        damaged = bool(tail.strip())
-        for line in lines:
+        for number, line in enumerate(lines, start=1):
             if line.strip():
-                rows.append(json.loads(line))
-        if damaged:  # a last line without its newline: complete if it parses, else what a crash left
-            try:
-                rows.append(json.loads(tail))
-                damaged = False
-            except json.JSONDecodeError:
-                pass
-        return rows, damaged
+                entries.append(_parse_line(line, number))
+        torn = False
+        if tail.strip():  # a last line without its newline: complete if it parses, else what a crash left
+            last = _parse_line(tail, len(lines) + 1)
+            torn = isinstance(last, DamagedLine)
+            if not torn:
+                entries.append(last)
+        return entries, torn
 
     def render(self, rows: List[Row]) -> str:
         return "".join(self.encode_row(row) for row in rows)
@@ -47,6 +46,17 @@ class JsonlWriter(RowFileWriter):
         return json.dumps(row, separators=(", ", ": ")) + "\n"
 
 
-def read_jsonl(path) -> List[Row]:
-    """The rows of a ``metrics.jsonl`` file (a damaged last line, what a crash mid-write leaves, is skipped)."""
-    return JsonlWriter(path).read_rows()
+def _parse_line(line: str, number: int) -> Entry:
+    try:
+        row = json.loads(line)
+    except ValueError as exc:
+        return DamagedLine(number, f"not JSON: {exc}")
+    if not isinstance(row, dict):
+        return DamagedLine(number, f"a JSON {type(row).__name__}, not an object")
+    return row
+
+
+def read_jsonl(path, logger=None) -> List[Row]:
+    """The rows of a ``metrics.jsonl`` file. A damaged last line (what a crash mid-write leaves) is skipped;
+    so is a damaged line in the middle, with a warning on ``logger`` naming the file and the line."""
+    return JsonlWriter(path, logger=logger).read_rows()

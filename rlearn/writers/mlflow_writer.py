@@ -7,8 +7,9 @@ train_iter``, logged once per distinct (train_iter, envstep). So ``MlflowClient.
 joined with that one on ``step``. Each point's timestamp is the wall clock of the write. The resolved
 config is logged as parameters (dotted keys, ``policy.lr``; lists and dicts as JSON). On resume the same run
 continues (run id in the checkpoint and in ``<work_dir>/mlflow_run.json``; see
-:mod:`rlearn.writers.tracking`); parameters already logged keep their value (MLflow cannot change them), a
-changed one is warned about by name.
+:mod:`rlearn.writers.tracking`), and a metric is not logged again at a step the run already holds (a kill in
+the middle of one batch leaves part of a row logged); parameters already logged keep their value (MLflow
+cannot change them), a changed one is warned about by name.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class MlflowWriter(TrackingWriter):
         self.tags = dict(tags or {})
         self.client: Any = None
         self._last_axes: Optional[tuple] = None
+        #: resumed run: per metric, the last step the MLflow run holds (a kill in the middle of a batch can
+        #: leave some metrics of a row logged and others not; those are not logged twice)
+        self._held_steps: Dict[str, int] = {}
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
         from mlflow.tracking import MlflowClient
@@ -59,6 +63,9 @@ class MlflowWriter(TrackingWriter):
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         if run_id is not None:
             self.client.update_run(run_id, status="RUNNING")
+            held = self.client.get_run(run_id).data.metrics
+            self._held_steps = {key: max((p.step for p in self.client.get_metric_history(run_id, key)), default=-1)
+                                for key in held}
         else:
             experiment = self.client.get_experiment_by_name(self.experiment_name)
             experiment_id = (experiment.experiment_id if experiment is not None
@@ -79,6 +86,8 @@ class MlflowWriter(TrackingWriter):
             metrics.append(Metric("envstep", float(step_env), stamp, step_iter))
             self._last_axes = (step_iter, step_env)
         metrics.extend(Metric(name, float(value), stamp, step_iter) for name, value in row.items())
+        if self._held_steps:
+            metrics = [m for m in metrics if self._held_steps.get(m.key, -1) < step_iter]
         for start in range(0, len(metrics), 1000):
             self.client.log_batch(self.run_id, metrics=metrics[start : start + 1000])
 

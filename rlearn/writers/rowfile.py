@@ -6,6 +6,10 @@ epoch) first, then every value that is not None. Its checkpoint state is the num
 (:meth:`RowFileWriter.state_dict`); on resume :meth:`RowFileWriter.rewind` keeps exactly those rows and
 drops the ones a crashed run wrote after the checkpoint, so the resumed run adds no duplicate row. A file
 is only ever replaced atomically (temporary file, fsync, rename: :func:`rlearn.fileio.atomic_write_bytes`).
+
+A damaged row in the middle of the file (bit rot, a stray edit) is skipped with a warning naming the file and
+the line, and the rows after it are kept: the writer goes on (the file is rewritten without that row when
+the writer opens it or rewinds it); readers such as ``rlearn plot`` read around it.
 """
 
 from __future__ import annotations
@@ -13,16 +17,29 @@ from __future__ import annotations
 import abc
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.fileio import atomic_write_bytes
 from rlearn.writers.base import ScalarValue, Writer
 
-__all__ = ["RowFileWriter", "Row", "plain_number", "FIRST_COLUMNS"]
+__all__ = ["RowFileWriter", "Row", "DamagedLine", "plain_number", "FIRST_COLUMNS"]
 
 #: one row: column name -> number
 Row = Dict[str, Union[int, float]]
+
+
+@dataclass
+class DamagedLine:
+    """A line of a row file that is not a row (in :meth:`RowFileWriter.parse`'s entries, in its place)."""
+
+    number: int  # 1-based line number in the file
+    problem: str
+
+
+#: what :meth:`RowFileWriter.parse` returns for each line: a row, or the damaged line in its place
+Entry = Union[Row, DamagedLine]
 #: the last write's scalars and its wall time (see RowFileWriter._time_of)
 _LAST_WRITE: Optional[Tuple[Mapping[str, Any], float]] = None
 #: the columns every row starts with
@@ -69,9 +86,9 @@ class RowFileWriter(Writer, abc.ABC):
 
     # ------------------------------------------------------------------------------- the file format
     @abc.abstractmethod
-    def parse(self, text: str) -> Tuple[List[Row], bool]:
-        """The complete rows of a file's ``text`` and whether a damaged last row (a crash mid-write) was
-        left out."""
+    def parse(self, text: str) -> Tuple[List[Entry], bool]:
+        """The rows of a file's ``text`` in order, a :class:`DamagedLine` in place of each line that is not
+        a row, and whether a damaged last row without its newline (a crash mid-write) was left out."""
 
     @abc.abstractmethod
     def render(self, rows: List[Row]) -> str:
@@ -85,23 +102,44 @@ class RowFileWriter(Writer, abc.ABC):
         """Called before ``row`` is appended (the CSV writer widens its header here)."""
 
     # ----------------------------------------------------------------------------------------- files
-    def read_rows(self) -> List[Row]:
-        """The rows now in the file (none if it does not exist)."""
+    def read(self) -> Tuple[List[Row], List[str]]:
+        """The rows now in the file (none if it does not exist) and one ``<file>:<line>: ...`` message per
+        damaged line skipped."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
-            return []
-        return self.parse(text)[0]
+            return [], []
+        entries = self.parse(text)[0]
+        return _rows(entries), self._damaged_messages(entries)
+
+    def read_rows(self) -> List[Row]:
+        """The rows now in the file (none if it does not exist); damaged lines are skipped, each with a
+        warning on the logger."""
+        rows, problems = self.read()
+        self._warn(problems)
+        return rows
+
+    def _damaged_messages(self, entries: Sequence[Entry]) -> List[str]:
+        return [f"{self.path}:{entry.number}: damaged row skipped ({entry.problem}); the rows after it are kept"
+                for entry in entries if isinstance(entry, DamagedLine)]
+
+    def _warn(self, problems: Sequence[str]) -> None:
+        if self.logger is not None:
+            for problem in problems:
+                self.logger.warning("%s", problem)
 
     def _open(self) -> IO[str]:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                text = self.path.read_text(encoding="utf-8")
+                text = self.path.read_text(encoding="utf-8", errors="replace")
             except FileNotFoundError:
                 text = ""
-            rows, damaged = self.parse(text)
-            if damaged or (text and not text.endswith("\n")):  # never append to a half-written last row
+            entries, torn = self.parse(text)
+            rows = _rows(entries)
+            problems = self._damaged_messages(entries)
+            self._warn(problems)
+            if torn or problems or (text and not text.endswith("\n")):  # never append to a half-written last row
                 atomic_write_bytes(self.path, self.render(rows).encode("utf-8"), tmp_prefix=f".{self.path.name}.")
             if self.rows_written is None:
                 self.rows_written = len(rows)
@@ -183,20 +221,25 @@ class RowFileWriter(Writer, abc.ABC):
 
         With a row count from :meth:`load_state_dict`: exactly the rows past it. Without one (a checkpoint
         written before this writer was configured): the rows whose ``train_iter`` is beyond ``step_iter``.
-        A damaged last row (a crash mid-write) goes too. The file is replaced only when something changes.
+        A damaged last row (a crash mid-write) goes too. A damaged row among the kept ones is dropped with a
+        warning naming the file and the line (it still counts as one of the checkpoint's rows, so the rows
+        after it stay in place). The file is replaced only when something changes.
         """
         self.close()
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             self.rows_written = 0
             return
-        rows, damaged = self.parse(text)
+        entries, damaged = self.parse(text)
+        rows = _rows(entries)
         if self.rows_written is not None:
-            kept = rows[: self.rows_written]
+            kept_entries = entries[: self.rows_written]
         else:
-            kept = [row for row in rows if int(row.get("train_iter", 0)) <= step_iter]
-        if damaged or len(kept) != len(rows) or self.render(kept) != text:
+            kept_entries = [e for e in entries if isinstance(e, DamagedLine) or int(e.get("train_iter", 0)) <= step_iter]
+        self._warn(self._damaged_messages(kept_entries))
+        kept = _rows(kept_entries)
+        if damaged or len(kept) != len(entries) or self.render(kept) != text:
             self._replace(kept)
             if self.logger is not None:
                 self.logger.info(
@@ -205,3 +248,7 @@ class RowFileWriter(Writer, abc.ABC):
                     " and a damaged last row" if damaged else "",
                 )
         self.rows_written = len(kept)
+
+
+def _rows(entries: Sequence[Entry]) -> List[Row]:
+    return [entry for entry in entries if not isinstance(entry, DamagedLine)]

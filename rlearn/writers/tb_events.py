@@ -103,8 +103,11 @@ class TBWriter(SummaryWriter):
             closed and reopened (each open writes a new event file).
     """
 
-    def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None) -> None:
+    def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None,
+                 totals: Optional[Dict[str, int]] = None) -> None:
         self.points: PointTable = points if points is not None else {}
+        #: per tag: every point written (what a resume expects the event files to hold)
+        self.totals: Dict[str, int] = totals if totals is not None else {}
         super().__init__(logdir=str(logdir))
 
     def _get_file_writer(self) -> FileWriter:
@@ -134,7 +137,9 @@ class TBWriter(SummaryWriter):
             self.count_point(tag, int(global_step))
 
     def count_point(self, tag: str, step: int) -> None:
-        """Count one point of ``tag`` at ``step`` in :attr:`points` (what :func:`rewind_event_files` keeps)."""
+        """Count one point of ``tag`` at ``step`` in :attr:`points` (what :func:`rewind_event_files` keeps) and
+        in :attr:`totals`."""
+        self.totals[tag] = self.totals.get(tag, 0) + 1
         entry = self.points.get(tag)
         if entry is not None and entry[0] == step:
             entry[1] += 1
@@ -280,6 +285,10 @@ class RewindReport:
     #: per file, the damaged records found in the middle and dropped (the records after them are kept)
     corrupt_records: Dict[Path, List[str]] = field(default_factory=dict)
     skipped: Dict[Path, str] = field(default_factory=dict)
+    #: per tag, the points the event files hold after the rewind (the skipped files left out)
+    kept: Dict[str, int] = field(default_factory=dict)
+    #: per tag of ``points``, the points kept at its last counted step
+    kept_at_last: Dict[str, int] = field(default_factory=dict)
 
     @property
     def corrupt_count(self) -> int:
@@ -355,6 +364,11 @@ def rewind_event_files(
                 out.append(raw)
                 continue
             kept = [value for value in event.summary.value if keep(value.tag, event.step)]
+            for value in kept:
+                report.kept[value.tag] = report.kept.get(value.tag, 0) + 1
+                entry = points.get(value.tag)
+                if entry is not None and event.step == int(entry[0]):
+                    report.kept_at_last[value.tag] = report.kept_at_last.get(value.tag, 0) + 1
             removed = len(event.summary.value) - len(kept)
             if removed == 0:
                 out.append(raw)  # unchanged records are copied as stored: no checksum to recompute

@@ -66,6 +66,8 @@ class TensorBoardWriter(Writer):
         self._synced_at = time.monotonic()
         #: per tag: ``[last step written, points written at that step]`` (kept across close/reopen)
         self.points: PointTable = {}
+        #: per tag: every point written (checked on resume: what the event files must still hold)
+        self.totals: Dict[str, int] = {}
         self._writer: Optional[TBWriter] = None
 
     @property
@@ -75,7 +77,7 @@ class TensorBoardWriter(Writer):
 
     def _open(self) -> TBWriter:
         if self._writer is None:
-            self._writer = TBWriter(self.logdir, points=self.points)
+            self._writer = TBWriter(self.logdir, points=self.points, totals=self.totals)
         return self._writer
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
@@ -153,27 +155,58 @@ class TensorBoardWriter(Writer):
             self._synced_at = time.monotonic()
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"points": {tag: [last step, points at it]}}``: what :meth:`rewind` needs after a resume. A
-        checkpoint asks for it, so the event file is fsynced first: every point it counts is on disk."""
+        """``{"points": {tag: [last step, points at it]}, "totals": {tag: points}}``: what :meth:`rewind` needs
+        after a resume. A checkpoint asks for it, so the event file is fsynced first: every point it counts
+        is on disk."""
         if self._writer is not None:
             self._writer.flush(sync=True)
             self._synced_at = time.monotonic()
-        return {"points": copy.deepcopy(self.points)}
+        return {"points": copy.deepcopy(self.points), "totals": dict(self.totals)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the point counts of a checkpoint (the open event file, if any, keeps the same table)."""
+        """Restore the point counts of a checkpoint (the open event file, if any, keeps the same tables); a
+        checkpoint without ``totals`` (an older rlearn) checks only the points at each tag's last step."""
         points: Mapping[str, List[int]] = state.get("points", {})
         self.points.clear()
         self.points.update({str(tag): [int(v[0]), int(v[1])] for tag, v in points.items()})
+        self.totals.clear()
+        self.totals.update({str(tag): int(n) for tag, n in (state.get("totals") or {}).items()})
 
     def rewind(self, step_iter: int, step_env: int) -> RewindReport:
         """Remove from the event files every point written after (``step_iter``, ``step_env``), using the
         point counts of :meth:`load_state_dict` (see :func:`~rlearn.writers.tb_events.rewind_event_files`);
-        the file this writer has open is left alone."""
+        the file this writer has open is left alone.
+
+        Points the checkpoint counts that the event files no longer hold (a file overwritten or damaged
+        since) are a WARNING naming the damaged files, how many points were lost and of which tags."""
         current = self.event_file
-        for tag in [tag for tag in self.points if tag.startswith(HPARAMS_METRIC_PREFIX)]:
-            del self.points[tag]
-        return rewind_event_files(
+        for table in (self.points, self.totals):
+            for tag in [tag for tag in table if tag.startswith(HPARAMS_METRIC_PREFIX)]:
+                del table[tag]
+        report = rewind_event_files(
             self.logdir, step_iter, step_env, points=self.points, skip=(current,) if current else (), logger=self.logger,
             drop_prefixes=("_hparams_/", HPARAMS_METRIC_PREFIX),
+        )
+        self._report_lost(report)
+        self.totals.clear()
+        self.totals.update(report.kept)
+        return report
+
+    def _report_lost(self, report: RewindReport) -> None:
+        """Warn about the points the checkpoint counts that the rewound event files no longer hold."""
+        if self.totals:
+            lost = {tag: n - report.kept.get(tag, 0) for tag, n in self.totals.items() if n > report.kept.get(tag, 0)}
+        else:  # a checkpoint of an older rlearn: only the points at each tag's last step can be checked
+            lost = {tag: count - report.kept_at_last.get(tag, 0) for tag, (_, count) in self.points.items()
+                    if count > report.kept_at_last.get(tag, 0)}
+        if not lost or self.logger is None:
+            return
+        damaged = [f"{path} ({why})" for path, why in report.damaged_tails.items()]
+        damaged += [f"{path} ({'; '.join(found)})" for path, found in report.corrupt_records.items()]
+        shown = sorted(lost.items(), key=lambda item: (-item[1], item[0]))
+        self.logger.warning(
+            "TensorBoard: the checkpoint counts %d point(s) of %d tag(s) that the event files in %s no longer hold; "
+            "they are lost (damaged: %s): %s%s", sum(lost.values()), len(lost), self.logdir,
+            "; ".join(damaged) or "a file removed or replaced", ", ".join(f"{tag} ({n})" for tag, n in shown[:8]),
+            f" and {len(shown) - 8} more tag(s)" if len(shown) > 8 else "",
         )

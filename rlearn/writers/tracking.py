@@ -95,16 +95,22 @@ class TrackingWriter(Writer, abc.ABC):
         except (OSError, ValueError):
             return {}
 
+    def _durable_position(self) -> Optional[Position]:
+        """The last position the service holds for sure: what the state file may record. A service whose
+        log call returns once the row is stored (MLflow) holds every row logged; W&B overrides this."""
+        return self._logged
+
     def _save_state_file(self) -> None:
         path = self.state_file
         if path is None or self.run_id is None:
             return
-        if path.exists() and self._saved == self._logged:
+        position = self._durable_position()
+        if path.exists() and self._saved == position:
             return
-        state = {"run_id": self.run_id, "logged": list(self._logged) if self._logged else None}
+        state = {"run_id": self.run_id, "logged": list(position) if position else None}
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, json.dumps(state).encode("utf-8"), tmp_prefix=f".{path.name}.")
-        self._saved = self._logged
+        self._saved = position
 
     def _restore_logged(self) -> None:
         """Resume: the run id (unless the checkpoint gave one) and the last position the earlier process
@@ -159,12 +165,20 @@ class TrackingWriter(Writer, abc.ABC):
             self._save_state_file()
 
     def close(self) -> None:
-        """Finish the run in this process (a later write continues it)."""
+        """Finish the run in this process (a later write continues it); then check that the service holds
+        every row logged (:meth:`_check_finished`)."""
         if self._started:
-            self._save_state_file()
             self._started = False
             self._resuming = True
-            self._finish()
+            try:
+                self._finish()
+            finally:
+                self._save_state_file()
+            self._check_finished()
+
+    def _check_finished(self) -> None:
+        """Raise ``OSError`` naming what is missing when the finished run lacks rows it was given. Default:
+        nothing to check (the log calls raise on failure)."""
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run a resumed training run continues and

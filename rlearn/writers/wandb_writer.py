@@ -7,16 +7,35 @@ its step metric (``define_metric("*", step_metric="envstep")``); W&B's own impli
 used as an axis (it restarts in each offline session). Switch a chart's x-axis to ``train_iter`` in the UI.
 The resolved config is the run's config. On resume the same run continues (run id in the checkpoint and in
 ``<work_dir>/wandb_run.json``; see :mod:`rlearn.writers.tracking`).
+
+W&B's service writes the run's transaction log in 32 KiB blocks and reports no error to this process
+(:mod:`rlearn.writers.wandb_log`), so a row counts as logged only once it is read back from that file:
+
+* the rows not yet read back are the writer's *pending* rows; a checkpoint keeps them, and a resumed run logs
+  those the transaction logs lack before going on, so a ``kill -9`` loses no row;
+* ``wandb_run.json`` records only positions read back, and a resume takes the last row the transaction logs
+  hold (not what the killed process handed to ``run.log``);
+* with less than :attr:`WandbWriter.MIN_FREE_BYTES` free where W&B writes, :meth:`WandbWriter.flush` raises
+  ``OSError`` (ENOSPC) before W&B loses rows silently, and :meth:`WandbWriter.close` raises when the finished
+  run's log lacks rows it was given: the learner reports the writer at ERROR and switches it off.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from rlearn.writers.tracking import TrackingWriter, require
+from rlearn.writers.tracking import Position, TrackingWriter, require
+from rlearn.writers.wandb_log import LogUnreadable, TransactionLog, last_position
 
 __all__ = ["WandbWriter"]
+
+#: a row handed to W&B and not read back from its transaction log yet
+Pending = Tuple[Position, Dict[str, Union[int, float]]]
 
 
 class WandbWriter(TrackingWriter):
@@ -33,6 +52,10 @@ class WandbWriter(TrackingWriter):
     """
 
     kind = "wandb"
+    #: free bytes below which :meth:`flush` reports the disk as full (W&B would drop its next block silently)
+    MIN_FREE_BYTES = 1 << 20
+    #: seconds :meth:`close` waits for W&B's service to write the last rows of the finished run
+    FINISH_TIMEOUT_S = 30.0
 
     def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None, project: str = "rlearn",
                  entity: Optional[str] = None, name: Optional[str] = None, group: Optional[str] = None,
@@ -46,11 +69,25 @@ class WandbWriter(TrackingWriter):
         self.dir = dir
         self.init_kwargs = init_kwargs
         self.run: Any = None
+        self._pending: List[Pending] = []  # logged in this session, not read back yet
+        self._replay: List[Pending] = []  # a checkpoint's pending rows, logged again if the logs lack them
+        self._durable: Optional[Position] = None  # the last position read back
+        self._log: Optional[TransactionLog] = None
+        self._log_at: Tuple[int, int] = (-1, -1)
+        self._log_k = 0
+        self._disk_full = False
+
+    def _directory(self) -> Optional[str]:
+        """Where W&B keeps its folder ``wandb/``: ``dir``, else ``WANDB_DIR`` (read at each start: wandb reads
+        it once per process), else the work dir; None: the current directory (W&B's default)."""
+        return self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
+
+    def _wandb_folder(self) -> Path:
+        return Path(self._directory() or os.getcwd()) / "wandb"
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
         wandb = require("wandb", "wandb")
-        # read WANDB_DIR at each start: wandb reads it once per process
-        directory = self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
+        directory = self._directory()
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
         self.run = wandb.init(
@@ -61,10 +98,101 @@ class WandbWriter(TrackingWriter):
         self.run.define_metric("envstep")
         self.run.define_metric("train_iter")
         self.run.define_metric("*", step_metric="envstep")
+        # mode="disabled" writes nothing: there is no transaction log to read back
+        disabled = self.run.settings.mode == "disabled"
+        self._log = None if disabled else TransactionLog(self.run.settings.sync_file)
+        if self._durable is not None:  # rows of this session at the last position read back continue its k
+            self._log_at, self._log_k = (self._durable[0], self._durable[1]), self._durable[2]
+        replay, self._replay = self._replay, []
+        for position, row in replay:  # rows a killed process handed to W&B and W&B never wrote
+            if self._logged is None or position > self._logged:
+                self._log_row(row, position[0], position[1], position)
+                self._logged = position
         return str(self.run.id)
 
-    def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int) -> None:
+    def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int,
+                 position: Optional[Position] = None) -> None:
         self.run.log({"train_iter": step_iter, "envstep": step_env, **row})
+        if self._log is not None:
+            self._pending.append((position or (step_iter, step_env, self._k), dict(row)))
+
+    # ------------------------------------------------------------------------------------- durability
+    def _read_back(self) -> None:
+        """Read the rows W&B wrote since the last call; they are durable and no longer pending."""
+        if self._log is None:
+            return
+        try:
+            rows = self._log.new_rows()
+        except LogUnreadable:  # a wandb without the reader: trust run.log as earlier rlearn versions did
+            self._log, self._pending = None, []
+            return
+        for at in rows:
+            self._log_k = self._log_k + 1 if at == self._log_at else 0
+            self._log_at = at
+            self._durable = (at[0], at[1], self._log_k)
+        if rows:
+            self._pending = [(position, row) for position, row in self._pending if position > self._durable]
+
+    def _durable_position(self) -> Optional[Position]:
+        return self._durable if self._log is not None else self._logged
+
+    def _restore_logged(self) -> None:
+        """Resume: the last row the run's transaction logs hold (what the killed process handed to W&B and W&B
+        never wrote is logged again); ``wandb_run.json`` when this wandb cannot read them or finds none."""
+        super()._restore_logged()
+        if self.run_id is None:
+            return
+        try:
+            found = last_position(self._wandb_folder(), self.run_id)
+        except LogUnreadable:
+            return
+        if found is not None:
+            self._logged = self._durable = found
+
+    def flush(self) -> None:
+        """Read back what W&B wrote, update ``wandb_run.json``, and raise ``OSError`` (ENOSPC) when the disk
+        W&B writes to has less than :attr:`MIN_FREE_BYTES` free (its service would lose rows silently)."""
+        if not self._started:
+            return
+        self._read_back()
+        super().flush()
+        if self._log is None:
+            return
+        folder = Path(self.run.settings.sync_dir)
+        free = shutil.disk_usage(folder).free
+        if free < self.MIN_FREE_BYTES:
+            self._disk_full = True
+            held = "no row" if self._durable is None else f"the rows up to train_iter {self._durable[0]}"
+            raise OSError(errno.ENOSPC, f"No space left on device: {free} bytes free for W&B's files in {folder} "
+                          f"(W&B drops rows there without an error; its transaction log holds {held})", str(folder))
+
+    def _check_finished(self) -> None:
+        """Wait until the finished run's transaction log holds every row this process logged (W&B's service
+        writes it after ``finish()`` returns); ``OSError`` naming the rows it lacks otherwise."""
+        deadline = time.monotonic() + (0.0 if self._disk_full else self.FINISH_TIMEOUT_S)
+        while self._pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self._read_back()
+        self._save_state_file()
+        if self._pending and self._log is not None:
+            first, last = self._pending[0][0], self._pending[-1][0]
+            count = len(self._pending)
+            self._pending = []
+            raise OSError(errno.EIO, f"W&B did not write {count} row(s) of this run (train_iter {first[0]} to "
+                          f"{last[0]}) to {self._log.path} (a full disk? see its logs/debug-internal.log)",
+                          str(self._log.path))
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The tracking state plus ``pending``: the rows W&B has not written yet, which a resume logs again
+        if the transaction logs still lack them."""
+        self._read_back()
+        state = super().state_dict()
+        state["pending"] = [[*position, row] for position, row in self._replay + self._pending]
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._replay = [((int(p[0]), int(p[1]), int(p[2])), dict(p[3])) for p in state.get("pending") or ()]
 
     def _log_config(self, config: Mapping[str, Any]) -> None:
         self.run.config.update(dict(config), allow_val_change=True)

@@ -117,3 +117,33 @@ def test_tensorboard_fsyncs_at_checkpoints_and_close_not_at_every_log(tmp_path, 
     assert len(synced) == 2
     writer.close()  # the last point: fsynced once (nothing is fsynced twice)
     assert len(synced) == 3
+
+
+def gif_delays(gif: bytes) -> list:
+    """Each frame's delay as stored, in hundredths of a second (Pillow reports it in milliseconds)."""
+    image = Image.open(io.BytesIO(gif))
+    delays = []
+    for index in range(image.n_frames):
+        image.seek(index)
+        delays.append(image.info["duration"] // 10)
+    return delays
+
+
+@pytest.mark.parametrize("fps, frame_count, kept_every", [(30, 90, 1), (125, 250, 3), (25, 50, 1), (60, 120, 2), (50, 100, 1)])
+def test_gif_plays_at_the_video_speed(fps, frame_count, kept_every):
+    """GIF stores delays in hundredths of a second: a 30 fps video used to get 3 (playing at 33 fps) and a
+    125 fps MuJoCo video 0 (which browsers play as 10: 12.5 times too slow)."""
+    rng = np.random.default_rng(0)
+    video = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(frame_count)]  # no two alike
+    gif, _, _ = encode_gif(video, fps=fps)
+    delays = gif_delays(gif)
+    assert len(delays) == len(range(0, frame_count, kept_every))
+    # the video's length to the hundredth (the last frame may be held for the shortest delay browsers honour)
+    assert round(100 * frame_count / fps) <= sum(delays) <= round(100 * frame_count / fps) + 1
+    assert min(delays) >= 2  # browsers play shorter delays as 10
+    assert max(delays) - min(delays) <= 1
+
+
+def test_gif_refuses_a_bad_frame_rate():
+    with pytest.raises(ValueError, match="fps must be a positive number, got 0"):
+        encode_gif(frames(2, 4, 4), fps=0)

@@ -122,3 +122,17 @@ def test_missing_extra_names_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
     with pytest.raises(MissingExtraError, match=r"pip install 'rlearn\[wandb\]'"):
         require("wandb", "wandb")
+
+
+def test_wandb_disabled_mode_writes_nothing_and_reports_nothing(tmp_path, wandb_env):
+    """``mode="disabled"`` has no transaction log to read back: no disk check, no missing rows at close."""
+    import time
+
+    from rlearn.writers.wandb_writer import WandbWriter
+
+    writer = WandbWriter(tmp_path / "work", mode="disabled")
+    run_writes(writer, WRITES)
+    started = time.monotonic()
+    writer.close()  # no OSError, no wait for rows that are never written
+    assert time.monotonic() - started < writer.FINISH_TIMEOUT_S
+    assert json.loads((tmp_path / "work" / "wandb_run.json").read_text())["logged"] == [30, 210, 0]

@@ -113,7 +113,8 @@ def test_tensorboard_writer_both_axes_and_no_point_for_none(tmp_path):
     acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0})
     acc.Reload()
     assert "notes/text_summary" in acc.Tags()["tensors"]
-    assert writer.state_dict() == {"points": {tag: [points[-1][0], 1] for tag, points in got.items()}}
+    assert writer.state_dict() == {"points": {tag: [points[-1][0], 1] for tag, points in got.items()},
+                                   "totals": {tag: len(points) for tag, points in got.items()}}
     writer.close()
     assert writer.event_file is None
 
