@@ -18,7 +18,9 @@ from typing import Any, Dict, List, Mapping
 
 import torch
 
-__all__ = ["policy_state_problems", "module_problems", "optimizer_problems"]
+from rlearn.checkpoint.errors import CheckpointError
+
+__all__ = ["check_policy_state", "policy_state_problems", "module_problems", "optimizer_problems", "listing"]
 
 #: param-group settings that must be finite numbers >= 0 when they are numbers (torch.optim's own checks)
 _NON_NEGATIVE = frozenset({"lr", "eps", "weight_decay", "momentum", "dampening", "alpha", "lr_decay",
@@ -194,3 +196,17 @@ def policy_state_problems(policy: Any, saved: Any) -> List[str]:
             else:
                 problems += check(name, saved_section[name], owned[name])
     return problems
+
+
+def listing(problems: List[str], shown: int = 5) -> str:
+    """The first ``shown`` problems joined with '; ', and how many more there are."""
+    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+    return "; ".join(problems[:shown]) + more
+
+
+def check_policy_state(path: Any, policy: Any, saved: Any) -> None:
+    """Raise :class:`CheckpointError` naming checkpoint ``path`` and every mismatch
+    (:func:`policy_state_problems`) unless ``saved`` fits ``policy``."""
+    problems = policy_state_problems(policy, saved)
+    if problems:
+        raise CheckpointError(f"checkpoint {path} does not fit policy {type(policy).__qualname__}: {listing(problems)}")

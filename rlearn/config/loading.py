@@ -29,7 +29,7 @@ from rlearn.config.overrides import Override, apply_overrides, parse_override
 from rlearn.config.schema import SCHEMA, defaults
 from rlearn.config.validate import merge_section, validate_config
 
-__all__ = ["load_config", "resolve_config", "import_file", "config_source"]
+__all__ = ["load_config", "resolve_config", "import_file", "config_source", "imports_named"]
 
 # ------------------------------------------------------------------------------------------ loading
 _loaded_files: Dict[str, Any] = {}
@@ -176,6 +176,25 @@ def _import_custom(items: Sequence[str]) -> None:
             importlib.import_module(item)
         except ImportError as exc:
             raise ConfigError(f"custom_imports: cannot import {item!r} ({exc})") from exc
+
+
+def imports_named(cfg: Mapping[str, Any]) -> List[str]:
+    """What resolving and building ``cfg`` would import, i.e. whose code it would run: each
+    ``custom_imports`` item, a ``policy.type`` given as an import path (``"pkg.module:Class"``, not a
+    registered name) and an ``env.id`` with a module prefix (``"pkg.module:MyEnv-v0"``, which gymnasium
+    imports). Each as ``"<key> <value>"``; empty for a config that only names bundled, registered parts."""
+    from rlearn.registry import registered_policies
+
+    named: List[str] = []
+    imports = cfg.get("custom_imports") or []
+    named += [f"custom_imports {item!r}" for item in (imports if isinstance(imports, (list, tuple)) else [imports])]
+    policy_type = (cfg.get("policy") or {}).get("type") if isinstance(cfg.get("policy"), Mapping) else None
+    if isinstance(policy_type, str) and ":" in policy_type and policy_type not in registered_policies():
+        named.append(f"policy.type {policy_type!r}")
+    env_id = (cfg.get("env") or {}).get("id") if isinstance(cfg.get("env"), Mapping) else None
+    if isinstance(env_id, str) and ":" in env_id:
+        named.append(f"env.id {env_id!r}")
+    return named
 
 
 def _policy_source_file(cls: type) -> Optional[str]:

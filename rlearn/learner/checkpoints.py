@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Union
 
 from rlearn import __version__
 from rlearn.checkpoint import files as ckpt
-from rlearn.checkpoint.fit import policy_state_problems
+from rlearn.checkpoint.fit import check_policy_state, listing
 from rlearn.writers import TensorBoardWriter
 
 __all__ = ["LearnerCheckpoints"]
@@ -192,12 +192,10 @@ class LearnerCheckpoints:
             raise ckpt.CheckpointError(
                 f"checkpoint {path}: written by policy {saved_class}, but this learner runs {current_class}"
             )
-        problems = policy_state_problems(self.policy, checkpoint["policy"])
-        if problems:
-            raise ckpt.CheckpointError(f"checkpoint {path} does not fit policy {current_class}: {_listing(problems)}")
+        check_policy_state(path, self.policy, checkpoint["policy"])
         problems = self._writer_state_problems(checkpoint["learner"])
         if problems:
-            raise ckpt.CheckpointError(f"checkpoint {path}: cannot restore {_listing(problems)}")
+            raise ckpt.CheckpointError(f"checkpoint {path}: cannot restore {listing(problems)}")
         missing_states = sorted(set(self._states) - set(checkpoint["states"]))
         if missing_states:
             raise ckpt.CheckpointError(
@@ -206,8 +204,3 @@ class LearnerCheckpoints:
         for name in sorted(set(checkpoint["states"]) - set(self._states)):
             self.logger.warning("checkpoint %s has state %r, which is not registered; ignored", path, name)
 
-
-def _listing(problems: List[str], shown: int = 5) -> str:
-    """The first ``shown`` problems joined with '; ', and how many more there are."""
-    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
-    return "; ".join(problems[:shown]) + more
