@@ -115,7 +115,7 @@ class Trainer:
             self.policy.setup_distributed()  # collective: identical networks, DDP wrappers, gradient averaging
         self.collector = Collector(self.env, self.policy, seed=seed)
         self.evaluator = Evaluator(self.eval_env, self.policy, cfg["eval"]["episodes"], seed=derived_seed(cfg["seed"], 2))
-        self.buffer = None if self.on_policy else build.make_buffer(cfg, self.env, seed)
+        self.buffer = None if self.on_policy else build.make_buffer(cfg, self.env, seed, needs.batch_size)
         self.learner = build.make_learner(cfg, self.policy, needs, self.work_dir, self.logger, self.rank, self.world_size)
         self.eval_hook = build.add_default_hooks(self.learner, cfg, self.evaluator)
 
