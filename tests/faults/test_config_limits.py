@@ -5,28 +5,12 @@ directory), an ``exp_name`` with a newline, a writer listed twice (every point w
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import gymnasium as gym
 import pytest
+import run_fault_helpers as helpers  # tests/faults/ is on sys.path (pytest's rootdir insertion)
 
 from rlearn.config import ConfigError, load_config
 from rlearn.run import build
-
-
-def _load_helpers():
-    path = Path(__file__).resolve().parent / "run_fault_helpers.py"
-    if "run_fault_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("run_fault_helpers", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["run_fault_helpers"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["run_fault_helpers"]
-
-
-helpers = _load_helpers()
 
 
 def _one_line(out, message: str) -> None:
