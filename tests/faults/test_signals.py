@@ -65,6 +65,28 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     assert read_checkpoint(work / "ckpt" / "latest.pt")["train_iter"] == saved["train_iter"] + 2
 
 
+def test_sighup_is_a_sigterm_saves_a_checkpoint_and_exits_129(tmp_path):
+    """A closed terminal or SSH session (SIGHUP) used to end the run at once, without a checkpoint or a log line."""
+    work = tmp_path / "run"
+    config = helpers.probe_config(tmp_path)
+    proc = helpers.start("train", str(config), "--work-dir", str(work))
+    try:
+        helpers.wait_for(lambda: _table_at(work / "probe.log", 5), 180, proc, "the table of iteration 5")
+        proc.send_signal(signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 129, stderr[-3000:]
+    assert "Traceback" not in stderr + stdout
+    stopped = re.search(r"SIGHUP: stopping at train_iter (\d+), envstep (\d+); saving a checkpoint", stdout)
+    assert stopped, stdout[-3000:]
+    saved = read_checkpoint(work / "ckpt" / "latest.pt")
+    assert (saved["train_iter"], saved["envstep"]) == (int(stopped.group(1)), int(stopped.group(2)))
+    assert "SIGHUP: stopping at train_iter" in (work / "probe.log").read_text()
+
+
 def test_guard_first_signal_is_a_flag_second_stops_at_once():
     from rlearn.run.signals import InterruptGuard, StopNow, signal_exit_code
 
@@ -80,6 +102,11 @@ def test_guard_first_signal_is_a_flag_second_stops_at_once():
     assert str(stop.value) == "second SIGINT: stopped at once, without a checkpoint"
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     assert (signal_exit_code(signal.SIGINT), signal_exit_code(signal.SIGTERM)) == (130, 143)
+    with InterruptGuard() as guard:  # SIGHUP (terminal closed) is a stop request like SIGTERM
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.01)
+        assert guard.requested and guard.signal_name == "SIGHUP" and guard.reason == "SIGHUP"
+    assert signal_exit_code(signal.SIGHUP) == 129
     with InterruptGuard(enabled=False) as guard:  # multi-process runs: nothing installed
         assert signal.getsignal(signal.SIGTERM) == before[0]
 
