@@ -29,7 +29,8 @@ from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
 from rlearn.run.on_policy import OnPolicyLoop
 from rlearn.run.failure import failure_line
 from rlearn.run.ranks import (
-    RANK_SEED_STRIDE, check_ranks_agree, check_seed, derived_seed, rederive_rank_streams, seed_everything,
+    RANK_SEED_STRIDE, check_ranks_agree, check_same_config, check_seed, derived_seed, rederive_rank_streams,
+    seed_everything,
 )
 from rlearn.run.result import INTERRUPTED, MAX_ENV_STEPS, STOP_VALUE, RunResult, summary_lines
 from rlearn.run.signals import InterruptGuard, StopNow, TerminatedByLauncher, stop_with_parent
@@ -71,6 +72,7 @@ class Trainer:
         self._closed = False
         try:
             check_seed(self.cfg["seed"], self.world_size)
+            check_same_config(self.cfg)  # collective, before any rank touches the disk
             self.dirs = choose_work_dir(self.cfg, work_dir, resume, self.rank, broadcast=dist.broadcast_object)
             self.work_dir, self.tb_dir, self.ckpt_dir = self.dirs.path, self.dirs.tb_dir, self.dirs.ckpt_dir
             self.config_file = self.dirs.config_file
