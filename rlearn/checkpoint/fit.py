@@ -25,7 +25,9 @@ __all__ = ["check_policy_state", "policy_state_problems", "module_problems", "op
 #: param-group settings that must be finite numbers >= 0 when they are numbers (torch.optim's own checks)
 _NON_NEGATIVE = frozenset({"lr", "eps", "weight_decay", "momentum", "dampening", "alpha", "lr_decay",
                            "initial_accumulator_value", "rho", "lambd", "t0", "initial_lr"})
-#: optimizers whose per-parameter state tensors are shaped like the parameter (or are 0-dim step counts)
+#: per-parameter state entries that are 0-dim tensors (step counts, ASGD's eta and mu, NAdam's mu_product)
+_SCALAR_STATE = frozenset({"step", "eta", "mu", "mu_product"})
+#: optimizers whose per-parameter state tensors are shaped like the parameter, except :data:`_SCALAR_STATE`
 _PARAM_SHAPED = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.optim.RMSprop, torch.optim.Adagrad,
                  torch.optim.Adamax, torch.optim.NAdam, torch.optim.RAdam, torch.optim.ASGD, torch.optim.Rprop,
                  torch.optim.Adadelta)
@@ -115,7 +117,11 @@ def _state_problems(where: str, state: Any, param: torch.Tensor, live_state: Map
             continue
         if isinstance(reference, torch.Tensor):
             want_shape, want_dtype = _shape(reference), reference.dtype
-        elif param_shaped and value.dim() > 0:
+        elif param_shaped and key in _SCALAR_STATE:
+            if value.dim() != 0 or not value.is_floating_point() or not bool(torch.isfinite(value)):
+                problems.append(f"{where}: {key} must be a finite 0-dim floating-point tensor, got {value!r}")
+            continue
+        elif param_shaped:
             want_shape, want_dtype = _shape(param), param.dtype
         else:
             continue  # an optimizer whose state layout is not known here, before its first step
@@ -157,7 +163,9 @@ def optimizer_problems(name: str, saved: Any, optimizer: torch.optim.Optimizer) 
             if key == "params":
                 continue
             if key not in saved_group:
-                if not (isinstance(live, bool) or live is None):  # flags torch fills in with their defaults
+                # the optimizer's own numeric settings must be there; torch fills in missing flags with their
+                # defaults, and LR schedulers add ``initial_lr`` themselves
+                if key in optimizer.defaults and not (isinstance(live, bool) or live is None):
                     problems.append(f"{where}: param group {g} has no {key!r} in the checkpoint")
                 continue
             complaint = _group_setting_problem(key, saved_group[key], live)

@@ -203,3 +203,22 @@ def test_writers_check_their_state_when_loaded_directly(tmp_path):
         writer.load_state_dict({"rows": -3})
     writer.load_state_dict({"rows": 3})
     assert writer.rows_written == 3
+
+
+def test_scalar_state_entries_and_settings_an_lr_scheduler_adds():
+    net = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.NAdam(net.parameters())
+    state = copy.deepcopy(optimizer.state_dict())
+    state["state"] = {0: {"step": torch.tensor(2.0), "mu_product": torch.tensor(0.9),
+                          "exp_avg": torch.zeros(2, 2), "exp_avg_sq": torch.zeros(2, 2)}}
+    assert optimizer_problems("opt", state, optimizer) == []
+    state["state"][0]["exp_avg"] = torch.tensor(0.0)  # a 0-dim moment for a (2, 2) parameter
+    state["state"][0]["mu_product"] = torch.ones(2)
+    assert optimizer_problems("opt", state, optimizer) == [
+        "optimizer 'opt': parameter 0 (group 0, shape (2, 2)): mu_product must be a finite 0-dim floating-point "
+        "tensor, got tensor([1., 1.])",
+        "optimizer 'opt': parameter 0 (group 0, shape (2, 2)): exp_avg has shape (), the optimizer needs (2, 2)"]
+    # a checkpoint of a run without an LR scheduler resumes with one (which adds initial_lr to the groups)
+    saved = copy.deepcopy(optimizer.state_dict())
+    torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
+    assert "initial_lr" in optimizer.param_groups[0] and optimizer_problems("opt", saved, optimizer) == []
