@@ -181,9 +181,11 @@ def check_buffer_limits(cfg: Mapping[str, Any], env: Any, batch_size: Optional[i
                         memory: Optional[int] = None) -> int:
     """Refuse, before anything is allocated, a replay buffer that cannot work on this machine: a
     ``policy.batch_size`` larger than ``buffer.size`` (a batch is drawn from the stored transitions), or
-    a full buffer larger than the memory left (``memory`` bytes, default :func:`available_memory`; numpy
-    maps the storage lazily, so without this check the run would be killed by the OOM killer once the
-    buffer filled, hours in). Returns the bytes a full buffer takes. Raises a ConfigError naming the keys."""
+    more stored transitions than the memory left can hold (``memory`` bytes, default
+    :func:`available_memory`). A run stores at most ``min(buffer.size, train.max_env_steps)`` transitions;
+    numpy maps the storage lazily, so without this check the run would be killed by the OOM killer once the
+    buffer filled, hours in. Returns the bytes the run's transitions take at most. Raises a ConfigError
+    naming the keys."""
     size = cfg["buffer"]["size"]
     if batch_size is not None and batch_size > size:
         raise ConfigError(
@@ -194,14 +196,15 @@ def check_buffer_limits(cfg: Mapping[str, Any], env: Any, batch_size: Optional[i
     obs_items = int(np.prod(env.single_observation_space.shape or (), dtype=np.int64))
     action_items = int(np.prod(env.single_action_space.shape or (), dtype=np.int64))
     per_transition = 2 * obs_items * np.dtype(obs_dtype).itemsize + action_items * np.dtype(action_dtype).itemsize + 8
-    needed = size * per_transition
+    stored = min(size, cfg["train"]["max_env_steps"])
+    needed = stored * per_transition
     memory = available_memory() if memory is None else memory
     if memory is not None and needed > memory:
+        what = "a full replay buffer" if stored == size else f"the {stored} transitions of train.max_env_steps"
         raise ConfigError(
-            f"config key 'buffer.size' is {size}: a full replay buffer of {cfg['env']['id']!r} transitions "
-            f"({per_transition} bytes each) takes {_size_text(needed)}, but this machine has "
-            f"{_size_text(memory)} of memory available; lower buffer.size (at most about "
-            f"{memory // per_transition:,} here)")
+            f"config key 'buffer.size' is {size}: {what} of {cfg['env']['id']!r} ({per_transition} bytes per "
+            f"transition) takes {_size_text(needed)}, but this machine has {_size_text(memory)} of memory "
+            f"available; lower buffer.size (at most about {memory // per_transition:,} here)")
     return needed
 
 
@@ -212,8 +215,12 @@ def make_buffer(cfg: Mapping[str, Any], env: Any, seed: int, batch_size: Optiona
 
     check_buffer_limits(cfg, env, batch_size)
     obs_dtype, action_dtype = _buffer_dtypes(env)
-    return ReplayBuffer(cfg["buffer"]["size"], env.single_observation_space.shape, env.single_action_space.shape,
-                        obs_dtype=obs_dtype, action_dtype=action_dtype, seed=seed)
+    try:
+        return ReplayBuffer(cfg["buffer"]["size"], env.single_observation_space.shape, env.single_action_space.shape,
+                            obs_dtype=obs_dtype, action_dtype=action_dtype, seed=seed)
+    except MemoryError as exc:  # the address space a lazily filled buffer reserves: more than the kernel allows
+        raise ConfigError(f"config key 'buffer.size' is {cfg['buffer']['size']}: the replay buffer cannot be "
+                          f"allocated ({exc}); lower buffer.size") from exc
 
 
 def max_episode_steps(cfg: Mapping[str, Any]) -> Optional[int]:

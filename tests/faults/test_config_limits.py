@@ -19,10 +19,11 @@ def _one_line(out, message: str) -> None:
 
 
 def test_a_buffer_larger_than_the_memory_is_a_config_error_before_it_is_allocated(tmp_path):
-    out = helpers.rlearn("train", "td3_pendulum", "--work-dir", str(tmp_path / "run"), "--set", "buffer.size=1e11")
+    out = helpers.rlearn("train", "td3_pendulum", "--work-dir", str(tmp_path / "run"), "--set", "buffer.size=1e11",
+                         "train.max_env_steps=1e11")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.startswith("rlearn train: error: config key 'buffer.size' is 100000000000: a full replay buffer "
-                                 "of 'Pendulum-v1' transitions (36 bytes each) takes 3.3 TiB, but this machine has ")
+                                 "of 'Pendulum-v1' (36 bytes per transition) takes 3.3 TiB, but this machine has ")
     assert out.stderr.endswith(" here)\n") and len(out.stderr.splitlines()) == 1
     assert "run failed: ConfigError: config key 'buffer.size'" in (tmp_path / "run" / "td3_pendulum.log").read_text()
 
@@ -40,9 +41,16 @@ def test_buffer_limits_count_every_stored_field():
         cfg = load_config("td3_pendulum", overrides=["buffer.size=1000"])
         # obs and next_obs 3 x float32, action 1 x float32, reward and terminated float32: 36 bytes
         assert build.check_buffer_limits(cfg, env, batch_size=1000, memory=36_000) == 36_000
-        with pytest.raises(ConfigError, match=r"takes 35\.2 KiB, but this machine has 35\.2 KiB of memory available; "
+        with pytest.raises(ConfigError, match=r"a full replay buffer of 'Pendulum-v1' \(36 bytes per transition\) "
+                                              r"takes 35\.2 KiB, but this machine has 35\.2 KiB of memory available; "
                                               r"lower buffer.size \(at most about 999 here\)"):
             build.check_buffer_limits(cfg, env, memory=35_999)
+        # a run stores at most train.max_env_steps transitions: a larger buffer is never filled
+        short = load_config("td3_pendulum", overrides=["buffer.size=1e6", "train.max_env_steps=100"])
+        assert build.check_buffer_limits(short, env, memory=3600) == 3600
+        with pytest.raises(ConfigError, match=r"is 1000000: the 100 transitions of train.max_env_steps of "
+                                              r"'Pendulum-v1' \(36 bytes per transition\) takes 3\.5 KiB"):
+            build.check_buffer_limits(short, env, memory=3599)
         with pytest.raises(ConfigError, match="'policy.batch_size' is 1001 but 'buffer.size' is 1000"):
             build.check_buffer_limits(cfg, env, batch_size=1001, memory=10**12)
     finally:
