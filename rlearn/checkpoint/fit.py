@@ -64,12 +64,15 @@ def module_problems(name: str, saved: Any, module: torch.nn.Module) -> List[str]
 
 def _group_setting_problem(key: str, saved: Any, live: Any) -> str:
     """Why a saved param-group setting cannot replace the live one ('' when it can)."""
-    if isinstance(live, bool):
-        return "" if isinstance(saved, bool) else f"must be a bool like the optimizer's {live!r}, got {saved!r}"
+    if isinstance(live, bool):  # None: torch's default for flags such as fused and foreach
+        ok = saved is None or isinstance(saved, bool)
+        return "" if ok else f"must be a bool (or None) like the optimizer's {live!r}, got {saved!r}"
     if isinstance(live, torch.Tensor):
         ok = isinstance(saved, torch.Tensor) and _shape(saved) == _shape(live) and bool(torch.isfinite(saved).all())
         return "" if ok else f"must be a finite tensor of shape {_shape(live)}, got {saved!r}"
     if _is_real(live):
+        if isinstance(saved, torch.Tensor) and saved.dim() == 0 and saved.is_floating_point():
+            saved = saved.item()  # a tensor learning rate (capturable or compiled optimizers)
         if not _is_real(saved) or not math.isfinite(saved):
             return f"must be a finite number like the optimizer's {live!r}, got {saved!r}"
         if key in _NON_NEGATIVE and saved < 0:

@@ -222,3 +222,14 @@ def test_scalar_state_entries_and_settings_an_lr_scheduler_adds():
     saved = copy.deepcopy(optimizer.state_dict())
     torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
     assert "initial_lr" in optimizer.param_groups[0] and optimizer_problems("opt", saved, optimizer) == []
+
+
+def test_settings_torch_accepts_in_either_form_are_not_refused():
+    net = torch.nn.Linear(2, 2)
+    fused = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True)
+    saved = copy.deepcopy(torch.optim.Adam(net.parameters(), lr=1e-3).state_dict())  # fused=None: torch's default
+    saved["param_groups"][0]["lr"] = torch.tensor(2e-3)  # a tensor learning rate
+    assert saved["param_groups"][0]["fused"] is None and optimizer_problems("opt", saved, fused) == []
+    saved["param_groups"][0]["fused"] = "yes"
+    assert optimizer_problems("opt", saved, fused) == [
+        "optimizer 'opt': param group 0: fused must be a bool (or None) like the optimizer's True, got 'yes'"]
