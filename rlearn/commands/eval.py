@@ -5,6 +5,10 @@ builders, :mod:`rlearn.run.build`), the policy's weights loaded, and ``--episode
 :class:`rlearn.collect.Evaluator` with ``_forward_eval``. A work dir means its ``ckpt/best.pt`` if there is
 one, else ``ckpt/latest.pt``; the first line says which. ``--video out.mp4`` also films one episode.
 
+Opening a checkpoint runs no code from it: a config that names code to import (``custom_imports``, a
+``policy.type`` or ``env.id`` import path) is refused unless ``--allow-imports`` says the checkpoint is
+trusted (:func:`rlearn.config.imports_named`).
+
 Exit codes: 0 after printing the results; 2 with one line on stderr for a missing, corrupt or foreign
 checkpoint, a bad argument, or a missing ``video`` extra. See docs/evaluation.md.
 """
@@ -24,6 +28,7 @@ examples:
   rlearn eval work_dirs/td3_pendulum                     # ckpt/best.pt, else ckpt/latest.pt
   rlearn eval work_dirs/td3_pendulum/ckpt/latest.pt --episodes 20 --seed 7
   rlearn eval work_dirs/ppg_cartpole --video cartpole.mp4   # needs: pip install 'rlearn[video]'
+  rlearn eval work_dirs/custom_policy --allow-imports     # a run whose config imports your own files
 """
 
 
@@ -65,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also record one episode as an MP4 (needs: pip install 'rlearn[video]')")
     parser.add_argument("--device", default="cpu", metavar="DEV",
                         help="torch device of the policy: cpu (default), cuda, cuda:1, or auto")
+    parser.add_argument("--allow-imports", action="store_true",
+                        help="import the modules and files the checkpoint's config names (custom_imports, an "
+                             "import path as policy.type or env.id): runs their code, so only for a checkpoint "
+                             "you trust. Without it such a checkpoint is refused")
 
 
 def find_checkpoint(target: Path) -> Tuple[Path, str]:
@@ -81,10 +90,10 @@ def find_checkpoint(target: Path) -> Tuple[Path, str]:
     raise EvalCommandError(f"{target}: no checkpoint in it (looked for ckpt/best.pt and ckpt/latest.pt)")
 
 
-def _load(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """The checkpoint and its resolved config."""
+def _load(path: Path, allow_imports: bool = False) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The checkpoint and its resolved config; a config that imports code needs ``allow_imports``."""
     from rlearn.checkpoint import CheckpointError, read_checkpoint
-    from rlearn.config import ConfigError, resolve_config
+    from rlearn.config import ConfigError, imports_named, resolve_config
 
     try:
         checkpoint = read_checkpoint(path)
@@ -94,6 +103,11 @@ def _load(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     if not isinstance(saved, dict):
         raise EvalCommandError(f"checkpoint {path}: holds no run config (it was not written by `rlearn train` / "
                                "rlearn.run.train), so the environment and policy cannot be rebuilt")
+    named = imports_named(saved)
+    if named and not allow_imports:
+        raise EvalCommandError(
+            f"checkpoint {path}: its config imports code ({'; '.join(named)}), and opening a checkpoint runs no "
+            "code from it by default; if you trust this checkpoint and those files, pass --allow-imports")
     try:
         cfg = resolve_config(copy.deepcopy(saved))
     except ConfigError as exc:
@@ -102,20 +116,25 @@ def _load(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 
 
 def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Optional[int] = None,
-                        video: Optional[Path] = None, device: str = "cpu") -> Dict[str, Any]:
+                        video: Optional[Path] = None, device: str = "cpu",
+                        allow_imports: bool = False) -> Dict[str, Any]:
     """Rebuild the env and policy of checkpoint ``path``, play ``episodes`` deterministic episodes.
+
+    A checkpoint whose config imports code (``custom_imports``...) is refused unless ``allow_imports``.
 
     Returns ``{"result": Evaluator result, "episodes": per-episode list, "seed", "checkpoint", "config",
     "video": EpisodeVideo or None}``. Raises :class:`EvalCommandError` for every user-facing problem.
     """
     import torch
 
+    from rlearn.checkpoint import CheckpointError
+    from rlearn.checkpoint.fit import check_policy_state
     from rlearn.collect import Evaluator
     from rlearn.config import ConfigError
     from rlearn.run import build
     from rlearn.run.ranks import derived_seed
 
-    checkpoint, cfg = _load(path)
+    checkpoint, cfg = _load(path, allow_imports)
     if video is not None:
         from rlearn.video import VideoUnavailable, require_video_support
 
@@ -139,6 +158,10 @@ def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Option
         if type(policy).__qualname__ != checkpoint["policy_class"]:
             raise EvalCommandError(f"checkpoint {path}: holds a {checkpoint['policy_class']} policy but its config "
                                    f"builds {type(policy).__qualname__}")
+        try:
+            check_policy_state(path, policy, checkpoint["policy"])
+        except CheckpointError as exc:
+            raise EvalCommandError(str(exc)) from exc
         try:
             policy.load_state_dict(checkpoint["policy"])
         except Exception as exc:
@@ -170,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
         path, why = find_checkpoint(Path(args.target))
         print(f"checkpoint: {path} ({why})", flush=True)
         out = evaluate_checkpoint(path, episodes=args.episodes, seed=args.seed,
-                                  video=None if args.video is None else Path(args.video), device=args.device)
+                                  video=None if args.video is None else Path(args.video), device=args.device,
+                                  allow_imports=args.allow_imports)
     except EvalCommandError as exc:
         print(f"rlearn eval: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

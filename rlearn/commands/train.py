@@ -1,8 +1,8 @@
 """``rlearn train CONFIG``: train a policy from a config file or a bundled config.
 
 Exit codes: 0 when the run finished (``train.max_env_steps`` or ``eval.stop_value`` reached), 2 for a
-mistake in the command, the config or the checkpoint (one line on stderr, no traceback), 130 after Ctrl-C
-and 143 after SIGTERM (one process: a checkpoint was saved; the last lines say how to resume; a second
+mistake in the command, the config or the checkpoint (one line on stderr, no traceback), 130 after Ctrl-C,
+143 after SIGTERM and 129 after SIGHUP (one process: a checkpoint was saved; the last lines say how to resume; a second
 signal stops at once with the same code), 1 for any other failure (one line for an environment that
 returned NaN, or a rank that lost its peers or its launcher; a traceback for a bug). The log ends with
 the error and where it happened. See docs/cli.md.
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"rlearn train: {exc}", file=sys.stderr)
         return signal_exit_code(exc.signum)
     if result.interrupted:
-        return signal_exit_code(signal.SIGTERM if result.stop_signal == "SIGTERM" else signal.SIGINT)
+        return signal_exit_code(signal.Signals[result.stop_signal or "SIGINT"])
     return 0
 
 

@@ -27,7 +27,7 @@ key (``train.max_env_step``, ``learner.monitor_windows.loss``) and, for an unkno
 from rlearn.config.dump import default_work_dir, dump_config, format_config
 from rlearn.config.errors import ConfigError
 from rlearn.config.keys import flatten, get_by_path, set_by_path, suggest
-from rlearn.config.loading import config_source, import_file, load_config, resolve_config
+from rlearn.config.loading import config_source, import_file, imports_named, load_config, resolve_config
 from rlearn.config.overrides import apply_overrides, coerce_value, parse_override
 from rlearn.config.schema import FREE_FORM, SCHEMA, SECTIONS, defaults
 from rlearn.config.sections import RunConfig
@@ -44,6 +44,6 @@ __all__ = [
     "ConfigError", "Key", "RunConfig", "SCHEMA", "SECTIONS", "FREE_FORM", "REQUIRED_KEYS", "defaults",
     "load_config", "resolve_config", "resolve_section", "validate_config", "undeclared_window_warnings",
     "apply_overrides", "parse_override", "coerce_value", "format_config", "dump_config", "default_work_dir",
-    "config_source", "import_file", "flatten", "get_by_path", "set_by_path", "suggest", "is_int", "is_real",
-    "option", "section", "one_of", "non_empty",
+    "config_source", "import_file", "imports_named", "flatten", "get_by_path", "set_by_path", "suggest", "is_int",
+    "is_real", "option", "section", "one_of", "non_empty",
 ]

@@ -30,16 +30,26 @@ from rlearn.config.policy_keys import policy_keys, validate_policy_section
 from rlearn.config.schema import SCHEMA, defaults
 from rlearn.config.validate import merge_section, validate_config
 
-__all__ = ["load_config", "resolve_config", "import_file", "config_source"]
+__all__ = ["load_config", "resolve_config", "import_file", "config_source", "imports_named"]
 
 # ------------------------------------------------------------------------------------------ loading
 _loaded_files: Dict[str, Any] = {}
+#: the package every executed config or ``custom_imports`` file is registered under (a name that exists only
+#: in the process that executed the file: see :func:`user_modules`)
+USER_PACKAGE = "rlearn_user_config"
 
 
 def _module_name_for(path: Path) -> str:
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     stem = "".join(c if c.isalnum() else "_" for c in path.stem)
-    return f"rlearn_user_config.{stem}_{digest}"
+    return f"{USER_PACKAGE}.{stem}_{digest}"
+
+
+def user_modules() -> List[Any]:
+    """The modules of the files executed by :func:`import_file` in this process. Another process (an
+    environment worker) cannot import them by name; :func:`rlearn.env.make_vector_env` has what they define
+    pickled by value for its workers."""
+    return [module for name, module in list(sys.modules.items()) if name.startswith(f"{USER_PACKAGE}.")]
 
 
 def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
@@ -59,10 +69,10 @@ def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
     name = _module_name_for(path)
-    if "rlearn_user_config" not in sys.modules:
-        package = type(sys)("rlearn_user_config")
+    if USER_PACKAGE not in sys.modules:
+        package = type(sys)(USER_PACKAGE)
         package.__path__ = []  # a namespace for the executed config files
-        sys.modules["rlearn_user_config"] = package
+        sys.modules[USER_PACKAGE] = package
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ConfigError(f"cannot load {str(path)!r} as a Python file")
@@ -179,10 +189,29 @@ def _import_custom(items: Sequence[str]) -> None:
             raise ConfigError(f"custom_imports: cannot import {item!r} ({exc})") from exc
 
 
+def imports_named(cfg: Mapping[str, Any]) -> List[str]:
+    """What resolving and building ``cfg`` would import, i.e. whose code it would run: each
+    ``custom_imports`` item, a ``policy.type`` given as an import path (``"pkg.module:Class"``, not a
+    registered name) and an ``env.id`` with a module prefix (``"pkg.module:MyEnv-v0"``, which gymnasium
+    imports). Each as ``"<key> <value>"``; empty for a config that only names bundled, registered parts."""
+    from rlearn.registry import registered_policies
+
+    named: List[str] = []
+    imports = cfg.get("custom_imports") or []
+    named += [f"custom_imports {item!r}" for item in (imports if isinstance(imports, (list, tuple)) else [imports])]
+    policy_type = (cfg.get("policy") or {}).get("type") if isinstance(cfg.get("policy"), Mapping) else None
+    if isinstance(policy_type, str) and ":" in policy_type and policy_type not in registered_policies():
+        named.append(f"policy.type {policy_type!r}")
+    env_id = (cfg.get("env") or {}).get("id") if isinstance(cfg.get("env"), Mapping) else None
+    if isinstance(env_id, str) and ":" in env_id:
+        named.append(f"env.id {env_id!r}")
+    return named
+
+
 def _policy_source_file(cls: type) -> Optional[str]:
     """The file a policy class must be loaded from when its module cannot be imported by name."""
     module = sys.modules.get(cls.__module__)
-    if module is None or not (cls.__module__ == "__main__" or cls.__module__.startswith("rlearn_user_config.")):
+    if module is None or not (cls.__module__ == "__main__" or cls.__module__.startswith(f"{USER_PACKAGE}.")):
         return None
     file = getattr(module, "__file__", None)
     return str(Path(file).resolve()) if file else None

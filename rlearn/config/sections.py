@@ -24,8 +24,9 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------ checks
 def _exp_name(v: str) -> Optional[str]:
-    if not v or v.strip() != v or any(c in v for c in "/\\") or v in (".", ".."):
-        return "must be a non-empty name usable as a directory name (no '/', no surrounding spaces)"
+    if not v or v.strip() != v or any(c in v for c in "/\\") or v in (".", "..") or not v.isprintable():
+        return ("must be a non-empty name usable as a directory name (no '/', no surrounding spaces, no newline "
+                "or other control character)")
     return None
 
 
@@ -49,7 +50,15 @@ def _hook_list(v: list) -> Optional[str]:
 def _writer_list(v: list) -> Optional[str]:
     from rlearn.writers.build import check_writer_specs
 
-    return check_writer_specs(v)
+    problem = check_writer_specs(v)
+    if problem is None:
+        names = [item.get("type") if isinstance(item, Mapping) else item for item in v]
+        twice = next((name for name in names if names.count(name) > 1), None)
+        if twice is not None:
+            where = [i for i, name in enumerate(names) if name == twice]
+            problem = (f"lists the {twice!r} writer {len(where)} times (items {', '.join(map(str, where))}): every "
+                       "point would be written that many times; list each writer once")
+    return problem
 
 
 def _dict_list(v: list) -> Optional[str]:
@@ -99,7 +108,8 @@ class BufferSection:
     """`buffer`: the replay buffer (off-policy only)"""
 
     size: int = option(100_000, "transitions kept; the oldest are overwritten first. The filled part is saved in "
-                       "every checkpoint", ge=1)
+                       "every checkpoint. At start-up a full buffer must fit in the memory available and "
+                       "`policy.batch_size` must not exceed it (a ConfigError otherwise)", ge=1)
 
 
 @dataclass

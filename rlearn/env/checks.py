@@ -5,6 +5,10 @@ Observations enter a run through ``env.reset()`` and ``env.step()`` (including t
 ended episodes in ``info["final_obs"]``); checking them there names the culprit — the environment, the
 sub-environment and the call — instead of letting a NaN reach a policy's forward pass or its loss, whose
 error would point at the policy. Integer observation spaces are not checked (they cannot hold NaN).
+
+``ObservationShapeCheck`` wraps each sub-environment (in the worker process, for asynchronous ones): an
+observation whose shape is not its ``observation_space``'s would otherwise fail inside gymnasium's batching
+(``ValueError: Output array is the wrong shape``) without naming the environment or the shapes.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import math
 from typing import Any, Optional
 
 import numpy as np
+import gymnasium as gym
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-__all__ = ["FiniteCheck", "EnvironmentFault"]
+__all__ = ["FiniteCheck", "EnvironmentFault", "ObservationShapeCheck"]
 
 
 class EnvironmentFault(RuntimeError):
@@ -92,4 +97,40 @@ class FiniteCheck(VectorWrapper):
             f"environment {self.name!r} returned a non-finite {what} in sub-environment {bad + offset} at its "
             f"{where}: {shown}; the environment produced it (not the policy): fix or wrap the environment "
             f"(e.g. clip or replace NaN in its observations)"
+        )
+
+
+class ObservationShapeCheck(gym.Wrapper):
+    """Raise :class:`EnvironmentFault` when one environment returns an observation (from ``reset`` or
+    ``step``) whose shape is not its ``observation_space.shape``, naming the environment and both shapes.
+    Spaces without a shape (``Dict``, ``Tuple``) are not checked.
+
+    Args:
+        env: one gymnasium environment (a sub-environment of a vector env).
+        name: how to name the environment in errors (its id).
+    """
+
+    def __init__(self, env: gym.Env, name: str) -> None:
+        super().__init__(env)
+        self.name = name
+        self._shape = getattr(env.observation_space, "shape", None)
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        self._check(obs, "reset()")
+        return obs, info
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._check(obs, "step()")
+        return obs, reward, terminated, truncated, info
+
+    def _check(self, obs: Any, where: str) -> None:
+        shape = obs.shape if type(obs) is np.ndarray else np.shape(obs)  # the common case without np.shape's cost
+        if shape == self._shape or self._shape is None:
+            return
+        raise EnvironmentFault(
+            f"environment {self.name!r} returned an observation of shape {np.shape(obs)} from {where}, but its "
+            f"observation_space is {self.env.observation_space} (shape {self._shape}); the environment produced it "
+            f"(not the policy): make the observations and the observation_space agree"
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import functools
 import multiprocessing
+import sys
 from typing import Any, Callable, Mapping, Optional, Union
 
 import gymnasium as gym
@@ -79,14 +80,18 @@ def resolve_env_spec(env_id: str) -> EnvSpec:
 
 
 def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], seed: Optional[int]) -> gym.Env:
-    """Build one sub-environment and seed it (runs in the worker process for asynchronous envs)."""
+    """Build one sub-environment (behind an :class:`~rlearn.env.checks.ObservationShapeCheck`) and seed it
+    (runs in the worker process for asynchronous envs)."""
+    from rlearn.env.checks import ObservationShapeCheck
+
     if isinstance(env, EnvSpec):
-        instance = gym.make(env, **env_kwargs)
+        instance = ObservationShapeCheck(gym.make(env, **env_kwargs), env.id)
     else:
+        name = getattr(env, "__qualname__", repr(env))
         instance = env(**env_kwargs)
         if not isinstance(instance, gym.Env):
-            name = getattr(env, "__qualname__", repr(env))
             raise TypeError(f"environment factory {name} returned {type(instance).__name__}, not a gymnasium.Env")
+        instance = ObservationShapeCheck(instance, name)
     if seed is not None:
         # Seeds the environment's own generator once; later resets without a seed continue from it.
         instance.reset(seed=seed)
@@ -152,12 +157,35 @@ def make_vector_env(
         ctx = context or DEFAULT_ASYNC_CONTEXT
         if ctx not in multiprocessing.get_all_start_methods():
             raise ValueError(f"multiprocessing context {ctx!r} is not available here")
-        env: VectorEnv = AsyncVectorEnv(fns, context=ctx, autoreset_mode=AutoresetMode.SAME_STEP, copy=bool(copy))
+        _pickle_user_files_by_value()
+        try:
+            env: VectorEnv = AsyncVectorEnv(fns, context=ctx, autoreset_mode=AutoresetMode.SAME_STEP, copy=bool(copy))
+        except (ConnectionError, EOFError) as exc:  # a worker died before it could report anything
+            raise ValueError(
+                f"asynchronous=True: an environment worker process died while starting ({type(exc).__name__}: "
+                f"{exc}); its own error is printed above. A worker is a fresh Python process ({ctx!r} start "
+                "method): the environment must be importable or picklable there (register it in an installed "
+                "module or a custom_imports file, not in a script's __main__). Set env.asynchronous=False to see "
+                "the error in this process") from exc
     else:
         env = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, copy=bool(copy))
     if seed is not None:
         env.action_space.seed(seed)
     return env
+
+
+def _pickle_user_files_by_value() -> None:
+    """Have cloudpickle (which gymnasium uses to send environment factories to workers) pickle whatever the
+    executed config and ``custom_imports`` files define by value: their modules live under a name only this
+    process has (``rlearn_user_config.<file>_<hash>``, see :func:`rlearn.config.import_file`), so a worker
+    unpickling a reference to them failed with ``No module named 'rlearn_user_config'``."""
+    loading = sys.modules.get("rlearn.config.loading")  # no config file was executed if it was never imported
+    if loading is None:
+        return
+    import cloudpickle
+
+    for module in loading.user_modules():
+        cloudpickle.register_pickle_by_value(module)
 
 
 def check_same_step_autoreset(env: Any, owner: str) -> None:

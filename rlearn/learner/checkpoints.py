@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Union
 
 from rlearn import __version__
 from rlearn.checkpoint import files as ckpt
+from rlearn.checkpoint.fit import check_policy_state, listing
 from rlearn.writers import TensorBoardWriter
 
 __all__ = ["LearnerCheckpoints"]
@@ -174,38 +175,27 @@ class LearnerCheckpoints:
         )
         return checkpoint
 
+    def _writer_state_problems(self, learner_state: Any) -> List[str]:
+        """Why a writer's saved state cannot be loaded (each writer's :meth:`~rlearn.writers.Writer.check_state`)."""
+        saved = learner_state.get("writers", {}) if isinstance(learner_state, Mapping) else {}
+        if not isinstance(saved, Mapping):
+            return [f"the writers' states are a {type(saved).__name__}, not a dict"]
+        return [f"writer {name}: {problem}" for name, writer in self._stateful_writers().items()
+                if name in saved and (problem := writer.check_state(saved[name]))]
+
     def _check_compatible(self, path: Path, checkpoint: Mapping[str, Any]) -> None:
-        """Policy class, network shapes and registered states must match; raises CheckpointError."""
+        """Policy class, networks, optimizers, writers' states and registered states must fit; raises
+        CheckpointError naming what does not, before anything is loaded."""
         saved_class = checkpoint["policy_class"]
         current_class = type(self.policy).__qualname__
         if saved_class != current_class:
             raise ckpt.CheckpointError(
                 f"checkpoint {path}: written by policy {saved_class}, but this learner runs {current_class}"
             )
-        saved_modules = checkpoint["policy"].get("modules", {}) if isinstance(checkpoint["policy"], Mapping) else {}
-        current_modules = {name: module.state_dict() for name, module in self.policy.modules().items()}
-        problems: List[str] = []
-        for name in sorted(set(current_modules) | set(saved_modules)):
-            if name not in saved_modules:
-                problems.append(f"network {name!r} missing from the checkpoint")
-                continue
-            if name not in current_modules:
-                problems.append(f"unexpected network {name!r} in the checkpoint")
-                continue
-            saved, current = saved_modules[name], current_modules[name]
-            for param in sorted(set(saved) | set(current)):
-                if param not in saved:
-                    problems.append(f"{name}.{param} missing from the checkpoint")
-                elif param not in current:
-                    problems.append(f"unexpected {name}.{param} in the checkpoint")
-                elif hasattr(saved[param], "shape") and tuple(saved[param].shape) != tuple(current[param].shape):
-                    problems.append(
-                        f"{name}.{param} has shape {tuple(saved[param].shape)} in the checkpoint, "
-                        f"{tuple(current[param].shape)} in the policy"
-                    )
+        check_policy_state(path, self.policy, checkpoint["policy"])
+        problems = self._writer_state_problems(checkpoint["learner"])
         if problems:
-            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-            raise ckpt.CheckpointError(f"checkpoint {path} does not fit policy {current_class}: {shown}")
+            raise ckpt.CheckpointError(f"checkpoint {path}: cannot restore {listing(problems)}")
         missing_states = sorted(set(self._states) - set(checkpoint["states"]))
         if missing_states:
             raise ckpt.CheckpointError(
@@ -213,3 +203,4 @@ class LearnerCheckpoints:
             )
         for name in sorted(set(checkpoint["states"]) - set(self._states)):
             self.logger.warning("checkpoint %s has state %r, which is not registered; ignored", path, name)
+

@@ -21,8 +21,8 @@ from rlearn.run.signals import workers_ignore_sigint
 
 __all__ = [
     "EPISODES_PER_WINDOW", "DEFAULT_EPISODE_STEPS", "PolicyNeeds", "resolve_device", "enable_trace", "make_envs",
-    "make_policy", "policy_needs", "make_buffer", "episode_window", "max_episode_steps", "make_learner",
-    "add_default_hooks", "make_video_recorder",
+    "make_policy", "policy_needs", "make_buffer", "check_buffer_limits", "available_memory", "episode_window",
+    "max_episode_steps", "make_learner", "add_default_hooks", "make_video_recorder",
 ]
 
 #: the default window of the episode keys holds about this many episodes (see episode_window)
@@ -141,18 +141,90 @@ def policy_needs(policy: Any) -> PolicyNeeds:
                        int(pcfg.get("learning_starts") or 0))
 
 
-def make_buffer(cfg: Mapping[str, Any], env: Any, seed: int) -> Any:
-    """The replay buffer of an off-policy run (``buffer.size`` transitions of ``env``'s spaces)."""
-    from rlearn.buffer import ReplayBuffer
+def _buffer_dtypes(env: Any) -> Tuple[Any, Any]:
     from rlearn.env import observation_dtype
 
-    obs_space, act_space = env.single_observation_space, env.single_action_space
-    return ReplayBuffer(
-        cfg["buffer"]["size"], obs_space.shape, act_space.shape,
-        obs_dtype=observation_dtype(obs_space, "ReplayBuffer"),
-        action_dtype=np.float32 if np.issubdtype(act_space.dtype, np.floating) else act_space.dtype,
-        seed=seed,
-    )
+    act_space = env.single_action_space
+    return (observation_dtype(env.single_observation_space, "ReplayBuffer"),
+            np.float32 if np.issubdtype(act_space.dtype, np.floating) else act_space.dtype)
+
+
+def available_memory() -> Optional[int]:
+    """Bytes of memory this process can still get: the smaller of the machine's available memory
+    (``MemAvailable`` in /proc/meminfo) and what its cgroup (a container's memory limit) has left; None
+    where neither can be read."""
+    limits = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("memory.max", "memory.current"),  # cgroup v2, then v1
+                                   ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+        try:
+            limit = (Path("/sys/fs/cgroup") / limit_file).read_text().strip()
+            usage = int((Path("/sys/fs/cgroup") / usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 2**60:  # "max" or a huge number: no limit
+            limits.append(max(0, int(limit) - usage))
+        break
+    return min(limits) if limits else None
+
+
+def _size_text(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # unreachable
+
+
+def check_buffer_limits(cfg: Mapping[str, Any], env: Any, batch_size: Optional[int] = None,
+                        memory: Optional[int] = None) -> int:
+    """Refuse, before anything is allocated, a replay buffer that cannot work on this machine: a
+    ``policy.batch_size`` larger than ``buffer.size`` (a batch is drawn from the stored transitions), or
+    more stored transitions than the memory left can hold (``memory`` bytes, default
+    :func:`available_memory`). A run stores at most ``min(buffer.size, train.max_env_steps)`` transitions;
+    numpy maps the storage lazily, so without this check the run would be killed by the OOM killer once the
+    buffer filled, hours in. Returns the bytes the run's transitions take at most. Raises a ConfigError
+    naming the keys."""
+    size = cfg["buffer"]["size"]
+    if batch_size is not None and batch_size > size:
+        raise ConfigError(
+            f"config key 'policy.batch_size' is {batch_size} but 'buffer.size' is {size}: a batch is drawn from "
+            "the buffer's transitions and cannot be larger than the buffer; lower policy.batch_size or raise "
+            "buffer.size")
+    obs_dtype, action_dtype = _buffer_dtypes(env)
+    obs_items = int(np.prod(env.single_observation_space.shape or (), dtype=np.int64))
+    action_items = int(np.prod(env.single_action_space.shape or (), dtype=np.int64))
+    per_transition = 2 * obs_items * np.dtype(obs_dtype).itemsize + action_items * np.dtype(action_dtype).itemsize + 8
+    stored = min(size, cfg["train"]["max_env_steps"])
+    needed = stored * per_transition
+    memory = available_memory() if memory is None else memory
+    if memory is not None and needed > memory:
+        what = "a full replay buffer" if stored == size else f"the {stored} transitions of train.max_env_steps"
+        raise ConfigError(
+            f"config key 'buffer.size' is {size}: {what} of {cfg['env']['id']!r} ({per_transition} bytes per "
+            f"transition) takes {_size_text(needed)}, but this machine has {_size_text(memory)} of memory "
+            f"available; lower buffer.size (at most about {memory // per_transition:,} here)")
+    return needed
+
+
+def make_buffer(cfg: Mapping[str, Any], env: Any, seed: int, batch_size: Optional[int] = None) -> Any:
+    """The replay buffer of an off-policy run (``buffer.size`` transitions of ``env``'s spaces), after
+    :func:`check_buffer_limits` (``batch_size``: the policy's, checked against ``buffer.size``)."""
+    from rlearn.buffer import ReplayBuffer
+
+    check_buffer_limits(cfg, env, batch_size)
+    obs_dtype, action_dtype = _buffer_dtypes(env)
+    try:
+        return ReplayBuffer(cfg["buffer"]["size"], env.single_observation_space.shape, env.single_action_space.shape,
+                            obs_dtype=obs_dtype, action_dtype=action_dtype, seed=seed)
+    except MemoryError as exc:  # the address space a lazily filled buffer reserves: more than the kernel allows
+        raise ConfigError(f"config key 'buffer.size' is {cfg['buffer']['size']}: the replay buffer cannot be "
+                          f"allocated ({exc}); lower buffer.size") from exc
 
 
 def max_episode_steps(cfg: Mapping[str, Any]) -> Optional[int]:

@@ -1,4 +1,5 @@
-"""Random streams per rank, and the check that every rank ends with the same parameters.
+"""Random streams per rank, and the checks that every rank starts with the same config and ends with the
+same parameters.
 
 Rank ``r`` of a run seeds its environments, policy, buffer and RNGs with ``seed + r * RANK_SEED_STRIDE``
 (one process: rank 0, the config's seed).
@@ -9,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-from typing import Any, Optional
+from typing import Any, List, Mapping, Optional
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from rlearn import distributed as dist
 
 __all__ = [
     "RANK_SEED_STRIDE", "derived_seed", "seed_everything", "rederive_rank_streams", "check_ranks_agree", "check_seed",
-    "max_seed",
+    "max_seed", "check_same_config", "config_differences",
 ]
 
 #: rank ``r`` of a multi-process run seeds everything with ``seed + r * RANK_SEED_STRIDE``
@@ -72,6 +73,45 @@ def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size
     else:
         logger.info("parameters identical on all %d ranks (%s)", world_size, ", ".join(digests))
     return not differing
+
+
+def _config_digest(flat: Mapping[str, str]) -> str:
+    return hashlib.sha256(repr(sorted(flat.items())).encode()).hexdigest()
+
+
+def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List[str]:
+    """For each rank whose flattened config (dotted key -> ``repr`` of the value) differs from rank 0's, one
+    line naming the rank and the differing keys with both values (at most ``shown`` keys per rank)."""
+    lines = []
+    reference = configs[0]
+    for rank, config in enumerate(configs[1:], start=1):
+        keys = sorted(key for key in set(reference) | set(config) if reference.get(key) != config.get(key))
+        if keys:
+            listed = ", ".join(f"{key} ({reference.get(key, '<absent>')} on rank 0, {config.get(key, '<absent>')} on "
+                               f"rank {rank})" for key in keys[:shown])
+            more = f" and {len(keys) - shown} more key(s)" if len(keys) > shown else ""
+            lines.append(f"rank {rank} differs from rank 0 in {listed}{more}")
+    return lines
+
+
+def check_same_config(cfg: Mapping[str, Any]) -> None:
+    """Collective: refuse to start when the ranks resolved different configs (a rank launched with another
+    ``--set``, another config file, or a file that reads an environment variable). Each rank contributes a
+    digest of its flattened config; only when they differ are the configs gathered, and every rank raises a
+    ConfigError naming the differing keys. Ranks that trained apart would otherwise diverge silently and then
+    time out in a collective, blaming a dead rank. A single process: nothing to compare."""
+    from rlearn.config import ConfigError, flatten
+
+    if not dist.is_distributed():
+        return
+    flat = {key: repr(value) for key, value in flatten(dict(cfg)).items()}
+    digests = dist.all_gather_object(_config_digest(flat))
+    if len(set(digests)) == 1:
+        return
+    differences = config_differences(dist.all_gather_object(flat))
+    raise ConfigError(
+        f"the {len(digests)} ranks were started with different configs; every rank must run the same one (the same "
+        f"config file and --set overrides): {'; '.join(differences)}")
 
 
 def check_seed(seed: Any, world_size: int) -> None:

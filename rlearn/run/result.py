@@ -20,7 +20,7 @@ class RunResult:
         stop_reason: ``"max_env_steps"``, ``"stop_value"`` (the evaluation return reached
             ``eval.stop_value``), ``"no_improvement"`` (``eval.patience`` evaluations without a new best)
             or ``"interrupted"`` (Ctrl-C or SIGTERM; a checkpoint was saved).
-        stop_signal: ``"SIGINT"`` or ``"SIGTERM"`` when interrupted by that signal, else None.
+        stop_signal: ``"SIGINT"``, ``"SIGTERM"`` or ``"SIGHUP"`` when interrupted by that signal, else None.
         last_eval: the last evaluation (``episode_return_mean``... see :class:`rlearn.collect.Evaluator`), or None.
         latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
         best_checkpoint: ``<work_dir>/ckpt/best.pt`` if it exists (the best evaluation's model).

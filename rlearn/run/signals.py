@@ -1,11 +1,13 @@
 """Signals during a run: every signal policy of a run lives here.
 
-* One process: Ctrl-C (SIGINT) and SIGTERM (``docker stop``, a scheduler's preemption) stop the run at the
-  next safe point, which then saves a checkpoint (:class:`InterruptGuard`); a second signal stops at once.
-* Several processes: SIGTERM, which torchrun sends every rank when another one failed, ends the rank with a
-  reason in its log (:class:`TerminatedByLauncher`); a rank whose launcher died (SIGKILL of ``torchrun`` or
-  of ``rlearn --nproc``) is told so by the kernel (:func:`stop_with_parent`) and stops the same way.
-* Environment worker processes ignore SIGINT and SIGTERM (the main process closes them).
+* One process: Ctrl-C (SIGINT), SIGTERM (``docker stop``, a scheduler's preemption) and SIGHUP (the terminal
+  or SSH session closed) stop the run at the next safe point, which then saves a checkpoint
+  (:class:`InterruptGuard`); a second signal stops at once.
+* Several processes: SIGTERM (or SIGHUP, which torchrun passes on), which torchrun sends every rank when
+  another one failed, ends the rank with a reason in its log (:class:`TerminatedByLauncher`); a rank whose
+  launcher died (SIGKILL of ``torchrun`` or of ``rlearn --nproc``) is told so by the kernel
+  (:func:`stop_with_parent`) and stops the same way.
+* Environment worker processes ignore SIGINT, SIGTERM and SIGHUP (the main process closes them).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def signal_exit_code(signum: int) -> int:
 
 
 class StopNow(KeyboardInterrupt):
-    """A second SIGINT/SIGTERM during a one-process run: stop at once, without a checkpoint.
+    """A second SIGINT/SIGTERM/SIGHUP during a one-process run: stop at once, without a checkpoint.
 
     Attributes:
         signum: the signal received (the exit status is ``128 + signum``).
@@ -46,13 +48,13 @@ class StopNow(KeyboardInterrupt):
         self.signum = int(signum)
 
 
-#: the signals that stop a one-process run at a safe point
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: the signals that stop a one-process run at a safe point (SIGHUP: the terminal or SSH session went away)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class InterruptGuard:
-    """Turns the first SIGINT or SIGTERM into a flag (:attr:`requested`, :attr:`signal_name`) checked at safe
-    points; a second one of either raises KeyboardInterrupt (stop at once, no checkpoint).
+    """Turns the first SIGINT, SIGTERM or SIGHUP into a flag (:attr:`requested`, :attr:`signal_name`) checked at
+    safe points; a second one of any of them raises KeyboardInterrupt (stop at once, no checkpoint).
 
     Only installed in the main thread (signal handlers cannot be set elsewhere), and not at all with
     ``enabled=False`` (multi-process runs: the ranks could not agree on where to stop without a collective
@@ -63,7 +65,7 @@ class InterruptGuard:
     def __init__(self, enabled: bool = True) -> None:
         self.requested = False
         self.enabled = enabled
-        #: ``"SIGINT"`` or ``"SIGTERM"``: the first signal received (None before)
+        #: ``"SIGINT"``, ``"SIGTERM"`` or ``"SIGHUP"``: the first signal received (None before)
         self.signal_name: Optional[str] = None
         self.signum: Optional[int] = None
         self._previous: dict = {}
@@ -83,7 +85,7 @@ class InterruptGuard:
 
     @property
     def reason(self) -> str:
-        """How the user asked to stop, for log lines: ``"Ctrl-C"`` or ``"SIGTERM"``."""
+        """How the user asked to stop, for log lines: ``"Ctrl-C"``, ``"SIGTERM"`` or ``"SIGHUP"``."""
         return "Ctrl-C" if self.signum in (None, signal.SIGINT) else str(self.signal_name)
 
     def __exit__(self, *exc: Any) -> None:
@@ -93,8 +95,8 @@ class InterruptGuard:
 
 
 class TerminatedByLauncher:
-    """In a multi-process run (``enabled``), turns SIGTERM into a :class:`rlearn.distributed.DistributedError`,
-    so the rank closes its files and its log says why it stopped.
+    """In a multi-process run (``enabled``), turns SIGTERM (and SIGHUP) into a
+    :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log says why it stopped.
 
     torchrun sends SIGTERM to every rank when one of them failed, and also when torchrun itself is told to
     stop (it passes its own SIGTERM/SIGINT on); a rank cannot tell the two apart, and the ranks could not agree
@@ -105,13 +107,16 @@ class TerminatedByLauncher:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self._previous: Any = None
+        self._previous: dict = {}
         self._parent = os.getppid()
+
+    #: the signals turned into a DistributedError (torchrun passes its own SIGTERM, SIGHUP... on to the ranks)
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
     def __enter__(self) -> "TerminatedByLauncher":
         if self.enabled and _in_main_thread():
             self._parent = os.getppid()
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         return self
 
     #: how long a SIGTERM waits to see whether the launcher is dying (its threads exit one by one, and the
@@ -134,14 +139,14 @@ class TerminatedByLauncher:
                 "stopping; nothing supervises this rank any more (continue from the last checkpoint with --resume)"
             )
         raise dist.DistributedError(
-            f"rank {dist.get_rank()}: terminated by SIGTERM from the launcher, usually because another rank "
-            "failed (its traceback and log file say why)"
+            f"rank {dist.get_rank()}: terminated by {signal.Signals(signum).name} from the launcher, usually because "
+            "another rank failed (its traceback and log file say why)"
         )
 
     def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
 
 
 _PR_SET_PDEATHSIG = 1
@@ -178,7 +183,7 @@ def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
 
 @contextlib.contextmanager
 def workers_ignore_sigint(asynchronous: bool) -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM while environment worker processes start, so that they inherit "ignore".
+    """Ignore SIGINT, SIGTERM and SIGHUP while environment worker processes start, so that they inherit "ignore".
 
     Ctrl-C in a terminal reaches every process of the foreground group, and a scheduler's SIGTERM often
     reaches every process of the job: without this, each worker would die in the middle of a step, and the

@@ -29,7 +29,8 @@ from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
 from rlearn.run.on_policy import OnPolicyLoop
 from rlearn.run.failure import failure_line
 from rlearn.run.ranks import (
-    RANK_SEED_STRIDE, check_ranks_agree, check_seed, derived_seed, rederive_rank_streams, seed_everything,
+    RANK_SEED_STRIDE, check_ranks_agree, check_same_config, check_seed, derived_seed, rederive_rank_streams,
+    seed_everything,
 )
 from rlearn.run.result import INTERRUPTED, MAX_ENV_STEPS, STOP_VALUE, RunResult, summary_lines
 from rlearn.run.signals import InterruptGuard, StopNow, TerminatedByLauncher, stop_with_parent
@@ -71,6 +72,7 @@ class Trainer:
         self._closed = False
         try:
             check_seed(self.cfg["seed"], self.world_size)
+            check_same_config(self.cfg)  # collective, before any rank touches the disk
             self.dirs = choose_work_dir(self.cfg, work_dir, resume, self.rank, broadcast=dist.broadcast_object)
             self.work_dir, self.tb_dir, self.ckpt_dir = self.dirs.path, self.dirs.tb_dir, self.dirs.ckpt_dir
             self.config_file = self.dirs.config_file
@@ -115,7 +117,7 @@ class Trainer:
             self.policy.setup_distributed()  # collective: identical networks, DDP wrappers, gradient averaging
         self.collector = Collector(self.env, self.policy, seed=seed)
         self.evaluator = Evaluator(self.eval_env, self.policy, cfg["eval"]["episodes"], seed=derived_seed(cfg["seed"], 2))
-        self.buffer = None if self.on_policy else build.make_buffer(cfg, self.env, seed)
+        self.buffer = None if self.on_policy else build.make_buffer(cfg, self.env, seed, needs.batch_size)
         self.learner = build.make_learner(cfg, self.policy, needs, self.work_dir, self.logger, self.rank, self.world_size)
         self.eval_hook = build.add_default_hooks(self.learner, cfg, self.evaluator)
 

@@ -94,6 +94,9 @@ def choose_work_dir(
     started writing.
     """
     if work_dir is not None:
+        if not str(work_dir).strip():  # Path("") is the current directory
+            raise ConfigError(f"--work-dir is empty ({str(work_dir)!r}): name a directory, or leave --work-dir out "
+                              "for work_dirs/<exp_name>")
         path = check_directory(Path(work_dir))
         return WorkDir(path, lock=_lock(path) if rank == 0 else None)
     if resume is not None and resume is not False:  # the most recent run of this exp_name

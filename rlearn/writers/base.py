@@ -10,12 +10,52 @@ step_env)``. Names are final (``loss_avg``, ``collector/episode_return_avg``,
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping, Optional, Sequence, Union
+import numbers
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-__all__ = ["Writer", "ScalarValue"]
+__all__ = ["Writer", "ScalarValue", "StateCheck", "count", "text", "optional", "list_of", "table_of"]
 
 #: a value handed to a writer; ``None`` means "no value in the window" (shown as ``-``, never written as 0)
 ScalarValue = Optional[Union[int, float]]
+
+
+#: a check of one saved-state value: the complaint ("must be an int >= 0, got -3"), or '' when it is fine
+StateCheck = Callable[[Any], str]
+
+
+def count(value: Any) -> str:
+    """A count: an int >= 0 (not a bool)."""
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+    return "" if ok else f"must be an int >= 0, got {value!r}"
+
+
+def text(value: Any) -> str:
+    """A non-empty string."""
+    return "" if isinstance(value, str) and value else f"must be a non-empty str, got {value!r}"
+
+
+def optional(check: StateCheck) -> StateCheck:
+    """``check``, or None."""
+    return lambda value: "" if value is None else check(value)
+
+
+def list_of(check: StateCheck, length: Optional[int] = None) -> StateCheck:
+    """A list (or tuple) of ``length`` items (any length when None), each passing ``check``."""
+    def check_list(value: Any) -> str:
+        if not isinstance(value, (list, tuple)) or length is not None and len(value) != length:
+            return f"must be a list of {length or 'any number of'} item(s), got {value!r}"
+        return next((f"item {i} {why}" for i, item in enumerate(value) if (why := check(item))), "")
+    return check_list
+
+
+def table_of(check: StateCheck) -> StateCheck:
+    """A dict of str -> values passing ``check``."""
+    def check_table(value: Any) -> str:
+        if not isinstance(value, Mapping):
+            return f"must be a dict, got {type(value).__name__}"
+        return next((f"entry {key!r} {why or 'must have a str key'}" for key, item in value.items()
+                     if (why := check(item)) or not isinstance(key, str)), "")
+    return check_table
 
 
 class Writer(abc.ABC):
@@ -27,6 +67,11 @@ class Writer(abc.ABC):
     :meth:`state_dict`; the learner saves it in every checkpoint under the writer's :attr:`name` and
     hands it back to :meth:`load_state_dict` before calling :meth:`rewind`.
     """
+
+    #: the keys of :meth:`state_dict` a checkpoint may hold, each with its check; required keys are listed in
+    #: :attr:`REQUIRED_STATE` (see :meth:`check_state`)
+    STATE_FIELDS: Mapping[str, StateCheck] = {}
+    REQUIRED_STATE: Sequence[str] = ()
 
     @property
     def name(self) -> str:
@@ -78,3 +123,22 @@ class Writer(abc.ABC):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (called on resume, before :meth:`rewind`)."""
+
+    def check_state(self, state: Any) -> str:
+        """Why ``state`` (read from a checkpoint) cannot be loaded by :meth:`load_state_dict`, or '' when it
+        can: a dict with every key of :attr:`REQUIRED_STATE`, each known key passing its check in
+        :attr:`STATE_FIELDS`. The learner calls it for every writer before it loads anything, and
+        :meth:`load_state_dict` implementations call :meth:`require_state` first."""
+        if not isinstance(state, Mapping):
+            return f"its state must be a dict, got {type(state).__name__}"
+        missing = [key for key in self.REQUIRED_STATE if key not in state]
+        if missing:
+            return f"its state has no {', '.join(map(repr, missing))}"
+        return next((f"its state's {key!r} {why}" for key, check in self.STATE_FIELDS.items()
+                     if key in state and (why := check(state[key]))), "")
+
+    def require_state(self, state: Any) -> None:
+        """Raise ``ValueError`` naming this writer when :meth:`check_state` finds a problem."""
+        problem = self.check_state(state)
+        if problem:
+            raise ValueError(f"writer {self.name}: {problem}")

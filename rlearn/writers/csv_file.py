@@ -16,6 +16,7 @@ import io
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from rlearn.writers.base import list_of, optional, text
 from rlearn.writers.rowfile import FIRST_COLUMNS, DamagedLine, Entry, Row, RowFileWriter
 
 __all__ = ["CsvWriter", "read_csv"]
@@ -38,6 +39,8 @@ class CsvWriter(RowFileWriter):
     Attributes:
         columns: the header (None until the file was read or first written).
     """
+
+    STATE_FIELDS = {**RowFileWriter.STATE_FIELDS, "columns": optional(list_of(text))}
 
     def __init__(self, path: Union[str, os.PathLike], logger: Any = None, **kwargs: Any) -> None:
         super().__init__(path, logger=logger, **kwargs)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.fileio import atomic_write_bytes
-from rlearn.writers.base import ScalarValue, Writer
+from rlearn.writers.base import ScalarValue, Writer, count
 
 __all__ = ["RowFileWriter", "Row", "DamagedLine", "plain_number", "FIRST_COLUMNS"]
 
@@ -71,6 +71,8 @@ class RowFileWriter(Writer, abc.ABC):
         clock: the wall clock of the ``time`` column (seconds since the epoch).
     """
 
+    STATE_FIELDS = {"rows": count}
+    REQUIRED_STATE = ("rows",)
     #: seconds between two fsyncs in :meth:`flush`
     FSYNC_EVERY_S = 30.0
 
@@ -214,6 +216,7 @@ class RowFileWriter(Writer, abc.ABC):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the row count of a checkpoint."""
+        self.require_state(state)
         self.rows_written = int(state["rows"])
 
     def rewind(self, step_iter: int, step_env: int) -> None:

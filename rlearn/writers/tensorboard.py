@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from rlearn.writers.base import ScalarValue, Writer
+from rlearn.writers.base import ScalarValue, Writer, count, list_of, table_of
 from rlearn.writers.tb_events import PointTable, RewindReport, TBWriter, rewind_event_files
 
 __all__ = ["TensorBoardWriter", "tb_tags", "HPARAMS_METRIC_PREFIX"]
@@ -56,6 +56,7 @@ class TensorBoardWriter(Writer):
         logger: where :meth:`rewind` reports what it removed (None: nowhere).
     """
 
+    STATE_FIELDS = {"points": table_of(list_of(count, 2)), "totals": table_of(count)}
     #: the longest time between two fsyncs of the event file in :meth:`flush` (an fsync costs about 5 ms, more
     #: than the rest of a log's writes together)
     FSYNC_EVERY_S = 30.0
@@ -166,6 +167,7 @@ class TensorBoardWriter(Writer):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the point counts of a checkpoint (the open event file, if any, keeps the same tables); a
         checkpoint without ``totals`` (an older rlearn) checks only the points at each tag's last step."""
+        self.require_state(state)
         points: Mapping[str, List[int]] = state.get("points", {})
         self.points.clear()
         self.points.update({str(tag): [int(v[0]), int(v[1])] for tag, v in points.items()})

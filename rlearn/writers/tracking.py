@@ -23,7 +23,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from rlearn.config.errors import ConfigError
 from rlearn.fileio import atomic_write_bytes
-from rlearn.writers.base import ScalarValue, Writer
+from rlearn.writers.base import ScalarValue, Writer, count, list_of, optional, text
 from rlearn.writers.rowfile import plain_number
 
 __all__ = ["TrackingWriter", "MissingExtraError"]
@@ -47,6 +47,7 @@ class TrackingWriter(Writer, abc.ABC):
         logger: where the writer says which run it started or continued.
     """
 
+    STATE_FIELDS = {"run_id": optional(text), "at": optional(list_of(count, 3))}
     #: short name of the service: ``wandb``, ``mlflow`` (the state file is ``<work_dir>/<kind>_run.json``)
     kind = "tracking"
 
@@ -187,6 +188,7 @@ class TrackingWriter(Writer, abc.ABC):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue run ``state["run_id"]``, counting positions from the checkpoint's."""
+        self.require_state(state)
         if state.get("run_id"):
             self.run_id = str(state["run_id"])
         if state.get("at"):

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from rlearn.writers.base import count, list_of, optional
 from rlearn.writers.tracking import Position, TrackingWriter, require
 from rlearn.writers.wandb_log import LogUnreadable, TransactionLog, last_position
 
@@ -36,6 +37,13 @@ __all__ = ["WandbWriter"]
 
 #: a row handed to W&B and not read back from its transaction log yet
 Pending = Tuple[Position, Dict[str, Union[int, float]]]
+
+
+def _pending_row(value: Any) -> str:
+    """A row W&B had not written at the checkpoint: ``[train_iter, envstep, k, {name: value}]``."""
+    if not isinstance(value, (list, tuple)) or len(value) != 4 or not isinstance(value[3], Mapping):
+        return f"must be [train_iter, envstep, k, {{name: value}}], got {value!r}"
+    return next((f"item {i} {why}" for i in range(3) if (why := count(value[i]))), "")
 
 
 class WandbWriter(TrackingWriter):
@@ -50,6 +58,8 @@ class WandbWriter(TrackingWriter):
         dir: where W&B keeps its files.
         init_kwargs: any other ``wandb.init`` argument.
     """
+
+    STATE_FIELDS = {**TrackingWriter.STATE_FIELDS, "pending": optional(list_of(_pending_row))}
 
     kind = "wandb"
     #: free bytes below which :meth:`flush` reports the disk as full (W&B would drop its next block silently)

@@ -1,4 +1,7 @@
-"""``rlearn eval`` as a user runs it: a subprocess on the checkpoints of a tiny training run."""
+"""``rlearn eval`` as a user runs it: a subprocess on the checkpoints of a tiny training run.
+
+The run trains ``examples/custom_policy.py``, whose config defines its own policy: the checkpoint's config
+lists that file in ``custom_imports``, so evaluating it needs ``--allow-imports``."""
 
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ def stats_lines(returns, lengths) -> list:
 
 
 def test_a_work_dir_means_its_best_checkpoint_and_replays_the_runs_evaluation(run_dir):
-    out = rlearn("eval", str(run_dir))
+    out = rlearn("eval", str(run_dir), "--allow-imports")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"checkpoint: {run_dir / 'ckpt' / 'best.pt'} (the best evaluation)"
@@ -67,7 +70,7 @@ def test_without_best_pt_it_takes_latest_and_says_so(run_dir, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     (copy / "ckpt" / "best.pt").unlink()
-    out = rlearn("eval", str(copy), "--episodes", "2")
+    out = rlearn("eval", str(copy), "--episodes", "2", "--allow-imports")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == f"checkpoint: {copy / 'ckpt' / 'latest.pt'} (the latest checkpoint; no best.pt)"
     assert "\n2 episodes, deterministic policy" in out.stdout
@@ -77,7 +80,7 @@ def test_episodes_seed_and_video(run_dir, tmp_path):
     imageio = pytest.importorskip("imageio.v2")
     pytest.importorskip("pygame")
     video = tmp_path / "out" / "cartpole.mp4"
-    args = ("eval", str(run_dir / "ckpt" / "iteration_2.pt"), "--episodes", "4", "--seed", "11")
+    args = ("eval", str(run_dir / "ckpt" / "iteration_2.pt"), "--episodes", "4", "--seed", "11", "--allow-imports")
     out = rlearn(*args, "--video", str(video))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -119,6 +122,52 @@ def test_a_torn_copy_of_a_real_checkpoint_exits_2(run_dir, tmp_path):
     out = rlearn("eval", str(torn))
     assert out.returncode == 2 and out.stderr.startswith(f"rlearn eval: error: checkpoint {torn}: truncated or corrupt")
     assert len(out.stderr.splitlines()) == 1
+
+
+def test_imports_named_in_the_checkpoint_run_only_with_allow_imports(run_dir, tmp_path):
+    """Opening a checkpoint runs no code from it: the file its config names is not imported (nor any of
+    them) unless --allow-imports says the checkpoint is trusted."""
+    from rlearn.checkpoint import read_checkpoint, serialize_checkpoint
+
+    marker = tmp_path / "imported"
+    planted = tmp_path / "planted.py"
+    planted.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    checkpoint = read_checkpoint(run_dir / "ckpt" / "latest.pt")
+    checkpoint["config"]["custom_imports"] = [*checkpoint["config"]["custom_imports"], str(planted)]
+    path = _write(tmp_path / "planted.pt", serialize_checkpoint(checkpoint))
+
+    out = rlearn("eval", str(path), "--episodes", "1")
+    assert out.returncode == 2 and not marker.exists()
+    assert out.stderr == (f"rlearn eval: error: checkpoint {path}: its config imports code (custom_imports "
+                          f"{EXAMPLE!r}; custom_imports {str(planted)!r}), and opening a checkpoint runs no code from "
+                          "it by default; if you trust this checkpoint and those files, pass --allow-imports\n")
+    out = rlearn("eval", str(path), "--episodes", "1", "--allow-imports")
+    assert out.returncode == 0, out.stderr
+    assert marker.exists()
+
+
+def test_a_config_naming_code_by_import_path_needs_allow_imports_too():
+    from rlearn.config import imports_named
+
+    assert imports_named({"policy": {"type": "td3"}, "env": {"id": "Pendulum-v1"}, "custom_imports": []}) == []
+    assert imports_named({"policy": {"type": "my_pkg.agents:MyPolicy"}, "env": {"id": "my_pkg.envs:Maze-v0"},
+                          "custom_imports": ["my_pkg.extra"]}) == [
+        "custom_imports 'my_pkg.extra'", "policy.type 'my_pkg.agents:MyPolicy'", "env.id 'my_pkg.envs:Maze-v0'"]
+
+
+def test_an_optimizer_state_that_does_not_fit_exits_2(run_dir, tmp_path):
+    import torch
+
+    from rlearn.checkpoint import read_checkpoint, serialize_checkpoint
+
+    checkpoint = read_checkpoint(run_dir / "ckpt" / "latest.pt")
+    (name, optimizer), *_ = sorted(checkpoint["policy"]["optimizers"].items())
+    optimizer["param_groups"][0]["lr"] = "fast"
+    path = _write(tmp_path / "bad_lr.pt", serialize_checkpoint(checkpoint))
+    out = rlearn("eval", str(path), "--allow-imports")
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"rlearn eval: error: checkpoint {path} does not fit policy ReinforcePolicy: "
+                                 f"optimizer {name!r}: param group 0: lr must be a finite number")
 
 
 def test_bad_arguments_exit_2(capsys):

@@ -233,7 +233,7 @@ def test_set_list_and_free_form_dicts():
     ("policy.hidden=none", "--set policy.hidden=none: cannot read 'none' as int"),
     ("train.max_env_steps=0", "config key 'train.max_env_steps' must be >= 1, got 0"),
     ("train.updates_per_step=-1", "config key 'train.updates_per_step' must be a finite number > 0, got -1.0"),
-    ("exp_name=a/b", "config key 'exp_name' must be a non-empty name usable as a directory name (no '/', no surrounding spaces), got 'a/b'"),
+    ("exp_name=a/b", "config key 'exp_name' must be a non-empty name usable as a directory name (no '/', no surrounding spaces, no newline or other control character), got 'a/b'"),
     ("learner.monitor_windows.x=0", "config key 'learner.monitor_windows.x' must be >= 1, got 0"),
     ("train.max_env_steps", "--set expects KEY=VALUE (e.g. train.max_env_steps=5000), got 'train.max_env_steps'"),
     ("=5", "--set expects a dotted key before '=' (e.g. train.max_env_steps=5000), got '=5'"),

@@ -263,6 +263,24 @@ def test_a_failing_rank_stops_the_whole_run(tmp_path):
     assert "rank 1 of 2 stopped: InjectedFailure" in (work_dir / "probe_rank1.log").read_text()
 
 
+def test_ranks_started_with_different_configs_refuse_to_start_naming_the_keys(tmp_path):
+    """Rank 1 resolves another policy.lr and train.max_env_steps (its config file reads RANK): both ranks stop
+    before training with a one-line error naming the keys and both values, instead of training apart and
+    timing out in a collective."""
+    config = _probe_config(tmp_path, eval_freq=None, stop_value=None)
+    text = config.read_text().replace("rollout_steps=4)", "rollout_steps=4, lr=0.01 if RANK == '0' else 0.02)")
+    text = text.replace("max_env_steps=320", "max_env_steps=320 if RANK == '0' else 640")
+    config.write_text("import os\nRANK = os.environ.get('RANK', '0')\n" + text)
+    work_dir = tmp_path / "run"
+    done, _ = _rlearn(["train", str(config), "--nproc", "2", "--work-dir", str(work_dir)], {}, tmp_path, timeout=120)
+    assert done.returncode != 0
+    message = ("rlearn train: error: the 2 ranks were started with different configs; every rank must run the same "
+               "one (the same config file and --set overrides): rank 1 differs from rank 0 in policy.lr (0.01 on "
+               "rank 0, 0.02 on rank 1), train.max_env_steps (320 on rank 0, 640 on rank 1)")
+    assert done.stderr.count(message) == 2, done.stderr[-3000:]
+    assert not (work_dir / "ckpt").exists() and not (work_dir / "tb").exists()
+
+
 @pytest.mark.slow
 def test_two_processes_resume_continue_counters_and_stay_identical(tmp_path):
     work_dir, dumps = tmp_path / "run", tmp_path / "dumps"

@@ -37,25 +37,34 @@ def _table_at(log: Path, train_iter: int) -> bool:
 
 
 # ------------------------------------------------------------------------------ one process: SIGTERM
-def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+def _stop_a_run_with(signum, tmp_path, at_table):
+    """Start a probe run, send ``signum`` once the table of iteration ``at_table`` is in its log; the work
+    dir, stdout, and the checkpoint the stop saved (after checking exit code ``128 + signum``, no traceback
+    and the stop line, whose counters are the checkpoint's)."""
     work = tmp_path / "run"
     config = helpers.probe_config(tmp_path)
     proc = helpers.start("train", str(config), "--work-dir", str(work))
     try:
-        helpers.wait_for(lambda: _table_at(work / "probe.log", 10), 180, proc, "the table of iteration 10")
-        proc.send_signal(signal.SIGTERM)
+        helpers.wait_for(lambda: _table_at(work / "probe.log", at_table), 180, proc, f"the table of iteration {at_table}")
+        proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 143, stderr[-3000:]
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, stderr[-3000:]
     assert "Traceback" not in stderr + stdout
-    stopped = re.search(r"SIGTERM: stopping at train_iter (\d+), envstep (\d+); saving a checkpoint", stdout)
+    stopped = re.search(rf"{name}: stopping at train_iter (\d+), envstep (\d+); saving a checkpoint", stdout)
     assert stopped, stdout[-3000:]
     saved = read_checkpoint(work / "ckpt" / "latest.pt")
     assert (saved["train_iter"], saved["envstep"]) == (int(stopped.group(1)), int(stopped.group(2)))
-    assert saved["train_iter"] >= 10
+    assert saved["train_iter"] >= at_table
+    return work, stdout, saved
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
+    work, stdout, saved = _stop_a_run_with(signal.SIGTERM, tmp_path, at_table=10)
     assert "probe: stopped (interrupted)" in stdout
     assert f"resume with: rlearn train {work / 'config.py'} --work-dir {work} --resume" in stdout
     # and the run continues from there
@@ -63,6 +72,13 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
                          f"train.max_env_steps={saved['envstep'] + 16}", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert read_checkpoint(work / "ckpt" / "latest.pt")["train_iter"] == saved["train_iter"] + 2
+
+
+def test_sighup_is_a_sigterm_saves_a_checkpoint_and_exits_129(tmp_path):
+    """A closed terminal or SSH session (SIGHUP) used to end the run at once, without a checkpoint or a log line."""
+    work, stdout, _ = _stop_a_run_with(signal.SIGHUP, tmp_path, at_table=5)
+    assert "probe: stopped (interrupted)" in stdout
+    assert "SIGHUP: stopping at train_iter" in (work / "probe.log").read_text()
 
 
 def test_guard_first_signal_is_a_flag_second_stops_at_once():
@@ -80,6 +96,11 @@ def test_guard_first_signal_is_a_flag_second_stops_at_once():
     assert str(stop.value) == "second SIGINT: stopped at once, without a checkpoint"
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     assert (signal_exit_code(signal.SIGINT), signal_exit_code(signal.SIGTERM)) == (130, 143)
+    with InterruptGuard() as guard:  # SIGHUP (terminal closed) is a stop request like SIGTERM
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.01)
+        assert guard.requested and guard.signal_name == "SIGHUP" and guard.reason == "SIGHUP"
+    assert signal_exit_code(signal.SIGHUP) == 129
     with InterruptGuard(enabled=False) as guard:  # multi-process runs: nothing installed
         assert signal.getsignal(signal.SIGTERM) == before[0]
 
