@@ -25,6 +25,8 @@ class RunResult:
         latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
         best_checkpoint: ``<work_dir>/ckpt/best.pt`` if it exists (the best evaluation's model).
         best_eval: ``{"episode_return_mean", "envstep", "train_iter"}`` of the best evaluation, or None.
+        already_complete: True when ``--resume`` found the run complete under its config: nothing ran and
+            nothing was written (the counters and ``stop_reason`` are the checkpoint's).
     """
 
     work_dir: Path
@@ -43,6 +45,7 @@ class RunResult:
     best_eval: Optional[Dict[str, Any]] = None
     config: Dict[str, Any] = field(default_factory=dict, repr=False)
     stop_signal: Optional[str] = None
+    already_complete: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -57,20 +60,27 @@ class RunResult:
 
 
 def summary_lines(result: RunResult) -> List[str]:
-    """The closing lines of a run: why it stopped and where every file is."""
+    """The closing lines of a run: why it stopped and where every file is, with the commands that open
+    them as they can be pasted (:func:`rlearn.executables.shell_command`: the venv's own executables when
+    it is not activated)."""
+    from rlearn.executables import shell_command
+
     lines = [
         f"{result.exp_name}: stopped ({result.stop_reason}) at train_iter {result.train_iter}, envstep {result.envstep}"
         + (f", last eval return {result.last_eval['episode_return_mean']:.4g}" if result.last_eval else ""),
         f"  log:         {result.log_file}",
-        f"  TensorBoard: {result.tb_dir}    (view: tensorboard --logdir {result.tb_dir})",
+        f"  TensorBoard: {result.tb_dir}    (view: {shell_command('tensorboard', '--logdir', result.tb_dir)})",
         f"  checkpoint:  {result.latest_checkpoint or '(none)'}",
     ]
     if result.best_checkpoint is not None and result.best_eval is not None:
         lines.append(f"  best:        {result.best_checkpoint}    (eval return "
-                     f"{result.best_eval['episode_return_mean']:.4g} at envstep {result.best_eval['envstep']})")
+                     f"{result.best_eval['episode_return_mean']:.4g} at envstep {result.best_eval['envstep']}; "
+                     f"play it: {shell_command('rlearn', 'eval', result.work_dir)})")
     lines.append(f"  config:      {result.config_file}")
     if result.trace_dir is not None:
-        lines.append(f"  trace:       {result.trace_dir}    (merge: rlearn trace {result.work_dir} -o trace.json)")
+        lines.append(f"  trace:       {result.trace_dir}    (merge: "
+                     f"{shell_command('rlearn', 'trace', result.work_dir, '-o', 'trace.json')})")
     if result.interrupted:
-        lines.append(f"  resume with: rlearn train {result.config_file} --work-dir {result.work_dir} --resume")
+        lines.append("  resume with: " + shell_command("rlearn", "train", result.config_file, "--work-dir",
+                                                        result.work_dir, "--resume"))
     return lines

@@ -32,6 +32,7 @@ from rlearn.run.ranks import (
     RANK_SEED_STRIDE, check_ranks_agree, check_seed, derived_seed, rederive_rank_streams, seed_everything,
 )
 from rlearn.run.result import INTERRUPTED, MAX_ENV_STEPS, STOP_VALUE, RunResult, summary_lines
+from rlearn.run.resume_check import CompleteRun, inspect_resume
 from rlearn.run.signals import InterruptGuard, StopNow, TerminatedByLauncher, stop_with_parent
 from rlearn.run.state import STATE_NAME, RunState
 from rlearn.fileio import FileWriteError, check_writable, clean_stale_temp_files
@@ -77,8 +78,12 @@ class Trainer:
             #: this rank's text log: ``<exp_name>.log`` on rank 0, ``<exp_name>_rank<r>.log`` on rank r
             self.log_file = rank_log_file(self.work_dir / f"{self.exp_name}.log", self.rank)
             self.resume_path = resume_checkpoint(self.dirs, resume)
+            #: set when the checkpoint's run has nothing left to do: :meth:`run` says so and changes nothing
+            self.complete: Optional[CompleteRun] = (
+                None if self.resume_path is None else inspect_resume(self.resume_path, self.cfg, self.world_size))
             self.progress_requested = progress
-            self._build()
+            if self.complete is None:
+                self._build()
         except BaseException as exc:
             self._log_fatal(exc)
             self.close()
@@ -147,6 +152,11 @@ class Trainer:
         """Train until ``train.max_env_steps``, ``eval.stop_value`` or Ctrl-C; returns a :class:`RunResult`."""
         if self._closed:
             raise RuntimeError("this Trainer has already run (or was closed); build a new one")
+        if self.complete is not None:
+            try:
+                return self._report_complete(self.complete)
+            finally:
+                self.close()
         try:
             with TerminatedByLauncher(self.distributed):
                 return self._run()
@@ -155,6 +165,23 @@ class Trainer:
             raise
         finally:
             self.close()
+
+    def _report_complete(self, complete: CompleteRun) -> RunResult:
+        """``--resume`` of a run that is already complete: say so on the console (rank 0), with the command
+        that extends it, and return its result; no file of the work dir is written."""
+        from rlearn.logging import get_logger
+
+        if self.rank == 0:
+            console = get_logger(name=self.exp_name)  # no log file: the run's log stays as it was
+            for line in complete.lines(self.exp_name, self.work_dir):
+                console.info(line)
+        latest = self.ckpt_dir / "latest.pt"
+        return RunResult(
+            work_dir=self.work_dir, exp_name=self.exp_name, train_iter=complete.train_iter, envstep=complete.envstep,
+            stop_reason=complete.reason, last_eval=complete.last_eval, log_file=self.log_file, tb_dir=self.tb_dir,
+            ckpt_dir=self.ckpt_dir, latest_checkpoint=latest if latest.is_file() else None,
+            config_file=self.config_file, config=copy.deepcopy(self.cfg), already_complete=True,
+        )
 
     def _log_fatal(self, exc: BaseException) -> None:
         """The error that ends a run as the last line of this rank's log (whatever the console shows): the

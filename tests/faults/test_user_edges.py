@@ -65,3 +65,121 @@ def test_nproc_runs_the_installed_rlearn_beside_a_folder_named_rlearn(tmp_path):
     assert "Traceback" not in out.stderr
     assert read_checkpoint(tmp_path / "w" / "ckpt" / "latest.pt")["train_iter"] == 3
     assert not list(tmp_path.glob("imported_*"))
+    # --resume of the finished run: said once, before torchrun starts anything; nothing changes
+    before = files_of(tmp_path / "w")
+    out = subprocess.run([str(BIN / "rlearn"), "train", config.name, "--nproc", "2", "--work-dir", "w", "--resume"],
+                         cwd=tmp_path, env=installed_env(), capture_output=True, text=True, timeout=240)
+    said = out.stdout + out.stderr
+    assert out.returncode == 0 and said.count("is complete") == 1 and "torchrun" not in said, said[-3000:]
+    assert f"to train longer: {BIN}/rlearn train w/config.py --work-dir w --resume --nproc 2 --set train.max_env_steps=96" in said
+    assert files_of(tmp_path / "w") == before
+
+
+# --------------------------------------------------------------------- commands printed for the user
+def _printed(pattern: str, text: str) -> str:
+    import re
+
+    found = re.search(pattern, text, re.MULTILINE)
+    assert found, text[-3000:]
+    return found.group(1)
+
+
+@pytest.mark.parametrize("activated", [False, True])
+def test_printed_commands_work_when_pasted_as_they_are(tmp_path, activated):
+    """After the README's install the venv is not activated: the summary and config.py name the venv's
+    own executables, and each printed command runs as printed (with the venv activated: bare names)."""
+    env = installed_env(f"{BIN}{os.pathsep}/usr/bin:/bin" if activated else "/usr/bin:/bin")
+    config = helpers.probe_config(tmp_path, max_env_steps=8 * 3)
+    out = subprocess.run([str(BIN / "rlearn"), "train", config.name, "--work-dir", "w"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    prefix = "" if activated else f"{BIN}/"
+    view = _printed(r"\(view: (.*)\)$", out.stdout)
+    play = _printed(r"play it: (.*)\)$", out.stdout)
+    header = (tmp_path / "w" / "config.py").read_text()
+    again = _printed(r"Run it again with:\n#     (.*)$", header)
+    assert view == f"{prefix}tensorboard --logdir w/tb"
+    assert play == f"{prefix}rlearn eval w"
+    assert again == f"{prefix}rlearn train w/config.py"
+    tensorboard = subprocess.run([shlex.split(view)[0], "--version_tb"], cwd=tmp_path, env=env, capture_output=True,
+                                 text=True, timeout=120)
+    assert tensorboard.returncode == 0, tensorboard.stderr[-2000:]
+    played = subprocess.run(shlex.split(play) + ["--episodes", "1"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert played.returncode == 0 and "episode_return: mean" in played.stdout, played.stderr[-2000:]
+
+
+def test_executable_names_this_environments_own_copy(tmp_path, monkeypatch):
+    from rlearn.executables import executable, shell_command
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert executable("rlearn") == str(BIN / "rlearn") and executable("python") == sys.executable
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}/usr/bin")
+    assert executable("rlearn") == "rlearn"
+    assert shell_command("rlearn", "train", "my config.py") == "rlearn train 'my config.py'"
+    monkeypatch.chdir(BIN.parent.parent)  # the venv below the working directory: a relative path
+    monkeypatch.setenv("PATH", "/usr/bin")
+    assert executable("tensorboard") == f"{BIN.parent.name}/bin/tensorboard"
+    assert executable("no-such-tool") == "no-such-tool"
+
+
+# ----------------------------------------------------------------------- --resume of a finished run
+def test_resume_of_a_finished_run_says_it_is_complete_and_changes_nothing(tmp_path):
+    config = helpers.probe_config(tmp_path, max_env_steps=8 * 6, checkpoint=dict(freq=3))
+    work = tmp_path / "w"
+    assert helpers.rlearn("train", str(config), "--work-dir", str(work)).returncode == 0
+    before = files_of(work)
+    out = helpers.rlearn("train", str(work / "config.py"), "--work-dir", str(work), "--resume", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert files_of(work) == before  # no checkpoint, event file, config.py, metrics or log rewritten
+    assert (f"probe: the run in {work} is complete: train_iter 6, envstep 48 ({work}/ckpt/latest.pt) reached "
+            "train.max_env_steps=48; --resume changed nothing") in out.stdout
+    command = _printed(r"to train longer: (.*)$", out.stdout)
+    assert command.endswith(f"rlearn train {work}/config.py --work-dir {work} --resume --set train.max_env_steps=96")
+    # the printed command extends the run
+    out = helpers.rlearn(*shlex.split(command)[1:], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert read_checkpoint(work / "ckpt" / "latest.pt")["envstep"] == 96
+
+
+def test_a_run_stopped_by_stop_value_or_patience_is_complete_until_the_config_extends_it(tmp_path):
+    from rlearn.checkpoint import CheckpointError
+    from rlearn.config import load_config
+    from rlearn.run import train
+
+    config = helpers.probe_config(tmp_path, max_env_steps=8 * 40, eval=dict(freq=16, episodes=1, stop_value=1.0))
+    work = tmp_path / "w"
+    first = train(load_config(str(config)), work_dir=work, progress=False)
+    assert first.stop_reason == "stop_value" and first.envstep == 16
+    before = files_of(work)
+    again = train(load_config(str(config)), work_dir=work, resume=True, progress=False)
+    assert again.already_complete and (again.stop_reason, again.train_iter, again.envstep) == ("stop_value", 2, 16)
+    assert files_of(work) == before
+    with pytest.raises(CheckpointError, match=r"latest.pt: written by a run of 1 process\(es\), this run has 2; resume it "
+                                              r"with one process \(without --nproc\)"):
+        from rlearn.run.resume_check import inspect_resume
+
+        inspect_resume(work / "ckpt" / "latest.pt", load_config(str(config)), 2)
+    patience = load_config(str(config), overrides=["eval.stop_value=null", "eval.patience=1"])
+    assert train(patience, work_dir=work, resume=True, progress=False).stop_reason == "no_improvement"
+    done = train(patience, work_dir=work, resume=True, progress=False)
+    assert done.already_complete and done.stop_reason == "no_improvement"
+    extended = train(load_config(str(config), overrides=["eval.stop_value=null"]), work_dir=work, resume=True,
+                     progress=False)
+    assert not extended.already_complete and (extended.stop_reason, extended.envstep) == ("max_env_steps", 320)
+
+
+# --------------------------------------------------------------------- a refused multi-process resume
+def test_nproc_resume_of_a_one_process_checkpoint_is_one_line(tmp_path):
+    config = helpers.probe_config(tmp_path, max_env_steps=8 * 6, checkpoint=dict(freq=3))
+    work = tmp_path / "w"
+    assert helpers.rlearn("train", str(config), "--work-dir", str(work)).returncode == 0
+    before = files_of(work)
+    out = helpers.rlearn("train", str(config), "--work-dir", str(work), "--resume", "--nproc", "2", "--set",
+                         "train.max_env_steps=96")
+    assert out.returncode == 2, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout == "" and out.stderr == (
+        f"rlearn train: error: checkpoint {work}/ckpt/latest.pt: written by a run of 1 process(es), this run has 2; "
+        "resume it with one process (without --nproc)\n")
+    assert files_of(work) == before
