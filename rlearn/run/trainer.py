@@ -235,6 +235,8 @@ class Trainer:
                 self.logger.warning("--resume: continuing from %s, the newest valid checkpoint", self.resume_path)
             self._resume()
             self._write_config()  # only now: a refused resume leaves config.py as it was
+        learner.call_hook("before_run")  # hooks declare their monitor keys (TimerHook) and start their clocks
+        learner.check_monitor_windows()  # strict: a misspelt monitor_windows key stops the run before any event
         learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
         self.logger.info(
             "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
@@ -247,7 +249,6 @@ class Trainer:
                 "run of this exp_name; continue another one with --resume --work-dir DIR)",
                 self.dirs.moved_from, self.work_dir,
             )
-        learner.call_hook("before_run")
         bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
                           enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
         # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once

@@ -183,3 +183,35 @@ def test_nproc_resume_of_a_one_process_checkpoint_is_one_line(tmp_path):
         f"rlearn train: error: checkpoint {work}/ckpt/latest.pt: written by a run of 1 process(es), this run has 2; "
         "resume it with one process (without --nproc)\n")
     assert files_of(work) == before
+
+
+# ------------------------------------------------------------- strict mode and misspelt window keys
+def test_strict_mode_makes_a_misspelt_monitor_windows_key_an_error(tmp_path):
+    learner = dict(log_freq=5, monitor_window=5, monitor_windows={"los": 10, "data_time": 3}, strict=True)
+    config = helpers.probe_config(tmp_path, learner=learner)
+    work = tmp_path / "w"
+    out = helpers.rlearn("train", str(config), "--work-dir", str(work))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.stderr.startswith(
+        "rlearn train: error: config key 'learner.monitor_windows.los': no monitor key 'los' is declared, so this "
+        "window is never used; did you mean 'loss'? declared keys (ProbePolicy): loss, ")
+    assert out.stderr.endswith(" (learner.strict=True makes this an error)\n")  # data_time (TimerHook's) is declared
+    assert not (work / "tb").exists() and not (work / "ckpt").exists()  # stopped before the run's first event
+    # without strict it stays a warning and the run trains
+    learner["strict"] = False
+    config = helpers.probe_config(tmp_path, learner=learner, max_env_steps=8 * 2)
+    out = helpers.rlearn("train", str(config), "--work-dir", str(tmp_path / "lenient"))
+    assert out.returncode == 0 and "WARNING - config key 'learner.monitor_windows.los'" in out.stdout, out.stderr
+
+
+def test_a_strict_learner_refuses_a_misspelt_window_at_its_first_iteration():
+    from gymnasium import spaces
+
+    from rlearn.learner import BaseLearner, LearnerConfigError
+
+    dist_helpers = helpers.load(helpers.PROBE)
+    policy = dist_helpers.ProbePolicy(None, spaces.Box(-1.0, 1.0, (4,)), spaces.Discrete(2), seed=0)
+    learner = BaseLearner(policy, dict(log_freq=2, monitor_windows={"rank_valeu": 4}, strict=True))
+    with pytest.raises(LearnerConfigError, match=r"'learner.monitor_windows.rank_valeu'.*did you mean 'rank_value'"):
+        learner.train({})
+    assert learner.train_iter == 0 and policy.iterations == 0  # refused before the policy ran
