@@ -14,6 +14,7 @@ from typing import Dict
 
 import pytest
 
+from policies import Policy
 from rlearn.checkpoint import read_checkpoint
 
 if "run_fault_helpers" not in sys.modules:  # tests/faults/run_fault_helpers.py, by path (its configs import it so)
@@ -215,3 +216,85 @@ def test_a_strict_learner_refuses_a_misspelt_window_at_its_first_iteration():
     with pytest.raises(LearnerConfigError, match=r"'learner.monitor_windows.rank_valeu'.*did you mean 'rank_value'"):
         learner.train({})
     assert learner.train_iter == 0 and policy.iterations == 0  # refused before the policy ran
+
+
+# ----------------------------------------------------- PPG's "declared key never reported" and its period
+def test_ppg_aux_losses_are_not_called_never_reported_when_log_freq_is_below_n_pi(tmp_path):
+    from rlearn.config import load_config
+    from rlearn.run import train
+
+    cfg = load_config("ppg_cartpole", overrides=[
+        "policy.n_pi=8", "policy.rollout_steps=8", "env.num_envs=2", "policy.e_policy=1", "policy.e_value=1",
+        "policy.e_aux=1", "policy.minibatch_size=16", "policy.aux_minibatch_size=64", "learner.log_freq=2",
+        "learner.monitor_window=null", "learner.hooks=[]", "train.max_env_steps=160", "eval.freq=null",
+        "eval.episodes=1", "eval.num_envs=1", "checkpoint.freq=null"])
+    result = train(cfg, work_dir=tmp_path / "w", progress=False)
+    assert result.train_iter == 10
+    log = result.log_file.read_text()
+    assert "never been reported" not in log  # it was warned at iteration 4, before the first auxiliary phase (8)
+    assert "aux_value_loss_avg" in log
+
+
+class RarePolicy(Policy):
+    """Reports ``rare`` every 6th iteration (declared period 6) and ``ghost`` (period 6) never."""
+
+    def _init_learn(self):
+        self.n = 0
+
+    def _forward_learn(self, data):
+        self.n += 1
+        return {"loss": 1.0, **({"rare": 2.0} if self.n % 6 == 0 else {})}
+
+    def _monitor_vars_learn(self):
+        return ["loss", "rare", "ghost"]
+
+    def _monitor_periods_learn(self):
+        return {"rare": 6, "ghost": 6}
+
+    def _forward_collect(self, obs, envstep):
+        raise NotImplementedError
+
+    def _forward_eval(self, obs):
+        raise NotImplementedError
+
+
+def test_never_reported_waits_for_the_declared_period_and_names_the_writers_that_are_on(tmp_path):
+    import logging
+
+    from rlearn.hooks import LogShowHook
+    from rlearn.learner import BaseLearner
+
+    records = []
+    logger = logging.getLogger(f"rlearn.test.edges.never.{tmp_path.name}")
+    logger.addHandler(type("Keep", (logging.Handler,), {"emit": lambda self, r: records.append(r)})())
+    policy = RarePolicy(None, None, None)
+    learner = BaseLearner(policy, dict(log_freq=2, writers=["table", "jsonl"]), work_dir=tmp_path, logger=logger)
+    learner.register_hook(LogShowHook(width=200))
+    learner.call_hook("before_run")
+    warned_at = {}
+    for i in range(1, 13):
+        learner.train(None, envstep=i)
+        for record in records:
+            if "never been reported" in record.getMessage():
+                warned_at.setdefault(record.getMessage().split("'")[1], i)
+    assert warned_at == {"ghost": 6}  # 'rare' came at 6 and 12; 'ghost' waited for its period, not the window of 2
+    message = next(r.getMessage() for r in records if "'ghost' has never been reported" in r.getMessage())
+    assert "after 6 iterations: the table (TableWriter) shows '-'; JsonlWriter write no point for it." in message
+    assert "TensorBoard" not in message and "declare its period in RarePolicy._monitor_periods_learn()" in message
+    assert policy.monitor_periods() == {"rare": 6, "ghost": 6}
+
+
+def test_policy_periods_are_checked_and_ppg_declares_n_pi():
+    from gymnasium import spaces
+
+    from policies.ppg import PPGPolicy
+
+    ppg = PPGPolicy({"n_pi": 5}, spaces.Box(-1.0, 1.0, (4,)), spaces.Discrete(2), seed=0)
+    assert ppg.monitor_periods() == {"aux_value_loss": 5, "behavioral_cloning_loss": 5, "auxiliary_loss": 5}
+    policy = RarePolicy(None, None, None)
+    policy._monitor_periods_learn = lambda: {"typo": 6}
+    with pytest.raises(ValueError, match=r"RarePolicy._monitor_periods_learn\(\) gives a period for 'typo'"):
+        policy.monitor_periods()
+    policy._monitor_periods_learn = lambda: {"rare": 0}
+    with pytest.raises(ValueError, match="the period of 'rare' must be an int >= 1"):
+        policy.monitor_periods()
