@@ -159,11 +159,11 @@ def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Any:
     from rlearn.config import ConfigError
     from rlearn.distributed.launch import relaunch
     from rlearn.logging import get_logger
-    from rlearn.run.resume_check import precheck_resume
+    from rlearn.run.resume_check import precheck_launch
 
     # what every process would refuse (or find complete) is said once, here, before torchrun starts them
     try:
-        complete = precheck_resume(cfg, args.work_dir, args.resume, args.nproc)
+        complete = precheck_launch(cfg, args.work_dir, args.resume, args.nproc)
     except (ConfigError, CheckpointError) as exc:
         if args.debug:
             raise

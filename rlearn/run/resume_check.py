@@ -1,7 +1,8 @@
 """What ``--resume`` checks before anything is built or changed.
 
 * A checkpoint resumes only with the number of processes that wrote it: another one is refused in one
-  line that names the right ``--nproc`` (``rlearn train --nproc N`` checks it before it starts torchrun).
+  line that names the right ``--nproc`` (``rlearn train --nproc N`` checks it, and what else every process
+  would refuse, before it starts torchrun: :func:`precheck_launch`).
 * A run that is already complete under the config it is resumed with (``train.max_env_steps`` reached,
   ``eval.stop_value`` reached, ``eval.patience`` used up) is not run again: nothing in its work dir
   changes (no checkpoint, event file, ``config.py`` or log is rewritten) and the console says so, with
@@ -21,7 +22,7 @@ from rlearn.checkpoint import CheckpointError, read_checkpoint
 from rlearn.run.result import MAX_ENV_STEPS, NO_IMPROVEMENT, STOP_VALUE
 from rlearn.run.state import STATE_NAME, world_size_mismatch
 
-__all__ = ["CompleteRun", "inspect_resume", "precheck_resume"]
+__all__ = ["CompleteRun", "inspect_resume", "precheck_launch"]
 
 
 @dataclass
@@ -36,7 +37,7 @@ class CompleteRun:
         extend: the ``--set`` overrides that give the run something to do again.
         last_eval: the checkpoint's last evaluation result, or None.
         world_size: processes that wrote it.
-        work_dir: the run's work dir, where :func:`precheck_resume` found it.
+        work_dir: the run's work dir, where :func:`precheck_launch` found it.
     """
 
     reason: str
@@ -105,16 +106,21 @@ def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: i
                        last_eval=dict(last) if isinstance(last, Mapping) else None, world_size=world_size, **found)
 
 
-def precheck_resume(cfg: Mapping[str, Any], work_dir: Union[str, Path, None], resume: Any,
+def precheck_launch(cfg: Mapping[str, Any], work_dir: Union[str, Path, None], resume: Any,
                     world_size: int) -> Optional[CompleteRun]:
-    """What a run of ``world_size`` processes would find, checked once before they start (``rlearn train
-    --nproc N``): the same one-line ConfigError / CheckpointError as each process would raise (a work dir
-    that is a file or holds a run without ``--resume``, no valid checkpoint, another number of processes),
-    or the :class:`CompleteRun` to report instead of starting them. None: start them. A fresh run in the
-    default work dir is not checked (rank 0 claims a free one)."""
+    """What every one of ``world_size`` processes would refuse, checked once before they start (``rlearn
+    train --nproc N``), as the same one-line ConfigError / CheckpointError: a seed out of range, a device
+    this machine lacks, a work dir that is a file or holds a run without ``--resume``, no valid checkpoint,
+    one of another number of processes. A run that is already complete returns its :class:`CompleteRun`,
+    to report instead of starting them. None: start them. A fresh run in the default work dir is not
+    checked further (rank 0 claims a free one)."""
     from rlearn.config import default_work_dir
+    from rlearn.run.build import resolve_device
+    from rlearn.run.ranks import check_seed
     from rlearn.run.workdir import WorkDir, check_directory, latest_run_dir, resume_checkpoint
 
+    check_seed(cfg["seed"], world_size)
+    resolve_device(cfg["device"])
     resuming = resume is not None and resume is not False
     if work_dir is None and not resuming:
         return None

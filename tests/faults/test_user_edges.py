@@ -1,10 +1,10 @@
-"""Edges users met, each reproduced as the user met it (docs/reliability.md, "Edges users met"): a folder
+"""Edges users met, each reproduced as the user met it (docs/reliability.md, run-level faults): a folder
 named ``rlearn`` in the working directory, commands printed for a venv that is not activated, ``--resume``
-of a finished run, a refused multi-process resume, and strict mode for misspelt per-key windows."""
+of a finished run, a refused multi-process resume, strict mode and misspelt per-key windows, and PPG's
+auxiliary losses called "never reported" before their period."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shlex
 import subprocess
@@ -17,11 +17,7 @@ import pytest
 from policies import Policy
 from rlearn.checkpoint import read_checkpoint
 
-if "run_fault_helpers" not in sys.modules:  # tests/faults/run_fault_helpers.py, by path (its configs import it so)
-    _spec = importlib.util.spec_from_file_location("run_fault_helpers", Path(__file__).with_name("run_fault_helpers.py"))
-    sys.modules["run_fault_helpers"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["run_fault_helpers"])
-helpers = sys.modules["run_fault_helpers"]
+import run_fault_helpers as helpers  # tests/faults/ is on sys.path (pytest's rootdir insertion)
 
 BIN = Path(sys.executable).parent
 
@@ -184,6 +180,11 @@ def test_nproc_resume_of_a_one_process_checkpoint_is_one_line(tmp_path):
         f"rlearn train: error: checkpoint {work}/ckpt/latest.pt: written by a run of 1 process(es), this run has 2; "
         "resume it with one process (without --nproc)\n")
     assert files_of(work) == before
+    # what else every process would refuse is said once too (a seed out of range)
+    out = helpers.rlearn("train", str(config), "--nproc", "2", "--seed", str(2**63), "--work-dir", str(tmp_path / "s"))
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr[-3000:]
+    assert out.stderr.startswith("rlearn train: error: config key 'seed' (--seed) must be an int in 0..")
+    assert not (tmp_path / "s").exists()
 
 
 # ------------------------------------------------------------- strict mode and misspelt window keys
