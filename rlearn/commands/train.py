@@ -169,8 +169,9 @@ def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Any:
             raise
         return _error(exc)
     if complete is not None:
+        console = get_logger(name=cfg["exp_name"])
         for line in complete.lines(cfg["exp_name"], complete.work_dir):
-            get_logger(name=cfg["exp_name"]).info(line)
+            console.info(line)
         return 0
     return relaunch(args.nproc, ["train", *_rebuild_argv(args)])
 
