@@ -81,16 +81,15 @@ def _printed(pattern: str, text: str) -> str:
     return found.group(1)
 
 
-@pytest.mark.parametrize("activated", [False, True])
-def test_printed_commands_work_when_pasted_as_they_are(tmp_path, activated):
+def test_printed_commands_work_when_pasted_as_they_are(tmp_path):
     """After the README's install the venv is not activated: the summary and config.py name the venv's
-    own executables, and each printed command runs as printed (with the venv activated: bare names)."""
-    env = installed_env(f"{BIN}{os.pathsep}/usr/bin:/bin" if activated else "/usr/bin:/bin")
+    own executables, and each printed command runs as printed (activated: bare names, next test)."""
+    env = installed_env()
     config = helpers.probe_config(tmp_path, max_env_steps=8 * 3)
     out = subprocess.run([str(BIN / "rlearn"), "train", config.name, "--work-dir", "w"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
-    prefix = "" if activated else f"{BIN}/"
+    prefix = f"{BIN}/"
     view = _printed(r"\(view: (.*)\)$", out.stdout)
     play = _printed(r"play it: (.*)\)$", out.stdout)
     header = (tmp_path / "w" / "config.py").read_text()
@@ -199,11 +198,6 @@ def test_strict_mode_makes_a_misspelt_monitor_windows_key_an_error(tmp_path):
         "window is never used; did you mean 'loss'? declared keys (ProbePolicy): loss, ")
     assert out.stderr.endswith(" (learner.strict=True makes this an error)\n")  # data_time (TimerHook's) is declared
     assert not (work / "tb").exists() and not (work / "ckpt").exists()  # stopped before the run's first event
-    # without strict it stays a warning and the run trains
-    learner["strict"] = False
-    config = helpers.probe_config(tmp_path, learner=learner, max_env_steps=8 * 2)
-    out = helpers.rlearn("train", str(config), "--work-dir", str(tmp_path / "lenient"))
-    assert out.returncode == 0 and "WARNING - config key 'learner.monitor_windows.los'" in out.stdout, out.stderr
 
 
 def test_a_strict_learner_refuses_a_misspelt_window_at_its_first_iteration():
