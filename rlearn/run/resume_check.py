@@ -110,22 +110,23 @@ def precheck_launch(cfg: Mapping[str, Any], work_dir: Union[str, Path, None], re
                     world_size: int) -> Optional[CompleteRun]:
     """What every one of ``world_size`` processes would refuse, checked once before they start (``rlearn
     train --nproc N``), as the same one-line ConfigError / CheckpointError: a seed out of range, a device
-    this machine lacks, a work dir that is a file or holds a run without ``--resume``, no valid checkpoint,
-    one of another number of processes. A run that is already complete returns its :class:`CompleteRun`,
+    this machine lacks, a work dir that is a file, that a live run holds, or that holds a run without
+    ``--resume``, no valid checkpoint, one of another number of processes. A run that is already complete returns its :class:`CompleteRun`,
     to report instead of starting them. None: start them. A fresh run in the default work dir is not
     checked further (rank 0 claims a free one)."""
     from rlearn.config import default_work_dir
     from rlearn.run.build import resolve_device
     from rlearn.run.ranks import check_seed
-    from rlearn.run.workdir import WorkDir, check_directory, latest_run_dir, resume_checkpoint
+    from rlearn.run.workdir import WorkDir, check_directory, check_not_in_use, latest_run_dir, resume_checkpoint
 
     check_seed(cfg["seed"], world_size)
     resolve_device(cfg["device"])
     resuming = resume is not None and resume is not False
     if work_dir is None and not resuming:
         return None
-    path = Path(work_dir) if work_dir is not None else latest_run_dir(default_work_dir(cfg))
-    checkpoint = resume_checkpoint(WorkDir(check_directory(path)), resume)
+    path = check_directory(Path(work_dir) if work_dir is not None else latest_run_dir(default_work_dir(cfg)))
+    check_not_in_use(path)
+    checkpoint = resume_checkpoint(WorkDir(path), resume)
     complete = None if checkpoint is None else inspect_resume(checkpoint, cfg, world_size)
     if complete is not None:
         complete.work_dir = path

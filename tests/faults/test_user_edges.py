@@ -179,7 +179,16 @@ def test_nproc_resume_of_a_one_process_checkpoint_is_one_line(tmp_path):
         f"rlearn train: error: checkpoint {work}/ckpt/latest.pt: written by a run of 1 process(es), this run has 2; "
         "resume it with one process (without --nproc)\n")
     assert files_of(work) == before
-    # what else every process would refuse is said once too (a seed out of range)
+    # what else every process would refuse is said once too: a work dir a live run holds, a seed out of range
+    from rlearn.workdir_lock import WorkDirLock
+
+    held = WorkDirLock(work).acquire()
+    try:
+        out = helpers.rlearn("train", str(config), "--work-dir", str(work), "--resume", "--nproc", "2")
+    finally:
+        held.release()
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr[-3000:]
+    assert out.stderr.startswith(f"rlearn train: error: work dir {work} is in use by a live run (PID {os.getpid()} ")
     out = helpers.rlearn("train", str(config), "--nproc", "2", "--seed", str(2**63), "--work-dir", str(tmp_path / "s"))
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr[-3000:]
     assert out.stderr.startswith("rlearn train: error: config key 'seed' (--seed) must be an int in 0..")
