@@ -168,6 +168,26 @@ class Policy(abc.ABC):
     def _monitor_vars_learn(self) -> List[str]:
         """Every key that :meth:`_forward_learn` may ever return, periodic ones included."""
 
+    def _monitor_periods_learn(self) -> Dict[str, int]:
+        """Learn keys reported on a fixed period: key -> every how many train iterations it appears (PPG's
+        auxiliary losses: every ``n_pi``). Default none (every key may appear at any iteration). The
+        learner waits that many iterations before it warns that such a key was never reported."""
+        return {}
+
+    def monitor_periods(self) -> Dict[str, int]:
+        """:meth:`_monitor_periods_learn`, checked: each key one of :meth:`_monitor_vars_learn`, each period
+        an int >= 1 (``ValueError`` naming the policy and the key otherwise)."""
+        periods = dict(self._monitor_periods_learn())
+        declared = set(self._checked_keys("_monitor_vars_learn"))
+        for key, period in periods.items():
+            if key not in declared:
+                raise ValueError(f"{type(self).__name__}._monitor_periods_learn() gives a period for {key!r}, "
+                                 "which _monitor_vars_learn() does not declare")
+            if isinstance(period, bool) or not isinstance(period, int) or period < 1:
+                raise ValueError(f"{type(self).__name__}._monitor_periods_learn(): the period of {key!r} must be "
+                                 f"an int >= 1 (train iterations), got {period!r}")
+        return periods
+
     def _monitor_vars_collect(self) -> List[str]:
         """Every collect-side metric :meth:`_forward_collect` may return as a scalar beside the action
         (``epsilon``, ``noise_scale``...); default none. Monitored as ``collector/<key>``."""

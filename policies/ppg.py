@@ -216,6 +216,9 @@ class PPGPolicy(OnPolicyActorCritic):
             "aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss",
         ]
 
+    def _monitor_periods_learn(self) -> Dict[str, int]:
+        return dict.fromkeys(("aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss"), self.cfg["n_pi"])
+
     def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
         """One policy iteration on a rollout of ``[T, N, ...]`` tensors, plus the auxiliary phase every
         ``n_pi``-th call. Returns the info dict described in the module docstring."""

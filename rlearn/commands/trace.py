@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import List
 
+from rlearn.executables import shell_command
+
 HELP = "merge a run's timeline records into a Chrome/Perfetto trace (.json or .json.gz) and print a summary"
 
 
@@ -78,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_summary:
         print()
         print(format_summary(summarize(result.intervals)))
-    print(f"\nopen it offline: python -m rlearn.trace.view {output}  (pip install 'rlearn[trace]'; 127.0.0.1 only)"
+    view = shell_command("python", "-m", "rlearn.trace.view", output)
+    install = shell_command("pip", "install", "rlearn[trace]")
+    print(f"\nopen it offline: {view}  ({install}; 127.0.0.1 only)"
           f"\nor online: https://ui.perfetto.dev (Open trace file), or chrome://tracing (Load)")
     return 0

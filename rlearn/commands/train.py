@@ -17,7 +17,7 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, Dict
 
 HELP = "train a policy from a config file or a bundled config"
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_config(cfg))  # one key per line, each framework key commented with its help
         return 0
     if args.nproc is not None:
-        launched = _launch_processes(args)
+        launched = _launch_processes(args, cfg)
         if launched is not None:
             return launched
 
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _launch_processes(args: argparse.Namespace) -> Any:
+def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Any:
     """``--nproc N``: the exit code of the same command run by torchrun in N processes, or None to train in
     this process (N == 1, or already one of torchrun's processes with a matching world size)."""
     if args.nproc < 1:
@@ -155,8 +155,24 @@ def _launch_processes(args: argparse.Namespace) -> Any:
         return None
     if args.nproc == 1:
         return None
+    from rlearn.checkpoint import CheckpointError
+    from rlearn.config import ConfigError
     from rlearn.distributed.launch import relaunch
+    from rlearn.logging import get_logger
+    from rlearn.run.resume_check import precheck_launch
 
+    # what every process would refuse (or find complete) is said once, here, before torchrun starts them
+    try:
+        complete = precheck_launch(cfg, args.work_dir, args.resume, args.nproc)
+    except (ConfigError, CheckpointError) as exc:
+        if args.debug:
+            raise
+        return _error(exc)
+    if complete is not None:
+        console = get_logger(name=cfg["exp_name"])
+        for line in complete.lines(cfg["exp_name"], complete.work_dir):
+            console.info(line)
+        return 0
     return relaunch(args.nproc, ["train", *_rebuild_argv(args)])
 
 

@@ -64,9 +64,9 @@ def format_config(cfg: Mapping[str, Any], comments: bool = True) -> str:
 _DUMP_HEADER = '''\
 # Resolved configuration of experiment {name!r}, written by rlearn {version} on {date}.
 # Every default is filled in (docs/configuration.md describes each key). Run it again with:
-#     rlearn train {path}
+#     {again}
 # or continue this run with:
-#     rlearn train {path} --work-dir {work_dir} --resume
+#     {resume}
 inf = float("inf")
 nan = float("nan")
 
@@ -78,6 +78,7 @@ def dump_config(cfg: Mapping[str, Any], path: Union[str, Path]) -> Path:
     :func:`~rlearn.config.load_config` reads back to an equal dict. Returns the path. Written atomically
     (temporary file + rename)."""
     from rlearn import __version__
+    from rlearn.executables import shell_command
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,8 +86,8 @@ def dump_config(cfg: Mapping[str, Any], path: Union[str, Path]) -> Path:
         name=cfg.get("exp_name"),
         version=__version__,
         date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-        path=path,
-        work_dir=path.parent,
+        again=shell_command("rlearn", "train", path),
+        resume=shell_command("rlearn", "train", path, "--work-dir", path.parent, "--resume"),
     ) + format_config(cfg) + "\n"
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -152,7 +152,8 @@ class LearnerSection:
     An LR scheduler is used only when you add an `LRSchedulerHook` here.
 
     A key of `monitor_windows` that neither the policy nor the run declares gets a warning naming the key
-    and the declared keys (its window would never be used).
+    and the declared keys (its window would never be used); with `strict=True` the run stops with that
+    error before it writes its first event.
 
     **Episode windows.** Ended exploration episodes are recorded as `collector/episode_return` and
     `collector/episode_length`. Episodes end far less often than iterations (TD3 on Pendulum runs one
@@ -172,7 +173,8 @@ class LearnerSection:
     monitor_windows: Dict[str, int] = option(
         {}, "per-key windows, e.g. `{\"aux_value_loss\": 64}` for a key reported every 32 iterations",
         items=dict(ge=1))
-    strict: bool = option(False, "an undeclared key returned by the policy is an error instead of a warning")
+    strict: bool = option(False, "an undeclared key returned by the policy is an error instead of a warning, and so "
+                          "is a `monitor_windows` key that no declared key uses")
     hooks: List[dict] = option(
         [], "extra hooks as dicts, e.g. `dict(type=\"LRSchedulerHook\", scheduler=dict(type=\"StepLR\", "
         "step_size=1000, gamma=0.5), warmup=\"linear\", warmup_iters=500)`; see [hooks.md](hooks.md)",

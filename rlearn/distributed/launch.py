@@ -7,6 +7,10 @@ returns its exit code::
 
     python -m torch.distributed.run --nproc_per_node N --master_addr 127.0.0.1 --master_port <free port> \\
         -m rlearn train CONFIG ...        # the same arguments, without --nproc
+
+The processes import the same ``rlearn`` as this one: they run with ``PYTHONSAFEPATH=1`` (Python 3.11+),
+so a folder named ``rlearn`` or ``policies`` in the working directory is not imported in its place
+(:func:`launch_environment`); ``python -m rlearn`` itself takes both from its installation.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ import signal
 import socket
 import subprocess
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
-__all__ = ["find_free_port", "torchrun_command", "relaunch", "LAUNCHED_ENV"]
+__all__ = ["find_free_port", "torchrun_command", "relaunch", "launch_environment", "LAUNCHED_ENV"]
 
 #: set in the children's environment, so a launched process never launches again
 LAUNCHED_ENV = "RLEARN_TORCHRUN_CHILD"
@@ -46,6 +50,21 @@ def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Option
     ]
 
 
+def launch_environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The environment of torchrun and the processes it starts: ``environ`` (default ``os.environ``) with
+    :data:`LAUNCHED_ENV` set and ``PYTHONSAFEPATH=1``, so that ``-m rlearn`` does not put the working
+    directory before the installed packages. When this process itself has the working directory on
+    ``sys.path`` (``python -m rlearn``), it goes first on ``PYTHONPATH`` instead: the config's
+    ``custom_imports`` by module name find the same modules in every process."""
+    env = dict(os.environ if environ is None else environ)
+    env[LAUNCHED_ENV] = "1"
+    env["PYTHONSAFEPATH"] = "1"
+    first = sys.path[0] if sys.path else None
+    if first is not None and os.path.realpath(first or os.curdir) == os.path.realpath(os.curdir):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
     """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code.
 
@@ -59,7 +78,7 @@ def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
     from rlearn.run.signals import stop_with_parent
 
     command = torchrun_command(nproc, rlearn_args)
-    env = dict(os.environ, **{LAUNCHED_ENV: "1"})
+    env = launch_environment()
     # if this process dies (even SIGKILLed), the kernel sends torchrun SIGTERM, and torchrun stops the ranks
     process = subprocess.Popen(command, env=env, preexec_fn=stop_with_parent)
     forwarded = False

@@ -50,9 +50,11 @@ class LogShowHook(Hook):
     Warning (through ``learner.logger``, rank 0): a *declared* key that has never been reported is
     warned about once, naming where it is declared (``learner.monitor_var_owner``), at the first log at
     which both (a) at least two logs have been written and (b) ``train_iter`` has reached the key's own
-    window size, or at the end of the run if (b) holds by then. A key reported less often than ``freq``
-    (with a window that fits its period, as its table needs anyway) is thus never flagged before it
-    could have appeared. Non-finite values are counted and warned about by ``log_metrics``.
+    window size and the period the policy declares for it (``Policy.monitor_periods``: PPG's auxiliary
+    losses every ``n_pi`` iterations), or at the end of the run if (b) holds by then. A key reported less
+    often than ``freq`` is thus never flagged before it could have appeared. The warning says what the
+    writers that are on show for it (the table ``-``, no point elsewhere). Non-finite values are counted
+    and warned about by ``log_metrics``.
     """
 
     DEFAULT_PRIORITY = Priority.BELOW_NORMAL
@@ -175,20 +177,21 @@ class LogShowHook(Hook):
         return values
 
     def _warn_never_reported(self, learner: Any) -> None:
+        periods = _report_periods(learner.policy)
         for key in learner.monitor_vars():
             if key in self._warned_never or learner.ever_reported(key):
                 continue
-            if learner.train_iter < learner.monitor.window_size(key):
-                continue  # its own window has not elapsed yet: it may simply not be due
+            if learner.train_iter < max(learner.monitor.window_size(key), periods.get(key, 1)):
+                continue  # its own window, or the period the policy declares, has not elapsed yet: it may not be due
             self._warned_never.add(key)
+            owner = learner.monitor_var_owner(key)
+            period_hint = (f"declare its period in {type(learner.policy).__name__}._monitor_periods_learn() and "
+                           if owner.endswith("._monitor_vars_learn()") else "")
             learner.logger.warning(
-                "declared monitor key %r has never been reported after %d iterations: it shows %r and gets no "
-                "TensorBoard point. It is declared by %s: if it is never produced, remove it there; if it is "
-                "reported rarely, give it a window of at least its period (learner.monitor_windows).",
-                key,
-                learner.train_iter,
-                EMPTY,
-                learner.monitor_var_owner(key),
+                "declared monitor key %r has never been reported after %d iterations: %s. It is declared by %s: "
+                "if it is never produced, remove it there; if it is reported rarely, %sgive it a window of at "
+                "least its period (learner.monitor_windows).",
+                key, learner.train_iter, _where_missing(learner.writers), owner, period_hint,
             )
 
     # ------------------------------------------------------------------------------------------ state
@@ -199,3 +202,20 @@ class LogShowHook(Hook):
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.logs = int(state["logs"])
         self._warned_never = set(state["warned_never"])
+
+
+def _report_periods(policy: Any) -> Dict[str, int]:
+    """The policy's declared report periods (``Policy.monitor_periods``: key -> iterations), if it has any."""
+    periods = getattr(policy, "monitor_periods", None)
+    return dict(periods()) if callable(periods) else {}
+
+
+def _where_missing(writers: Any) -> str:
+    """What a key without a value looks like in the writers that are on: ``the table (TableWriter) shows
+    '-'; TensorBoardWriter, JsonlWriter write no point for it``."""
+    tables = [writer.name for writer in writers if isinstance(writer, TableWriter)]
+    others = [writer.name for writer in writers if not isinstance(writer, TableWriter)]
+    parts = [f"the table ({', '.join(tables)}) shows {EMPTY!r}"] if tables else []
+    if others:
+        parts.append(f"{', '.join(others)} write no point for it")
+    return "; ".join(parts) if parts else "no writer is on (learner.writers), so it is shown nowhere"

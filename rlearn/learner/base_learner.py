@@ -139,12 +139,20 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         except ConfigError as exc:
             raise LearnerConfigError(str(exc)) from exc
 
-    def _warn_unused_windows(self) -> None:
-        """Warn once about ``monitor_windows`` keys that no declared monitor key uses (called at the first
-        iteration, when the policy, the hooks and the run have declared their keys)."""
-        self._windows_checked = True
+    def check_monitor_windows(self) -> None:
+        """Check once that every ``monitor_windows`` key is a declared monitor key (a misspelt key's window
+        would never be used): a warning per key, or with ``strict=True`` a :class:`LearnerConfigError`
+        naming them. Called at the first iteration, when the policy, the hooks and the run have declared
+        their keys; ``rlearn.run`` calls it earlier, after the ``before_run`` hooks and before the run
+        writes its first event."""
+        if self._windows_checked:
+            return
         owner = type(self.policy).__name__
-        for message in undeclared_window_warnings(self.cfg["monitor_windows"], self.monitor_vars(), owner):
+        messages = undeclared_window_warnings(self.cfg["monitor_windows"], self.monitor_vars(), owner)
+        if messages and self.cfg["strict"]:
+            raise LearnerConfigError("; ".join(messages) + " (learner.strict=True makes this an error)")
+        self._windows_checked = True
+        for message in messages:
             self.logger.warning(message)
 
     # ---------------------------------------------------------------------------------------- train
@@ -184,7 +192,7 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         self._publish_counters()
         self.call_hook("before_iter")
         if not self._windows_checked:  # hooks have declared their keys by now
-            self._warn_unused_windows()
+            self.check_monitor_windows()
         if get_tracer() is None:
             info = self.policy._forward_learn(data)
         else:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from rlearn.config.loading import imports_named
+
 __all__ = ["RunResult", "summary_lines", "MAX_ENV_STEPS", "STOP_VALUE", "NO_IMPROVEMENT", "INTERRUPTED"]
 
 #: stop reasons
@@ -27,6 +29,8 @@ class RunResult:
         best_eval: ``{"episode_return_mean", "envstep", "train_iter"}`` of the best evaluation, or None.
         failed_writers: the writers switched off because they could not write (name -> error), e.g. a full
             disk; their output stops where they failed.
+        already_complete: True when ``--resume`` found the run complete under its config: nothing ran and
+            nothing was written (the counters and ``stop_reason`` are the checkpoint's).
     """
 
     work_dir: Path
@@ -46,6 +50,7 @@ class RunResult:
     config: Dict[str, Any] = field(default_factory=dict, repr=False)
     stop_signal: Optional[str] = None
     failed_writers: Dict[str, str] = field(default_factory=dict)
+    already_complete: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -59,23 +64,36 @@ class RunResult:
         return out
 
 
+def _eval_command(result: RunResult) -> List[Any]:
+    """``rlearn eval WORK_DIR``, with ``--allow-imports`` when the run's config names code to import (eval
+    refuses to run such code unless asked)."""
+    return ["rlearn", "eval", result.work_dir] + (["--allow-imports"] if imports_named(result.config) else [])
+
+
 def summary_lines(result: RunResult) -> List[str]:
-    """The closing lines of a run: why it stopped and where every file is."""
+    """The closing lines of a run: why it stopped and where every file is, with the commands that open
+    them as they can be pasted (:func:`rlearn.executables.shell_command`: the venv's own executables when
+    it is not activated)."""
+    from rlearn.executables import shell_command
+
     lines = [
         f"{result.exp_name}: stopped ({result.stop_reason}) at train_iter {result.train_iter}, envstep {result.envstep}"
         + (f", last eval return {result.last_eval['episode_return_mean']:.4g}" if result.last_eval else ""),
         f"  log:         {result.log_file}",
-        f"  TensorBoard: {result.tb_dir}    (view: tensorboard --logdir {result.tb_dir})",
+        f"  TensorBoard: {result.tb_dir}    (view: {shell_command('tensorboard', '--logdir', result.tb_dir)})",
         f"  checkpoint:  {result.latest_checkpoint or '(none)'}",
     ]
     if result.best_checkpoint is not None and result.best_eval is not None:
         lines.append(f"  best:        {result.best_checkpoint}    (eval return "
-                     f"{result.best_eval['episode_return_mean']:.4g} at envstep {result.best_eval['envstep']})")
+                     f"{result.best_eval['episode_return_mean']:.4g} at envstep {result.best_eval['envstep']}; "
+                     f"play it: {shell_command(*_eval_command(result))})")
     lines.append(f"  config:      {result.config_file}")
     if result.trace_dir is not None:
-        lines.append(f"  trace:       {result.trace_dir}    (merge: rlearn trace {result.work_dir} -o trace.json)")
+        lines.append(f"  trace:       {result.trace_dir}    (merge: "
+                     f"{shell_command('rlearn', 'trace', result.work_dir, '-o', 'trace.json')})")
     for name, error in result.failed_writers.items():
         lines.append(f"  writer off:  {name} could not write ({error}); its output stops where it failed")
     if result.interrupted:
-        lines.append(f"  resume with: rlearn train {result.config_file} --work-dir {result.work_dir} --resume")
+        lines.append("  resume with: " + shell_command("rlearn", "train", result.config_file, "--work-dir",
+                                                        result.work_dir, "--resume"))
     return lines

@@ -13,7 +13,7 @@ from typing import Any, Dict, Mapping, Optional
 from rlearn.hooks.eval import EvalState
 from rlearn.run.off_policy import UpdateSchedule
 
-__all__ = ["RunState", "STATE_NAME"]
+__all__ = ["RunState", "STATE_NAME", "world_size_mismatch"]
 
 #: the name of the run's entry in a checkpoint's ``states``
 STATE_NAME = "pipeline"
@@ -46,9 +46,12 @@ class RunState:
             raise ValueError(f"pipeline state: expected keys {sorted(expected | {'world_size'})}, got {keys}")
         saved_world = int(state.get("world_size", 1))
         if saved_world != self.world_size:
-            how = f"--nproc {saved_world}" if saved_world > 1 else "one process (without --nproc)"
-            raise ValueError(
-                f"written by a run of {saved_world} process(es), this run has {self.world_size}; resume it with {how}"
-            )
+            raise ValueError(world_size_mismatch(saved_world, self.world_size))
         self.eval.load_state_dict({key: state[key] for key in EvalState.KEYS})
         self.updates.load_state_dict({key: state[key] for key in UpdateSchedule.KEYS})
+
+
+def world_size_mismatch(saved: int, current: int) -> str:
+    """Why a checkpoint of ``saved`` processes does not resume in ``current`` ones, and how to resume it."""
+    how = f"--nproc {saved}" if saved > 1 else "one process (without --nproc)"
+    return f"written by a run of {saved} process(es), this run has {current}; resume it with {how}"

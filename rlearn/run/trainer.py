@@ -33,6 +33,7 @@ from rlearn.run.ranks import (
     seed_everything,
 )
 from rlearn.run.result import INTERRUPTED, MAX_ENV_STEPS, STOP_VALUE, RunResult, summary_lines
+from rlearn.run.resume_check import CompleteRun, inspect_resume
 from rlearn.run.signals import InterruptGuard, StopNow, TerminatedByLauncher, stop_with_parent
 from rlearn.run.state import STATE_NAME, RunState
 from rlearn.fileio import FileWriteError, check_writable, clean_stale_temp_files
@@ -79,8 +80,12 @@ class Trainer:
             #: this rank's text log: ``<exp_name>.log`` on rank 0, ``<exp_name>_rank<r>.log`` on rank r
             self.log_file = rank_log_file(self.work_dir / f"{self.exp_name}.log", self.rank)
             self.resume_path = resume_checkpoint(self.dirs, resume)
+            #: set when the checkpoint's run has nothing left to do: :meth:`run` says so and changes nothing
+            self.complete: Optional[CompleteRun] = (
+                None if self.resume_path is None else inspect_resume(self.resume_path, self.cfg, self.world_size))
             self.progress_requested = progress
-            self._build()
+            if self.complete is None:
+                self._build()
         except BaseException as exc:
             self._log_fatal(exc)
             self.close()
@@ -149,6 +154,11 @@ class Trainer:
         """Train until ``train.max_env_steps``, ``eval.stop_value`` or Ctrl-C; returns a :class:`RunResult`."""
         if self._closed:
             raise RuntimeError("this Trainer has already run (or was closed); build a new one")
+        if self.complete is not None:
+            try:
+                return self._report_complete(self.complete)
+            finally:
+                self.close()
         try:
             with TerminatedByLauncher(self.distributed):
                 return self._run()
@@ -157,6 +167,23 @@ class Trainer:
             raise
         finally:
             self.close()
+
+    def _report_complete(self, complete: CompleteRun) -> RunResult:
+        """``--resume`` of a run that is already complete: say so on the console (rank 0), with the command
+        that extends it, and return its result; no file of the work dir is written."""
+        from rlearn.logging import get_logger
+
+        if self.rank == 0:
+            console = get_logger(name=self.exp_name)  # no log file: the run's log stays as it was
+            for line in complete.lines(self.exp_name, self.work_dir):
+                console.info(line)
+        latest = self.ckpt_dir / "latest.pt"
+        return RunResult(
+            work_dir=self.work_dir, exp_name=self.exp_name, train_iter=complete.train_iter, envstep=complete.envstep,
+            stop_reason=complete.reason, last_eval=complete.last_eval, log_file=self.log_file, tb_dir=self.tb_dir,
+            ckpt_dir=self.ckpt_dir, latest_checkpoint=latest if latest.is_file() else None,
+            config_file=self.config_file, config=copy.deepcopy(self.cfg), already_complete=True,
+        )
 
     def _log_fatal(self, exc: BaseException) -> None:
         """The error that ends a run as the last line of this rank's log (whatever the console shows): the
@@ -210,6 +237,8 @@ class Trainer:
                 self.logger.warning("--resume: continuing from %s, the newest valid checkpoint", self.resume_path)
             self._resume()
             self._write_config()  # only now: a refused resume leaves config.py as it was
+        learner.call_hook("before_run")  # hooks declare their monitor keys (TimerHook) and start their clocks
+        learner.check_monitor_windows()  # strict: a misspelt monitor_windows key stops the run before any event
         learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
         self.logger.info(
             "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
@@ -222,7 +251,6 @@ class Trainer:
                 "run of this exp_name; continue another one with --resume --work-dir DIR)",
                 self.dirs.moved_from, self.work_dir,
             )
-        learner.call_hook("before_run")
         bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
                           enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
         # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once

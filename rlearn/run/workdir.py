@@ -19,7 +19,7 @@ from rlearn.checkpoint import find_resume_checkpoint
 from rlearn.config import ConfigError, default_work_dir
 from rlearn.workdir_lock import WorkDirBusyError, WorkDirError, WorkDirLock, claim_free_work_dir, existing_run
 
-__all__ = ["WorkDir", "check_directory", "choose_work_dir", "latest_run_dir", "resume_checkpoint"]
+__all__ = ["WorkDir", "check_directory", "check_not_in_use", "choose_work_dir", "latest_run_dir", "resume_checkpoint"]
 
 ResumeArg = Union[bool, str, Path, None]
 
@@ -122,6 +122,12 @@ def _lock(path: Path) -> WorkDirLock:
         raise ConfigError(f"{exc}; wait for it to end, or choose another --work-dir") from exc
     except WorkDirError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def check_not_in_use(path: Path) -> None:
+    """A one-line ConfigError when a live run holds ``path`` (its lock is taken and given back at once)."""
+    if path.is_dir():
+        _lock(path).release()
 
 
 def check_directory(path: Path) -> Path:

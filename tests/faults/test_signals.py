@@ -66,7 +66,9 @@ def _stop_a_run_with(signum, tmp_path, at_table):
 def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
     work, stdout, saved = _stop_a_run_with(signal.SIGTERM, tmp_path, at_table=10)
     assert "probe: stopped (interrupted)" in stdout
-    assert f"resume with: rlearn train {work / 'config.py'} --work-dir {work} --resume" in stdout
+    # the venv's own rlearn when PATH does not find it (rlearn.executables)
+    assert re.search(r"resume with: (\S*/)?rlearn train " + re.escape(f"{work / 'config.py'} --work-dir {work} --resume"),
+                     stdout), stdout[-2000:]
     # and the run continues from there
     out = helpers.rlearn("train", str(work / "config.py"), "--work-dir", str(work), "--resume", "--set",
                          f"train.max_env_steps={saved['envstep'] + 16}", cwd=tmp_path)

@@ -1,0 +1,67 @@
+"""Commands printed for the user (``tensorboard --logdir ...``, ``rlearn eval ...``, ``resume with: rlearn
+train ...``) that work when pasted as they are.
+
+After the README's install (``python3 -m venv .venv && .venv/bin/pip install -e .``) the venv is not
+activated: ``rlearn`` and ``tensorboard`` are not on ``PATH``, or ``PATH`` finds other copies. A command is
+therefore printed with the bare name only when ``PATH`` finds this environment's own executable, and
+with that executable's path otherwise (relative to the working directory when it lies below it, as
+``.venv/bin/tensorboard``)::
+
+    shell_command("tensorboard", "--logdir", "work_dirs/td3/tb")
+    # 'tensorboard --logdir work_dirs/td3/tb'            (venv activated)
+    # '.venv/bin/tensorboard --logdir work_dirs/td3/tb'  (not activated)
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional, Union
+
+__all__ = ["executable", "shell_command"]
+
+#: a console script -> the module that runs the same with ``python -m`` (when the script is missing)
+_MODULES = {"rlearn": "rlearn", "tensorboard": "tensorboard.main", "pip": "pip"}
+
+
+def _shown(path: Path) -> str:
+    """``path`` as typed in a shell: relative to the working directory when below it (with a ``/``, so
+    the shell does not search ``PATH``), else absolute."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        relative = absolute.relative_to(Path.cwd())
+    except ValueError:
+        return shlex.quote(str(absolute))
+    text = str(relative)
+    return shlex.quote(text if os.sep in text else f".{os.sep}{text}")
+
+
+def _on_path_is(name: str, own: Path) -> bool:
+    """True when ``PATH`` finds ``name`` at ``own`` (compared without resolving links: a venv's python is
+    a link to the system's, yet only the venv's sees the venv's packages)."""
+    found = shutil.which(name)
+    return found is not None and os.path.abspath(found) == os.path.abspath(own)
+
+
+def executable(name: str) -> str:
+    """How to call this environment's ``name`` (``python``, ``rlearn``, ``tensorboard``, ``pip``) in a
+    shell: the bare name when ``PATH`` finds this very one, else its path; a console script that is
+    missing beside the interpreter runs as ``<python> -m <module>``."""
+    python = Path(sys.executable)
+    if name == "python":
+        return "python" if _on_path_is("python", python) else _shown(python)
+    own = python.parent / name
+    if own.is_file() and os.access(own, os.X_OK):
+        return name if _on_path_is(name, own) else _shown(own)
+    module: Optional[str] = _MODULES.get(name)
+    if module is None:
+        return name
+    return f"{executable('python')} -m {module}"
+
+
+def shell_command(name: str, *args: Union[str, Path]) -> str:
+    """``executable(name)`` followed by ``args``, each quoted for a POSIX shell where needed."""
+    return " ".join([executable(name), *(shlex.quote(str(arg)) for arg in args)])

@@ -1,0 +1,133 @@
+"""What ``--resume`` checks before anything is built or changed.
+
+* A checkpoint resumes only with the number of processes that wrote it: another one is refused in one
+  line that names the right ``--nproc`` (``rlearn train --nproc N`` checks it, and what else every process
+  would refuse, before it starts torchrun: :func:`precheck_launch`).
+* A run that is already complete under the config it is resumed with (``train.max_env_steps`` reached,
+  ``eval.stop_value`` reached, ``eval.patience`` used up) is not run again: nothing in its work dir
+  changes (no checkpoint, event file, ``config.py`` or log is rewritten) and the console says so, with
+  the command that extends it::
+
+      probe: the run in w is complete: train_iter 6, envstep 48 reached train.max_env_steps=48; --resume changed nothing
+        to train longer: rlearn train w/config.py --work-dir w --resume --set train.max_env_steps=96
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+from rlearn.checkpoint import CheckpointError, read_checkpoint
+from rlearn.run.result import MAX_ENV_STEPS, NO_IMPROVEMENT, STOP_VALUE
+from rlearn.run.state import STATE_NAME, world_size_mismatch
+
+__all__ = ["CompleteRun", "inspect_resume", "precheck_launch"]
+
+
+@dataclass
+class CompleteRun:
+    """A checkpoint of a run that has nothing left to do under the given config.
+
+    Attributes:
+        reason: ``"max_env_steps"``, ``"stop_value"`` or ``"no_improvement"``.
+        checkpoint: the checkpoint file.
+        train_iter, envstep: its counters.
+        why: what was reached (``train.max_env_steps=48``...), for the message.
+        extend: the ``--set`` overrides that give the run something to do again.
+        last_eval: the checkpoint's last evaluation result, or None.
+        world_size: processes that wrote it.
+        work_dir: the run's work dir, where :func:`precheck_launch` found it.
+    """
+
+    reason: str
+    checkpoint: Path
+    train_iter: int
+    envstep: int
+    why: str
+    extend: List[str]
+    last_eval: Optional[Dict[str, Any]] = None
+    world_size: int = 1
+    work_dir: Optional[Path] = None
+
+    def lines(self, exp_name: str, work_dir: Path) -> List[str]:
+        """The console lines: the run is complete, nothing changed, and the command that extends it (as it
+        can be pasted: :func:`rlearn.executables.shell_command`)."""
+        from rlearn.executables import shell_command
+
+        nproc = ["--nproc", str(self.world_size)] if self.world_size > 1 else []
+        command = shell_command("rlearn", "train", work_dir / "config.py", "--work-dir", work_dir, "--resume",
+                                *nproc, "--set", *self.extend)
+        goal = "train longer" if self.reason == MAX_ENV_STEPS else "train on"
+        return [
+            f"{exp_name}: the run in {work_dir} is complete: train_iter {self.train_iter}, envstep {self.envstep} "
+            f"({self.checkpoint}) {self.why}; --resume changed nothing",
+            f"  to {goal}: {command}",
+        ]
+
+
+def _complete(checkpoint: Mapping[str, Any], cfg: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """``reason``, ``why`` and ``extend`` when ``checkpoint`` has nothing left to do under ``cfg``."""
+    envstep, limit = int(checkpoint["envstep"]), cfg["train"]["max_env_steps"]
+    if envstep >= limit:
+        return dict(reason=MAX_ENV_STEPS, why=f"reached train.max_env_steps={limit}",
+                    extend=[f"train.max_env_steps={max(2 * limit, envstep + limit)}"])
+    state = checkpoint.get("states", {}).get(STATE_NAME) or {}
+    last = state.get("last_eval") if isinstance(state, Mapping) else None
+    stop_value = cfg["eval"]["stop_value"]
+    if (stop_value is not None and isinstance(last, Mapping) and state.get("last_eval_envstep") == envstep
+            and last.get("episode_return_mean", float("-inf")) >= stop_value):
+        return dict(reason=STOP_VALUE, extend=["eval.stop_value=null"],
+                    why=f"reached eval.stop_value={stop_value:g} (its last evaluation returned "
+                        f"{last['episode_return_mean']:.4g})")
+    progress = checkpoint.get("eval_progress") or {}
+    patience, since = cfg["eval"]["patience"], progress.get("evals_since_best", 0)
+    if patience is not None and isinstance(since, int) and since >= patience:
+        return dict(reason=NO_IMPROVEMENT, extend=["eval.patience=null"],
+                    why=f"used up eval.patience={patience} ({since} evaluations without a new best)")
+    return None
+
+
+def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: int) -> Optional[CompleteRun]:
+    """Read the checkpoint ``path`` that a run of ``world_size`` processes resumes from: a
+    :class:`CheckpointError` when another number of processes wrote it; a :class:`CompleteRun` when it has
+    nothing left to do under ``cfg``; else None (resume it)."""
+    path = Path(path)
+    checkpoint = read_checkpoint(path)
+    state = checkpoint.get("states", {}).get(STATE_NAME)
+    saved_world = state.get("world_size", 1) if isinstance(state, Mapping) else 1
+    if isinstance(saved_world, int) and not isinstance(saved_world, bool) and saved_world != world_size:
+        raise CheckpointError(f"checkpoint {path}: {world_size_mismatch(saved_world, world_size)}")
+    found = _complete(checkpoint, cfg)
+    if found is None:
+        return None
+    last = state.get("last_eval") if isinstance(state, Mapping) else None
+    return CompleteRun(checkpoint=path, train_iter=int(checkpoint["train_iter"]), envstep=int(checkpoint["envstep"]),
+                       last_eval=dict(last) if isinstance(last, Mapping) else None, world_size=world_size, **found)
+
+
+def precheck_launch(cfg: Mapping[str, Any], work_dir: Union[str, Path, None], resume: Any,
+                    world_size: int) -> Optional[CompleteRun]:
+    """What every one of ``world_size`` processes would refuse, checked once before they start (``rlearn
+    train --nproc N``), as the same one-line ConfigError / CheckpointError: a seed out of range, a device
+    this machine lacks, a work dir that is a file, that a live run holds, or that holds a run without
+    ``--resume``, no valid checkpoint, one of another number of processes. A run that is already complete returns its :class:`CompleteRun`,
+    to report instead of starting them. None: start them. A fresh run in the default work dir is not
+    checked further (rank 0 claims a free one)."""
+    from rlearn.config import default_work_dir
+    from rlearn.run.build import resolve_device
+    from rlearn.run.ranks import check_seed
+    from rlearn.run.workdir import WorkDir, check_directory, check_not_in_use, latest_run_dir, resume_checkpoint
+
+    check_seed(cfg["seed"], world_size)
+    resolve_device(cfg["device"])
+    resuming = resume is not None and resume is not False
+    if work_dir is None and not resuming:
+        return None
+    path = check_directory(Path(work_dir) if work_dir is not None else latest_run_dir(default_work_dir(cfg)))
+    check_not_in_use(path)
+    checkpoint = resume_checkpoint(WorkDir(path), resume)
+    complete = None if checkpoint is None else inspect_resume(checkpoint, cfg, world_size)
+    if complete is not None:
+        complete.work_dir = path
+    return complete
