@@ -11,15 +11,14 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import sys
 import threading
 import time
 from typing import Any, Iterator, Optional
 
 from rlearn import distributed as dist
+from rlearn.distributed.launch import stop_with_parent
 
 __all__ = ["InterruptGuard", "StopNow", "TerminatedByLauncher", "stop_with_parent", "workers_ignore_sigint", "signal_exit_code"]
 
@@ -142,38 +141,6 @@ class TerminatedByLauncher:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
             self._previous = None
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _load_libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-#: loaded once at import (so that calling prctl in a freshly forked child loads nothing)
-_LIBC = _load_libc()
-
-
-def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``).
-
-    Used by the ranks of a multi-process run (the parent is ``torchrun``) and by ``rlearn --nproc`` for the
-    ``torchrun`` it starts, so that killing the launcher (even with SIGKILL) never leaves ranks training
-    unsupervised. Returns False where it is not available (not Linux). If the parent already died before
-    the call (we were re-parented), ``signum`` is sent right away.
-    """
-    prctl = getattr(_LIBC, "prctl", None) if _LIBC is not None else None
-    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
-        return False
-    if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
-        os.kill(os.getpid(), signum)
-    return True
 
 
 @contextlib.contextmanager

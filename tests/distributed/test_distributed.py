@@ -227,7 +227,7 @@ def test_two_processes_end_to_end_with_torchrun(tmp_path):
     acc.Reload()
     points = {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
     # rank 0 only: 10 + n over iterations 1..5, then the final table (after the run) over exactly its
-    # 5-iteration window 2..6 (it used to cover only 3..6, issue 16's "last log averages one iteration too few")
+    # 5-iteration window 2..6 (not 3..6: the last log averages as many iterations as every other)
     assert points["learner_iter/only_rank0_avg"] == [(5, 13.0), (6, 14.0)]
     # rank 1 only, every third iteration: 103 in 1..5; 103 and 106 in 2..6
     assert points["learner_iter/rank1_only_avg"] == [(5, 103.0), (6, 104.5)]
