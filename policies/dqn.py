@@ -53,7 +53,7 @@ from gymnasium import spaces
 from torch import nn
 
 from policies.base import Policy, PolicyConfigError
-from rlearn.optim import AdamStep, clip_grad_norm_, make_adam
+from rlearn.optim import AdamStep, clip_grad_norm_, foreach, make_adam, polyak_update_
 
 __all__ = ["DQNPolicy", "QNetwork", "linear_epsilon", "host_values"]
 
@@ -265,9 +265,9 @@ class DQNPolicy(Policy):
         """``theta' <- theta' + tau (theta - theta')``: a hard copy for ``tau = 1``."""
         online, target = list(self.q_net.parameters()), list(self.q_target.parameters())
         if self.tau == 1.0:
-            torch._foreach_copy_(target, online)
+            foreach.copy_(target, online)
         else:
-            torch._foreach_lerp_(target, online, self.tau)
+            polyak_update_(target, online, self.tau)
 
     def _check_batch(self, data: Mapping[str, torch.Tensor]) -> Tuple[torch.Tensor, ...]:
         """The five batch tensors on the policy's device, observations flattened; bad input names the key."""
