@@ -376,7 +376,9 @@ def test_nproc_must_match_the_launched_world(tmp_path, monkeypatch, capsys):
     assert "--nproc must be >= 1" in capsys.readouterr().err
 
 
-def test_a_checkpoint_resumes_only_with_its_number_of_processes():
+def test_a_checkpoint_of_another_process_count_is_refused_with_the_command_that_resumes_it():
+    """Resuming with another number of processes would split the state wrongly: it is refused before
+    anything is loaded, with the ``--nproc`` that resumes it; the same count resumes the saved state."""
     from rlearn.run import RunState
 
     two = RunState(2)
