@@ -4,6 +4,7 @@ result file the pages name is in benchmarks/results/, where nothing is left that
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -57,3 +58,25 @@ def test_every_result_file_named_exists_and_every_result_file_is_named():
     named |= {re.sub(r"\.csv$", ".png", m) for m in named if m.endswith(".csv")}
     assert sorted(named - files) == [], "named but missing"
     assert sorted(files - named) == [], "in benchmarks/results/ but named by no page"
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_rlearn_name_the_page_gives_exists(page):
+    """A module, class or function named as ``rlearn.x.Y`` or ``policies.Y`` is importable under that name."""
+    names = set(re.findall(r"`((?:rlearn|policies)(?:\.[A-Za-z_]\w*)+)", page.read_text(encoding="utf-8")))
+    assert sorted(name for name in names if not _resolves(name)) == []

@@ -1,7 +1,7 @@
 """On-policy rollouts: a collector's transitions as the ``[T, N, ...]`` tensors ``_forward_learn`` receives.
 
 An on-policy policy (``on_policy = True``) learns from one fresh rollout per train iteration: the
-:class:`~rlearn.env.CollectResult` of ``collector.collect(T)`` on ``N`` environments, converted by
+:class:`~rlearn.collect.CollectResult` of ``collector.collect(T)`` on ``N`` environments, converted by
 :func:`rollout_to_tensors`. The time-major layout is kept so the policy can run GAE backwards over ``T``;
 :func:`flatten_rollout` merges the two leading dimensions when it needs a flat batch.
 """
