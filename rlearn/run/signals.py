@@ -4,7 +4,8 @@
   next safe point, which then saves a checkpoint (:class:`InterruptGuard`); a second signal stops at once.
 * Several processes: SIGTERM, which torchrun sends every rank when another one failed, ends the rank with a
   reason in its log (:class:`TerminatedByLauncher`); a rank whose launcher died (SIGKILL of ``torchrun`` or
-  of ``rlearn --nproc``) is told so by the kernel (:func:`stop_with_parent`) and stops the same way.
+  of ``rlearn --nproc``) is told so by the kernel (:func:`~rlearn.distributed.launch.stop_with_parent`, which
+  the launcher uses for torchrun too) and stops the same way.
 * Environment worker processes ignore SIGINT and SIGTERM (the main process closes them).
 """
 
