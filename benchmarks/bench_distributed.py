@@ -64,7 +64,11 @@ def run(config: str, nproc: int, steps: int, work_dir: Path) -> Dict[str, Option
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return {"env_steps_per_sec": env_steps_per_sec(work_dir / "tb"), "wall_s": wall}
+    rate = env_steps_per_sec(work_dir / "tb")
+    if rate is None:
+        raise SystemExit(f"{config} with {nproc} process(es): fewer than two throughput points after the first "
+                         f"table in {steps} env steps; give more --steps")
+    return {"env_steps_per_sec": rate, "wall_s": wall}
 
 
 def main() -> None:

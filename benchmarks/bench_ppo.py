@@ -7,7 +7,7 @@ first on odd ones) so that both see the same machine load. Both are evaluated th
 episodes every ``eval_freq`` env steps, evaluation time excluded from the training time.
 
 Reported per run: env steps/s (env steps / training time), steps and time to the target (first evaluation at or
-above it), the final evaluation return; per seed, the speed ratio rlearn / SB3 of the pair. Targets (issue 18):
+above it), the final evaluation return; per seed, the speed ratio rlearn / SB3 of the pair. Targets:
 CartPole-v1 mean return 500 within 100k env steps and Pendulum-v1 >= -250 within 200k on every seed; env
 steps/s >= 1.5x SB3.
 

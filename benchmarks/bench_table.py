@@ -1,9 +1,9 @@
-"""Cost of one log table: rlearn's compact TableWriter against the stacked grid tables it replaced.
+"""Cost of one log table: rlearn's compact TableWriter against stacked grid tables.
 
 Renders and logs (through a formatter into a string stream) the 16 columns of a TD3 log, in alternating
 rounds (A B B A ...), and prints the median microseconds per log of each layout and their ratio, with the
 line count of each. The grid baseline is tabulate's ``grid`` format cut into one-row tables that fit the
-width (what rlearn printed before). Run: ``python benchmarks/bench_table.py``.
+width. Run: ``python benchmarks/bench_table.py``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main(logs: int = 2000, rounds: int = 8) -> None:
     grid_log = logger("grid")
     variants = {
         "compact (TableWriter)": lambda i: compact.write_scalars(SCALARS, 2000 + i, 3000 + i),
-        "grid (before)": lambda i: grid_log.info("train_iter %d\n%s", 2000 + i, grid_tables(SCALARS, 2000 + i, 3000 + i)),
+        "grid": lambda i: grid_log.info("train_iter %d\n%s", 2000 + i, grid_tables(SCALARS, 2000 + i, 3000 + i)),
     }
     times: Dict[str, List[float]] = {name: [] for name in variants}
     for r in range(rounds):
@@ -70,8 +70,8 @@ def main(logs: int = 2000, rounds: int = 8) -> None:
                 variants[name](i)
             times[name].append((time.perf_counter() - start) / logs * 1e6)
     lines = {"compact (TableWriter)": compact.last_table.count("\n") + 1,
-             "grid (before)": grid_tables(SCALARS, 2000, 3000).count("\n") + 2}
-    base = statistics.median(times["grid (before)"])
+             "grid": grid_tables(SCALARS, 2000, 3000).count("\n") + 2}
+    base = statistics.median(times["grid"])
     rows = [[name, f"{statistics.median(t):.0f}", f"{statistics.median(t) / base:.2f}", lines[name]]
             for name, t in times.items()]
     print(tabulate(rows, headers=["layout", "us per log", "ratio to grid", "lines per log"]))

@@ -52,7 +52,7 @@ from torch import nn
 
 from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
-from rlearn.optim import make_adam
+from rlearn.optim import foreach, make_adam, polyak_update_
 from rlearn.rl.acting import box_observation_shape, obs_tensor
 from rlearn.rl.replay_batch import check_replay_batch, host_values
 
@@ -196,9 +196,9 @@ class DQNPolicy(Policy):
         """``theta' <- theta' + tau (theta - theta')``: a hard copy for ``tau = 1``."""
         online, target = list(self.q_net.parameters()), list(self.q_target.parameters())
         if self.tau == 1.0:
-            torch._foreach_copy_(target, online)
+            foreach.copy_(target, online)
         else:
-            torch._foreach_lerp_(target, online, self.tau)
+            polyak_update_(target, online, self.tau)
 
     # ---------------------------------------------------------------------------------------- collect
     def epsilon(self, envstep: int) -> float:

@@ -108,7 +108,7 @@ def record_episode(env: Any, policy: Any, seed: Optional[int] = None, max_steps:
 
     The policy gets observations with a leading batch dimension of 1, as from a vector env of one.
     """
-    from rlearn.collect.collector import to_numpy
+    from rlearn.arrays import to_numpy
     from rlearn.env import observation_dtype
 
     if getattr(env, "render_mode", None) != "rgb_array":

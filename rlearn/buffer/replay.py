@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from rlearn.buffer import draws
-from rlearn.collect.collector import to_numpy
+from rlearn.arrays import to_numpy
 
 #: the fields a transition must have; each is stored and returned by :meth:`ReplayBuffer.sample`
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")

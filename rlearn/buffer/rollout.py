@@ -1,7 +1,7 @@
 """On-policy rollouts: a collector's transitions as the ``[T, N, ...]`` tensors ``_forward_learn`` receives.
 
 An on-policy policy (``on_policy = True``) learns from one fresh rollout per train iteration: the
-:class:`~rlearn.env.CollectResult` of ``collector.collect(T)`` on ``N`` environments, converted by
+:class:`~rlearn.collect.CollectResult` of ``collector.collect(T)`` on ``N`` environments, converted by
 :func:`rollout_to_tensors`. The time-major layout is kept so the policy can run GAE backwards over ``T``;
 :func:`flatten_rollout` merges the two leading dimensions when it needs a flat batch.
 """
@@ -13,19 +13,19 @@ from typing import Any, Dict, Mapping, Union
 import numpy as np
 import torch
 
-from rlearn.collect.collector import CollectResult, to_numpy
+from rlearn.arrays import to_numpy
 
 #: keys every rollout has (besides the extra keys the policy's ``_forward_collect`` returned)
 ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
 
 def rollout_to_tensors(
-    rollout: Union[CollectResult, Mapping[str, Any]], device: Union[str, torch.device] = "cpu"
+    rollout: Any, device: Union[str, torch.device] = "cpu"
 ) -> Dict[str, torch.Tensor]:
     """Convert a rollout to a dict of tensors shaped ``[T, N, ...]`` on ``device``.
 
     Args:
-        rollout: a :class:`CollectResult` or its ``transitions`` dict: :data:`ROLLOUT_KEYS` plus any
+        rollout: a :class:`~rlearn.collect.CollectResult` (anything with a ``transitions`` dict) or that dict: :data:`ROLLOUT_KEYS` plus any
             extra per-step keys (``log_prob``, ``value``...), all with the same leading ``[T, N]``.
         device: where the tensors go.
 
@@ -33,7 +33,7 @@ def rollout_to_tensors(
         Every key of the rollout. Floating-point and boolean arrays become float32 tensors, integer
         arrays (discrete actions, integer observations) int64 tensors.
     """
-    transitions = rollout.transitions if isinstance(rollout, CollectResult) else rollout
+    transitions = rollout if isinstance(rollout, Mapping) else getattr(rollout, "transitions", rollout)
     if not isinstance(transitions, Mapping):
         raise TypeError(f"rollout_to_tensors expects a CollectResult or a dict of arrays, got {type(rollout).__name__}")
     missing = [key for key in ROLLOUT_KEYS if key not in transitions]

@@ -15,12 +15,12 @@ is 0-dimensional is treated the same way (the learner then warns that it is not 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from rlearn.arrays import to_numpy
 from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
 from rlearn.trace import get_tracer, span
 
@@ -62,14 +62,6 @@ class CollectResult:
     def num_envs(self) -> int:
         """Number of environments (``N``)."""
         return int(self.transitions["reward"].shape[1])
-
-
-def to_numpy(value: Any, copy: bool = True) -> np.ndarray:
-    """``value`` as a numpy array; torch tensors are detached and moved to the CPU (torch is not imported here)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy().copy() if copy else value.detach().cpu().numpy()
-    return np.array(value, copy=True) if copy else np.asarray(value)
 
 
 class Collector:

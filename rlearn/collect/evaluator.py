@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from rlearn.collect.collector import to_numpy
+from rlearn.arrays import to_numpy
 from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 from rlearn.config.spec import option, section
+from rlearn.config.writer_specs import check_writer_specs
 
 __all__ = [
     "RunConfig", "EnvSection", "PolicySection", "BufferSection", "TrainSection", "LearnerSection",
@@ -48,8 +49,6 @@ def _hook_list(v: list) -> Optional[str]:
 
 
 def _writer_list(v: list) -> Optional[str]:
-    from rlearn.writers.build import check_writer_specs
-
     problem = check_writer_specs(v)
     if problem is None:
         names = [item.get("type") if isinstance(item, Mapping) else item for item in v]

@@ -15,14 +15,16 @@ so a folder named ``rlearn`` or ``policies`` in the working directory is not imp
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-__all__ = ["find_free_port", "torchrun_command", "relaunch", "launch_environment", "LAUNCHED_ENV"]
+__all__ = ["find_free_port", "torchrun_command", "relaunch", "launch_environment", "stop_with_parent",
+           "LAUNCHED_ENV"]
 
 #: set in the children's environment, so a launched process never launches again
 LAUNCHED_ENV = "RLEARN_TORCHRUN_CHILD"
@@ -65,18 +67,48 @@ def launch_environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str,
     return env
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+#: loaded once at import (so that calling prctl in a freshly forked child loads nothing)
+_LIBC = _load_libc()
+
+
+def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
+    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``).
+
+    Used by the ranks of a multi-process run (the parent is ``torchrun``) and by ``rlearn --nproc`` for the
+    ``torchrun`` it starts, so that killing the launcher (even with SIGKILL) never leaves ranks training
+    unsupervised. Returns False where it is not available (not Linux). If the parent already died before
+    the call (we were re-parented), ``signum`` is sent right away.
+    """
+    prctl = getattr(_LIBC, "prctl", None) if _LIBC is not None else None
+    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+        return False
+    if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
+        os.kill(os.getpid(), signum)
+    return True
+
+
 def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
     """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code.
 
     Ctrl-C from a terminal reaches the whole process group (torchrun and its workers); this process
     passes it on once (in case it was signalled alone) and waits for torchrun to stop the workers. If this
     process is killed, torchrun gets SIGTERM from the kernel (``prctl(PR_SET_PDEATHSIG)``) and stops the
-    ranks, which also stop when torchrun itself dies (see :func:`rlearn.run.signals.stop_with_parent`).
+    ranks, which also stop when torchrun itself dies (see :func:`stop_with_parent`).
     """
     if os.environ.get(LAUNCHED_ENV):
         raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
-    from rlearn.run.signals import stop_with_parent
-
     command = torchrun_command(nproc, rlearn_args)
     env = launch_environment()
     # if this process dies (even SIGKILLed), the kernel sends torchrun SIGTERM, and torchrun stops the ranks

@@ -30,10 +30,22 @@ def is_distributed() -> bool:
 
 
 def get_rank() -> int:
-    """This process's global rank: from the process group if initialised, else ``$RANK``, else 0."""
+    """This process's global rank: from the process group if initialised, else ``$RANK``, else 0.
+
+    The one rank function of rlearn (the logger's rank files, rank-0-only writers, error messages). A
+    ``$RANK`` that is not a non-negative int raises ValueError naming the variable."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
-    return _env_int("RANK", 0)
+    raw = os.environ.get("RANK")
+    if raw is None or raw == "":
+        return 0
+    try:
+        rank = int(raw)
+    except ValueError:
+        rank = -1
+    if rank < 0:
+        raise ValueError(f"environment variable RANK must be a non-negative int; got {raw!r}")
+    return rank
 
 
 def get_world_size() -> int:

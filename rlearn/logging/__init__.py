@@ -1,6 +1,6 @@
 """Statistics, bus and text logging of the metric path (see docs/logging.md).
 
-* :class:`LogProcessor` chooses the statistics of each monitored key (seed 000's ``custom_cfg``),
+* :class:`LogProcessor` chooses the statistics of each monitored key (MMEngine's ``custom_cfg``),
   reading a :class:`~rlearn.monitor.TickMonitor`;
 * :class:`MessageHub` is the named bus of runtime state (iteration, env steps, learning rates, last
   evaluation);

@@ -1,4 +1,4 @@
-"""``LogProcessor``: which statistics of each monitored key are shown (seed 000's ``custom_cfg``).
+"""``LogProcessor``: which statistics of each monitored key are shown (MMEngine's ``custom_cfg``).
 
 It reads a :class:`~rlearn.monitor.TickMonitor` and returns partial aggregates
 (:class:`~rlearn.distributed.WindowStat`, mergeable across ranks) per output name, then the final

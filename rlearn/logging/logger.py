@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional, Union
+
+from rlearn.distributed.utils import get_rank
 
 __all__ = ["get_logger", "get_rank", "rank_log_file", "get_instance", "get_current_instance", "print_log"]
 
@@ -110,25 +111,6 @@ def _parse_level(log_level: Union[str, int]) -> int:
             return int(getattr(logging, upper))
         raise ValueError(f"unknown log_level {log_level!r}; use one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
     raise ValueError(f"log_level must be a level name or number; got {type(log_level).__name__}")
-
-
-def get_rank() -> int:
-    """This process's rank: ``torch.distributed`` if it is initialised, else the ``RANK`` variable, else 0."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        dist = getattr(torch, "distributed", None)
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
-    raw = os.environ.get("RANK")
-    if raw is None or raw == "":
-        return 0
-    try:
-        rank = int(raw)
-    except ValueError:
-        raise ValueError(f"environment variable RANK must be a non-negative int; got {raw!r}") from None
-    if rank < 0:
-        raise ValueError(f"environment variable RANK must be a non-negative int; got {raw!r}")
-    return rank
 
 
 def rank_log_file(log_file: Union[str, Path], rank: int) -> Path:

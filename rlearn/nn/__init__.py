@@ -11,6 +11,7 @@
   parameters, about twice the matmul speed on CPUs with native bf16.
 """
 
+from rlearn.nn import relu_grad
 from rlearn.nn.functional import Dense, FeatureMajorMLP, fused_kernels_enabled, mlp, mlp_backward, mlp_forward
 from rlearn.nn.low_precision import low_precision_layers, mlp_low_precision, native_bf16_cpu
 from rlearn.nn.modules import MLP, EnsembleLinear, EnsembleMLP, QEnsemble, frozen

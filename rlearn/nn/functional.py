@@ -20,6 +20,8 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
+from rlearn.nn.relu_grad import relu_backward_
+
 __all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", "mlp", "fused_kernels_enabled",
            "feature_major_layers"]
 
@@ -52,12 +54,6 @@ def linear(x: torch.Tensor, layer: Dense) -> torch.Tensor:
     if weight.dim() == 3:
         return torch.baddbmm(bias, weight, x.expand(weight.shape[0], -1, -1) if x.dim() == 2 else x)
     return torch.addmm(bias, weight, x)
-
-
-def _relu_backward_(grad: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
-    """``grad * (output > 0)`` in place in ``grad``, in one kernel (the gradient through a ReLU given its
-    output; in place because a fresh activation-sized buffer costs more than the arithmetic)."""
-    return torch.ops.aten.threshold_backward.grad_input(grad, output, 0.0, grad_input=grad)
 
 
 def mlp_forward(x: torch.Tensor, layers: Sequence[Dense], tanh_output: bool = False) -> List[torch.Tensor]:
@@ -126,7 +122,7 @@ def mlp_backward(
     for i in range(len(layers) - 1, -1, -1):
         weight = layers[i].weight
         if i < len(layers) - 1:
-            grad = _relu_backward_(grad, outputs[i + 1])  # grad is a fresh product here: ours to overwrite
+            grad = relu_backward_(grad, outputs[i + 1])  # grad is a fresh product here: ours to overwrite
         if weight_grads:
             grads[i] = _weight_gradient(outputs[i], grad, weight.dim() == 3)
         if i > 0 or input_grad:

@@ -18,11 +18,20 @@ where a parameter has no ``.grad`` (``step()`` skips it), while any optimizer ho
 ``step()`` ran, which the direct call records too), and for every configuration other than one param group of fused, non-AMSGrad,
 non-maximising, non-capturable, non-differentiable Adam with a float learning rate.
 
-The direct call uses private torch names (``torch._fused_adam_``, ``torch._foreach_add_``, the optimizer
-module's global hook dicts). So that a torch release that renames or changes them cannot silently change
-training, :func:`direct_step_ok` runs once per process: one direct step of a small network compared
-bit for bit with ``optimizer.step()`` on the running torch. If a name is missing, the call fails or the
-results differ, every :class:`AdamStep` calls ``step()`` (and ``zero_grad()``) instead.
+The direct call uses private torch names: the kernels ``torch._fused_adam_`` / ``torch._fused_adamw_``,
+``torch._foreach_add_``, and the attributes where an optimizer keeps its step hooks (``_optimizer_step_pre_hooks``
+and ``_optimizer_step_post_hooks`` of the optimizer, ``_global_optimizer_pre_hooks`` / ``_post_hooks`` of
+``torch.optim.optimizer``). A step hook must never be skipped: DDP's gradient averaging
+(:mod:`rlearn.distributed.ddp`) is one. So that a torch release that renames or changes any of them cannot
+silently change training, :func:`direct_step_ok` runs once per process:
+
+* one direct step of a small network compared bit for bit with ``optimizer.step()``;
+* a step pre-hook and a post-hook registered through the public ``register_step_pre_hook`` /
+  ``register_step_post_hook`` (and the global ``register_optimizer_step_pre_hook`` /
+  ``register_optimizer_step_post_hook``) must be seen, and must run when :class:`AdamStep` steps.
+
+If a name is missing, a call fails, a result differs or a hook goes unseen, every :class:`AdamStep` calls
+``step()`` (and ``zero_grad()``) instead.
 
 :func:`make_adam` builds the ``torch.optim.Adam`` to use: fused where the running torch has a fused
 kernel for the device (CPU from torch 2.4, CUDA from 2.0), the default implementation otherwise.
@@ -44,8 +53,42 @@ _KERNEL_NAMES = ("_fused_adam_", "_fused_adamw_")
 
 
 def _no_global_hooks() -> bool:
+    """No optimizer step hook registered for every optimizer (``register_optimizer_step_pre_hook``...)."""
     return not (getattr(_optimizer_module, "_global_optimizer_pre_hooks", None)
                 or getattr(_optimizer_module, "_global_optimizer_post_hooks", None))
+
+
+def _has_step_hooks(opt: torch.optim.Optimizer) -> bool:
+    """A step pre- or post-hook is registered on ``opt`` (``register_step_pre_hook``...)."""
+    return bool(getattr(opt, "_optimizer_step_pre_hooks", None) or getattr(opt, "_optimizer_step_post_hooks", None))
+
+
+def _hooks_detected() -> bool:
+    """Every kind of step hook registered through torch's public API is seen by :func:`_has_step_hooks` /
+    :func:`_no_global_hooks` while registered, not after removal, and runs when :class:`AdamStep` steps."""
+    calls: List[str] = []
+    param = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.Adam([param], lr=1e-2, fused=True)
+    fast = AdamStep(opt, _checked=True)
+    registrations = [
+        ("pre", opt.register_step_pre_hook, lambda: _has_step_hooks(opt)),
+        ("post", opt.register_step_post_hook, lambda: _has_step_hooks(opt)),
+        ("global pre", _optimizer_module.register_optimizer_step_pre_hook, lambda: not _no_global_hooks()),
+        ("global post", _optimizer_module.register_optimizer_step_post_hook, lambda: not _no_global_hooks()),
+    ]
+    for step_number, (kind, register, seen) in enumerate(registrations):
+        already = seen()  # a global hook of the user's may be there already: then only "seen" is checked
+        handle = register(lambda *args, kind=kind: calls.append(kind))
+        try:
+            param.grad = torch.ones(3)
+            fast.step()  # the first call creates the state through step(); later ones must see the hook
+            if not seen() or calls[-1:] != [kind]:
+                return False
+        finally:
+            handle.remove()
+        if seen() and not already:
+            return False
+    return len(calls) == len(registrations)
 
 
 def _torch_version() -> Tuple[int, int]:
@@ -76,12 +119,16 @@ def direct_step_ok() -> bool:
 
     Two identical small networks, each with a fused Adam, get the same gradients for three steps; one
     steps with ``step()``, the other through the direct call (after the first ``step()`` that creates the
-    state). False if the private names are missing, the call raises, or any parameter or state differs.
+    state). Before that, every kind of step hook is registered once through torch's public API and must be
+    detected and run (:func:`_hooks_detected`). False if the private names are missing, a call raises, any
+    parameter or state differs, or a hook goes unseen.
     """
     if not fused_adam_supported("cpu") or not all(
             hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_")):
         return False
     try:
+        if not _hooks_detected():
+            return False
         gen = torch.Generator().manual_seed(0)
         ref = torch.nn.Parameter(torch.randn(4, 3, generator=gen))
         mine = torch.nn.Parameter(ref.detach().clone())
@@ -185,7 +232,7 @@ class AdamStep:
             return None  # another class or several groups
         if "step" in vars(opt) and not _only_scheduler_tracking(opt):
             return None  # step() replaced by something the direct call would skip
-        if getattr(opt, "_optimizer_step_pre_hooks", None) or getattr(opt, "_optimizer_step_post_hooks", None):
+        if _has_step_hooks(opt):
             return None
         if not _no_global_hooks():
             return None

@@ -8,6 +8,8 @@ when the norm is clearly below the limit, see below).
 :func:`clip_grad_norm_` calls those kernels -- ``torch._foreach_norm``, one ``vector_norm`` over the stacked
 norms, the clip coefficient, ``torch._foreach_mul_`` -- with the same arguments in the same order, so the
 returned norm and the clipped gradients are bit for bit those of torch's function (the tests compare them).
+The kernels go through :mod:`rlearn.optim.foreach` (its public per-tensor loops where the private ones fail
+their self-check: the same bits).
 Gradients on several devices or dtypes, or sparse ones, go to torch's function itself.
 """
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 from typing import Iterable, List
 
 import torch
+
+from rlearn.optim import foreach
 
 __all__ = ["clip_grad_norm_"]
 
@@ -56,12 +60,12 @@ def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torc
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
     max_norm = float(max_norm)
     with torch.no_grad():
-        total_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+        total_norm = torch.linalg.vector_norm(torch.stack(foreach.norms(grads)), 2.0)
         if device.type == "cpu" and dtype in _SKIP_DTYPES and total_norm.item() + 1e-6 < max_norm * _CLEARLY_BELOW:
             # on the CPU reading the norm costs no device sync. Clearly below the limit, torch's float32
             # coefficient max_norm / (norm + 1e-6) exceeds 1 by far more than its three roundings (~2e-7
             # relative) and is clamped to exactly 1: a multiplication by 1, which changes nothing, is skipped
             return total_norm
         clip_coef = max_norm / (total_norm + 1e-6)  # the expression torch evaluates (reciprocal, then mul)
-        torch._foreach_mul_(grads, clip_coef.clamp_(max=1.0))
+        foreach.mul_(grads, clip_coef.clamp_(max=1.0))
     return total_norm

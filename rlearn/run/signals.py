@@ -6,22 +6,22 @@
 * Several processes: SIGTERM (or SIGHUP, which torchrun passes on), which torchrun sends every rank when
   another one failed, ends the rank with a reason in its log (:class:`TerminatedByLauncher`); a rank whose
   launcher died (SIGKILL of ``torchrun`` or of ``rlearn --nproc``) is told so by the kernel
-  (:func:`stop_with_parent`) and stops the same way.
+  (:func:`~rlearn.distributed.launch.stop_with_parent`, which the launcher uses for torchrun
+  too) and stops the same way.
 * Environment worker processes ignore SIGINT, SIGTERM and SIGHUP (the main process closes them).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import sys
 import threading
 import time
 from typing import Any, Iterator, Optional
 
 from rlearn import distributed as dist
+from rlearn.distributed.launch import stop_with_parent
 
 __all__ = ["InterruptGuard", "StopNow", "TerminatedByLauncher", "stop_with_parent", "workers_ignore_sigint", "signal_exit_code"]
 
@@ -147,38 +147,6 @@ class TerminatedByLauncher:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous = {}
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _load_libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-#: loaded once at import (so that calling prctl in a freshly forked child loads nothing)
-_LIBC = _load_libc()
-
-
-def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``).
-
-    Used by the ranks of a multi-process run (the parent is ``torchrun``) and by ``rlearn --nproc`` for the
-    ``torchrun`` it starts, so that killing the launcher (even with SIGKILL) never leaves ranks training
-    unsupervised. Returns False where it is not available (not Linux). If the parent already died before
-    the call (we were re-parented), ``signum`` is sent right away.
-    """
-    prctl = getattr(_LIBC, "prctl", None) if _LIBC is not None else None
-    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
-        return False
-    if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
-        os.kill(os.getpid(), signum)
-    return True
 
 
 @contextlib.contextmanager

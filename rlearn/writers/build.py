@@ -14,28 +14,13 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+from rlearn.config.writer_specs import DEFAULT_WRITERS, WRITER_NAMES, check_writer_specs
 from rlearn.writers.base import Writer
 
 __all__ = ["WRITER_NAMES", "DEFAULT_WRITERS", "build_writer", "build_writers", "check_writer_specs"]
 
-#: the writers a config can name
-WRITER_NAMES = ("table", "tensorboard", "jsonl", "csv", "wandb", "mlflow")
-#: ``learner.writers`` by default
-DEFAULT_WRITERS = ("table", "tensorboard", "jsonl")
 #: writers that need a work dir (left out without one)
 _FILE_WRITERS = ("tensorboard", "jsonl", "csv")
-
-
-def check_writer_specs(specs: Any) -> Optional[str]:
-    """None if ``specs`` is a valid ``learner.writers`` list, else what is wrong (for the config check)."""
-    if not isinstance(specs, (list, tuple)):
-        return f"must be a list of writer names ({', '.join(WRITER_NAMES)}) or dicts with a 'type'"
-    for index, spec in enumerate(specs):
-        name = spec.get("type") if isinstance(spec, Mapping) else spec
-        if name not in WRITER_NAMES:
-            return (f"item {index} ({spec!r}) is not a writer: use one of {', '.join(WRITER_NAMES)}, or a dict "
-                    "dict(type=NAME, **options)")
-    return None
 
 
 def _factories() -> Dict[str, Callable[..., Writer]]:

@@ -1,159 +1,28 @@
-"""TensorBoard event files: a synchronous, point-counting writer and the rewind used on resume.
-
-Why not the stock ``tensorboardX.SummaryWriter``? Two reasons:
-
-* its events go through a background thread, so ``flush()`` does not wait for queued events: a checkpoint
-  taken right after a flush could claim points that never reached the disk. :class:`TBWriter` writes
-  each event synchronously (a buffered file write); ``flush(sync=False)`` hands them to the OS (a crash of
-  the process loses nothing) and ``flush()`` also fsyncs (a power loss loses nothing);
-* on resume we must know which points belong to the run *before* the checkpoint. :class:`TBWriter`
-  counts, for each scalar tag, the last step written and how many points it has at that step; the
-  learner stores that table in the checkpoint.
+"""TensorBoard event files: reading them back, checking them, and the rewind used on resume.
 
 :func:`rewind_event_files` is run when a checkpoint is loaded: it rewrites the event files in the
 TensorBoard directory so that only the points written before the checkpoint remain, and the resumed run
-adds the rest, with no duplicated and no missing point. Event files are TFRecord files: each record is
-``uint64 length (LE) | uint32 masked crc32c(length) | data | uint32 masked crc32c(data)`` and ``data``
-is a serialized ``Event`` protocol buffer (``tensorboardX.proto.event_pb2``).
+adds the rest, with no duplicated and no missing point. Event files are TFRecord files (see
+:mod:`rlearn.writers.tb_file`, which writes them; :class:`TBWriter` is importable from here too) and each
+record is a serialized ``Event`` protocol buffer.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from google.protobuf.message import DecodeError
-from tensorboardX import SummaryWriter
-from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto import event_pb2
-from tensorboardX.record_writer import masked_crc32c
-from tensorboardX.writer import FileWriter
 
 from rlearn.fileio import atomic_write_bytes
+from rlearn.writers.tb_file import _CRC, _HEADER, PointTable, TBWriter, encode_record, masked_crc32c
 
-#: per tag: ``[last step written, number of points written at that step]``
-PointTable = Dict[str, List[int]]
-
-_HEADER = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
-
-
-# -------------------------------------------------------------------------------------------- writer
-class _SyncEventFileWriter:
-    """Drop-in for tensorboardX's ``EventFileWriter`` that writes in the caller's thread."""
-
-    def __init__(self, logdir: str, filename_suffix: str) -> None:
-        self._logdir = logdir
-        os.makedirs(logdir, exist_ok=True)
-        self._events = EventsWriter(os.path.join(logdir, "events"), filename_suffix)
-        self._closed = False
-        self._unsynced = True  # the file's header event
-
-    @property
-    def path(self) -> str:
-        return self._events._file_name
-
-    def get_logdir(self) -> str:
-        return self._logdir
-
-    def add_event(self, event: event_pb2.Event) -> None:
-        if not self._closed:
-            self._events.write_event(event)
-            self._unsynced = True
-
-    def flush(self, sync: bool = True) -> None:
-        """Hand the written events to the OS; with ``sync`` also fsync the file (about 5 ms), unless
-        nothing was written since the last fsync."""
-        if not self._closed:
-            if sync and self._unsynced:
-                self._events.flush()  # file flush + fsync
-                self._unsynced = False
-            else:
-                self._events._py_recordio_writer._writer.flush()
-
-    def close(self) -> None:
-        if not self._closed:
-            self.flush(sync=True)
-            self._events._py_recordio_writer.close()
-            self._closed = True
-
-    def reopen(self) -> None:  # FileWriter API; a closed TBWriter opens a new file on its next write
-        pass
-
-
-class _SyncFileWriter(FileWriter):
-    """tensorboardX ``FileWriter`` over :class:`_SyncEventFileWriter` (no thread, no atexit handler)."""
-
-    def __init__(self, logdir: str, filename_suffix: str) -> None:  # noqa: D107 - do not start a thread
-        self.event_writer = _SyncEventFileWriter(str(logdir), filename_suffix)
-        self._default_metadata = {}
-
-
-class TBWriter(SummaryWriter):
-    """A tensorboardX ``SummaryWriter`` with synchronous writes and per-tag point counts.
-
-    Args:
-        logdir: directory of the event files (``<work_dir>/tb``).
-        points: the table to update, shared with the learner so that it survives the writer being
-            closed and reopened (each open writes a new event file).
-    """
-
-    def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None,
-                 totals: Optional[Dict[str, int]] = None) -> None:
-        self.points: PointTable = points if points is not None else {}
-        #: per tag: every point written (what a resume expects the event files to hold)
-        self.totals: Dict[str, int] = totals if totals is not None else {}
-        super().__init__(logdir=str(logdir))
-
-    def _get_file_writer(self) -> FileWriter:
-        if self.all_writers is None or self.file_writer is None:
-            # the time_ns suffix keeps files opened within the same second distinct and in creation order
-            # (tensorboardX names files by the second only: a second writer would truncate the first file)
-            self.file_writer = _SyncFileWriter(self.logdir, f".{time.time_ns()}")
-            self.all_writers = {self.file_writer.get_logdir(): self.file_writer}
-        return self.file_writer
-
-    def flush(self, sync: bool = True) -> None:  # type: ignore[override]
-        """Hand every event written so far to the OS; with ``sync`` (the default) also fsync the file."""
-        if self.file_writer is not None:
-            self.file_writer.event_writer.flush(sync=sync)
-
-    @property
-    def event_file(self) -> Optional[str]:
-        """Path of the event file currently open, or None when closed."""
-        if self.file_writer is None:
-            return None
-        return self.file_writer.event_writer.path
-
-    def add_scalar(self, tag, scalar_value, global_step=None, walltime=None, display_name="", summary_description=""):
-        """As ``SummaryWriter.add_scalar``; also counts the point for :func:`rewind_event_files`."""
-        super().add_scalar(tag, scalar_value, global_step, walltime, display_name, summary_description)
-        if global_step is not None:
-            self.count_point(tag, int(global_step))
-
-    def count_point(self, tag: str, step: int) -> None:
-        """Count one point of ``tag`` at ``step`` in :attr:`points` (what :func:`rewind_event_files` keeps) and
-        in :attr:`totals`."""
-        self.totals[tag] = self.totals.get(tag, 0) + 1
-        entry = self.points.get(tag)
-        if entry is not None and entry[0] == step:
-            entry[1] += 1
-        else:
-            self.points[tag] = [step, 1]
-
-    def add_gif(self, tag: str, gif: bytes, height: int, width: int, step: int) -> None:
-        """An animated GIF as an image summary of ``tag`` at ``step`` (TensorBoard's Images dashboard plays
-        it: what ``add_video`` writes, without needing moviepy); counted like a scalar point."""
-        from tensorboardX.proto.summary_pb2 import Summary
-
-        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
-        self._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
-        self.count_point(tag, int(step))
+__all__ = ["TBWriter", "PointTable", "EventFile", "EventFileError", "RewindReport", "read_records", "iter_events",
+           "encode_record", "event_files", "rewind_event_files"]
 
 
 # ---------------------------------------------------------------------------------------- reading
@@ -244,12 +113,6 @@ def read_records(path: Union[str, os.PathLike]) -> EventFile:
         result.corrupt.append(f"{problem} at byte {offset} ({resume - offset} bytes skipped)")
         offset = resume
     return result
-
-
-def encode_record(data: bytes) -> bytes:
-    """One TFRecord record around ``data``."""
-    header = _HEADER.pack(len(data))
-    return header + _CRC.pack(masked_crc32c(header)) + data + _CRC.pack(masked_crc32c(data))
 
 
 def iter_events(path: Union[str, os.PathLike]) -> Iterator[event_pb2.Event]:

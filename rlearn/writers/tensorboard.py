@@ -132,7 +132,7 @@ class TensorBoardWriter(Writer):
         experiment, start, end = hparams_summaries(clean, {tags[name]: value for name, value in metrics.items()})
         writer = self._open()
         for summary in (experiment, start, end):
-            writer.file_writer.add_summary(summary, step_iter)
+            writer.add_summary(summary, step_iter)
         for name, value in metrics.items():
             writer.add_scalar(tags[name], value, step_iter)
 

@@ -141,25 +141,3 @@ def test_rlearn_plot_writes_a_png(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip() == f"rlearn plot: error: {tmp_path / 'nowhere'}: no metrics.jsonl (is it a work dir " \
                                  "of a run with the 'jsonl' writer?)"
-
-
-def test_benchmark_reference_runs_form_their_own_line_beside_rlearn_runs(tmp_path):
-    """benchmarks/curves.py writes a comparison library's runs as work dirs that ``rlearn plot`` groups by
-    exp_name: seeds of one library together, the two libraries apart, points exactly as given."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    try:
-        from curves import RETURN_KEY, write_reference_run
-    finally:
-        sys.path.pop(0)
-    ours = [load_run(make_work_dir(tmp_path, f"r{s}", [ev(1, 1000, -500.0 + s)], cfg(s))) for s in range(2)]
-    theirs = [load_run(write_reference_run(tmp_path / f"sb3_{s}", "sb3_td3", s, [(1000, -900.0 - s), (2000, -300.0)],
-                                           times=[1.5, 3.0])) for s in range(2)]
-    assert theirs[1].rows == [{"train_iter": 0, "envstep": 1000, "time": 1.5, RETURN_KEY: -901.0},
-                              {"train_iter": 1, "envstep": 2000, "time": 3.0, RETURN_KEY: -300.0}]
-    curves, warnings = prepare_curves(ours + theirs)
-    assert warnings == []
-    assert [(c.label, c.x, c.mean) for c in curves] == [
-        ("td3_pendulum (2 runs)", [1000.0], [-499.5]), ("sb3_td3 (2 runs)", [1000.0, 2000.0], [-900.5, -300.0])]

@@ -324,6 +324,7 @@ def test_dumped_custom_policy_config_loads_in_a_fresh_interpreter(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- docs
+@pytest.mark.docs
 def test_every_config_key_is_documented():
     text = (ROOT / "docs" / "configuration.md").read_text()
     for path in flatten(C.defaults(), stop=()):

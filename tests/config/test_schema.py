@@ -207,12 +207,14 @@ def test_short_help_takes_the_first_phrase():
 
 
 # -------------------------------------------------------------------------------------------- docs
+@pytest.mark.docs
 def test_docs_configuration_md_is_up_to_date():
     text = config_docs.DOC_PATH.read_text(encoding="utf-8")
     assert config_docs.render_document(text) == text, "run: python -m rlearn.config.docs"
     assert config_docs.main(["--check"]) == 0
 
 
+@pytest.mark.docs
 def test_docs_table_rows_come_from_the_schema():
     text = config_docs.DOC_PATH.read_text(encoding="utf-8")
     for path, key in SCHEMA.items():

@@ -227,7 +227,7 @@ def test_two_processes_end_to_end_with_torchrun(tmp_path):
     acc.Reload()
     points = {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
     # rank 0 only: 10 + n over iterations 1..5, then the final table (after the run) over exactly its
-    # 5-iteration window 2..6 (it used to cover only 3..6, issue 16's "last log averages one iteration too few")
+    # 5-iteration window 2..6 (not 3..6: the last log averages as many iterations as every other)
     assert points["learner_iter/only_rank0_avg"] == [(5, 13.0), (6, 14.0)]
     # rank 1 only, every third iteration: 103 in 1..5; 103 and 106 in 2..6
     assert points["learner_iter/rank1_only_avg"] == [(5, 103.0), (6, 104.5)]
@@ -394,7 +394,9 @@ def test_nproc_must_match_the_launched_world(tmp_path, monkeypatch, capsys):
     assert "--nproc must be >= 1" in capsys.readouterr().err
 
 
-def test_a_checkpoint_resumes_only_with_its_number_of_processes():
+def test_a_checkpoint_of_another_process_count_is_refused_with_the_command_that_resumes_it():
+    """Resuming with another number of processes would split the state wrongly: it is refused before
+    anything is loaded, with the ``--nproc`` that resumes it; the same count resumes the saved state."""
     from rlearn.run import RunState
 
     two = RunState(2)

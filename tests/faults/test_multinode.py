@@ -1,4 +1,4 @@
-"""Two torchrun "nodes" on one machine (issue 19, "Scale beyond one machine"): each node is its own
+"""Two torchrun "nodes" on one machine: each node is its own
 ``torchrun --nnodes 2 --nproc_per_node 1`` process, they meet through a rendezvous on 127.0.0.1 (loopback
 only), train a few iterations of a tiny config, and must end with identical parameters and one TensorBoard
 run. docs/distributed.md ("Several machines") is the recipe this test follows."""

@@ -1,4 +1,4 @@
-"""Run-level faults (issue 19), each reproduced through the ``rlearn`` command as a user meets it:
+"""Run-level faults (docs/reliability.md), each reproduced through the ``rlearn`` command as a user meets it:
 fatal errors reach the log (item 5), a refused ``--resume`` changes nothing (item 6), one-line errors for
 bad work dirs, devices, seeds and checkpoint counters, NaN observations blamed on the environment (item
 11), and files rewritten on resume keep their permissions (item 12). See docs/reliability.md."""

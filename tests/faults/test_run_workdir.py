@@ -1,4 +1,4 @@
-"""The run's use of the work-dir layer: lock, start-up checks, resume fallback and pruning (issue 19, items
+"""The run's use of the work-dir layer: lock, start-up checks, resume fallback and pruning (docs/reliability.md, items
 1, 3, 7 and 9 as the user meets them through ``rlearn.run``)."""
 
 from __future__ import annotations

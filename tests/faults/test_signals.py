@@ -1,4 +1,4 @@
-"""Signals (issue 19, items 2 and 8): SIGTERM to a one-process run saves a checkpoint and exits 143 like
+"""Signals (docs/reliability.md, items 2 and 8): SIGTERM to a one-process run saves a checkpoint and exits 143 like
 Ctrl-C exits 130; a second signal stops at once; ranks whose launcher (``torchrun`` or ``rlearn --nproc``)
 was SIGKILLed stop within seconds instead of training unsupervised."""
 

@@ -415,7 +415,7 @@ def test_final_log_asks_for_the_window_ending_at_the_last_iteration(tmp_path):
 
 def test_final_log_covers_exactly_its_window_after_the_loop(tmp_path):
     """A run that stops 2 iterations after a log (2000 -> 2001 in a real TD3 run): the final log's windows
-    end at the last iteration and hold exactly their size (issue 16), a longer per-key window included."""
+    end at the last iteration and hold exactly their size, a longer per-key window included."""
     learner = BaseLearner(CountingPolicy(None, None, None), dict(log_freq=5, monitor_window=5,
                                                                   monitor_windows={"slow": 20}), work_dir=tmp_path)
     learner.declare_monitor_vars(["slow"])

@@ -1,4 +1,4 @@
-"""MessageHub: the runtime-state bus (seed 000's info API), named instances, resumed keys in the state."""
+"""MessageHub: the runtime-state bus (MMEngine's info API), named instances, resumed keys in the state."""
 
 import io
 from collections import OrderedDict

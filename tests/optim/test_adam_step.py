@@ -303,3 +303,45 @@ def test_polyak_update_is_the_formula():
         torch.testing.assert_close(t, e)
     with pytest.raises(ValueError, match="2 targets but 1 sources"):
         polyak_update_(targets, sources[:1], 0.1)
+
+
+def test_a_step_hook_the_detection_cannot_see_disables_the_direct_path(fresh_check, monkeypatch):
+    """A torch release that renames the attribute holding an optimizer's step hooks would make the direct
+    path skip them (DDP's gradient averaging is a step pre-hook): the self-check registers hooks through the
+    public API, sees that they go undetected, and every step then runs through step() with its hooks."""
+    monkeypatch.setattr(adam_step_module, "_has_step_hooks", lambda opt: bool(getattr(opt, "_renamed_hooks", None)))
+    assert direct_step_ok() is False
+    net = _net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2, fused=True)
+    averaged = []
+    opt.register_step_pre_hook(lambda optimizer, args, kwargs: averaged.append(1))
+    step = AdamStep(opt)
+    for _ in range(4):
+        step.zero_grad()
+        net(torch.ones(2, 5)).sum().backward()
+        step.step()
+    assert len(averaged) == 4 and step.direct_steps == 0 and step.fallback_steps == 4
+
+
+@pytest.mark.parametrize("kind", ["pre", "post", "global_pre", "global_post"])
+def test_every_kind_of_step_hook_runs_under_the_direct_path(fresh_check, kind):
+    """With the self-check passed, a registered hook of each kind is seen: the step goes through step()."""
+    from torch.optim import optimizer as optimizer_module
+
+    assert direct_step_ok() is True
+    net = _net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2, fused=True)
+    register = {"pre": opt.register_step_pre_hook, "post": opt.register_step_post_hook,
+                "global_pre": optimizer_module.register_optimizer_step_pre_hook,
+                "global_post": optimizer_module.register_optimizer_step_post_hook}[kind]
+    calls = []
+    step = AdamStep(opt)
+    handle = register(lambda *args: calls.append(1))
+    try:
+        for _ in range(3):
+            step.zero_grad()
+            net(torch.ones(2, 5)).sum().backward()
+            step.step()
+    finally:
+        handle.remove()
+    assert len(calls) == 3 and step.direct_steps == 0

@@ -146,11 +146,11 @@ def test_both_value_heads_regress_on_the_same_stored_targets():
 
 
 def test_aux_phases_of_the_bundled_cartpole_config_fit_the_aux_head():
-    """The issue's symptom: with ppg_cartpole's former auxiliary settings (e_aux=1, minibatches of 512: 8 Adam
-    steps per phase) the aux head stayed near its initial output while CartPole's targets rose towards 5, so
-    aux_value_loss grew from phase to phase (1.7 -> 9.3 over 20k steps). With the bundled settings, phases on
-    CartPole-scale targets (mean ~4.5) fit the head: the first halves the loss at least (it was 9.6 of 10.2),
-    the second brings it near the targets' spread (it was 8.9)."""
+    """With e_aux=1 and minibatches of 512 (8 Adam steps per phase) the aux head stays near its initial output
+    while CartPole's targets rise towards 5, so aux_value_loss grows from phase to phase (1.7 -> 9.3 over 20k
+    steps; docs/ppg.md). With the bundled settings, phases on
+    CartPole-scale targets (mean ~4.5) fit the head: the first halves the loss at least (e_aux=1: 9.6 of 10.2),
+    the second brings it near the targets' spread (e_aux=1: 8.9)."""
     from rlearn.config import load_config
 
     cfg = load_config("ppg_cartpole")

@@ -321,7 +321,7 @@ def test_a_checkpoint_written_by_the_old_pipeline_resumes_exactly(tmp_path):
     new_points = scalars(new / "tb")
     for tag in ("evaluator_step/episode_return_mean", "learner_iter/critic_loss_avg"):
         assert new_points[tag][-len(old_points[tag]):] == old_points[tag], tag
-    # the fixture's first 8 iterations ran the hand-derived TD3, whose gradient arithmetic differs from
+    # the fixture's first 8 iterations ran an older TD3 whose gradients were derived by hand: they differ from
     # autograd's in the last bits of float32: the same evaluation, equal to float rounding
     assert again.last_eval == pytest.approx(resumed.last_eval, rel=1e-6)
 

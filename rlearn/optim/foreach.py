@@ -1,0 +1,100 @@
+"""Multi-tensor ("foreach") kernels behind a once-per-process self-check, with a public fallback.
+
+``torch._foreach_lerp_``, ``_foreach_copy_``, ``_foreach_norm`` and ``_foreach_mul_`` do one operation over
+a list of tensors in one dispatch, where a Python loop of ``lerp_`` / ``copy_`` / ``vector_norm`` / ``mul_``
+costs a dispatch per tensor (a few µs each on a CPU). They are private torch names: a torch release may
+rename or change them. :func:`available` therefore runs once per process and compares each kernel, bit for
+bit, with the public per-tensor loop on a few tensors of different shapes; if a name is missing, a call
+raises or a result differs, every function here runs the public loop instead (same results, more
+dispatches). Tests force the fallback and compare it with the fast path.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import List, Sequence
+
+import torch
+
+__all__ = ["available", "lerp_", "copy_", "norms", "mul_"]
+
+_NAMES = ("_foreach_lerp_", "_foreach_copy_", "_foreach_norm", "_foreach_mul_")
+
+
+def _public_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight: float) -> None:
+    for target, source in zip(targets, sources):
+        target.lerp_(source, weight)
+
+
+def _public_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    for target, source in zip(targets, sources):
+        target.copy_(source)
+
+
+def _public_norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    return [torch.linalg.vector_norm(t, 2.0) for t in tensors]
+
+
+def _public_mul_(tensors: Sequence[torch.Tensor], factor: torch.Tensor) -> None:
+    for tensor in tensors:
+        tensor.mul_(factor)
+
+
+@functools.lru_cache(maxsize=None)
+def available() -> bool:
+    """Once per process: do the private foreach kernels exist and equal the public loops bit for bit?"""
+    if not all(hasattr(torch, name) for name in _NAMES):
+        return False
+    try:
+        gen = torch.Generator().manual_seed(0)
+        shapes = [(64, 4), (64,), (3, 64, 5), (1,)]
+        a = [torch.randn(shape, generator=gen) for shape in shapes]
+        b = [torch.randn(shape, generator=gen) for shape in shapes]
+
+        def same(xs: Sequence[torch.Tensor], ys: Sequence[torch.Tensor]) -> bool:
+            return len(xs) == len(ys) and all(torch.equal(x, y) for x, y in zip(xs, ys))
+
+        fast, slow = [t.clone() for t in a], [t.clone() for t in a]
+        torch._foreach_lerp_(fast, b, 0.005)
+        _public_lerp_(slow, b, 0.005)
+        ok = same(fast, slow)
+        torch._foreach_copy_(fast, a)
+        ok = ok and same(fast, a)
+        ok = ok and same(torch._foreach_norm(a, 2.0), _public_norms(a))
+        fast, slow, factor = [t.clone() for t in a], [t.clone() for t in a], torch.tensor(0.37)
+        torch._foreach_mul_(fast, factor)
+        _public_mul_(slow, factor)
+        return ok and same(fast, slow)
+    except Exception:  # any failure of the private path means: use the public loops
+        return False
+
+
+def lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight: float) -> None:
+    """``target.lerp_(source, weight)`` for every pair, in place."""
+    if available():
+        torch._foreach_lerp_(list(targets), list(sources), weight)
+    else:
+        _public_lerp_(targets, sources, weight)
+
+
+def copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """``target.copy_(source)`` for every pair, in place."""
+    if available():
+        torch._foreach_copy_(list(targets), list(sources))
+    else:
+        _public_copy_(targets, sources)
+
+
+def norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """The L2 norm of every tensor (0-d tensors, on the tensors' device)."""
+    if available():
+        return list(torch._foreach_norm(list(tensors), 2.0))
+    return _public_norms(tensors)
+
+
+def mul_(tensors: Sequence[torch.Tensor], factor: torch.Tensor) -> None:
+    """``tensor.mul_(factor)`` for every tensor, in place (``factor`` a 0-d tensor)."""
+    if available():
+        torch._foreach_mul_(list(tensors), factor)
+    else:
+        _public_mul_(tensors, factor)

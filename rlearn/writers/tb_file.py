@@ -1,0 +1,142 @@
+"""``TBWriter``: one TensorBoard event file written synchronously in the caller's thread, counting points.
+
+Why not the stock ``tensorboardX.SummaryWriter``? Two reasons:
+
+* its events go through a background thread, so ``flush()`` does not wait for queued events: a checkpoint
+  taken right after a flush could claim points that never reached the disk. :class:`TBWriter` writes each
+  event in the caller's thread (a buffered file write); ``flush(sync=False)`` hands them to the OS (a crash
+  of the process loses nothing) and ``flush()`` also fsyncs (a power loss loses nothing);
+* on resume we must know which points belong to the run *before* the checkpoint. :class:`TBWriter`
+  counts, for each tag, the last step written and how many points it has at that step; the learner stores
+  that table in the checkpoint (see :func:`rlearn.writers.tb_events.rewind_event_files`).
+
+Only public parts of tensorboardX are used: the summary builders of ``tensorboardX.summary`` (the ones
+``SummaryWriter`` calls, so a point is the same protocol buffer either way; a test compares both files) and
+the ``Event`` / ``Summary`` protocol buffers. The file is the documented TFRecord format: each record is
+``uint64 length (LE) | uint32 masked crc32c(length) | data | uint32 masked crc32c(data)``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any, BinaryIO, Dict, List, Optional, Union
+
+import crc32c
+from tensorboardX.proto import event_pb2
+from tensorboardX.proto.summary_pb2 import Summary
+from tensorboardX.summary import scalar, text
+
+__all__ = ["TBWriter", "PointTable", "encode_record", "masked_crc32c"]
+
+#: per tag: ``[last step written, number of points written at that step]``
+PointTable = Dict[str, List[int]]
+
+_HEADER = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The TFRecord checksum of ``data``: its CRC-32C, rotated right by 15 bits plus a constant."""
+    crc = crc32c.crc32c(data) & 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def encode_record(data: bytes) -> bytes:
+    """One TFRecord record around ``data``."""
+    header = _HEADER.pack(len(data))
+    return header + _CRC.pack(masked_crc32c(header)) + data + _CRC.pack(masked_crc32c(data))
+
+
+class TBWriter:
+    """TensorBoard event file writer with synchronous writes and per-tag point counts.
+
+    Args:
+        logdir: directory of the event files (``<work_dir>/tb``).
+        points: the table to update, shared with the learner so that it survives the writer being
+            closed and reopened (each open writes a new event file).
+        totals: per tag, every point written (what a resume expects the event files to hold), shared the
+            same way.
+
+    The file is opened at the first write and named as tensorboardX names it, with a nanosecond suffix that
+    keeps files opened within the same second distinct and in creation order. A closed writer opens a new
+    file at its next write.
+    """
+
+    def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None,
+                 totals: Optional[Dict[str, int]] = None) -> None:
+        self.logdir = Path(logdir)
+        self.points: PointTable = points if points is not None else {}
+        self.totals: Dict[str, int] = totals if totals is not None else {}
+        self._file: Optional[BinaryIO] = None
+        self._path: Optional[Path] = None
+        self._unsynced = False
+
+    @property
+    def event_file(self) -> Optional[str]:
+        """Path of the event file currently open, or None when closed."""
+        return str(self._path) if self._file is not None else None
+
+    def _write(self, event: event_pb2.Event) -> None:
+        if self._file is None:
+            self.logdir.mkdir(parents=True, exist_ok=True)
+            now = time.time()
+            name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{time.time_ns()}"
+            self._path = self.logdir / name
+            self._file = open(self._path, "wb")
+            header = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
+            self._file.write(encode_record(header.SerializeToString()))
+        self._file.write(encode_record(event.SerializeToString()))
+        self._unsynced = True
+
+    def add_summary(self, summary: Summary, global_step: int, walltime: Optional[float] = None) -> None:
+        """Write ``summary`` at ``global_step`` (not counted as a point)."""
+        event = event_pb2.Event(summary=summary, wall_time=time.time() if walltime is None else walltime)
+        event.step = int(global_step)
+        self._write(event)
+
+    def add_scalar(self, tag: str, scalar_value: Any, global_step: int, walltime: Optional[float] = None) -> None:
+        """As ``SummaryWriter.add_scalar`` (the same summary); also counts the point for the rewind."""
+        self.add_summary(scalar(tag, scalar_value), global_step, walltime)
+        self.count_point(tag, int(global_step))
+
+    def add_text(self, tag: str, text_string: str, global_step: int) -> None:
+        """As ``SummaryWriter.add_text``: a text summary (TEXT dashboard)."""
+        self.add_summary(text(tag, text_string), global_step)
+
+    def add_gif(self, tag: str, gif: bytes, height: int, width: int, step: int) -> None:
+        """An animated GIF as an image summary of ``tag`` at ``step`` (TensorBoard's Images dashboard plays
+        it: what ``add_video`` writes, without needing moviepy); counted like a scalar point."""
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+        self.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        self.count_point(tag, int(step))
+
+    def count_point(self, tag: str, step: int) -> None:
+        """Count one point of ``tag`` at ``step`` in :attr:`points` (what the rewind keeps) and in
+        :attr:`totals`."""
+        self.totals[tag] = self.totals.get(tag, 0) + 1
+        entry = self.points.get(tag)
+        if entry is not None and entry[0] == step:
+            entry[1] += 1
+        else:
+            self.points[tag] = [step, 1]
+
+    def flush(self, sync: bool = True) -> None:
+        """Hand every event written so far to the OS; with ``sync`` (the default) also fsync the file
+        (about 5 ms), unless nothing was written since the last fsync."""
+        if self._file is None:
+            return
+        self._file.flush()
+        if sync and self._unsynced:
+            os.fsync(self._file.fileno())
+            self._unsynced = False
+
+    def close(self) -> None:
+        """Flush, fsync and close the event file; a later write opens a new one."""
+        if self._file is not None:
+            self.flush(sync=True)
+            self._file.close()
+            self._file = None
