@@ -11,8 +11,8 @@ keys travel in one collective per log interval.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.distributed.utils import all_gather_object
 
@@ -26,6 +26,8 @@ class WindowStat:
     ``sum``/``count``/``sumsq``/``min``/``max`` are over the finite values (``min``/``max`` None when
     there are none), ``nonfinite`` counts NaN/inf, ``last`` is the most recent finite value (None when
     there is none). Every statistic of a window with ``count == 0`` is None (never 0), except ``count``.
+    ``values``: the finite values themselves, oldest first, for a statistic registered with
+    ``HistoryBuffer.register_statistics`` (None when no such statistic needs them); ranks concatenate them.
     """
 
     sum: float
@@ -35,6 +37,11 @@ class WindowStat:
     nonfinite: int = 0
     sumsq: float = 0.0
     last: Optional[float] = None
+    values: Optional[Tuple[float, ...]] = None
+
+    def with_values(self, values: Sequence[float]) -> "WindowStat":
+        """This aggregate carrying ``values`` (the window's finite values) as well."""
+        return replace(self, values=tuple(values))
 
     @classmethod
     def from_tuple(cls, stat: Sequence[Any]) -> "WindowStat":
@@ -117,6 +124,7 @@ def merge_window_stats(per_rank: List[Mapping[str, WindowStat]]) -> Dict[str, Wi
                 nonfinite=old.nonfinite + stat.nonfinite,
                 sumsq=old.sumsq + stat.sumsq,
                 last=old.last if old.last is not None else stat.last,
+                values=None if old.values is None and stat.values is None else (old.values or ()) + (stat.values or ()),
             )
     return merged
 

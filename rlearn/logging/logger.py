@@ -9,7 +9,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional, Union
 
-__all__ = ["get_logger", "get_rank", "rank_log_file", "get_instance", "get_current_instance", "print_log"]
+__all__ = ["MMLogger", "get_logger", "get_rank", "rank_log_file", "get_instance", "get_current_instance", "print_log"]
 
 DATE_FORMAT = "%m/%d %H:%M:%S"
 _BASE = "%(asctime)s - %(name)s - {level} - "
@@ -205,6 +205,7 @@ def get_instance(name: str, **kwargs: Any) -> logging.Logger:
         logger = existing
     else:
         logger = get_logger(name, **kwargs)
+    logger.instance_name = name  # type: ignore[attr-defined]
     _current_name = name
     return logger
 
@@ -212,6 +213,30 @@ def get_instance(name: str, **kwargs: Any) -> logging.Logger:
 def get_current_instance() -> logging.Logger:
     """The logger most recently returned by :func:`get_instance` (``'rlearn'``, created, if none)."""
     return get_instance("rlearn") if _current_name is None else logging.getLogger(_current_name)
+
+
+class MMLogger:
+    """MMEngine's logger class: named loggers reachable from anywhere, the latest one being the current one.
+
+    ``MMLogger.get_instance(name, log_file=None, log_level="INFO", distributed=False)`` returns the
+    :class:`logging.Logger` ``name`` set up by :func:`get_logger` (rlearn's line format, de-duplicated
+    warnings, per-rank files) with an ``instance_name`` attribute, and makes it the current one;
+    ``MMLogger.get_current_instance()`` returns the current one (``'rlearn'`` if none yet).
+
+    Example::
+
+        logger = MMLogger.get_instance("rlearn", log_file="work_dirs/exp/exp.log", distributed=True)
+        logger.info("this is a test")   # 04/15 14:01:11 - rlearn - INFO - this is a test
+    """
+
+    get_instance = staticmethod(get_instance)
+    get_current_instance = staticmethod(get_current_instance)
+
+    @staticmethod
+    def check_instance_created(name: str) -> bool:
+        """Whether a logger ``name`` has been set up by :meth:`get_instance` / :func:`get_logger`."""
+        known = logging.Logger.manager.loggerDict.get(name)
+        return isinstance(known, logging.Logger) and any(getattr(h, _MARK, None) for h in known.handlers)
 
 
 def print_log(msg: Any, logger: Union[logging.Logger, str, None] = None, level: int = logging.INFO) -> None:
@@ -230,10 +255,9 @@ def print_log(msg: Any, logger: Union[logging.Logger, str, None] = None, level: 
     elif logger == "current":
         get_current_instance().log(level, msg)
     elif isinstance(logger, str):
-        known = logging.Logger.manager.loggerDict.get(logger)
-        if not isinstance(known, logging.Logger) or not any(getattr(h, _MARK, None) for h in known.handlers):
+        if not MMLogger.check_instance_created(logger):
             raise ValueError(f"print_log: no logger named {logger!r}; create it with get_instance({logger!r}) first")
-        known.log(level, msg)
+        logging.getLogger(logger).log(level, msg)
     else:
         raise TypeError(
             f"print_log: logger must be a logging.Logger, a logger name, 'current', 'silent' or None; got {logger!r}"

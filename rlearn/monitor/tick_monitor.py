@@ -96,6 +96,11 @@ class TickMonitor:
         """The window of ``key``, in ticks."""
         return self._sizes.get(key, self._default_size)
 
+    @property
+    def default_window_size(self) -> int:
+        """The window, in ticks, of every key without a window of its own."""
+        return self._default_size
+
     def set_window_size(self, key: str, size: int) -> None:
         """Set the window of ``key`` (it need not have been recorded yet).
 
@@ -103,7 +108,18 @@ class TickMonitor:
         the old window: the window fills up again as new ticks come.
         """
         check_key(key)
-        size = positive_int(f"TickMonitor window size of {key!r}", size)
+        self._resize(key, positive_int(f"TickMonitor window size of {key!r}", size))
+        self._sizes[key] = size
+
+    def set_default_window_size(self, size: int) -> None:
+        """Set the window of every key without a window of its own (as :meth:`set_window_size` does)."""
+        size = positive_int("TickMonitor window_size", size)
+        for key in self._windows:
+            if key not in self._sizes:
+                self._resize(key, size)
+        self._default_size = size
+
+    def _resize(self, key: str, size: int) -> None:
         window = self._windows.get(key)
         if window is not None:
             now = self._tick
@@ -113,7 +129,6 @@ class TickMonitor:
             entries = window.entries(now, first)
             window.size = size
             window.load_entries(entries, now)
-        self._sizes[key] = size
 
     def keep(
         self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None, since_start: bool = False
@@ -322,6 +337,23 @@ class TickMonitor:
         else:
             stat = self._tracked_stat(key, end, window, last_n)
         return WindowStat.from_tuple(stat)
+
+    def window_values(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
+                      last_n: Optional[int] = None) -> List[float]:
+        """The finite values of ``key``'s window ending at ``end``, oldest first: its own window, another
+        kept tick window (``window=``) or its last ``last_n`` values (see :meth:`window_stat`)."""
+        end = self._end(end)
+        if last_n is not None:
+            ring = self._tracked[key].last_n if key in self._tracked else None
+            if ring is None or ring.n < last_n:
+                raise ValueError(f"TickMonitor: the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})")
+            return ring.values(last_n, end)
+        store = self._windows.get(key)
+        if window is not None and window != self.window_size(key):
+            store = self._tracked[key].windows.get(window) if key in self._tracked else None
+            if store is None:
+                raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
+        return [] if store is None else store.values(self._tick, end)
 
     def _tracked_stat(self, key: str, end: int, window: Optional[int], last_n: Optional[int]) -> Stat:
         tracked = self._tracked.get(key)

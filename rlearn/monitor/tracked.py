@@ -59,9 +59,7 @@ class LastN:
         When ``end`` is before the newest values' tick those are left out, and the result covers the
         ``n`` newest values minus them (the ring keeps no more than ``n``).
         """
-        values = self.buffer.window(n)[0].tolist() if len(self.buffer) else []
-        if self.tick > end:
-            values = values[: max(0, len(values) - self.at_tick)]
+        values = self._kept(n, end)
         finite = [v for v in values if v - v == 0.0]
         if not finite:
             return (0.0, 0, INF, -INF, len(values), 0.0, None)
@@ -69,6 +67,15 @@ class LastN:
             math.fsum(finite), len(finite), min(finite), max(finite), len(values) - len(finite),
             math.fsum([v * v for v in finite]), finite[-1],
         )  # fmt: skip
+
+    def _kept(self, n: int, end: int) -> List[float]:
+        """The last ``n`` values (NaN/inf included) minus those recorded after ``end``, oldest first."""
+        values = self.buffer.window(n)[0].tolist() if len(self.buffer) else []
+        return values[: max(0, len(values) - self.at_tick)] if self.tick > end else values
+
+    def values(self, n: int, end: int) -> List[float]:
+        """The finite values among the last ``n`` recorded at ticks ``<= end``, oldest first."""
+        return [v for v in self._kept(n, end) if v - v == 0.0]
 
     def state(self) -> Dict[str, Any]:
         return {"n": self.n, "values": self.buffer.data[0].tolist(), "tick": self.tick, "at_tick": self.at_tick}

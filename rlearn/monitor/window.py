@@ -226,6 +226,27 @@ class KeyWindow:
             self.nonfinite(now, end), c_sq + squares, last,
         )  # fmt: skip
 
+    def values(self, now: int, end: int) -> List[float]:
+        """The finite values of the window ending at ``end`` (``now`` or ``now - 1``), oldest first.
+
+        A tick restored from an aggregate of several values gives values with its sum, count, min and max
+        (its min, its max and the rest at their mean)."""
+        if now >= self.end:
+            self.roll(now)
+        first = self._closed_first(end - self.size)
+        stop = bisect_right(self.c_ticks, end)
+        if self.c_counts is None:
+            out = self.c_sums[first:stop]
+        else:
+            out = []
+            for i in range(first, stop):
+                count, low, high = self.c_counts[i], self.c_los[i], self.c_his[i]
+                if count == 1:
+                    out.append(self.c_sums[i])
+                elif count:
+                    out += [low] + [(self.c_sums[i] - low - high) / (count - 2)] * (count - 2) + [high]
+        return out + self.vals[: bisect_right(self.ticks, end)]
+
     def _closed_share(self, first: int) -> Tuple[float, int, float, float, float]:
         """Sum, count, min, max and sum of squares of the closed elements from index ``first`` on."""
         if first >= len(self.c_ticks):
