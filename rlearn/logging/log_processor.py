@@ -1,7 +1,7 @@
 """``LogProcessor``: which statistics of each monitored key are shown (MMEngine's ``custom_cfg``).
 
 It reads a :class:`~rlearn.monitor.TickMonitor` and returns partial aggregates
-(:class:`~rlearn.distributed.WindowStat`, mergeable across ranks) per output name, then the final
+(:class:`~rlearn.monitor.WindowStat`, mergeable across ranks) per output name, then the final
 numbers the writers show. A ``method_name`` is any statistic of :class:`~rlearn.logging.HistoryBuffer`'s
 registry: the built-in ones come from the mergeable aggregates, one added with
 ``@HistoryBuffer.register_statistics`` is called on a ``HistoryBuffer`` holding the window's values.
@@ -13,8 +13,7 @@ import copy
 import inspect
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from rlearn.distributed.reduce import WindowStat
-from rlearn.monitor import TickMonitor
+from rlearn.monitor import TickMonitor, WindowStat
 from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, HistoryBuffer
 from rlearn.monitor.scalars import to_float
 

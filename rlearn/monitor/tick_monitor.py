@@ -22,11 +22,10 @@ import numbers
 from bisect import bisect_right
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rlearn.distributed.reduce import WindowStat
 from rlearn.monitor import scalars
 from rlearn.monitor.state import STATE_VERSION, check_key, parse_state, positive_int
 from rlearn.monitor.tracked import LastN, SinceStart, Tracked
-from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat
+from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat, WindowStat
 
 __all__ = ["TickMonitor"]
 
@@ -126,9 +125,9 @@ class TickMonitor:
             # keep the ticks still in the old window, plus the one before the new window when shrinking
             # (so that end=tick_count-1 stays exact); growing recovers nothing that had left
             first = max(now - window.size + 1, now - size)
-            entries = window.entries(now, first)
-            window.size = size
-            window.load_entries(entries, now)
+            resized = KeyWindow.load(size, now, *window.dump(now, first))
+            resized.total_bad = window.total_bad
+            self._windows[key] = resized
 
     def keep(
         self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None, since_start: bool = False
@@ -251,7 +250,7 @@ class TickMonitor:
             first = bisect_right(c_ticks, now - window.size)
             suffix = window.c_suf or window._suffix_sums()
             total = suffix[first] + total
-            count += len(c_ticks) - first if window.c_counts is None else window.c_suf_n[first]  # type: ignore[index]
+            count += len(c_ticks) - first
         return total / count if count else None
 
     def _none_checked(self, end: int) -> None:
@@ -270,20 +269,12 @@ class TickMonitor:
 
     def min(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Smallest finite value of ``key`` in its window; None if there are none."""
-        window = self._windows.get(key)
-        if end is None and window is not None:
-            low = window.min_max(self._tick)[0]
-        else:
-            low = self._stat(key, end)[2]
+        low = self._stat(key, end)[2]
         return None if low == INF else low
 
     def max(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Largest finite value of ``key`` in its window; None if there are none."""
-        window = self._windows.get(key)
-        if end is None and window is not None:
-            high = window.min_max(self._tick)[1]
-        else:
-            high = self._stat(key, end)[3]
+        high = self._stat(key, end)[3]
         return None if high == -INF else high
 
     def count(self, key: str, end: Optional[int] = None) -> int:
@@ -385,29 +376,22 @@ class TickMonitor:
     def state_dict(self) -> Dict[str, Any]:
         """The monitor's state in plain Python types, bounded by the window sizes (format: ``rlearn.monitor.state``).
 
-        Holds the clock, the window sizes, and per key (first-seen order) its per-tick aggregates still
-        in the window, the aggregate of the tick that left it at the last ``tick()`` (so that
-        ``end=tick_count-1`` is exact after a resume), its last value, its total of non-finite values,
-        and what :meth:`keep` asked it to keep.
+        Holds the clock, the window sizes, and per key (first-seen order) its values still in the window
+        and those of the tick that left it at the last ``tick()`` (so that ``end=tick_count-1`` is exact
+        after a resume), its last value, its total of non-finite values, and what :meth:`keep` asked it
+        to keep.
         """
         now = self._tick
         keys = []
         for key, window in self._windows.items():
-            entries = window.entries(now, now - window.size)
-            edge = entries[0] if entries and entries[0][0] == now - window.size else None
-            record: Dict[str, Any] = {
-                "key": key,
-                "entries": [list(entry) for entry in (entries[1:] if edge else entries)],
-                "last": self._last.get(key),
-                "nonfinite_total": window.total_bad,
-            }
-            if edge:
-                record["edge"] = list(edge)
-            keys.append(record)
+            values, bad = window.dump(now, now - window.size)
+            keys.append({"key": key, "values": values, "nonfinite": bad, "last": self._last.get(key),
+                         "nonfinite_total": window.total_bad})
         tracked = {}
         for key, kept in self._tracked.items():
             tracked[key] = {
-                "windows": {str(size): [list(e) for e in w.entries(now, now - size)] for size, w in kept.windows.items()},
+                "windows": {str(size): dict(zip(("values", "nonfinite"), w.dump(now, now - size)))
+                            for size, w in kept.windows.items()},
                 "last_n": None if kept.last_n is None else kept.last_n.state(),
                 "since_start": None if kept.since_start is None else kept.since_start.state(),
             }
@@ -421,7 +405,7 @@ class TickMonitor:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (this version's or version 1): clock, window sizes and windows.
+        """Restore a :meth:`state_dict` (this version's or an earlier one): clock, window sizes and windows.
 
         What :meth:`keep` asked for before the load stays kept (empty from now on where ``state`` has
         nothing for it), so ``LogProcessor.prepare`` may run before or after a resume. The state is
