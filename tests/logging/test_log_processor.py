@@ -260,7 +260,7 @@ def test_windows_match_a_naive_reference(entries, stream, own, roundtrip, previo
 
 
 def test_seed_scalars_example_through_the_path():
-    """Seed 000's MessageHub scalar example (loss 1 then 3: current 3, mean 2), now through TickMonitor."""
+    """MMEngine's MessageHub scalar example (loss 1 then 3: current 3, mean 2), through TickMonitor."""
     processor = LogProcessor(custom_cfg=[dict(data_src="train/loss", log_name="loss_now", method_name="current")])
     monitor = TickMonitor(window_size=5)
     monitor.update({"train/loss": 1})

@@ -1,4 +1,4 @@
-"""HistoryBuffer: seed 000's examples as exact numbers, validation, and property tests against a naive list."""
+"""HistoryBuffer: MMEngine's documented examples as exact numbers, validation, and property tests against a naive list."""
 
 import math
 import pickle
@@ -16,7 +16,7 @@ from rlearn.logging import HistoryBuffer
 from rlearn.monitor.history_buffer import MAX_MAGNITUDE
 
 
-# ---------------------------------------------------------------------- seed 000 examples
+# ---------------------------------------------------------------------- MMEngine's documented examples
 def test_seed_initialisation():
     values, counts = HistoryBuffer().data
     assert values.tolist() == [] and counts.tolist() == []

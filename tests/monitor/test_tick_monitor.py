@@ -55,7 +55,7 @@ def test_absent_key_is_none_never_zero():
 
 
 def test_seed_001_pitfall_window_shorter_than_the_period():
-    """Seed 001: a window shorter than a key's period shows 0 in DI-engine; rlearn shows nothing (None)."""
+    """DI-engine: a window shorter than a key's period shows 0 in DI-engine; rlearn shows nothing (None)."""
     monitor = TickMonitor(window_size=5)
     logged = []
     for it in range(40):
