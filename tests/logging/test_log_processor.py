@@ -1,6 +1,8 @@
 """LogProcessor on TickMonitor: names, windows (ticks, last_n, 'global'), values, validation, resume."""
 
 import math
+
+import numpy as np
 from typing import Dict, List, Tuple
 
 import pytest
@@ -273,3 +275,34 @@ def test_seed_scalars_example_through_the_path():
     with pytest.raises(TypeError, match=r"'train/loss'.*shape \(2,\)"):
         monitor.update({"train/lr": 0.2, "train/loss": torch.zeros(2)})
     assert monitor.count("train/lr") == 1  # all-or-nothing
+
+
+def test_registered_statistic_over_merged_ranks_sees_every_ranks_values():
+    """A registered statistic is computed on the window's values of every rank (in rank order), not on a
+    merge of per-rank results; ranks without values add none."""
+    from rlearn.monitor import HistoryBuffer
+
+    saved = dict(HistoryBuffer._statistics_methods)
+
+    @HistoryBuffer.register_statistics
+    def median(self, window_size=None):
+        return float(np.median(self._log_history[-(window_size or len(self)):]))
+
+    try:
+        processor = LogProcessor(custom_cfg=[dict(data_src="x", method_name="median", log_name="x_median", window_size=2)])
+        ranks = []
+        for values in ([1.0, 2.0, math.nan], [], [10.0, 20.0, 30.0]):
+            monitor = TickMonitor(window_size=5)
+            processor.prepare(monitor)
+            for i, v in enumerate(values):
+                if i:
+                    monitor.tick()
+                monitor.update({"x": v})
+            stats = processor.window_stats(monitor, ["x"])
+            ranks.append({n: s for n, s in stats.items() if s.count or s.nonfinite})
+        merged = merge_window_stats(ranks)
+        assert merged["x_median"].values == (2.0, 20.0, 30.0)  # each rank's 2-tick window, finite values only
+        assert processor.values(merged) == {"x_avg": 63.0 / 5, "x_nonfinite": 1, "x_median": 20.0}
+    finally:
+        HistoryBuffer._statistics_methods.clear()
+        HistoryBuffer._statistics_methods.update(saved)
