@@ -63,7 +63,8 @@ class MessageHub:
         self._live: Dict[str, Tuple[Callable[[], Any], bool]] = {}
 
     def __repr__(self) -> str:
-        return f"MessageHub(name={self.instance_name!r}, scalars={len(self.log_scalars)}, info={len(self.runtime_info)})"
+        scalars = len(self._log_scalars) if self._monitor is None else len(self._monitor.keys())
+        return f"MessageHub(name={self.instance_name!r}, scalars={scalars}, info={len(self.runtime_info)})"
 
     def attach(self, monitor: Any, record: Optional[Callable[[Mapping[str, Any]], None]] = None,
                live_info: Optional[Mapping[str, Tuple[Callable[[], Any], bool]]] = None) -> None:

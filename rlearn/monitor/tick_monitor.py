@@ -313,7 +313,7 @@ class TickMonitor:
         last_n: Optional[int] = None,
         since_start: bool = False,
     ) -> WindowStat:
-        """The partial aggregate (:class:`~rlearn.distributed.WindowStat`) of ``key``'s window ending at ``end``.
+        """The partial aggregate (:class:`~rlearn.monitor.WindowStat`) of ``key``'s window ending at ``end``.
 
         Without options: the key's own tick window. ``window=w``: a window of ``w`` ticks (the key's own
         size, or one made with :meth:`keep`); ``last_n=n``: its last ``n`` values recorded up to ``end``
