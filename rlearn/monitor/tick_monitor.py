@@ -107,8 +107,8 @@ class TickMonitor:
         the old window: the window fills up again as new ticks come.
         """
         check_key(key)
-        self._resize(key, positive_int(f"TickMonitor window size of {key!r}", size))
-        self._sizes[key] = size
+        self._sizes[key] = size = positive_int(f"TickMonitor window size of {key!r}", size)
+        self._resize(key, size)
 
     def set_default_window_size(self, size: int) -> None:
         """Set the window of every key without a window of its own (as :meth:`set_window_size` does)."""
