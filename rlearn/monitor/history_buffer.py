@@ -4,10 +4,11 @@ Storage: the retained updates are the slice ``[_a, _b)`` of flat numpy arrays, s
 ``_count_history`` (what a statistic registered with :meth:`HistoryBuffer.register_statistics` reads, as
 in MMEngine) are views, not copies. Beside the values and counts, the arrays hold *prefix sums*: entry
 ``i`` of ``_ph``/``_pl`` is the sum of the finite values before slot ``i`` as a compensated double-double
-pair (likewise ``_qh``/``_ql`` for their counts, ``_nf`` for the number of non-finite values), so a
+pair (likewise ``_qh``/``_ql`` for their counts; non-finite values are skipped and their update numbers
+listed in ``_bad``), so a
 window's sum is one difference, O(1). When the arrays are full the retained slice moves to the front and
 its prefix sums are re-based to start at 0 (the arrays first grow by doubling, up to ``max_length`` plus
-a sixteenth; a move every ``max_length / 16`` updates: amortised O(1)), so the sums stay of the order of
+an eighth; a move every ``max_length / 8`` updates: amortised O(1)), so the sums stay of the order of
 the retained history and never drift.
 
 Error bound of ``mean``: each double-double prefix is within about ``2**-104 * n * S`` of the exact prefix
@@ -22,9 +23,10 @@ and position) with numpy over the ends: O(256 + window / 256).
 
 from __future__ import annotations
 
+import bisect
 import math
 import warnings
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -72,6 +74,10 @@ def _dd_minus(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any) -> Tuple[Any, Any]:
 
 def _finite_extreme(x: np.ndarray, smallest: bool) -> float:
     """Min (or max) of the finite entries of ``x``; +inf (or -inf) if there is none."""
+    if x.size:
+        m = float(np.fmin.reduce(x) if smallest else np.fmax.reduce(x))  # NaN is skipped, inf is not
+        if m - m == 0.0:
+            return m
     x = x[np.isfinite(x)]
     if x.size == 0:
         return math.inf if smallest else -math.inf
@@ -108,7 +114,7 @@ class HistoryBuffer:
         if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or max_length < 1:
             raise ValueError(f"max_length must be a positive int; got {max_length!r}")
         self.max_length = int(max_length)
-        self._cap_final = self.max_length + max(64, self.max_length // 16)
+        self._cap_final = self.max_length + max(64, self.max_length // 8)
         values, counts = self._flat(log_history, "log_history"), self._flat(count_history, "count_history")
         if len(counts) and len(counts) != len(values):
             raise ValueError(f"log_history and count_history must have the same length; got {len(values)} and {len(counts)}")
@@ -148,35 +154,35 @@ class HistoryBuffer:
 
     # ------------------------------------------------------------------ storage
     def _allocate(self, cap: int) -> None:
+        self._cap = cap
         self._v, self._c = np.zeros(cap), np.zeros(cap)
         self._ph, self._pl, self._qh, self._ql = (np.zeros(cap + 1) for _ in range(4))  # prefix sums
-        self._nf = np.zeros(cap + 1, dtype=np.int32)  # prefix count of non-finite values
         self._bmin, self._bmax = np.zeros(cap // _BLOCK), np.zeros(cap // _BLOCK)  # per-block finite extremes
         self._blocks = 0  # blocks whose extremes are computed
         self._a = self._b = 0  # the retained slice
         self._th = self._tl = self._tch = self._tcl = 0.0  # the prefix sums at _b, as Python floats
-        self._tnf = 0
+        self._n = 0  # updates ever made (the update number of the next one)
+        self._bad: List[int] = []  # update numbers of the retained non-finite values (and a few older ones)
 
     def _make_room(self) -> None:
         """Grow the arrays (doubling, up to their final size) or move the retained slice to the front,
         re-basing its prefix sums to start at 0."""
         a, b, n = self._a, self._b, self._b - self._a
-        if len(self._v) < self._cap_final:
-            old = (self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._nf, self._bmin, self._bmax)
-            blocks = self._blocks
-            self._allocate(min(self._cap_final, 2 * len(self._v)))
-            for new, arr in zip((self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._nf, self._bmin, self._bmax), old):
+        if self._cap < self._cap_final:
+            old = (self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._bmin, self._bmax)
+            blocks, updates, bad = self._blocks, self._n, self._bad
+            self._allocate(min(self._cap_final, 2 * self._cap))
+            for new, arr in zip((self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._bmin, self._bmax), old):
                 new[: len(arr)] = arr
-            self._a, self._b, self._blocks = a, b, blocks
+            self._a, self._b, self._blocks, self._n, self._bad = a, b, blocks, updates, bad
         else:
             self._v[:n], self._c[:n] = self._v[a:b], self._c[a:b]
             ph, pl = _dd_minus(self._ph[a: b + 1], self._pl[a: b + 1], self._ph[a], self._pl[a])
             qh, ql = _dd_minus(self._qh[a: b + 1], self._ql[a: b + 1], self._qh[a], self._ql[a])
             self._ph[: n + 1], self._pl[: n + 1], self._qh[: n + 1], self._ql[: n + 1] = ph, pl, qh, ql
-            self._nf[: n + 1] = self._nf[a: b + 1] - self._nf[a]
+            del self._bad[: bisect.bisect_left(self._bad, self._n - n)]  # those that left the history
             self._a, self._b, self._blocks = 0, n, 0
         self._th, self._tl, self._tch, self._tcl = (x.item(self._b) for x in (self._ph, self._pl, self._qh, self._ql))
-        self._tnf = int(self._nf[self._b])
 
     # ------------------------------------------------------------------ update
     def update(self, value: Any, count: Any = 1) -> None:
@@ -190,24 +196,31 @@ class HistoryBuffer:
         self._append(v, c)
 
     def _append(self, v: float, c: float) -> None:
-        if self._b == len(self._v):
-            self._make_room()
         b = self._b
+        if b == self._cap:
+            self._make_room()
+            b = self._b
         self._v[b] = v
         self._c[b] = c
+        th, tl, tch, tcl = self._th, self._tl, self._tch, self._tcl
         if v - v == 0.0:  # finite: compensated (TwoSum) accumulation of the value and of its count
-            hi, s = self._th, self._th + v
-            bp = s - hi
-            self._tl += (hi - (s - bp)) + (v - bp)
-            self._th = s
-            hi, s = self._tch, self._tch + c
-            bp = s - hi
-            self._tcl += (hi - (s - bp)) + (c - bp)
-            self._tch = s
+            s = th + v
+            bp = s - th
+            tl += (th - (s - bp)) + (v - bp)
+            th = s
+            s = tch + c
+            bp = s - tch
+            tcl += (tch - (s - bp)) + (c - bp)
+            tch = s
+            self._th, self._tl, self._tch, self._tcl = th, tl, tch, tcl
         else:
-            self._tnf += 1
+            self._bad.append(self._n)
+        self._n += 1
         b += 1
-        self._ph[b], self._pl[b], self._qh[b], self._ql[b], self._nf[b] = self._th, self._tl, self._tch, self._tcl, self._tnf
+        self._ph[b] = th
+        self._pl[b] = tl
+        self._qh[b] = tch
+        self._ql[b] = tcl
         self._b = b
         if b - self._a > self.max_length:
             self._a += 1
@@ -246,8 +259,8 @@ class HistoryBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (an upper bound of its memory)."""
-        arrays = (self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._nf, self._bmin, self._bmax)
-        return sum(a.nbytes for a in arrays)
+        arrays = (self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._bmin, self._bmax)
+        return sum(a.nbytes for a in arrays) + 8 * len(self._bad)
 
     def _window(self, window_size: Optional[int], allow_empty: bool = False) -> int:
         """Validate ``window_size`` and return the number of entries it covers (clipped to the history)."""
@@ -294,7 +307,7 @@ class HistoryBuffer:
 
     def nonfinite(self, window_size: Optional[int] = None) -> int:
         """How many of the last ``window_size`` updates were NaN or infinite."""
-        return self._tnf - int(self._nf[self._b - self._window(window_size, allow_empty=True)])
+        return len(self._bad) - bisect.bisect_left(self._bad, self._n - self._window(window_size, allow_empty=True))
 
     def count(self, window_size: Optional[int] = None) -> int:
         """How many of the last ``window_size`` updates were finite."""
@@ -308,11 +321,11 @@ class HistoryBuffer:
         return float(values.std()) if values.size else math.nan
 
     def _extreme(self, window_size: Optional[int], smallest: bool) -> float:
-        w = self._window(window_size)
+        w = window_size if type(window_size) is int and 0 < window_size <= self._b - self._a else self._window(window_size)
         a, b = self._b - w, self._b
         if w <= _SMALL:
             values = self._v[a:b].tolist()
-            if self._tnf != self._nf[a]:
+            if self._bad and self._bad[-1] >= self._n - w:
                 values = [x for x in values if x - x == 0.0]
                 if not values:
                     return math.nan
