@@ -24,6 +24,15 @@ SUFFIXES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count
 _FIELDS = ("data_src", "method_name", "log_name", "window_size", "last_n")
 
 
+def _arguments(method: Any, extra: Mapping[str, Any], count: int) -> Dict[str, Any]:
+    """The keyword arguments of a registered statistic: the entry's extra fields, and ``window_size`` (the
+    number of values in the window) when it takes one."""
+    params = inspect.signature(method).parameters.values()
+    if any(p.name == "window_size" or p.kind is p.VAR_KEYWORD for p in params):
+        return {"window_size": count, **extra}
+    return dict(extra)
+
+
 class LogProcessorConfigError(ValueError):
     """A ``LogProcessor`` configuration is invalid; the message names the entry index and the field."""
 
@@ -47,7 +56,8 @@ class LogProcessor:
             * ``method_name`` (required): a statistic of ``HistoryBuffer``'s registry: ``'mean'``, ``'min'``,
               ``'max'``, ``'current'`` (the most recent finite value), ``'count'`` (number of finite values),
               ``'std'`` (population standard deviation), or one added with
-              ``@HistoryBuffer.register_statistics``; any other field of the entry is passed to it;
+              ``@HistoryBuffer.register_statistics``; any other field of the entry is passed to it, and
+              ``window_size`` (the number of values in the window) when it takes that argument;
             * ``log_name`` (optional): without it the entry *replaces* the key's default statistic and is
               named ``f"{k}_{suffix}"`` (suffix avg / min / max / last / count / std, or the registered
               name); with it the entry is *added* after the key's default and named ``log_name`` (a
@@ -125,8 +135,8 @@ class LogProcessor:
             if window == "global":
                 raise LogProcessorConfigError(f"{where}: window_size='global' keeps aggregates, not values; the "
                                               f"registered statistic {entry['method_name']!r} needs an int window_size or last_n")
-            try:  # the arguments it will get: window_size (the number of values in the window) and the extra fields
-                inspect.signature(method).bind(None, *([0] if "window_size" in entry else []), **extra)
+            try:
+                inspect.signature(method).bind(None, **_arguments(method, extra, 0))
             except TypeError as exc:
                 raise LogProcessorConfigError(f"{where}: the fields do not fit the statistic {entry['method_name']!r}"
                                               f"{inspect.signature(method)}: {exc}") from None
@@ -239,8 +249,8 @@ class LogProcessor:
         if not stat.values:
             return None
         extra = {k: v for k, v in entry.items() if k not in _FIELDS + ("name", "index")}
-        args = [len(stat.values)] if "window_size" in entry else []
-        result = HistoryBuffer(stat.values, max_length=len(stat.values)).statistics(method, *args, **extra)
+        kwargs = _arguments(HistoryBuffer._statistics_methods[method], extra, len(stat.values))
+        result = HistoryBuffer(stat.values, max_length=len(stat.values)).statistics(method, **kwargs)
         try:
             return to_float(result, f"custom_cfg[{entry['index']}] statistic {method!r}")
         except (TypeError, ValueError) as exc:

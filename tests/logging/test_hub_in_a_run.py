@@ -217,3 +217,23 @@ def test_registered_statistic_in_a_real_train_run(tmp_path):
         assert row["policy_loss_spread"] == row["policy_loss_max"] - row["policy_loss_min"] > 0
         assert row["policy_loss_total"] == pytest.approx(4 * row["policy_loss_avg"], rel=1e-12)
     assert "policy_loss_spread" in parse_log_tables((work / "registered.log").read_text())[0]
+
+
+def test_the_documented_p95_example(registered_statistics):
+    """docs/logging.md: a statistic without a window_size argument, used from an entry with window_size."""
+    from rlearn.logging import LogProcessor
+    from rlearn.monitor import TickMonitor
+
+    @HistoryBuffer.register_statistics
+    def p95(self):
+        return float(np.percentile(self._log_history, 95))
+
+    processor = LogProcessor(custom_cfg=[dict(data_src="critic_loss", method_name="p95", log_name="critic_loss_p95",
+                                              window_size=100)])
+    monitor = TickMonitor(window_size=10)
+    processor.prepare(monitor)
+    for i in range(150):
+        monitor.update({"critic_loss": float(i)})
+        monitor.tick()
+    out = processor.values(processor.window_stats(monitor, ["critic_loss"], end=149))
+    assert out == {"critic_loss_avg": 144.5, "critic_loss_p95": float(np.percentile(np.arange(50, 150), 95))}
