@@ -5,8 +5,7 @@ Storage: the retained updates are the slice ``[_a, _b)`` of flat numpy arrays, s
 in MMEngine) are views, not copies. Beside the values and counts, the arrays hold *prefix sums*: entry
 ``i`` of ``_ph``/``_pl`` is the sum of the finite values before slot ``i`` as a compensated double-double
 pair (likewise ``_qh``/``_ql`` for their counts; non-finite values are skipped and their update numbers
-listed in ``_bad``), so a
-window's sum is one difference, O(1). When the arrays are full the retained slice moves to the front and
+listed in ``_bad``), so a window's sum is one difference, O(1). When the arrays are full the retained slice moves to the front and
 its prefix sums are re-based to start at 0 (the arrays first grow by doubling, up to ``max_length`` plus
 an eighth; a move every ``max_length / 8`` updates: amortised O(1)), so the sums stay of the order of
 the retained history and never drift.
