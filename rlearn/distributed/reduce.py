@@ -11,7 +11,7 @@ keys travel in one collective per log interval.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from rlearn.distributed.utils import all_gather_object
 from rlearn.monitor.window import WindowStat

@@ -321,12 +321,13 @@ class TickMonitor:
         since_start=True)``. A window that was not kept raises ``ValueError`` naming the key.
         """
         end = self._end(end)
-        if sum((window is not None, last_n is not None, bool(since_start))) > 1:
-            raise ValueError(f"window_stat({key!r}): give at most one of window, last_n and since_start")
-        if window is None and last_n is None and not since_start or window == self.window_size(key):
-            stat = self._stat(key, end)
+        store = self._kept(key, window, last_n, since_start)
+        if store is None:
+            stat = EMPTY_STAT
+        elif last_n is not None:
+            stat = store.stat(last_n, end)
         else:
-            stat = self._tracked_stat(key, end, window, last_n)
+            stat = store.stat(end) if since_start else store.stat(self._tick, end)
         return WindowStat.from_tuple(stat)
 
     def window_values(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
@@ -334,33 +335,30 @@ class TickMonitor:
         """The finite values of ``key``'s window ending at ``end``, oldest first: its own window, another
         kept tick window (``window=``) or its last ``last_n`` values (see :meth:`window_stat`)."""
         end = self._end(end)
-        if last_n is not None:
-            ring = self._tracked[key].last_n if key in self._tracked else None
-            if ring is None or ring.n < last_n:
-                raise ValueError(f"TickMonitor: the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})")
-            return ring.values(last_n, end)
-        store = self._windows.get(key)
-        if window is not None and window != self.window_size(key):
-            store = self._tracked[key].windows.get(window) if key in self._tracked else None
-            if store is None:
-                raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
-        return [] if store is None else store.values(self._tick, end)
+        store = self._kept(key, window, last_n, False)
+        if store is None:
+            return []
+        return store.values(last_n, end) if last_n is not None else store.values(self._tick, end)
 
-    def _tracked_stat(self, key: str, end: int, window: Optional[int], last_n: Optional[int]) -> Stat:
+    def _kept(self, key: str, window: Optional[int], last_n: Optional[int], since_start: bool) -> Any:
+        """What holds the window asked for: the key's own window (None if never recorded), one kept by
+        :meth:`keep`, its last-n ring or its since-start aggregate; ``ValueError`` if it was not kept."""
+        if sum((window is not None, last_n is not None, bool(since_start))) > 1:
+            raise ValueError(f"window_stat({key!r}): give at most one of window, last_n and since_start")
         tracked = self._tracked.get(key)
-        if window is not None:
-            kept = None if tracked is None else tracked.windows.get(window)
-            if kept is None:
-                raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
-            return kept.stat(self._tick, end)
         if last_n is not None:
-            ring = None if tracked is None else tracked.last_n
-            if ring is None or ring.n < last_n:
+            if tracked is None or tracked.last_n is None or tracked.last_n.n < last_n:
                 raise ValueError(f"TickMonitor: the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})")
-            return ring.stat(last_n, end)
-        if tracked is None or tracked.since_start is None:
-            raise ValueError(f"TickMonitor: {key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)")
-        return tracked.since_start.stat(end)
+            return tracked.last_n
+        if since_start:
+            if tracked is None or tracked.since_start is None:
+                raise ValueError(f"TickMonitor: {key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)")
+            return tracked.since_start
+        if window is None or window == self.window_size(key):
+            return self._windows.get(key)
+        if tracked is None or window not in tracked.windows:
+            raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
+        return tracked.windows[window]
 
     def keys(self) -> List[str]:
         """Every key ever recorded, in first-seen order."""
