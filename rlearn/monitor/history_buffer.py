@@ -1,23 +1,9 @@
-"""``HistoryBuffer``: MMEngine's history of one scalar, with O(1) amortised update and O(1) windowed mean.
+"""``HistoryBuffer``: MMEngine's history of one scalar, O(1) amortised ``update`` and O(1) windowed ``mean``.
 
-Storage: the retained updates are the slice ``[_a, _b)`` of flat numpy arrays, so ``_log_history`` and
-``_count_history`` (what a statistic registered with :meth:`HistoryBuffer.register_statistics` reads, as
-in MMEngine) are views, not copies. Beside the values and counts, the arrays hold *prefix sums*: entry
-``i`` of ``_ph``/``_pl`` is the sum of the finite values before slot ``i`` as a compensated double-double
-pair (likewise ``_qh``/``_ql`` for their counts; non-finite values are skipped and their update numbers
-listed in ``_bad``), so a window's sum is one difference, O(1). When the arrays are full the retained slice moves to the front and
-its prefix sums are re-based to start at 0 (the arrays first grow by doubling, up to ``max_length`` plus
-an eighth; a move every ``max_length / 8`` updates: amortised O(1)), so the sums stay of the order of
-the retained history and never drift.
-
-Error bound of ``mean``: each double-double prefix is within about ``2**-104 * n * S`` of the exact prefix
-(``S`` the sum of magnitudes since the last re-base, ``n`` its number of terms), a windowed sum within
-``2**-103 * n * S``; rounding the value and count sums to doubles and dividing adds 1.5 units in the last
-place. It is not correctly rounded: a window whose exact sum is far smaller than ``S`` (cancellation
-against a huge older value) can lose digits.
-
-``min``/``max`` of long windows combine per-block extremes (blocks of 256 slots, computed once per block
-and position) with numpy over the ends: O(256 + window / 256).
+The retained updates are the slice ``[_a, _b)`` of flat arrays (``_log_history``/``_count_history`` are
+views) beside double-double prefix sums of the finite values and their counts, re-based to 0 whenever the
+slice moves to the front (every ``max_length / 8`` updates). Storage, costs and the error bound of ``mean``
+(within ``2**-103 * n * S`` of the exact windowed sum): docs/logging.md, section HistoryBuffer.
 """
 
 from __future__ import annotations
@@ -33,10 +19,9 @@ from rlearn.monitor.scalars import to_float
 
 __all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS"]
 
-#: largest accepted magnitude of a finite value or count; larger ones could overflow the running sums
 MAX_MAGNITUDE = 1e290
 _BLOCK = 256
-_SMALL = 64  # windows up to this size: plain Python min/max beats numpy's per-call overhead
+_SMALL = 64  # windows up to this size: plain Python min/max
 
 
 def _describe(value: Any) -> str:
@@ -62,6 +47,11 @@ def check_count(count: Any, what: str = "count") -> float:
     return c
 
 
+def _read_only(view: np.ndarray) -> np.ndarray:
+    view.flags.writeable = False
+    return view
+
+
 def _dd_minus(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any) -> Tuple[Any, Any]:
     """``(a_hi + a_lo) - (b_hi + b_lo)`` of double-doubles (floats or arrays), renormalised (TwoSum)."""
     s = a_hi - b_hi
@@ -84,29 +74,18 @@ def _finite_extreme(x: np.ndarray, smallest: bool) -> float:
 
 
 class HistoryBuffer:
-    """The recent history of one scalar (a loss, a time, a learning rate...) and statistics over it.
+    """The last ``max_length`` values of one scalar, each with a count (how many samples it stands for).
 
-    Args:
-        log_history: initial values, oldest first.
-        count_history: the count of each initial value (how many samples it stands for); defaults to
-            ones. Must have the same length as ``log_history`` when given.
-        max_length: how many updates are kept. Constructing with more values warns and keeps the newest;
-            updates past ``max_length`` drop the oldest.
-
-    ``mean(w)`` is ``sum(values) / sum(counts)`` over the last ``w`` updates (all of them when ``w`` is
-    None). ``mean``, ``min`` and ``max`` skip non-finite values (counted by :meth:`nonfinite`) and return
-    NaN when the window holds no finite value. Any statistic of an empty buffer raises ``ValueError``.
-    :meth:`statistics` calls a statistic by name, from the registry that :meth:`register_statistics`
-    adds to (the ``method_name`` of ``LogProcessor`` entries comes from the same registry).
-
-    Example::
+    ``mean(w)`` is ``sum(values) / sum(counts)`` over the last ``w`` updates (all when None); ``mean``,
+    ``min`` and ``max`` skip non-finite values (counted by :meth:`nonfinite`), NaN when none is finite.
+    A statistic of an empty buffer raises ``ValueError``. :meth:`statistics` calls one by name from the
+    registry :meth:`register_statistics` adds to (that of ``LogProcessor``'s ``method_name``). Example::
 
         >>> buf = HistoryBuffer([1, 2, 3], [1, 1, 1])
         >>> buf.mean(2), buf.min(), buf.max(2), buf.statistics('mean', 2)
         (2.5, 1.0, 3.0, 2.5)
     """
 
-    #: name -> statistic ``f(buffer, *args, **kwargs)``; :meth:`register_statistics` adds to it
     _statistics_methods: Dict[str, Callable[..., Any]] = {}
 
     def __init__(self, log_history: Sequence[Any] = (), count_history: Sequence[Any] = (), max_length: int = 1_000_000) -> None:
@@ -151,7 +130,6 @@ class HistoryBuffer:
             return arr
         return np.array([checker(x, f"{name}[{i + offset}]") for i, x in enumerate(history)], dtype=np.float64)
 
-    # ------------------------------------------------------------------ storage
     def _allocate(self, cap: int) -> None:
         self._cap = cap
         self._v, self._c = np.zeros(cap), np.zeros(cap)
@@ -164,8 +142,7 @@ class HistoryBuffer:
         self._bad: List[int] = []  # update numbers of the retained non-finite values (and a few older ones)
 
     def _make_room(self) -> None:
-        """Grow the arrays (doubling, up to their final size) or move the retained slice to the front,
-        re-basing its prefix sums to start at 0."""
+        """Grow the arrays (doubling) or move the retained slice to the front, its prefix sums re-based to 0."""
         a, b, n = self._a, self._b, self._b - self._a
         if self._cap < self._cap_final:
             old = (self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._bmin, self._bmax)
@@ -183,13 +160,8 @@ class HistoryBuffer:
             self._a, self._b, self._blocks = 0, n, 0
         self._th, self._tl, self._tch, self._tcl = (x.item(self._b) for x in (self._ph, self._pl, self._qh, self._ql))
 
-    # ------------------------------------------------------------------ update
     def update(self, value: Any, count: Any = 1) -> None:
-        """Append ``value`` standing for ``count`` samples (``count`` a positive finite number).
-
-        Raises ``TypeError`` for a value that is not a real scalar (the message names its type and shape)
-        and ``ValueError`` for a bad count; the buffer is left unchanged.
-        """
+        """Append ``value`` standing for ``count`` samples; a bad value or count raises and changes nothing."""
         v = value if type(value) is float and abs(value) <= MAX_MAGNITUDE else check_value(value)
         c = 1.0 if type(count) is int and count == 1 else check_count(count)
         self._append(v, c)
@@ -224,7 +196,6 @@ class HistoryBuffer:
         if b - self._a > self.max_length:
             self._a += 1
 
-    # ------------------------------------------------------------------ access
     def __len__(self) -> int:
         return self._b - self._a
 
@@ -234,16 +205,12 @@ class HistoryBuffer:
     @property
     def _log_history(self) -> np.ndarray:
         """The retained values, oldest first (a read-only view), as in MMEngine."""
-        view = self._v[self._a: self._b]
-        view.flags.writeable = False
-        return view
+        return _read_only(self._v[self._a: self._b])
 
     @property
     def _count_history(self) -> np.ndarray:
         """The retained counts, oldest first (a read-only view), as in MMEngine."""
-        view = self._c[self._a: self._b]
-        view.flags.writeable = False
-        return view
+        return _read_only(self._c[self._a: self._b])
 
     @property
     def data(self) -> Tuple[np.ndarray, np.ndarray]:
@@ -276,7 +243,6 @@ class HistoryBuffer:
             raise ValueError("HistoryBuffer is empty: update it before asking for a statistic")
         return w
 
-    # ------------------------------------------------------------------ statistics
     def current(self) -> float:
         """The most recent value, as recorded (NaN included)."""
         if self._b == self._a:
@@ -348,25 +314,20 @@ class HistoryBuffer:
 
     @classmethod
     def register_statistics(cls, method: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorator: register ``method(buffer, *args, **kwargs)`` as a statistic called by its name.
-
-        It becomes callable as ``buffer.statistics(name, ...)`` and usable as a ``method_name`` of
-        ``LogProcessor`` entries (``learner.log_processor.custom_cfg``). Returns ``method`` unchanged.
-        """
+        """Decorator: register ``method(buffer, *args, **kwargs)`` as the statistic ``method.__name__``
+        (for :meth:`statistics` and ``LogProcessor``'s ``method_name``); returns ``method`` unchanged."""
         if not callable(method) or not getattr(method, "__name__", None):
             raise TypeError(f"register_statistics expects a named function; got {method!r}")
         cls._statistics_methods[method.__name__] = method
         return method
 
     def statistics(self, method_name: str, *args: Any, **kwargs: Any) -> Any:
-        """Call the registered statistic ``method_name`` with ``args``/``kwargs``; an unknown name raises
-        ``KeyError`` listing the registered ones."""
+        """Call the registered statistic ``method_name``; an unknown name raises ``KeyError`` listing them."""
         method = self._statistics_methods.get(method_name)
         if method is None:
             raise KeyError(f"{method_name!r} is not a registered statistic; registered: {', '.join(self._statistics_methods)}")
         return method(self, *args, **kwargs)
 
-    # ------------------------------------------------------------------ state
     def state_dict(self, last: Optional[int] = None) -> Dict[str, Any]:
         """A picklable snapshot (plain Python lists) of the last ``last`` updates (all when None)."""
         values, counts = self.window(last)
@@ -385,6 +346,5 @@ class HistoryBuffer:
             return cls(state["log_history"], state["count_history"], max_length=state["max_length"])
 
 
-#: the statistics every buffer has; ``LogProcessor`` computes these from mergeable window aggregates
 BUILTIN_STATISTICS = {name: getattr(HistoryBuffer, name) for name in ("mean", "min", "max", "current", "count", "std")}
 HistoryBuffer._statistics_methods.update(BUILTIN_STATISTICS)

@@ -1,29 +1,13 @@
-"""Validation of a ``TickMonitor`` state dict (version 3; versions 1 and 2 as saved by earlier rlearn).
-
-Format (plain Python types, bounded by the window sizes)::
-
-    {"version": 3, "tick_count": int, "window_size": int, "window_sizes": {key: int},
-     "keys": [{"key": str, "values": [[tick, value], ...], "nonfinite": [tick, ...], "last": float | None,
-               "nonfinite_total": int}, ...],
-     "tracked": {key: {"windows": {"<size>": {"values": [...], "nonfinite": [...]}},
-                       "last_n": {"n", "values", "tick", "at_tick"} | None,
-                       "since_start": {"before": stat, "tick": int, "current": stat} | None}}}
-
-``values`` are the finite values of the ticks ``tick_count - size .. tick_count`` (the tick that left the
-window at the last ``tick()`` included, so that ``end=tick_count-1`` stays exact), ``nonfinite`` the tick of
-each NaN/inf among them. Versions 1 and 2 stored one aggregate per tick, ``[tick, sum, count, min, max,
-nonfinite(, sum_of_squares, last)]``; such a tick loads as values with the same sum, count, min and max
-(its min, its max and the others at their mean: exact for ticks with at most two values).
-"""
+"""Validation of a ``TickMonitor`` state dict: version 3, and versions 1 and 2 as saved by earlier rlearn
+(format: docs/monitoring.md, "Saving and restoring")."""
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from rlearn.monitor.tracked import LastN, SinceStart
-from rlearn.monitor.window import KeyWindow, Stat
+from rlearn.monitor.window import KeyWindow, LastN, SinceStart, Stat, Tracked
 
 __all__ = ["STATE_VERSION", "parse_state", "positive_int", "check_key"]
 
@@ -55,7 +39,7 @@ def _is_float(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def parse_state(state: Any, make_tracked: Callable[[], Any]) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWindow], Dict[str, Optional[float]], Dict[str, Any]]:
+def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWindow], Dict[str, Optional[float]], Dict[str, Any]]:
     """Validate a state dict and build the windows; raises before touching any monitor."""
     if not isinstance(state, Mapping):
         raise TypeError(f"TickMonitor.load_state_dict expects a dict, got {type(state).__name__}")
@@ -102,7 +86,7 @@ def parse_state(state: Any, make_tracked: Callable[[], Any]) -> Tuple[int, int, 
         window.total_bad = int(total_bad)
         windows[key] = window
         lasts[key] = None if last is None else float(last)
-    return tick, default_size, sizes, windows, lasts, _parse_tracked(state.get("tracked", {}), tick, make_tracked)
+    return tick, default_size, sizes, windows, lasts, _parse_tracked(state.get("tracked", {}), tick)
 
 
 def _name(key: Any, where: str) -> str:
@@ -169,7 +153,7 @@ def _parse_stat(where: str, raw: Any) -> Stat:
     return (float(total), int(count), float(low), float(high), int(bad), float(squares), None if last is None else float(last))
 
 
-def _parse_tracked(raw: Any, tick: int, make_tracked: Callable[[], Any]) -> Dict[str, Any]:
+def _parse_tracked(raw: Any, tick: int) -> Dict[str, Tracked]:
     if not isinstance(raw, Mapping):
         raise _error(f"'tracked' must be a dict, got {type(raw).__name__}")
     out: Dict[str, Any] = {}
@@ -177,7 +161,7 @@ def _parse_tracked(raw: Any, tick: int, make_tracked: Callable[[], Any]) -> Dict
         where = f"tracked {key!r}"
         if not isinstance(key, str) or not key or not isinstance(record, Mapping):
             raise _error(f"{where}: expected a key -> dict, got {record!r}")
-        tracked = make_tracked()
+        tracked = Tracked()
         raw_windows = record.get("windows", {})
         if not isinstance(raw_windows, Mapping):
             raise _error(f"{where}: 'windows' must be a dict")

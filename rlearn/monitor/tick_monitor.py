@@ -1,19 +1,8 @@
-"""``TickMonitor``: sparse per-iteration metrics with per-key sliding windows.
+"""``TickMonitor``: the one store of monitored numbers, a sliding window of ticks per key (docs/monitoring.md).
 
-One *tick* is one train iteration. ``update(info)`` records the values of a (sparse) info dict at the
-current tick, ``tick()`` advances the clock, and the statistics of a key look at the values recorded
-during its last ``window_size(key)`` ticks, the current one included. A key that has no value in its
-window has no average (``None``): absent is not zero. NaN and inf are counted, not averaged.
-
-The window of one key is a :class:`~rlearn.monitor.window.KeyWindow` (O(1) amortised recording,
-O(log window) queries; its module explains how). Values are converted by
-:mod:`rlearn.monitor.scalars`. On request (:meth:`TickMonitor.keep`, which ``LogProcessor.prepare``
-calls) a key also keeps other tick windows, its last ``n`` values, or aggregates since the start; the
-state dict (:mod:`rlearn.monitor.state`) carries all of it across a resume.
-
-One module on purpose: the recording side (``update``, ``update_columns``, ``tick``), the window statistics
-and the state dict all read and write the same per-key windows and the tick counter; the parts that stand
-alone already live beside it (``window``, ``tracked``, ``scalars``, ``state``).
+A key's window is a :class:`~rlearn.monitor.window.KeyWindow`; what :meth:`TickMonitor.keep` adds (other
+windows, the last ``n`` values, since-start aggregates) lives beside it in ``window.py``; the state dict
+is read back by ``state.py``.
 """
 
 from __future__ import annotations
@@ -24,8 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.monitor import scalars
 from rlearn.monitor.state import STATE_VERSION, check_key, parse_state, positive_int
-from rlearn.monitor.tracked import LastN, SinceStart, Tracked
-from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat, WindowStat
+from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat, Tracked, WindowStat
 
 __all__ = ["TickMonitor"]
 
@@ -39,17 +27,10 @@ class TickMonitor:
         window_size: default window, in ticks, of every key.
         window_sizes: per-key windows (``{"aux_loss": 50}``), overriding ``window_size``.
 
-    The statistics of a key (:meth:`avg`, :meth:`min`, :meth:`max`, :meth:`count`, :meth:`nonfinite`,
-    :meth:`window_stat`) look at the values recorded during the last ``window_size(key)`` ticks, the
-    current tick included. ``avg``/``min``/``max`` are ``None`` when the window holds no finite value,
-    never 0. NaN and inf are excluded from them and counted by :meth:`nonfinite`.
-
-    Every windowed query takes ``end``, the last tick of the window: ``None`` (default) is the current
-    tick ``tick_count``; ``tick_count - 1`` is the window of the tick just completed (the learner's
-    final log runs after the last ``tick()``). Those are the two valid ends -- older ticks may already
-    be dropped -- and any other ``end`` raises ``ValueError`` naming it.
-
-    Example::
+    A key's statistics look at the values recorded during its last ``window_size(key)`` ticks, the
+    current one included; ``avg``/``min``/``max`` are None (never 0) without a finite value, NaN and inf
+    are counted by :meth:`nonfinite`. ``end``, the last tick of a window, is None (the current tick) or
+    ``tick_count - 1`` (the tick just completed); any other raises ``ValueError``. Example::
 
         monitor = TickMonitor(window_size=20)
         for it in range(40):               # one train iteration per tick
@@ -60,10 +41,6 @@ class TickMonitor:
             if it == 39:                   # log time: the window is ticks 20..39
                 print(monitor.count("loss"), monitor.count("aux_loss"), monitor.avg("aux_loss"))  # 20 2 25.0
             monitor.tick()
-
-    Values are scalars (:mod:`rlearn.monitor.scalars`): anything else raises ``TypeError`` naming the
-    key, and an update is all-or-nothing. Tensors on an accelerator are copied to the host together,
-    with one transfer per ``update`` call and device, not one synchronisation per key.
     """
 
     def __init__(self, window_size: int = 20, window_sizes: Optional[Mapping[str, int]] = None) -> None:
@@ -101,11 +78,7 @@ class TickMonitor:
         return self._default_size
 
     def set_window_size(self, key: str, size: int) -> None:
-        """Set the window of ``key`` (it need not have been recorded yet).
-
-        Shrinking takes effect immediately. Growing does not bring back values that had already left
-        the old window: the window fills up again as new ticks come.
-        """
+        """Set the window of ``key``; growing brings back no value that had already left the old one."""
         check_key(key)
         self._sizes[key] = size = positive_int(f"TickMonitor window size of {key!r}", size)
         self._resize(key, size)
@@ -122,8 +95,7 @@ class TickMonitor:
         window = self._windows.get(key)
         if window is not None:
             now = self._tick
-            # keep the ticks still in the old window, plus the one before the new window when shrinking
-            # (so that end=tick_count-1 stays exact); growing recovers nothing that had left
+            # the ticks still in the old window, and the one before a shrunk window (for end=tick_count-1)
             first = max(now - window.size + 1, now - size)
             resized = KeyWindow.load(size, now, *window.dump(now, first))
             resized.total_bad = window.total_bad
@@ -132,49 +104,30 @@ class TickMonitor:
     def keep(
         self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None, since_start: bool = False
     ) -> None:
-        """Make ``key`` keep more than its own window, from now on (idempotent; survives the state dict).
-
-        ``window``: another tick window of that many ticks (queried with ``window_stat(key, window=...)``);
-        ``last_n``: the last ``last_n`` values recorded, whenever that was (the ring keeps the largest
-        ``last_n`` asked for); ``since_start``: aggregates of every value recorded from now on.
-        """
+        """Make ``key`` keep, from now on, another tick ``window``, its ``last_n`` values or aggregates
+        ``since_start`` (idempotent; saved by :meth:`state_dict`)."""
         check_key(key)
-        tracked = self._tracked.get(key)
-        if tracked is None:
-            tracked = self._tracked[key] = Tracked()
         if window is not None:
             window = positive_int(f"TickMonitor.keep window of {key!r}", window)
-            if window not in tracked.windows:
-                tracked.windows[window] = KeyWindow(window, self._tick)
         if last_n is not None:
             last_n = positive_int(f"TickMonitor.keep last_n of {key!r}", last_n)
-            if tracked.last_n is None:
-                tracked.last_n = LastN(last_n)
-            elif tracked.last_n.n < last_n:
-                tracked.last_n = tracked.last_n.grow(last_n)
-        if since_start and tracked.since_start is None:
-            tracked.since_start = SinceStart()
+        self._tracked.setdefault(key, Tracked()).want(self._tick, window, last_n, since_start)
 
     # ------------------------------------------------------------------------------------ record
     def update(self, info: Mapping[str, Any]) -> None:
-        """Record every value of ``info`` at the current tick.
-
-        A key may get several values during one tick (several ``update`` calls); they all count.
-        Raises ``TypeError`` (non-string key, non-scalar value: the message names the key and the
-        type or shape) or ``ValueError`` (an int too large for a float) before recording anything.
-        """
+        """Record every value of ``info`` at the current tick (all count); a bad key or value raises,
+        naming the key, before anything is recorded."""
         # the common case, a dict of Python floats for keys already seen (so valid keys), needs no check
         if type(info) is dict and set(map(type, info.values())) == _ONLY_FLOAT and info.keys() <= self._windows.keys():
             self._add(info.items(), info)
         else:
-            items = self._validated(info)
+            if not isinstance(info, dict) and not isinstance(info, Mapping):  # dict first: the ABC check is slow
+                raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
+            items = scalars.to_floats(info.items(), check_key)
             self._add(items, items)
 
     def update_columns(self, columns: Mapping[str, Sequence[Any]]) -> None:
-        """Record several values per key at the current tick: ``columns`` maps each key to a list (or
-        tuple) of values, recorded in order. The same as one :meth:`update` per position ``i`` with the keys
-        whose list is longer than ``i``, in one call (the collector's collect-side metrics: one value per
-        env step). All-or-nothing, with the errors of :meth:`update`."""
+        """Record a list (or tuple) of values per key at the current tick, in order; all-or-nothing."""
         if not isinstance(columns, dict) and not isinstance(columns, Mapping):
             raise TypeError(f"TickMonitor.update_columns expects a dict key -> list of scalars, got {type(columns).__name__}")
         pairs = []
@@ -188,8 +141,7 @@ class TickMonitor:
         self._add(items, items)
 
     def _add(self, items: Any, recorded: Any) -> None:
-        """Record validated ``(key, float)`` items at the current tick (``recorded``: the same as a dict or
-        a list of pairs, for the last values)."""
+        """Record validated ``(key, float)`` items (``recorded``: the same, for the last values)."""
         windows = self._windows
         tick = self._tick
         for key, value in items:
@@ -207,12 +159,6 @@ class TickMonitor:
             for key, value in items:
                 if key in tracked:
                     tracked[key].add(tick, value)
-
-    def _validated(self, info: Mapping[str, Any]) -> List[Tuple[str, float]]:
-        """``info``'s items with every value a Python float; raises naming the culprit otherwise."""
-        if not isinstance(info, dict) and not isinstance(info, Mapping):  # dict first: the ABC check is slow
-            raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
-        return scalars.to_floats(info.items(), check_key)
 
     # ---------------------------------------------------------------------------------- queries
     def _end(self, end: Optional[int]) -> int:
@@ -410,19 +356,12 @@ class TickMonitor:
         validated completely first; anything malformed raises ``ValueError`` (or ``TypeError`` for a
         non-mapping) naming the field, and leaves the monitor unchanged.
         """
-        tick, default_size, sizes, windows, lasts, tracked = parse_state(state, Tracked)
+        tick, default_size, sizes, windows, lasts, tracked = parse_state(state)
         for key, kept in self._tracked.items():  # what was asked for before the load stays asked for
             loaded = tracked.setdefault(key, Tracked())
             for size in kept.windows:
-                if size not in loaded.windows:
-                    loaded.windows[size] = KeyWindow(size, tick)
-            if kept.last_n is not None:
-                if loaded.last_n is None:
-                    loaded.last_n = LastN(kept.last_n.n)
-                elif loaded.last_n.n < kept.last_n.n:
-                    loaded.last_n = loaded.last_n.grow(kept.last_n.n)
-            if kept.since_start is not None and loaded.since_start is None:
-                loaded.since_start = SinceStart()
+                loaded.want(tick, window=size)
+            loaded.want(tick, None, None if kept.last_n is None else kept.last_n.n, kept.since_start is not None)
         self._tick = tick
         self._default_size = default_size
         self._sizes = sizes

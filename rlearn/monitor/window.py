@@ -1,23 +1,11 @@
-"""The sliding window of one monitored key (:class:`KeyWindow`) and a window's mergeable aggregate
-(:class:`WindowStat`).
+"""What a monitored key keeps: its tick window (:class:`KeyWindow`), on request other windows, its last
+``n`` values (:class:`LastN`) and aggregates since the start (:class:`SinceStart`), gathered in
+:class:`Tracked`; and a window's mergeable aggregate (:class:`WindowStat`).
 
-One *tick* is one train iteration. A window of ``size`` ticks ending at tick ``end`` holds the values
-recorded at ticks ``end - size + 1 .. end``.
-
-Recording a value costs two list appends (its tick, its value); ticks without a value cost nothing. The
-values live in two *blocks*:
-
-* the *open* block starts at some tick ``start`` and takes every value recorded before ``start + size``
-  (``self.end``); all its values are in the window of any tick ``< self.end``. Its sum, min, max and sum of
-  squares are running aggregates, extended at query time with the values recorded since the last query;
-* the *closed* block is the previous open block. When a value (or a query) arrives at ``self.end`` or
-  later, the open block becomes the closed one (no copy) and the old closed block, whose ticks have all
-  left every window by then, is dropped. The closed block's share of a window is read from *suffix*
-  aggregates (of each element and every newer one, built once per block at the first query that needs
-  them) at the index one binary search finds.
-
-So recording is O(1), a query O(log size) plus the amortised O(1) per value of the one-off passes, and a key
-keeps the values of at most ``2 * size`` ticks. Nothing is subtracted, so sums do not drift.
+A :class:`KeyWindow` holds an *open* block (every value recorded before ``end = start + size``, with running
+aggregates) and the previous, *closed* block, whose share of a window is read from suffix aggregates at
+the index a binary search finds: recording is two list appends, a query O(log size), and nothing is
+subtracted, so sums do not drift (docs/monitoring.md explains why it is cheap).
 """
 
 from __future__ import annotations
@@ -26,9 +14,11 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from itertools import accumulate
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["KeyWindow", "WindowStat", "Stat", "EMPTY_STAT", "INF"]
+from rlearn.monitor.history_buffer import HistoryBuffer
+
+__all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "Stat", "EMPTY_STAT", "INF"]
 
 INF = math.inf
 #: a window's aggregate: (sum, count, min, max, nonfinite, sum of squares, last finite value or None)
@@ -38,13 +28,11 @@ EMPTY_STAT: Stat = (0.0, 0, INF, -INF, 0, 0.0, None)
 
 @dataclass(frozen=True)
 class WindowStat:
-    """Partial aggregate of one window on one rank (or merged over ranks: ``rlearn.distributed``).
+    """Aggregate of one window on one rank, or merged over ranks (``rlearn.distributed``).
 
-    ``sum``/``count``/``sumsq``/``min``/``max`` are over the finite values (``min``/``max`` None when
-    there are none), ``nonfinite`` counts NaN/inf, ``last`` is the most recent finite value (None when
-    there is none). Every statistic of a window with ``count == 0`` is None (never 0), except ``count``.
-    ``values``: the finite values themselves, oldest first, for a statistic registered with
-    ``HistoryBuffer.register_statistics`` (None when no such statistic needs them).
+    ``sum``/``count``/``sumsq``/``min``/``max``/``last`` are over the finite values (None, never 0, when
+    ``count == 0``), ``nonfinite`` counts NaN/inf; ``values`` are the finite values, oldest first, when a
+    registered statistic needs them.
     """
 
     sum: float
@@ -75,11 +63,8 @@ class WindowStat:
 
     @property
     def std(self) -> Optional[float]:
-        """Population standard deviation (ddof=0) of the finite values, or None when there are none.
-
-        ``sqrt(sumsq/count - mean^2)`` (clipped at 0), mergeable across ranks; its absolute error is about
-        ``eps * mean^2 / std``, so it loses digits when the spread is tiny next to the mean.
-        """
+        """Population standard deviation (ddof=0), ``sqrt(sumsq/count - mean^2)``: mergeable across ranks,
+        it loses digits when the spread is tiny next to the mean. None when there are no values."""
         if not self.count:
             return None
         mean = self.sum / self.count
@@ -105,7 +90,7 @@ def _suffix(values: List[Any], func: Any = None, neutral: Any = 0.0) -> List[Any
 
 
 class KeyWindow:
-    """The window of one key (see the module docstring). ``TickMonitor.update``/``avg`` inline the hot paths."""
+    """The window of one key (module docstring); ``TickMonitor.update``/``avg`` inline its hot paths."""
 
     __slots__ = ("size", "end", "ticks", "vals", "bad", "o_n", "o_sum", "o_sum_n", "o_lo", "o_hi", "o_sq",
                  "c_ticks", "c_vals", "c_bad", "c_suf", "c_rest", "total_bad")
@@ -182,11 +167,7 @@ class KeyWindow:
         return self.c_suf
 
     def stat(self, now: int, end: int) -> Stat:
-        """Every aggregate of the window ending at ``end`` (``now`` or ``now - 1``; ``now`` = current tick).
-
-        ``end = now - 1`` leaves out the values of the current tick: the open block's share is then
-        summed directly (O(values in the open block), once, at the final log).
-        """
+        """Every aggregate of the window ending at ``end`` (``now``, the current tick, or ``now - 1``)."""
         if now >= self.end:
             self.roll(now)
         vals, kept = self.vals, self._kept(end)
@@ -235,7 +216,6 @@ class KeyWindow:
             self.roll(now)
         return self.c_vals[self._first_closed(end):] + self.vals[: self._kept(end)]
 
-    # ------------------------------------------------------------------------------------- state
     def dump(self, now: int, first_tick: int) -> Tuple[List[List[Any]], List[int]]:
         """``([[tick, value], ...], [tick of each non-finite value, ...])`` from ``first_tick`` to ``now``."""
         if now >= self.end:
@@ -254,3 +234,115 @@ class KeyWindow:
         for tick, value in items:
             window.add(tick, value)
         return window  # its total_bad: the loaded non-finite values
+
+
+def merge_stats(a: Stat, b: Stat) -> Stat:
+    """The aggregate of two disjoint groups of values; ``b`` holds the newer ones."""
+    return (
+        a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]), a[4] + b[4], a[5] + b[5],
+        b[6] if b[6] is not None else a[6],
+    )  # fmt: skip
+
+
+def _value_stat(value: float) -> Stat:
+    if value - value == 0.0:
+        return (value, 1, value, value, 0, value * value, value)
+    return (0.0, 0, INF, -INF, 1, 0.0, None)
+
+
+class LastN:
+    """The last ``n`` values of a key (NaN/inf included, they count as values), in a HistoryBuffer ring."""
+
+    def __init__(self, n: int, values: Optional[List[float]] = None, tick: int = -1, at_tick: int = 0) -> None:
+        self.n = n
+        self.buffer = HistoryBuffer(values or (), max_length=n)
+        self.tick = tick  # tick of the newest value
+        self.at_tick = at_tick  # how many of the newest values were recorded at ``tick``
+
+    def add(self, tick: int, value: float) -> None:
+        self.buffer.update(value)
+        if tick == self.tick:
+            self.at_tick += 1
+        else:
+            self.tick, self.at_tick = tick, 1
+
+    def grow(self, n: int) -> "LastN":
+        """A ring of ``n >= self.n`` values holding the same values (the older ones are gone for good)."""
+        return LastN(n, self.buffer.data[0].tolist(), self.tick, self.at_tick)
+
+    def stat(self, n: int, end: int) -> Stat:
+        """Aggregate of the last ``n`` values minus those recorded after ``end``."""
+        values = self._kept(n, end)
+        finite = [v for v in values if v - v == 0.0]
+        if not finite:
+            return (0.0, 0, INF, -INF, len(values), 0.0, None)
+        return (
+            math.fsum(finite), len(finite), min(finite), max(finite), len(values) - len(finite),
+            math.fsum([v * v for v in finite]), finite[-1],
+        )  # fmt: skip
+
+    def _kept(self, n: int, end: int) -> List[float]:
+        """The last ``n`` values (NaN/inf included) minus those recorded after ``end``, oldest first."""
+        values = self.buffer.window(n)[0].tolist() if len(self.buffer) else []
+        return values[: max(0, len(values) - self.at_tick)] if self.tick > end else values
+
+    def values(self, n: int, end: int) -> List[float]:
+        """The finite values among the last ``n`` recorded at ticks ``<= end``, oldest first."""
+        return [v for v in self._kept(n, end) if v - v == 0.0]
+
+    def state(self) -> Dict[str, Any]:
+        return {"n": self.n, "values": self.buffer.data[0].tolist(), "tick": self.tick, "at_tick": self.at_tick}
+
+
+class SinceStart:
+    """Running aggregates of every value of a key since the run started, the current tick kept apart."""
+
+    def __init__(self, before: Stat = EMPTY_STAT, tick: int = -1, current: Stat = EMPTY_STAT) -> None:
+        self.before = before  # the values of the ticks before ``tick``
+        self.tick = tick
+        self.current = current  # the values of ``tick``
+
+    def add(self, tick: int, value: float) -> None:
+        if tick != self.tick:
+            self.before = merge_stats(self.before, self.current)
+            self.tick, self.current = tick, EMPTY_STAT
+        self.current = merge_stats(self.current, _value_stat(value))
+
+    def stat(self, end: int) -> Stat:
+        """Aggregate of every value recorded at ticks ``<= end``."""
+        return self.before if self.tick > end else merge_stats(self.before, self.current)
+
+    def state(self) -> Dict[str, Any]:
+        return {"before": list(self.before), "tick": self.tick, "current": list(self.current)}
+
+
+class Tracked:
+    """What one key keeps beyond its own window: other tick windows, a last-``n`` ring, since-start sums."""
+
+    __slots__ = ("windows", "last_n", "since_start")
+
+    def __init__(self) -> None:
+        self.windows: Dict[int, KeyWindow] = {}
+        self.last_n: Optional[LastN] = None
+        self.since_start: Optional[SinceStart] = None
+
+    def want(self, now: int, window: Optional[int] = None, last_n: Optional[int] = None,
+             since_start: bool = False) -> None:
+        """Also keep a ``window`` of that many ticks, the last ``last_n`` values, aggregates ``since_start``."""
+        if window is not None and window not in self.windows:
+            self.windows[window] = KeyWindow(window, now)
+        if last_n is not None:
+            if self.last_n is None:
+                self.last_n = LastN(last_n)
+            elif self.last_n.n < last_n:
+                self.last_n = self.last_n.grow(last_n)
+        if since_start and self.since_start is None:
+            self.since_start = SinceStart()
+
+    def add(self, tick: int, value: float) -> None:
+        for window in self.windows.values():
+            window.add(tick, value)
+        if self.last_n is not None:
+            self.last_n.add(tick, value)
+        if self.since_start is not None:
+            self.since_start.add(tick, value)
