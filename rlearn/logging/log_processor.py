@@ -1,11 +1,6 @@
-"""``LogProcessor``: which statistics of each monitored key are shown (MMEngine's ``custom_cfg``).
-
-It reads a :class:`~rlearn.monitor.TickMonitor` and returns partial aggregates
-(:class:`~rlearn.monitor.WindowStat`, mergeable across ranks) per output name, then the final
-numbers the writers show. A ``method_name`` is any statistic of :class:`~rlearn.logging.HistoryBuffer`'s
-registry: the built-in ones come from the mergeable aggregates, one added with
-``@HistoryBuffer.register_statistics`` is called on a ``HistoryBuffer`` holding the window's values.
-"""
+"""``LogProcessor``: which statistics of each monitored key are shown (MMEngine's ``custom_cfg``,
+docs/logging.md): mergeable :class:`~rlearn.monitor.WindowStat` per output name, then the numbers.
+A registered statistic is called on a ``HistoryBuffer`` of the window's values."""
 
 from __future__ import annotations
 
@@ -19,14 +14,12 @@ from rlearn.monitor.scalars import to_float
 
 __all__ = ["LogProcessor", "LogProcessorConfigError"]
 
-#: built-in method_name -> suffix of the name of a replacing entry (a registered statistic: its own name)
 SUFFIXES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
 _FIELDS = ("data_src", "method_name", "log_name", "window_size", "last_n")
 
 
 def _arguments(method: Any, extra: Mapping[str, Any], count: int) -> Dict[str, Any]:
-    """The keyword arguments of a registered statistic: the entry's extra fields, and ``window_size`` (the
-    number of values in the window) when it takes one."""
+    """A registered statistic's keyword arguments: the entry's extra fields, ``window_size`` if it takes one."""
     params = inspect.signature(method).parameters.values()
     if any(p.name == "window_size" or p.kind is p.VAR_KEYWORD for p in params):
         return {"window_size": count, **extra}
@@ -38,7 +31,7 @@ class LogProcessorConfigError(ValueError):
 
 
 def _registered(name: str) -> Any:
-    """The registered statistic ``name`` when it is not (or no longer) a built-in one, else None."""
+    """The registered statistic ``name`` unless it is a built-in one."""
     method = HistoryBuffer._statistics_methods.get(name)
     return None if method is BUILTIN_STATISTICS.get(name) else method
 
@@ -47,26 +40,13 @@ class LogProcessor:
     """Chooses the statistics of each monitored key that the table and every writer show.
 
     Args:
-        window_size: the window, in train iterations, of every key without a window of its own
-            (``prepare`` makes it the monitor's default); None keeps the monitor's.
-        by_epoch: must be False: an RL run has no epochs (kept for MMEngine configs).
-        custom_cfg: a list of entries, each a dict with
+        window_size: the default window of the monitor, in train iterations (None keeps the monitor's).
+        by_epoch: must be False (an RL run has no epochs).
+        custom_cfg: entries ``dict(data_src=key, method_name=statistic, log_name=..., window_size=int |
+            'global', last_n=int)`` (docs/logging.md, section LogProcessor). ``method_name`` comes from
+            ``HistoryBuffer``'s registry; without ``log_name`` an entry replaces the key's default
+            ``f"{key}_avg"``, with it it adds ``log_name``.
 
-            * ``data_src`` (required): the full monitor key, e.g. ``'collector/episode_return'``;
-            * ``method_name`` (required): a statistic of ``HistoryBuffer``'s registry: ``'mean'``, ``'min'``,
-              ``'max'``, ``'current'`` (the most recent finite value), ``'count'`` (number of finite values),
-              ``'std'`` (population standard deviation), or one added with
-              ``@HistoryBuffer.register_statistics``; any other field of the entry is passed to it, and
-              ``window_size`` (the number of values in the window) when it takes that argument;
-            * ``log_name`` (optional): without it the entry *replaces* the key's default statistic and is
-              named ``f"{k}_{suffix}"`` (suffix avg / min / max / last / count / std, or the registered
-              name); with it the entry is *added* after the key's default and named ``log_name`` (a
-              ``log_name`` without ``'/'`` inherits the ``'group/'`` prefix of ``data_src``);
-            * ``window_size`` (optional): an int (train iterations, i.e. ticks) or ``'global'`` (since the
-              run started), or ``last_n`` (optional): the last N values recorded, whenever they were. At most
-              one of the two; with neither the entry uses the key's own monitor window.
-
-    By default key ``k`` is shown as ``f"{k}_avg"``: the mean over ``k``'s own monitor window.
     Example: ``collector/episode_return`` as its mean (the default) and the max of the last 100 episodes::
 
         LogProcessor(custom_cfg=[dict(data_src="collector/episode_return", method_name="max",
@@ -93,7 +73,6 @@ class LogProcessor:
         for entry in custom_cfg:
             self.add(entry)
 
-    # ------------------------------------------------------------------------------ configuration
     def add(self, entry: Mapping[str, Any]) -> None:
         """Add one ``custom_cfg`` entry (validated against the entries already there)."""
         checked = self._check_entry(len(self.custom_cfg), entry)
@@ -168,14 +147,9 @@ class LogProcessor:
                 raise LogProcessorConfigError(f"{where}: log_name {entry['name']!r} is the default name of "
                                               f"{other['data_src']!r}; choose another")
 
-    # ------------------------------------------------------------------------------------- monitor
     def prepare(self, monitor: TickMonitor) -> None:
-        """Make ``monitor`` keep what the entries need (other tick windows, last-N rings, since-start sums),
-        and make :attr:`window_size` (when set) its default window.
-
-        Idempotent; what it asks for survives ``monitor.state_dict()``/``load_state_dict()``, before or
-        after which it may run. A window kept from a later call fills from then on.
-        """
+        """Make ``monitor`` keep what the entries need and :attr:`window_size` (when set) its default window;
+        idempotent, before or after a resume."""
         if self.window_size is not None and monitor.default_window_size != self.window_size:
             monitor.set_default_window_size(self.window_size)
         for entry in self.custom_cfg:
@@ -198,11 +172,8 @@ class LogProcessor:
         return stat
 
     def window_stats(self, monitor: TickMonitor, keys: Sequence[str], end: Optional[int] = None) -> Dict[str, WindowStat]:
-        """Output name -> partial aggregate for ``keys``, in display order (a key's default, then its additions).
-
-        ``end`` is the last tick of the windows (see ``TickMonitor``); entries whose ``data_src`` is not
-        in ``keys`` produce nothing. Call :meth:`prepare` first for entries that need kept windows.
-        """
+        """Output name -> partial aggregate for ``keys`` in display order (a key's default, then its additions),
+        of the windows ending at ``end`` (see ``TickMonitor``)."""
         out: Dict[str, WindowStat] = {}
         owner: Dict[str, str] = {}
         replacing = {e["data_src"]: e for e in self.custom_cfg if "log_name" not in e}
@@ -219,10 +190,8 @@ class LogProcessor:
         return out
 
     def values(self, stats: Mapping[str, WindowStat]) -> Dict[str, Union[float, int, None]]:
-        """Output name -> final number; None for an empty window (a writer skips it, the table shows '-').
-
-        ``'<key>_nonfinite'`` (an int) follows a key's entries where its own window holds NaN/inf.
-        """
+        """Output name -> final number (None for an empty window); ``'<key>_nonfinite'`` follows a key's
+        entries where its own window holds NaN/inf."""
         entries = {e["name"]: e for e in self.custom_cfg}
         out: Dict[str, Union[float, int, None]] = {}
         pending: Dict[str, int] = {}

@@ -1,11 +1,5 @@
-"""``MessageHub``: named hubs where components publish monitored scalars and runtime state (MMEngine's API).
-
-``update_scalar`` / ``update_scalars`` / ``get_scalar`` / ``log_scalars`` are the way into the metric store:
-a hub attached to a run (:meth:`MessageHub.attach`, done by the learner) records every scalar into the run's
-:class:`~rlearn.monitor.TickMonitor` at the current train iteration, exactly like a key the policy returns,
-and ``get_scalar`` reads the key's window back as a :class:`~rlearn.monitor.HistoryBuffer`. A hub that is
-not attached to a run keeps its own ``HistoryBuffer`` per key, as in MMEngine.
-"""
+"""``MessageHub``: MMEngine's named hubs of scalars and runtime info; in a run, the way into the run's
+:class:`~rlearn.monitor.TickMonitor` (docs/logging.md)."""
 
 from __future__ import annotations
 
@@ -28,22 +22,13 @@ _MISSING = object()
 
 
 class MessageHub:
-    """The bus where the components of a run publish monitored scalars and runtime state.
+    """Where the components of a run publish scalars and runtime state.
 
-    *Scalars* (:meth:`update_scalar`, :meth:`update_scalars`, :meth:`get_scalar`, :attr:`log_scalars`): in
-    a run (a hub attached to the learner, see :meth:`attach`) they go into the run's monitor at the current
-    train iteration and show in the table, ``metrics.jsonl`` and every writer like the policy's keys;
-    outside a run the hub keeps a :class:`~rlearn.monitor.HistoryBuffer` per key.
-    *Runtime information* (``train_iter``, ``envstep``, learning rates, the last evaluation...) is a dict
-    whose values are replaced on each update. Keys set with ``resumed=True`` (the default) are saved by
-    :meth:`state_dict` and survive a resume; ``resumed=False`` keys do not.
-
-    Get a shared hub with :meth:`get_instance` (create-or-return by name) or
-    :meth:`get_current_instance` (the most recently created one). Constructing ``MessageHub(name)``
-    directly gives a private hub that the class-level lookups do not know about.
-
-    Args:
-        name: the hub's name.
+    *Scalars* (:meth:`update_scalar(s) <update_scalar>`, :meth:`get_scalar`, :attr:`log_scalars`): in a
+    run (:meth:`attach`) they go into the run's monitor at the current train iteration, like a policy's
+    keys; outside a run the hub keeps a :class:`~rlearn.monitor.HistoryBuffer` per key. *Runtime info*
+    is a dict; keys set with ``resumed=True`` survive a resume. :meth:`get_instance` and
+    :meth:`get_current_instance` give shared hubs; ``MessageHub(name)`` a private one.
     """
 
     _instances: "OrderedDict[str, MessageHub]" = OrderedDict()
@@ -68,13 +53,9 @@ class MessageHub:
 
     def attach(self, monitor: Any, record: Optional[Callable[[Mapping[str, Any]], None]] = None,
                live_info: Optional[Mapping[str, Tuple[Callable[[], Any], bool]]] = None) -> None:
-        """Make this hub the way into a run's metric store (the learner calls it).
-
-        ``monitor``: the run's :class:`~rlearn.monitor.TickMonitor`; ``record(info)`` records a dict at
-        the current tick (default ``monitor.update``; the learner passes its ``record``, which checks the
-        keys are declared); ``live_info``: runtime-info keys read on demand, ``key -> (getter, resumed)``
-        (the learner's ``train_iter``, ``envstep``, ``lr``). Scalars the hub held before move into the monitor.
-        """
+        """Make this hub the way into ``monitor`` (the learner calls it): ``record(info)`` records at the
+        current tick (default ``monitor.update``), ``live_info`` maps runtime-info keys to ``(getter,
+        resumed)``. Scalars the hub held move into the monitor."""
         self._monitor, self._record = monitor, record if record is not None else monitor.update
         self._live = dict(live_info or {})
         held, self._log_scalars = self._log_scalars, OrderedDict()
@@ -82,14 +63,9 @@ class MessageHub:
             for value, count in zip(*buffer.data):
                 self.update_scalar(key, value, count)
 
-    # ------------------------------------------------------------------ instances
     @classmethod
     def get_instance(cls, name: str, **kwargs: Any) -> "MessageHub":
-        """Return the hub called ``name``, creating it (with ``kwargs``) if it does not exist yet.
-
-        ``kwargs`` (constructor arguments) only apply on creation; passing different values for an
-        existing hub raises ``ValueError`` rather than being silently ignored.
-        """
+        """The hub called ``name``, created with ``kwargs`` if new; other ``kwargs`` for an existing one raise."""
         with cls._lock:
             hub = cls._instances.get(name)
             if hub is None:
@@ -118,16 +94,10 @@ class MessageHub:
         """Whether a shared hub called ``name`` exists."""
         return name in cls._instances
 
-    # ------------------------------------------------------------------ scalars
     def update_scalar(self, key: str, value: Any, count: Any = 1, resumed: bool = True) -> None:
-        """Record ``value`` (a scalar: number, numpy scalar, one-element tensor) under ``key``.
-
-        In a run it is recorded at the current train iteration into the run's monitor (declared or warned
-        about like any key, shown in every writer); ``count`` must then be 1 (a tick window averages the
-        values recorded in it) and every key is saved with the monitor's windows. Outside a run ``count``
-        is how many samples ``value`` stands for (``mean = sum(values) / sum(counts)``) and ``resumed``
-        says whether :meth:`state_dict` saves the key's history. A bad value raises naming the key.
-        """
+        """Record the scalar ``value`` under ``key``: in a run, into the monitor at the current train
+        iteration (``count`` must be 1); outside, into the hub's buffer (``resumed``: saved by
+        :meth:`state_dict`). A bad value raises naming the key."""
         _check_key(key)
         if self._record is None:
             buffer = self._log_scalars.get(key)
@@ -142,10 +112,7 @@ class MessageHub:
         self._record({key: value})
 
     def update_scalars(self, log_dict: Mapping[str, Any], resumed: bool = True) -> None:
-        """:meth:`update_scalar` for every item: a value, or ``dict(value=..., count=...)``.
-
-        Everything is checked first: a bad item raises (naming its key) and nothing is recorded.
-        """
+        """:meth:`update_scalar` for every item (a value or ``dict(value=..., count=...)``), all checked first."""
         if not isinstance(log_dict, Mapping):
             raise TypeError(f"update_scalars expects a dict key -> value; got {type(log_dict).__name__}")
         items = []
@@ -167,9 +134,8 @@ class MessageHub:
             self.update_scalar(key, value, count, resumed)
 
     def get_scalar(self, key: str) -> HistoryBuffer:
-        """The history of ``key``: in a run, a :class:`~rlearn.monitor.HistoryBuffer` holding the finite
-        values of its current window (a snapshot; ``current()``, ``mean(n)``, ``statistics(name, ...)``...);
-        outside a run, the hub's own buffer. An unknown key raises ``KeyError`` listing the known ones."""
+        """The history of ``key``: in a run a snapshot ``HistoryBuffer`` of its window's finite values,
+        outside the hub's own buffer. An unknown key raises ``KeyError`` listing the known ones."""
         if self._monitor is None:
             if key not in self._log_scalars:
                 raise _missing(key, "scalar", self._log_scalars, self.instance_name)
@@ -186,19 +152,11 @@ class MessageHub:
             return OrderedDict(self._log_scalars)
         return OrderedDict((key, self.get_scalar(key)) for key in self._monitor.keys())
 
-    # ------------------------------------------------------------------ runtime info
     def update_info(self, key: str, value: Any, resumed: bool = True) -> None:
-        """Set runtime information ``key`` to ``value`` (replacing the previous value).
-
-        ``resumed=True`` (default): the key is saved by :meth:`state_dict` and restored on resume;
-        ``resumed=False``: it lives for this process only (handles, per-run objects).
-        """
+        """Set runtime information ``key`` to ``value``; ``resumed=False``: not saved by :meth:`state_dict`."""
         _check_key(key)
         self._runtime_info[key] = value
-        if resumed:
-            self._resumed_keys.add(key)
-        else:
-            self._resumed_keys.discard(key)
+        (self._resumed_keys.add if resumed else self._resumed_keys.discard)(key)
 
     def update_info_dict(self, info_dict: Mapping[str, Any], resumed: bool = True) -> None:
         """:meth:`update_info` for every item of ``info_dict`` (all keys are checked first)."""
@@ -216,10 +174,7 @@ class MessageHub:
         return self._runtime_info.get(key, default)
 
     def pop_info(self, key: str, default: Any = _MISSING) -> Any:
-        """Remove runtime information ``key`` and return its value.
-
-        A missing key returns ``default`` when given, else raises ``KeyError`` listing the known keys.
-        """
+        """Remove runtime information ``key`` and return its value (``default``, or ``KeyError``, if missing)."""
         if key in self._runtime_info:
             self._resumed_keys.discard(key)
             return self._runtime_info.pop(key)
@@ -240,14 +195,8 @@ class MessageHub:
         live = [k for k, (_, resumed) in self._live.items() if resumed]
         return [k for k in self._runtime_info if k in self._resumed_keys and k not in self._live] + live
 
-    # ------------------------------------------------------------------ state
     def state_dict(self) -> Dict[str, Any]:
-        """A picklable snapshot of the runtime info whose keys were set with ``resumed=True``.
-
-        Those are the keys that survive a resume (the learner's ``train_iter``, ``envstep``, the last
-        evaluation...); keys set with ``resumed=False`` are left out. A value that cannot be deep-copied
-        is left out with a warning.
-        """
+        """The runtime info and scalars set with ``resumed=True`` (a value deepcopy refuses: left out, warned)."""
         info: Dict[str, Any] = {}
         for key in self.resumed_keys:
             try:
@@ -258,12 +207,7 @@ class MessageHub:
         return {"version": _STATE_VERSION, "runtime_info": info, "log_scalars": scalars}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the runtime info of :meth:`state_dict` (as resumed keys; other keys are kept).
-
-        The whole state is checked first: a malformed one raises (naming the culprit) and changes nothing.
-        Saved scalar histories come back as they were (a hub attached to a run has none: the run's monitor
-        state carries its scalars); those of a version-1 state are ignored.
-        """
+        """Restore :meth:`state_dict` (other keys are kept); all checked first, a bad state changes nothing."""
         if not isinstance(state, Mapping):
             raise TypeError(f"MessageHub state must be a mapping; got {type(state).__name__}")
         if "runtime_info" not in state:
