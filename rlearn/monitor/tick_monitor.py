@@ -57,7 +57,6 @@ class TickMonitor:
         self._tracked: Dict[str, Tracked] = {}
         self._tick = 0
 
-    # ------------------------------------------------------------------------------------ clock
     @property
     def tick_count(self) -> int:
         """Ticks completed so far, which is also the index of the current tick."""
@@ -67,7 +66,6 @@ class TickMonitor:
         """Advance the clock by one tick (call it once per train iteration, after recording)."""
         self._tick += 1
 
-    # ----------------------------------------------------------------------------------- windows
     def window_size(self, key: str) -> int:
         """The window of ``key``, in ticks."""
         return self._sizes.get(key, self._default_size)
@@ -113,7 +111,6 @@ class TickMonitor:
             last_n = positive_int(f"TickMonitor.keep last_n of {key!r}", last_n)
         self._tracked.setdefault(key, Tracked()).want(self._tick, window, last_n, since_start)
 
-    # ------------------------------------------------------------------------------------ record
     def update(self, info: Mapping[str, Any]) -> None:
         """Record every value of ``info`` at the current tick (all count); a bad key or value raises,
         naming the key, before anything is recorded."""
@@ -160,7 +157,6 @@ class TickMonitor:
                 if key in tracked:
                     tracked[key].add(tick, value)
 
-    # ---------------------------------------------------------------------------------- queries
     def _end(self, end: Optional[int]) -> int:
         if end is None:
             return self._tick
@@ -175,7 +171,9 @@ class TickMonitor:
         """Mean of the finite values of ``key`` in its window; None if there are none (never 0)."""
         window = self._windows.get(key)
         if window is None:
-            return None if end is None else self._none_checked(end)
+            if end is not None:
+                self._end(end)  # validated all the same
+            return None
         now = self._tick
         if end is not None and (type(end) is not int or end != now) and self._end(end) != now:
             stat = window.stat(now, end)
@@ -198,10 +196,6 @@ class TickMonitor:
             total = suffix[first] + total
             count += len(c_ticks) - first
         return total / count if count else None
-
-    def _none_checked(self, end: int) -> None:
-        self._end(end)
-        return None
 
     def _stat(self, key: str, end: Optional[int]) -> Stat:
         end = self._end(end)
@@ -316,7 +310,6 @@ class TickMonitor:
     def __repr__(self) -> str:
         return f"TickMonitor(tick_count={self._tick}, window_size={self._default_size}, keys={self.keys()})"
 
-    # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """The monitor's state in plain Python types, bounded by the window sizes (format: ``rlearn.monitor.state``).
 
