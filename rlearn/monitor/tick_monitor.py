@@ -236,30 +236,17 @@ class TickMonitor:
         return 0 if window is None else window.total_bad
 
     def last(self, key: str, end: Optional[int] = None) -> Optional[float]:
-        """The most recent value of ``key`` (NaN/inf included); None if never recorded.
-
-        With ``end`` (see the class docstring): the most recent *finite* value in the window ending there.
-        """
+        """The most recent value of ``key`` (NaN/inf included; None if never recorded); with ``end``, the
+        most recent finite value in the window ending there."""
         if end is None:
             return self._last.get(key)
         return self._stat(key, end)[6]
 
-    def window_stat(
-        self,
-        key: str,
-        end: Optional[int] = None,
-        *,
-        window: Optional[int] = None,
-        last_n: Optional[int] = None,
-        since_start: bool = False,
-    ) -> WindowStat:
-        """The partial aggregate (:class:`~rlearn.monitor.WindowStat`) of ``key``'s window ending at ``end``.
-
-        Without options: the key's own tick window. ``window=w``: a window of ``w`` ticks (the key's own
-        size, or one made with :meth:`keep`); ``last_n=n``: its last ``n`` values recorded up to ``end``
-        (``keep(key, last_n>=n)`` first); ``since_start=True``: every value since ``keep(key,
-        since_start=True)``. A window that was not kept raises ``ValueError`` naming the key.
-        """
+    def window_stat(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
+                    last_n: Optional[int] = None, since_start: bool = False) -> WindowStat:
+        """The :class:`~rlearn.monitor.WindowStat` of ``key``'s own window ending at ``end``, or of what
+        :meth:`keep` made it keep (``window=w`` ticks, its ``last_n`` values, ``since_start``); a window
+        that was not kept raises ``ValueError`` naming the key."""
         end = self._end(end)
         store = self._kept(key, window, last_n, since_start)
         if store is None:
@@ -272,8 +259,7 @@ class TickMonitor:
 
     def window_values(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
                       last_n: Optional[int] = None) -> List[float]:
-        """The finite values of ``key``'s window ending at ``end``, oldest first: its own window, another
-        kept tick window (``window=``) or its last ``last_n`` values (see :meth:`window_stat`)."""
+        """The finite values, oldest first, of the window :meth:`window_stat` reads."""
         end = self._end(end)
         store = self._kept(key, window, last_n, False)
         if store is None:
@@ -281,8 +267,7 @@ class TickMonitor:
         return store.values(last_n, end) if last_n is not None else store.values(self._tick, end)
 
     def _kept(self, key: str, window: Optional[int], last_n: Optional[int], since_start: bool) -> Any:
-        """What holds the window asked for: the key's own window (None if never recorded), one kept by
-        :meth:`keep`, its last-n ring or its since-start aggregate; ``ValueError`` if it was not kept."""
+        """What holds the window asked for (None: a key never recorded); ``ValueError`` if it was not kept."""
         if sum((window is not None, last_n is not None, bool(since_start))) > 1:
             raise ValueError(f"window_stat({key!r}): give at most one of window, last_n and since_start")
         tracked = self._tracked.get(key)
@@ -311,13 +296,8 @@ class TickMonitor:
         return f"TickMonitor(tick_count={self._tick}, window_size={self._default_size}, keys={self.keys()})"
 
     def state_dict(self) -> Dict[str, Any]:
-        """The monitor's state in plain Python types, bounded by the window sizes (format: ``rlearn.monitor.state``).
-
-        Holds the clock, the window sizes, and per key (first-seen order) its values still in the window
-        and those of the tick that left it at the last ``tick()`` (so that ``end=tick_count-1`` is exact
-        after a resume), its last value, its total of non-finite values, and what :meth:`keep` asked it
-        to keep.
-        """
+        """The clock, the window sizes and every key's window values (those of the tick that just left it
+        included) and what :meth:`keep` asked for, in plain Python types (docs/monitoring.md)."""
         now = self._tick
         keys = []
         for key, window in self._windows.items():
@@ -332,33 +312,18 @@ class TickMonitor:
                 "last_n": None if kept.last_n is None else kept.last_n.state(),
                 "since_start": None if kept.since_start is None else kept.since_start.state(),
             }
-        return {
-            "version": STATE_VERSION,
-            "tick_count": now,
-            "window_size": self._default_size,
-            "window_sizes": dict(self._sizes),
-            "keys": keys,
-            "tracked": tracked,
-        }
+        return {"version": STATE_VERSION, "tick_count": now, "window_size": self._default_size,
+                "window_sizes": dict(self._sizes), "keys": keys, "tracked": tracked}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (this version's or an earlier one): clock, window sizes and windows.
-
-        What :meth:`keep` asked for before the load stays kept (empty from now on where ``state`` has
-        nothing for it), so ``LogProcessor.prepare`` may run before or after a resume. The state is
-        validated completely first; anything malformed raises ``ValueError`` (or ``TypeError`` for a
-        non-mapping) naming the field, and leaves the monitor unchanged.
-        """
+        """Restore a :meth:`state_dict` (of any version); what :meth:`keep` asked for stays kept. A malformed
+        state raises ``ValueError`` naming the field and leaves the monitor unchanged."""
         tick, default_size, sizes, windows, lasts, tracked = parse_state(state)
         for key, kept in self._tracked.items():  # what was asked for before the load stays asked for
             loaded = tracked.setdefault(key, Tracked())
             for size in kept.windows:
                 loaded.want(tick, window=size)
             loaded.want(tick, None, None if kept.last_n is None else kept.last_n.n, kept.since_start is not None)
-        self._tick = tick
-        self._default_size = default_size
-        self._sizes = sizes
-        self._windows = windows
-        self._last = lasts
-        self._tracked = tracked
+        self._tick, self._default_size, self._sizes = tick, default_size, sizes
+        self._windows, self._last, self._tracked = windows, lasts, tracked
 
