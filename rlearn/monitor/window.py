@@ -238,10 +238,8 @@ class KeyWindow:
 
 def merge_stats(a: Stat, b: Stat) -> Stat:
     """The aggregate of two disjoint groups of values; ``b`` holds the newer ones."""
-    return (
-        a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]), a[4] + b[4], a[5] + b[5],
-        b[6] if b[6] is not None else a[6],
-    )  # fmt: skip
+    last = b[6] if b[6] is not None else a[6]
+    return a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]), a[4] + b[4], a[5] + b[5], last
 
 
 def _value_stat(value: float) -> Stat:
@@ -276,10 +274,8 @@ class LastN:
         finite = [v for v in values if v - v == 0.0]
         if not finite:
             return (0.0, 0, INF, -INF, len(values), 0.0, None)
-        return (
-            math.fsum(finite), len(finite), min(finite), max(finite), len(values) - len(finite),
-            math.fsum([v * v for v in finite]), finite[-1],
-        )  # fmt: skip
+        squares = math.fsum([v * v for v in finite])
+        return math.fsum(finite), len(finite), min(finite), max(finite), len(values) - len(finite), squares, finite[-1]
 
     def _kept(self, n: int, end: int) -> List[float]:
         """The last ``n`` values (NaN/inf included) minus those recorded after ``end``, oldest first."""
