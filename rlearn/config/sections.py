@@ -134,7 +134,7 @@ class LogProcessorSection:
 
     custom_cfg: List[dict] = option(
         [], "entries `dict(data_src=KEY, method_name=STAT, window_size=N, log_name=NAME)` (STAT: `mean`, `min`, "
-        "`max`, `current` or `count`) choosing the statistics of a key (e.g. `episode_return` max over 100 episodes beside its "
+        "`max`, `current`, `count`, `std` or one registered with `@HistoryBuffer.register_statistics`) choosing the statistics of a key (e.g. `episode_return` max over 100 episodes beside its "
         "mean); see [logging.md](logging.md). Only the shape is checked here; each entry is checked when the "
         "learner builds its `LogProcessor`", check=_dict_list)
 

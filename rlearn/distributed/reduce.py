@@ -1,7 +1,7 @@
 """Cross-rank reduction of window statistics, by presence.
 
-Each rank summarises a window of every key as a :class:`WindowStat` (sum, count, min, max, number of
-non-finite values, sum of squares and the most recent finite value): a *partial aggregate* from which
+Each rank summarises a window of every key as a :class:`~rlearn.monitor.WindowStat` (sum, count, min, max,
+number of non-finite values, sum of squares and the most recent finite value): a *partial aggregate* from which
 every statistic (mean, min, max, current, count, std) follows, and which merges across ranks. Merging
 adds sums and counts of the ranks that *have* values, so a key reported by 3 of 4 ranks is averaged over
 those 3, weighted by their counts -- never diluted by zeros from the rank that did not report it. All
@@ -11,74 +11,12 @@ keys travel in one collective per log interval.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from rlearn.distributed.utils import all_gather_object
+from rlearn.monitor.window import WindowStat
 
 __all__ = ["WindowStat", "local_window_stats", "merge_window_stats", "reduce_window_stats"]
-
-
-@dataclass(frozen=True)
-class WindowStat:
-    """Partial aggregate of one window on one rank (or merged over ranks).
-
-    ``sum``/``count``/``sumsq``/``min``/``max`` are over the finite values (``min``/``max`` None when
-    there are none), ``nonfinite`` counts NaN/inf, ``last`` is the most recent finite value (None when
-    there is none). Every statistic of a window with ``count == 0`` is None (never 0), except ``count``.
-    """
-
-    sum: float
-    count: int
-    min: Optional[float]
-    max: Optional[float]
-    nonfinite: int = 0
-    sumsq: float = 0.0
-    last: Optional[float] = None
-
-    @classmethod
-    def from_tuple(cls, stat: Sequence[Any]) -> "WindowStat":
-        """From ``(sum, count, min, max, nonfinite, sumsq, last)`` with min/max +-inf when count is 0."""
-        total, count, low, high, nonfinite, squares, last = stat
-        if not count:
-            return cls(0.0, 0, None, None, int(nonfinite), 0.0, None)
-        return cls(float(total), int(count), float(low), float(high), int(nonfinite), float(squares), last)
-
-    @property
-    def avg(self) -> Optional[float]:
-        """Mean of the finite values, or None when there are none (never 0)."""
-        return self.sum / self.count if self.count else None
-
-    @property
-    def std(self) -> Optional[float]:
-        """Population standard deviation (ddof=0) of the finite values, or None when there are none.
-
-        Computed as ``sqrt(sumsq/count - mean^2)`` (clipped at 0): mergeable across ranks, but its
-        absolute error is about ``eps * mean^2 / std``, so it loses digits when the spread is tiny next
-        to the mean.
-        """
-        if not self.count:
-            return None
-        mean = self.sum / self.count
-        return math.sqrt(max(0.0, self.sumsq / self.count - mean * mean))
-
-    def statistic(self, method: str) -> Optional[float]:
-        """``mean`` / ``min`` / ``max`` / ``current`` / ``std`` (None when count is 0) or ``count`` (an int)."""
-        if method == "count":
-            return self.count
-        if not self.count:
-            return None
-        if method == "mean":
-            return self.sum / self.count
-        if method == "min":
-            return self.min
-        if method == "max":
-            return self.max
-        if method == "current":
-            return self.last
-        if method == "std":
-            return self.std
-        raise ValueError(f"unknown statistic {method!r}; use mean, min, max, current, count or std")
 
 
 def local_window_stats(monitor: Any, keys: Iterable[str], end: Optional[int] = None) -> Dict[str, WindowStat]:
@@ -117,6 +55,7 @@ def merge_window_stats(per_rank: List[Mapping[str, WindowStat]]) -> Dict[str, Wi
                 nonfinite=old.nonfinite + stat.nonfinite,
                 sumsq=old.sumsq + stat.sumsq,
                 last=old.last if old.last is not None else stat.last,
+                values=None if old.values is None and stat.values is None else (old.values or ()) + (stat.values or ()),
             )
     return merged
 

@@ -63,8 +63,9 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         statistics: the statistics step, a :class:`~rlearn.logging.LogProcessor` configured by
             ``learner.log_processor.custom_cfg`` (``<key>_avg`` for every key by default).
         writers: the list of :class:`~rlearn.writers.Writer` every shown number goes to.
-        message_hub: a :class:`~rlearn.logging.MessageHub` holding ``train_iter``, ``envstep``, ``rank``,
-            ``world_size``, ``work_dir`` and ``policy`` as runtime info.
+        message_hub: a :class:`~rlearn.logging.MessageHub` attached to :attr:`monitor` (``update_scalar``
+            records there, at the current iteration) holding ``train_iter``, ``envstep``, ``lr`` (read when
+            asked), ``rank``, ``world_size``, ``work_dir`` and ``policy`` as runtime info.
         run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
     """
 
@@ -96,7 +97,7 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         self.monitor = TickMonitor(window_size=self.cfg["monitor_window"], window_sizes=self.cfg["monitor_windows"])
 
         try:
-            self.statistics = LogProcessor(self.cfg["log_processor"].get("custom_cfg") or [])
+            self.statistics = LogProcessor(custom_cfg=self.cfg["log_processor"].get("custom_cfg") or [])
         except ValueError as exc:
             raise LearnerConfigError(f"learner.log_processor.{exc}") from exc
         self.statistics.prepare(self.monitor)  # last_n rings and since-start sums fill from the first value
@@ -119,7 +120,11 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         self._tick_pending = False
         self._windows_checked = False
 
+        # the current hub: MessageHub.get_current_instance().update_scalar(...) from anywhere records here
         self.message_hub = MessageHub.get_instance(f"rlearn.learner.{next(_hub_ids)}")
+        self.message_hub.attach(self.monitor, self.record, live_info={
+            "train_iter": (lambda: self.train_iter, True), "envstep": (lambda: self.envstep, True),
+            "lr": (self._current_lrs, False)})
         self._publish_info()
 
         if self.cfg["hooks"]:
@@ -166,17 +171,16 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
             )
         self.envstep = int(envstep)
 
-    def _publish_counters(self) -> None:
-        self.message_hub.update_info("train_iter", self.train_iter)
-        self.message_hub.update_info("envstep", self.envstep)
-
     def _publish_info(self) -> None:
         """Runtime info of this process (also re-published after a checkpoint replaced the hub's)."""
         self.message_hub.update_info("rank", self.rank)
         self.message_hub.update_info("world_size", self.world_size)
         self.message_hub.update_info("work_dir", None if self.work_dir is None else str(self.work_dir))
         self.message_hub.update_info("policy", type(self.policy).__name__)
-        self._publish_counters()
+
+    def _current_lrs(self) -> Dict[str, float]:
+        """``{optimizer name: lr of its first param group}``: the current (scheduled, warmed-up) rates."""
+        return {name: opt.param_groups[0]["lr"] for name, opt in self.policy.optimizers().items()}
 
     def train(self, data: Any, envstep: Optional[int] = None) -> Dict[str, Any]:
         """One train iteration on ``data``; ``envstep`` is the env steps collected so far (None: unchanged).
@@ -189,7 +193,6 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
                 self.envstep = envstep
             else:
                 self._set_envstep(envstep)
-        self._publish_counters()
         self.call_hook("before_iter")
         if not self._windows_checked:  # hooks have declared their keys by now
             self.check_monitor_windows()
@@ -215,7 +218,6 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
             raise TypeError(f"{type(self.policy).__name__}._forward_learn ({defined_at(method)}) returned a bad "
                             f"value: {exc}") from exc
         self.train_iter += 1
-        self._publish_counters()
         self._tick_pending = True
         try:
             self.call_hook("after_iter")
@@ -225,15 +227,11 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         return dict(info)
 
     def _record_lrs(self) -> None:
-        """Record the learner's ``cur_lr`` keys and publish ``lr``: the current learning rate of every
-        optimizer (``{name: lr of its first param group}``), as scheduled and warmed up for this iteration,
-        for hooks that read runtime state from the hub; one ``optimizers()`` call for both."""
-        optimizers = self.policy.optimizers()
+        """Record the learner's ``cur_lr`` keys: the current learning rate of every optimizer, as scheduled
+        and warmed up for this iteration."""
         if self._lr_keys:
+            optimizers = self.policy.optimizers()
             lr_info = {key: optimizers[name].param_groups[0]["lr"]
                        for name, key in self._lr_keys.items() if name in optimizers}
             if lr_info:
                 self.monitor.update(lr_info)
-        self.message_hub.update_info(
-            "lr", {name: opt.param_groups[0]["lr"] for name, opt in optimizers.items()}, resumed=False
-        )

@@ -10,7 +10,7 @@ from typing import Any, Optional, Union
 
 from rlearn.distributed.utils import get_rank
 
-__all__ = ["get_logger", "get_rank", "rank_log_file", "get_instance", "get_current_instance", "print_log"]
+__all__ = ["MMLogger", "get_logger", "get_rank", "rank_log_file", "get_instance", "get_current_instance", "print_log"]
 
 DATE_FORMAT = "%m/%d %H:%M:%S"
 _BASE = "%(asctime)s - %(name)s - {level} - "
@@ -26,19 +26,14 @@ _MARK = "_rlearn_handler"  # attribute set on the handlers get_logger installs
 
 
 class RlearnFormatter(logging.Formatter):
-    """``MM/DD HH:MM:SS - name - LEVEL - message``; ERROR and above add ``path - function - line - ``.
-
-    With ``color=True`` the level name is wrapped in ANSI colours (for terminals only).
-    """
+    """``MM/DD HH:MM:SS - name - LEVEL - message``, ERROR and above with ``path - function - line - ``;
+    ``color=True`` wraps the level name in ANSI colours."""
 
     def __init__(self, color: bool = False) -> None:
         super().__init__(datefmt=DATE_FORMAT)
-        self.color = color
         self._styles = {}
         for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL):
-            name = "%(levelname)s"
-            if color and level in _COLOURS:
-                name = f"{_COLOURS[level]}%(levelname)s{_RESET}"
+            name = f"{_COLOURS[level]}%(levelname)s{_RESET}" if color and level in _COLOURS else "%(levelname)s"
             fmt = _BASE.format(level=name) + (_LOCATION if level >= logging.ERROR else "") + "%(message)s"
             self._styles[level] = logging.PercentStyle(fmt)
 
@@ -51,10 +46,7 @@ class RlearnFormatter(logging.Formatter):
 
 
 class DuplicateWarningFilter(logging.Filter):
-    """Lets a WARNING message through the first time only (other levels always pass).
-
-    Remembers the last ``max_seen`` distinct warnings, so memory stays bounded.
-    """
+    """Lets a WARNING text through the first time only (remembering the last ``max_seen``)."""
 
     def __init__(self, max_seen: int = 10_000) -> None:
         super().__init__()
@@ -98,19 +90,12 @@ class _StdoutHandler(logging.StreamHandler):
 
 
 def _parse_level(log_level: Union[str, int]) -> int:
-    if isinstance(log_level, bool):
-        raise ValueError(f"log_level must be a level name or number; got {log_level!r}")
-    if isinstance(log_level, int):
-        if log_level in (logging.NOTSET, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL):
-            return log_level
-        raise ValueError(f"unknown log_level {log_level!r}; use one of 0, 10, 20, 30, 40, 50")
-    if isinstance(log_level, str):
-        names = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
-        upper = log_level.upper()
-        if upper in names:
-            return int(getattr(logging, upper))
-        raise ValueError(f"unknown log_level {log_level!r}; use one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
-    raise ValueError(f"log_level must be a level name or number; got {type(log_level).__name__}")
+    if type(log_level) is int and log_level in (0, 10, 20, 30, 40, 50):
+        return log_level
+    names = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
+    if isinstance(log_level, str) and log_level.upper() in names:
+        return int(getattr(logging, log_level.upper()))
+    raise ValueError(f"unknown log_level {log_level!r}; use one of DEBUG, INFO, WARNING, ERROR, CRITICAL or 0-50 by 10")
 
 
 def rank_log_file(log_file: Union[str, Path], rank: int) -> Path:
@@ -125,21 +110,12 @@ def get_logger(
     log_level: Union[str, int] = "INFO",
     distributed: bool = False,
 ) -> logging.Logger:
-    """Return the logger ``name`` set up the rlearn way.
+    """Return the logger ``name`` set up the rlearn way (docs/logging.md, section MMLogger and get_logger).
 
-    * one stdout handler with lines ``MM/DD HH:MM:SS - name - LEVEL - message`` (ERROR and above add
-      ``path - function - line - `` before the message); colours only when stdout is a terminal;
-      on ranks other than 0 the console shows ERROR and above only;
-    * a WARNING whose text was already shown is dropped (``DuplicateWarningFilter``);
-    * ``propagate = False``, so nothing is printed twice by the root logger;
-    * with ``log_file``: rank 0 appends to it (parent directories are created). With
-      ``distributed=True`` rank ``r > 0`` writes ``<stem>_rank<r><ext>`` beside it; with
-      ``distributed=False`` other ranks write no file. The rank comes from ``torch.distributed`` when it
-      is initialised, else from the ``RANK`` environment variable.
-
-    Calling it again with the same name reuses the handlers (no duplicate lines), updates the level and
-    adds a file handler only for a file it does not write yet. An unknown ``log_level`` raises
-    ``ValueError``.
+    A stdout handler (colours on a terminal; ERROR and above only on ranks other than 0), repeated
+    WARNING texts dropped, ``propagate = False``; with ``log_file`` rank 0 appends to it and, with
+    ``distributed=True``, rank ``r > 0`` to ``<stem>_rank<r><ext>`` beside it. Calling it again reuses
+    the handlers and updates the level. An unknown ``log_level`` raises ``ValueError``.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"logger name must be a non-empty str; got {name!r}")
@@ -176,17 +152,15 @@ _current_name: Optional[str] = None
 
 
 def get_instance(name: str, **kwargs: Any) -> logging.Logger:
-    """MMEngine's ``MMLogger.get_instance``: the logger ``name``, which becomes the current one.
-
-    The first call (or any call with ``kwargs``) sets it up with :func:`get_logger` ``(name, **kwargs)``;
-    a later call without ``kwargs`` returns it as it is.
-    """
+    """MMEngine's ``MMLogger.get_instance``: the logger ``name``, set up by :func:`get_logger` on the first
+    call or any call with ``kwargs``, which becomes the current one."""
     global _current_name
     existing = logging.Logger.manager.loggerDict.get(name)
     if not kwargs and isinstance(existing, logging.Logger) and any(getattr(h, _MARK, None) for h in existing.handlers):
         logger = existing
     else:
         logger = get_logger(name, **kwargs)
+    logger.instance_name = name  # type: ignore[attr-defined]
     _current_name = name
     return logger
 
@@ -196,13 +170,28 @@ def get_current_instance() -> logging.Logger:
     return get_instance("rlearn") if _current_name is None else logging.getLogger(_current_name)
 
 
-def print_log(msg: Any, logger: Union[logging.Logger, str, None] = None, level: int = logging.INFO) -> None:
-    """Print or log ``msg`` (MMEngine's ``print_log``).
+class MMLogger:
+    """MMEngine's logger class: :func:`get_instance` and :func:`get_current_instance` as static methods.
 
-    ``logger``: ``None`` prints to stdout; ``'silent'`` drops the message; ``'current'`` uses
-    :func:`get_current_instance`; another str is the name of a logger set up with :func:`get_instance`
-    (``ValueError`` if there is none of that name); a :class:`logging.Logger` is used as it is.
+    Example::
+
+        logger = MMLogger.get_instance("rlearn", log_file="work_dirs/exp/exp.log", distributed=True)
+        logger.info("this is a test")   # 04/15 14:01:11 - rlearn - INFO - this is a test
     """
+
+    get_instance = staticmethod(get_instance)
+    get_current_instance = staticmethod(get_current_instance)
+
+    @staticmethod
+    def check_instance_created(name: str) -> bool:
+        """Whether a logger ``name`` has been set up by :meth:`get_instance` / :func:`get_logger`."""
+        known = logging.Logger.manager.loggerDict.get(name)
+        return isinstance(known, logging.Logger) and any(getattr(h, _MARK, None) for h in known.handlers)
+
+
+def print_log(msg: Any, logger: Union[logging.Logger, str, None] = None, level: int = logging.INFO) -> None:
+    """MMEngine's ``print_log``: ``logger`` None prints, ``'silent'`` drops, ``'current'`` is
+    :func:`get_current_instance`, another str names a logger from :func:`get_instance`."""
     if logger is None:
         print(msg)
     elif isinstance(logger, logging.Logger):
@@ -212,10 +201,9 @@ def print_log(msg: Any, logger: Union[logging.Logger, str, None] = None, level: 
     elif logger == "current":
         get_current_instance().log(level, msg)
     elif isinstance(logger, str):
-        known = logging.Logger.manager.loggerDict.get(logger)
-        if not isinstance(known, logging.Logger) or not any(getattr(h, _MARK, None) for h in known.handlers):
+        if not MMLogger.check_instance_created(logger):
             raise ValueError(f"print_log: no logger named {logger!r}; create it with get_instance({logger!r}) first")
-        known.log(level, msg)
+        logging.getLogger(logger).log(level, msg)
     else:
         raise TypeError(
             f"print_log: logger must be a logging.Logger, a logger name, 'current', 'silent' or None; got {logger!r}"

@@ -1,4 +1,5 @@
-"""``MessageHub``: named hubs where components publish runtime state (iteration, env steps, lr, last evaluation)."""
+"""``MessageHub``: MMEngine's named hubs of scalars and runtime info; in a run, the way into the run's
+:class:`~rlearn.monitor.TickMonitor` (docs/logging.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import threading
 import warnings
 from collections import OrderedDict
 from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, Set
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+
+from rlearn.monitor import HistoryBuffer
+from rlearn.monitor.history_buffer import check_count, check_value
 
 
 __all__ = ["MessageHub"]
@@ -18,19 +22,13 @@ _MISSING = object()
 
 
 class MessageHub:
-    """The bus where the components of a run publish runtime state for hooks to read.
+    """Where the components of a run publish scalars and runtime state.
 
-    Runtime information (``train_iter``, ``envstep``, learning rates, the last evaluation...) is a dict
-    whose values are replaced on each update. Monitored numbers do not go here: they go through
-    :class:`~rlearn.monitor.TickMonitor` (see docs/monitoring.md). Keys set with ``resumed=True`` (the
-    default) are saved by :meth:`state_dict` and survive a resume; ``resumed=False`` keys do not.
-
-    Get a shared hub with :meth:`get_instance` (create-or-return by name) or
-    :meth:`get_current_instance` (the most recently created one). Constructing ``MessageHub(name)``
-    directly gives a private hub that the class-level lookups do not know about.
-
-    Args:
-        name: the hub's name.
+    *Scalars* (:meth:`update_scalar(s) <update_scalar>`, :meth:`get_scalar`, :attr:`log_scalars`): in a
+    run (:meth:`attach`) they go into the run's monitor at the current train iteration, like a policy's
+    keys; outside a run the hub keeps a :class:`~rlearn.monitor.HistoryBuffer` per key. *Runtime info*
+    is a dict; keys set with ``resumed=True`` survive a resume. :meth:`get_instance` and
+    :meth:`get_current_instance` give shared hubs; ``MessageHub(name)`` a private one.
     """
 
     _instances: "OrderedDict[str, MessageHub]" = OrderedDict()
@@ -43,18 +41,31 @@ class MessageHub:
         self.instance_name = name
         self._runtime_info: Dict[str, Any] = OrderedDict()
         self._resumed_keys: Set[str] = set()
+        self._log_scalars: Dict[str, HistoryBuffer] = OrderedDict()  # outside a run only
+        self._resumed_scalars: Set[str] = set()
+        self._monitor: Any = None  # the run's TickMonitor once attached
+        self._record: Optional[Callable[[Mapping[str, Any]], None]] = None
+        self._live: Dict[str, Tuple[Callable[[], Any], bool]] = {}
 
     def __repr__(self) -> str:
-        return f"MessageHub(name={self.instance_name!r}, info={len(self._runtime_info)})"
+        scalars = len(self._log_scalars) if self._monitor is None else len(self._monitor.keys())
+        return f"MessageHub(name={self.instance_name!r}, scalars={scalars}, info={len(self.runtime_info)})"
 
-    # ------------------------------------------------------------------ instances
+    def attach(self, monitor: Any, record: Optional[Callable[[Mapping[str, Any]], None]] = None,
+               live_info: Optional[Mapping[str, Tuple[Callable[[], Any], bool]]] = None) -> None:
+        """Make this hub the way into ``monitor`` (the learner calls it): ``record(info)`` records at the
+        current tick (default ``monitor.update``), ``live_info`` maps runtime-info keys to ``(getter,
+        resumed)``. Scalars the hub held move into the monitor."""
+        self._monitor, self._record = monitor, record if record is not None else monitor.update
+        self._live = dict(live_info or {})
+        held, self._log_scalars = self._log_scalars, OrderedDict()
+        for key, buffer in held.items():
+            for value, count in zip(*buffer.data):
+                self.update_scalar(key, value, count)
+
     @classmethod
     def get_instance(cls, name: str, **kwargs: Any) -> "MessageHub":
-        """Return the hub called ``name``, creating it (with ``kwargs``) if it does not exist yet.
-
-        ``kwargs`` (constructor arguments) only apply on creation; passing different values for an
-        existing hub raises ``ValueError`` rather than being silently ignored.
-        """
+        """The hub called ``name``, created with ``kwargs`` if new; other ``kwargs`` for an existing one raise."""
         with cls._lock:
             hub = cls._instances.get(name)
             if hub is None:
@@ -83,19 +94,69 @@ class MessageHub:
         """Whether a shared hub called ``name`` exists."""
         return name in cls._instances
 
-    # ------------------------------------------------------------------ runtime info
-    def update_info(self, key: str, value: Any, resumed: bool = True) -> None:
-        """Set runtime information ``key`` to ``value`` (replacing the previous value).
+    def update_scalar(self, key: str, value: Any, count: Any = 1, resumed: bool = True) -> None:
+        """Record the scalar ``value`` under ``key``: in a run, into the monitor at the current train
+        iteration (``count`` must be 1); outside, into the hub's buffer (``resumed``: saved by
+        :meth:`state_dict`). A bad value raises naming the key."""
+        _check_key(key)
+        if self._record is None:
+            buffer = self._log_scalars.get(key)
+            if buffer is None:
+                buffer = self._log_scalars[key] = HistoryBuffer()
+            buffer.update(value, count)
+            (self._resumed_scalars.add if resumed else self._resumed_scalars.discard)(key)
+            return
+        if not (type(count) is int and count == 1) and check_count(count) != 1.0:
+            raise ValueError(f"update_scalar({key!r}, count={count!r}): in a run every recorded value counts once "
+                             "(windows average the values of their train iterations); record the per-sample value with count=1")
+        self._record({key: value})
 
-        ``resumed=True`` (default): the key is saved by :meth:`state_dict` and restored on resume;
-        ``resumed=False``: it lives for this process only (handles, per-run objects).
-        """
+    def update_scalars(self, log_dict: Mapping[str, Any], resumed: bool = True) -> None:
+        """:meth:`update_scalar` for every item (a value or ``dict(value=..., count=...)``), all checked first."""
+        if not isinstance(log_dict, Mapping):
+            raise TypeError(f"update_scalars expects a dict key -> value; got {type(log_dict).__name__}")
+        items = []
+        for key, item in log_dict.items():
+            _check_key(key)
+            if isinstance(item, Mapping):
+                if "value" not in item or not set(item) <= {"value", "count"}:
+                    raise TypeError(f"update_scalars: {key!r} must be a scalar or dict(value=..., count=...); got {item!r}")
+                items.append((key, item["value"], item.get("count", 1)))
+            else:
+                items.append((key, item, 1))
+        for key, value, count in items:  # the values are checked before anything is recorded
+            check_value(value, f"value of {key!r}")
+            check_count(count, f"count of {key!r}")
+        if self._record is not None and all(type(c) is int and c == 1 for _, _, c in items):
+            self._record({key: value for key, value, _ in items})  # one tick update: all-or-nothing
+            return
+        for key, value, count in items:
+            self.update_scalar(key, value, count, resumed)
+
+    def get_scalar(self, key: str) -> HistoryBuffer:
+        """The history of ``key``: in a run a snapshot ``HistoryBuffer`` of its window's finite values,
+        outside the hub's own buffer. An unknown key raises ``KeyError`` listing the known ones."""
+        if self._monitor is None:
+            if key not in self._log_scalars:
+                raise _missing(key, "scalar", self._log_scalars, self.instance_name)
+            return self._log_scalars[key]
+        if key not in self._monitor:
+            raise _missing(key, "scalar", dict.fromkeys(self._monitor.keys()), self.instance_name)
+        values = self._monitor.window_values(key)
+        return HistoryBuffer(values, max_length=max(1, len(values)))
+
+    @property
+    def log_scalars(self) -> Dict[str, HistoryBuffer]:
+        """Every scalar key mapped to its history (:meth:`get_scalar`), in first-seen order."""
+        if self._monitor is None:
+            return OrderedDict(self._log_scalars)
+        return OrderedDict((key, self.get_scalar(key)) for key in self._monitor.keys())
+
+    def update_info(self, key: str, value: Any, resumed: bool = True) -> None:
+        """Set runtime information ``key`` to ``value``; ``resumed=False``: not saved by :meth:`state_dict`."""
         _check_key(key)
         self._runtime_info[key] = value
-        if resumed:
-            self._resumed_keys.add(key)
-        else:
-            self._resumed_keys.discard(key)
+        (self._resumed_keys.add if resumed else self._resumed_keys.discard)(key)
 
     def update_info_dict(self, info_dict: Mapping[str, Any], resumed: bool = True) -> None:
         """:meth:`update_info` for every item of ``info_dict`` (all keys are checked first)."""
@@ -108,13 +169,12 @@ class MessageHub:
 
     def get_info(self, key: str, default: Any = None) -> Any:
         """Runtime information ``key``, or ``default`` if it was never set."""
+        if key in self._live:
+            return self._live[key][0]()
         return self._runtime_info.get(key, default)
 
     def pop_info(self, key: str, default: Any = _MISSING) -> Any:
-        """Remove runtime information ``key`` and return its value.
-
-        A missing key returns ``default`` when given, else raises ``KeyError`` listing the known keys.
-        """
+        """Remove runtime information ``key`` and return its value (``default``, or ``KeyError``, if missing)."""
         if key in self._runtime_info:
             self._resumed_keys.discard(key)
             return self._runtime_info.pop(key)
@@ -124,36 +184,30 @@ class MessageHub:
 
     @property
     def runtime_info(self) -> Mapping[str, Any]:
-        """Read-only view of the runtime information."""
-        return MappingProxyType(self._runtime_info)
+        """Read-only view of the runtime information (the run's live keys read now)."""
+        if not self._live:
+            return MappingProxyType(self._runtime_info)
+        return MappingProxyType({**self._runtime_info, **{k: get() for k, (get, _) in self._live.items()}})
 
     @property
     def resumed_keys(self) -> List[str]:
         """The runtime-info keys that :meth:`state_dict` saves, in insertion order."""
-        return [k for k in self._runtime_info if k in self._resumed_keys]
+        live = [k for k, (_, resumed) in self._live.items() if resumed]
+        return [k for k in self._runtime_info if k in self._resumed_keys and k not in self._live] + live
 
-    # ------------------------------------------------------------------ state
     def state_dict(self) -> Dict[str, Any]:
-        """A picklable snapshot of the runtime info whose keys were set with ``resumed=True``.
-
-        Those are the keys that survive a resume (the learner's ``train_iter``, ``envstep``, the last
-        evaluation...); keys set with ``resumed=False`` are left out. A value that cannot be deep-copied
-        is left out with a warning.
-        """
+        """The runtime info and scalars set with ``resumed=True`` (a value deepcopy refuses: left out, warned)."""
         info: Dict[str, Any] = {}
         for key in self.resumed_keys:
             try:
-                info[key] = copy.deepcopy(self._runtime_info[key])
+                info[key] = copy.deepcopy(self.get_info(key))
             except Exception as exc:  # noqa: BLE001 - anything deepcopy refuses is skipped, not fatal
                 warnings.warn(f"MessageHub {self.instance_name!r}: runtime info {key!r} is not saved ({exc})")
-        return {"version": _STATE_VERSION, "runtime_info": info}
+        scalars = {k: b.state_dict() for k, b in self._log_scalars.items() if k in self._resumed_scalars}
+        return {"version": _STATE_VERSION, "runtime_info": info, "log_scalars": scalars}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the runtime info of :meth:`state_dict` (as resumed keys; other keys are kept).
-
-        The whole state is checked first: a malformed one raises (naming the culprit) and changes nothing.
-        A version-1 state (which also held scalar histories) is accepted; its scalars are ignored.
-        """
+        """Restore :meth:`state_dict` (other keys are kept); all checked first, a bad state changes nothing."""
         if not isinstance(state, Mapping):
             raise TypeError(f"MessageHub state must be a mapping; got {type(state).__name__}")
         if "runtime_info" not in state:
@@ -165,8 +219,16 @@ class MessageHub:
             raise TypeError("MessageHub state: 'runtime_info' must be a mapping")
         for key in info:
             _check_key(key)
+        scalars = state.get("log_scalars", {}) if state.get("version") != 1 else {}
+        if not isinstance(scalars, Mapping):
+            raise TypeError("MessageHub state: 'log_scalars' must be a mapping")
+        buffers = {_check_key(key) or key: HistoryBuffer.from_state_dict(dict(buffer)) for key, buffer in scalars.items()}
         self._runtime_info.update(copy.deepcopy(dict(info)))
         self._resumed_keys.update(info)
+        for key, buffer in buffers.items():
+            if self._record is None:
+                self._log_scalars[key] = buffer
+                self._resumed_scalars.add(key)
 
 
 def _check_key(key: Any) -> None:

@@ -1,13 +1,8 @@
-"""The one scalar conversion of rlearn: monitored values (and logged scalars) become Python floats.
+"""The one scalar conversion of rlearn: a monitored (or logged) value becomes a Python float.
 
-Accepted: Python real numbers (``bool`` and ``int`` included), numpy real scalars and one-element
-arrays, and one-element real torch tensors. Anything else raises ``TypeError`` naming the key and the
-type (and shape / dtype); an ``int`` too large for a float raises ``ValueError``.
-
-:func:`to_float` converts one value. :func:`to_floats` converts the values of one update: CPU tensors
-are read directly (there is no device to wait for), tensors on an accelerator are concatenated per
-device and copied to the host with one ``tolist()`` each, so an info dict of twelve CUDA losses costs
-one synchronisation, not twelve.
+Accepted: Python real numbers (``bool`` and ``int`` included), numpy real scalars and one-element arrays,
+one-element real torch tensors; anything else raises ``TypeError`` naming the key and the type (shape,
+dtype). :func:`to_floats` copies the accelerator tensors of one update to the host once per device.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ import torch
 __all__ = ["to_float", "to_floats", "is_scalar"]
 
 _NUMPY_KINDS = "biuf"  # bool, signed int, unsigned int, float
-#: read CPU tensors one by one with ``item()`` (there is no device to synchronise with); tests turn it
-#: off to exercise the batched path that accelerator tensors take
+#: read CPU tensors one by one with ``item()``; tests turn it off to exercise the accelerator path
 CPU_DIRECT = True
 
 
@@ -52,11 +46,7 @@ def _check_tensor(key: str, value: torch.Tensor) -> None:
 
 
 def to_float(value: Any, key: str = "value") -> float:
-    """``value`` as a Python float; ``TypeError`` naming ``key`` and the type/shape if it is no scalar.
-
-    A tensor is read with ``item()`` (one device synchronisation for an accelerator tensor; use
-    :func:`to_floats` for several).
-    """
+    """``value`` as a Python float; ``TypeError`` naming ``key`` and the type/shape if it is no scalar."""
     cls = type(value)
     if cls is float:
         return value
@@ -97,11 +87,8 @@ def is_scalar(value: Any) -> bool:
 def to_floats(
     items: Iterable[Tuple[str, Any]], check_key: Optional[Callable[[Any], None]] = None
 ) -> List[Tuple[str, float]]:
-    """``(key, float)`` for every ``(key, value)``; raises (naming the key) before returning anything.
-
-    Accelerator tensors are copied to the host together: one transfer per device, not one per key.
-    ``check_key`` is called for every key that is not a non-empty str (it should raise).
-    """
+    """``(key, float)`` for every ``(key, value)``, accelerator tensors copied once per device; raises
+    (naming the key) before returning anything. ``check_key`` gets every key that is not a non-empty str."""
     out: List[Tuple[str, Any]] = []
     tensors: Optional[Dict[int, torch.Tensor]] = None  # accelerator tensors, by position in out
     cpu_direct = CPU_DIRECT
@@ -127,26 +114,17 @@ def to_floats(
         else:
             out.append((key, to_float(value, key)))
     if tensors is not None:
+        by_device: Dict[torch.device, List[int]] = {}
+        for index, tensor in tensors.items():
+            by_device.setdefault(tensor.device, []).append(index)
         try:
-            numbers_ = tensors_to_floats(list(tensors.values()))
+            for indices in by_device.values():
+                for index, number in zip(indices, batched_to_floats([tensors[i] for i in indices])):
+                    out[index] = (out[index][0], number)
         except (RuntimeError, NotImplementedError) as exc:  # e.g. meta tensors, a failed device copy
             names = ", ".join(repr(out[i][0]) for i in tensors)
             raise TypeError(f"monitor values for {names}: cannot copy the tensors to the host ({exc})") from exc
-        for index, number in zip(tensors, numbers_):
-            out[index] = (out[index][0], number)
     return out
-
-
-def tensors_to_floats(tensors: List[torch.Tensor]) -> List[float]:
-    """Python floats of one-element tensors, with one host copy per device."""
-    out: List[Optional[float]] = [None] * len(tensors)
-    by_device: Dict[torch.device, List[int]] = {}
-    for index, tensor in enumerate(tensors):
-        by_device.setdefault(tensor.device, []).append(index)
-    for indices in by_device.values():
-        for index, number in zip(indices, batched_to_floats([tensors[i] for i in indices])):
-            out[index] = number
-    return out  # type: ignore[return-value]
 
 
 def batched_to_floats(tensors: List[torch.Tensor]) -> List[float]:

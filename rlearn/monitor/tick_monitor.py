@@ -1,32 +1,19 @@
-"""``TickMonitor``: sparse per-iteration metrics with per-key sliding windows.
+"""``TickMonitor``: the one store of monitored numbers, a sliding window of ticks per key (docs/monitoring.md).
 
-One *tick* is one train iteration. ``update(info)`` records the values of a (sparse) info dict at the
-current tick, ``tick()`` advances the clock, and the statistics of a key look at the values recorded
-during its last ``window_size(key)`` ticks, the current one included. A key that has no value in its
-window has no average (``None``): absent is not zero. NaN and inf are counted, not averaged.
-
-The window of one key is a :class:`~rlearn.monitor.window.KeyWindow` (O(1) amortised recording,
-O(log window) queries; its module explains how). Values are converted by
-:mod:`rlearn.monitor.scalars`. On request (:meth:`TickMonitor.keep`, which ``LogProcessor.prepare``
-calls) a key also keeps other tick windows, its last ``n`` values, or aggregates since the start; the
-state dict (:mod:`rlearn.monitor.state`) carries all of it across a resume.
-
-One module on purpose: the recording side (``update``, ``update_columns``, ``tick``), the window statistics
-and the state dict all read and write the same per-key windows and the tick counter; the parts that stand
-alone already live beside it (``window``, ``tracked``, ``scalars``, ``state``).
+A key's window is a :class:`~rlearn.monitor.window.KeyWindow`; what :meth:`TickMonitor.keep` adds (other
+windows, the last ``n`` values, since-start aggregates) lives beside it in ``window.py``; the state dict
+is read back by ``state.py``.
 """
 
 from __future__ import annotations
 
 import numbers
 from bisect import bisect_right
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from rlearn.distributed.reduce import WindowStat
 from rlearn.monitor import scalars
 from rlearn.monitor.state import STATE_VERSION, check_key, parse_state, positive_int
-from rlearn.monitor.tracked import LastN, SinceStart, Tracked
-from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat
+from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat, Tracked, WindowStat
 
 __all__ = ["TickMonitor"]
 
@@ -40,17 +27,10 @@ class TickMonitor:
         window_size: default window, in ticks, of every key.
         window_sizes: per-key windows (``{"aux_loss": 50}``), overriding ``window_size``.
 
-    The statistics of a key (:meth:`avg`, :meth:`min`, :meth:`max`, :meth:`count`, :meth:`nonfinite`,
-    :meth:`window_stat`) look at the values recorded during the last ``window_size(key)`` ticks, the
-    current tick included. ``avg``/``min``/``max`` are ``None`` when the window holds no finite value,
-    never 0. NaN and inf are excluded from them and counted by :meth:`nonfinite`.
-
-    Every windowed query takes ``end``, the last tick of the window: ``None`` (default) is the current
-    tick ``tick_count``; ``tick_count - 1`` is the window of the tick just completed (the learner's
-    final log runs after the last ``tick()``). Those are the two valid ends -- older ticks may already
-    be dropped -- and any other ``end`` raises ``ValueError`` naming it.
-
-    Example::
+    A key's statistics look at the values recorded during its last ``window_size(key)`` ticks, the
+    current one included; ``avg``/``min``/``max`` are None (never 0) without a finite value, NaN and inf
+    are counted by :meth:`nonfinite`. ``end``, the last tick of a window, is None (the current tick) or
+    ``tick_count - 1`` (the tick just completed); any other raises ``ValueError``. Example::
 
         monitor = TickMonitor(window_size=20)
         for it in range(40):               # one train iteration per tick
@@ -61,10 +41,6 @@ class TickMonitor:
             if it == 39:                   # log time: the window is ticks 20..39
                 print(monitor.count("loss"), monitor.count("aux_loss"), monitor.avg("aux_loss"))  # 20 2 25.0
             monitor.tick()
-
-    Values are scalars (:mod:`rlearn.monitor.scalars`): anything else raises ``TypeError`` naming the
-    key, and an update is all-or-nothing. Tensors on an accelerator are copied to the host together,
-    with one transfer per ``update`` call and device, not one synchronisation per key.
     """
 
     def __init__(self, window_size: int = 20, window_sizes: Optional[Mapping[str, int]] = None) -> None:
@@ -81,7 +57,6 @@ class TickMonitor:
         self._tracked: Dict[str, Tracked] = {}
         self._tick = 0
 
-    # ------------------------------------------------------------------------------------ clock
     @property
     def tick_count(self) -> int:
         """Ticks completed so far, which is also the index of the current tick."""
@@ -91,76 +66,65 @@ class TickMonitor:
         """Advance the clock by one tick (call it once per train iteration, after recording)."""
         self._tick += 1
 
-    # ----------------------------------------------------------------------------------- windows
     def window_size(self, key: str) -> int:
         """The window of ``key``, in ticks."""
         return self._sizes.get(key, self._default_size)
 
-    def set_window_size(self, key: str, size: int) -> None:
-        """Set the window of ``key`` (it need not have been recorded yet).
+    @property
+    def default_window_size(self) -> int:
+        """The window, in ticks, of every key without a window of its own."""
+        return self._default_size
 
-        Shrinking takes effect immediately. Growing does not bring back values that had already left
-        the old window: the window fills up again as new ticks come.
-        """
+    def set_window_size(self, key: str, size: int) -> None:
+        """Set the window of ``key``; growing brings back no value that had already left the old one."""
         check_key(key)
-        size = positive_int(f"TickMonitor window size of {key!r}", size)
+        self._sizes[key] = size = positive_int(f"TickMonitor window size of {key!r}", size)
+        self._resize(key, size)
+
+    def set_default_window_size(self, size: int) -> None:
+        """Set the window of every key without a window of its own (as :meth:`set_window_size` does)."""
+        size = positive_int("TickMonitor window_size", size)
+        for key in self._windows:
+            if key not in self._sizes:
+                self._resize(key, size)
+        self._default_size = size
+
+    def _resize(self, key: str, size: int) -> None:
         window = self._windows.get(key)
         if window is not None:
             now = self._tick
-            # keep the ticks still in the old window, plus the one before the new window when shrinking
-            # (so that end=tick_count-1 stays exact); growing recovers nothing that had left
+            # the ticks still in the old window, and the one before a shrunk window (for end=tick_count-1)
             first = max(now - window.size + 1, now - size)
-            entries = window.entries(now, first)
-            window.size = size
-            window.load_entries(entries, now)
-        self._sizes[key] = size
+            resized = KeyWindow.load(size, now, *window.dump(now, first))
+            resized.total_bad = window.total_bad
+            self._windows[key] = resized
 
     def keep(
         self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None, since_start: bool = False
     ) -> None:
-        """Make ``key`` keep more than its own window, from now on (idempotent; survives the state dict).
-
-        ``window``: another tick window of that many ticks (queried with ``window_stat(key, window=...)``);
-        ``last_n``: the last ``last_n`` values recorded, whenever that was (the ring keeps the largest
-        ``last_n`` asked for); ``since_start``: aggregates of every value recorded from now on.
-        """
+        """Make ``key`` keep, from now on, another tick ``window``, its ``last_n`` values or aggregates
+        ``since_start`` (idempotent; saved by :meth:`state_dict`)."""
         check_key(key)
-        tracked = self._tracked.get(key)
-        if tracked is None:
-            tracked = self._tracked[key] = Tracked()
         if window is not None:
             window = positive_int(f"TickMonitor.keep window of {key!r}", window)
-            if window not in tracked.windows:
-                tracked.windows[window] = KeyWindow(window, self._tick)
         if last_n is not None:
             last_n = positive_int(f"TickMonitor.keep last_n of {key!r}", last_n)
-            if tracked.last_n is None:
-                tracked.last_n = LastN(last_n)
-            elif tracked.last_n.n < last_n:
-                tracked.last_n = tracked.last_n.grow(last_n)
-        if since_start and tracked.since_start is None:
-            tracked.since_start = SinceStart()
+        self._tracked.setdefault(key, Tracked()).want(self._tick, window, last_n, since_start)
 
-    # ------------------------------------------------------------------------------------ record
     def update(self, info: Mapping[str, Any]) -> None:
-        """Record every value of ``info`` at the current tick.
-
-        A key may get several values during one tick (several ``update`` calls); they all count.
-        Raises ``TypeError`` (non-string key, non-scalar value: the message names the key and the
-        type or shape) or ``ValueError`` (an int too large for a float) before recording anything.
-        """
+        """Record every value of ``info`` at the current tick (all count); a bad key or value raises,
+        naming the key, before anything is recorded."""
         # the common case, a dict of Python floats for keys already seen (so valid keys), needs no check
         if type(info) is dict and set(map(type, info.values())) == _ONLY_FLOAT and info.keys() <= self._windows.keys():
             self._add(info.items(), info)
         else:
-            items = self._validated(info)
+            if not isinstance(info, dict) and not isinstance(info, Mapping):  # dict first: the ABC check is slow
+                raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
+            items = scalars.to_floats(info.items(), check_key)
             self._add(items, items)
 
     def update_columns(self, columns: Mapping[str, Sequence[Any]]) -> None:
-        """Record several values per key at the current tick: ``columns`` maps each key to a list (or
-        tuple) of values, recorded in order. The same as one :meth:`update` per position ``i`` with the keys
-        whose list is longer than ``i``, in one call (the collector's collect-side metrics: one value per
-        env step). All-or-nothing, with the errors of :meth:`update`."""
+        """Record a list (or tuple) of values per key at the current tick, in order; all-or-nothing."""
         if not isinstance(columns, dict) and not isinstance(columns, Mapping):
             raise TypeError(f"TickMonitor.update_columns expects a dict key -> list of scalars, got {type(columns).__name__}")
         pairs = []
@@ -174,8 +138,7 @@ class TickMonitor:
         self._add(items, items)
 
     def _add(self, items: Any, recorded: Any) -> None:
-        """Record validated ``(key, float)`` items at the current tick (``recorded``: the same as a dict or
-        a list of pairs, for the last values)."""
+        """Record validated ``(key, float)`` items (``recorded``: the same, for the last values)."""
         windows = self._windows
         tick = self._tick
         for key, value in items:
@@ -194,13 +157,6 @@ class TickMonitor:
                 if key in tracked:
                     tracked[key].add(tick, value)
 
-    def _validated(self, info: Mapping[str, Any]) -> List[Tuple[str, float]]:
-        """``info``'s items with every value a Python float; raises naming the culprit otherwise."""
-        if not isinstance(info, dict) and not isinstance(info, Mapping):  # dict first: the ABC check is slow
-            raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
-        return scalars.to_floats(info.items(), check_key)
-
-    # ---------------------------------------------------------------------------------- queries
     def _end(self, end: Optional[int]) -> int:
         if end is None:
             return self._tick
@@ -215,7 +171,9 @@ class TickMonitor:
         """Mean of the finite values of ``key`` in its window; None if there are none (never 0)."""
         window = self._windows.get(key)
         if window is None:
-            return None if end is None else self._none_checked(end)
+            if end is not None:
+                self._end(end)  # validated all the same
+            return None
         now = self._tick
         if end is not None and (type(end) is not int or end != now) and self._end(end) != now:
             stat = window.stat(now, end)
@@ -236,12 +194,8 @@ class TickMonitor:
             first = bisect_right(c_ticks, now - window.size)
             suffix = window.c_suf or window._suffix_sums()
             total = suffix[first] + total
-            count += len(c_ticks) - first if window.c_counts is None else window.c_suf_n[first]  # type: ignore[index]
+            count += len(c_ticks) - first
         return total / count if count else None
-
-    def _none_checked(self, end: int) -> None:
-        self._end(end)
-        return None
 
     def _stat(self, key: str, end: Optional[int]) -> Stat:
         end = self._end(end)
@@ -255,20 +209,12 @@ class TickMonitor:
 
     def min(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Smallest finite value of ``key`` in its window; None if there are none."""
-        window = self._windows.get(key)
-        if end is None and window is not None:
-            low = window.min_max(self._tick)[0]
-        else:
-            low = self._stat(key, end)[2]
+        low = self._stat(key, end)[2]
         return None if low == INF else low
 
     def max(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Largest finite value of ``key`` in its window; None if there are none."""
-        window = self._windows.get(key)
-        if end is None and window is not None:
-            high = window.min_max(self._tick)[1]
-        else:
-            high = self._stat(key, end)[3]
+        high = self._stat(key, end)[3]
         return None if high == -INF else high
 
     def count(self, key: str, end: Optional[int] = None) -> int:
@@ -290,54 +236,54 @@ class TickMonitor:
         return 0 if window is None else window.total_bad
 
     def last(self, key: str, end: Optional[int] = None) -> Optional[float]:
-        """The most recent value of ``key`` (NaN/inf included); None if never recorded.
-
-        With ``end`` (see the class docstring): the most recent *finite* value in the window ending there.
-        """
+        """The most recent value of ``key`` (NaN/inf included; None if never recorded); with ``end``, the
+        most recent finite value in the window ending there."""
         if end is None:
             return self._last.get(key)
         return self._stat(key, end)[6]
 
-    def window_stat(
-        self,
-        key: str,
-        end: Optional[int] = None,
-        *,
-        window: Optional[int] = None,
-        last_n: Optional[int] = None,
-        since_start: bool = False,
-    ) -> WindowStat:
-        """The partial aggregate (:class:`~rlearn.distributed.WindowStat`) of ``key``'s window ending at ``end``.
-
-        Without options: the key's own tick window. ``window=w``: a window of ``w`` ticks (the key's own
-        size, or one made with :meth:`keep`); ``last_n=n``: its last ``n`` values recorded up to ``end``
-        (``keep(key, last_n>=n)`` first); ``since_start=True``: every value since ``keep(key,
-        since_start=True)``. A window that was not kept raises ``ValueError`` naming the key.
-        """
+    def window_stat(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
+                    last_n: Optional[int] = None, since_start: bool = False) -> WindowStat:
+        """The :class:`~rlearn.monitor.WindowStat` of ``key``'s own window ending at ``end``, or of what
+        :meth:`keep` made it keep (``window=w`` ticks, its ``last_n`` values, ``since_start``); a window
+        that was not kept raises ``ValueError`` naming the key."""
         end = self._end(end)
-        if sum((window is not None, last_n is not None, bool(since_start))) > 1:
-            raise ValueError(f"window_stat({key!r}): give at most one of window, last_n and since_start")
-        if window is None and last_n is None and not since_start or window == self.window_size(key):
-            stat = self._stat(key, end)
+        store = self._kept(key, window, last_n, since_start)
+        if store is None:
+            stat = EMPTY_STAT
+        elif last_n is not None:
+            stat = store.stat(last_n, end)
         else:
-            stat = self._tracked_stat(key, end, window, last_n)
+            stat = store.stat(end) if since_start else store.stat(self._tick, end)
         return WindowStat.from_tuple(stat)
 
-    def _tracked_stat(self, key: str, end: int, window: Optional[int], last_n: Optional[int]) -> Stat:
+    def window_values(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
+                      last_n: Optional[int] = None) -> List[float]:
+        """The finite values, oldest first, of the window :meth:`window_stat` reads."""
+        end = self._end(end)
+        store = self._kept(key, window, last_n, False)
+        if store is None:
+            return []
+        return store.values(last_n, end) if last_n is not None else store.values(self._tick, end)
+
+    def _kept(self, key: str, window: Optional[int], last_n: Optional[int], since_start: bool) -> Any:
+        """What holds the window asked for (None: a key never recorded); ``ValueError`` if it was not kept."""
+        if sum((window is not None, last_n is not None, bool(since_start))) > 1:
+            raise ValueError(f"window_stat({key!r}): give at most one of window, last_n and since_start")
         tracked = self._tracked.get(key)
-        if window is not None:
-            kept = None if tracked is None else tracked.windows.get(window)
-            if kept is None:
-                raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
-            return kept.stat(self._tick, end)
         if last_n is not None:
-            ring = None if tracked is None else tracked.last_n
-            if ring is None or ring.n < last_n:
+            if tracked is None or tracked.last_n is None or tracked.last_n.n < last_n:
                 raise ValueError(f"TickMonitor: the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})")
-            return ring.stat(last_n, end)
-        if tracked is None or tracked.since_start is None:
-            raise ValueError(f"TickMonitor: {key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)")
-        return tracked.since_start.stat(end)
+            return tracked.last_n
+        if since_start:
+            if tracked is None or tracked.since_start is None:
+                raise ValueError(f"TickMonitor: {key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)")
+            return tracked.since_start
+        if window is None or window == self.window_size(key):
+            return self._windows.get(key)
+        if tracked is None or window not in tracked.windows:
+            raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
+        return tracked.windows[window]
 
     def keys(self) -> List[str]:
         """Every key ever recorded, in first-seen order."""
@@ -349,70 +295,35 @@ class TickMonitor:
     def __repr__(self) -> str:
         return f"TickMonitor(tick_count={self._tick}, window_size={self._default_size}, keys={self.keys()})"
 
-    # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """The monitor's state in plain Python types, bounded by the window sizes (format: ``rlearn.monitor.state``).
-
-        Holds the clock, the window sizes, and per key (first-seen order) its per-tick aggregates still
-        in the window, the aggregate of the tick that left it at the last ``tick()`` (so that
-        ``end=tick_count-1`` is exact after a resume), its last value, its total of non-finite values,
-        and what :meth:`keep` asked it to keep.
-        """
+        """The clock, the window sizes and every key's window values (those of the tick that just left it
+        included) and what :meth:`keep` asked for, in plain Python types (docs/monitoring.md)."""
         now = self._tick
         keys = []
         for key, window in self._windows.items():
-            entries = window.entries(now, now - window.size)
-            edge = entries[0] if entries and entries[0][0] == now - window.size else None
-            record: Dict[str, Any] = {
-                "key": key,
-                "entries": [list(entry) for entry in (entries[1:] if edge else entries)],
-                "last": self._last.get(key),
-                "nonfinite_total": window.total_bad,
-            }
-            if edge:
-                record["edge"] = list(edge)
-            keys.append(record)
+            values, bad = window.dump(now, now - window.size)
+            keys.append({"key": key, "values": values, "nonfinite": bad, "last": self._last.get(key),
+                         "nonfinite_total": window.total_bad})
         tracked = {}
         for key, kept in self._tracked.items():
             tracked[key] = {
-                "windows": {str(size): [list(e) for e in w.entries(now, now - size)] for size, w in kept.windows.items()},
+                "windows": {str(size): dict(zip(("values", "nonfinite"), w.dump(now, now - size)))
+                            for size, w in kept.windows.items()},
                 "last_n": None if kept.last_n is None else kept.last_n.state(),
                 "since_start": None if kept.since_start is None else kept.since_start.state(),
             }
-        return {
-            "version": STATE_VERSION,
-            "tick_count": now,
-            "window_size": self._default_size,
-            "window_sizes": dict(self._sizes),
-            "keys": keys,
-            "tracked": tracked,
-        }
+        return {"version": STATE_VERSION, "tick_count": now, "window_size": self._default_size,
+                "window_sizes": dict(self._sizes), "keys": keys, "tracked": tracked}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (this version's or version 1): clock, window sizes and windows.
-
-        What :meth:`keep` asked for before the load stays kept (empty from now on where ``state`` has
-        nothing for it), so ``LogProcessor.prepare`` may run before or after a resume. The state is
-        validated completely first; anything malformed raises ``ValueError`` (or ``TypeError`` for a
-        non-mapping) naming the field, and leaves the monitor unchanged.
-        """
-        tick, default_size, sizes, windows, lasts, tracked = parse_state(state, Tracked)
+        """Restore a :meth:`state_dict` (of any version); what :meth:`keep` asked for stays kept. A malformed
+        state raises ``ValueError`` naming the field and leaves the monitor unchanged."""
+        tick, default_size, sizes, windows, lasts, tracked = parse_state(state)
         for key, kept in self._tracked.items():  # what was asked for before the load stays asked for
             loaded = tracked.setdefault(key, Tracked())
             for size in kept.windows:
-                if size not in loaded.windows:
-                    loaded.windows[size] = KeyWindow(size, tick)
-            if kept.last_n is not None:
-                if loaded.last_n is None:
-                    loaded.last_n = LastN(kept.last_n.n)
-                elif loaded.last_n.n < kept.last_n.n:
-                    loaded.last_n = loaded.last_n.grow(kept.last_n.n)
-            if kept.since_start is not None and loaded.since_start is None:
-                loaded.since_start = SinceStart()
-        self._tick = tick
-        self._default_size = default_size
-        self._sizes = sizes
-        self._windows = windows
-        self._last = lasts
-        self._tracked = tracked
+                loaded.want(tick, window=size)
+            loaded.want(tick, None, None if kept.last_n is None else kept.last_n.n, kept.since_start is not None)
+        self._tick, self._default_size, self._sizes = tick, default_size, sizes
+        self._windows, self._last, self._tracked = windows, lasts, tracked
 

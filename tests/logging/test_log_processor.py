@@ -1,6 +1,8 @@
 """LogProcessor on TickMonitor: names, windows (ticks, last_n, 'global'), values, validation, resume."""
 
 import math
+
+import numpy as np
 from typing import Dict, List, Tuple
 
 import pytest
@@ -44,21 +46,21 @@ def test_default_statistic_is_the_mean_over_the_key_window():
 
 def test_seed_override_and_add():
     cfg = [dict(data_src="train/loss", method_name="mean", window_size="global")]
-    processor = LogProcessor(cfg)
+    processor = LogProcessor(custom_cfg=cfg)
     monitor = _monitor(processor=processor)
     assert _values(processor, monitor, ["train/loss"]) == {"train/loss_avg": 10.5}
-    added = LogProcessor([dict(data_src="train/loss", log_name="loss_min", method_name="min", window_size=100)])
+    added = LogProcessor(custom_cfg=[dict(data_src="train/loss", log_name="loss_min", method_name="min", window_size=100)])
     monitor = _monitor(processor=added)
     out = _values(added, monitor, ["train/loss", "train/lr"], end=19)
     assert list(out) == ["train/loss_avg", "train/loss_min", "train/lr_avg"]  # an added statistic follows its key
     assert out["train/loss_avg"] == 15.5 and out["train/loss_min"] == 1.0
-    glob = LogProcessor([dict(data_src="train/lr", log_name="lr_max", method_name="max", window_size="global")])
+    glob = LogProcessor(custom_cfg=[dict(data_src="train/lr", log_name="lr_max", method_name="max", window_size="global")])
     assert _values(glob, _monitor(processor=glob), ["train/lr"])["train/lr_max"] == 0.2
-    current = LogProcessor([dict(data_src="train/loss", method_name="current")])
+    current = LogProcessor(custom_cfg=[dict(data_src="train/loss", method_name="current")])
     assert _values(current, _monitor(processor=current), ["train/loss"]) == {"train/loss_last": 20.0}
-    window = LogProcessor([dict(data_src="train/episode", method_name="min", window_size=4)])
+    window = LogProcessor(custom_cfg=[dict(data_src="train/episode", method_name="min", window_size=4)])
     assert _values(window, _monitor(processor=window), ["train/episode"], end=19) == {"train/episode_min": 17.0}
-    counted = LogProcessor([dict(data_src="train/loss", log_name="n", method_name="count"),
+    counted = LogProcessor(custom_cfg=[dict(data_src="train/loss", log_name="n", method_name="count"),
                             dict(data_src="train/loss", log_name="loss_std", method_name="std")])
     out = _values(counted, _monitor(processor=counted), ["train/loss"], end=19)
     assert out["train/n"] == 10 and out["train/loss_std"] == pytest.approx(math.sqrt(8.25), rel=1e-12)
@@ -67,7 +69,7 @@ def test_seed_override_and_add():
 def test_episode_return_mean_and_max_over_the_last_100_episodes():
     """The docs' example: mean over the default window, max over the last 100 episodes, across a resume."""
     cfg = [dict(data_src="collector/episode_return", method_name="max", log_name="episode_return_max100", last_n=100)]
-    processor = LogProcessor(cfg)
+    processor = LogProcessor(custom_cfg=cfg)
     monitor = TickMonitor(window_size=10)
     processor.prepare(monitor)
     returns = [float((7 * i) % 150) for i in range(300)]
@@ -89,7 +91,7 @@ def test_episode_return_mean_and_max_over_the_last_100_episodes():
 
 def test_absent_source_is_not_fabricated_and_nan_is_counted_not_averaged():
     monitor = TickMonitor(window_size=5)
-    processor = LogProcessor([dict(data_src="actor_loss", log_name="actor_min", method_name="min")])
+    processor = LogProcessor(custom_cfg=[dict(data_src="actor_loss", log_name="actor_min", method_name="min")])
     monitor.update({"loss": math.nan})
     stats = processor.window_stats(monitor, ["loss", "actor_loss"])
     assert processor.values(stats) == {"loss_avg": None, "loss_nonfinite": 1, "actor_loss_avg": None, "actor_min": None}
@@ -99,7 +101,7 @@ def test_absent_source_is_not_fabricated_and_nan_is_counted_not_averaged():
 
 
 def test_values_of_merged_ranks_by_presence():
-    processor = LogProcessor([dict(data_src="x", log_name="x_last", method_name="current")])
+    processor = LogProcessor(custom_cfg=[dict(data_src="x", log_name="x_last", method_name="current")])
     ranks = []
     for values in ([1.0, 2.0], [], [4.0]):
         monitor = TickMonitor(window_size=3)
@@ -111,7 +113,7 @@ def test_values_of_merged_ranks_by_presence():
 
 
 def test_name_collisions_at_run_time():
-    processor = LogProcessor([dict(data_src="loss", log_name="loss_min_avg", method_name="min")])
+    processor = LogProcessor(custom_cfg=[dict(data_src="loss", log_name="loss_min_avg", method_name="min")])
     monitor = TickMonitor()
     monitor.update({"loss": 1.0, "loss_min": 5.0})
     with pytest.raises(LogProcessorConfigError, match=r"'loss_min_avg' is produced by both 'loss' and 'loss_min'"):
@@ -119,7 +121,7 @@ def test_name_collisions_at_run_time():
 
 
 def test_window_stats_needs_prepare():
-    processor = LogProcessor([dict(data_src="x", log_name="x_max9", method_name="max", last_n=9)])
+    processor = LogProcessor(custom_cfg=[dict(data_src="x", log_name="x_max9", method_name="max", last_n=9)])
     monitor = TickMonitor()
     monitor.update({"x": 1.0})
     with pytest.raises(ValueError, match=r"last 9 values of 'x' are not kept"):
@@ -154,19 +156,19 @@ def test_window_stats_needs_prepare():
             r"custom_cfg\[1\].*log_name 'lr_avg' is the default name of 'lr'",
         ),
         ([dict(data_src="loss", log_name="", method_name="min")], "log_name must be a non-empty str"),
-        ([dict(data_src="loss", method_name="mean", scale=2)], r"custom_cfg\[0\]: unknown field\(s\) \['scale'\]"),
+        ([dict(data_src="loss", method_name="mean", scale=2)], r"custom_cfg\[0\].*unknown field\(s\) \['scale'\]"),
         (dict(data_src="loss", method_name="mean"), "list of dicts"),
         (["loss"], r"custom_cfg\[0\] must be a dict"),
     ],
 )
 def test_validation_errors(cfg, match):
     with pytest.raises(LogProcessorConfigError, match=match):
-        LogProcessor(cfg)
+        LogProcessor(custom_cfg=cfg)
     assert issubclass(LogProcessorConfigError, ValueError)
 
 
 def test_add_later_is_validated_against_earlier_entries():
-    processor = LogProcessor([dict(data_src="eval/return", method_name="max")])
+    processor = LogProcessor(custom_cfg=[dict(data_src="eval/return", method_name="max")])
     with pytest.raises(LogProcessorConfigError, match=r"custom_cfg\[1\]"):
         processor.add(dict(data_src="eval/return", method_name="min"))
     processor.add(dict(data_src="eval/return", method_name="min", log_name="return_min"))
@@ -219,7 +221,7 @@ def test_windows_match_a_naive_reference(entries, stream, own, roundtrip, previo
         elif window is not None:
             item["window_size"] = window
         cfg.append(item)
-    processor = LogProcessor(cfg)
+    processor = LogProcessor(custom_cfg=cfg)
     monitor = TickMonitor(window_size=own)
     processor.prepare(monitor)
     history: Dict[str, List[Tuple[int, float]]] = {"a": [], "b": []}
@@ -260,8 +262,8 @@ def test_windows_match_a_naive_reference(entries, stream, own, roundtrip, previo
 
 
 def test_seed_scalars_example_through_the_path():
-    """Seed 000's MessageHub scalar example (loss 1 then 3: current 3, mean 2), now through TickMonitor."""
-    processor = LogProcessor([dict(data_src="train/loss", log_name="loss_now", method_name="current")])
+    """MMEngine's MessageHub scalar example (loss 1 then 3: current 3, mean 2), through TickMonitor."""
+    processor = LogProcessor(custom_cfg=[dict(data_src="train/loss", log_name="loss_now", method_name="current")])
     monitor = TickMonitor(window_size=5)
     monitor.update({"train/loss": 1})
     assert processor.values(processor.window_stats(monitor, ["train/loss"]))["train/loss_now"] == 1.0
@@ -273,3 +275,34 @@ def test_seed_scalars_example_through_the_path():
     with pytest.raises(TypeError, match=r"'train/loss'.*shape \(2,\)"):
         monitor.update({"train/lr": 0.2, "train/loss": torch.zeros(2)})
     assert monitor.count("train/lr") == 1  # all-or-nothing
+
+
+def test_registered_statistic_over_merged_ranks_sees_every_ranks_values():
+    """A registered statistic is computed on the window's values of every rank (in rank order), not on a
+    merge of per-rank results; ranks without values add none."""
+    from rlearn.monitor import HistoryBuffer
+
+    saved = dict(HistoryBuffer._statistics_methods)
+
+    @HistoryBuffer.register_statistics
+    def median(self, window_size=None):
+        return float(np.median(self._log_history[-(window_size or len(self)):]))
+
+    try:
+        processor = LogProcessor(custom_cfg=[dict(data_src="x", method_name="median", log_name="x_median", window_size=2)])
+        ranks = []
+        for values in ([1.0, 2.0, math.nan], [], [10.0, 20.0, 30.0]):
+            monitor = TickMonitor(window_size=5)
+            processor.prepare(monitor)
+            for i, v in enumerate(values):
+                if i:
+                    monitor.tick()
+                monitor.update({"x": v})
+            stats = processor.window_stats(monitor, ["x"])
+            ranks.append({n: s for n, s in stats.items() if s.count or s.nonfinite})
+        merged = merge_window_stats(ranks)
+        assert merged["x_median"].values == (2.0, 20.0, 30.0)  # each rank's 2-tick window, finite values only
+        assert processor.values(merged) == {"x_avg": 63.0 / 5, "x_nonfinite": 1, "x_median": 20.0}
+    finally:
+        HistoryBuffer._statistics_methods.clear()
+        HistoryBuffer._statistics_methods.update(saved)

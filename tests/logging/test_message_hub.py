@@ -47,15 +47,9 @@ def test_instances_current_and_default():
     assert MessageHub.get_current_instance() is second and not MessageHub.check_instance_created("private")
     assert private is not MessageHub.get_instance("private")
     with pytest.raises(TypeError):
-        MessageHub.get_instance("c", max_state_length=5)  # the scalar half (and its options) is gone
+        MessageHub.get_instance("c", max_state_length=5)  # a hub takes its name only
     with pytest.raises(TypeError, match="name"):
         MessageHub("")
-
-
-def test_the_scalar_half_is_gone():
-    """Scalars go through TickMonitor (see tests/logging/test_log_processor.py)."""
-    for name in ("update_scalar", "update_scalars", "get_scalar", "log_scalars"):
-        assert not hasattr(MessageHub, name), name
 
 
 def test_update_info_dict_pop_info_and_resumed_keys():

@@ -16,7 +16,7 @@ from rlearn.logging import HistoryBuffer
 from rlearn.monitor.history_buffer import MAX_MAGNITUDE
 
 
-# -------------------------------------------------------------- MMEngine HistoryBuffer examples
+# ---------------------------------------------------------------------- MMEngine's documented examples
 def test_seed_initialisation():
     values, counts = HistoryBuffer().data
     assert values.tolist() == [] and counts.tolist() == []
@@ -216,7 +216,7 @@ def test_memory_is_bounded_over_1e5_updates():
     for i in range(100_000):
         buffer.update(float(i) if i % 100 else math.nan)
     assert len(buffer) == 1000
-    assert buffer.nbytes < 60_000  # 5 float64 arrays of 1024 entries + block summaries + NaN indices
+    assert buffer.nbytes < 60_000  # 6 float64 arrays of 1125 slots + block extremes + NaN update numbers
     assert buffer.mean() == pytest.approx(np.mean([i for i in range(99_000, 100_000) if i % 100]))
     assert buffer.nonfinite() == 10
     # steady state: later updates allocate nothing that stays (arrays replaced by re-basing included)
@@ -332,7 +332,7 @@ def test_matches_naive_reference(max_length, stream, windows, initial):
     checks=st.integers(2, 6),
 )
 def test_long_streams_match_naive_reference(seed, max_length, n, nonfinite_rate, checks):
-    """Long streams exercise ring growth, wrap-around, re-basing and the cached min/max blocks."""
+    """Long streams exercise growth, compaction with re-basing and the cached min/max blocks."""
     rng = np.random.default_rng(seed)
     values = rng.normal(size=n) * 10.0 ** rng.integers(-3, 9, size=n)
     bad = rng.random(n) < nonfinite_rate

@@ -55,7 +55,7 @@ def test_absent_key_is_none_never_zero():
 
 
 def test_seed_001_pitfall_window_shorter_than_the_period():
-    """Seed 001: a window shorter than a key's period shows 0 in DI-engine; rlearn shows nothing (None)."""
+    """DI-engine: a window shorter than a key's period shows 0 in DI-engine; rlearn shows nothing (None)."""
     monitor = TickMonitor(window_size=5)
     logged = []
     for it in range(40):
@@ -154,9 +154,9 @@ def test_memory_is_bounded_by_the_window_without_any_query():
     run(monitor, [{"x": 1.0, "y": 2.0} for _ in range(1000)])
     for key in ("x", "y"):
         window = monitor._windows[key]  # an open and a closed block of at most 7 ticks each
-        stored = len(window.vals) + len(window.bad) + len(window.c_sums) + len(window.c_bad)
+        stored = len(window.vals) + len(window.bad) + len(window.c_vals) + len(window.c_bad)
         assert stored <= 14
-    assert all(len(record["entries"]) <= 7 for record in monitor.state_dict()["keys"])
+    assert all(len(record["values"]) <= 8 for record in monitor.state_dict()["keys"])  # 7 ticks + the edge tick
 
 
 # ------------------------------------------------------------------------------------------ scalars
@@ -338,14 +338,15 @@ _DELETE = object()
         (("window_sizes",), {"x": -2}, "'x'"),
         (("keys",), "x", "'keys' must be a list"),
         (("keys", 0, "key"), 5, "bad key name"),
-        (("keys", 0, "entries"), None, "'entries' must be a list"),
-        (("keys", 0, "entries", 0), [0, 1.0, 1], "expected \\[tick"),
-        (("keys", 0, "entries", 0, 0), 99, "not in the window"),
-        (("keys", 0, "entries", 1, 0), 0, "not in the window|must increase"),
-        (("keys", 0, "entries", 0, 2), -1, "count and nonfinite"),
-        (("keys", 0, "entries", 0, 1), "s", "must be numbers"),
-        (("keys", 0, "entries", 1, 3), 99.0, "min <= max"),
+        (("keys", 0, "values"), None, "'values' and 'nonfinite' must be lists"),
+        (("keys", 0, "values", 0), [0, 1.0, 1], "value 0: expected \\[tick, finite number\\]"),
+        (("keys", 0, "values", 0, 1), float("nan"), "value 0: expected \\[tick, finite number\\]"),
+        (("keys", 0, "values", 0, 0), 99, "value 0: tick 99 is not in the window \\[0, 3\\]"),
+        (("keys", 0, "values", 2, 0), 1, "value ticks must not decrease, got 2 then 1"),
+        (("keys", 0, "values", 0, 1), "s", "expected \\[tick"),
+        (("keys", 0, "nonfinite", 0), "1", "nonfinite 0: tick '1' is not in the window"),
         (("keys", 0, "last"), "v", "'last'"),
+        (("keys", 0, "last"), None, "no 'last' value"),
         (("keys", 0, "nonfinite_total"), 0, "smaller than the window"),
     ],
 )
@@ -618,7 +619,12 @@ def test_version_1_states_still_load():
     monitor = TickMonitor()
     monitor.load_state_dict(old)
     assert monitor.avg("x") == 2.0 and monitor.count("x") == 3 and monitor.nonfinite("x") == 1
-    assert monitor.window_stat("x").last == 2.0 and monitor.window_stat("x").sumsq == 4.0 + 16.0 / 2
+    # the tick with two values (sum 4, min 1, max 3) comes back as exactly those: 1 and 3
+    assert monitor.window_stat("x").last == 2.0 and monitor.window_stat("x").sumsq == 1.0 + 9.0 + 4.0
+    assert monitor.window_values("x") == [1.0, 3.0, 2.0]
+    three = dict(old, keys=[dict(old["keys"][0], entries=[[5, 9.0, 3, 1.0, 5.0, 0, 35.0, 5.0]])])
+    monitor.load_state_dict(three)  # a version-2 tick of three values: same sum, count, min and max
+    assert monitor.window_values("x") == [1.0, 3.0, 5.0] and monitor.window_stat("x").count == 3
 
 
 # ------------------------------------------------------------------------------------ update_columns

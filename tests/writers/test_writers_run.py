@@ -15,6 +15,9 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from rlearn.config import load_config
+from rlearn.hooks import Hook
+from rlearn.logging import MessageHub
+from rlearn.registry import HOOKS
 from rlearn.run import train
 from rlearn.writers import read_csv, read_jsonl, tb_tags
 
@@ -24,12 +27,26 @@ from tracking_readers import mlflow_history, wandb_records  # noqa: E402
 AXES = ("train_iter", "envstep", "time")
 
 
+@HOOKS.register
+class EveryThirdIterationScalar(Hook):
+    """A user's hook recording ``hook/every_third`` = train_iter through the current MessageHub every 3rd
+    iteration: a sparse key that enters the run beside the policy's and must reach every writer alike."""
+
+    def before_run(self, learner):
+        learner.declare_monitor_vars(["hook/every_third"])
+
+    def after_iter(self, learner):
+        if learner.train_iter % 3 == 0:
+            MessageHub.get_current_instance().update_scalar("hook/every_third", float(learner.train_iter))
+
+
 def td3_cfg(*overrides: str) -> dict:
-    """TD3 on Pendulum shrunk to seconds (as tests/run/test_run.py)."""
+    """TD3 on Pendulum shrunk to seconds (as tests/run/test_run.py), with the hook above."""
     return load_config("td3_pendulum", [
         "policy.hidden_sizes=[16]", "policy.batch_size=8", "policy.learning_starts=20", "policy.learn_threads=1",
         "env.kwargs.max_episode_steps=20", "train.max_env_steps=60", "learner.log_freq=10", "eval.freq=30",
-        "eval.episodes=1", "checkpoint.freq=25", "checkpoint.keep=none", "buffer.size=1000", *overrides,
+        "eval.episodes=1", "checkpoint.freq=25", "checkpoint.keep=none", "buffer.size=1000",
+        'learner.hooks=[{"type":"EveryThirdIterationScalar"}]', *overrides,
     ])
 
 
@@ -86,6 +103,8 @@ def test_every_file_writer_holds_the_same_numbers_and_a_resume_adds_no_duplicate
     assert [(r["train_iter"], r["envstep"]) for r in evaluations] == [(10, 30), (40, 60)]
     assert all("critic_loss_avg" not in r for r in evaluations)
     assert all("evaluator/episode_return_mean" not in r for r in reference if "critic_loss_avg" in r)
+    # the hook's MessageHub key: the mean of the values of each 10-iteration window (3, 6, 9 -> 6; ...)
+    assert [r["hook/every_third_avg"] for r in reference if "critic_loss_avg" in r] == [6.0, 15.0, 25.5, 36.0]
 
     crashed = tmp_path / "crashed"
     train(td3_cfg(writers), work_dir=crashed)  # ran to the end: rows after iteration 25 exist
@@ -156,7 +175,8 @@ def test_tracking_writers_hold_the_jsonl_numbers_after_a_resume(tmp_path, monkey
         history, params, status = mlflow_history((tmp_path / "mlruns").as_uri(), run_id)
         assert status == "FINISHED" and params["train.max_env_steps"] == "60"
         assert history["envstep"] == sorted({(r["train_iter"], float(r["envstep"])) for r in rows})
-        for name in ("critic_loss_avg", "evaluator/episode_return_mean", "collector/episode_return_avg"):
+        for name in ("critic_loss_avg", "evaluator/episode_return_mean", "collector/episode_return_avg",
+                     "hook/every_third_avg"):
             want = [(r["train_iter"], r[name]) for r in rows if name in r]
             assert [s for s, _ in history[name]] == [s for s, _ in want], name
             assert [v for _, v in history[name]] == pytest.approx([v for _, v in want], rel=1e-9), name
