@@ -132,8 +132,8 @@ def build_report(exp_dirs: Sequence[Path], options: ReportOptions) -> Tuple[List
         taken = {e.label for e in experiments}
         label = path.name if path.name not in taken else str(path)
         experiments.append(load_experiment(path, options.train_key, label))
-    sections = [s for s in (_section(k, experiments, options) for k in ("evaluation", "training"))
-                if s is not None and (s.kind == "evaluation" or options.train_key)]
+    kinds = ("evaluation", "training") if options.train_key else ("evaluation",)
+    sections = [s for s in (_section(k, experiments, options) for k in kinds) if s is not None]
     if not sections:
         raise ExperimentError("no run has an evaluation (evaluations.jsonl) or a training score to report")
     return experiments, sections
@@ -160,11 +160,11 @@ def verdict(x: str, y: str, e: stats.Estimate) -> str:
 
 def _markdown(experiments: Sequence[Experiment], sections: Sequence[ScoreSection], options: ReportOptions,
               images: Dict[str, Dict[str, str]]) -> str:
-    import rliable
+    from importlib.metadata import version
 
     names = [e.label for e in experiments]
     lines = [f"# Report: {' vs '.join(names)}", "",
-             f"{time.strftime('%Y-%m-%d %H:%M')}. Statistics by rliable {getattr(rliable, '__version__', '')}: 95 % "
+             f"{time.strftime('%Y-%m-%d %H:%M')}. Statistics by rliable {version('rliable')}: 95 % "
              f"stratified bootstrap confidence intervals from {options.reps} resamples (NumPy seed {options.seed}).", ""]
     for exp in experiments:
         counts: Dict[str, int] = {}

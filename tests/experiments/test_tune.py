@@ -154,3 +154,44 @@ def test_a_killed_study_resumes_its_running_trials(tmp_path):
         evaluations = [json.loads(line)["envstep"] for line in (out / f"trial_{trial.number}" / "evaluations.jsonl").read_text().splitlines()]
         assert evaluations == [512 * k for k in range(1, 17)]
         assert sorted(trial.intermediate_values) == evaluations
+
+
+@pytest.mark.slow
+def test_optuna_dashboard_shows_the_study(study, tmp_path):
+    """optuna-dashboard, served on 127.0.0.1, opens the study in headless Chromium: its trials, the best
+    one and the pruned ones."""
+    from tests.experiments.dashboard import dashboard_binary, dashboard_screenshot
+    from tests.ui.browser import missing
+
+    if missing() or not dashboard_binary():
+        pytest.skip(missing() or "optuna-dashboard is not installed (pip install 'rlearn[dashboard]')")
+    out, loaded, _ = study
+    best = max((t for t in loaded.get_trials() if t.state.name == "COMPLETE"), key=lambda t: t.value)
+    text = dashboard_screenshot(f"sqlite:///{out / 'study.db'}", "ppo_cartpole", tmp_path / "dashboard.png",
+                                wait_for=(f"Best Trial (number={best.number})", "Pruned", "Intermediate values"))
+    assert f"lr: {best.params['lr']}" in text
+    assert (tmp_path / "dashboard.png").stat().st_size > 20_000
+
+
+def test_hparams_tab_lists_every_trial_side_by_side(study):
+    """What TensorBoard's HParams tab reads over ``--logdir EXP``, through its own hparams backend: one
+    session per trial, pruned ones included, with its lr and its final (or last) evaluation return."""
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from tensorboard.plugins.hparams import backend_context
+
+    out, loaded, _ = study
+    mux = plugin_event_multiplexer.EventMultiplexer()
+    mux.AddRunsFromDirectory(str(out))
+    mux.Reload()
+    provider = data_provider.MultiplexerDataProvider(mux, str(out))
+    ctx = backend_context.Context(base_plugin.TBContext(logdir=str(out), multiplexer=mux, data_provider=provider))
+    request = context.RequestContext()
+    sessions = ctx.hparams_metadata(request, "")
+    assert sorted(sessions) == [f"trial_{n}/tb" for n in range(4)]
+    last = ctx.read_last_scalars(request, "", None)
+    for trial in loaded.get_trials():
+        score = last[f"trial_{trial.number}/tb"]["hparams/evaluator/episode_return_mean"].value
+        expected = trial.value if trial.state.name == "COMPLETE" else trial.intermediate_values[512]
+        assert score == pytest.approx(expected, rel=1e-6)
