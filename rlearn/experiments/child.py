@@ -306,3 +306,29 @@ def save_manifest(exp_dir: Path, manifest_name: str, state: Mapping[str, Any]) -
     from rlearn.fileio import atomic_write_bytes
 
     atomic_write_bytes(Path(exp_dir) / manifest_name, (json.dumps(state, indent=1) + "\n").encode("utf-8"))
+
+
+def has_checkpoint(work_dir: Path) -> bool:
+    """Whether ``work_dir`` holds a checkpoint a run can be resumed from (``rlearn train --resume``)."""
+    ckpt = Path(work_dir) / "ckpt"
+    return ckpt.is_dir() and any(ckpt.glob("*.pt"))
+
+
+def clear_unresumable(work_dir: Path) -> bool:
+    """Empty a work dir whose run stopped before its first checkpoint (nothing to resume; its partial logs
+    would be duplicated by the new start), keeping ``console.log``; True when something was removed."""
+    import shutil
+
+    work_dir = Path(work_dir)
+    if not work_dir.is_dir() or has_checkpoint(work_dir):
+        return False
+    removed = False
+    for entry in work_dir.iterdir():
+        if entry.name == CONSOLE_LOG:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed = True
+    return removed

@@ -19,16 +19,14 @@ refused (naming the keys), so one experiment dir never mixes two experiments.
 from __future__ import annotations
 
 import re
-import shutil
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from rlearn.experiments.child import (
-    CONSOLE_LOG, EXPERIMENT_CONFIG, FINISHED, ExperimentError, StopSignals, TrainProcess, load_experiment_config,
-    open_experiment_dir, save_manifest, stop_all, thread_settings, wait_until_free,
+    CONSOLE_LOG, EXPERIMENT_CONFIG, FINISHED, ExperimentError, StopSignals, TrainProcess, clear_unresumable,
+    has_checkpoint, load_experiment_config, open_experiment_dir, save_manifest, stop_all, thread_settings, wait_until_free,
 )
 from rlearn.experiments.display import ExperimentDisplay, format_duration
 
@@ -149,22 +147,17 @@ class Sweep:
     # ------------------------------------------------------------------------------------ running
     def _start(self, seed: int, display: ExperimentDisplay) -> Optional[TrainProcess]:
         """Start (or resume) the run of ``seed``; None when its dir stays busy."""
-        from rlearn.workdir_lock import existing_run
-
         work_dir = self.run_dir(seed)
         if not wait_until_free(work_dir, on_wait=lambda holder: display.note(
                 f"seed {seed}: waiting for the previous run in {work_dir} to stop"
                 + (f" ({holder.describe()})" if holder else ""))):
             display.note(f"seed {seed}: {work_dir} is still held by another process; skipped")
             return None
-        ckpt = work_dir / "ckpt"
-        resumable = ckpt.is_dir() and any(ckpt.glob("*.pt"))
         args = ["--seed", str(seed), *(["--set", *self.thread_overrides] if self.thread_overrides else [])]
-        if resumable:
+        if has_checkpoint(work_dir):
             args.append("--resume")
             display.note(f"seed {seed}: resuming {work_dir}")
-        elif existing_run(work_dir):
-            shutil.rmtree(work_dir)  # killed before its first checkpoint: nothing to resume, start afresh
+        elif clear_unresumable(work_dir):
             display.note(f"seed {seed}: {work_dir} had no checkpoint; starting it again from scratch")
         process = TrainProcess(self.exp_dir / CONFIG_FILE, work_dir, args, env=self.thread_env).start()
         run = self.state["runs"][str(seed)]

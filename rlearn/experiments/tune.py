@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from rlearn.experiments.child import (
-    CONSOLE_LOG, EXPERIMENT_CONFIG, ExperimentError, StopSignals, TrainProcess, load_experiment_config,
-    open_experiment_dir, save_manifest, thread_settings, wait_until_free,
+    CONSOLE_LOG, EXPERIMENT_CONFIG, ExperimentError, StopSignals, TrainProcess, clear_unresumable, has_checkpoint,
+    load_experiment_config, open_experiment_dir, save_manifest, thread_settings, wait_until_free,
 )
 from rlearn.experiments.display import ExperimentDisplay
 
@@ -221,12 +221,8 @@ class Tuner:
                 display.note(f"trial {trial.number}: {work_dir} is held by a live process; left to it")
                 return
             display.note(f"trial {trial.number}: resuming {work_dir}")
-        ckpt = work_dir / "ckpt"
-        resume = ["--resume"] if ckpt.is_dir() and any(ckpt.glob("*.pt")) else []
-        if not resume and work_dir.exists():
-            import shutil
-
-            shutil.rmtree(work_dir)  # never reached a checkpoint: start the trial again from scratch
+        resume = ["--resume"] if has_checkpoint(work_dir) else []
+        clear_unresumable(work_dir)  # never reached a checkpoint: start the trial again from scratch
         args = ["--set", *overrides, *self.thread_overrides, *resume]
         process = TrainProcess(self.exp_dir / EXPERIMENT_CONFIG, work_dir, args, env=self.thread_env).start()
         with self._lock:
