@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlearn.experiments.child import ExperimentError, JsonlTail, thread_settings
+from rlearn.experiments.child import ExperimentError, JsonlTail, clear_unresumable, has_checkpoint, thread_settings
 from rlearn.experiments.sweep import parse_seeds
 
 #: a PPO run of 32 iterations, long enough to be caught half way, with evaluations and a log every 4 iterations
@@ -55,6 +55,22 @@ def test_jsonl_tail_reads_complete_lines_and_restarts_on_a_rewritten_file(tmp_pa
     replacement.write_text('{"envstep": 1}\n')
     replacement.replace(path)  # what a resumed run's rewind does
     assert tail.new_rows() == [{"envstep": 1}] and tail.restarted == 1
+
+
+def test_a_run_without_checkpoint_is_cleared_but_keeps_its_console_log(tmp_path):
+    run = tmp_path / "seed_0"
+    (run / "tb").mkdir(parents=True)
+    (run / "tb" / "events.out.tfevents.1").write_bytes(b"x")
+    (run / "metrics.jsonl").write_text('{"train_iter": 1}\n')
+    (run / "console.log").write_text("$ rlearn train ...\n")
+    assert not has_checkpoint(run)
+    assert clear_unresumable(run)
+    assert sorted(p.name for p in run.iterdir()) == ["console.log"]
+    (run / "ckpt").mkdir()
+    (run / "ckpt" / "iteration_3.pt").write_bytes(b"x")
+    (run / "metrics.jsonl").write_text('{"train_iter": 1}\n')
+    assert has_checkpoint(run) and not clear_unresumable(run)
+    assert (run / "metrics.jsonl").is_file()
 
 
 def wait_for(condition, timeout_s: float, what: str) -> None:
