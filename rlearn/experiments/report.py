@@ -33,6 +33,8 @@ class ReportOptions:
     """Options of :func:`build_report` (the ``rlearn report`` arguments)."""
 
     reps: int = 2000
+    #: resamples of the performance profiles and the curves (one bootstrap per threshold or point: costly)
+    curve_reps: int = 2000
     seed: int = 0
     train_key: Optional[str] = None
     normalize: Optional[Tuple[float, float]] = None
@@ -104,7 +106,7 @@ def _section(kind: str, experiments: Sequence[Experiment], options: ReportOption
         stats.aggregate_estimates(matrices, target, options.reps, options.seed),
         stats.improvement_probabilities(matrices, options.reps, options.seed),
         [float(t) for t in taus],
-        stats.performance_profiles(matrices, taus, options.reps, options.seed),
+        stats.performance_profiles(matrices, taus, min(options.reps, options.curve_reps), options.seed),
         left_out=left_out,
     )
     for axis, data in (("envstep", by_step), ("time", by_time)):
@@ -114,7 +116,7 @@ def _section(kind: str, experiments: Sequence[Experiment], options: ReportOption
             if grid:
                 grids[name] = grid
                 arrays[name] = np.asarray(values, dtype=np.float64)[:, None, :]  # runs x 1 task x points
-        estimates = stats.iqm_curves(arrays, options.reps, options.seed)
+        estimates = stats.iqm_curves(arrays, min(options.reps, options.curve_reps), options.seed)
         section.curves[axis] = {name: (grids[name], *estimates[name]) for name in estimates}
     return section
 
@@ -165,7 +167,8 @@ def _markdown(experiments: Sequence[Experiment], sections: Sequence[ScoreSection
     names = [e.label for e in experiments]
     lines = [f"# Report: {' vs '.join(names)}", "",
              f"{time.strftime('%Y-%m-%d %H:%M')}. Statistics by rliable {version('rliable')}: 95 % "
-             f"stratified bootstrap confidence intervals from {options.reps} resamples (NumPy seed {options.seed}).", ""]
+             f"stratified bootstrap confidence intervals from {options.reps} resamples "
+             f"({min(options.reps, options.curve_reps)} for the profiles and curves; NumPy seed {options.seed}).", ""]
     for exp in experiments:
         counts: Dict[str, int] = {}
         for run in exp.runs:

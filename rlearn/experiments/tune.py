@@ -206,7 +206,7 @@ class Tuner:
         if frozen is None:
             try:
                 overrides = _sampled_overrides(self.space, trial)
-                load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)
+                budget = load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)["train"]["max_env_steps"]
             except ExperimentError as exc:
                 self._fail(trial, f"trial {trial.number}: {exc}", display)
                 return
@@ -216,6 +216,7 @@ class Tuner:
             display.note(f"trial {trial.number}: {' '.join(overrides)} -> {work_dir}")
         else:
             overrides = list(frozen.user_attrs.get("overrides", []))
+            budget = load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)["train"]["max_env_steps"]
             reported = dict(frozen.intermediate_values)
             if not wait_until_free(work_dir, timeout_s=120):
                 display.note(f"trial {trial.number}: {work_dir} is held by a live process; left to it")
@@ -240,7 +241,7 @@ class Tuner:
                 value = sum(returns) / len(returns)
                 trial.report(value, step)
                 reported[step] = value
-                if trial.should_prune():
+                if step < budget and trial.should_prune():  # the final evaluation: nothing left to save
                     pruned_at = (step, value, int(row.get("train_iter", 0)))
                     process.send(15)  # SIGTERM: the run saves a checkpoint and stops
             time.sleep(0.5)

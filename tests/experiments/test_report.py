@@ -22,7 +22,7 @@ from rliable import metrics  # noqa: E402
 from rlearn.experiments.child import ExperimentError  # noqa: E402
 from rlearn.experiments.report import ReportOptions, build_report  # noqa: E402
 
-REPS = 300
+REPS = 100
 
 
 def write_run(work_dir: Path, evaluations, train_returns=(), start=1000.0, step_s=2.0) -> None:
