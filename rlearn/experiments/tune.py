@@ -132,6 +132,7 @@ class Tuner:
         self.cfg = load_experiment_config(config, overrides)
         self.exp_dir = Path(exp_dir) if exp_dir is not None else Path("experiments") / f"{self.cfg['exp_name']}_tune"
         state = open_experiment_dir(self.exp_dir, self.cfg, TUNE_FILE)
+        created = state is None
         if state is None:
             state = {"config": config, "overrides": list(overrides), "space": str(space_file),
                      "storage": storage or f"sqlite:///{(self.exp_dir / 'study.db').resolve()}",
@@ -150,7 +151,13 @@ class Tuner:
             self.study = optuna.create_study(storage=self._storage(), study_name=self.study_name, direction="maximize",
                                              load_if_exists=True, sampler=sampler, pruner=pruner)
         except Exception as exc:  # noqa: BLE001 - a wrong URL, an unreachable database, a missing driver
-            raise ExperimentError(f"--storage {self.storage_url}: {type(exc).__name__}: {exc}") from exc
+            if created:  # leave nothing behind, so that the same command with a working --storage starts afresh
+                for name in (TUNE_FILE, EXPERIMENT_CONFIG):
+                    (self.exp_dir / name).unlink(missing_ok=True)
+                if not any(self.exp_dir.iterdir()):
+                    self.exp_dir.rmdir()
+            raise ExperimentError(f"--storage {self.storage_url}: {type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())[:300]}") from exc
         self.host = socket.gethostname()
         self._lock = threading.Lock()
         self._failures_in_a_row = 0

@@ -195,3 +195,15 @@ def test_hparams_tab_lists_every_trial_side_by_side(study):
         score = last[f"trial_{trial.number}/tb"]["hparams/evaluator/episode_return_mean"].value
         expected = trial.value if trial.state.name == "COMPLETE" else trial.intermediate_values[512]
         assert score == pytest.approx(expected, rel=1e-6)
+
+
+def test_an_unusable_storage_is_a_one_line_error(tmp_path):
+    space = tmp_path / "space.py"
+    space.write_text(SPACE)
+    command = tune_command(tmp_path / "exp", space, 1)
+    command[command.index("--out"):command.index("--out")] = ["--storage", "postgresql://rlearn:pw@127.0.0.1:9/optuna"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rlearn tune: error: --storage postgresql://rlearn:pw@127.0.0.1:9/optuna: ")
+    assert not (tmp_path / "exp").exists()  # nothing recorded: the same command with a working --storage starts afresh
