@@ -278,8 +278,6 @@ def open_experiment_dir(exp_dir: Path, cfg: Mapping[str, Any], manifest_name: st
     ``num_threads``): otherwise ExperimentError names the keys that differ, so that one experiment dir
     never mixes two experiments. A non-empty dir without the manifest is refused.
     """
-    from rlearn.config import dump_config
-
     exp_dir = Path(exp_dir)
     manifest, config_file = exp_dir / manifest_name, exp_dir / EXPERIMENT_CONFIG
     if not manifest.is_file():
@@ -287,7 +285,7 @@ def open_experiment_dir(exp_dir: Path, cfg: Mapping[str, Any], manifest_name: st
             raise ExperimentError(f"{str(exp_dir)!r} exists and is not an experiment dir of this kind (no "
                                   f"{manifest_name}); choose an empty or new directory")
         exp_dir.mkdir(parents=True, exist_ok=True)
-        dump_config(cfg, config_file)
+        dump_experiment_config(cfg, config_file)
         return None
     try:
         state = json.loads(manifest.read_text(encoding="utf-8"))
@@ -332,3 +330,18 @@ def clear_unresumable(work_dir: Path) -> bool:
             entry.unlink()
         removed = True
     return removed
+
+
+def dump_experiment_config(cfg: Mapping[str, Any], path: Path) -> Path:
+    """Write ``cfg`` as a config file (:func:`rlearn.config.dump_config`) that is not a run's: its header
+    says how to train it, without the "continue this run" line of a work dir's ``config.py``."""
+    from rlearn.config import dump_config
+
+    path = dump_config(cfg, path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines[:8]):
+        if line.startswith("# or continue this run with:"):
+            del lines[i:i + 2]
+            break
+    path.write_text("".join(lines), encoding="utf-8")
+    return path

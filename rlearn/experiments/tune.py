@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from rlearn.experiments.child import (
-    CONSOLE_LOG, EXPERIMENT_CONFIG, ExperimentError, StopSignals, TrainProcess, clear_unresumable, has_checkpoint,
-    load_experiment_config, open_experiment_dir, save_manifest, thread_settings, wait_until_free,
+    CONSOLE_LOG, EXPERIMENT_CONFIG, ExperimentError, StopSignals, TrainProcess, clear_unresumable, dump_experiment_config,
+    has_checkpoint, load_experiment_config, open_experiment_dir, save_manifest, thread_settings, wait_until_free,
 )
 from rlearn.experiments.display import ExperimentDisplay
 
@@ -360,15 +360,13 @@ class Tuner:
     def write_best_config(self) -> Optional[Path]:
         """``best_config.py``: the base config with the best complete trial's overrides (its own
         ``num_threads`` choice left out); None before any trial completed."""
-        from rlearn.config import dump_config
-
         complete = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
         if not complete:
             return None
         best = max(complete, key=lambda t: t.value)
         overrides = best.user_attrs.get("overrides", [])
         cfg = load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)
-        return dump_config(cfg, self.exp_dir / BEST_CONFIG)
+        return dump_experiment_config(cfg, self.exp_dir / BEST_CONFIG)
 
 
 def _last_evaluation(work_dir: Path) -> Optional[float]:
