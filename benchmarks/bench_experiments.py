@@ -22,19 +22,29 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def rlearn(*args: str) -> float:
     """Run ``python -m rlearn ARGS``; its wall time in seconds (raises on a non-zero exit)."""
+    return rlearn_timed(*args)[0]
+
+
+def rlearn_timed(*args: str) -> Tuple[float, float]:
+    """``(wall, cpu)`` seconds of ``python -m rlearn ARGS``: cpu is user + system time of the process and of
+    every process it started and waited for (a sweep's runs), from ``wait4``."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "rlearn", *args], capture_output=True, text=True,
-                          env={**os.environ, "RLEARN_NO_PROGRESS": "1"})
-    if done.returncode != 0:
-        raise RuntimeError(f"rlearn {' '.join(args)} exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return time.perf_counter() - started
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen([sys.executable, "-m", "rlearn", *args], stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "RLEARN_NO_PROGRESS": "1"})
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            log.seek(0)
+            raise RuntimeError(f"rlearn {' '.join(args)} exited with {status}:\n{log.read()[-3000:]}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def budget(steps: int) -> List[str]:
@@ -71,17 +81,19 @@ def timing(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for way in order:
                 if way == "plain":
-                    walls[way] = sum(rlearn("train", "ppo_cartpole", "--seed", str(s), "--work-dir", f"{tmp}/plain_{s}",
-                                            "--no-progress", *settings) for s in seeds)
+                    times = [rlearn_timed("train", "ppo_cartpole", "--seed", str(s), "--work-dir", f"{tmp}/plain_{s}",
+                                          "--no-progress", *settings) for s in seeds]
+                    walls[way], walls[f"{way}_cpu"] = sum(t[0] for t in times), sum(t[1] for t in times)
                 else:
-                    jobs = way[-1]
-                    walls[way] = rlearn("sweep", "ppo_cartpole", "--seeds", args.seeds, "--jobs", jobs, "--out",
-                                        f"{tmp}/{way}", "--no-progress", *settings)
-                print(f"round {r}: {way} {walls[way]:.1f} s", flush=True)
+                    walls[way], walls[f"{way}_cpu"] = rlearn_timed(
+                        "sweep", "ppo_cartpole", "--seeds", args.seeds, "--jobs", way[-1], "--out", f"{tmp}/{way}",
+                        "--no-progress", *settings)
+                print(f"round {r}: {way} {walls[way]:.1f} s wall, {walls[f'{way}_cpu']:.1f} s cpu", flush=True)
         rounds.append(walls)
     summary = {
         "seeds": args.seeds, "steps": args.steps, "rounds": rounds, "cores": len(os.sched_getaffinity(0)),
-        "overhead_per_run_s": [(w["jobs1"] - w["plain"]) / len(seeds) for w in rounds],
+        "overhead_per_run_wall_s": [(w["jobs1"] - w["plain"]) / len(seeds) for w in rounds],
+        "overhead_per_run_cpu_s": [(w["jobs1_cpu"] - w["plain_cpu"]) / len(seeds) for w in rounds],
         "jobs1_over_jobs2": [w["jobs1"] / w["jobs2"] for w in rounds],
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }

@@ -217,7 +217,7 @@ class Tuner:
             except ExperimentError as exc:
                 self._fail(trial, f"trial {trial.number}: {exc}", display)
                 return
-            for key, value in (("work_dir", str(work_dir)), ("host", self.host), ("overrides", overrides)):
+            for key, value in (("work_dir", str(work_dir.resolve())), ("host", self.host), ("overrides", overrides)):
                 trial.set_user_attr(key, value)
             reported: Dict[int, float] = {}
             display.note(f"trial {trial.number}: {' '.join(overrides)} -> {work_dir}")
