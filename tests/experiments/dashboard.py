@@ -1,7 +1,7 @@
 """optuna-dashboard on a study of ``rlearn tune``, served on 127.0.0.1 and shown in headless Chromium.
 
 ``python -m tests.experiments.dashboard STORAGE_URL STUDY_NAME OUT.png`` takes the picture in
-docs/experiments.md; ``test_dashboard.py`` runs the same check (slow; skipped without Chromium or
+docs/experiments.md; ``test_experiments_tune.py`` runs the same check (slow; skipped without Chromium or
 optuna-dashboard).
 """
 

@@ -1,7 +1,7 @@
 """``rlearn report``: its numbers are rliable's, called directly on the same scores; its files and errors.
 
 The experiment dirs here are written by hand (``evaluations.jsonl`` and ``metrics.jsonl`` as runs write
-them), so the scores are known exactly; tests/experiments/test_sweep.py does the same over real sweeps.
+them), so the scores are known exactly; tests/experiments/test_experiments_sweep.py does the same over real sweeps.
 """
 
 from __future__ import annotations

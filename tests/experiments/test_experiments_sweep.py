@@ -143,7 +143,7 @@ def test_killed_sweep_resumes_to_three_complete_runs_without_duplicates(killed_a
     assert again.returncode == 0 and "3 seeds, 0 to run" in again.stdout
 
 
-@pytest.mark.slow  # a second sweep (about 80 s on 2 busy cores); test_report.py checks the same numbers on written runs
+@pytest.mark.slow  # a second sweep (about 80 s on 2 busy cores); test_experiments_report.py checks the same numbers on written runs
 def test_report_over_two_sweeps_equals_rliable(killed_and_restarted_sweep, tmp_path):
     pytest.importorskip("rliable")
     from rliable import library as rly
