@@ -116,7 +116,9 @@ class Tuner:
         study_name: default: the config's ``exp_name``.
         startup_trials, warmup_steps: the default ``MedianPruner``'s ``n_startup_trials`` and
             ``n_warmup_steps`` (env steps).
-        sampler_seed: seed of the default ``TPESampler``.
+        sampler_seed: seed of the default ``TPESampler`` (a study continued with the same seed draws from
+            ``sampler_seed + trials so far``, not the first trials' parameters again; give each machine
+            sharing a study its own seed, or none).
     """
 
     def __init__(self, config: str, space_file: Path, trials: int, exp_dir: Optional[Path] = None,
@@ -158,6 +160,11 @@ class Tuner:
                     self.exp_dir.rmdir()
             raise ExperimentError(f"--storage {self.storage_url}: {type(exc).__name__}: "
                                   f"{' '.join(str(exc).split())[:300]}") from exc
+        asked = len(self.study.get_trials(deepcopy=False))
+        if sampler_seed is not None and asked and not self.space.sampler:
+            # a seeded sampler started again would draw the first trials' parameters again: go on from the
+            # number of trials the study has (a different stream for each restart)
+            self.study.sampler = optuna.samplers.TPESampler(seed=sampler_seed + asked)
         self.host = socket.gethostname()
         self._lock = threading.Lock()
         self._failures_in_a_row = 0

@@ -207,3 +207,18 @@ def test_an_unusable_storage_is_a_one_line_error(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("rlearn tune: error: --storage postgresql://rlearn:pw@127.0.0.1:9/optuna: ")
     assert not (tmp_path / "exp").exists()  # nothing recorded: the same command with a working --storage starts afresh
+
+
+def test_a_continued_study_with_the_same_sampler_seed_does_not_repeat_its_trials(tmp_path):
+    from rlearn.experiments.tune import Tuner
+
+    space = tmp_path / "space.py"
+    space.write_text(SPACE)
+    first = Tuner("ppo_cartpole", space, trials=2, exp_dir=tmp_path / "exp", sampler_seed=0)
+    asked = [first.study.ask() for _ in range(2)]
+    drawn = [t.suggest_float("lr", 1e-4, 1e-2, log=True) for t in asked]
+    for trial in asked:
+        first.study.tell(trial, 1.0)
+    again = Tuner("ppo_cartpole", space, trials=4, exp_dir=tmp_path / "exp", sampler_seed=0)
+    more = [again.study.ask().suggest_float("lr", 1e-4, 1e-2, log=True) for _ in range(2)]
+    assert drawn[0] != drawn[1] and not set(more) & set(drawn)
