@@ -3,8 +3,10 @@
 Every run of a sweep or a study is ``python -m rlearn train ... --work-dir DIR --no-progress`` in a process
 of its own (its own writers, its own log: nothing is shared between runs). Its console output goes to
 ``DIR/console.log``. The kernel sends it SIGTERM if the experiment process dies, even by SIGKILL
-(:func:`rlearn.run.signals.stop_with_parent`): it then saves a checkpoint and stops, so that no run goes on
-unsupervised and a restarted experiment resumes it. It runs in a session of its own, so a Ctrl-C in the
+(:func:`rlearn.run.signals.stop_with_parent`), so that no run goes on unsupervised: it then saves a
+checkpoint and stops, and a restarted experiment resumes it. (Linux sends that signal each time the run
+is handed from a dying thread of the experiment process to another; a run that gets it twice stops at once
+and is resumed from its previous checkpoint.) It runs in a session of its own, so a Ctrl-C in the
 terminal reaches only the experiment process, which passes it on (:meth:`TrainProcess.send`).
 """
 
@@ -308,8 +310,8 @@ def save_manifest(exp_dir: Path, manifest_name: str, state: Mapping[str, Any]) -
 
 def has_checkpoint(work_dir: Path) -> bool:
     """Whether ``work_dir`` holds a checkpoint a run can be resumed from (``rlearn train --resume``)."""
-    ckpt = Path(work_dir) / "ckpt"
-    return ckpt.is_dir() and any(ckpt.glob("*.pt"))
+    ckpt = Path(work_dir) / "ckpt"  # best.pt alone is not one: --resume takes latest.pt or iteration_<n>.pt
+    return (ckpt / "latest.pt").is_file() or any(ckpt.glob("iteration_*.pt"))
 
 
 def clear_unresumable(work_dir: Path) -> bool:

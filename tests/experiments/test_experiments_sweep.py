@@ -92,7 +92,9 @@ def assert_no_duplicated_points(work_dir: Path) -> None:
     evals = [r["envstep"] for r in rows if "evaluator/episode_return_mean" in r]
     # every 4th iteration, plus the last table a stopped run writes before its checkpoint
     assert logs == sorted(set(logs)) and set(range(4, 33, 4)) <= set(logs) and logs[-1] == 32, logs
-    assert evals == [2048, 4096, 6144, 8192]
+    # one evaluation per 2048 steps, at the first iteration past each multiple (a run stopped right at one
+    # evaluates it after its next iteration once resumed)
+    assert len(evals) == 4 and all(2048 * k <= e < 2048 * k + 256 for k, e in enumerate(evals, 1)), evals
     raw = [json.loads(line)["envstep"] for line in (work_dir / "evaluations.jsonl").read_text().splitlines()]
     assert raw == evals
     acc = EventAccumulator(str(work_dir / "tb"), size_guidance={"scalars": 0})
@@ -105,7 +107,7 @@ def assert_no_duplicated_points(work_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def killed_and_restarted_sweep(tmp_path_factory):
-    """A 3-seed sweep killed (SIGKILL) while its first runs train, then started again."""
+    """A 3-seed sweep stopped with SIGTERM while its first runs train, then started again."""
     out = tmp_path_factory.mktemp("sweeps") / "ppo_a"
     first = subprocess.Popen(sweep_command(out, "0-2"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -113,12 +115,9 @@ def killed_and_restarted_sweep(tmp_path_factory):
         return any(len(JsonlTail(out / f"seed_{s}" / "metrics.jsonl").new_rows()) >= 2 for s in (0, 1))
 
     wait_for(training_half_way, 240, "a run to train")
-    first.kill()  # no chance to clean up: the runs get SIGTERM from the kernel, save a checkpoint and stop
-    first.communicate(timeout=60)
-    for seed in (0, 1):
-        # wait for the orphaned runs to save and stop (the restarted sweep would wait for them too)
-        lock = out / f"seed_{seed}" / ".lock"
-        wait_for(lambda: not lock.exists(), 120, f"seed {seed} to stop")
+    first.terminate()  # SIGTERM (a scheduler's stop): the sweep passes it on; each run saves a checkpoint and stops
+    first.communicate(timeout=120)
+    assert first.returncode == 143
     killed_state = json.loads((out / "sweep.json").read_text())
     second = subprocess.run(sweep_command(out, "0-2"), capture_output=True, text=True, timeout=600)
     return out, killed_state, second
