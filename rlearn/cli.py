@@ -22,6 +22,9 @@ COMMANDS = {
     "trace": "rlearn.commands.trace",
     "eval": "rlearn.commands.eval",
     "plot": "rlearn.commands.plot",
+    "sweep": "rlearn.commands.sweep",
+    "report": "rlearn.commands.report",
+    "tune": "rlearn.commands.tune",
 }
 
 

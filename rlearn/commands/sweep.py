@@ -1,0 +1,68 @@
+"""``rlearn sweep CONFIG --seeds 0-9 [--jobs N] [--out DIR] [--set KEY=VALUE ...]``: one run per seed.
+
+Each seed is an ordinary ``rlearn train`` in its own process and work dir (``DIR/seed_<n>``), up to N at
+once; run the same command again to resume an interrupted sweep. Exit codes: 0 when every run finished,
+1 when a run failed, 2 for a mistake in the command or the config, 130 / 143 after Ctrl-C / SIGTERM (the
+running runs saved a checkpoint). See docs/experiments.md and :mod:`rlearn.experiments.sweep`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "train a config over many seeds, one process and work dir per seed (resumable)"
+
+EPILOG = """\
+examples:
+  rlearn sweep ppo_cartpole --seeds 0-9 --jobs 2 --out experiments/ppo_cartpole
+  rlearn sweep ppo_cartpole --seeds 0-9 --jobs 2 --out experiments/ppo_cartpole   # again: resumes, skips finished
+  rlearn sweep examples/custom_policy.py --seeds 0,1,2 --set policy.lr=3e-4 train.max_env_steps=20000
+  rlearn report experiments/ppo_cartpole experiments/ppg_cartpole -o report/
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``rlearn sweep`` (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("config", nargs="?", metavar="CONFIG",
+                        help="a config file or bundled config name (as for rlearn train); omit it to continue the "
+                             "sweep in --out")
+    parser.add_argument("--seeds", default=None, metavar="SEEDS",
+                        help="the seeds: a range 0-9, a list 0,3,7, or both 0-4,10 (added to an existing sweep's)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="runs at once (default 1); each gets cores/N torch threads at most")
+    parser.add_argument("--out", default=None, metavar="DIR", help="the experiment dir (default: experiments/<exp_name>)")
+    parser.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="override config values for every run, as for rlearn train")
+    parser.add_argument("--train-episodes", type=int, default=None, metavar="N",
+                        help="also log the mean return of each run's last N training episodes "
+                             "(rlearn report --train-episodes N reads it)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep; the exit code."""
+    from rlearn.experiments.child import ExperimentError
+    from rlearn.experiments.sweep import Sweep, parse_seeds
+
+    try:
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else []
+        sweep = Sweep(args.config, seeds, Path(args.out) if args.out else None, args.overrides, args.jobs,
+                      args.train_episodes)
+    except ExperimentError as exc:
+        print(f"rlearn sweep: error: {exc}", file=sys.stderr)
+        return 2
+    result = sweep.run(display_enabled=False if args.no_progress else None)
+    counts = {}
+    for status in result.statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    print(f"sweep {result.exp_dir}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+          + f" ({result.wall_s:.1f}s)")
+    if result.exit_code in (130, 143):
+        print(f"  continue with the same command (or: rlearn sweep --out {result.exp_dir})")
+    elif result.exit_code == 0:
+        print(f"  report: rlearn report {result.exp_dir}")
+    return result.exit_code

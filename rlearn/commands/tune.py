@@ -1,0 +1,87 @@
+"""``rlearn tune CONFIG --space SPACE.py --trials N [--jobs K] [--storage URL] [--out DIR]``: an Optuna study.
+
+Each trial is an ordinary ``rlearn train`` in its own process and work dir (``DIR/trial_<n>``) with its
+own writers; its evaluations are reported to Optuna as they happen, so that the pruner (median by default)
+stops bad trials early. The study lives in ``DIR/study.db`` (SQLite) unless ``--storage`` names another
+Optuna RDB URL (PostgreSQL: several machines work on one study). Run the same command again to continue.
+The best trial's config goes to ``DIR/best_config.py``. Needs optuna (``pip install 'rlearn[experiments]'``).
+Exit codes: 0 when the study has its trials, 1 when trials kept failing, 2 for a mistake in the command,
+the config or the space, 130 / 143 after Ctrl-C / SIGTERM. See docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "tune hyperparameters with Optuna: each trial a run with its own logs, pruned early when it lags"
+
+EPILOG = """\
+examples:
+  rlearn tune dqn_cartpole --space examples/dqn_space.py --trials 20 --jobs 2 --set train.max_env_steps=20000
+  rlearn tune dqn_cartpole --space examples/dqn_space.py --trials 20 --storage postgresql://user:pw@db/optuna
+  optuna-dashboard sqlite:///experiments/dqn_cartpole_tune/study.db
+  rlearn train experiments/dqn_cartpole_tune/best_config.py
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of ``rlearn tune`` (no heavy imports here)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument("config", metavar="CONFIG", help="the base config: a config file or bundled config name")
+    parser.add_argument("--space", required=True, metavar="SPACE.py",
+                        help="a Python file defining space(trial) -> {dotted.key: value} (and optionally pruner(), "
+                             "sampler())")
+    parser.add_argument("--trials", type=int, required=True, metavar="N",
+                        help="trials the study should have (complete, pruned or running), across restarts and machines")
+    parser.add_argument("--jobs", type=int, default=1, metavar="K",
+                        help="trials at once on this machine (default 1); each gets cores/K torch threads at most")
+    parser.add_argument("--storage", default=None, metavar="URL",
+                        help="an Optuna RDB URL, e.g. postgresql://user:password@host/db (default: "
+                             "sqlite:///<out>/study.db)")
+    parser.add_argument("--study-name", default=None, metavar="NAME", help="default: the config's exp_name")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="the experiment dir (default: experiments/<exp_name>_tune)")
+    parser.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="override base config values for every trial, as for rlearn train")
+    parser.add_argument("--startup-trials", type=int, default=5, metavar="N",
+                        help="the median pruner prunes nothing until N trials have finished (default 5)")
+    parser.add_argument("--warmup-steps", type=int, default=0, metavar="STEPS",
+                        help="the median pruner prunes no evaluation before this env step (default 0)")
+    parser.add_argument("--sampler-seed", type=int, default=None, metavar="S", help="seed of the TPE sampler")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the study; the exit code."""
+    from rlearn.experiments.child import ExperimentError
+
+    try:
+        import optuna  # noqa: F401
+    except ImportError as exc:
+        print(f"rlearn tune: error: rlearn tune needs optuna ({exc}); install it with: "
+              "pip install 'rlearn[experiments]'", file=sys.stderr)
+        return 2
+    from rlearn.experiments.tune import Tuner
+
+    try:
+        tuner = Tuner(args.config, Path(args.space), args.trials, Path(args.out) if args.out else None, args.storage,
+                      args.jobs, args.overrides, args.study_name, args.startup_trials, args.warmup_steps,
+                      args.sampler_seed)
+    except ExperimentError as exc:
+        print(f"rlearn tune: error: {exc}", file=sys.stderr)
+        return 2
+    result = tuner.run(display_enabled=False if args.no_progress else None)
+    print(f"study {result.study_name!r} ({result.storage}): "
+          + ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items())))
+    if tuner.aborted:
+        print(f"rlearn tune: stopped: {tuner.aborted}", file=sys.stderr)
+    if result.best_number is not None:
+        print(f"  best: trial {result.best_number}, last evaluation return {result.best_value:.4g}, {result.best_params}")
+        print(f"  best config: {result.best_config}    (train it: rlearn train {result.best_config})")
+    if result.exit_code in (130, 143):
+        print("  continue with the same command")
+    print(f"  dashboard: optuna-dashboard {result.storage}")
+    return result.exit_code

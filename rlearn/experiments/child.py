@@ -1,0 +1,349 @@
+"""One ``rlearn train`` process of an experiment: start it, follow its files, stop it.
+
+Every run of a sweep or a study is ``python -m rlearn train ... --work-dir DIR --no-progress`` in a process
+of its own (its own writers, its own log: nothing is shared between runs). Its console output goes to
+``DIR/console.log``. The kernel sends it SIGTERM if the experiment process dies, even by SIGKILL
+(:func:`rlearn.run.signals.stop_with_parent`), so that no run goes on unsupervised: it then saves a
+checkpoint and stops, and a restarted experiment resumes it. (Linux sends that signal each time the run
+is handed from a dying thread of the experiment process to another; a run that gets it twice stops at once
+and is resumed from its previous checkpoint.) It runs in a session of its own, so a Ctrl-C in the
+terminal reaches only the experiment process, which passes it on (:meth:`TrainProcess.send`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+__all__ = ["ExperimentError", "JsonlTail", "TrainProcess", "available_cores", "thread_settings",
+           "wait_until_free", "CONSOLE_LOG", "FINISHED", "INTERRUPTED_CODES"]
+
+#: the run's console output (stdout and stderr) in its work dir
+CONSOLE_LOG = "console.log"
+#: exit code of a finished run; codes of a run stopped by Ctrl-C / SIGTERM after saving a checkpoint
+FINISHED, INTERRUPTED_CODES = 0, (130, 143)
+
+
+class ExperimentError(ValueError):
+    """A bad argument, config or experiment directory; the message names the culprit."""
+
+
+def available_cores() -> int:
+    """CPU cores this process may use (its affinity mask; ``os.cpu_count()`` where that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def thread_settings(config_threads: Optional[int], jobs: int, cores: Optional[int] = None) -> Tuple[List[str], Dict[str, str]]:
+    """``(--set overrides, environment variables)`` giving each of ``jobs`` concurrent runs at most
+    ``cores // jobs`` torch threads (at least 1), so that the runs together do not oversubscribe the cores.
+
+    A config's ``num_threads`` at or below that share is kept as it is (no override); a larger one, or None
+    (torch's default: every core), becomes the share. The environment variables (``OMP_NUM_THREADS``,
+    ``MKL_NUM_THREADS``) cap the libraries' own thread pools the same way.
+    """
+    share = max(1, (cores or available_cores()) // max(1, jobs))
+    overrides = [] if config_threads is not None and config_threads <= share else [f"num_threads={share}"]
+    threads = str(min(share, config_threads) if config_threads is not None else share)
+    return overrides, {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+class JsonlTail:
+    """Reads the rows appended to a JSON-lines file since the last call (only complete lines).
+
+    A file that was rewritten (a resumed run drops the rows written after its checkpoint, by replacing the
+    file) is read again from the start: :attr:`restarted` counts how often.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._offset = 0
+        self._inode: Optional[int] = None
+        self.restarted = 0
+
+    def new_rows(self) -> List[Dict[str, Any]]:
+        """The complete rows written since the previous call (a line that does not parse is skipped)."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return []
+        if self._inode is not None and (stat.st_ino != self._inode or stat.st_size < self._offset):
+            self._offset = 0
+            self.restarted += 1
+        self._inode = stat.st_ino
+        if stat.st_size == self._offset:
+            return []
+        with open(self.path, "rb") as handle:
+            handle.seek(self._offset)
+            data = handle.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        rows = []
+        for line in data[:end].splitlines():
+            try:
+                rows.append(json.loads(line))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+        return rows
+
+
+def wait_until_free(work_dir: Path, timeout_s: float = 120.0, on_wait: Any = None) -> bool:
+    """Wait until no live process holds ``work_dir``'s lock (a run of an experiment killed a moment ago may
+    still be saving its checkpoint); True when free, False after ``timeout_s``. ``on_wait(holder)`` is
+    called once when it has to wait."""
+    from rlearn.workdir_lock import WorkDirBusyError, WorkDirError, WorkDirLock
+
+    if not Path(work_dir).is_dir():
+        return True
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while True:
+        lock = WorkDirLock(work_dir)
+        try:
+            lock.acquire()
+        except WorkDirBusyError as exc:
+            if not told and on_wait is not None:
+                on_wait(exc.holder)
+                told = True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+            continue
+        except WorkDirError:
+            return True  # not a lockable directory: the run itself will say what is wrong
+        lock.release()
+        return True
+
+
+class TrainProcess:
+    """``python -m rlearn train CONFIG --work-dir WORK_DIR --no-progress [ARGS]`` in its own process.
+
+    Args:
+        config: the config file the run trains.
+        work_dir: the run's work dir.
+        args: more ``rlearn train`` arguments (``--seed``, ``--set ...``, ``--resume``).
+        env: environment variables added to this process's (thread caps).
+    """
+
+    def __init__(self, config: Path, work_dir: Path, args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None) -> None:
+        self.work_dir = Path(work_dir)
+        self.argv = [sys.executable, "-m", "rlearn", "train", str(config), "--work-dir", str(self.work_dir),
+                     "--no-progress", *args]
+        self.env = {**os.environ, **(env or {}), "RLEARN_NO_PROGRESS": "1"}
+        self.metrics = JsonlTail(self.work_dir / "metrics.jsonl")
+        self.evaluations = JsonlTail(self.work_dir / "evaluations.jsonl")
+        self.envstep = 0
+        self.started_at: Optional[float] = None
+        self._process: Optional[subprocess.Popen] = None
+
+    def start(self) -> "TrainProcess":
+        """Start the process (console output appended to ``console.log`` in the work dir)."""
+        from rlearn.run.signals import stop_with_parent
+
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.work_dir / CONSOLE_LOG, "ab") as console:
+            console.write(f"$ {' '.join(self.argv)}\n".encode())
+            console.flush()
+            self._process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+                                             env=self.env, start_new_session=True, preexec_fn=stop_with_parent)
+        self.started_at = time.monotonic()
+        return self
+
+    @property
+    def pid(self) -> Optional[int]:
+        return None if self._process is None else self._process.pid
+
+    def poll(self) -> Optional[int]:
+        """The exit code once the process has ended (a signal's: ``128 + signum``), else None."""
+        if self._process is None:
+            return None
+        code = self._process.poll()
+        return None if code is None else (128 - code if code < 0 else code)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        """Wait for the end; the exit code as in :meth:`poll`."""
+        assert self._process is not None, "start() first"
+        self._process.wait(timeout)
+        code = self.poll()
+        assert code is not None
+        return code
+
+    def send(self, signum: int) -> None:
+        """Send ``signum`` to the run (SIGTERM or SIGINT: it saves a checkpoint and stops; twice: at once)."""
+        if self._process is not None and self._process.poll() is None:
+            try:
+                self._process.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def new_evaluations(self) -> List[Dict[str, Any]]:
+        """Evaluations written since the last call (rows of ``evaluations.jsonl``)."""
+        return self.evaluations.new_rows()
+
+    def progress(self) -> int:
+        """The run's env steps so far, from the last row of its ``metrics.jsonl``."""
+        for row in self.metrics.new_rows():
+            self.envstep = max(self.envstep, int(row.get("envstep", 0)))
+        return self.envstep
+
+    def last_error(self, lines: int = 200) -> str:
+        """The last ``rlearn train: error:`` line (or the last line) of the console output, for messages."""
+        try:
+            text = (self.work_dir / CONSOLE_LOG).read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        except OSError:
+            return ""
+        errors = [line for line in text if "error:" in line or "Error" in line]
+        return (errors or text or [""])[-1].strip()
+
+
+def stop_all(processes: Sequence[TrainProcess], signum: int = signal.SIGTERM, timeout_s: float = 120.0) -> None:
+    """Send ``signum`` to every running process and wait for them (each saves a checkpoint); a process still
+    running after ``timeout_s`` gets the signal again (it then stops at once)."""
+    for process in processes:
+        process.send(signum)
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.send(signum)
+            process.wait()
+
+
+class StopSignals:
+    """While active (main thread only), SIGINT and SIGTERM sent to the experiment process are recorded
+    instead of raising: :attr:`received` lists them; the experiment passes each on to its runs (the first
+    makes them save a checkpoint and stop, a second stops them at once)."""
+
+    def __init__(self) -> None:
+        self.received: List[int] = []
+        self._previous: Dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.received)
+
+    def __enter__(self) -> "StopSignals":
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received.append(signum)
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
+
+
+def load_experiment_config(spec: str, overrides: Sequence[str] = ()) -> Dict[str, Any]:
+    """The resolved config of an experiment (``rlearn train``'s loading); ExperimentError on a mistake."""
+    from rlearn.config import ConfigError, load_config
+
+    try:
+        return load_config(spec, overrides=list(overrides))
+    except ConfigError as exc:
+        raise ExperimentError(" ".join(str(exc).split())) from exc
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any], ignored: Sequence[str] = ("seed", "num_threads")) -> List[str]:
+    """``"key: old -> new"`` for each flattened config value that differs (``ignored`` keys left out)."""
+    from rlearn.config import flatten
+
+    a, b = flatten(old), flatten(new)
+    missing = object()
+    return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in sorted(set(a) | set(b))
+            if k not in ignored and a.get(k, missing) != b.get(k, missing)]
+
+
+#: the resolved config of an experiment, in its dir; every run of the experiment trains it
+EXPERIMENT_CONFIG = "config.py"
+
+
+def open_experiment_dir(exp_dir: Path, cfg: Mapping[str, Any], manifest_name: str) -> Optional[Dict[str, Any]]:
+    """The manifest of the experiment in ``exp_dir`` (None for a new one: the dir is created and ``cfg``
+    written to its ``config.py``).
+
+    An existing experiment must have been started with the same config (apart from ``seed`` and
+    ``num_threads``): otherwise ExperimentError names the keys that differ, so that one experiment dir
+    never mixes two experiments. A non-empty dir without the manifest is refused.
+    """
+    exp_dir = Path(exp_dir)
+    manifest, config_file = exp_dir / manifest_name, exp_dir / EXPERIMENT_CONFIG
+    if not manifest.is_file():
+        if exp_dir.exists() and (not exp_dir.is_dir() or any(exp_dir.iterdir())):
+            raise ExperimentError(f"{str(exp_dir)!r} exists and is not an experiment dir of this kind (no "
+                                  f"{manifest_name}); choose an empty or new directory")
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        dump_experiment_config(cfg, config_file)
+        return None
+    try:
+        state = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ExperimentError(f"{manifest}: cannot be read ({exc}); move it away to start afresh") from exc
+    changes = config_differences(load_experiment_config(str(config_file)), cfg)
+    if changes:
+        shown = "; ".join(changes[:5]) + ("; ..." if len(changes) > 5 else "")
+        raise ExperimentError(f"{exp_dir} holds an experiment of another config ({shown}); continue it with the "
+                              "same CONFIG and --set, or choose another --out")
+    return state
+
+
+def save_manifest(exp_dir: Path, manifest_name: str, state: Mapping[str, Any]) -> None:
+    """Write an experiment's manifest atomically (a kill never leaves half a file)."""
+    from rlearn.fileio import atomic_write_bytes
+
+    atomic_write_bytes(Path(exp_dir) / manifest_name, (json.dumps(state, indent=1) + "\n").encode("utf-8"))
+
+
+def has_checkpoint(work_dir: Path) -> bool:
+    """Whether ``work_dir`` holds a checkpoint a run can be resumed from (``rlearn train --resume``)."""
+    ckpt = Path(work_dir) / "ckpt"  # best.pt alone is not one: --resume takes latest.pt or iteration_<n>.pt
+    return (ckpt / "latest.pt").is_file() or any(ckpt.glob("iteration_*.pt"))
+
+
+def clear_unresumable(work_dir: Path) -> bool:
+    """Empty a work dir whose run stopped before its first checkpoint (nothing to resume; its partial logs
+    would be duplicated by the new start), keeping ``console.log``; True when something was removed."""
+    import shutil
+
+    work_dir = Path(work_dir)
+    if not work_dir.is_dir() or has_checkpoint(work_dir):
+        return False
+    removed = False
+    for entry in work_dir.iterdir():
+        if entry.name == CONSOLE_LOG:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed = True
+    return removed
+
+
+def dump_experiment_config(cfg: Mapping[str, Any], path: Path) -> Path:
+    """Write ``cfg`` as a config file (:func:`rlearn.config.dump_config`) that is not a run's: its header
+    says how to train it, without the "continue this run" line of a work dir's ``config.py``."""
+    from rlearn.config import dump_config
+
+    path = dump_config(cfg, path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines[:8]):
+        if line.startswith("# or continue this run with:"):
+            del lines[i:i + 2]
+            break
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
