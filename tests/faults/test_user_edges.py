@@ -95,7 +95,7 @@ def test_printed_commands_work_when_pasted_as_they_are(tmp_path):
     header = (tmp_path / "w" / "config.py").read_text()
     again = _printed(r"Run it again with:\n#     (.*)$", header)
     assert view == f"{prefix}tensorboard --logdir w/tb"
-    assert play == f"{prefix}rlearn eval w"
+    assert play == f"{prefix}rlearn eval w --allow-imports"  # the probe policy comes from a custom_imports file
     assert again == f"{prefix}rlearn train w/config.py"
     tensorboard = subprocess.run([shlex.split(view)[0], "--version_tb"], cwd=tmp_path, env=env, capture_output=True,
                                  text=True, timeout=120)
