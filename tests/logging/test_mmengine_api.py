@@ -261,7 +261,9 @@ def test_doc_mmlogger(capsys, tmp_path):
     logger = MMLogger.get_instance(name + ".file", log_file=str(log_file), log_level='INFO')
     logger.info("this is a test")
     assert re.fullmatch(rf"{LINE} - {name}.file - INFO - this is a test\n", log_file.read_text())
-    logging.shutdown()
+    for handler in list(logger.handlers):  # close this test's file, not every handler of the process
+        handler.close()
+        logger.removeHandler(handler)
 
 
 # ------------------------------------------------------------------ MMEngine's HistoryBuffer tests
