@@ -261,9 +261,7 @@ def test_doc_mmlogger(capsys, tmp_path):
     logger = MMLogger.get_instance(name + ".file", log_file=str(log_file), log_level='INFO')
     logger.info("this is a test")
     assert re.fullmatch(rf"{LINE} - {name}.file - INFO - this is a test\n", log_file.read_text())
-    for handler in list(logger.handlers):  # close this test's file, not every handler of the process
-        handler.close()
-        logger.removeHandler(handler)
+    _close_handlers(logger)
 
 
 # ------------------------------------------------------------------ MMEngine's HistoryBuffer tests
@@ -443,6 +441,14 @@ def test_mmengine_collect_scalars_statistics():
 
 
 # ------------------------------------------------------------------ MMEngine's MMLogger tests
+def _close_handlers(logger: logging.Logger) -> None:
+    """Close this test's log files (``logging.shutdown()`` would flush every handler of the test process,
+    including ones on streams pytest has already closed)."""
+    for handler in list(logger.handlers):
+        handler.close()
+        logger.removeHandler(handler)
+
+
 @patch('torch.distributed.get_rank', lambda: 0)
 @patch('torch.distributed.is_initialized', lambda: True)
 @patch('torch.distributed.is_available', lambda: True)
@@ -454,7 +460,7 @@ def test_mmengine_mmlogger_rank0(tmp_path):
     logger = MMLogger.get_instance(name + "2", log_level='INFO', log_file=str(tmp_path / 'tmp_file.log'))
     assert [type(h) for h in logger.handlers][1] is logging.FileHandler and len(logger.handlers) == 2
     assert MMLogger.get_instance(name + "2") is logger and MMLogger.get_current_instance() is logger
-    logging.shutdown()
+    _close_handlers(logger)
 
 
 @patch('torch.distributed.get_rank', lambda: 1)
@@ -465,7 +471,7 @@ def test_mmengine_mmlogger_rank1(tmp_path):
                                    distributed=True)  # MMEngine writes rank files by default; rlearn when asked
     assert len(logger.handlers) == 2 and logger.handlers[0].level == logging.ERROR
     assert (tmp_path / 'tmp_file_rank1.log').exists()
-    logging.shutdown()
+    _close_handlers(logger)
 
 
 def test_mmengine_print_log(capsys):
