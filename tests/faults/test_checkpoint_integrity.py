@@ -1,4 +1,4 @@
-"""Fault: a checkpoint damaged on disk or in a copy (bit flips). Issue 19 item 4.
+"""Fault: a checkpoint damaged on disk or in a copy (bit flips).
 
 Before: ``torch.load`` does not check the zip CRCs, so a bit flipped inside tensor data loaded silently as
 a different number. Now every checkpoint carries a SHA-256 digest member and every read checks the member
