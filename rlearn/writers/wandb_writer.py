@@ -79,7 +79,7 @@ class WandbWriter(TrackingWriter):
         self.dir = dir
         self.init_kwargs = init_kwargs
         self.run: Any = None
-        self._pending: List[Pending] = []  # logged in this session, not read back yet
+        self._pending: List[Pending] = []  # logged by this process, not read back yet
         self._replay: List[Pending] = []  # a checkpoint's pending rows, logged again if the logs lack them
         self._durable: Optional[Position] = None  # the last position read back
         self._log: Optional[TransactionLog] = None
@@ -111,7 +111,7 @@ class WandbWriter(TrackingWriter):
         # mode="disabled" writes nothing: there is no transaction log to read back
         disabled = self.run.settings.mode == "disabled"
         self._log = None if disabled else TransactionLog(self.run.settings.sync_file)
-        if self._durable is not None:  # rows of this session at the last position read back continue its k
+        if self._durable is not None:  # rows of this process at the last position read back continue its k
             self._log_at, self._log_k = (self._durable[0], self._durable[1]), self._durable[2]
         replay, self._replay = self._replay, []
         for position, row in replay:  # rows a killed process handed to W&B and W&B never wrote

@@ -44,7 +44,7 @@ def test_default_statistic_is_the_mean_over_the_key_window():
     assert _values(processor, _monitor())["train/loss_avg"] == sum(range(12, 21)) / 9
 
 
-def test_seed_override_and_add():
+def test_mmengine_doc_override_and_add():
     cfg = [dict(data_src="train/loss", method_name="mean", window_size="global")]
     processor = LogProcessor(custom_cfg=cfg)
     monitor = _monitor(processor=processor)
@@ -261,7 +261,7 @@ def test_windows_match_a_naive_reference(entries, stream, own, roundtrip, previo
         assert out.get(f"{key}_nonfinite", 0) == bad
 
 
-def test_seed_scalars_example_through_the_path():
+def test_mmengine_doc_scalars_example_through_the_path():
     """MMEngine's MessageHub scalar example (loss 1 then 3: current 3, mean 2), through TickMonitor."""
     processor = LogProcessor(custom_cfg=[dict(data_src="train/loss", log_name="loss_now", method_name="current")])
     monitor = TickMonitor(window_size=5)

@@ -18,7 +18,7 @@ def isolated_instances():
     MessageHub._instances = saved
 
 
-def test_seed_runtime_info_and_cross_component_example():
+def test_mmengine_doc_runtime_info_and_cross_component_example():
     hub = MessageHub.get_instance("task")
     hub.update_info("iter", 1)
     assert hub.get_info("iter") == 1

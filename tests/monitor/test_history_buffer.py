@@ -17,7 +17,7 @@ from rlearn.monitor.history_buffer import MAX_MAGNITUDE
 
 
 # ---------------------------------------------------------------------- MMEngine's documented examples
-def test_seed_initialisation():
+def test_mmengine_doc_initialisation():
     values, counts = HistoryBuffer().data
     assert values.tolist() == [] and counts.tolist() == []
     values, counts = HistoryBuffer([1, 2, 3], [1, 2, 3]).data
@@ -28,7 +28,7 @@ def test_seed_initialisation():
     assert values.tolist() == [2, 3] and counts.tolist() == [2, 3]
 
 
-def test_seed_update():
+def test_mmengine_doc_update():
     buffer = HistoryBuffer([1, 2, 3], [1, 1, 1])
     buffer.update(4)
     assert [a.tolist() for a in buffer.data] == [[1, 2, 3, 4], [1, 1, 1, 1]]
@@ -36,7 +36,7 @@ def test_seed_update():
     assert [a.tolist() for a in buffer.data] == [[1, 2, 3, 4, 5], [1, 1, 1, 1, 2]]
 
 
-def test_seed_basic_statistics():
+def test_mmengine_doc_basic_statistics():
     buffer = HistoryBuffer([1, 2, 3], [1, 1, 1])
     assert buffer.min(2) == 2
     assert buffer.min() == 1
@@ -50,7 +50,7 @@ def test_seed_basic_statistics():
     assert buffer.current() == 4
 
 
-def test_seed_usage_example():
+def test_mmengine_doc_usage_example():
     logs = dict(lr=HistoryBuffer(), loss=HistoryBuffer())
     printed = []
     for it in range(1, 11):

@@ -54,7 +54,7 @@ def test_absent_key_is_none_never_zero():
     assert monitor.avg("never") is None and monitor.count("never") == 0 and monitor.last("never") is None
 
 
-def test_seed_001_pitfall_window_shorter_than_the_period():
+def test_di_engine_pitfall_window_shorter_than_the_period():
     """DI-engine: a window shorter than a key's period shows 0 in DI-engine; rlearn shows nothing (None)."""
     monitor = TickMonitor(window_size=5)
     logged = []

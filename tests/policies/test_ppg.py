@@ -459,7 +459,7 @@ def test_registered_as_ppg():
 # ------------------------------------------------------------------------- bundled configs, run
 @pytest.mark.parametrize("name", ["ppg_cartpole", "ppg_pendulum"])
 def test_bundled_config_windows_hold_whole_aux_cycles(name):
-    """Seed 001's pitfall: a window shorter than n_pi shows the aux losses in only some tables. The bundled
+    """DI-engine's documented pitfall: a window shorter than n_pi shows the aux losses in only some tables. The bundled
     configs log right after each aux phase and average over a whole number (>= 1) of aux cycles."""
     from rlearn.config import load_config
 
