@@ -1,11 +1,8 @@
 """Videos of a policy: play one episode with the deterministic policy on an ``rgb_array``-rendering
-environment and write it as an MP4.
+environment and write it as an MP4 (:class:`VideoRecorder`, used by ``eval.video`` and ``rlearn eval --video``).
 
-Rendering uses gymnasium's ``render_mode="rgb_array"`` (classic-control environments draw with
-``pygame``); encoding uses ``imageio`` with its ``imageio-ffmpeg`` plugin (which ships an ffmpeg binary).
-Both come with the optional extra ``pip install 'rlearn[video]'``; :func:`require_video_support` says so in
-one clear error when something is missing, so a run with ``eval.video=True`` fails at start-up, not at its
-first video. Used by :class:`rlearn.hooks.EvalHook` (``eval.video``) and ``rlearn eval --video``.
+Rendering (pygame for classic control) and encoding (imageio with imageio-ffmpeg) come with
+``pip install 'rlearn[video]'``; :func:`require_video_support` names what is missing, at start-up.
 """
 
 from __future__ import annotations
@@ -19,6 +16,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from rlearn.config.spec import is_int
+
 __all__ = ["VIDEO_EXTRA_HINT", "VideoUnavailable", "require_video_support", "EpisodeVideo", "VideoRecorder",
            "record_episode", "write_mp4", "video_file_name", "encode_gif", "gif_timing", "GIF_MAX_SIDE",
            "GIF_MIN_DELAY_CS"]
@@ -30,8 +29,7 @@ VIDEO_EXTRA_HINT = "pip install 'rlearn[video]' (imageio, imageio-ffmpeg and pyg
 DEFAULT_FPS = 30
 #: :func:`encode_gif` shrinks frames by a whole factor until their longer side is at most this many pixels
 GIF_MAX_SIDE = 256
-#: the shortest frame delay, in hundredths of a second (the GIF unit), that browsers play as written: they
-#: play a delay of 0 or 1 as 10 (a 125 fps video would crawl at 10 fps)
+#: the shortest frame delay, in hundredths of a second, that browsers play as written (they play 0 or 1 as 10)
 GIF_MIN_DELAY_CS = 2
 
 
@@ -103,11 +101,8 @@ class EpisodeVideo:
 
 
 def record_episode(env: Any, policy: Any, seed: Optional[int] = None, max_steps: int = 100_000) -> tuple:
-    """Play one episode of the single (not vector) environment ``env`` with ``policy._forward_eval`` and
-    return ``(frames, episode_return, length)``; ``env`` must render ``rgb_array`` frames.
-
-    The policy gets observations with a leading batch dimension of 1, as from a vector env of one.
-    """
+    """Play one episode of the single (not vector) ``rgb_array`` environment ``env`` with ``policy._forward_eval``
+    (observations batched as from a vector env of one); returns ``(frames, episode_return, length)``."""
     from rlearn.arrays import to_numpy
     from rlearn.env import observation_dtype
 
@@ -140,10 +135,8 @@ def _frame(env: Any) -> np.ndarray:
 
 
 def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS) -> Path:
-    """Encode ``frames`` (H x W x 3 uint8, all the same size) as an H.264 MP4 at ``path`` (parents created).
-
-    The file is written under a temporary name and renamed, so a reader never sees half a video.
-    """
+    """Encode ``frames`` (H x W x 3 uint8, all the same size) as an H.264 MP4 at ``path`` (parents created),
+    written under a temporary name and renamed, so a reader never sees half a video."""
     require_video_support()
     import imageio.v2 as imageio
 
@@ -163,12 +156,10 @@ def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float =
 
 def gif_timing(n_frames: int, fps: float) -> tuple:
     """Which of ``n_frames`` frames played at ``fps`` a GIF keeps, and each kept frame's delay in hundredths of
-    a second (GIF's unit); returns ``(indices, delays)``.
+    a second; returns ``(indices, delays)``.
 
-    Frame ``i`` starts at ``i / fps`` seconds; each delay is the difference of two such start times rounded to
-    hundredths, so the delays add up to the video's length and a 30 fps video plays at 30 fps (delays 3, 3,
-    4, ...), not at 33. Above 50 fps every ``n``-th frame is kept so that no delay is shorter than
-    :data:`GIF_MIN_DELAY_CS` (125 fps keeps every third frame, delays 2, 3, 2, 3, ...).
+    Delays are differences of rounded start times, so they add up to the video's length (30 fps: 3, 3, 4, ...).
+    Above 50 fps every ``n``-th frame is kept so that no delay is below :data:`GIF_MIN_DELAY_CS`.
     """
     try:
         rate = float(fps)
@@ -185,13 +176,11 @@ def gif_timing(n_frames: int, fps: float) -> tuple:
 
 
 def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side: int = GIF_MAX_SIDE) -> tuple:
-    """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping animated GIF, the form in which
-    TensorBoard's Images dashboard shows a video; returns ``(gif bytes, height, width)``.
+    """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping animated GIF playing at ``fps`` (the
+    form TensorBoard's Images dashboard shows); returns ``(gif bytes, height, width)``.
 
     Frames are shrunk by the smallest whole factor that brings their longer side to ``max_side`` pixels or
-    less (every n-th pixel: a 500 x 500 Pendulum frame becomes 250 x 250), to keep event files small. It
-    plays at ``fps`` (frame delays in hundredths of a second, frames dropped above 50 fps: :func:`gif_timing`).
-    Needs only Pillow (a dependency of matplotlib, so always installed).
+    less (500 x 500 becomes 250 x 250), to keep event files small. Needs only Pillow.
     """
     import io
 
@@ -199,7 +188,7 @@ def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side:
 
     if not frames:
         raise ValueError("encode_gif: no frames")
-    if isinstance(max_side, bool) or not isinstance(max_side, int) or max_side < 1:
+    if not is_int(max_side) or max_side < 1:
         raise ValueError(f"encode_gif: max_side must be a positive int, got {max_side!r}")
     first = np.asarray(frames[0])
     if first.ndim != 3 or first.shape[2] != 3 or first.dtype != np.uint8:

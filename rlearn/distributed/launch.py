@@ -1,16 +1,7 @@
 """Re-launch an ``rlearn`` command through ``torchrun`` on this machine (``rlearn train CONFIG --nproc N``).
 
-``torchrun`` starts N copies of ``python -m rlearn ...`` with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR`` and ``MASTER_PORT`` set, supervises them (a rank that exits with an error makes it stop
-the others) and exits non-zero when one failed. :func:`relaunch` builds that command line, runs it and
-returns its exit code::
-
-    python -m torch.distributed.run --nproc_per_node N --master_addr 127.0.0.1 --master_port <free port> \\
-        -m rlearn train CONFIG ...        # the same arguments, without --nproc
-
-The processes import the same ``rlearn`` as this one: they run with ``PYTHONSAFEPATH=1`` (Python 3.11+),
-so a folder named ``rlearn`` or ``policies`` in the working directory is not imported in its place
-(:func:`launch_environment`); ``python -m rlearn`` itself takes both from its installation.
+:func:`relaunch` runs ``python -m torch.distributed.run --nproc_per_node N ... -m rlearn <same arguments>``,
+which supervises the ranks, and returns its exit code.
 """
 
 from __future__ import annotations
@@ -53,11 +44,10 @@ def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Option
 
 
 def launch_environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment of torchrun and the processes it starts: ``environ`` (default ``os.environ``) with
-    :data:`LAUNCHED_ENV` set and ``PYTHONSAFEPATH=1``, so that ``-m rlearn`` does not put the working
-    directory before the installed packages. When this process itself has the working directory on
-    ``sys.path`` (``python -m rlearn``), it goes first on ``PYTHONPATH`` instead: the config's
-    ``custom_imports`` by module name find the same modules in every process."""
+    """The environment of torchrun and its ranks: ``environ`` (default ``os.environ``) with :data:`LAUNCHED_ENV`
+    and ``PYTHONSAFEPATH=1`` (a folder named ``rlearn`` in the working directory is not imported instead of
+    the installed one). If this process has the working directory on ``sys.path`` (``python -m rlearn``), it
+    goes first on ``PYTHONPATH`` so that ``custom_imports`` find the same modules in every rank."""
     env = dict(os.environ if environ is None else environ)
     env[LAUNCHED_ENV] = "1"
     env["PYTHONSAFEPATH"] = "1"
@@ -84,12 +74,10 @@ _LIBC = _load_libc()
 
 
 def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``).
+    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
+    so that killing a launcher (even with SIGKILL) never leaves ranks training unsupervised.
 
-    Used by the ranks of a multi-process run (the parent is ``torchrun``) and by ``rlearn --nproc`` for the
-    ``torchrun`` it starts, so that killing the launcher (even with SIGKILL) never leaves ranks training
-    unsupervised. Returns False where it is not available (not Linux). If the parent already died before
-    the call (we were re-parented), ``signum`` is sent right away.
+    Returns False where it is not available (not Linux). If the parent already died, ``signum`` is sent now.
     """
     prctl = getattr(_LIBC, "prctl", None) if _LIBC is not None else None
     if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
@@ -102,16 +90,13 @@ def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
 def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
     """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code.
 
-    Ctrl-C from a terminal reaches the whole process group (torchrun and its workers); this process
-    passes it on once (in case it was signalled alone) and waits for torchrun to stop the workers. If this
-    process is killed, torchrun gets SIGTERM from the kernel (``prctl(PR_SET_PDEATHSIG)``) and stops the
-    ranks, which also stop when torchrun itself dies (see :func:`stop_with_parent`).
+    Ctrl-C is passed on to torchrun once (in case this process was signalled alone). If this process dies,
+    the kernel sends torchrun SIGTERM (:func:`stop_with_parent`) and torchrun stops the ranks.
     """
     if os.environ.get(LAUNCHED_ENV):
         raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
     command = torchrun_command(nproc, rlearn_args)
     env = launch_environment()
-    # if this process dies (even SIGKILLed), the kernel sends torchrun SIGTERM, and torchrun stops the ranks
     process = subprocess.Popen(command, env=env, preexec_fn=stop_with_parent)
     forwarded = False
     while True:

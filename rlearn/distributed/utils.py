@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, List, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -108,17 +109,27 @@ def barrier() -> None:
         dist.barrier()
 
 
+@contextmanager
+def collective(what: str) -> Iterator[None]:
+    """Re-raise an error of the collective inside as :class:`DistributedError` ``"rank <r>: <what>: <error>"``.
+
+    A :class:`DistributedError` passes as it is (a signal handler raises one when the launcher stops this rank).
+    """
+    try:
+        yield
+    except DistributedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a dead peer or mismatched collectives surface here
+        raise DistributedError(f"rank {get_rank()}: {what}: {exc}") from exc
+
+
 def all_gather_object(obj: Any) -> List[Any]:
     """Gather one picklable object from every rank, in rank order (``[obj]`` in a single process)."""
     if not is_distributed():
         return [obj]
     gathered: List[Any] = [None] * dist.get_world_size()
-    try:
+    with collective("all_gather failed, another rank probably died"):
         dist.all_gather_object(gathered, obj)
-    except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
-        raise
-    except Exception as exc:  # noqa: BLE001 - a dead peer surfaces here
-        raise DistributedError(f"rank {get_rank()}: all_gather failed, another rank probably died: {exc}") from exc
     return gathered
 
 
@@ -127,11 +138,6 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     if not is_distributed():
         return obj
     box = [obj if get_rank() == src else None]
-    try:
+    with collective(f"broadcast from rank {src} failed, a rank probably died"):
         dist.broadcast_object_list(box, src=src)
-    except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
-        raise
-    except Exception as exc:  # noqa: BLE001 - a dead peer surfaces here
-        raise DistributedError(f"rank {get_rank()}: broadcast from rank {src} failed, a rank probably died: {exc}") from exc
     return box[0]
-

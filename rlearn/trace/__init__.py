@@ -1,16 +1,8 @@
-"""Timeline trace of training phases.
+"""Timeline trace of training phases: ``with span("learner/forward", lane="learner"): ...``.
 
-Mark a phase with :func:`span`::
-
-    from rlearn.trace import span
-    with span("learner/forward", lane="learner"):
-        ...
-
-When tracing is off (the default) :func:`span` checks one module-level variable and returns a shared no-op
-context manager: no object is created per phase. When it is on (``profile=True`` in the config, or
-``RLEARN_PROFILE=1`` in the environment; the run (:mod:`rlearn.run`) calls :func:`enable`), every span is appended to
-``<work_dir>/trace/rank<r>.jsonl``; ``rlearn trace WORK_DIR`` merges the ranks' records into one Chrome
-Trace Event JSON for ui.perfetto.dev or chrome://tracing (see ``docs/timeline-traces.md``).
+Off by default: :func:`span` then returns one shared no-op context manager. With ``profile=True`` in the config
+or ``RLEARN_PROFILE=1`` (the run calls :func:`enable`), spans go to ``<work_dir>/trace/rank<r>.jsonl`` and
+``rlearn trace WORK_DIR`` merges them into a Chrome Trace Event JSON (see ``docs/timeline-traces.md``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Split the intervals of one lane into sub-lanes on which every pair is either disjoint or nested.
 
-Trace viewers draw the slices of one thread track as a stack: a slice that starts inside another must also
-end inside it. Properly nested intervals (an iteration containing its forward and backward phases) are fine;
-intervals that overlap without nesting (two threads, or asynchronous work reported on one lane) are drawn
-wrongly, so they are moved to extra sub-lanes ("learner (2)", ...).
-
-Greedy first fit in (start ascending, end descending) order: each sub-lane keeps the stack of its intervals
-that are still open; an interval goes on the first sub-lane where, after closing the intervals that ended by
-its start, it fits inside the innermost open one (or the stack is empty). Intervals that only touch
-(one ends exactly where the next starts) do not overlap. Optionally an interval only nests inside one of
-its own group (its recording thread), so spans of two threads never look like parent and child. When the input is already a nested family every
-interval stays on sub-lane 0, so a parent span and its children are drawn as a stack on one track.
+Trace viewers draw a thread track as a stack, so intervals that overlap without nesting (two threads,
+asynchronous work) move to extra sub-lanes ("learner (2)", ...): greedy first fit in (start ascending, end
+descending) order, each sub-lane keeping the stack of its open intervals. Intervals that only touch do not
+overlap, and an already nested family stays on sub-lane 0.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Merge every rank's records into one Chrome Trace Event JSON (the format Perfetto and chrome://tracing open).
 
-Steps, each a function:
-
-1. :func:`find_records` / :func:`load_records` read ``<work_dir>/trace/rank<r>.jsonl`` (torn last lines of a
-   killed process are skipped and counted).
-2. :func:`collect` turns every session's monotonic times into rank 0's wall clock: the session's anchor maps
-   monotonic to wall time, and the rank's recorded clock offset (its wall clock minus rank 0's) is
-   subtracted.
-3. :func:`select_iterations` keeps, per rank, what lies inside the learner iterations ``from_iter..to_iter``.
-4. :func:`to_chrome_trace` builds the JSON object: ``X`` events (``ts``/``dur`` in microseconds from the
-   earliest event), one process per rank (``pid = rank + 1``, named ``"rank <r>"``, sorted by rank), one
-   thread (``tid``) per lane, overlapping-but-not-nested spans moved to extra lanes
-   (:mod:`rlearn.trace.lanes`), counters as ``C`` events, and ``M`` metadata naming every process and thread.
-
-``pid`` is ``rank + 1`` because Perfetto treats pid 0 as the kernel's idle process; ``tid`` values are small
-integers, unique across the whole trace and distinct from every ``pid``.
+:func:`load_records` reads ``<work_dir>/trace/rank<r>.jsonl``; :func:`collect` puts every time on rank 0's wall
+clock (the session's anchor, minus the rank's clock offset); :func:`select_iterations` keeps learner iterations
+``from_iter..to_iter``; :func:`to_chrome_trace` writes ``X`` spans, ``C`` counters and ``M`` metadata, with
+``pid = rank + 1`` (Perfetto treats pid 0 as the kernel's idle process), one ``tid`` per lane, unique across the
+trace, and overlapping-but-not-nested spans on extra lanes (:mod:`rlearn.trace.lanes`).
 """
 
 from __future__ import annotations
@@ -27,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rlearn.trace.lanes import assign_lanes, lane_label
-from rlearn.trace.recorder import PathLike
+from rlearn.trace.recorder import PathLike, is_int
 from rlearn.trace.records import RecordsError, RecordsFile, read_records
 
 #: lanes shown first, in this order; any other lane follows in alphabetical order
@@ -176,9 +166,7 @@ def collect(files: Sequence[RecordsFile]) -> Tuple[List[Interval], List[CounterS
 def iteration_number(interval: Interval) -> Optional[int]:
     """The learner iteration an interval marks: its integer ``iter`` arg on the ``learner`` lane, else None."""
     number = interval.args.get(ITER_ARG)
-    if interval.lane != ITER_LANE or not isinstance(number, int) or isinstance(number, bool):
-        return None
-    return number
+    return number if interval.lane == ITER_LANE and is_int(number) else None
 
 
 def iteration_windows(intervals: Sequence[Interval], from_iter: Optional[int],

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from rlearn.trace.recorder import RECORDS_VERSION, PathLike
+from rlearn.trace.recorder import RECORDS_VERSION, PathLike, is_int, is_real
 
 __all__ = ["Session", "RecordsFile", "RecordsError", "read_records"]
+
 
 @dataclass
 class Session:
@@ -86,11 +87,11 @@ def read_records(path: PathLike) -> RecordsFile:
             pending_torn = None
         where = f"{path}:{number}"
         if kind == "header":
-            missing = [key for key in _HEADER_KEYS if not _is_int(record.get(key))]
+            missing = [key for key in _HEADER_KEYS if not is_int(record.get(key))]
             if missing:
                 raise RecordsError(f"{where}: header lacks integer field(s) {missing}")
             version = record.get("version", RECORDS_VERSION)
-            if not _is_int(version) or version > RECORDS_VERSION:
+            if not is_int(version) or version > RECORDS_VERSION:
                 raise RecordsError(f"{where}: records format version {version!r} is newer than this rlearn "
                                    f"reads ({RECORDS_VERSION}); upgrade rlearn")
             session = Session(header=record)
@@ -114,7 +115,7 @@ def read_records(path: PathLike) -> RecordsFile:
         elif kind == "counter":
             _int_field(record, "t", where)
             value = record.get("value")
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            if not is_real(value) or not math.isfinite(value):
                 raise RecordsError(f"{where}: counter value must be a finite number, got {value!r}")
             if not isinstance(record.get("name"), str):
                 raise RecordsError(f"{where}: counter needs a string 'name'")
@@ -132,12 +133,8 @@ def read_records(path: PathLike) -> RecordsFile:
     return RecordsFile(path=path, sessions=sessions, torn_lines=torn)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _int_field(record: Mapping[str, Any], key: str, where: str) -> int:
     value = record.get(key)
-    if not _is_int(value):
+    if not is_int(value):
         raise RecordsError(f"{where}: field {key!r} must be an integer, got {value!r}")
     return value

@@ -1,12 +1,6 @@
-"""Profiler-style summary of a merged trace: one row per phase name, sorted by total time.
-
-* ``calls``: number of spans with that name (over every rank);
-* ``mean`` / ``total``: their mean and summed duration;
-* ``% wall``: total divided by the wall time, where a rank's wall time runs from its first span's start to
-  its last span's end and the ranks' wall times are added up.
-
-Nested phases are each counted in full (``learner/iteration`` includes its ``learner/forward``), so the
-percentages do not add up to 100.
+"""Profiler-style summary of a merged trace: one row per phase name (calls, mean, total, % of wall time), sorted
+by total time. A rank's wall time runs from its first span's start to its last span's end, summed over ranks;
+nested phases are each counted in full, so the percentages do not add up to 100.
 """
 
 from __future__ import annotations

