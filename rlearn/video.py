@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from rlearn.config.spec import is_int
+from rlearn.config.spec import is_int, is_real
 
 __all__ = ["VIDEO_EXTRA_HINT", "VideoUnavailable", "require_video_support", "EpisodeVideo", "VideoRecorder",
            "record_episode", "write_mp4", "video_file_name", "encode_gif", "gif_timing", "GIF_MAX_SIDE",
@@ -78,18 +78,9 @@ def video_file_name(envstep: int) -> str:
 
 @dataclass
 class EpisodeVideo:
-    """One recorded episode.
-
-    Attributes:
-        path: the MP4 file.
-        frames: frames written (the first observation's frame, then one per step: ``length + 1``).
-        episode_return: the episode's return.
-        length: the episode's steps.
-        size: ``(height, width)`` of a frame.
-        images: the frames themselves (H x W x 3 uint8), for a writer that shows the video too (TensorBoard);
-            None when the recorder does not keep them.
-        fps: frames per second of the video.
-    """
+    """One recorded episode: the MP4 ``path``, the number of ``frames`` (``length + 1``: the first
+    observation's, then one per step), ``episode_return``, ``length`` in steps, frame ``size`` ``(height, width)``,
+    the ``images`` (H x W x 3 uint8, for a writer that shows the video too; None if not kept) and ``fps``."""
 
     path: Path
     frames: int
@@ -161,13 +152,9 @@ def gif_timing(n_frames: int, fps: float) -> tuple:
     Delays are differences of rounded start times, so they add up to the video's length (30 fps: 3, 3, 4, ...).
     Above 50 fps every ``n``-th frame is kept so that no delay is below :data:`GIF_MIN_DELAY_CS`.
     """
-    try:
-        rate = float(fps)
-    except (TypeError, ValueError):
-        rate = math.nan
-    if isinstance(fps, bool) or not math.isfinite(rate) or rate <= 0:
+    if not is_real(fps) or not math.isfinite(fps) or fps <= 0:
         raise ValueError(f"encode_gif: fps must be a positive number, got {fps!r}")
-    fps = rate
+    fps = float(fps)
     step = max(1, math.ceil(GIF_MIN_DELAY_CS * fps / 100 - 1e-9))
     indices = list(range(0, n_frames, step))
     starts = [round(100 * i / fps) for i in indices] + [round(100 * n_frames / fps)]
@@ -205,15 +192,9 @@ def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side:
 
 
 class VideoRecorder:
-    """Records episodes of ``policy`` on its own ``rgb_array`` environment (made on first use).
-
-    Args:
-        env_id: a registered gymnasium id.
-        policy: anything with ``_forward_eval(obs [1, ...]) -> actions [1, ...]``.
-        env_kwargs: constructor keyword arguments (the run's ``env.kwargs``).
-        seed: base seed: :meth:`record` with ``k`` resets with ``derive_seed(seed, k)`` (None: unseeded).
-        make_env: builds the environment (default ``gymnasium.make(env_id, render_mode="rgb_array", **kwargs)``).
-    """
+    """Records episodes of ``policy`` (anything with ``_forward_eval(obs [1, ...])``) on its own ``rgb_array``
+    environment, made on first use by ``make_env`` (default ``gymnasium.make(env_id, render_mode="rgb_array",
+    **env_kwargs)``). :meth:`record` with ``k`` resets with ``derive_seed(seed, k)`` (``seed`` None: unseeded)."""
 
     def __init__(self, env_id: str, policy: Any, env_kwargs: Optional[Mapping[str, Any]] = None,
                  seed: Optional[int] = None, make_env: Optional[Callable[[], Any]] = None) -> None:
@@ -222,17 +203,17 @@ class VideoRecorder:
         self.policy = policy
         self.env_kwargs = dict(env_kwargs or {})
         self.seed = seed
-        self._make_env = make_env
+        self._make_env = make_env or self._make_rgb_env
         self.env: Any = None
+
+    def _make_rgb_env(self) -> Any:
+        import gymnasium as gym
+
+        return gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
 
     def _env(self) -> Any:
         if self.env is None:
-            if self._make_env is not None:
-                self.env = self._make_env()
-            else:
-                import gymnasium as gym
-
-                self.env = gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
+            self.env = self._make_env()
         return self.env
 
     def record(self, path: Union[str, Path], k: int = 0) -> EpisodeVideo:

@@ -18,10 +18,9 @@ from rlearn.distributed.utils import (
     get_world_size,
     init_distributed,
     is_distributed,
-    is_main_process,
     shutdown,
 )
 
 __all__ = ["ClockOffset", "DistributedError", "WindowStat", "all_gather_object", "barrier", "broadcast_object",
-           "get_local_rank", "get_rank", "get_world_size", "init_distributed", "is_distributed", "is_main_process",
+           "get_local_rank", "get_rank", "get_world_size", "init_distributed", "is_distributed",
            "measure_clock_offset", "merge_window_stats", "reduce_window_stats", "shutdown"]

@@ -34,14 +34,15 @@ def unwrap_module(module: Any) -> Any:
 
 # ------------------------------------------------------------------------------------ broadcasting
 def _unique_tensors(modules: Iterable[nn.Module]) -> List[torch.Tensor]:
-    seen = set()
-    tensors: List[torch.Tensor] = []
-    for module in modules:
-        for tensor in list(module.parameters()) + list(module.buffers()):
-            if id(tensor) not in seen:
-                seen.add(id(tensor))
-                tensors.append(tensor)
-    return tensors
+    """The parameters and buffers of ``modules`` in order, a tensor shared by several modules once."""
+    return list({id(t): t for module in modules for t in (*module.parameters(), *module.buffers())}.values())
+
+
+def _by_device_and_dtype(tensors: Iterable[torch.Tensor]) -> Dict[tuple, List[torch.Tensor]]:
+    groups: Dict[tuple, List[torch.Tensor]] = {}
+    for tensor in tensors:
+        groups.setdefault((tensor.device, tensor.dtype), []).append(tensor)
+    return groups
 
 
 @torch.no_grad()
@@ -50,32 +51,21 @@ def broadcast_module_states(modules: Iterable[nn.Module], src: int = 0) -> None:
     to do in a single process). Tensors travel as one flat tensor per (device, dtype)."""
     if not is_distributed():
         return
-    groups: Dict[tuple, List[torch.Tensor]] = {}
-    for tensor in _unique_tensors(modules):
-        groups.setdefault((tensor.device, tensor.dtype), []).append(tensor)
-    for (_, dtype), tensors in groups.items():
+    for (_, dtype), tensors in _by_device_and_dtype(_unique_tensors(modules)).items():
         wire = torch.uint8 if dtype == torch.bool else dtype  # gloo has no bool
         flat = torch.cat([t.detach().reshape(-1).to(wire) for t in tensors])
         with collective(f"broadcasting the policy's networks from rank {src} failed"):
             dist.broadcast(flat, src=src)
-        offset = 0
-        for tensor in tensors:
-            n = tensor.numel()
-            tensor.copy_(flat[offset:offset + n].view(tensor.shape).to(dtype))
-            offset += n
+        for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+            tensor.copy_(part.view(tensor.shape).to(dtype))
 
 
 # ----------------------------------------------------------------------------------------- wrapper
 class PolicyDDP(DistributedDataParallel):
-    """``DistributedDataParallel`` adapted to RL code.
-
-    * A forward pass without gradient (collection, evaluation, TD targets, PPG's old policy) runs the
-      wrapped network directly: no DDP book-keeping and no collective, so ranks may run different
-      numbers of them (rank 0 alone evaluates).
-    * Attributes that DDP does not have are looked up on the wrapped network, so an algorithm's helper
-      methods (``self.critic.q1(...)``) and sub-modules keep working. A gradient computed through such a
-      method bypasses DDP; :class:`GradientAverager` averages it before the optimizer step instead.
-    """
+    """``DistributedDataParallel`` adapted to RL code: a forward pass without gradient (collection, evaluation,
+    TD targets) runs the network directly, with no collective, so ranks may run different numbers of them; and
+    attributes DDP lacks come from the network, so helper methods (``self.critic.q1(...)``) keep working (their
+    gradients bypass DDP and :class:`GradientAverager` averages them instead)."""
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
@@ -164,10 +154,7 @@ class GradientAverager:
             return
         self._warn_bypassed(pending, name)
         self.fallback_steps += 1
-        by_kind: Dict[tuple, List[torch.Tensor]] = {}
-        for param in pending:
-            by_kind.setdefault((param.device, param.dtype), []).append(param)
-        for (device, dtype), group in by_kind.items():
+        for (device, dtype), group in _by_device_and_dtype(pending).items():
             parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=device, dtype=dtype)
                      for p in group]
             parts.append(torch.tensor([p.grad is not None for p in group], device=device, dtype=dtype))
@@ -175,17 +162,14 @@ class GradientAverager:
             with collective(f"averaging the gradients of {self.owner} optimizer {name!r} failed (another rank "
                             "died, or the ranks stepped different optimizers)"):
                 dist.all_reduce(flat)
-            present = flat[-len(group):]
-            offset = 0
-            for param, count in zip(group, present.tolist()):
-                n = param.numel()
+            *sums, present = flat.split([p.numel() for p in group] + [len(group)])
+            for param, total, count in zip(group, sums, present.tolist()):
                 if count > 0:
-                    mean = flat[offset:offset + n].view_as(param).div_(self.world_size)
+                    mean = total.view_as(param).div_(self.world_size)
                     if param.grad is None:
                         param.grad = mean.clone()
                     else:
                         param.grad.copy_(mean)
-                offset += n
 
     def _warn_bypassed(self, pending: List[torch.Tensor], optimizer_name: str) -> None:
         networks = sorted({self._ddp_owner[id(p)] for p in pending if id(p) in self._ddp_owner and p.grad is not None})
@@ -212,13 +196,8 @@ class GradientAverager:
 # ------------------------------------------------------------------------------------------ policy
 @dataclass
 class DistributedPolicyState:
-    """What :func:`setup_policy_ddp` did to a policy (kept as ``policy._distributed``).
-
-    Attributes:
-        wrappers: network name -> its :class:`PolicyDDP`.
-        attributes: network name -> the policy attribute that now holds the wrapper.
-        averager: the :class:`GradientAverager` watching the optimizers.
-    """
+    """What :func:`setup_policy_ddp` did to a policy (kept as ``policy._distributed``): per network name its
+    :class:`PolicyDDP` (``wrappers``) and the policy attribute holding it (``attributes``), and the ``averager``."""
 
     wrappers: Dict[str, PolicyDDP] = field(default_factory=dict)
     attributes: Dict[str, str] = field(default_factory=dict)
@@ -226,17 +205,11 @@ class DistributedPolicyState:
 
 
 def default_ddp_modules(policy: Any) -> List[str]:
-    """Names in ``policy.modules()`` with a trainable parameter that one of ``policy.optimizers()`` updates.
-
-    Target networks (no optimizer updates them: they follow their online network by Polyak averaging or
-    copies) and frozen networks are therefore left out.
-    """
+    """Names in ``policy.modules()`` with a trainable parameter that one of ``policy.optimizers()`` updates
+    (so target networks, which follow their online network, and frozen networks are left out)."""
     optimized = {id(p) for opt in policy.optimizers().values() for group in opt.param_groups for p in group["params"]}
-    names = []
-    for name, module in policy.modules().items():
-        if any(p.requires_grad and id(p) in optimized for p in unwrap_module(module).parameters()):
-            names.append(name)
-    return names
+    return [name for name, module in policy.modules().items()
+            if any(p.requires_grad and id(p) in optimized for p in unwrap_module(module).parameters())]
 
 
 def _check_ddp_names(policy: Any, names: Any, modules: Mapping[str, nn.Module]) -> List[str]:
@@ -276,11 +249,8 @@ def _holding_attribute(policy: Any, name: str, module: nn.Module) -> str:
 
 
 def setup_policy_ddp(policy: Any) -> bool:
-    """Implementation of :meth:`policies.Policy.setup_distributed` (collective: every rank calls it).
-
-    Returns True when the policy is now set up for several processes, False in a single process
-    (nothing is changed). Calling it again is a no-op.
-    """
+    """Implementation of :meth:`policies.Policy.setup_distributed` (collective): True when the policy is now set
+    up for several processes (again: a no-op), False in a single process (nothing is changed)."""
     if not is_distributed():
         return False
     if getattr(policy, "_distributed", None) is not None:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from rlearn.config.spec import is_int
+
 __all__ = ["find_free_port", "torchrun_command", "relaunch", "launch_environment", "stop_with_parent",
            "LAUNCHED_ENV"]
 
@@ -31,7 +33,7 @@ def find_free_port(host: str = "127.0.0.1") -> int:
 def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Optional[int] = None,
                      master_addr: str = "127.0.0.1") -> List[str]:
     """The ``torchrun`` command line that runs ``python -m rlearn <rlearn_args>`` in ``nproc`` processes."""
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+    if not is_int(nproc) or nproc < 1:
         raise ValueError(f"--nproc must be an int >= 1, got {nproc!r}")
     port = find_free_port(master_addr) if master_port is None else int(master_port)
     return [
@@ -60,17 +62,16 @@ def launch_environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str,
 _PR_SET_PDEATHSIG = 1
 
 
-def _load_libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
+def _load_prctl() -> Any:
+    """libc's ``prctl`` on Linux, else None."""
     try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
+        return ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+    except (OSError, AttributeError):
         return None
 
 
 #: loaded once at import (so that calling prctl in a freshly forked child loads nothing)
-_LIBC = _load_libc()
+_PRCTL = _load_prctl()
 
 
 def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
@@ -79,8 +80,7 @@ def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
 
     Returns False where it is not available (not Linux). If the parent already died, ``signum`` is sent now.
     """
-    prctl = getattr(_LIBC, "prctl", None) if _LIBC is not None else None
-    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+    if _PRCTL is None or _PRCTL(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
         return False
     if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
         os.kill(os.getpid(), signum)

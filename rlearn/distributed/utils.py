@@ -61,18 +61,10 @@ def get_local_rank() -> int:
     return _env_int("LOCAL_RANK", 0)
 
 
-def is_main_process() -> bool:
-    """True on rank 0, the process that writes the table, TensorBoard and checkpoints."""
-    return get_rank() == 0
-
-
 def init_distributed(backend: Optional[str] = None, timeout_s: float = 300.0) -> bool:
-    """Join the process group described by torchrun's environment variables.
-
-    Returns True if a multi-process group is now active, False for a single process (nothing to do).
-    ``backend`` defaults to ``nccl`` when CUDA is available and ``gloo`` otherwise. ``timeout_s`` bounds
-    how long a collective waits for a peer, so a crashed rank makes the others fail instead of hanging.
-    """
+    """Join the process group described by torchrun's environment variables; returns whether a multi-process
+    group is active. ``backend``: ``nccl`` with CUDA, else ``gloo``; ``timeout_s`` bounds how long a collective
+    waits for a peer, so a crashed rank makes the others fail instead of hanging."""
     world_size = _env_int("WORLD_SIZE", 1)
     if world_size <= 1:
         return False

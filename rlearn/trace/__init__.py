@@ -68,28 +68,21 @@ def counter(name: str, value: Any, t: Optional[int] = None) -> None:
 
 
 def enable(work_dir: PathLike, rank: int = 0, **tracer_kwargs: Any) -> Tracer:
-    """Start recording into ``<work_dir>/trace/rank<rank>.jsonl`` (appending) and return the tracer.
-
-    Calling it again with the same file returns the running tracer; with another file it closes the
-    running one first. ``tracer_kwargs`` go to :class:`~rlearn.trace.recorder.Tracer` (``flush_every``,
-    ``flush_interval``).
-    """
+    """Start recording into ``<work_dir>/trace/rank<rank>.jsonl`` (appending) and return the tracer; the running
+    tracer if it writes that file already (another one is closed first). ``tracer_kwargs`` go to :class:`Tracer`."""
     global _tracer
     path = records_path(work_dir, rank)
     if _tracer is not None:
         if _tracer.path.resolve() == path.resolve() and not _tracer.closed:
             return _tracer
         disable()
-    tracer = Tracer(work_dir, rank, clock_offset=_pending_offset, **tracer_kwargs)
-    _tracer = tracer
-    return tracer
+    _tracer = Tracer(work_dir, rank, clock_offset=_pending_offset, **tracer_kwargs)
+    return _tracer
 
 
 def is_requested(cfg_flag: Any = False) -> bool:
-    """Whether tracing should be on: the config's ``profile`` flag or ``RLEARN_PROFILE`` says so.
-
-    Raises ``ValueError`` naming ``RLEARN_PROFILE`` for a value that is neither true-ish nor false-ish.
-    """
+    """Whether tracing should be on: the config's ``profile`` flag or ``RLEARN_PROFILE`` says so (ValueError
+    naming ``RLEARN_PROFILE`` for a value that is neither true-ish nor false-ish)."""
     raw = os.environ.get(ENV_VAR, "").strip().lower()
     if raw not in _TRUE and raw not in _FALSE:
         raise ValueError(f"{ENV_VAR}={os.environ[ENV_VAR]!r} is not understood; use 1 (on) or 0 (off)")
@@ -100,9 +93,7 @@ def is_requested(cfg_flag: Any = False) -> bool:
 
 def enable_from_env(work_dir: PathLike, rank: int = 0, cfg_flag: bool = False) -> Optional[Tracer]:
     """:func:`enable` if :func:`is_requested` (``cfg_flag`` or ``RLEARN_PROFILE``); return the tracer or ``None``."""
-    if is_requested(cfg_flag):
-        return enable(work_dir, rank)
-    return None
+    return enable(work_dir, rank) if is_requested(cfg_flag) else None
 
 
 def disable() -> None:
@@ -125,11 +116,8 @@ def get_tracer() -> Optional[Tracer]:
 
 
 def set_clock_offset(offset_ns: int, error_ns: int) -> None:
-    """Record this rank's wall clock minus rank 0's, with its error bound, both in nanoseconds.
-
-    ``rlearn trace`` subtracts the offset from this rank's times. Called before :func:`enable`, the offset
-    is kept and written in the next session's header.
-    """
+    """Record this rank's wall clock minus rank 0's, with its error bound, both in nanoseconds (``rlearn trace``
+    subtracts it). Called before :func:`enable`, the offset goes into the next session's header."""
     global _pending_offset
     if _tracer is not None:
         _tracer.set_clock_offset(offset_ns, error_ns)

@@ -19,13 +19,9 @@ def _fits(stack: List[Tuple[int, Hashable]], start: int, end: int, group: Hashab
 
 
 def assign_lanes(intervals: Sequence[Tuple[int, int]], groups: Optional[Sequence[Hashable]] = None) -> List[int]:
-    """Sub-lane index (0, 1, ...) for each ``(start, end)`` interval, in input order.
-
-    On every sub-lane the assigned intervals form a nested family (any two are disjoint, touch, or one
-    contains the other). With ``groups`` (e.g. the recording thread of each interval) an interval may only
-    nest inside an interval of its own group: a span of another thread that happens to enclose it is an
-    overlap, not a parent. Raises ``ValueError`` for an interval with ``end < start``.
-    """
+    """Sub-lane index (0, 1, ...) for each ``(start, end)`` interval, in input order, so that every sub-lane holds
+    a nested family. With ``groups`` (e.g. each interval's recording thread) an interval nests only inside one of
+    its own group. Raises ``ValueError`` for an interval with ``end < start``."""
     if groups is not None and len(groups) != len(intervals):
         raise ValueError(f"{len(groups)} groups for {len(intervals)} intervals")
     for index, (start, end) in enumerate(intervals):

@@ -130,16 +130,13 @@ class Span:
 
 
 class Tracer:
-    """Records spans and counters of one process into ``<work_dir>/trace/rank<rank>.jsonl``.
-
-    Usually created through :func:`rlearn.trace.enable`; call :meth:`close` (or
-    :func:`rlearn.trace.disable`) to write what is buffered.
+    """Records spans and counters of one process into ``<work_dir>/trace/rank<rank>.jsonl`` (usually created by
+    :func:`rlearn.trace.enable`; :meth:`close` writes what is buffered).
 
     Args:
-        work_dir: the experiment's work dir; records go to ``<work_dir>/trace/rank<rank>.jsonl``.
         rank: this process's rank (``pid`` in the merged trace).
-        flush_every: write the buffer after this many records.
-        flush_interval: also write it when a record arrives this many seconds after the last write.
+        flush_every: write the buffer after this many records...
+        flush_interval: ...or when a record arrives this many seconds after the last write.
         clock_offset: ``(offset_ns, error_ns)`` of this rank's wall clock against rank 0's, if known.
     """
 

@@ -54,13 +54,9 @@ _TORN_HEADER = b'{"type":"header"'
 
 
 def read_records(path: PathLike) -> RecordsFile:
-    """Parse one records file.
-
-    A line that is not valid JSON is accepted only where a crash can leave one: as the last line of the
-    file or right before a new session's header, and in a file without any session only if it is the start
-    of a header (a process killed while starting to record). Anything else that is malformed (a file that is
-    not a records file at all) raises :class:`RecordsError` naming the file and line number.
-    """
+    """Parse one records file. A line that is not JSON is accepted only where a crash can leave one (the last
+    line, or right before a header; in a file without a session only the start of a header); anything else
+    malformed raises :class:`RecordsError` naming the file and line number."""
     path = Path(path)
     with open(path, "rb") as handle:
         raw_lines = handle.read().split(b"\n")

@@ -10,7 +10,7 @@ from typing import Dict, List, Sequence
 
 from tabulate import tabulate
 
-from rlearn.trace.merge import Interval
+from rlearn.trace.merge import Interval, rank_bounds
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,7 @@ class PhaseStats:
 
 def wall_time_ns(intervals: Sequence[Interval]) -> int:
     """Sum over ranks of (last span end - first span start)."""
-    bounds: Dict[int, List[int]] = {}
-    for interval in intervals:
-        low_high = bounds.setdefault(interval.rank, [interval.start, interval.end])
-        low_high[0] = min(low_high[0], interval.start)
-        low_high[1] = max(low_high[1], interval.end)
-    return sum(high - low for low, high in bounds.values())
+    return sum(high - low for low, high in rank_bounds(intervals).values())
 
 
 def summarize(intervals: Sequence[Interval]) -> List[PhaseStats]:

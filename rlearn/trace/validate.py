@@ -58,7 +58,6 @@ def validate_trace(obj: Any) -> List[str]:
     process_names: Set[int] = set()
     thread_names: Set[Tuple[int, int]] = set()
     used_pids: Dict[int, str] = {}
-    used_lanes: Dict[Tuple[int, int], str] = {}
     tid_owner: Dict[int, int] = {}
     lanes: Dict[Tuple[int, int], List[Tuple[int, int, str]]] = {}
 
@@ -126,17 +125,15 @@ def validate_trace(obj: Any) -> List[str]:
             continue
         if args is not None and not isinstance(args, Mapping):
             problems.append(f"{where}: args must be an object")
-        used_lanes.setdefault((pid, tid), where)
         start = _to_ns(event["ts"])
         lanes.setdefault((pid, tid), []).append((start, start + _to_ns(event["dur"]), where))
 
     for pid, where in used_pids.items():
         if pid not in process_names:
             problems.append(f"pid {pid} has no process_name metadata (first used by {where})")
-    for (pid, tid), where in used_lanes.items():
-        if (pid, tid) not in thread_names:
-            problems.append(f"pid {pid} tid {tid} has no thread_name metadata (first used by {where})")
     for (pid, tid), spans in lanes.items():
+        if (pid, tid) not in thread_names:
+            problems.append(f"pid {pid} tid {tid} has no thread_name metadata (first used by {spans[0][2]})")
         problems.extend(_nesting_problems(pid, tid, spans))
     return problems
 

@@ -39,12 +39,9 @@ def _viewer_module() -> Any:
 
 
 def serve(trace_path: Union[str, Path], port: Optional[int] = None) -> Tuple[Any, str]:
-    """Start serving ``trace_path`` (a ``.json`` / ``.json.gz`` from ``rlearn trace``) with the Perfetto UI
-    on 127.0.0.1 in a daemon thread; returns ``(thread, url)``. ``thread.httpd.shutdown()`` stops it.
-
-    Raises ``FileNotFoundError`` for a missing file and ``RuntimeError`` when the server does not start
-    (e.g. ``port`` in use).
-    """
+    """Serve ``trace_path`` (``.json`` / ``.json.gz``) with the Perfetto UI on 127.0.0.1 in a daemon thread;
+    returns ``(thread, url)`` (``thread.httpd.shutdown()`` stops it). Raises ``FileNotFoundError`` for a missing
+    file and ``RuntimeError`` when the server does not start (e.g. ``port`` in use)."""
     path = Path(trace_path)
     if not path.is_file():
         raise FileNotFoundError(f"no trace file {path} (make one with: rlearn trace WORK_DIR -o trace.json)")
