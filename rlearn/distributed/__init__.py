@@ -8,18 +8,8 @@ reduction of window statistics (:func:`reduce_window_stats`), clock offsets for 
 
 from rlearn.distributed.clock import ClockOffset, measure_clock_offset
 from rlearn.distributed.reduce import WindowStat, merge_window_stats, reduce_window_stats
-from rlearn.distributed.utils import (
-    DistributedError,
-    all_gather_object,
-    barrier,
-    broadcast_object,
-    get_local_rank,
-    get_rank,
-    get_world_size,
-    init_distributed,
-    is_distributed,
-    shutdown,
-)
+from rlearn.distributed.utils import (DistributedError, all_gather_object, barrier, broadcast_object, get_local_rank,
+                                      get_rank, get_world_size, init_distributed, is_distributed, shutdown)
 
 __all__ = ["ClockOffset", "DistributedError", "WindowStat", "all_gather_object", "barrier", "broadcast_object",
            "get_local_rank", "get_rank", "get_world_size", "init_distributed", "is_distributed",

@@ -48,12 +48,9 @@ _pending_offset: Optional[Tuple[int, int]] = None
 
 
 def span(name: str, lane: Optional[str] = None, **args: Any) -> Any:
-    """Context manager recording the phase ``name`` on ``lane`` (no-op singleton when tracing is off).
-
-    ``lane`` defaults to the part of ``name`` before ``/`` (``"learner/forward"`` -> ``"learner"``).
-    Keyword ``args`` (str, bool, None or finite numbers) are stored with the span; give the learner's
-    iteration span an ``iter=`` arg so ``rlearn trace --from-iter/--to-iter`` can select iterations.
-    """
+    """Context manager recording the phase ``name`` on ``lane`` (default: ``"learner/forward"`` -> ``"learner"``)
+    with keyword ``args`` (str, bool, None or finite numbers; an ``iter=`` arg on the learner's iteration span
+    lets ``rlearn trace --from-iter/--to-iter`` select iterations). The no-op singleton when tracing is off."""
     if _tracer is None:
         return NOOP_SPAN
     return _tracer.span(name, lane, args)

@@ -1,10 +1,6 @@
-"""Split the intervals of one lane into sub-lanes on which every pair is either disjoint or nested.
-
-Trace viewers draw a thread track as a stack, so intervals that overlap without nesting (two threads,
-asynchronous work) move to extra sub-lanes ("learner (2)", ...): greedy first fit in (start ascending, end
-descending) order, each sub-lane keeping the stack of its open intervals. Intervals that only touch do not
-overlap, and an already nested family stays on sub-lane 0.
-"""
+"""Split the intervals of one lane into sub-lanes on which every pair is either disjoint (touching is fine) or
+nested, as trace viewers need to draw a track ("learner", "learner (2)", ...): greedy first fit in (start
+ascending, end descending) order, each sub-lane keeping a stack of its open intervals."""
 
 from __future__ import annotations
 

