@@ -93,9 +93,10 @@ def check_counter_value(name: str, value: Any) -> float:
     number = _item(value, f"counter {name!r}: value")
     if not is_real(number):
         raise TypeError(f"counter {name!r}: value must be a real number, got {type(value).__name__}")
+    number = float(number)
     if not math.isfinite(number):
         raise ValueError(f"counter {name!r}: value is not finite ({number!r})")
-    return float(number)
+    return number
 
 
 class Span:

@@ -68,19 +68,17 @@ def read_records(path: PathLike) -> RecordsFile:
             continue
         try:
             record = json.loads(raw)
-            if not isinstance(record, dict):
-                raise ValueError("not a JSON object")
         except (ValueError, UnicodeDecodeError):
-            if pending_torn is not None:
-                raise RecordsError(f"{path}:{pending_torn}: unreadable record (not JSON)") from None
-            pending_torn = number
-            continue
-        kind = record.get("type")
-        if pending_torn is not None:
+            record = None
+        kind = record.get("type") if isinstance(record, dict) else None
+        if pending_torn is not None:  # only a new session's header excuses an unreadable line before it
             if kind != "header":
                 raise RecordsError(f"{path}:{pending_torn}: unreadable record (not JSON)")
             torn += 1
             pending_torn = None
+        if not isinstance(record, dict):
+            pending_torn = number
+            continue
         where = f"{path}:{number}"
         if kind == "header":
             missing = [key for key in _HEADER_KEYS if not is_int(record.get(key))]
