@@ -76,10 +76,8 @@ _PRCTL = _load_prctl()
 
 def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
     """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
-    so that killing a launcher (even with SIGKILL) never leaves ranks training unsupervised.
-
-    Returns False where it is not available (not Linux). If the parent already died, ``signum`` is sent now.
-    """
+    so that killing a launcher (even with SIGKILL) never leaves ranks training unsupervised. Returns False where
+    it is not available (not Linux); if the parent already died, ``signum`` is sent now."""
     if _PRCTL is None or _PRCTL(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
         return False
     if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
@@ -88,11 +86,8 @@ def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
 
 
 def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
-    """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code.
-
-    Ctrl-C is passed on to torchrun once (in case this process was signalled alone). If this process dies,
-    the kernel sends torchrun SIGTERM (:func:`stop_with_parent`) and torchrun stops the ranks.
-    """
+    """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code. Ctrl-C is
+    passed on to torchrun once; if this process dies, the kernel sends torchrun SIGTERM (:func:`stop_with_parent`)."""
     if os.environ.get(LAUNCHED_ENV):
         raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
     command = torchrun_command(nproc, rlearn_args)

@@ -159,7 +159,7 @@ class Tracer:
         self._prefixes: Dict[Tuple[str, Optional[str]], str] = {}
         self._arg_keys: Dict[str, str] = {}
         self._native_ids: Dict[int, int] = {}  # threading.get_ident() -> OS thread id (no syscall per span)
-        self._closed = False
+        self.closed = False  # close() was called: later records are ignored
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")
         if self._file.tell() > 0 and not _ends_with_newline(self.path):
@@ -238,7 +238,7 @@ class Tracer:
     def _write(self, line: str, now: int) -> None:
         """Buffer one record line (``now``: its monotonic time) and write the batch when it is due. Lock-free:
         ``list.append`` is atomic, and :meth:`_flush_locked` removes only the lines it wrote."""
-        if self._closed:
+        if self.closed:
             return
         buffer = self._buffer
         buffer.append(line)
@@ -257,16 +257,16 @@ class Tracer:
     def flush(self) -> None:
         """Write every buffered record to the file now."""
         with self._lock:
-            if not self._closed:
+            if not self.closed:
                 self._flush_locked()
 
     def close(self) -> None:
         """Write what is buffered and close the file (idempotent); later records are ignored."""
         with self._lock:
-            if self._closed:
+            if self.closed:
                 return
             self._flush_locked()
-            self._closed = True
+            self.closed = True
             self._file.close()
         atexit.unregister(self.close)
 
@@ -274,13 +274,8 @@ class Tracer:
         """After ``fork``: the child drops the parent's buffer and never writes to the parent's file."""
         self._lock = threading.Lock()
         self._buffer = []
-        self._closed = True
+        self.closed = True
         atexit.unregister(self.close)
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
 
 
 def _check_offset(offset_ns: Any, error_ns: Any) -> Tuple[int, int]:
