@@ -105,11 +105,10 @@ def _mark_reduced_hook(state, bucket):  # no annotations: DDP checks them agains
 class GradientAverager:
     """Makes every ``optimizer.step()`` use gradients averaged over all ranks.
 
-    A DDP communication hook marks the parameters DDP averaged; a later local ``backward()`` clears the mark.
-    Before a step, the optimizer's unmarked parameters are averaged in one flat ``all_reduce`` of their
-    gradients plus a presence flag each (a gradient on some ranks only gets ``sum / world_size``, DDP's
-    convention; none anywhere stays ``None``); when DDP averaged everything no collective is issued. Every
-    rank must step the same optimizers in the same order (control flow on iteration counters only).
+    A DDP communication hook marks the parameters DDP averaged (a later local ``backward()`` clears the mark);
+    before a step, the optimizer's unmarked gradients are averaged in one flat ``all_reduce`` with a presence
+    flag each (some ranks only: ``sum / world_size`` as in DDP; none: stays ``None``). Every rank must step the
+    same optimizers in the same order (control flow on iteration counters only).
 
     Args:
         optimizers: name -> optimizer (``policy.optimizers()``).

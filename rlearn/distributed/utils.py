@@ -31,10 +31,8 @@ def is_distributed() -> bool:
 
 
 def get_rank() -> int:
-    """This process's global rank: from the process group if initialised, else ``$RANK``, else 0.
-
-    The one rank function of rlearn (the logger's rank files, rank-0-only writers, error messages). A
-    ``$RANK`` that is not a non-negative int raises ValueError naming the variable."""
+    """This process's global rank (rlearn's one rank function): from the process group if initialised, else
+    ``$RANK`` (ValueError naming it if it is not a non-negative int), else 0."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
     raw = os.environ.get("RANK")
@@ -103,10 +101,8 @@ def barrier() -> None:
 
 @contextmanager
 def collective(what: str) -> Iterator[None]:
-    """Re-raise an error of the collective inside as :class:`DistributedError` ``"rank <r>: <what>: <error>"``.
-
-    A :class:`DistributedError` passes as it is (a signal handler raises one when the launcher stops this rank).
-    """
+    """Re-raise an error of the collective inside as :class:`DistributedError` ``"rank <r>: <what>: <error>"``; a
+    DistributedError passes as it is (a signal handler raises one when the launcher stops this rank)."""
     try:
         yield
     except DistributedError:
