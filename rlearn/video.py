@@ -1,11 +1,8 @@
 """Videos of a policy: play one episode with the deterministic policy on an ``rgb_array``-rendering
-environment and write it as an MP4.
+environment and write it as an MP4 (:class:`VideoRecorder`, used by ``eval.video`` and ``rlearn eval --video``).
 
-Rendering uses gymnasium's ``render_mode="rgb_array"`` (classic-control environments draw with
-``pygame``); encoding uses ``imageio`` with its ``imageio-ffmpeg`` plugin (which ships an ffmpeg binary).
-Both come with the optional extra ``pip install 'rlearn[video]'``; :func:`require_video_support` says so in
-one clear error when something is missing, so a run with ``eval.video=True`` fails at start-up, not at its
-first video. Used by :class:`rlearn.hooks.EvalHook` (``eval.video``) and ``rlearn eval --video``.
+Rendering (pygame for classic control) and encoding (imageio with imageio-ffmpeg) come with
+``pip install 'rlearn[video]'``; :func:`require_video_support` names what is missing, at start-up.
 """
 
 from __future__ import annotations
@@ -19,6 +16,8 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from rlearn.config.spec import is_int, is_real
+
 __all__ = ["VIDEO_EXTRA_HINT", "VideoUnavailable", "require_video_support", "EpisodeVideo", "VideoRecorder",
            "record_episode", "write_mp4", "video_file_name", "encode_gif", "gif_timing", "GIF_MAX_SIDE",
            "GIF_MIN_DELAY_CS"]
@@ -30,8 +29,7 @@ VIDEO_EXTRA_HINT = "pip install 'rlearn[video]' (imageio, imageio-ffmpeg and pyg
 DEFAULT_FPS = 30
 #: :func:`encode_gif` shrinks frames by a whole factor until their longer side is at most this many pixels
 GIF_MAX_SIDE = 256
-#: the shortest frame delay, in hundredths of a second (the GIF unit), that browsers play as written: they
-#: play a delay of 0 or 1 as 10 (a 125 fps video would crawl at 10 fps)
+#: the shortest frame delay, in hundredths of a second, that browsers play as written (they play 0 or 1 as 10)
 GIF_MIN_DELAY_CS = 2
 
 
@@ -80,18 +78,9 @@ def video_file_name(envstep: int) -> str:
 
 @dataclass
 class EpisodeVideo:
-    """One recorded episode.
-
-    Attributes:
-        path: the MP4 file.
-        frames: frames written (the first observation's frame, then one per step: ``length + 1``).
-        episode_return: the episode's return.
-        length: the episode's steps.
-        size: ``(height, width)`` of a frame.
-        images: the frames themselves (H x W x 3 uint8), for a writer that shows the video too (TensorBoard);
-            None when the recorder does not keep them.
-        fps: frames per second of the video.
-    """
+    """One recorded episode: the MP4 ``path``, the number of ``frames`` (``length + 1``: the first
+    observation's, then one per step), ``episode_return``, ``length`` in steps, frame ``size`` ``(height, width)``,
+    the ``images`` (H x W x 3 uint8, for a writer that shows the video too; None if not kept) and ``fps``."""
 
     path: Path
     frames: int
@@ -103,11 +92,8 @@ class EpisodeVideo:
 
 
 def record_episode(env: Any, policy: Any, seed: Optional[int] = None, max_steps: int = 100_000) -> tuple:
-    """Play one episode of the single (not vector) environment ``env`` with ``policy._forward_eval`` and
-    return ``(frames, episode_return, length)``; ``env`` must render ``rgb_array`` frames.
-
-    The policy gets observations with a leading batch dimension of 1, as from a vector env of one.
-    """
+    """Play one episode of the single (not vector) ``rgb_array`` environment ``env`` with ``policy._forward_eval``
+    (observations batched as from a vector env of one); returns ``(frames, episode_return, length)``."""
     from rlearn.arrays import to_numpy
     from rlearn.env import observation_dtype
 
@@ -140,10 +126,8 @@ def _frame(env: Any) -> np.ndarray:
 
 
 def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS) -> Path:
-    """Encode ``frames`` (H x W x 3 uint8, all the same size) as an H.264 MP4 at ``path`` (parents created).
-
-    The file is written under a temporary name and renamed, so a reader never sees half a video.
-    """
+    """Encode ``frames`` (H x W x 3 uint8, all the same size) as an H.264 MP4 at ``path`` (parents created),
+    written under a temporary name and renamed, so a reader never sees half a video."""
     require_video_support()
     import imageio.v2 as imageio
 
@@ -163,20 +147,14 @@ def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float =
 
 def gif_timing(n_frames: int, fps: float) -> tuple:
     """Which of ``n_frames`` frames played at ``fps`` a GIF keeps, and each kept frame's delay in hundredths of
-    a second (GIF's unit); returns ``(indices, delays)``.
+    a second; returns ``(indices, delays)``.
 
-    Frame ``i`` starts at ``i / fps`` seconds; each delay is the difference of two such start times rounded to
-    hundredths, so the delays add up to the video's length and a 30 fps video plays at 30 fps (delays 3, 3,
-    4, ...), not at 33. Above 50 fps every ``n``-th frame is kept so that no delay is shorter than
-    :data:`GIF_MIN_DELAY_CS` (125 fps keeps every third frame, delays 2, 3, 2, 3, ...).
+    Delays are differences of rounded start times, so they add up to the video's length (30 fps: 3, 3, 4, ...).
+    Above 50 fps every ``n``-th frame is kept so that no delay is below :data:`GIF_MIN_DELAY_CS`.
     """
-    try:
-        rate = float(fps)
-    except (TypeError, ValueError):
-        rate = math.nan
-    if isinstance(fps, bool) or not math.isfinite(rate) or rate <= 0:
+    if not is_real(fps) or not math.isfinite(fps) or fps <= 0:
         raise ValueError(f"encode_gif: fps must be a positive number, got {fps!r}")
-    fps = rate
+    fps = float(fps)
     step = max(1, math.ceil(GIF_MIN_DELAY_CS * fps / 100 - 1e-9))
     indices = list(range(0, n_frames, step))
     starts = [round(100 * i / fps) for i in indices] + [round(100 * n_frames / fps)]
@@ -185,13 +163,11 @@ def gif_timing(n_frames: int, fps: float) -> tuple:
 
 
 def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side: int = GIF_MAX_SIDE) -> tuple:
-    """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping animated GIF, the form in which
-    TensorBoard's Images dashboard shows a video; returns ``(gif bytes, height, width)``.
+    """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping animated GIF playing at ``fps`` (the
+    form TensorBoard's Images dashboard shows); returns ``(gif bytes, height, width)``.
 
     Frames are shrunk by the smallest whole factor that brings their longer side to ``max_side`` pixels or
-    less (every n-th pixel: a 500 x 500 Pendulum frame becomes 250 x 250), to keep event files small. It
-    plays at ``fps`` (frame delays in hundredths of a second, frames dropped above 50 fps: :func:`gif_timing`).
-    Needs only Pillow (a dependency of matplotlib, so always installed).
+    less (500 x 500 becomes 250 x 250), to keep event files small. Needs only Pillow.
     """
     import io
 
@@ -199,7 +175,7 @@ def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side:
 
     if not frames:
         raise ValueError("encode_gif: no frames")
-    if isinstance(max_side, bool) or not isinstance(max_side, int) or max_side < 1:
+    if not is_int(max_side) or max_side < 1:
         raise ValueError(f"encode_gif: max_side must be a positive int, got {max_side!r}")
     first = np.asarray(frames[0])
     if first.ndim != 3 or first.shape[2] != 3 or first.dtype != np.uint8:
@@ -216,15 +192,9 @@ def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side:
 
 
 class VideoRecorder:
-    """Records episodes of ``policy`` on its own ``rgb_array`` environment (made on first use).
-
-    Args:
-        env_id: a registered gymnasium id.
-        policy: anything with ``_forward_eval(obs [1, ...]) -> actions [1, ...]``.
-        env_kwargs: constructor keyword arguments (the run's ``env.kwargs``).
-        seed: base seed: :meth:`record` with ``k`` resets with ``derive_seed(seed, k)`` (None: unseeded).
-        make_env: builds the environment (default ``gymnasium.make(env_id, render_mode="rgb_array", **kwargs)``).
-    """
+    """Records episodes of ``policy`` (anything with ``_forward_eval(obs [1, ...])``) on its own ``rgb_array``
+    environment, made on first use by ``make_env`` (default ``gymnasium.make(env_id, render_mode="rgb_array",
+    **env_kwargs)``). :meth:`record` with ``k`` resets with ``derive_seed(seed, k)`` (``seed`` None: unseeded)."""
 
     def __init__(self, env_id: str, policy: Any, env_kwargs: Optional[Mapping[str, Any]] = None,
                  seed: Optional[int] = None, make_env: Optional[Callable[[], Any]] = None) -> None:
@@ -233,17 +203,17 @@ class VideoRecorder:
         self.policy = policy
         self.env_kwargs = dict(env_kwargs or {})
         self.seed = seed
-        self._make_env = make_env
+        self._make_env = make_env or self._make_rgb_env
         self.env: Any = None
+
+    def _make_rgb_env(self) -> Any:
+        import gymnasium as gym
+
+        return gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
 
     def _env(self) -> Any:
         if self.env is None:
-            if self._make_env is not None:
-                self.env = self._make_env()
-            else:
-                import gymnasium as gym
-
-                self.env = gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
+            self.env = self._make_env()
         return self.env
 
     def record(self, path: Union[str, Path], k: int = 0) -> EpisodeVideo:

@@ -1,10 +1,6 @@
-"""Clock offset between ranks, for aligning timeline traces.
-
-Every rank reads its wall clock right after a barrier, several times; rank ``r``'s offset is the median of
-``t_r - t_0`` over the rounds and its error bound half the spread of those differences plus the barrier's
-own release skew (estimated by how long the barrier took). On one machine the offset is ~0 (same clock);
-across machines it corrects NTP drift to within the bound.
-"""
+"""Clock offset between ranks, for aligning timeline traces: every rank reads its wall clock right after a
+barrier, several times; the offset is the median of ``t_r - t_0``, its error bound half their spread plus the
+barrier's release skew."""
 
 from __future__ import annotations
 

@@ -1,29 +1,18 @@
 """Data-parallel training of a policy's networks: ``DistributedDataParallel`` plus a gradient guarantee.
 
-:meth:`policies.Policy.setup_distributed` calls :func:`setup_policy_ddp`, which
-
-1. copies rank 0's parameters and buffers of *every* network (target networks included) to every rank,
-   so all ranks start identical (:func:`broadcast_module_states`);
-2. replaces the policy attributes holding the networks named by ``policy.ddp_modules()`` with a
-   :class:`PolicyDDP` (a ``DistributedDataParallel``): ``loss.backward()`` through their forward averages
-   the gradients over ranks, overlapped with the backward pass;
-3. installs a :class:`GradientAverager` on every optimizer: right before ``optimizer.step()`` it averages,
-   in one flat ``all_reduce``, the gradient of every parameter of that optimizer that DDP did *not*
-   average since the previous step. That covers networks left out of ``ddp_modules()`` and gradients
-   DDP cannot see (``torch.autograd.grad``, a method other than ``forward``, ``param.grad = ...``).
-
-So every optimizer step on every rank uses the same averaged gradient, whatever way the algorithm
-computes it, and the parameters stay identical across ranks without the algorithm knowing it runs
-distributed. ``policy.modules()`` keeps returning the plain networks, so checkpoints are the same as in
-a single process. See docs/distributed.md.
+:func:`setup_policy_ddp` (behind :meth:`policies.Policy.setup_distributed`) copies rank 0's parameters and
+buffers of every network to every rank, wraps the networks named by ``policy.ddp_modules()`` in a
+:class:`PolicyDDP`, and installs a :class:`GradientAverager` on every optimizer, which averages whatever
+gradient DDP did not before each step. So every step on every rank uses the same averaged gradient, and
+``policy.modules()`` keeps returning the plain networks (checkpoints as in one process). See docs/distributed.md.
 """
 
 from __future__ import annotations
 
 import gc
-import inspect
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import torch
@@ -32,19 +21,10 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from rlearn.distributed.utils import DistributedError, get_rank, get_world_size, is_distributed, shutdown
+from rlearn.distributed.utils import DistributedError, collective, get_world_size, is_distributed, shutdown
 
-__all__ = [
-    "PolicyDDP",
-    "GradientAverager",
-    "DistributedPolicyState",
-    "broadcast_module_states",
-    "default_ddp_modules",
-    "leave_process_group",
-    "setup_policy_ddp",
-    "teardown_policy_ddp",
-    "unwrap_module",
-]
+__all__ = ["PolicyDDP", "GradientAverager", "DistributedPolicyState", "broadcast_module_states",
+           "default_ddp_modules", "leave_process_group", "setup_policy_ddp", "teardown_policy_ddp", "unwrap_module"]
 
 
 def unwrap_module(module: Any) -> Any:
@@ -54,56 +34,38 @@ def unwrap_module(module: Any) -> Any:
 
 # ------------------------------------------------------------------------------------ broadcasting
 def _unique_tensors(modules: Iterable[nn.Module]) -> List[torch.Tensor]:
-    seen = set()
-    tensors: List[torch.Tensor] = []
-    for module in modules:
-        for tensor in list(module.parameters()) + list(module.buffers()):
-            if id(tensor) not in seen:
-                seen.add(id(tensor))
-                tensors.append(tensor)
-    return tensors
+    """The parameters and buffers of ``modules`` in order, a tensor shared by several modules once."""
+    return list({id(t): t for module in modules for t in (*module.parameters(), *module.buffers())}.values())
+
+
+def _by_device_and_dtype(tensors: Iterable[torch.Tensor]) -> Dict[tuple, List[torch.Tensor]]:
+    groups: Dict[tuple, List[torch.Tensor]] = {}
+    for tensor in tensors:
+        groups.setdefault((tensor.device, tensor.dtype), []).append(tensor)
+    return groups
 
 
 @torch.no_grad()
-def broadcast_module_states(modules: Iterable[nn.Module], src: int = 0) -> int:
-    """Overwrite every rank's parameters and buffers of ``modules`` with rank ``src``'s (collective).
-
-    Tensors are packed into one flat tensor per (device, dtype), so a policy costs a handful of
-    broadcasts. Returns the number of tensors synchronised (0 in a single process: nothing to do).
-    """
+def broadcast_module_states(modules: Iterable[nn.Module], src: int = 0) -> None:
+    """Overwrite every rank's parameters and buffers of ``modules`` with rank ``src``'s (collective; nothing
+    to do in a single process). Tensors travel as one flat tensor per (device, dtype)."""
     if not is_distributed():
-        return 0
-    groups: Dict[tuple, List[torch.Tensor]] = {}
-    for tensor in _unique_tensors(modules):
-        groups.setdefault((tensor.device, tensor.dtype), []).append(tensor)
-    for (_, dtype), tensors in groups.items():
+        return
+    for (_, dtype), tensors in _by_device_and_dtype(_unique_tensors(modules)).items():
         wire = torch.uint8 if dtype == torch.bool else dtype  # gloo has no bool
         flat = torch.cat([t.detach().reshape(-1).to(wire) for t in tensors])
-        try:
+        with collective(f"broadcasting the policy's networks from rank {src} failed"):
             dist.broadcast(flat, src=src)
-        except Exception as exc:  # noqa: BLE001 - re-raised with context
-            raise DistributedError(
-                f"rank {get_rank()}: broadcasting the policy's networks from rank {src} failed: {exc}"
-            ) from exc
-        offset = 0
-        for tensor in tensors:
-            n = tensor.numel()
-            tensor.copy_(flat[offset:offset + n].view(tensor.shape).to(dtype))
-            offset += n
-    return sum(len(tensors) for tensors in groups.values())
+        for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+            tensor.copy_(part.view(tensor.shape).to(dtype))
 
 
 # ----------------------------------------------------------------------------------------- wrapper
 class PolicyDDP(DistributedDataParallel):
-    """``DistributedDataParallel`` adapted to RL code.
-
-    * A forward pass without gradient (collection, evaluation, TD targets, PPG's old policy) runs the
-      wrapped network directly: no DDP book-keeping and no collective, so ranks may run different
-      numbers of them (rank 0 alone evaluates).
-    * Attributes that DDP does not have are looked up on the wrapped network, so an algorithm's helper
-      methods (``self.critic.q1(...)``) and sub-modules keep working. A gradient computed through such a
-      method bypasses DDP; :class:`GradientAverager` averages it before the optimizer step instead.
-    """
+    """``DistributedDataParallel`` adapted to RL code: a forward pass without gradient (collection, evaluation,
+    TD targets) runs the network directly, with no collective, so ranks may run different numbers of them; and
+    attributes DDP lacks come from the network, so helper methods (``self.critic.q1(...)``) keep working (their
+    gradients bypass DDP and :class:`GradientAverager` averages them instead)."""
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():
@@ -121,16 +83,11 @@ class PolicyDDP(DistributedDataParallel):
 
 
 def _ddp_kwargs(module: nn.Module, find_unused_parameters: bool) -> Dict[str, Any]:
-    params = inspect.signature(DistributedDataParallel.__init__).parameters
-    kwargs: Dict[str, Any] = {"find_unused_parameters": find_unused_parameters}
     # Buffers (running statistics...) are rank-local after the initial broadcast: syncing them on
     # every forward would be a collective that rank 0's extra evaluation passes would deadlock on.
-    if "forward_sync_buffers" in params:
-        kwargs["forward_sync_buffers"] = False
-    else:  # torch < 2.13
-        kwargs["broadcast_buffers"] = False
-    if "init_sync" in params:
-        kwargs["init_sync"] = False  # broadcast_module_states already made the ranks identical
+    # init_sync=False: broadcast_module_states already made the ranks identical.
+    kwargs: Dict[str, Any] = {"find_unused_parameters": find_unused_parameters, "forward_sync_buffers": False,
+                              "init_sync": False}
     device = next(module.parameters()).device
     if device.type == "cuda":
         kwargs["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
@@ -148,17 +105,10 @@ def _mark_reduced_hook(state, bucket):  # no annotations: DDP checks them agains
 class GradientAverager:
     """Makes every ``optimizer.step()`` use gradients averaged over all ranks.
 
-    It tracks, per parameter, whether DDP has averaged its current gradient (a DDP communication hook
-    marks the parameters of each reduced bucket; a later local ``backward()`` into the same parameter
-    clears the mark). Right before a step, the parameters of that optimizer without the mark are
-    averaged with one flat ``all_reduce`` of their gradients plus one presence flag each: a parameter
-    with a gradient on some ranks only gets ``sum / world_size`` on every rank (DDP's convention for
-    unused parameters); a parameter with no gradient anywhere keeps ``None``. When DDP averaged
-    everything (the usual case for ``loss.backward()`` policies) no collective is issued. Marks are
-    cleared by the step: the next step needs a new average.
-
-    Every rank must step the same optimizers in the same order, as the algorithm does when its control
-    flow depends only on iteration counters (TD3's delayed actor, PPG's auxiliary phase).
+    A DDP communication hook marks the parameters DDP averaged (a later local ``backward()`` clears the mark);
+    before a step, the optimizer's unmarked gradients are averaged in one flat ``all_reduce`` with a presence
+    flag each (some ranks only: ``sum / world_size`` as in DDP; none: stays ``None``). Every rank must step the
+    same optimizers in the same order (control flow on iteration counters only).
 
     Args:
         optimizers: name -> optimizer (``policy.optimizers()``).
@@ -170,7 +120,7 @@ class GradientAverager:
                  owner: str) -> None:
         self.owner = owner
         self.world_size = get_world_size()
-        self.fallback_steps = 0  # steps that needed the flat all_reduce (for tests and docs)
+        self.fallback_steps = 0  # steps that needed the flat all_reduce
         self._reduced: set = set()  # ids of parameters whose gradient DDP averaged since their last step
         self._ddp_owner: Dict[int, str] = {}  # parameter id -> name of its DDP-wrapped network
         self._warned: set = set()
@@ -182,7 +132,7 @@ class GradientAverager:
                     self._ddp_owner[id(param)] = name
                     self._handles.append(param.register_post_accumulate_grad_hook(self._note_local_grad))
         for name, optimizer in optimizers.items():
-            self._handles.append(optimizer.register_step_pre_hook(self._make_pre_step(name)))
+            self._handles.append(optimizer.register_step_pre_hook(partial(self._pre_step, name)))
 
     def _note_reduced(self, params: Iterable[torch.Tensor]) -> None:
         self._reduced.update(id(p) for p in params)
@@ -190,11 +140,8 @@ class GradientAverager:
     def _note_local_grad(self, param: torch.Tensor) -> None:
         self._reduced.discard(id(param))
 
-    def _make_pre_step(self, name: str):
-        def pre_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            self.average(optimizer, name)
-
-        return pre_step
+    def _pre_step(self, name: str, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self.average(optimizer, name)
 
     @torch.no_grad()
     def average(self, optimizer: torch.optim.Optimizer, name: str = "optimizer") -> None:
@@ -206,34 +153,22 @@ class GradientAverager:
             return
         self._warn_bypassed(pending, name)
         self.fallback_steps += 1
-        by_kind: Dict[tuple, List[torch.Tensor]] = {}
-        for param in pending:
-            by_kind.setdefault((param.device, param.dtype), []).append(param)
-        for (device, dtype), group in by_kind.items():
+        for (device, dtype), group in _by_device_and_dtype(pending).items():
             parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), device=device, dtype=dtype)
                      for p in group]
             parts.append(torch.tensor([p.grad is not None for p in group], device=device, dtype=dtype))
             flat = torch.cat(parts)
-            try:
+            with collective(f"averaging the gradients of {self.owner} optimizer {name!r} failed (another rank "
+                            "died, or the ranks stepped different optimizers)"):
                 dist.all_reduce(flat)
-            except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
-                raise
-            except Exception as exc:  # noqa: BLE001 - a dead peer or mismatched steps surface here
-                raise DistributedError(
-                    f"rank {get_rank()}: averaging the gradients of {self.owner} optimizer {name!r} failed (another "
-                    f"rank died, or the ranks stepped different optimizers): {exc}"
-                ) from exc
-            present = flat[-len(group):]
-            offset = 0
-            for param, count in zip(group, present.tolist()):
-                n = param.numel()
+            *sums, present = flat.split([p.numel() for p in group] + [len(group)])
+            for param, total, count in zip(group, sums, present.tolist()):
                 if count > 0:
-                    mean = flat[offset:offset + n].view_as(param).div_(self.world_size)
+                    mean = total.view_as(param).div_(self.world_size)
                     if param.grad is None:
                         param.grad = mean.clone()
                     else:
                         param.grad.copy_(mean)
-                offset += n
 
     def _warn_bypassed(self, pending: List[torch.Tensor], optimizer_name: str) -> None:
         networks = sorted({self._ddp_owner[id(p)] for p in pending if id(p) in self._ddp_owner and p.grad is not None})
@@ -260,33 +195,20 @@ class GradientAverager:
 # ------------------------------------------------------------------------------------------ policy
 @dataclass
 class DistributedPolicyState:
-    """What :func:`setup_policy_ddp` did to a policy (kept as ``policy._distributed``).
-
-    Attributes:
-        wrappers: network name -> its :class:`PolicyDDP`.
-        attributes: network name -> the policy attribute that now holds the wrapper.
-        averager: the :class:`GradientAverager` watching the optimizers.
-        synced_tensors: parameters and buffers broadcast from rank 0.
-    """
+    """What :func:`setup_policy_ddp` did to a policy (kept as ``policy._distributed``): per network name its
+    :class:`PolicyDDP` (``wrappers``) and the policy attribute holding it (``attributes``), and the ``averager``."""
 
     wrappers: Dict[str, PolicyDDP] = field(default_factory=dict)
     attributes: Dict[str, str] = field(default_factory=dict)
     averager: Optional[GradientAverager] = None
-    synced_tensors: int = 0
 
 
 def default_ddp_modules(policy: Any) -> List[str]:
-    """Names in ``policy.modules()`` with a trainable parameter that one of ``policy.optimizers()`` updates.
-
-    Target networks (no optimizer updates them: they follow their online network by Polyak averaging or
-    copies) and frozen networks are therefore left out.
-    """
+    """Names in ``policy.modules()`` with a trainable parameter that one of ``policy.optimizers()`` updates
+    (so target networks, which follow their online network, and frozen networks are left out)."""
     optimized = {id(p) for opt in policy.optimizers().values() for group in opt.param_groups for p in group["params"]}
-    names = []
-    for name, module in policy.modules().items():
-        if any(p.requires_grad and id(p) in optimized for p in unwrap_module(module).parameters()):
-            names.append(name)
-    return names
+    return [name for name, module in policy.modules().items()
+            if any(p.requires_grad and id(p) in optimized for p in unwrap_module(module).parameters())]
 
 
 def _check_ddp_names(policy: Any, names: Any, modules: Mapping[str, nn.Module]) -> List[str]:
@@ -326,18 +248,15 @@ def _holding_attribute(policy: Any, name: str, module: nn.Module) -> str:
 
 
 def setup_policy_ddp(policy: Any) -> bool:
-    """Implementation of :meth:`policies.Policy.setup_distributed` (collective: every rank calls it).
-
-    Returns True when the policy is now set up for several processes, False in a single process
-    (nothing is changed). Calling it again is a no-op.
-    """
+    """Implementation of :meth:`policies.Policy.setup_distributed` (collective): True when the policy is now set
+    up for several processes (again: a no-op), False in a single process (nothing is changed)."""
     if not is_distributed():
         return False
     if getattr(policy, "_distributed", None) is not None:
         return True
     modules = {name: unwrap_module(m) for name, m in policy.modules().items()}
+    broadcast_module_states(modules.values())
     state = DistributedPolicyState()
-    state.synced_tensors = broadcast_module_states(modules.values())
     names = _check_ddp_names(policy, policy.ddp_modules(), modules)
     attributes = {name: _holding_attribute(policy, name, modules[name]) for name in names}
     find_unused = bool(getattr(policy, "ddp_find_unused_parameters", True))
@@ -356,10 +275,8 @@ def setup_policy_ddp(policy: Any) -> bool:
 
 
 def teardown_policy_ddp(policy: Any) -> bool:
-    """Undo :func:`setup_policy_ddp` (not collective): the optimizer and gradient hooks are removed and every
-    attribute that held a DDP wrapper holds its plain network again, so no wrapper keeps the process group
-    alive after the run leaves it. The parameters keep their values. Returns True if something was undone,
-    False if the policy was not set up for several processes (calling it twice is harmless)."""
+    """Undo :func:`setup_policy_ddp` (not collective): hooks removed, plain networks back in their attributes
+    (so no wrapper keeps the process group alive). Returns whether something was undone."""
     state = getattr(policy, "_distributed", None)
     if state is None:
         return False
@@ -374,10 +291,9 @@ def teardown_policy_ddp(policy: Any) -> bool:
 
 
 def leave_process_group(policy: Any) -> None:
-    """End of a multi-process run on this rank: undo ``policy``'s DDP set-up (its ``teardown_distributed()``,
-    if it has one; an error there is ignored, so that leaving never hides the error that ended the run),
-    collect the wrappers now, while the interpreter is whole, then leave the process group. A DDP wrapper's
-    reducer holds the group: left alive, the group and gloo's threads would be torn down at interpreter exit."""
+    """End of a multi-process run on this rank: ``policy.teardown_distributed()`` (an error there is ignored so
+    that leaving never hides the error that ended the run), collect the wrappers while the interpreter is whole
+    (a DDP reducer holds the group), then leave the process group."""
     teardown = getattr(policy, "teardown_distributed", None)
     if callable(teardown):
         try:

@@ -1,16 +1,7 @@
 """Re-launch an ``rlearn`` command through ``torchrun`` on this machine (``rlearn train CONFIG --nproc N``).
 
-``torchrun`` starts N copies of ``python -m rlearn ...`` with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
-``MASTER_ADDR`` and ``MASTER_PORT`` set, supervises them (a rank that exits with an error makes it stop
-the others) and exits non-zero when one failed. :func:`relaunch` builds that command line, runs it and
-returns its exit code::
-
-    python -m torch.distributed.run --nproc_per_node N --master_addr 127.0.0.1 --master_port <free port> \\
-        -m rlearn train CONFIG ...        # the same arguments, without --nproc
-
-The processes import the same ``rlearn`` as this one: they run with ``PYTHONSAFEPATH=1`` (Python 3.11+),
-so a folder named ``rlearn`` or ``policies`` in the working directory is not imported in its place
-(:func:`launch_environment`); ``python -m rlearn`` itself takes both from its installation.
+:func:`relaunch` runs ``python -m torch.distributed.run --nproc_per_node N ... -m rlearn <same arguments>``,
+which supervises the ranks, and returns its exit code.
 """
 
 from __future__ import annotations
@@ -22,6 +13,8 @@ import socket
 import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from rlearn.config.spec import is_int
 
 __all__ = ["find_free_port", "torchrun_command", "relaunch", "launch_environment", "stop_with_parent",
            "LAUNCHED_ENV"]
@@ -40,7 +33,7 @@ def find_free_port(host: str = "127.0.0.1") -> int:
 def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Optional[int] = None,
                      master_addr: str = "127.0.0.1") -> List[str]:
     """The ``torchrun`` command line that runs ``python -m rlearn <rlearn_args>`` in ``nproc`` processes."""
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+    if not is_int(nproc) or nproc < 1:
         raise ValueError(f"--nproc must be an int >= 1, got {nproc!r}")
     port = find_free_port(master_addr) if master_port is None else int(master_port)
     return [
@@ -53,11 +46,10 @@ def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Option
 
 
 def launch_environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment of torchrun and the processes it starts: ``environ`` (default ``os.environ``) with
-    :data:`LAUNCHED_ENV` set and ``PYTHONSAFEPATH=1``, so that ``-m rlearn`` does not put the working
-    directory before the installed packages. When this process itself has the working directory on
-    ``sys.path`` (``python -m rlearn``), it goes first on ``PYTHONPATH`` instead: the config's
-    ``custom_imports`` by module name find the same modules in every process."""
+    """The environment of torchrun and its ranks: ``environ`` (default ``os.environ``) with :data:`LAUNCHED_ENV`
+    and ``PYTHONSAFEPATH=1`` (a folder named ``rlearn`` in the working directory is not imported instead of
+    the installed one). If this process has the working directory on ``sys.path`` (``python -m rlearn``), it
+    goes first on ``PYTHONPATH`` so that ``custom_imports`` find the same modules in every rank."""
     env = dict(os.environ if environ is None else environ)
     env[LAUNCHED_ENV] = "1"
     env["PYTHONSAFEPATH"] = "1"
@@ -70,29 +62,23 @@ def launch_environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str,
 _PR_SET_PDEATHSIG = 1
 
 
-def _load_libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
+def _load_prctl() -> Any:
+    """libc's ``prctl`` on Linux, else None."""
     try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
+        return ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+    except (OSError, AttributeError):
         return None
 
 
 #: loaded once at import (so that calling prctl in a freshly forked child loads nothing)
-_LIBC = _load_libc()
+_PRCTL = _load_prctl()
 
 
 def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``).
-
-    Used by the ranks of a multi-process run (the parent is ``torchrun``) and by ``rlearn --nproc`` for the
-    ``torchrun`` it starts, so that killing the launcher (even with SIGKILL) never leaves ranks training
-    unsupervised. Returns False where it is not available (not Linux). If the parent already died before
-    the call (we were re-parented), ``signum`` is sent right away.
-    """
-    prctl = getattr(_LIBC, "prctl", None) if _LIBC is not None else None
-    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
+    so that killing a launcher (even with SIGKILL) never leaves ranks training unsupervised. Returns False where
+    it is not available (not Linux); if the parent already died, ``signum`` is sent now."""
+    if _PRCTL is None or _PRCTL(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
         return False
     if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
         os.kill(os.getpid(), signum)
@@ -100,18 +86,12 @@ def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
 
 
 def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
-    """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code.
-
-    Ctrl-C from a terminal reaches the whole process group (torchrun and its workers); this process
-    passes it on once (in case it was signalled alone) and waits for torchrun to stop the workers. If this
-    process is killed, torchrun gets SIGTERM from the kernel (``prctl(PR_SET_PDEATHSIG)``) and stops the
-    ranks, which also stop when torchrun itself dies (see :func:`stop_with_parent`).
-    """
+    """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code. Ctrl-C is
+    passed on to torchrun once; if this process dies, the kernel sends torchrun SIGTERM (:func:`stop_with_parent`)."""
     if os.environ.get(LAUNCHED_ENV):
         raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
     command = torchrun_command(nproc, rlearn_args)
     env = launch_environment()
-    # if this process dies (even SIGKILLed), the kernel sends torchrun SIGTERM, and torchrun stops the ranks
     process = subprocess.Popen(command, env=env, preexec_fn=stop_with_parent)
     forwarded = False
     while True:

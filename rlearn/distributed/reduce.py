@@ -1,36 +1,19 @@
 """Cross-rank reduction of window statistics, by presence.
 
-Each rank summarises a window of every key as a :class:`~rlearn.monitor.WindowStat` (sum, count, min, max,
-number of non-finite values, sum of squares and the most recent finite value): a *partial aggregate* from which
-every statistic (mean, min, max, current, count, std) follows, and which merges across ranks. Merging
-adds sums and counts of the ranks that *have* values, so a key reported by 3 of 4 ranks is averaged over
-those 3, weighted by their counts -- never diluted by zeros from the rank that did not report it. All
-keys travel in one collective per log interval.
+Each rank's :class:`~rlearn.monitor.WindowStat` per key is a partial aggregate (sum, count, min, max, ...);
+merging adds those of the ranks that *have* values, so a key reported by 3 of 4 ranks is averaged over those 3,
+never diluted by zeros. All keys travel in one collective per log interval.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 from rlearn.distributed.utils import all_gather_object
 from rlearn.monitor.window import WindowStat
 
-__all__ = ["WindowStat", "local_window_stats", "merge_window_stats", "reduce_window_stats"]
-
-
-def local_window_stats(monitor: Any, keys: Iterable[str], end: Optional[int] = None) -> Dict[str, WindowStat]:
-    """``monitor.window_stat(key, end)`` for ``keys`` (a TickMonitor or anything with the same API).
-
-    Keys with neither finite nor non-finite values in the window are left out, which is what "presence"
-    means for the merge.
-    """
-    stats: Dict[str, WindowStat] = {}
-    for key in keys:
-        stat = monitor.window_stat(key, end)
-        if stat.count or stat.nonfinite:
-            stats[key] = stat
-    return stats
+__all__ = ["WindowStat", "merge_window_stats", "reduce_window_stats"]
 
 
 def merge_window_stats(per_rank: List[Mapping[str, WindowStat]]) -> Dict[str, WindowStat]:

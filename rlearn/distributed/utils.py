@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, List, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, List, Optional
 
 import torch
 import torch.distributed as dist
@@ -30,10 +31,8 @@ def is_distributed() -> bool:
 
 
 def get_rank() -> int:
-    """This process's global rank: from the process group if initialised, else ``$RANK``, else 0.
-
-    The one rank function of rlearn (the logger's rank files, rank-0-only writers, error messages). A
-    ``$RANK`` that is not a non-negative int raises ValueError naming the variable."""
+    """This process's global rank (rlearn's one rank function): from the process group if initialised, else
+    ``$RANK`` (ValueError naming it if it is not a non-negative int), else 0."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
     raw = os.environ.get("RANK")
@@ -60,18 +59,10 @@ def get_local_rank() -> int:
     return _env_int("LOCAL_RANK", 0)
 
 
-def is_main_process() -> bool:
-    """True on rank 0, the process that writes the table, TensorBoard and checkpoints."""
-    return get_rank() == 0
-
-
 def init_distributed(backend: Optional[str] = None, timeout_s: float = 300.0) -> bool:
-    """Join the process group described by torchrun's environment variables.
-
-    Returns True if a multi-process group is now active, False for a single process (nothing to do).
-    ``backend`` defaults to ``nccl`` when CUDA is available and ``gloo`` otherwise. ``timeout_s`` bounds
-    how long a collective waits for a peer, so a crashed rank makes the others fail instead of hanging.
-    """
+    """Join the process group described by torchrun's environment variables; returns whether a multi-process
+    group is active. ``backend``: ``nccl`` with CUDA, else ``gloo``; ``timeout_s`` bounds how long a collective
+    waits for a peer, so a crashed rank makes the others fail instead of hanging."""
     world_size = _env_int("WORLD_SIZE", 1)
     if world_size <= 1:
         return False
@@ -108,17 +99,25 @@ def barrier() -> None:
         dist.barrier()
 
 
+@contextmanager
+def collective(what: str) -> Iterator[None]:
+    """Re-raise an error of the collective inside as :class:`DistributedError` ``"rank <r>: <what>: <error>"``; a
+    DistributedError passes as it is (a signal handler raises one when the launcher stops this rank)."""
+    try:
+        yield
+    except DistributedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a dead peer or mismatched collectives surface here
+        raise DistributedError(f"rank {get_rank()}: {what}: {exc}") from exc
+
+
 def all_gather_object(obj: Any) -> List[Any]:
     """Gather one picklable object from every rank, in rank order (``[obj]`` in a single process)."""
     if not is_distributed():
         return [obj]
     gathered: List[Any] = [None] * dist.get_world_size()
-    try:
+    with collective("all_gather failed, another rank probably died"):
         dist.all_gather_object(gathered, obj)
-    except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
-        raise
-    except Exception as exc:  # noqa: BLE001 - a dead peer surfaces here
-        raise DistributedError(f"rank {get_rank()}: all_gather failed, another rank probably died: {exc}") from exc
     return gathered
 
 
@@ -127,11 +126,6 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     if not is_distributed():
         return obj
     box = [obj if get_rank() == src else None]
-    try:
+    with collective(f"broadcast from rank {src} failed, a rank probably died"):
         dist.broadcast_object_list(box, src=src)
-    except DistributedError:  # raised by a signal handler (the launcher stopped this rank): as it is
-        raise
-    except Exception as exc:  # noqa: BLE001 - a dead peer surfaces here
-        raise DistributedError(f"rank {get_rank()}: broadcast from rank {src} failed, a rank probably died: {exc}") from exc
     return box[0]
-

@@ -1,16 +1,8 @@
-"""Timeline trace of training phases.
+"""Timeline trace of training phases: ``with span("learner/forward", lane="learner"): ...``.
 
-Mark a phase with :func:`span`::
-
-    from rlearn.trace import span
-    with span("learner/forward", lane="learner"):
-        ...
-
-When tracing is off (the default) :func:`span` checks one module-level variable and returns a shared no-op
-context manager: no object is created per phase. When it is on (``profile=True`` in the config, or
-``RLEARN_PROFILE=1`` in the environment; the run (:mod:`rlearn.run`) calls :func:`enable`), every span is appended to
-``<work_dir>/trace/rank<r>.jsonl``; ``rlearn trace WORK_DIR`` merges the ranks' records into one Chrome
-Trace Event JSON for ui.perfetto.dev or chrome://tracing (see ``docs/timeline-traces.md``).
+Off by default: :func:`span` then returns one shared no-op context manager. With ``profile=True`` in the config
+or ``RLEARN_PROFILE=1`` (the run calls :func:`enable`), spans go to ``<work_dir>/trace/rank<r>.jsonl`` and
+``rlearn trace WORK_DIR`` merges them into a Chrome Trace Event JSON (see ``docs/timeline-traces.md``).
 """
 
 from __future__ import annotations
@@ -56,12 +48,9 @@ _pending_offset: Optional[Tuple[int, int]] = None
 
 
 def span(name: str, lane: Optional[str] = None, **args: Any) -> Any:
-    """Context manager recording the phase ``name`` on ``lane`` (no-op singleton when tracing is off).
-
-    ``lane`` defaults to the part of ``name`` before ``/`` (``"learner/forward"`` -> ``"learner"``).
-    Keyword ``args`` (str, bool, None or finite numbers) are stored with the span; give the learner's
-    iteration span an ``iter=`` arg so ``rlearn trace --from-iter/--to-iter`` can select iterations.
-    """
+    """Context manager recording the phase ``name`` on ``lane`` (default: ``"learner/forward"`` -> ``"learner"``)
+    with keyword ``args`` (str, bool, None or finite numbers; an ``iter=`` arg on the learner's iteration span
+    lets ``rlearn trace --from-iter/--to-iter`` select iterations). The no-op singleton when tracing is off."""
     if _tracer is None:
         return NOOP_SPAN
     return _tracer.span(name, lane, args)
@@ -76,28 +65,21 @@ def counter(name: str, value: Any, t: Optional[int] = None) -> None:
 
 
 def enable(work_dir: PathLike, rank: int = 0, **tracer_kwargs: Any) -> Tracer:
-    """Start recording into ``<work_dir>/trace/rank<rank>.jsonl`` (appending) and return the tracer.
-
-    Calling it again with the same file returns the running tracer; with another file it closes the
-    running one first. ``tracer_kwargs`` go to :class:`~rlearn.trace.recorder.Tracer` (``flush_every``,
-    ``flush_interval``).
-    """
+    """Start recording into ``<work_dir>/trace/rank<rank>.jsonl`` (appending) and return the tracer; the running
+    tracer if it writes that file already (another one is closed first). ``tracer_kwargs`` go to :class:`Tracer`."""
     global _tracer
     path = records_path(work_dir, rank)
     if _tracer is not None:
         if _tracer.path.resolve() == path.resolve() and not _tracer.closed:
             return _tracer
         disable()
-    tracer = Tracer(work_dir, rank, clock_offset=_pending_offset, **tracer_kwargs)
-    _tracer = tracer
-    return tracer
+    _tracer = Tracer(work_dir, rank, clock_offset=_pending_offset, **tracer_kwargs)
+    return _tracer
 
 
 def is_requested(cfg_flag: Any = False) -> bool:
-    """Whether tracing should be on: the config's ``profile`` flag or ``RLEARN_PROFILE`` says so.
-
-    Raises ``ValueError`` naming ``RLEARN_PROFILE`` for a value that is neither true-ish nor false-ish.
-    """
+    """Whether tracing should be on: the config's ``profile`` flag or ``RLEARN_PROFILE`` says so (ValueError
+    naming ``RLEARN_PROFILE`` for a value that is neither true-ish nor false-ish)."""
     raw = os.environ.get(ENV_VAR, "").strip().lower()
     if raw not in _TRUE and raw not in _FALSE:
         raise ValueError(f"{ENV_VAR}={os.environ[ENV_VAR]!r} is not understood; use 1 (on) or 0 (off)")
@@ -108,9 +90,7 @@ def is_requested(cfg_flag: Any = False) -> bool:
 
 def enable_from_env(work_dir: PathLike, rank: int = 0, cfg_flag: bool = False) -> Optional[Tracer]:
     """:func:`enable` if :func:`is_requested` (``cfg_flag`` or ``RLEARN_PROFILE``); return the tracer or ``None``."""
-    if is_requested(cfg_flag):
-        return enable(work_dir, rank)
-    return None
+    return enable(work_dir, rank) if is_requested(cfg_flag) else None
 
 
 def disable() -> None:
@@ -133,11 +113,8 @@ def get_tracer() -> Optional[Tracer]:
 
 
 def set_clock_offset(offset_ns: int, error_ns: int) -> None:
-    """Record this rank's wall clock minus rank 0's, with its error bound, both in nanoseconds.
-
-    ``rlearn trace`` subtracts the offset from this rank's times. Called before :func:`enable`, the offset
-    is kept and written in the next session's header.
-    """
+    """Record this rank's wall clock minus rank 0's, with its error bound, both in nanoseconds (``rlearn trace``
+    subtracts it). Called before :func:`enable`, the offset goes into the next session's header."""
     global _pending_offset
     if _tracer is not None:
         _tracer.set_clock_offset(offset_ns, error_ns)

@@ -1,17 +1,6 @@
-"""Split the intervals of one lane into sub-lanes on which every pair is either disjoint or nested.
-
-Trace viewers draw the slices of one thread track as a stack: a slice that starts inside another must also
-end inside it. Properly nested intervals (an iteration containing its forward and backward phases) are fine;
-intervals that overlap without nesting (two threads, or asynchronous work reported on one lane) are drawn
-wrongly, so they are moved to extra sub-lanes ("learner (2)", ...).
-
-Greedy first fit in (start ascending, end descending) order: each sub-lane keeps the stack of its intervals
-that are still open; an interval goes on the first sub-lane where, after closing the intervals that ended by
-its start, it fits inside the innermost open one (or the stack is empty). Intervals that only touch
-(one ends exactly where the next starts) do not overlap. Optionally an interval only nests inside one of
-its own group (its recording thread), so spans of two threads never look like parent and child. When the input is already a nested family every
-interval stays on sub-lane 0, so a parent span and its children are drawn as a stack on one track.
-"""
+"""Split the intervals of one lane into sub-lanes on which every pair is either disjoint (touching is fine) or
+nested, as trace viewers need to draw a track ("learner", "learner (2)", ...): greedy first fit in (start
+ascending, end descending) order, each sub-lane keeping a stack of its open intervals."""
 
 from __future__ import annotations
 
@@ -26,13 +15,9 @@ def _fits(stack: List[Tuple[int, Hashable]], start: int, end: int, group: Hashab
 
 
 def assign_lanes(intervals: Sequence[Tuple[int, int]], groups: Optional[Sequence[Hashable]] = None) -> List[int]:
-    """Sub-lane index (0, 1, ...) for each ``(start, end)`` interval, in input order.
-
-    On every sub-lane the assigned intervals form a nested family (any two are disjoint, touch, or one
-    contains the other). With ``groups`` (e.g. the recording thread of each interval) an interval may only
-    nest inside an interval of its own group: a span of another thread that happens to enclose it is an
-    overlap, not a parent. Raises ``ValueError`` for an interval with ``end < start``.
-    """
+    """Sub-lane index (0, 1, ...) for each ``(start, end)`` interval, in input order, so that every sub-lane holds
+    a nested family. With ``groups`` (e.g. each interval's recording thread) an interval nests only inside one of
+    its own group. Raises ``ValueError`` for an interval with ``end < start``."""
     if groups is not None and len(groups) != len(intervals):
         raise ValueError(f"{len(groups)} groups for {len(intervals)} intervals")
     for index, (start, end) in enumerate(intervals):

@@ -1,20 +1,10 @@
 """Merge every rank's records into one Chrome Trace Event JSON (the format Perfetto and chrome://tracing open).
 
-Steps, each a function:
-
-1. :func:`find_records` / :func:`load_records` read ``<work_dir>/trace/rank<r>.jsonl`` (torn last lines of a
-   killed process are skipped and counted).
-2. :func:`collect` turns every session's monotonic times into rank 0's wall clock: the session's anchor maps
-   monotonic to wall time, and the rank's recorded clock offset (its wall clock minus rank 0's) is
-   subtracted.
-3. :func:`select_iterations` keeps, per rank, what lies inside the learner iterations ``from_iter..to_iter``.
-4. :func:`to_chrome_trace` builds the JSON object: ``X`` events (``ts``/``dur`` in microseconds from the
-   earliest event), one process per rank (``pid = rank + 1``, named ``"rank <r>"``, sorted by rank), one
-   thread (``tid``) per lane, overlapping-but-not-nested spans moved to extra lanes
-   (:mod:`rlearn.trace.lanes`), counters as ``C`` events, and ``M`` metadata naming every process and thread.
-
-``pid`` is ``rank + 1`` because Perfetto treats pid 0 as the kernel's idle process; ``tid`` values are small
-integers, unique across the whole trace and distinct from every ``pid``.
+:func:`load_records` reads ``<work_dir>/trace/rank<r>.jsonl``; :func:`collect` puts every time on rank 0's wall
+clock (the session's anchor, minus the rank's clock offset); :func:`select_iterations` keeps learner iterations
+``from_iter..to_iter``; :func:`to_chrome_trace` writes ``X`` spans, ``C`` counters and ``M`` metadata, with
+``pid = rank + 1`` (Perfetto treats pid 0 as the kernel's idle process), one ``tid`` per lane, unique across the
+trace, and overlapping-but-not-nested spans on extra lanes (:mod:`rlearn.trace.lanes`).
 """
 
 from __future__ import annotations
@@ -27,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rlearn.trace.lanes import assign_lanes, lane_label
-from rlearn.trace.recorder import PathLike
+from rlearn.trace.recorder import PathLike, is_int
 from rlearn.trace.records import RecordsError, RecordsFile, read_records
 
 #: lanes shown first, in this order; any other lane follows in alphabetical order
@@ -176,52 +166,40 @@ def collect(files: Sequence[RecordsFile]) -> Tuple[List[Interval], List[CounterS
 def iteration_number(interval: Interval) -> Optional[int]:
     """The learner iteration an interval marks: its integer ``iter`` arg on the ``learner`` lane, else None."""
     number = interval.args.get(ITER_ARG)
-    if interval.lane != ITER_LANE or not isinstance(number, int) or isinstance(number, bool):
-        return None
-    return number
+    return number if interval.lane == ITER_LANE and is_int(number) else None
 
 
-def iteration_windows(intervals: Sequence[Interval], from_iter: Optional[int],
-                      to_iter: Optional[int]) -> Dict[int, Tuple[int, int]]:
-    """Per rank, the time window ``[start, end]`` covered by learner-lane spans whose ``iter`` is in the range.
-
-    The window runs from the start of the earliest such span to the end of the latest one (``None`` bounds
-    are open). Ranks without any such span are absent.
-    """
-    windows: Dict[int, Tuple[int, int]] = {}
+def rank_bounds(intervals: Iterable[Interval]) -> Dict[int, Tuple[int, int]]:
+    """Per rank, ``(start, end)`` from the start of its first interval to the end of its last."""
+    bounds: Dict[int, Tuple[int, int]] = {}
     for interval in intervals:
-        number = iteration_number(interval)
-        if number is None:
-            continue
-        if (from_iter is not None and number < from_iter) or (to_iter is not None and number > to_iter):
-            continue
-        low, high = windows.get(interval.rank, (interval.start, interval.end))
-        windows[interval.rank] = (min(low, interval.start), max(high, interval.end))
-    return windows
+        low, high = bounds.get(interval.rank, (interval.start, interval.end))
+        bounds[interval.rank] = (min(low, interval.start), max(high, interval.end))
+    return bounds
 
 
 def select_iterations(intervals: Sequence[Interval], counters: Sequence[CounterSample],
                       from_iter: Optional[int] = None, to_iter: Optional[int] = None
                       ) -> Tuple[List[Interval], List[CounterSample]]:
-    """Keep what lies entirely inside each rank's iteration window (see :func:`iteration_windows`).
-
-    With both bounds ``None`` everything is kept. Raises :class:`TraceMergeError` when no learner-lane span
-    carries an ``iter`` arg or none falls in the range.
-    """
+    """Keep, per rank, what lies entirely inside the learner-lane spans whose ``iter`` is in ``[from_iter,
+    to_iter]`` (``None`` bounds are open; both None keeps everything). Raises :class:`TraceMergeError` when no
+    learner-lane span carries an ``iter`` arg or none falls in the range."""
     if from_iter is None and to_iter is None:
         return list(intervals), list(counters)
     if from_iter is not None and to_iter is not None and from_iter > to_iter:
         raise TraceMergeError(f"--from-iter {from_iter} is after --to-iter {to_iter}")
-    numbered = [n for n in map(iteration_number, intervals) if n is not None]
+    numbered = [(n, i) for i in intervals if (n := iteration_number(i)) is not None]
     if not numbered:
         raise TraceMergeError(f"no span on the {ITER_LANE!r} lane carries an {ITER_ARG!r} arg, so iterations "
                               f"cannot be selected (record it with span('learner/iteration', {ITER_ARG}=n))")
-    windows = iteration_windows(intervals, from_iter, to_iter)
+    windows = rank_bounds(interval for number, interval in numbered
+                          if (from_iter is None or number >= from_iter) and (to_iter is None or number <= to_iter))
     if not windows:
         low = "first" if from_iter is None else from_iter
         high = "last" if to_iter is None else to_iter
+        numbers = [n for n, _ in numbered]
         raise TraceMergeError(f"no learner iteration in [{low}, {high}]; recorded iterations are "
-                              f"{min(numbered)}..{max(numbered)}")
+                              f"{min(numbers)}..{max(numbers)}")
     kept = [i for i in intervals if i.rank in windows
             and windows[i.rank][0] <= i.start and i.end <= windows[i.rank][1]]
     kept_counters = [c for c in counters if c.rank in windows
@@ -284,27 +262,19 @@ def to_chrome_trace(intervals: Sequence[Interval], counters: Sequence[CounterSam
     return {"traceEvents": metadata + events, "displayTimeUnit": "ms", "otherData": other}
 
 
-def merge_records(files: Sequence[RecordsFile], from_iter: Optional[int] = None,
-                  to_iter: Optional[int] = None) -> MergeResult:
-    """Merge already-read records files (see the module docstring for the steps)."""
-    intervals, counters, infos = collect(files)
-    intervals, counters = select_iterations(intervals, counters, from_iter, to_iter)
-    return MergeResult(to_chrome_trace(intervals, counters, infos), intervals, counters, infos)
-
-
 def merge_work_dir(work_dir: PathLike, ranks: Optional[Iterable[int]] = None, from_iter: Optional[int] = None,
                    to_iter: Optional[int] = None) -> MergeResult:
-    """Read and merge the records of a work dir; ``ranks`` limits which ranks are included."""
-    return merge_records(load_records(work_dir, ranks), from_iter, to_iter)
+    """Read and merge the records of a work dir (the steps of the module docstring); ``ranks`` limits which
+    ranks are included."""
+    intervals, counters, infos = collect(load_records(work_dir, ranks))
+    intervals, counters = select_iterations(intervals, counters, from_iter, to_iter)
+    return MergeResult(to_chrome_trace(intervals, counters, infos), intervals, counters, infos)
 
 
 # ---------------------------------------------------------------------------------------------- files
 def write_trace(trace: Dict[str, Any], path: PathLike) -> Path:
     """Write ``trace`` as JSON, gzip-compressed (one stream) when ``path`` ends in ``.gz``; return the path.
-
-    The file is written under a temporary name and renamed, so an interrupted write never leaves a
-    half-written trace in place of an older one.
-    """
+    Written under a temporary name and renamed, so an interrupted write never replaces an older trace."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(trace, separators=(",", ":"), allow_nan=False).encode("utf-8")

@@ -1,19 +1,11 @@
 """Per-process timeline recorder (the reader of its records is :mod:`rlearn.trace.records`).
 
-A :class:`Tracer` appends one JSON object per line to ``<work_dir>/trace/rank<r>.jsonl``:
-
-* a ``header`` line when a recording session starts (rank, pid, hostname and the *anchor*: a wall-clock
-  reading and a monotonic reading taken together, which maps monotonic times to wall-clock times);
-* one ``span`` line per finished phase: ``name``, ``lane``, ``start`` / ``end`` in nanoseconds of
-  :func:`time.perf_counter_ns` (a monotonic clock), the OS thread id ``tid`` and optional ``args``;
-* one ``counter`` line per :meth:`Tracer.counter` call: ``name``, ``t`` (monotonic ns) and ``value``;
-* a ``clock_offset`` line when the distributed start-up measured this rank's wall clock against rank 0's.
-
-Records are buffered and written in batches: every ``flush_every`` records, at least once a second (checked
-when a record arrives), when the tracer is closed and at interpreter exit. A process killed with SIGKILL
-therefore keeps everything up to the last write; a partially written last line is tolerated by
-:func:`rlearn.trace.records.read_records`. Re-enabling tracing on the same work dir (a resumed run) appends a new session to the
-same file.
+A :class:`Tracer` appends one JSON object per line to ``<work_dir>/trace/rank<r>.jsonl``: a ``header`` when a
+session starts (rank, pid, hostname and an *anchor*: a wall-clock and a monotonic reading taken together), then
+``span`` records (``name``, ``lane``, ``start`` / ``end`` in :func:`time.perf_counter_ns`, OS thread ``tid``,
+optional ``args``), ``counter`` records (``name``, ``t``, ``value``) and ``clock_offset`` records. Records are
+written in batches (every ``flush_every`` records, at least once a second, on close and at exit), so a killed
+process keeps everything up to the last write; a resumed run appends a new session to the same file.
 """
 
 from __future__ import annotations
@@ -39,6 +31,16 @@ DEFAULT_LANE = "main"
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (as :func:`rlearn.config.spec.is_int`, which would import torch here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: Any) -> bool:
+    """A real number that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def records_path(work_dir: PathLike, rank: int) -> Path:
     """Where rank ``rank`` writes its records: ``<work_dir>/trace/rank<rank>.jsonl``."""
     return Path(work_dir) / "trace" / f"rank{rank}.jsonl"
@@ -58,55 +60,43 @@ def default_lane(name: str) -> str:
     return head if sep and head else DEFAULT_LANE
 
 
-def check_args(name: str, args: Mapping[str, Any]) -> Dict[str, Any]:
-    """Span ``args`` as JSON-ready values; raises ``TypeError``/``ValueError`` naming the span and the arg.
+def _item(value: Any, what: str) -> Any:
+    """``value``, or the Python scalar of a numpy scalar / one-element tensor (TypeError naming ``what`` otherwise)."""
+    if isinstance(value, numbers.Real) or not hasattr(value, "item"):
+        return value
+    try:
+        return value.item()
+    except (ValueError, RuntimeError):
+        raise TypeError(f"{what} must be a scalar, got {type(value).__name__} with several elements") from None
 
-    Allowed values: ``str``, ``bool``, ``None``, finite real numbers (numpy scalars and one-element tensors
-    are converted with ``.item()``).
-    """
-    clean: Dict[str, Any] = {}
-    for key, value in args.items():
-        if isinstance(value, (str, bool)) or value is None:
-            clean[key] = value
-            continue
-        if not isinstance(value, numbers.Real) and hasattr(value, "item"):
-            try:
-                value = value.item()
-            except (ValueError, RuntimeError) as exc:
-                raise TypeError(f"span {name!r}: arg {key!r} must be a scalar, got {type(value).__name__} "
-                                f"that is not a single element ({exc})") from None
-        if isinstance(value, numbers.Integral):
-            clean[key] = int(value)
-        elif isinstance(value, numbers.Real):
-            if not math.isfinite(value):
-                raise ValueError(f"span {name!r}: arg {key!r} is not finite ({value!r})")
-            clean[key] = float(value)
-        elif isinstance(value, str):  # from .item() of a string-like
-            clean[key] = value
-        else:
-            raise TypeError(f"span {name!r}: arg {key!r} must be a str, bool, None or a real number, "
-                            f"got {type(value).__name__}")
-    return clean
+
+def check_arg(span: str, key: str, value: Any) -> Any:
+    """A span arg as a JSON-ready ``str``, ``bool``, ``None``, int or finite float; raises ``TypeError`` /
+    ``ValueError`` naming the span and the arg."""
+    value = _item(value, f"span {span!r}: arg {key!r}")
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if is_int(value):
+        return int(value)
+    if not is_real(value):
+        raise TypeError(f"span {span!r}: arg {key!r} must be a str, bool, None or a real number, "
+                        f"got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"span {span!r}: arg {key!r} is not finite ({value!r})")
+    return float(value)
 
 
 def check_counter_value(name: str, value: Any) -> float:
     """``value`` as a finite float; raises ``TypeError``/``ValueError`` naming the counter."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"counter name must be a non-empty str, got {name!r}")
-    if isinstance(value, bool) or not (isinstance(value, numbers.Real) or hasattr(value, "item")):
+    number = _item(value, f"counter {name!r}: value")
+    if not is_real(number):
         raise TypeError(f"counter {name!r}: value must be a real number, got {type(value).__name__}")
-    if not isinstance(value, numbers.Real):
-        try:
-            value = value.item()
-        except (ValueError, RuntimeError):
-            raise TypeError(f"counter {name!r}: value must be a single number, got {type(value).__name__} "
-                            "with several elements") from None
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"counter {name!r}: value must be a real number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"counter {name!r}: value is not finite ({value!r})")
-    return value
+    number = float(number)
+    if not math.isfinite(number):
+        raise ValueError(f"counter {name!r}: value is not finite ({number!r})")
+    return number
 
 
 class Span:
@@ -141,26 +131,23 @@ class Span:
 
 
 class Tracer:
-    """Records spans and counters of one process into ``<work_dir>/trace/rank<rank>.jsonl``.
-
-    Usually created through :func:`rlearn.trace.enable`; call :meth:`close` (or
-    :func:`rlearn.trace.disable`) to write what is buffered.
+    """Records spans and counters of one process into ``<work_dir>/trace/rank<rank>.jsonl`` (usually created by
+    :func:`rlearn.trace.enable`; :meth:`close` writes what is buffered).
 
     Args:
-        work_dir: the experiment's work dir; records go to ``<work_dir>/trace/rank<rank>.jsonl``.
         rank: this process's rank (``pid`` in the merged trace).
-        flush_every: write the buffer after this many records.
-        flush_interval: also write it when a record arrives this many seconds after the last write.
+        flush_every: write the buffer after this many records...
+        flush_interval: ...or when a record arrives this many seconds after the last write.
         clock_offset: ``(offset_ns, error_ns)`` of this rank's wall clock against rank 0's, if known.
     """
 
     def __init__(self, work_dir: PathLike, rank: int = 0, *, flush_every: int = 256,
                  flush_interval: float = 1.0, clock_offset: Optional[Tuple[int, int]] = None) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 0:
+        if not is_int(rank) or rank < 0:
             raise ValueError(f"trace rank must be a non-negative int, got {rank!r}")
-        if isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1:
+        if not is_int(flush_every) or flush_every < 1:
             raise ValueError(f"flush_every must be a positive int, got {flush_every!r}")
-        if not (isinstance(flush_interval, (int, float)) and flush_interval >= 0):
+        if not (is_real(flush_interval) and flush_interval >= 0):
             raise ValueError(f"flush_interval must be a non-negative number of seconds, got {flush_interval!r}")
         self.rank = int(rank)
         self.path = records_path(work_dir, self.rank)
@@ -172,7 +159,7 @@ class Tracer:
         self._prefixes: Dict[Tuple[str, Optional[str]], str] = {}
         self._arg_keys: Dict[str, str] = {}
         self._native_ids: Dict[int, int] = {}  # threading.get_ident() -> OS thread id (no syscall per span)
-        self._closed = False
+        self.closed = False  # close() was called: later records are ignored
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")
         if self._file.tell() > 0 and not _ends_with_newline(self.path):
@@ -192,12 +179,9 @@ class Tracer:
 
     # ------------------------------------------------------------------ recording
     def span(self, name: str, lane: Optional[str] = None, args: Optional[Mapping[str, Any]] = None) -> Span:
-        """A context manager recording the interval it encloses as phase ``name`` on ``lane``.
-
-        ``lane`` defaults to the part of ``name`` before the first ``/``. ``args`` are small key/value
-        annotations shown by the trace viewer (an ``iter`` arg marks a learner iteration for
-        ``rlearn trace --from-iter/--to-iter``). A span whose body raises is recorded with an ``error`` arg.
-        """
+        """A context manager recording the interval it encloses as phase ``name`` on ``lane`` (default: the part
+        of ``name`` before ``/``) with ``args`` (see :func:`rlearn.trace.span`); a body that raises adds an
+        ``error`` arg."""
         key = (name, lane)
         try:
             prefix = self._prefixes.get(key)
@@ -229,22 +213,17 @@ class Tracer:
             elif kind is str:
                 parts.append(encoded_key + json.dumps(value))
             else:  # bool, None, numpy / torch scalars, or bad input (raises naming the span and arg)
-                parts.append(encoded_key + json.dumps(check_args(name, {key: value})[key]))
+                parts.append(encoded_key + json.dumps(check_arg(name, key, value)))
         return "{" + ",".join(parts) + "}"
 
     def counter(self, name: str, value: Any, t: Optional[int] = None) -> None:
-        """Record a sample of counter ``name`` (e.g. ``throughput/env_steps_per_sec``).
-
-        ``t``: the sample's time on :data:`MONOTONIC_CLOCK` (``time.perf_counter_ns``); None: now. A viewer
-        holds a counter's value from its sample until the next one, so a rate measured over an interval
-        is stamped at the interval's *start* (``LogShowHook`` does that). ``t`` must be an int not in the
-        future (ValueError naming the counter otherwise).
-        """
+        """Record a sample of counter ``name`` at ``t`` (an int of :data:`MONOTONIC_CLOCK`, not in the future;
+        None: now). A viewer holds the value until the next sample, so stamp a rate at its interval's *start*."""
         number = check_counter_value(name, value)
         now = MONOTONIC_CLOCK()
         if t is None:
             t = now
-        elif isinstance(t, bool) or not isinstance(t, int) or t > now:
+        elif not is_int(t) or t > now:
             raise ValueError(f"counter {name!r}: t must be an int time of perf_counter_ns() not in the future, "
                              f"got {t!r}")
         self._write(f'{{"type":"counter","name":{json.dumps(name)},"t":{t},"value":{number!r}}}\n', now)
@@ -257,12 +236,9 @@ class Tracer:
 
     # ------------------------------------------------------------------ output
     def _write(self, line: str, now: int) -> None:
-        """Buffer one record line (``now``: its monotonic time) and write the batch when it is due.
-
-        Lock-free: ``list.append`` is atomic, and :meth:`_flush_locked` removes only the lines it wrote,
-        so a line appended by another thread during a flush waits for the next one.
-        """
-        if self._closed:
+        """Buffer one record line (``now``: its monotonic time) and write the batch when it is due. Lock-free:
+        ``list.append`` is atomic, and :meth:`_flush_locked` removes only the lines it wrote."""
+        if self.closed:
             return
         buffer = self._buffer
         buffer.append(line)
@@ -281,16 +257,16 @@ class Tracer:
     def flush(self) -> None:
         """Write every buffered record to the file now."""
         with self._lock:
-            if not self._closed:
+            if not self.closed:
                 self._flush_locked()
 
     def close(self) -> None:
         """Write what is buffered and close the file (idempotent); later records are ignored."""
         with self._lock:
-            if self._closed:
+            if self.closed:
                 return
             self._flush_locked()
-            self._closed = True
+            self.closed = True
             self._file.close()
         atexit.unregister(self.close)
 
@@ -298,18 +274,13 @@ class Tracer:
         """After ``fork``: the child drops the parent's buffer and never writes to the parent's file."""
         self._lock = threading.Lock()
         self._buffer = []
-        self._closed = True
+        self.closed = True
         atexit.unregister(self.close)
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
 
 
 def _check_offset(offset_ns: Any, error_ns: Any) -> Tuple[int, int]:
     for label, value in (("offset_ns", offset_ns), ("error_ns", error_ns)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not is_int(value):
             raise TypeError(f"clock {label} must be an int number of nanoseconds, got {value!r}")
     if error_ns < 0:
         raise ValueError(f"clock error_ns must be >= 0, got {error_ns}")

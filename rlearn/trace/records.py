@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from rlearn.trace.recorder import RECORDS_VERSION, PathLike
+from rlearn.trace.recorder import RECORDS_VERSION, PathLike, is_int, is_real
 
 __all__ = ["Session", "RecordsFile", "RecordsError", "read_records"]
+
 
 @dataclass
 class Session:
@@ -53,13 +54,9 @@ _TORN_HEADER = b'{"type":"header"'
 
 
 def read_records(path: PathLike) -> RecordsFile:
-    """Parse one records file.
-
-    A line that is not valid JSON is accepted only where a crash can leave one: as the last line of the
-    file or right before a new session's header, and in a file without any session only if it is the start
-    of a header (a process killed while starting to record). Anything else that is malformed (a file that is
-    not a records file at all) raises :class:`RecordsError` naming the file and line number.
-    """
+    """Parse one records file. A line that is not JSON is accepted only where a crash can leave one (the last
+    line, or right before a header; in a file without a session only the start of a header); anything else
+    malformed raises :class:`RecordsError` naming the file and line number."""
     path = Path(path)
     with open(path, "rb") as handle:
         raw_lines = handle.read().split(b"\n")
@@ -71,26 +68,24 @@ def read_records(path: PathLike) -> RecordsFile:
             continue
         try:
             record = json.loads(raw)
-            if not isinstance(record, dict):
-                raise ValueError("not a JSON object")
         except (ValueError, UnicodeDecodeError):
-            if pending_torn is not None:
-                raise RecordsError(f"{path}:{pending_torn}: unreadable record (not JSON)") from None
-            pending_torn = number
-            continue
-        kind = record.get("type")
-        if pending_torn is not None:
+            record = None
+        kind = record.get("type") if isinstance(record, dict) else None
+        if pending_torn is not None:  # only a new session's header excuses an unreadable line before it
             if kind != "header":
                 raise RecordsError(f"{path}:{pending_torn}: unreadable record (not JSON)")
             torn += 1
             pending_torn = None
+        if not isinstance(record, dict):
+            pending_torn = number
+            continue
         where = f"{path}:{number}"
         if kind == "header":
-            missing = [key for key in _HEADER_KEYS if not _is_int(record.get(key))]
+            missing = [key for key in _HEADER_KEYS if not is_int(record.get(key))]
             if missing:
                 raise RecordsError(f"{where}: header lacks integer field(s) {missing}")
             version = record.get("version", RECORDS_VERSION)
-            if not _is_int(version) or version > RECORDS_VERSION:
+            if not is_int(version) or version > RECORDS_VERSION:
                 raise RecordsError(f"{where}: records format version {version!r} is newer than this rlearn "
                                    f"reads ({RECORDS_VERSION}); upgrade rlearn")
             session = Session(header=record)
@@ -114,7 +109,7 @@ def read_records(path: PathLike) -> RecordsFile:
         elif kind == "counter":
             _int_field(record, "t", where)
             value = record.get("value")
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            if not is_real(value) or not math.isfinite(value):
                 raise RecordsError(f"{where}: counter value must be a finite number, got {value!r}")
             if not isinstance(record.get("name"), str):
                 raise RecordsError(f"{where}: counter needs a string 'name'")
@@ -132,12 +127,8 @@ def read_records(path: PathLike) -> RecordsFile:
     return RecordsFile(path=path, sessions=sessions, torn_lines=torn)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _int_field(record: Mapping[str, Any], key: str, where: str) -> int:
     value = record.get(key)
-    if not _is_int(value):
+    if not is_int(value):
         raise RecordsError(f"{where}: field {key!r} must be an integer, got {value!r}")
     return value

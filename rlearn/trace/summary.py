@@ -1,12 +1,6 @@
-"""Profiler-style summary of a merged trace: one row per phase name, sorted by total time.
-
-* ``calls``: number of spans with that name (over every rank);
-* ``mean`` / ``total``: their mean and summed duration;
-* ``% wall``: total divided by the wall time, where a rank's wall time runs from its first span's start to
-  its last span's end and the ranks' wall times are added up.
-
-Nested phases are each counted in full (``learner/iteration`` includes its ``learner/forward``), so the
-percentages do not add up to 100.
+"""Profiler-style summary of a merged trace: one row per phase name (calls, mean, total, % of wall time), sorted
+by total time. A rank's wall time runs from its first span's start to its last span's end, summed over ranks;
+nested phases are each counted in full, so the percentages do not add up to 100.
 """
 
 from __future__ import annotations
@@ -16,7 +10,7 @@ from typing import Dict, List, Sequence
 
 from tabulate import tabulate
 
-from rlearn.trace.merge import Interval
+from rlearn.trace.merge import Interval, rank_bounds
 
 
 @dataclass(frozen=True)
@@ -39,12 +33,7 @@ class PhaseStats:
 
 def wall_time_ns(intervals: Sequence[Interval]) -> int:
     """Sum over ranks of (last span end - first span start)."""
-    bounds: Dict[int, List[int]] = {}
-    for interval in intervals:
-        low_high = bounds.setdefault(interval.rank, [interval.start, interval.end])
-        low_high[0] = min(low_high[0], interval.start)
-        low_high[1] = max(low_high[1], interval.end)
-    return sum(high - low for low, high in bounds.values())
+    return sum(high - low for low, high in rank_bounds(intervals).values())
 
 
 def summarize(intervals: Sequence[Interval]) -> List[PhaseStats]:

@@ -1,16 +1,10 @@
 """Structural validator for the Chrome Trace Event JSON that ``rlearn trace`` writes.
 
-It checks what Perfetto and chrome://tracing need to draw the trace correctly:
-
-* the object form: a dict with a ``traceEvents`` list (``displayTimeUnit``, if present, ``"ms"`` or ``"ns"``);
-* only the phases rlearn writes: ``X`` (complete span), ``C`` (counter), ``M`` (metadata);
-* ``ts`` / ``dur`` finite and non-negative, ``pid`` / ``tid`` positive integers (Perfetto treats pid and
-  tid 0 specially) and each ``tid`` used by one ``pid`` only;
-* a ``process_name`` for every pid and a ``thread_name`` for every (pid, tid) that holds spans;
-* on every (pid, tid) lane the spans strictly nested: two spans are disjoint (they may touch) or one
-  contains the other, compared in integer nanoseconds as the viewers do;
-* counters carry a non-empty ``args`` of finite numbers;
-* for a file: valid JSON, and when the name ends in ``.gz`` a single gzip stream.
+It checks what Perfetto and chrome://tracing need to draw the trace correctly: the ``traceEvents`` object
+form, only ``X`` / ``C`` / ``M`` phases, finite non-negative ``ts`` / ``dur``, positive ``pid`` / ``tid`` (each
+``tid`` under one ``pid``), a ``process_name`` / ``thread_name`` for every pid and lane, strictly nested spans on
+every lane (compared in integer nanoseconds), counters with finite numeric ``args``, and for a file valid JSON
+(a single gzip stream when the name ends in ``.gz``).
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Set, Tuple
 
-from rlearn.trace.recorder import PathLike
+from rlearn.trace.recorder import PathLike, is_int, is_real
 
 ALLOWED_PHASES = ("X", "C", "M")
 METADATA_NAMES = ("process_name", "process_sort_index", "thread_name", "thread_sort_index")
@@ -37,12 +31,12 @@ class TraceValidationError(ValueError):
         super().__init__(f"invalid trace ({len(problems)} problem(s)):\n  {shown}{more}")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_real(value) and math.isfinite(value)
+
+
+def _is_time(value: Any) -> bool:
+    return _is_number(value) and value >= 0
 
 
 def _to_ns(value_us: float) -> int:
@@ -64,7 +58,6 @@ def validate_trace(obj: Any) -> List[str]:
     process_names: Set[int] = set()
     thread_names: Set[Tuple[int, int]] = set()
     used_pids: Dict[int, str] = {}
-    used_lanes: Dict[Tuple[int, int], str] = {}
     tid_owner: Dict[int, int] = {}
     lanes: Dict[Tuple[int, int], List[Tuple[int, int, str]]] = {}
 
@@ -82,12 +75,12 @@ def validate_trace(obj: Any) -> List[str]:
         if not isinstance(name, str) or not name:
             problems.append(f"{where}: needs a non-empty string 'name'")
         pid = event.get("pid")
-        if not _is_int(pid) or pid < 1:
+        if not is_int(pid) or pid < 1:
             problems.append(f"{where}: pid must be a positive integer, got {pid!r}")
             continue
         tid = event.get("tid")
         if tid is not None or phase == "X":
-            if not _is_int(tid) or tid < 1:
+            if not is_int(tid) or tid < 1:
                 problems.append(f"{where}: tid must be a positive integer, got {tid!r}")
                 continue
             owner = tid_owner.setdefault(tid, pid)
@@ -112,13 +105,14 @@ def validate_trace(obj: Any) -> List[str]:
                     process_names.add(pid)
                 else:
                     thread_names.add((pid, tid))
-            elif not _is_int(args.get("sort_index")):
+            elif not is_int(args.get("sort_index")):
                 problems.append(f"{where}: args.sort_index must be an integer")
             continue
 
-        ts = event.get("ts")
-        if not _is_number(ts) or ts < 0:
-            problems.append(f"{where}: ts must be a finite number >= 0, got {ts!r}")
+        bad_times = [key for key in (("ts", "dur") if phase == "X" else ("ts",)) if not _is_time(event.get(key))]
+        if bad_times:
+            key = bad_times[0]
+            problems.append(f"{where}: {key} must be a finite number >= 0, got {event.get(key)!r}")
             continue
         used_pids.setdefault(pid, where)
         if phase == "C":
@@ -129,23 +123,17 @@ def validate_trace(obj: Any) -> List[str]:
                 if bad:
                     problems.append(f"{where}: counter args must be finite numbers, got {bad!r}")
             continue
-        dur = event.get("dur")
-        if not _is_number(dur) or dur < 0:
-            problems.append(f"{where}: dur must be a finite number >= 0, got {dur!r}")
-            continue
         if args is not None and not isinstance(args, Mapping):
             problems.append(f"{where}: args must be an object")
-        used_lanes.setdefault((pid, tid), where)
-        start = _to_ns(ts)
-        lanes.setdefault((pid, tid), []).append((start, start + _to_ns(dur), where))
+        start = _to_ns(event["ts"])
+        lanes.setdefault((pid, tid), []).append((start, start + _to_ns(event["dur"]), where))
 
     for pid, where in used_pids.items():
         if pid not in process_names:
             problems.append(f"pid {pid} has no process_name metadata (first used by {where})")
-    for (pid, tid), where in used_lanes.items():
-        if (pid, tid) not in thread_names:
-            problems.append(f"pid {pid} tid {tid} has no thread_name metadata (first used by {where})")
     for (pid, tid), spans in lanes.items():
+        if (pid, tid) not in thread_names:
+            problems.append(f"pid {pid} tid {tid} has no thread_name metadata (first used by {spans[0][2]})")
         problems.extend(_nesting_problems(pid, tid, spans))
     return problems
 

