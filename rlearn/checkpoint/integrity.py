@@ -1,18 +1,9 @@
 """Integrity of checkpoint files: a SHA-256 digest stored inside the archive and checked on every read.
 
-A ``torch.save`` file is a zip archive (``archive/data.pkl``, ``archive/data/0``, ...). ``torch.load``
-does not check the zip CRCs, so a bit flipped on disk or in a copy inside tensor data loads silently as a
-different number. rlearn therefore adds one member to the archive when it writes a checkpoint,
-``<archive>/rlearn_digest``, holding ``sha256 <hex>``: the SHA-256 of every other member (its name, the
-zip directory fields a reader acts on, and its bytes, in archive order). ``torch.load`` ignores the extra member, so a checkpoint is still a
-plain torch file.
-
-Reading (:func:`verify_archive`) goes through the archive exactly as ``torch.load`` does (central
-directory, then each member's local header, then its data), reading every member with Python's
-``zipfile``, which checks each member's CRC-32 and that the local header names the same member; the
-digest is then recomputed and compared. Any damage to what ``torch.load`` will read is refused with a
-:class:`~rlearn.checkpoint.CheckpointError` naming the file. Files without a digest (written by an older
-rlearn, or re-saved by other code) still get the CRC checks and are reported as unverified.
+``torch.load`` does not check zip CRCs, so a bit flipped in tensor data would load silently as a different
+number. rlearn adds one member, ``<archive>/rlearn_digest`` (``sha256 <hex>``), over every other member's name,
+directory fields and bytes; ``torch.load`` ignores it. Reading (:func:`verify_archive`) checks every member's
+CRC and local header with ``zipfile`` and compares the digest; files without one get the CRC checks only.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from typing import IO, Optional
 
 from rlearn.checkpoint.errors import CheckpointError
 
-__all__ = ["DIGEST_MEMBER", "add_digest", "append_digest", "archive_digest", "verify_archive"]
+__all__ = ["DIGEST_MEMBER", "append_digest", "archive_digest", "verify_archive"]
 
 #: name of the digest member inside the archive's top folder
 DIGEST_MEMBER = "rlearn_digest"
@@ -103,13 +94,6 @@ def append_digest(buffer: io.BytesIO) -> None:
     with zipfile.ZipFile(buffer, "a") as archive:
         # fixed timestamp: the same checkpoint content gives the same bytes
         archive.writestr(zipfile.ZipInfo(f"{folder}/{DIGEST_MEMBER}"), f"sha256 {value}\n".encode("ascii"))
-
-
-def add_digest(data: bytes) -> bytes:
-    """``data`` (a ``torch.save`` archive) with the digest member appended (see :func:`append_digest`)."""
-    buffer = io.BytesIO(data)
-    append_digest(buffer)
-    return buffer.getvalue()
 
 
 def verify_archive(handle: IO[bytes], path: Path) -> Optional[str]:
