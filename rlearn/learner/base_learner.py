@@ -101,7 +101,7 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         if writers is None:  # the writers ``learner.writers`` names, on rank 0 only
             writers = build_writers(self.cfg["writers"], self.work_dir, self.logger) if rank == 0 else []
         self.writers: List[Writer] = list(writers)
-        #: writers disabled after an error: name -> the error (see rlearn.learner.metric_path.call_writers)
+        #: writers disabled after an error: name -> the error (see MetricPath._call_writers)
         self.failed_writers: Dict[str, str] = {}
         for writer in self.writers:
             if not isinstance(writer, Writer):
@@ -162,10 +162,9 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
 
     def _publish_info(self) -> None:
         """Runtime info of this process (also re-published after a checkpoint replaced the hub's)."""
-        self.message_hub.update_info("rank", self.rank)
-        self.message_hub.update_info("world_size", self.world_size)
-        self.message_hub.update_info("work_dir", None if self.work_dir is None else str(self.work_dir))
-        self.message_hub.update_info("policy", type(self.policy).__name__)
+        work_dir = None if self.work_dir is None else str(self.work_dir)
+        self.message_hub.update_info_dict({"rank": self.rank, "world_size": self.world_size, "work_dir": work_dir,
+                                           "policy": type(self.policy).__name__})
 
     def _current_lrs(self) -> Dict[str, float]:
         """``{optimizer name: lr of its first param group}``: the current (scheduled, warmed-up) rates."""
