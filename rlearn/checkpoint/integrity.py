@@ -42,12 +42,14 @@ def _update(digest, info: zipfile.ZipInfo) -> None:
     digest.update(len(name).to_bytes(8, "little") + name + b"".join(int(f).to_bytes(8, "little") for f in fields))
 
 
-def archive_digest(archive: zipfile.ZipFile) -> str:
+def archive_digest(archive: zipfile.ZipFile, data: Optional[memoryview] = None) -> str:
     """SHA-256 (hex) over every member but the digest member: name, directory fields and bytes, in archive
     order.
 
     Reading a member checks its CRC-32 and its local header, and a member marked as a directory (which
-    ``torch.load`` would read as empty) is refused (``zipfile.BadZipFile`` when damaged).
+    ``torch.load`` would read as empty) is refused (``zipfile.BadZipFile`` when damaged). ``data``: the bytes
+    of an archive just written in memory, whose stored members are then hashed in place (no CRC pass, no
+    copy); the result is the same.
     """
     digest = hashlib.sha256()
     for info in archive.infolist():
@@ -56,29 +58,16 @@ def archive_digest(archive: zipfile.ZipFile) -> str:
         if info.is_dir() or info.external_attr & _DOS_DIRECTORY:
             raise zipfile.BadZipFile(f"member {info.filename!r} is marked as a directory")
         _update(digest, info)
-        with archive.open(info) as member:
-            while True:
-                chunk = member.read(_CHUNK)
-                if not chunk:
-                    break
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _fresh_archive_digest(data: memoryview, archive: zipfile.ZipFile) -> str:
-    """:func:`archive_digest` of an archive just written in memory: stored members are hashed in place
-    (no CRC pass, no copy); the result is the same."""
-    digest = hashlib.sha256()
-    for info in archive.infolist():
-        _update(digest, info)
-        if info.compress_type != zipfile.ZIP_STORED:
-            digest.update(archive.read(info))
+        if data is not None and info.compress_type == zipfile.ZIP_STORED:
+            offset = info.header_offset
+            name_length = int.from_bytes(data[offset + 26 : offset + 28], "little")
+            extra_length = int.from_bytes(data[offset + 28 : offset + 30], "little")
+            start = offset + 30 + name_length + extra_length
+            digest.update(data[start : start + info.file_size])
             continue
-        offset = info.header_offset
-        name_length = int.from_bytes(data[offset + 26 : offset + 28], "little")
-        extra_length = int.from_bytes(data[offset + 28 : offset + 30], "little")
-        start = offset + 30 + name_length + extra_length
-        digest.update(data[start : start + info.file_size])
+        with archive.open(info) as member:
+            for chunk in iter(lambda: member.read(_CHUNK), b""):
+                digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -90,7 +79,7 @@ def append_digest(buffer: io.BytesIO) -> None:
             raise ValueError(f"the archive already has a {DIGEST_MEMBER} member")
         folder = archive.namelist()[0].partition("/")[0]
         with buffer.getbuffer() as view:
-            value = _fresh_archive_digest(view, archive)
+            value = archive_digest(archive, view)
     with zipfile.ZipFile(buffer, "a") as archive:
         # fixed timestamp: the same checkpoint content gives the same bytes
         archive.writestr(zipfile.ZipInfo(f"{folder}/{DIGEST_MEMBER}"), f"sha256 {value}\n".encode("ascii"))

@@ -57,9 +57,8 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         statistics: the statistics step, a :class:`~rlearn.logging.LogProcessor` configured by
             ``learner.log_processor.custom_cfg`` (``<key>_avg`` for every key by default).
         writers: the list of :class:`~rlearn.writers.Writer` every shown number goes to.
-        message_hub: a :class:`~rlearn.logging.MessageHub` attached to :attr:`monitor` (``update_scalar``
-            records there, at the current iteration) holding ``train_iter``, ``envstep``, ``lr`` (read when
-            asked), ``rank``, ``world_size``, ``work_dir`` and ``policy`` as runtime info.
+        message_hub: a :class:`~rlearn.logging.MessageHub` whose ``update_scalar`` records into :attr:`monitor`;
+            runtime info: ``train_iter``, ``envstep``, ``lr``, ``rank``, ``world_size``, ``work_dir``, ``policy``.
         run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
     """
 
@@ -101,7 +100,7 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         if writers is None:  # the writers ``learner.writers`` names, on rank 0 only
             writers = build_writers(self.cfg["writers"], self.work_dir, self.logger) if rank == 0 else []
         self.writers: List[Writer] = list(writers)
-        #: writers disabled after an error: name -> the error (see MetricPath._call_writers)
+        #: writers disabled after an error: name -> the error (see rlearn.learner.metric_path.call_writers)
         self.failed_writers: Dict[str, str] = {}
         for writer in self.writers:
             if not isinstance(writer, Writer):

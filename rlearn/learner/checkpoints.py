@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Union
 from rlearn import __version__
 from rlearn.checkpoint import files as ckpt
 from rlearn.checkpoint.fit import check_policy_state, listing
-from rlearn.learner.metric_path import unique_names
+from rlearn.learner.metric_path import call_writers, unique_names
 from rlearn.writers import TensorBoardWriter
 
 __all__ = ["LearnerCheckpoints"]
@@ -83,7 +83,7 @@ class LearnerCheckpoints:
                 raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
             path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
         path = Path(path)
-        self._call_writers("flush")
+        call_writers(self, "flush")
         checkpoint = self.checkpoint_dict()
         self.call_hook("before_save_checkpoint", checkpoint)
         data = ckpt.serialize_checkpoint(checkpoint)
@@ -150,7 +150,7 @@ class LearnerCheckpoints:
                 apply(f"writer {name}", lambda w=writer, n=name: w.load_state_dict(writer_states[n]))
         self._publish_info()
         if rewind_tensorboard:
-            self._call_writers("rewind", self.train_iter, self.envstep)
+            call_writers(self, "rewind", self.train_iter, self.envstep)
         self.call_hook("after_load_checkpoint", checkpoint)
         self.logger.info("resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep)
         return checkpoint

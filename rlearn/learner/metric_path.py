@@ -16,7 +16,7 @@ from rlearn.distributed import WindowStat, all_gather_object, is_distributed, me
 from rlearn.writers import Writer
 from rlearn.writers.base import ScalarValue
 
-__all__ = ["MetricPath", "unique_names"]
+__all__ = ["MetricPath", "call_writers", "unique_names"]
 
 
 def unique_names(objects: Iterable[Any], name: Callable[[Any], str]) -> Dict[str, Any]:
@@ -28,6 +28,33 @@ def unique_names(objects: Iterable[Any], name: Callable[[Any], str]) -> Dict[str
             key, suffix = f"{name(obj)}.{suffix}", suffix + 1
         named[key] = obj
     return named
+
+
+def call_writers(owner: Any, method: str, *args: Any) -> None:
+    """``writer.<method>(*args)`` on every writer of ``owner.writers``.
+
+    A writer that raises ``Exception`` (a full disk, a tracking service's error) is reported once on
+    ``owner.logger`` with its traceback, closed as far as it can be, removed from ``owner.writers`` and listed
+    in ``owner.failed_writers`` (where it has one); the run and the other writers go on.
+    """
+    for writer in list(owner.writers):
+        try:
+            getattr(writer, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - any writer error: disable that writer only
+            if writer in owner.writers:
+                owner.writers.remove(writer)
+            failed = getattr(owner, "failed_writers", None)
+            if failed is not None:
+                failed[writer.name] = f"{type(exc).__name__}: {exc}"
+            owner.logger.error(
+                "writer %s failed in %s (%s: %s): it is disabled for the rest of this run; training and the "
+                "other writers go on (the checkpoints still hold every number's state)", writer.name, method,
+                type(exc).__name__, exc, exc_info=exc,
+            )
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - it already failed; release what can be released
+                pass
 
 
 class MetricPath:
@@ -201,36 +228,13 @@ class MetricPath:
         (``step_iter``, ``step_env``), default (``train_iter``, ``envstep``), and flush them."""
         step_iter = self.train_iter if step_iter is None else step_iter
         step_env = self.envstep if step_env is None else step_env
-        self._write("write_scalars", scalars, step_iter, step_env)
-
-    def _call_writers(self, method: str, *args: Any) -> None:
-        """``writer.<method>(*args)`` on every writer.
-
-        A writer that raises ``Exception`` (a full disk, a tracking service's error) is reported once with
-        its traceback, closed as far as it can be, removed from :attr:`writers` and listed in
-        ``failed_writers``; the run and the other writers go on.
-        """
-        for writer in list(self.writers):
-            try:
-                getattr(writer, method)(*args)
-            except Exception as exc:  # noqa: BLE001 - any writer error: disable that writer only
-                if writer in self.writers:
-                    self.writers.remove(writer)
-                self.failed_writers[writer.name] = f"{type(exc).__name__}: {exc}"
-                self.logger.error(
-                    "writer %s failed in %s (%s: %s): it is disabled for the rest of this run; training and the "
-                    "other writers go on (the checkpoints still hold every number's state)", writer.name, method,
-                    type(exc).__name__, exc, exc_info=exc,
-                )
-                try:
-                    writer.close()
-                except Exception:  # noqa: BLE001 - it already failed; release what can be released
-                    pass
+        call_writers(self, "write_scalars", scalars, step_iter, step_env)  # needs only writers and logger
+        call_writers(self, "flush")
 
     def _write(self, method: str, *args: Any) -> None:
-        """``writer.<method>(*args)`` then ``flush()`` on every writer."""
-        self._call_writers(method, *args)
-        self._call_writers("flush")
+        """``writer.<method>(*args)`` then ``flush()`` on every writer (:func:`call_writers`)."""
+        call_writers(self, method, *args)
+        call_writers(self, "flush")
 
     def write_text(self, tag: str, text: str, step_iter: Optional[int] = None) -> None:
         """Hand a text to every writer at ``step_iter`` (default ``train_iter``)."""
@@ -268,7 +272,7 @@ class MetricPath:
 
     def close(self) -> None:
         """Close every writer (a later write opens new files)."""
-        self._call_writers("close")
+        call_writers(self, "close")
 
     def _stateful_writers(self) -> Dict[str, Writer]:
         return unique_names(self.writers, lambda writer: writer.name)
