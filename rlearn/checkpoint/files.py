@@ -222,12 +222,8 @@ def iteration_checkpoints(directory: PathLike) -> List[Tuple[int, Path]]:
     return sorted(found)
 
 
-def prune_checkpoints(
-    directory: PathLike,
-    keep: Optional[int],
-    protect: Iterable[PathLike] = (),
-    resumed_from_iter: Optional[int] = None,
-) -> List[Path]:
+def prune_checkpoints(directory: PathLike, keep: Optional[int], protect: Iterable[PathLike] = (),
+                      resumed_from_iter: Optional[int] = None) -> List[Path]:
     """Delete ``iteration_<n>.pt`` files: those of an abandoned timeline, then all but the newest ``keep``
     (None: keep all); returns the deleted paths, abandoned ones first.
 
@@ -260,9 +256,8 @@ def _reason(error: CheckpointError, path: Path) -> str:
     return text[len(prefix):] if text.startswith(prefix) else text
 
 
-def find_resume_checkpoint(
-    ckpt_dir: PathLike, logger: Optional[logging.Logger] = None
-) -> Tuple[Path, List[Tuple[Path, str]]]:
+def find_resume_checkpoint(ckpt_dir: PathLike,
+                           logger: Optional[logging.Logger] = None) -> Tuple[Path, List[Tuple[Path, str]]]:
     """The checkpoint ``--resume`` continues from, and ``[(path, reason), ...]`` for the files passed over.
 
     ``latest.pt`` when it reads and verifies, unless a valid ``iteration_<n>.pt`` is newer (a kill between

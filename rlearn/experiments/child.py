@@ -185,20 +185,6 @@ class TrainProcess:
         return (errors or text or [""])[-1].strip()
 
 
-def stop_all(processes: Sequence[TrainProcess], signum: int = signal.SIGTERM, timeout_s: float = 120.0) -> None:
-    """Send ``signum`` to every running process and wait for them (each saves a checkpoint); a process still
-    running after ``timeout_s`` gets the signal again (it then stops at once)."""
-    for process in processes:
-        process.send(signum)
-    deadline = time.monotonic() + timeout_s
-    for process in processes:
-        try:
-            process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.send(signum)
-            process.wait()
-
-
 class StopSignals:
     """While active (main thread only), SIGINT and SIGTERM sent to the experiment process are recorded in
     :attr:`received` instead of raising, to be passed on to its runs (:meth:`forward`)."""

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from rlearn.experiments.child import (
     CONSOLE_LOG, EXPERIMENT_CONFIG, FINISHED, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
-    load_experiment_config, mean_return, open_experiment_dir, save_manifest, start_run, stop_all, thread_settings,
+    load_experiment_config, mean_return, open_experiment_dir, save_manifest, start_run, thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay, format_duration
 
@@ -199,7 +199,6 @@ class Sweep:
                 display.update(steps, f"{finished}/{len(self.seeds)} runs done, {len(running)} running")
                 if running or pending:
                     time.sleep(poll_s)
-            stop_all(list(running.values()))
         statuses = {s: self.state["runs"][str(s)]["status"] for s in self.seeds}
         if stop_code is not None:
             code = stop_code
