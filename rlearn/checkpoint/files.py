@@ -1,23 +1,16 @@
 """Checkpoint files: atomic writes, a safe on-disk encoding, validation and RNG state.
 
-A checkpoint is a ``torch.save`` file holding one dict (see :data:`REQUIRED_SECTIONS`). Everything in it
-is a tensor, a Python primitive (``None``, bool, int, float, str, bytes) or a plain container (dict,
-list, tuple, set), so it loads with ``torch.load(weights_only=True)``: opening a checkpoint never runs
-code from the file. The few richer types that state dicts commonly hold are encoded reversibly by
-:func:`encode_state` / :func:`decode_state` (numpy arrays and scalars, ``collections.deque``); any other
-object is refused when saving, with its path in the state tree, before a byte is written.
-
-Files are written atomically (:func:`atomic_write_bytes`): a temporary file in the same directory, fsync,
-``os.replace``, fsync of the directory. A crash or an error mid-save leaves the previous file intact.
-Every file carries a SHA-256 digest of its content, checked on every read
-(:mod:`rlearn.checkpoint.integrity`): a flipped bit is refused, never loaded as a different number.
+A checkpoint is a ``torch.save`` file holding one dict (see :data:`REQUIRED_SECTIONS`) of tensors, Python
+primitives and plain containers, so it loads with ``torch.load(weights_only=True)`` and opening one never runs
+code from the file. Numpy arrays and scalars and deques are encoded reversibly (:func:`encode_state`); any
+other object is refused, naming its path in the state tree, before a byte is written. Files are written
+atomically and carry a SHA-256 digest checked on every read (:mod:`rlearn.checkpoint.integrity`).
 """
 
 from __future__ import annotations
 
 import collections
 import io
-import numbers
 import logging
 import os
 import pickle
@@ -32,24 +25,14 @@ import torch
 
 from rlearn.checkpoint.errors import CheckpointError
 from rlearn.checkpoint.integrity import append_digest, verify_archive
+from rlearn.config.spec import is_int
 from rlearn.fileio import atomic_write_bytes
 
 #: version of the checkpoint layout; bumped when a section changes meaning
 FORMAT_VERSION = 1
 #: top-level keys every rlearn checkpoint has
-REQUIRED_SECTIONS = (
-    "format",
-    "format_version",
-    "rlearn_version",
-    "policy_class",
-    "train_iter",
-    "envstep",
-    "learner",
-    "policy",
-    "hooks",
-    "states",
-    "rng",
-)
+REQUIRED_SECTIONS = ("format", "format_version", "rlearn_version", "policy_class", "train_iter", "envstep", "learner",
+                     "policy", "hooks", "states", "rng")
 #: value of the ``format`` key: tells an rlearn checkpoint from any other torch file
 FORMAT_TAG = "rlearn.checkpoint"
 
@@ -166,13 +149,9 @@ def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
 def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None) -> Dict[str, Any]:
     """Load and check an rlearn checkpoint file; every problem is a :class:`CheckpointError` naming it.
 
-    Checks: the path is a file; it is a torch zip archive; every member reads back with a correct CRC and
-    the content matches the SHA-256 digest stored at save time (a file without a digest, from an older
-    rlearn or re-saved by other code, loads with a warning on ``logger``, default ``rlearn.checkpoint``);
-    it unpickles with ``weights_only=True``; it is a dict tagged as an rlearn checkpoint of a supported
-    format version with every required section. The file is opened once, so what was verified is what
-    is loaded even if the file is replaced meanwhile. Policy compatibility is checked by the learner
-    (:meth:`BaseLearner.load_checkpoint`).
+    Checks the zip archive's CRCs and the stored SHA-256 digest (a file without one loads with a warning on
+    ``logger``, default ``rlearn.checkpoint``), unpickles with ``weights_only=True``, and checks the format tag,
+    version and required sections. The file is opened once, so what was verified is what is loaded.
     """
     path = Path(path)
     if not path.exists():
@@ -216,7 +195,7 @@ def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None) -> 
         raise CheckpointError(f"checkpoint {path}: missing section(s) {', '.join(missing)}")
     for counter in ("train_iter", "envstep"):
         value = raw[counter]
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        if not is_int(value) or value < 0:
             raise CheckpointError(
                 f"checkpoint {path}: counter {counter!r} must be an int >= 0, got {value!r} ({type(value).__name__})"
             )
@@ -243,24 +222,14 @@ def iteration_checkpoints(directory: PathLike) -> List[Tuple[int, Path]]:
     return sorted(found)
 
 
-def prune_checkpoints(
-    directory: PathLike,
-    keep: Optional[int],
-    protect: Iterable[PathLike] = (),
-    resumed_from_iter: Optional[int] = None,
-) -> List[Path]:
-    """Delete ``iteration_<n>.pt`` files: those of an abandoned timeline, then all but the newest ``keep``.
+def prune_checkpoints(directory: PathLike, keep: Optional[int], protect: Iterable[PathLike] = (),
+                      resumed_from_iter: Optional[int] = None) -> List[Path]:
+    """Delete ``iteration_<n>.pt`` files: those of an abandoned timeline, then all but the newest ``keep``
+    (None: keep all); returns the deleted paths, abandoned ones first.
 
-    ``resumed_from_iter``: pass it at the first save after resuming from a checkpoint of iteration
-    ``r`` (then not again). The resumed timeline wins: every ``iteration_<n>.pt`` with ``n > r`` that is
-    not protected was written by the run that was abandoned by going back to ``r`` (its TensorBoard points
-    after ``r`` were removed by the rewind too), so it is deleted whatever ``keep`` says; otherwise a
-    later ``--resume`` or the ``keep`` rule would pick stale files over the new run's. Passed at a later
-    save it would delete the resumed run's own earlier checkpoints.
-
-    ``keep=None`` keeps all the remaining files. ``latest.pt`` is never touched (the save that calls this
-    has just rewritten it), nor any path in ``protect`` (the file just saved). Returns the deleted paths,
-    abandoned ones first.
+    ``resumed_from_iter``: pass it only at the first save after resuming from iteration ``r``: every
+    ``iteration_<n>.pt`` with ``n > r`` belongs to the abandoned run and is deleted whatever ``keep`` says, so
+    that a later ``--resume`` never picks it. ``latest.pt`` and the paths in ``protect`` are never touched.
     """
     protected = {Path(p).resolve() for p in protect}
     removed: List[Path] = []
@@ -275,7 +244,7 @@ def prune_checkpoints(
             if n > resumed_from_iter:
                 remove(path)
     if keep is not None:
-        files = [(n, path) for n, path in iteration_checkpoints(directory)]
+        files = iteration_checkpoints(directory)
         for _, path in files[: max(len(files) - keep, 0)]:
             remove(path)
     return removed
@@ -287,28 +256,22 @@ def _reason(error: CheckpointError, path: Path) -> str:
     return text[len(prefix):] if text.startswith(prefix) else text
 
 
-def find_resume_checkpoint(
-    ckpt_dir: PathLike, logger: Optional[logging.Logger] = None
-) -> Tuple[Path, List[Tuple[Path, str]]]:
-    """The checkpoint ``--resume`` continues from, and the files passed over with the reason for each.
+def find_resume_checkpoint(ckpt_dir: PathLike,
+                           logger: Optional[logging.Logger] = None) -> Tuple[Path, List[Tuple[Path, str]]]:
+    """The checkpoint ``--resume`` continues from, and ``[(path, reason), ...]`` for the files passed over.
 
-    ``latest.pt`` when it reads and verifies (:func:`read_checkpoint`); else the newest valid
-    ``iteration_<n>.pt`` (a kill during the first write of ``latest.pt``, a damaged ``latest.pt``). An
-    ``iteration_<n>.pt`` newer than a valid ``latest.pt`` (a kill between the two writes of one save) is
-    preferred to it. Files are read newest first and only until one is valid.
-
-    Returns ``(path, skipped)``, ``skipped`` as ``[(path, reason), ...]`` in the order they were tried.
-    With ``logger``, the choice is logged (info) and each skipped file (warning). Raises
-    :class:`CheckpointError` naming the directory and every file's problem when none is valid.
+    ``latest.pt`` when it reads and verifies, unless a valid ``iteration_<n>.pt`` is newer (a kill between
+    the two writes of one save); else the newest valid ``iteration_<n>.pt``. With ``logger`` the choice and
+    each skipped file are logged. Raises :class:`CheckpointError` listing every file's problem when none is
+    valid.
     """
     ckpt_dir = Path(ckpt_dir)
-    log = logger
     skipped: List[Tuple[Path, str]] = []
     chosen: Optional[Path] = None
     chosen_iter = -1
     latest = ckpt_dir / "latest.pt"
     try:
-        chosen_iter = int(read_checkpoint(latest, logger=log)["train_iter"])
+        chosen_iter = int(read_checkpoint(latest, logger=logger)["train_iter"])
         chosen = latest
     except CheckpointError as exc:
         skipped.append((latest, _reason(exc, latest)))
@@ -316,7 +279,7 @@ def find_resume_checkpoint(
         if chosen is not None and n <= chosen_iter:
             break
         try:
-            train_iter = int(read_checkpoint(path, logger=log)["train_iter"])
+            train_iter = int(read_checkpoint(path, logger=logger)["train_iter"])
         except CheckpointError as exc:
             skipped.append((path, _reason(exc, path)))
             continue
@@ -330,9 +293,9 @@ def find_resume_checkpoint(
     if chosen is None:
         listing = "; ".join(f"{p.name}: {why}" for p, why in skipped)
         raise CheckpointError(f"no valid checkpoint to resume from in {ckpt_dir} ({listing})")
-    if log is not None:
+    if logger is not None:
         for path, why in skipped:
-            log.warning("resume: skipped %s: %s", path, why)
+            logger.warning("resume: skipped %s: %s", path, why)
         if skipped:
-            log.info("resume: using %s (the newest valid checkpoint)", chosen)
+            logger.info("resume: using %s (the newest valid checkpoint)", chosen)
     return chosen, skipped

@@ -1,24 +1,19 @@
 """Does a checkpoint's policy state fit the live policy? Checked before anything is loaded.
 
-``torch.nn.Module.load_state_dict`` checks shapes, but ``torch.optim.Optimizer.load_state_dict`` does not:
-an Adam ``exp_avg`` of the wrong shape loads without complaint, and the next ``step()`` (a fused kernel
-reading past the end of a tensor) crashes the process with a segfault or corrupts its heap. So every
-section of a policy state is compared with the live policy first, and :func:`policy_state_problems`
-lists each mismatch by name (``optimizer 'actor': parameter 0 (group 0): exp_avg has shape (3,), the
-parameter (400, 3)``). A file that passes has the optimizer layout the policy was built with: the same
-param groups with the same number of parameters, a state tensor of each parameter's shape and dtype,
-finite non-negative step counts, and param-group settings of the types the optimizer has.
+``torch.optim.Optimizer.load_state_dict`` does not check state shapes: an Adam ``exp_avg`` of the wrong shape
+loads, and the next ``step()`` can segfault or corrupt the heap. So every section of a policy state is
+compared with the live policy first, and :func:`policy_state_problems` names each mismatch.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Dict, List, Mapping
 
 import torch
 
 from rlearn.checkpoint.errors import CheckpointError
+from rlearn.config.spec import is_int, is_real
 
 __all__ = ["check_policy_state", "policy_state_problems", "module_problems", "optimizer_problems", "listing"]
 
@@ -35,10 +30,6 @@ _PARAM_SHAPED = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.opt
 
 def _shape(value: Any) -> tuple:
     return tuple(value.shape)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def module_problems(name: str, saved: Any, module: torch.nn.Module) -> List[str]:
@@ -70,17 +61,17 @@ def _group_setting_problem(key: str, saved: Any, live: Any) -> str:
     if isinstance(live, torch.Tensor):
         ok = isinstance(saved, torch.Tensor) and _shape(saved) == _shape(live) and bool(torch.isfinite(saved).all())
         return "" if ok else f"must be a finite tensor of shape {_shape(live)}, got {saved!r}"
-    if _is_real(live):
+    if is_real(live):
         if isinstance(saved, torch.Tensor) and saved.dim() == 0 and saved.is_floating_point():
             saved = saved.item()  # a tensor learning rate (capturable or compiled optimizers)
-        if not _is_real(saved) or not math.isfinite(saved):
+        if not is_real(saved) or not math.isfinite(saved):
             return f"must be a finite number like the optimizer's {live!r}, got {saved!r}"
         if key in _NON_NEGATIVE and saved < 0:
             return f"must be >= 0, got {saved!r}"
         return ""
-    if isinstance(live, (tuple, list)) and all(_is_real(v) for v in live):
+    if isinstance(live, (tuple, list)) and all(is_real(v) for v in live):
         ok = isinstance(saved, (tuple, list)) and len(saved) == len(live) and all(
-            _is_real(v) and math.isfinite(v) for v in saved)
+            is_real(v) and math.isfinite(v) for v in saved)
         return "" if ok else f"must be {len(live)} finite numbers like the optimizer's {tuple(live)!r}, got {saved!r}"
     return ""  # None, strings and other settings torch.optim fills in or never reads in the step
 
@@ -94,7 +85,7 @@ def _is_step_count(value: Any, reference: Any) -> bool:
         if isinstance(reference, torch.Tensor) and value.dtype != reference.dtype:
             return False
         value = value.item()
-    return _is_real(value) and math.isfinite(value) and value >= 0
+    return is_real(value) and math.isfinite(value) and value >= 0
 
 
 def _state_problems(where: str, state: Any, param: torch.Tensor, live_state: Mapping[str, Any],
@@ -158,7 +149,7 @@ def optimizer_problems(name: str, saved: Any, optimizer: torch.optim.Optimizer) 
                             f"{len(live_group['params'])} in the policy")
             continue
         for saved_id, param in zip(ids, live_group["params"]):
-            if not isinstance(saved_id, int) or isinstance(saved_id, bool) or saved_id in params:
+            if not is_int(saved_id) or saved_id in params:
                 problems.append(f"{where}: param group {g} lists {saved_id!r}, not a distinct parameter index")
             else:
                 params[saved_id] = (g, param)

@@ -1,18 +1,9 @@
 """Integrity of checkpoint files: a SHA-256 digest stored inside the archive and checked on every read.
 
-A ``torch.save`` file is a zip archive (``archive/data.pkl``, ``archive/data/0``, ...). ``torch.load``
-does not check the zip CRCs, so a bit flipped on disk or in a copy inside tensor data loads silently as a
-different number. rlearn therefore adds one member to the archive when it writes a checkpoint,
-``<archive>/rlearn_digest``, holding ``sha256 <hex>``: the SHA-256 of every other member (its name, the
-zip directory fields a reader acts on, and its bytes, in archive order). ``torch.load`` ignores the extra member, so a checkpoint is still a
-plain torch file.
-
-Reading (:func:`verify_archive`) goes through the archive exactly as ``torch.load`` does (central
-directory, then each member's local header, then its data), reading every member with Python's
-``zipfile``, which checks each member's CRC-32 and that the local header names the same member; the
-digest is then recomputed and compared. Any damage to what ``torch.load`` will read is refused with a
-:class:`~rlearn.checkpoint.CheckpointError` naming the file. Files without a digest (written by an older
-rlearn, or re-saved by other code) still get the CRC checks and are reported as unverified.
+``torch.load`` does not check zip CRCs, so a bit flipped in tensor data would load silently as a different
+number. rlearn adds one member, ``<archive>/rlearn_digest`` (``sha256 <hex>``), over every other member's name,
+directory fields and bytes; ``torch.load`` ignores it. Reading (:func:`verify_archive`) checks every member's
+CRC and local header with ``zipfile`` and compares the digest; files without one get the CRC checks only.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from typing import IO, Optional
 
 from rlearn.checkpoint.errors import CheckpointError
 
-__all__ = ["DIGEST_MEMBER", "add_digest", "append_digest", "archive_digest", "verify_archive"]
+__all__ = ["DIGEST_MEMBER", "append_digest", "archive_digest", "verify_archive"]
 
 #: name of the digest member inside the archive's top folder
 DIGEST_MEMBER = "rlearn_digest"
@@ -51,12 +42,14 @@ def _update(digest, info: zipfile.ZipInfo) -> None:
     digest.update(len(name).to_bytes(8, "little") + name + b"".join(int(f).to_bytes(8, "little") for f in fields))
 
 
-def archive_digest(archive: zipfile.ZipFile) -> str:
+def archive_digest(archive: zipfile.ZipFile, data: Optional[memoryview] = None) -> str:
     """SHA-256 (hex) over every member but the digest member: name, directory fields and bytes, in archive
     order.
 
     Reading a member checks its CRC-32 and its local header, and a member marked as a directory (which
-    ``torch.load`` would read as empty) is refused (``zipfile.BadZipFile`` when damaged).
+    ``torch.load`` would read as empty) is refused (``zipfile.BadZipFile`` when damaged). ``data``: the bytes
+    of an archive just written in memory, whose stored members are then hashed in place (no CRC pass, no
+    copy); the result is the same.
     """
     digest = hashlib.sha256()
     for info in archive.infolist():
@@ -65,29 +58,16 @@ def archive_digest(archive: zipfile.ZipFile) -> str:
         if info.is_dir() or info.external_attr & _DOS_DIRECTORY:
             raise zipfile.BadZipFile(f"member {info.filename!r} is marked as a directory")
         _update(digest, info)
-        with archive.open(info) as member:
-            while True:
-                chunk = member.read(_CHUNK)
-                if not chunk:
-                    break
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _fresh_archive_digest(data: memoryview, archive: zipfile.ZipFile) -> str:
-    """:func:`archive_digest` of an archive just written in memory: stored members are hashed in place
-    (no CRC pass, no copy); the result is the same."""
-    digest = hashlib.sha256()
-    for info in archive.infolist():
-        _update(digest, info)
-        if info.compress_type != zipfile.ZIP_STORED:
-            digest.update(archive.read(info))
+        if data is not None and info.compress_type == zipfile.ZIP_STORED:
+            offset = info.header_offset
+            name_length = int.from_bytes(data[offset + 26 : offset + 28], "little")
+            extra_length = int.from_bytes(data[offset + 28 : offset + 30], "little")
+            start = offset + 30 + name_length + extra_length
+            digest.update(data[start : start + info.file_size])
             continue
-        offset = info.header_offset
-        name_length = int.from_bytes(data[offset + 26 : offset + 28], "little")
-        extra_length = int.from_bytes(data[offset + 28 : offset + 30], "little")
-        start = offset + 30 + name_length + extra_length
-        digest.update(data[start : start + info.file_size])
+        with archive.open(info) as member:
+            for chunk in iter(lambda: member.read(_CHUNK), b""):
+                digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -99,17 +79,10 @@ def append_digest(buffer: io.BytesIO) -> None:
             raise ValueError(f"the archive already has a {DIGEST_MEMBER} member")
         folder = archive.namelist()[0].partition("/")[0]
         with buffer.getbuffer() as view:
-            value = _fresh_archive_digest(view, archive)
+            value = archive_digest(archive, view)
     with zipfile.ZipFile(buffer, "a") as archive:
         # fixed timestamp: the same checkpoint content gives the same bytes
         archive.writestr(zipfile.ZipInfo(f"{folder}/{DIGEST_MEMBER}"), f"sha256 {value}\n".encode("ascii"))
-
-
-def add_digest(data: bytes) -> bytes:
-    """``data`` (a ``torch.save`` archive) with the digest member appended (see :func:`append_digest`)."""
-    buffer = io.BytesIO(data)
-    append_digest(buffer)
-    return buffer.getvalue()
 
 
 def verify_archive(handle: IO[bytes], path: Path) -> Optional[str]:

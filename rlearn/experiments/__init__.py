@@ -1,13 +1,6 @@
-"""Experiments: many runs of ``rlearn train``, each its own process and work dir.
-
-* :mod:`~rlearn.experiments.sweep`: one config over many seeds (``rlearn sweep``), resumable;
-* :mod:`~rlearn.experiments.scores`: the final scores and learning curves of the runs of experiment dirs;
-* :mod:`~rlearn.experiments.report`: aggregate statistics with confidence intervals (rliable) as a Markdown
-  report with PNGs (``rlearn report``);
-* :mod:`~rlearn.experiments.tune`: an Optuna study whose trials are ordinary runs (``rlearn tune``);
-* :mod:`~rlearn.experiments.child`: starting, following and stopping one ``rlearn train`` process.
-
-See docs/experiments.md.
+"""Experiments: many runs of ``rlearn train``, each its own process and work dir: seed sweeps
+(:mod:`~rlearn.experiments.sweep`), Optuna studies (:mod:`~rlearn.experiments.tune`) and reports with
+confidence intervals over their runs (:mod:`~rlearn.experiments.report`). See docs/experiments.md.
 """
 
 from rlearn.experiments.child import ExperimentError

@@ -1,13 +1,9 @@
 """One ``rlearn train`` process of an experiment: start it, follow its files, stop it.
 
-Every run of a sweep or a study is ``python -m rlearn train ... --work-dir DIR --no-progress`` in a process
-of its own (its own writers, its own log: nothing is shared between runs). Its console output goes to
-``DIR/console.log``. The kernel sends it SIGTERM if the experiment process dies, even by SIGKILL
-(:func:`rlearn.run.signals.stop_with_parent`), so that no run goes on unsupervised: it then saves a
-checkpoint and stops, and a restarted experiment resumes it. (Linux sends that signal each time the run
-is handed from a dying thread of the experiment process to another; a run that gets it twice stops at once
-and is resumed from its previous checkpoint.) It runs in a session of its own, so a Ctrl-C in the
-terminal reaches only the experiment process, which passes it on (:meth:`TrainProcess.send`).
+Each run of a sweep or a study is ``python -m rlearn train ... --work-dir DIR --no-progress`` in its own
+process and session, console output in ``DIR/console.log``. It gets SIGTERM when the experiment process dies
+(:func:`rlearn.run.signals.stop_with_parent`): it saves a checkpoint and stops, and a restarted experiment
+resumes it. A Ctrl-C reaches only the experiment process, which passes it on (:meth:`TrainProcess.send`).
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["ExperimentError", "JsonlTail", "TrainProcess", "available_cores", "thread_settings",
            "wait_until_free", "CONSOLE_LOG", "FINISHED", "INTERRUPTED_CODES"]
@@ -44,11 +40,8 @@ def available_cores() -> int:
 
 def thread_settings(config_threads: Optional[int], jobs: int, cores: Optional[int] = None) -> Tuple[List[str], Dict[str, str]]:
     """``(--set overrides, environment variables)`` giving each of ``jobs`` concurrent runs at most
-    ``cores // jobs`` torch threads (at least 1), so that the runs together do not oversubscribe the cores.
-
-    A config's ``num_threads`` at or below that share is kept as it is (no override); a larger one, or None
-    (torch's default: every core), becomes the share. The environment variables (``OMP_NUM_THREADS``,
-    ``MKL_NUM_THREADS``) cap the libraries' own thread pools the same way.
+    ``cores // jobs`` torch threads (at least 1); a config's smaller ``num_threads`` is kept. ``OMP_NUM_THREADS``
+    and ``MKL_NUM_THREADS`` cap the libraries' own thread pools the same way.
     """
     share = max(1, (cores or available_cores()) // max(1, jobs))
     overrides = [] if config_threads is not None and config_threads <= share else [f"num_threads={share}"]
@@ -57,11 +50,8 @@ def thread_settings(config_threads: Optional[int], jobs: int, cores: Optional[in
 
 
 class JsonlTail:
-    """Reads the rows appended to a JSON-lines file since the last call (only complete lines).
-
-    A file that was rewritten (a resumed run drops the rows written after its checkpoint, by replacing the
-    file) is read again from the start: :attr:`restarted` counts how often.
-    """
+    """Reads the complete rows appended to a JSON-lines file since the last call; a rewritten file (a resumed
+    run replaces it) is read again from the start, counted in :attr:`restarted`."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -95,6 +85,12 @@ class JsonlTail:
         return rows
 
 
+def mean_return(row: Mapping[str, Any]) -> Optional[float]:
+    """The mean episode return of an ``evaluations.jsonl`` row; None when it has no returns."""
+    returns = [float(v) for v in row.get("returns") or []]
+    return sum(returns) / len(returns) if returns else None
+
+
 def wait_until_free(work_dir: Path, timeout_s: float = 120.0, on_wait: Any = None) -> bool:
     """Wait until no live process holds ``work_dir``'s lock (a run of an experiment killed a moment ago may
     still be saving its checkpoint); True when free, False after ``timeout_s``. ``on_wait(holder)`` is
@@ -104,15 +100,14 @@ def wait_until_free(work_dir: Path, timeout_s: float = 120.0, on_wait: Any = Non
     if not Path(work_dir).is_dir():
         return True
     deadline = time.monotonic() + timeout_s
-    told = False
     while True:
         lock = WorkDirLock(work_dir)
         try:
             lock.acquire()
         except WorkDirBusyError as exc:
-            if not told and on_wait is not None:
+            if on_wait is not None:
                 on_wait(exc.holder)
-                told = True
+                on_wait = None  # once
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.2)
@@ -124,14 +119,8 @@ def wait_until_free(work_dir: Path, timeout_s: float = 120.0, on_wait: Any = Non
 
 
 class TrainProcess:
-    """``python -m rlearn train CONFIG --work-dir WORK_DIR --no-progress [ARGS]`` in its own process.
-
-    Args:
-        config: the config file the run trains.
-        work_dir: the run's work dir.
-        args: more ``rlearn train`` arguments (``--seed``, ``--set ...``, ``--resume``).
-        env: environment variables added to this process's (thread caps).
-    """
+    """``python -m rlearn train CONFIG --work-dir WORK_DIR --no-progress [ARGS]`` in its own process, with
+    ``env`` added to this process's environment (thread caps)."""
 
     def __init__(self, config: Path, work_dir: Path, args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None) -> None:
         self.work_dir = Path(work_dir)
@@ -157,10 +146,6 @@ class TrainProcess:
         self.started_at = time.monotonic()
         return self
 
-    @property
-    def pid(self) -> Optional[int]:
-        return None if self._process is None else self._process.pid
-
     def poll(self) -> Optional[int]:
         """The exit code once the process has ended (a signal's: ``128 + signum``), else None."""
         if self._process is None:
@@ -184,10 +169,6 @@ class TrainProcess:
             except ProcessLookupError:
                 pass
 
-    def new_evaluations(self) -> List[Dict[str, Any]]:
-        """Evaluations written since the last call (rows of ``evaluations.jsonl``)."""
-        return self.evaluations.new_rows()
-
     def progress(self) -> int:
         """The run's env steps so far, from the last row of its ``metrics.jsonl``."""
         for row in self.metrics.new_rows():
@@ -204,24 +185,9 @@ class TrainProcess:
         return (errors or text or [""])[-1].strip()
 
 
-def stop_all(processes: Sequence[TrainProcess], signum: int = signal.SIGTERM, timeout_s: float = 120.0) -> None:
-    """Send ``signum`` to every running process and wait for them (each saves a checkpoint); a process still
-    running after ``timeout_s`` gets the signal again (it then stops at once)."""
-    for process in processes:
-        process.send(signum)
-    deadline = time.monotonic() + timeout_s
-    for process in processes:
-        try:
-            process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.send(signum)
-            process.wait()
-
-
 class StopSignals:
-    """While active (main thread only), SIGINT and SIGTERM sent to the experiment process are recorded
-    instead of raising: :attr:`received` lists them; the experiment passes each on to its runs (the first
-    makes them save a checkpoint and stop, a second stops them at once)."""
+    """While active (main thread only), SIGINT and SIGTERM sent to the experiment process are recorded in
+    :attr:`received` instead of raising, to be passed on to its runs (:meth:`forward`)."""
 
     def __init__(self) -> None:
         self.received: List[int] = []
@@ -241,6 +207,14 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.received.append(signum)
+
+    def forward(self, processes: Iterable[TrainProcess], sent: int) -> int:
+        """Send each of ``processes`` the signals received after the first ``sent`` (the first makes a run save
+        a checkpoint and stop, a second stops it at once); returns how many are sent now."""
+        for signum in self.received[sent:]:
+            for process in processes:
+                process.send(signum)
+        return len(self.received)
 
     def __exit__(self, *exc: Any) -> None:
         for signum, previous in self._previous.items():
@@ -332,6 +306,26 @@ def clear_unresumable(work_dir: Path) -> bool:
             entry.unlink()
         removed = True
     return removed
+
+
+def start_run(exp_dir: Path, work_dir: Path, args: Sequence[str], env: Mapping[str, str],
+              note: Callable[[str], None], name: str) -> Optional[TrainProcess]:
+    """Start ``rlearn train`` of the experiment's ``config.py`` in ``work_dir`` once no live process holds it,
+    resumed from its checkpoint or else from scratch (:func:`clear_unresumable`); each step is told to
+    ``note`` as ``"<name>: ..."``. None when the dir stays busy."""
+    def waiting(holder: Any) -> None:
+        held_by = f" ({holder.describe()})" if holder else ""
+        note(f"{name}: waiting for the previous run in {work_dir} to stop{held_by}")
+
+    if not wait_until_free(work_dir, on_wait=waiting):
+        note(f"{name}: {work_dir} is still held by another process; skipped")
+        return None
+    if has_checkpoint(work_dir):
+        args = [*args, "--resume"]
+        note(f"{name}: resuming {work_dir}")
+    elif clear_unresumable(work_dir):
+        note(f"{name}: {work_dir} had no checkpoint; starting it again from scratch")
+    return TrainProcess(Path(exp_dir) / EXPERIMENT_CONFIG, work_dir, args, env=env).start()
 
 
 def dump_experiment_config(cfg: Mapping[str, Any], path: Path) -> Path:

@@ -25,8 +25,7 @@ def _save(fig, out: Path) -> Path:
 
 
 def _colors(names: Sequence[str]) -> Dict[str, str]:
-    cycle = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
-    return {name: cycle[i % len(cycle)] for i, name in enumerate(names)}
+    return {name: f"C{i % 10}" for i, name in enumerate(names)}  # matplotlib's default colour cycle
 
 
 def plot_aggregates(estimates: Mapping[str, Mapping[str, Estimate]], out: Path, score_label: str) -> Path:

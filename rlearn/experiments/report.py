@@ -1,20 +1,17 @@
 """``rlearn report``: which experiment is better, and how sure we are, as Markdown with PNGs.
 
-For each score (the last evaluation's mean return; optionally a training score, :mod:`scores`), over the
-runs of each experiment dir: IQM, median, mean and optimality gap with 95 % stratified bootstrap CIs, the
-probability of improvement of each pair, performance profiles, and IQM learning curves against env steps
-and wall time (:mod:`stats`, rliable). Written to ``OUT/report.md``, ``OUT/scores.json`` (every number)
-and ``OUT/*.png``.
-
-Scores can be normalised (``normalize=(low, high)``: ``(score - low) / (high - low)``); the optimality gap
-is measured against ``target`` (default: 1 for normalised scores, else the environment's
-``reward_threshold``, 475 for CartPole-v1; no gap when there is none).
+For each score (:mod:`scores`) over the runs of each experiment dir: IQM, median, mean and optimality gap
+with 95 % CIs, the probability of improvement of each pair, performance profiles and IQM learning curves
+against env steps and wall time (:mod:`stats`). Written to ``OUT/report.md``, ``OUT/scores.json`` and
+``OUT/*.png``. Scores can be normalised (``normalize=(low, high)``); the optimality gap is measured against
+``target`` (default: 1 for normalised scores, else the environment's ``reward_threshold``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -170,10 +167,8 @@ def _markdown(experiments: Sequence[Experiment], sections: Sequence[ScoreSection
              f"stratified bootstrap confidence intervals from {options.reps} resamples "
              f"({min(options.reps, options.curve_reps)} for the profiles and curves; NumPy seed {options.seed}).", ""]
     for exp in experiments:
-        counts: Dict[str, int] = {}
-        for run in exp.runs:
-            counts[run.status or "-"] = counts.get(run.status or "-", 0) + 1
-        status = ", ".join(f"{n} {s}" for s, n in counts.items() if s != "-")
+        counts = Counter(run.status for run in exp.runs if run.status)
+        status = ", ".join(f"{n} {s}" for s, n in counts.items())
         lines.append(f"* **{exp.label}** (`{exp.path}`): {len(exp.runs)} runs" + (f" ({status})" if status else "")
                      + (f", {exp.env_id}" if exp.env_id else "") + (f", {exp.max_env_steps} env steps per run" if exp.max_env_steps else ""))
     for section in sections:

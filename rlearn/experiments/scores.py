@@ -1,17 +1,10 @@
 """The scores of the runs of experiment dirs, read from what every run writes.
 
-* **Evaluation score** of a run: the mean return of its last evaluation (``evaluations.jsonl``: every
-  episode's return, at its envstep), and its evaluation curve (mean return at each evaluation).
-* **Training score** (optional): the last value of a ``metrics.jsonl`` key, by default the mean return of
-  the last N training episodes that ``rlearn sweep --train-episodes N`` makes the runs log, and that key's
-  curve.
-
-An experiment dir is a directory whose sub-directories are runs (a sweep's ``seed_<n>``, a study's
-``trial_<n>``; any work dir with a ``metrics.jsonl`` or ``evaluations.jsonl``), or a single run's work dir.
-Curves of the runs of an experiment are put on one grid (:func:`align`) as ``rlearn plot`` does
-(:func:`rlearn.commands.plot.series`): linear interpolation between a run's own points, only inside the
-range that every run covers. Wall time is seconds since the run's first record (a resumed run's pause
-counts, as in ``rlearn plot --x time``).
+A run's **evaluation score** is the mean return of its last evaluation (``evaluations.jsonl``); its optional
+**training score** is the last value of a ``metrics.jsonl`` key (by default the mean return of the last N
+training episodes, logged by ``rlearn sweep --train-episodes N``). An experiment dir holds runs as
+sub-directories (any work dir with a ``metrics.jsonl`` or ``evaluations.jsonl``) or is a single run. Curves
+are aligned as ``rlearn plot`` does (:func:`align`); wall time is seconds since the run's first record.
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from rlearn.experiments.child import ExperimentError
+from rlearn.experiments.child import ExperimentError, mean_return
 
 __all__ = ["RunScores", "Experiment", "load_experiment", "align", "time_grid"]
 
@@ -32,18 +25,8 @@ Series = Tuple[List[float], List[float]]
 
 @dataclass
 class RunScores:
-    """One run: its final scores and curves.
-
-    Attributes:
-        path: the work dir.
-        eval_score: mean return of the last evaluation (None without one).
-        train_score: last value of the training key (None when not asked for, or never logged).
-        eval_by_step, eval_by_time: ``(xs, mean returns)`` of the evaluations over env steps and over
-            seconds since the run's first record.
-        train_by_step, train_by_time: the same for the training key.
-        envstep: the last env step the run recorded.
-        status: the run's status in its experiment's ``sweep.json`` (None without one).
-    """
+    """One run (its work dir ``path``): final scores (None where missing), ``(xs, values)`` curves over env
+    steps and over seconds since its first record, its last env step, and its status in ``sweep.json``."""
 
     path: Path
     eval_score: Optional[float]
@@ -92,16 +75,14 @@ def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[s
     by_step: Dict[float, float] = {}
     by_time: Dict[float, float] = {}
     for row in evaluations:
-        returns = [float(v) for v in row.get("returns", [])]
-        if not returns:
-            continue
-        mean = sum(returns) / len(returns)
-        by_step[float(row["envstep"])] = mean
-        by_time[float(row["time"]) - start] = mean
+        mean = mean_return(row)
+        if mean is not None:
+            by_step[float(row["envstep"])] = mean
+            by_time[float(row["time"]) - start] = mean
     eval_by_step = (sorted(by_step), [by_step[k] for k in sorted(by_step)])
     eval_by_time = (sorted(by_time), [by_time[k] for k in sorted(by_time)])
-    last = [float(v) for v in evaluations[-1].get("returns", [])] if evaluations else []
-    run = RunScores(work_dir, sum(last) / len(last) if last else None, None, eval_by_step, eval_by_time, status=status)
+    eval_score = mean_return(evaluations[-1]) if evaluations else None
+    run = RunScores(work_dir, eval_score, None, eval_by_step, eval_by_time, status=status)
     run.envstep = int(max([r.get("envstep", 0) for r in metrics + evaluations], default=0))
     if train_key is not None:
         run.train_by_step = series(metrics, train_key, "envstep")
@@ -155,10 +136,8 @@ def _config_facts(exp_dir: Path, first_run: Path) -> Tuple[Optional[str], Option
 
 
 def align(runs: Sequence[Series], grid: Optional[Sequence[float]] = None) -> Tuple[List[float], List[List[float]]]:
-    """``(grid, values)`` with ``values[r][i]`` run ``r``'s curve at ``grid[i]`` (linear between its two
-    nearest points, exact at its own points). The default grid is the union of the runs' x values inside
-    the range that every run covers; a given grid is cut to that range. Runs without a point are an error
-    for the caller to avoid (ExperimentError)."""
+    """``(grid, values)`` with ``values[r][i]`` run ``r``'s curve at ``grid[i]`` (linear interpolation). The
+    grid (default: the union of the runs' x values) is cut to the range that every run covers."""
     from rlearn.commands.plot import _interp
 
     if not runs or any(not xs for xs, _ in runs):

@@ -1,20 +1,10 @@
 """Aggregate statistics of experiments with rliable (Agarwal et al., 2021), each with a 95 % stratified
 bootstrap confidence interval.
 
-Scores are ``(runs x tasks)`` matrices, one per experiment (one task: an experiment is one config on one
-environment). Every bootstrap draws from NumPy's global random generator, which rliable uses; each
-function seeds it with ``seed`` first, so a report is reproducible and equal to calling rliable directly
-after ``np.random.seed(seed)``:
-
-* :func:`aggregate_estimates`: IQM (``metrics.aggregate_iqm``), median of the run scores, mean
-  (``metrics.aggregate_mean``) and optimality gap (``metrics.aggregate_optimality_gap`` at ``target``),
-  in one ``library.get_interval_estimates`` call over all experiments. rliable's ``aggregate_median`` is
-  the median of per-task means, which with one task is the mean; the median over runs is what a single
-  task's report needs, so that one is ``np.median`` of the scores under the same bootstrap.
-* :func:`improvement_probabilities`: ``metrics.probability_of_improvement`` for each pair, one call.
-* :func:`performance_profiles`: ``library.create_performance_profile`` (fraction of runs above each
-  threshold).
-* :func:`iqm_curves`: the IQM at each point of aligned curves (``(runs x tasks x points)``), one call.
+Scores are ``(runs x tasks)`` matrices, one per experiment. rliable draws from NumPy's global generator; each
+function seeds it with ``seed`` first, so a report equals calling rliable directly after
+``np.random.seed(seed)``. The median is ``np.median`` over runs: rliable's ``aggregate_median`` is a median of
+per-task means, which with one task is the mean.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """``rlearn sweep``: one config over many seeds, one ``rlearn train`` process and one work dir per seed.
 
-The experiment dir holds::
-
-    EXP_DIR/
-      config.py        the resolved config of the sweep (CONFIG with its --set overrides); every run trains it
-      sweep.json       the seeds, the overrides, and each run's status, exit code and wall time
-      seed_<n>/        one ordinary work dir per seed (log, metrics.jsonl, evaluations.jsonl, tb/, ckpt/,
-                       console.log: the run's console output)
-
-Up to ``jobs`` runs at once, each with ``cores // jobs`` torch threads at most
-(:func:`~rlearn.experiments.child.thread_settings`). Started again on the same dir, a sweep skips the
-finished runs, resumes the others from their checkpoint (``rlearn train --resume``: counters, curves and
-``evaluations.jsonl`` continue without duplicates) and starts the ones that never ran; a run killed before
-its first checkpoint starts again from scratch. A config that differs from the one in ``config.py`` is
-refused (naming the keys), so one experiment dir never mixes two experiments.
+The experiment dir holds ``config.py`` (the resolved config every run trains), ``sweep.json`` (seeds,
+overrides, each run's status, exit code and wall time) and one work dir ``seed_<n>/`` per seed. Up to ``jobs``
+runs at once share the cores (:func:`~rlearn.experiments.child.thread_settings`). Started again on the same
+dir, a sweep skips finished runs, resumes the others from their checkpoint and starts those that never ran;
+another config is refused, naming the keys that differ.
 """
 
 from __future__ import annotations
@@ -25,15 +16,14 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from rlearn.experiments.child import (
-    CONSOLE_LOG, EXPERIMENT_CONFIG, FINISHED, ExperimentError, StopSignals, TrainProcess, clear_unresumable,
-    has_checkpoint, load_experiment_config, open_experiment_dir, save_manifest, stop_all, thread_settings, wait_until_free,
+    CONSOLE_LOG, EXPERIMENT_CONFIG, FINISHED, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
+    load_experiment_config, mean_return, open_experiment_dir, save_manifest, start_run, thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay, format_duration
 
-__all__ = ["Sweep", "SweepResult", "parse_seeds", "train_episodes_key", "SWEEP_FILE", "CONFIG_FILE", "run_dir_name"]
+__all__ = ["Sweep", "SweepResult", "parse_seeds", "train_episodes_key", "SWEEP_FILE", "run_dir_name"]
 
 SWEEP_FILE = "sweep.json"
-CONFIG_FILE = EXPERIMENT_CONFIG
 #: statuses of a run in ``sweep.json``
 PENDING, RUNNING, DONE, INTERRUPTED, FAILED = "pending", "running", "finished", "interrupted", "failed"
 
@@ -92,8 +82,6 @@ class Sweep:
             sweep in ``exp_dir`` with its ``config.py``.
         seeds: the seeds to run (added to those of an existing sweep).
         exp_dir: the experiment dir (default ``experiments/<exp_name>``).
-        overrides: ``--set`` items applied to the config.
-        jobs: runs at once.
         train_episodes: also log the mean return of the last N training episodes (``rlearn report
             --train-episodes N`` reads it).
     """
@@ -108,9 +96,9 @@ class Sweep:
             raise ExperimentError("give CONFIG, or --out of an existing sweep to continue it")
         self.jobs = jobs
         if config is None:
-            config = str(Path(exp_dir) / CONFIG_FILE)  # type: ignore[arg-type]
+            config = str(Path(exp_dir) / EXPERIMENT_CONFIG)  # type: ignore[arg-type]
             if not Path(config).is_file():
-                raise ExperimentError(f"{exp_dir}: no {CONFIG_FILE} (not a sweep dir); give CONFIG to start one")
+                raise ExperimentError(f"{exp_dir}: no {EXPERIMENT_CONFIG} (not a sweep dir); give CONFIG to start one")
         self.cfg = load_experiment_config(config, overrides)
         if train_episodes is not None:
             add_train_episodes_stat(self.cfg, train_episodes)
@@ -147,21 +135,10 @@ class Sweep:
     # ------------------------------------------------------------------------------------ running
     def _start(self, seed: int, display: ExperimentDisplay) -> Optional[TrainProcess]:
         """Start (or resume) the run of ``seed``; None when its dir stays busy."""
-        work_dir = self.run_dir(seed)
-        if not wait_until_free(work_dir, on_wait=lambda holder: display.note(
-                f"seed {seed}: waiting for the previous run in {work_dir} to stop"
-                + (f" ({holder.describe()})" if holder else ""))):
-            display.note(f"seed {seed}: {work_dir} is still held by another process; skipped")
-            return None
         args = ["--seed", str(seed), *(["--set", *self.thread_overrides] if self.thread_overrides else [])]
-        if has_checkpoint(work_dir):
-            args.append("--resume")
-            display.note(f"seed {seed}: resuming {work_dir}")
-        elif clear_unresumable(work_dir):
-            display.note(f"seed {seed}: {work_dir} had no checkpoint; starting it again from scratch")
-        process = TrainProcess(self.exp_dir / CONFIG_FILE, work_dir, args, env=self.thread_env).start()
-        run = self.state["runs"][str(seed)]
-        self._record(seed, status=RUNNING, attempts=run["attempts"] + 1)
+        process = start_run(self.exp_dir, self.run_dir(seed), args, self.thread_env, display.note, f"seed {seed}")
+        if process is not None:
+            self._record(seed, status=RUNNING, attempts=self.state["runs"][str(seed)]["attempts"] + 1)
         return process
 
     def run(self, display_enabled: Optional[bool] = None, poll_s: float = 0.5) -> SweepResult:
@@ -188,10 +165,7 @@ class Sweep:
                 if signals.requested:
                     stop_code = 128 + signals.received[0]
                     pending = []
-                    while forwarded < len(signals.received):
-                        for process in running.values():
-                            process.send(signals.received[forwarded])
-                        forwarded += 1
+                    forwarded = signals.forward(list(running.values()), forwarded)
                 while pending and len(running) < self.jobs and not fatal and not signals.requested:
                     seed = pending.pop(0)
                     process = self._start(seed, display)
@@ -209,7 +183,7 @@ class Sweep:
                         self._record(seed, status=DONE, exit_code=code, wall_s=round(wall, 3))
                         display.note(f"seed {seed}: finished in {format_duration(wall)}" + _last_return(process))
                         continue
-                    status = INTERRUPTED if code in (130, 143) and signals.requested else FAILED
+                    status = INTERRUPTED if code in INTERRUPTED_CODES and signals.requested else FAILED
                     self._record(seed, status=status, exit_code=code, wall_s=round(wall, 3))
                     if status == INTERRUPTED:
                         display.note(f"seed {seed}: stopped at envstep {process.envstep} (checkpoint saved)")
@@ -225,7 +199,6 @@ class Sweep:
                 display.update(steps, f"{finished}/{len(self.seeds)} runs done, {len(running)} running")
                 if running or pending:
                     time.sleep(poll_s)
-            stop_all(list(running.values()))
         statuses = {s: self.state["runs"][str(s)]["status"] for s in self.seeds}
         if stop_code is not None:
             code = stop_code
@@ -237,8 +210,6 @@ class Sweep:
 
 
 def _last_return(process: TrainProcess) -> str:
-    rows = process.new_evaluations()
-    if not rows:
-        return ""
-    returns = rows[-1].get("returns") or []
-    return f", last evaluation return {sum(returns) / len(returns):.4g}" if returns else ""
+    rows = process.evaluations.new_rows()
+    value = mean_return(rows[-1]) if rows else None
+    return "" if value is None else f", last evaluation return {value:.4g}"

@@ -1,28 +1,15 @@
 """``rlearn tune``: an Optuna study whose trials are ordinary ``rlearn train`` runs.
 
-The experiment dir holds::
+The experiment dir holds ``config.py`` (the base config), ``tune.json`` (storage URL, study name, space file,
+overrides), ``study.db`` (the SQLite study; any Optuna RDB URL with ``--storage``), one work dir
+``trial_<n>/`` per trial and ``best_config.py`` (the best trial's full config, trainable as is).
 
-    EXP_DIR/
-      config.py          the resolved base config (CONFIG with its --set overrides)
-      tune.json          the study's storage URL and name, the space file, the overrides
-      study.db           the study (SQLite; any Optuna RDB URL with --storage)
-      trial_<n>/         one ordinary work dir per trial, its own writers and log (console.log too)
-      best_config.py     the best trial's full config; `rlearn train best_config.py` trains it as is
-
-``SPACE.py`` defines ``space(trial)``, which samples with the Optuna trial and returns ``--set`` overrides
-(``{"policy.lr": trial.suggest_float("lr", 1e-4, 1e-2, log=True)}``); it may also define ``pruner()`` and
-``sampler()`` returning Optuna objects (default: ``MedianPruner`` and ``TPESampler``).
-
-Each trial runs in its own process (:class:`~rlearn.experiments.child.TrainProcess`), so no writer is ever
-shared between trials, with ``jobs > 1`` too. A worker thread per job follows its trial's
-``evaluations.jsonl`` while it runs and reports each evaluation's mean return to Optuna at its envstep; when
-the pruner says so, the trial gets SIGTERM (it saves a checkpoint and stops), its log gets a line saying it
-was pruned, its TensorBoard the same text and its HParams row, and the study records it as pruned. A
-finished trial's objective is its last evaluation's mean return (maximised).
-
-Started again, the study continues: trials this machine was running are resumed from their checkpoints
-(same trial, same work dir), and new trials are asked until ``trials`` trials are complete, pruned or
-running in the whole study (several machines can share one study through ``--storage``).
+``SPACE.py`` defines ``space(trial)`` returning ``--set`` overrides sampled with the Optuna trial, and may
+define ``pruner()`` and ``sampler()`` (default ``MedianPruner`` and ``TPESampler``). Each trial runs in its own
+process; a worker thread per job reports each evaluation's mean return to Optuna and, when the pruner says
+so, stops the trial (it saves a checkpoint) and notes it in the trial's log and TensorBoard. A finished
+trial's objective is its last evaluation's mean return (maximised). Started again, the study resumes the
+trials this machine was running and asks new ones until ``trials`` are complete, pruned or running.
 """
 
 from __future__ import annotations
@@ -30,13 +17,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from rlearn.experiments.child import (
-    CONSOLE_LOG, EXPERIMENT_CONFIG, ExperimentError, StopSignals, TrainProcess, clear_unresumable, dump_experiment_config,
-    has_checkpoint, load_experiment_config, open_experiment_dir, save_manifest, thread_settings, wait_until_free,
+    CONSOLE_LOG, EXPERIMENT_CONFIG, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
+    dump_experiment_config, load_experiment_config, mean_return, open_experiment_dir, save_manifest, start_run,
+    thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay
 
@@ -106,19 +95,15 @@ class Tuner:
     """An Optuna study over ``config`` (see the module doc).
 
     Args:
-        config: the base config (``rlearn train``'s CONFIG).
-        space_file: ``SPACE.py``.
         trials: complete + pruned (+ running) trials the study should reach.
         exp_dir: the experiment dir (default ``experiments/<exp_name>_tune``).
         storage: an Optuna RDB URL (default ``sqlite:///<exp_dir>/study.db``).
         jobs: trials at once on this machine.
-        overrides: ``--set`` items applied to the base config.
         study_name: default: the config's ``exp_name``.
         startup_trials, warmup_steps: the default ``MedianPruner``'s ``n_startup_trials`` and
             ``n_warmup_steps`` (env steps).
-        sampler_seed: seed of the default ``TPESampler`` (a study continued with the same seed draws from
-            ``sampler_seed + trials so far``, not the first trials' parameters again; give each machine
-            sharing a study its own seed, or none).
+        sampler_seed: seed of the default ``TPESampler`` (a continued study seeds it with ``sampler_seed +
+            trials so far``, so it does not repeat the first trials' parameters).
     """
 
     def __init__(self, config: str, space_file: Path, trials: int, exp_dir: Optional[Path] = None,
@@ -149,8 +134,10 @@ class Tuner:
         pruner = self.space.pruner() if self.space.pruner else optuna.pruners.MedianPruner(
             n_startup_trials=startup_trials, n_warmup_steps=warmup_steps)
         sampler = self.space.sampler() if self.space.sampler else optuna.samplers.TPESampler(seed=sampler_seed)
+        engine_kwargs = {"connect_args": {"timeout": 60}} if self.storage_url.startswith("sqlite") else {}
         try:
-            self.study = optuna.create_study(storage=self._storage(), study_name=self.study_name, direction="maximize",
+            storage = optuna.storages.RDBStorage(self.storage_url, engine_kwargs=engine_kwargs)
+            self.study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
                                              load_if_exists=True, sampler=sampler, pruner=pruner)
         except Exception as exc:  # noqa: BLE001 - a wrong URL, an unreachable database, a missing driver
             if created:  # leave nothing behind, so that the same command with a working --storage starts afresh
@@ -171,14 +158,11 @@ class Tuner:
         self.aborted: Optional[str] = None
         self._running: Dict[int, TrainProcess] = {}
 
-    def _storage(self) -> Any:
-        import optuna
-
-        kwargs = {"connect_args": {"timeout": 60}} if self.storage_url.startswith("sqlite") else {}
-        return optuna.storages.RDBStorage(self.storage_url, engine_kwargs=kwargs)
-
     def trial_dir(self, number: int) -> Path:
         return self.exp_dir / f"trial_{number}"
+
+    def _trial_config(self, overrides: Sequence[str]) -> Dict[str, Any]:
+        return load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)
 
     # ----------------------------------------------------------------------------- choosing trials
     def _counted(self) -> int:
@@ -217,42 +201,36 @@ class Tuner:
         from optuna.trial import TrialState
 
         work_dir = self.trial_dir(trial.number)
-        if frozen is None:
-            try:
+        try:
+            if frozen is None:
                 overrides = _sampled_overrides(self.space, trial)
-                budget = load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)["train"]["max_env_steps"]
-            except ExperimentError as exc:
-                self._fail(trial, f"trial {trial.number}: {exc}", display)
-                return
+            else:
+                overrides = list(frozen.user_attrs.get("overrides", []))
+            budget = self._trial_config(overrides)["train"]["max_env_steps"]
+        except ExperimentError as exc:
+            self._fail(trial, f"trial {trial.number}: {exc}", display)
+            return
+        if frozen is None:
             for key, value in (("work_dir", str(work_dir.resolve())), ("host", self.host), ("overrides", overrides)):
                 trial.set_user_attr(key, value)
             reported: Dict[int, float] = {}
             display.note(f"trial {trial.number}: {' '.join(overrides)} -> {work_dir}")
         else:
-            overrides = list(frozen.user_attrs.get("overrides", []))
-            budget = load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)["train"]["max_env_steps"]
             reported = dict(frozen.intermediate_values)
-            if not wait_until_free(work_dir, timeout_s=120):
-                display.note(f"trial {trial.number}: {work_dir} is held by a live process; left to it")
-                return
-            display.note(f"trial {trial.number}: resuming {work_dir}")
-        resume = ["--resume"] if has_checkpoint(work_dir) else []
-        clear_unresumable(work_dir)  # never reached a checkpoint: start the trial again from scratch
-        args = ["--set", *overrides, *self.thread_overrides, *resume]
-        process = TrainProcess(self.exp_dir / EXPERIMENT_CONFIG, work_dir, args, env=self.thread_env).start()
+        process = start_run(self.exp_dir, work_dir, ["--set", *overrides, *self.thread_overrides], self.thread_env,
+                            display.note, f"trial {trial.number}")
+        if process is None:
+            return
         with self._lock:
             self._running[trial.number] = process
         pruned_at = None
         forwarded = 0
         while process.poll() is None:
-            while forwarded < len(stop.received):  # Ctrl-C / SIGTERM of the tuner: checkpoint and stop
-                process.send(stop.received[forwarded])
-                forwarded += 1
-            for row in process.new_evaluations():
-                step, returns = int(row["envstep"]), row.get("returns") or []
-                if not returns or step in reported or pruned_at is not None:
+            forwarded = stop.forward([process], forwarded)  # Ctrl-C / SIGTERM of the tuner: checkpoint and stop
+            for row in process.evaluations.new_rows():
+                step, value = int(row["envstep"]), mean_return(row)
+                if value is None or step in reported or pruned_at is not None:
                     continue
-                value = sum(returns) / len(returns)
                 trial.report(value, step)
                 reported[step] = value
                 if step < budget and trial.should_prune():  # the final evaluation: nothing left to save
@@ -274,7 +252,7 @@ class Tuner:
             self.study.tell(trial, final)
             self._failures_in_a_row = 0
             display.note(f"trial {trial.number}: finished, last evaluation return {final:.4g}")
-        elif code in (130, 143) and stop.requested:
+        elif code in INTERRUPTED_CODES and stop.requested:
             display.note(f"trial {trial.number}: stopped (checkpoint saved); the next `rlearn tune` resumes it")
         else:
             self._fail(trial, f"trial {trial.number}: rlearn train exited with {code}: {process.last_error()} "
@@ -335,44 +313,33 @@ class Tuner:
             while any(w.is_alive() for w in workers):
                 for worker in workers:
                     worker.join(timeout=0.5)
-                display.update(self._finished_count(), self._status())
-        best = self.write_best_config()
-        counts = self._counts()
-        if stop.requested:
-            code = 128 + stop.received[0]
-        elif self.aborted:
-            code = 1
-        else:
-            code = 0
-        complete = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-        top = max(complete, key=lambda t: t.value) if complete else None
-        return TuneResult(self.exp_dir, counts, top.number if top else None, top.value if top else None,
-                          dict(top.params) if top else {}, best, code, self.study_name, self.storage_url)
+                counts = self._counts()
+                display.update(counts.get("complete", 0) + counts.get("pruned", 0), self._status())
+        best_config = self.write_best_config()
+        code = 128 + stop.received[0] if stop.requested else 1 if self.aborted else 0
+        top = self._best()
+        return TuneResult(self.exp_dir, self._counts(), top.number if top else None, top.value if top else None,
+                          dict(top.params) if top else {}, best_config, code, self.study_name, self.storage_url)
 
     def _counts(self) -> Dict[str, int]:
-        counts: Dict[str, int] = {}
-        for t in self.study.get_trials(deepcopy=False):
-            counts[t.state.name.lower()] = counts.get(t.state.name.lower(), 0) + 1
-        return counts
+        return dict(Counter(t.state.name.lower() for t in self.study.get_trials(deepcopy=False)))
 
-    def _finished_count(self) -> int:
-        counts = self._counts()
-        return counts.get("complete", 0) + counts.get("pruned", 0)
+    def _best(self) -> Optional[Any]:
+        """The complete trial with the highest value; None before any completed."""
+        complete = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+        return max(complete, key=lambda t: t.value, default=None)
 
     def _status(self) -> str:
-        complete = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-        best = max(complete, key=lambda t: t.value) if complete else None
+        best = self._best()
         return (f"best {best.value:.4g} (trial {best.number}), " if best else "") + f"{len(self._running)} running"
 
     def write_best_config(self) -> Optional[Path]:
-        """``best_config.py``: the base config with the best complete trial's overrides (its own
-        ``num_threads`` choice left out); None before any trial completed."""
-        complete = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-        if not complete:
+        """``best_config.py``: the base config with the best complete trial's overrides (not its thread cap);
+        None before any trial completed."""
+        best = self._best()
+        if best is None:
             return None
-        best = max(complete, key=lambda t: t.value)
-        overrides = best.user_attrs.get("overrides", [])
-        cfg = load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)
+        cfg = self._trial_config(best.user_attrs.get("overrides", []))
         return dump_experiment_config(cfg, self.exp_dir / BEST_CONFIG)
 
 
@@ -381,5 +348,4 @@ def _last_evaluation(work_dir: Path) -> Optional[float]:
 
     path = work_dir / "evaluations.jsonl"
     rows = read_evaluations(path) if path.is_file() else []
-    returns = rows[-1].get("returns") if rows else None
-    return sum(returns) / len(returns) if returns else None
+    return mean_return(rows[-1]) if rows else None

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import itertools
 import logging
-import numbers
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from rlearn.hooks.base import HookManager, build_hook
-from rlearn.config import ConfigError, resolve_section, undeclared_window_warnings
+from rlearn.config import ConfigError, is_int, resolve_section, undeclared_window_warnings
 from rlearn.learner.checkpoints import LearnerCheckpoints
 from rlearn.learner.metric_path import MetricPath
 from rlearn.logging import LogProcessor, MessageHub, get_logger
 from rlearn.monitor import TickMonitor
 from rlearn.registry import defined_at
 from rlearn.trace import get_tracer, span
-from rlearn.writers import Writer
+from rlearn.writers import Writer, build_writers
 
 __all__ = ["BaseLearner", "LearnerConfigError"]
 
@@ -41,20 +40,15 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
     Args:
         policy: a :class:`policies.Policy` (anything with ``_forward_learn``, ``monitor_vars``,
             ``optimizers``, ``state_dict`` and ``load_state_dict``).
-        cfg: the ``learner`` config section, possibly partial: keys, defaults and ranges are declared once in
-            :class:`rlearn.config.sections.LearnerSection` (docs/configuration.md): ``log_freq``,
-            ``monitor_window`` (None: ``log_freq``), ``monitor_windows`` (per-key windows; a key that no
-            declared monitor key uses is warned about at the first iteration), ``strict``, ``hooks``,
-            ``log_processor``. An unknown key or a bad value is a :class:`LearnerConfigError` (a
-            :class:`rlearn.config.ConfigError`) naming ``learner.<key>``.
+        cfg: the ``learner`` config section, possibly partial (keys and defaults:
+            :class:`rlearn.config.sections.LearnerSection`, docs/configuration.md); an unknown key or a bad
+            value is a :class:`LearnerConfigError` naming ``learner.<key>``.
         work_dir: where ``tb/`` (TensorBoard) and ``ckpt/`` (checkpoints) go; None keeps nothing on disk.
         logger: where tables and warnings go (default: ``rlearn.logging.get_logger()``).
         rank, world_size: this process's place in a distributed run; only rank 0 writes (by default).
-        writers: where the metric path ends (see docs/writers.md). None: on rank 0 the writers the
-            ``writers`` config key names (default: a :class:`~rlearn.writers.TableWriter` into ``logger`` and,
-            with a ``work_dir``, a :class:`~rlearn.writers.TensorBoardWriter` into ``<work_dir>/tb`` and a
-            :class:`~rlearn.writers.JsonlWriter` into ``<work_dir>/metrics.jsonl``); no writer on other
-            ranks. A list is used as given, on every rank.
+        writers: where the metric path ends (docs/writers.md). None: on rank 0 the writers the ``writers``
+            config key names (default: a table into ``logger``; with a ``work_dir`` also TensorBoard and
+            ``metrics.jsonl``), none on other ranks. A list is used as given, on every rank.
 
     Attributes:
         train_iter: completed train iterations.
@@ -63,9 +57,8 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         statistics: the statistics step, a :class:`~rlearn.logging.LogProcessor` configured by
             ``learner.log_processor.custom_cfg`` (``<key>_avg`` for every key by default).
         writers: the list of :class:`~rlearn.writers.Writer` every shown number goes to.
-        message_hub: a :class:`~rlearn.logging.MessageHub` attached to :attr:`monitor` (``update_scalar``
-            records there, at the current iteration) holding ``train_iter``, ``envstep``, ``lr`` (read when
-            asked), ``rank``, ``world_size``, ``work_dir`` and ``policy`` as runtime info.
+        message_hub: a :class:`~rlearn.logging.MessageHub` whose ``update_scalar`` records into :attr:`monitor`;
+            runtime info: ``train_iter``, ``envstep``, ``lr``, ``rank``, ``world_size``, ``work_dir``, ``policy``.
         run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
     """
 
@@ -81,10 +74,13 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
     ) -> None:
         super().__init__()
         self.policy = policy
-        self.cfg = self._check_config(cfg)
+        try:
+            self.cfg = resolve_section("learner", cfg)  # defaults filled in, every value checked
+        except ConfigError as exc:
+            raise LearnerConfigError(str(exc)) from exc
         self.work_dir: Optional[Path] = Path(work_dir) if work_dir is not None else None
         self.logger = logger if logger is not None else get_logger()
-        if isinstance(rank, bool) or not isinstance(rank, int) or isinstance(world_size, bool) or not isinstance(world_size, int):
+        if not (is_int(rank) and is_int(world_size)):
             raise TypeError(f"rank and world_size must be ints, got rank={rank!r}, world_size={world_size!r}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
@@ -101,8 +97,10 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
         except ValueError as exc:
             raise LearnerConfigError(f"learner.log_processor.{exc}") from exc
         self.statistics.prepare(self.monitor)  # last_n rings and since-start sums fill from the first value
-        self.writers: List[Writer] = list(writers) if writers is not None else self._default_writers()
-        #: writers disabled after an error: name -> the error (see MetricPath._call_writers)
+        if writers is None:  # the writers ``learner.writers`` names, on rank 0 only
+            writers = build_writers(self.cfg["writers"], self.work_dir, self.logger) if rank == 0 else []
+        self.writers: List[Writer] = list(writers)
+        #: writers disabled after an error: name -> the error (see rlearn.learner.metric_path.call_writers)
         self.failed_writers: Dict[str, str] = {}
         for writer in self.writers:
             if not isinstance(writer, Writer):
@@ -135,21 +133,11 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
                 self.register_hook(hook, priority)
 
     # ------------------------------------------------------------------------------------------ config
-    @classmethod
-    def _check_config(cls, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-        """The learner section resolved by the config schema: defaults filled in, ``monitor_window`` set to
-        ``log_freq`` when None, every value checked (:func:`rlearn.config.resolve_section`)."""
-        try:
-            return resolve_section("learner", cfg)
-        except ConfigError as exc:
-            raise LearnerConfigError(str(exc)) from exc
-
     def check_monitor_windows(self) -> None:
         """Check once that every ``monitor_windows`` key is a declared monitor key (a misspelt key's window
         would never be used): a warning per key, or with ``strict=True`` a :class:`LearnerConfigError`
-        naming them. Called at the first iteration, when the policy, the hooks and the run have declared
-        their keys; ``rlearn.run`` calls it earlier, after the ``before_run`` hooks and before the run
-        writes its first event."""
+        naming them. Called at the first iteration, or earlier by ``rlearn.run`` once hooks have declared
+        their keys."""
         if self._windows_checked:
             return
         owner = type(self.policy).__name__
@@ -162,7 +150,7 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
 
     # ---------------------------------------------------------------------------------------- train
     def _set_envstep(self, envstep: Any) -> None:
-        if isinstance(envstep, bool) or not isinstance(envstep, numbers.Integral):
+        if not is_int(envstep):
             raise TypeError(f"envstep must be an int, got {envstep!r}")
         if envstep < self.envstep:
             raise ValueError(
@@ -173,10 +161,9 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
 
     def _publish_info(self) -> None:
         """Runtime info of this process (also re-published after a checkpoint replaced the hub's)."""
-        self.message_hub.update_info("rank", self.rank)
-        self.message_hub.update_info("world_size", self.world_size)
-        self.message_hub.update_info("work_dir", None if self.work_dir is None else str(self.work_dir))
-        self.message_hub.update_info("policy", type(self.policy).__name__)
+        work_dir = None if self.work_dir is None else str(self.work_dir)
+        self.message_hub.update_info_dict({"rank": self.rank, "world_size": self.world_size, "work_dir": work_dir,
+                                           "policy": type(self.policy).__name__})
 
     def _current_lrs(self) -> Dict[str, float]:
         """``{optimizer name: lr of its first param group}``: the current (scheduled, warmed-up) rates."""

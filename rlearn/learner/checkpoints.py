@@ -1,10 +1,6 @@
-"""``LearnerCheckpoints``: the checkpoint half of :class:`~rlearn.learner.BaseLearner` (a mixin).
-
-What a checkpoint holds (counters, policy networks and optimizers, the monitor's windows, registered states,
-stateful hooks), writing it (:meth:`save_checkpoint`, atomic, with extra copies such as ``latest.pt``) and
-reading it back with compatibility checks that name what does not fit (:meth:`load_checkpoint`). It uses the
-learner's attributes (``policy``, ``monitor``, ``hooks``, ``_states``, counters, ``logger``); see
-docs/checkpoints.md for the format.
+"""``LearnerCheckpoints``: the checkpoint half of :class:`~rlearn.learner.BaseLearner` (a mixin): what a
+checkpoint holds, saving it, and loading it back after compatibility checks that name what does not fit
+(docs/checkpoints.md).
 """
 
 from __future__ import annotations
@@ -17,41 +13,36 @@ from typing import Any, Dict, List, Mapping, Sequence, Union
 from rlearn import __version__
 from rlearn.checkpoint import files as ckpt
 from rlearn.checkpoint.fit import check_policy_state, listing
+from rlearn.learner.metric_path import call_writers, unique_names
 from rlearn.writers import TensorBoardWriter
 
 __all__ = ["LearnerCheckpoints"]
 
 
+def _has_state(obj: Any) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
 class LearnerCheckpoints:
     """Checkpoint methods of :class:`~rlearn.learner.BaseLearner`; not used on its own."""
 
-    # ------------------------------------------------------------------------------------- checkpoints
-    # (monitor keys, record, log_metrics, writers: rlearn/learner/metric_path.py)
     def register_state(self, name: str, obj: Any) -> None:
         """Save ``obj.state_dict()`` in every checkpoint under ``name`` and restore it on load."""
         if not isinstance(name, str) or not name:
             raise TypeError(f"state name must be a non-empty str, got {name!r}")
-        if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))):
+        if not _has_state(obj):
             raise TypeError(f"register_state({name!r}): {type(obj).__name__} has no state_dict/load_state_dict")
         if name in self._states:
             raise ValueError(f"a state called {name!r} is already registered")
         self._states[name] = obj
 
     def _stateful_hooks(self) -> Dict[str, Any]:
-        hooks: Dict[str, Any] = {}
-        for hook in self.hooks:
-            if callable(getattr(hook, "state_dict", None)) and callable(getattr(hook, "load_state_dict", None)):
-                name = type(hook).__name__
-                suffix = 2
-                while name in hooks:
-                    name = f"{type(hook).__name__}.{suffix}"
-                    suffix += 1
-                hooks[name] = hook
-        return hooks
+        stateful = [hook for hook in self.hooks if _has_state(hook)]
+        return unique_names(stateful, lambda hook: type(hook).__name__)
 
     def checkpoint_dict(self) -> Dict[str, Any]:
         """Everything a resumed run needs, as saved by :meth:`save_checkpoint` (see docs/checkpoints.md)."""
-        checkpoint: Dict[str, Any] = {
+        return {
             "format": ckpt.FORMAT_TAG,
             "format_version": ckpt.FORMAT_VERSION,
             "rlearn_version": __version__,
@@ -78,7 +69,6 @@ class LearnerCheckpoints:
             "rng": ckpt.capture_rng_state(),
             "config": copy.deepcopy(dict(self.run_config)) if self.run_config is not None else None,
         }
-        return checkpoint
 
     def save_checkpoint(self, path: Union[str, Path, None] = None, copies: Sequence[Union[str, Path]] = ()) -> Path:
         """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``)
@@ -93,7 +83,7 @@ class LearnerCheckpoints:
                 raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
             path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
         path = Path(path)
-        self._call_writers("flush")
+        call_writers(self, "flush")
         checkpoint = self.checkpoint_dict()
         self.call_hook("before_save_checkpoint", checkpoint)
         data = ckpt.serialize_checkpoint(checkpoint)
@@ -105,15 +95,11 @@ class LearnerCheckpoints:
     def load_checkpoint(self, path: Union[str, Path], rewind_tensorboard: bool = True) -> Dict[str, Any]:
         """Restore a checkpoint written by :meth:`save_checkpoint` and return its content.
 
-        Restores counters, monitor windows (completing the tick of a checkpoint taken inside an
-        iteration), message hub, policy (networks, optimizers, extra state), stateful hooks, registered
-        states, RNG states and the writers' states. With ``rewind_tensorboard`` every writer is rewound
-        to the checkpoint (:meth:`~rlearn.writers.Writer.rewind`): the TensorBoard event files lose
-        every point written after it, so the resumed run's curves have no duplicate and no missing point.
-
-        Every problem (missing file, not a checkpoint, truncated, another policy class, mismatched
-        network shapes, a registered state missing) raises
-        :class:`~rlearn.checkpoint.CheckpointError` naming the file, before anything is changed.
+        Restores counters, monitor windows, message hub, policy, stateful hooks, registered states, RNG
+        states and the writers' states. With ``rewind_tensorboard`` every writer is rewound to the checkpoint
+        (:meth:`~rlearn.writers.Writer.rewind`), so the resumed curves have no duplicate and no missing point.
+        Every problem raises :class:`~rlearn.checkpoint.CheckpointError` naming the file, before anything
+        is changed.
         """
         path = Path(path)
         checkpoint = ckpt.read_checkpoint(path)
@@ -140,12 +126,8 @@ class LearnerCheckpoints:
         restored = {key: self.monitor.window_size(key) for key in configured}
         if configured != restored:
             changed = ", ".join(f"{k}: {restored[k]} (config {configured[k]})" for k in configured if configured[k] != restored[k])
-            self.logger.warning(
-                "checkpoint %s: monitor windows differ from the config; the checkpoint's are kept so the windows "
-                "continue: %s",
-                path,
-                changed,
-            )
+            self.logger.warning("checkpoint %s: monitor windows differ from the config; the checkpoint's are kept "
+                                "so the windows continue: %s", path, changed)
         if learner_state.get("tick_pending"):
             self.monitor.tick()  # the checkpoint was taken in after_iter, before the iteration's tick
         if "message_hub" in learner_state:
@@ -168,11 +150,9 @@ class LearnerCheckpoints:
                 apply(f"writer {name}", lambda w=writer, n=name: w.load_state_dict(writer_states[n]))
         self._publish_info()
         if rewind_tensorboard:
-            self._call_writers("rewind", self.train_iter, self.envstep)
+            call_writers(self, "rewind", self.train_iter, self.envstep)
         self.call_hook("after_load_checkpoint", checkpoint)
-        self.logger.info(
-            "resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep
-        )
+        self.logger.info("resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep)
         return checkpoint
 
     def _writer_state_problems(self, learner_state: Any) -> List[str]:

@@ -6,31 +6,36 @@ in one place::
     train() / record() / record_collect()  ->  monitor (TickMonitor)
     log_metrics()                          ->  statistics (LogProcessor), merged over ranks by presence
                                            ->  write_scalars() -> every writer (TableWriter, TensorBoardWriter...)
-
-It uses these attributes of the learner: ``policy``, ``cfg``, ``logger``, ``rank``, ``work_dir``,
-``monitor``, ``statistics``, ``writers``, ``train_iter``, ``envstep``, ``_policy_vars``,
-``_collect_vars``, ``_lr_keys``, ``_extra_vars``, ``_declared``, ``_warned_undeclared``,
-``_reported_anywhere`` and ``_tick_pending``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from rlearn.distributed import WindowStat, all_gather_object, is_distributed, merge_window_stats
-from rlearn.writers import Writer, build_writers
+from rlearn.writers import Writer
 from rlearn.writers.base import ScalarValue
 
-__all__ = ["MetricPath", "call_writers"]
+__all__ = ["MetricPath", "call_writers", "unique_names"]
+
+
+def unique_names(objects: Iterable[Any], name: Callable[[Any], str]) -> Dict[str, Any]:
+    """``{name(obj): obj}`` in order, a repeated name getting the suffix ``.2``, ``.3``..."""
+    named: Dict[str, Any] = {}
+    for obj in objects:
+        key, suffix = name(obj), 2
+        while key in named:
+            key, suffix = f"{name(obj)}.{suffix}", suffix + 1
+        named[key] = obj
+    return named
 
 
 def call_writers(owner: Any, method: str, *args: Any) -> None:
     """``writer.<method>(*args)`` on every writer of ``owner.writers``.
 
-    A writer that raises (a full disk, a tracking service's error) is reported once on ``owner.logger``,
-    by name, with the error and its traceback, closed as far as it can be, removed from ``owner.writers``
-    and listed in ``owner.failed_writers`` (name -> error); the run and the other writers go on. Only
-    ``Exception`` is caught: Ctrl-C still stops the run.
+    A writer that raises ``Exception`` (a full disk, a tracking service's error) is reported once on
+    ``owner.logger`` with its traceback, closed as far as it can be, removed from ``owner.writers`` and listed
+    in ``owner.failed_writers`` (where it has one); the run and the other writers go on.
     """
     for writer in list(owner.writers):
         try:
@@ -105,14 +110,11 @@ class MetricPath:
 
     # --------------------------------------------------------------------------------------- record
     def record(self, info: Mapping[str, Any]) -> None:
-        """Record ``info`` (keys of hooks or the pipeline) at the current tick, checking that every key is
-        declared.
+        """Record ``info`` (keys of hooks or the pipeline) at the current tick.
 
-        An undeclared key is still recorded and shown, with one warning per key (per learner) that says
-        to declare it with :meth:`declare_monitor_vars`. With ``strict=True`` it raises ``ValueError``
-        naming the key(s) and records nothing of ``info``. Bad values raise ``TypeError`` from the
-        monitor (naming the key), also recording nothing. The policy's info dicts are recorded by
-        :meth:`train`, its collect-side metrics by :meth:`record_collect`.
+        An undeclared key is still recorded, with one warning per key saying to declare it with
+        :meth:`declare_monitor_vars`; with ``strict=True`` it is a ``ValueError`` and nothing of ``info`` is
+        recorded. A bad value is a ``TypeError`` naming the key, also recording nothing.
         """
         self._record(info, "learner.declare_monitor_vars()")
 
@@ -120,12 +122,8 @@ class MetricPath:
         """Record the policy's collect-side metrics (``CollectResult.metrics``) at the current tick, as
         ``collector/<key>``.
 
-        ``metrics`` maps each key (as ``_forward_collect`` returned it) to one scalar or to the list of
-        values of one collect call (one per environment step that reported it; each becomes a value of
-        the window). Keys missing from ``metrics`` are simply not recorded (sparse, like learn keys). A
-        key the policy does not declare in ``_monitor_vars_collect()`` is recorded with one warning
-        naming that method (``strict``: ValueError, nothing recorded). One
-        :meth:`~rlearn.monitor.TickMonitor.update_columns` call: a bad value records nothing of ``metrics``.
+        Each key maps to one scalar or to the list of values of one collect call (each a value of the
+        window). Undeclared keys are handled as in :meth:`record`; a bad value records nothing of ``metrics``.
         """
         if not isinstance(metrics, Mapping):
             raise TypeError(f"learner.record_collect expects a dict key -> values, got {type(metrics).__name__}")
@@ -167,16 +165,6 @@ class MetricPath:
                 )
 
     # ------------------------------------------------------------------------------------ metric path
-    def _default_writers(self) -> List[Writer]:
-        """The writers ``learner.writers`` names (rank 0 only; file writers only with a work dir)."""
-        if self.rank != 0:
-            return []
-        return build_writers(self.cfg["writers"], self.work_dir, self.logger)
-
-    def _call_writers(self, method: str, *args: Any) -> None:
-        """``writer.<method>(*args)`` on every writer, disabling one that fails (:func:`call_writers`)."""
-        call_writers(self, method, *args)
-
     def last_tick(self) -> int:
         """The monitor tick of the last completed iteration: the current tick inside ``after_iter`` hooks,
         the one before it once :meth:`train` has returned (its tick is done). A window ending there covers
@@ -194,21 +182,19 @@ class MetricPath:
         every = declared + [key for key in self.monitor.keys() if key not in seen]
         return every if keys is None else [key for key in every if key.startswith(keys)]
 
-    def _window_stats(self, keys: List[str], end: Optional[int]) -> Tuple[Dict[str, WindowStat], List[str]]:
+    def _window_stats(self, keys: List[str], end: Optional[int]) -> Dict[str, WindowStat]:
         """Window statistics of ``keys``, merged over the ranks by presence in a multi-process run (one
-        ``all_gather`` that every rank must reach), and the keys in display order."""
+        ``all_gather`` that every rank must reach)."""
         self.statistics.prepare(self.monitor)  # idempotent: windows its entries need beyond the keys' own
         local = self.statistics.window_stats(self.monitor, keys, end=end)
         if not is_distributed():
-            return local, keys
+            return local
         monitor = self.monitor
         newly = [k for k in self.monitor_vars() if k not in self._reported_anywhere and monitor.last(k) is not None]
         gathered = all_gather_object((local, newly))
-        merged = merge_window_stats([stats for stats, _ in gathered])
         for _, reported in gathered:
             self._reported_anywhere.update(reported)
-        known = set(keys)
-        return merged, keys + [key for key in merged if key not in known]
+        return merge_window_stats([stats for stats, _ in gathered])
 
     def log_metrics(
         self,
@@ -219,15 +205,12 @@ class MetricPath:
         """Run the metric path for ``keys`` and write the result to every writer; returns what was written.
 
         monitor windows -> :attr:`statistics` (``<key>_avg``, ``<key>_nonfinite``) -> merged over ranks
-        -> ``extra`` (e.g. throughput) first, then the statistics -> :meth:`write_scalars` at
-        (``train_iter``, ``envstep``). ``keys`` as in :meth:`metric_keys`; ``end`` is the last monitor tick
-        the windows cover (None: the current one; see :meth:`last_tick`). Non-finite values in a window
-        get a warning (rank 0). In a multi-process run every rank must call it at the same iteration.
+        -> ``extra`` (e.g. throughput) first, then the statistics -> :meth:`write_scalars`. ``keys`` as in
+        :meth:`metric_keys`; ``end`` is the last monitor tick the windows cover (None: the current one; see
+        :meth:`last_tick`). In a multi-process run every rank must call it at the same iteration.
         """
-        selected = self.metric_keys(keys)
-        stats, ordered = self._window_stats(selected, end)
         values: Dict[str, ScalarValue] = dict(extra or {})
-        shown = self.statistics.values(stats)
+        shown = self.statistics.values(self._window_stats(self.metric_keys(keys), end))
         values.update(shown)
         nonfinite = {name[: -len("_nonfinite")]: count for name, count in shown.items() if name.endswith("_nonfinite")}
         if nonfinite and self.rank == 0:
@@ -245,14 +228,18 @@ class MetricPath:
         (``step_iter``, ``step_env``), default (``train_iter``, ``envstep``), and flush them."""
         step_iter = self.train_iter if step_iter is None else step_iter
         step_env = self.envstep if step_env is None else step_env
-        call_writers(self, "write_scalars", scalars, step_iter, step_env)
+        call_writers(self, "write_scalars", scalars, step_iter, step_env)  # needs only writers and logger
+        call_writers(self, "flush")
+
+    def _write(self, method: str, *args: Any) -> None:
+        """``writer.<method>(*args)`` then ``flush()`` on every writer (:func:`call_writers`)."""
+        call_writers(self, method, *args)
         call_writers(self, "flush")
 
     def write_text(self, tag: str, text: str, step_iter: Optional[int] = None) -> None:
         """Hand a text to every writer at ``step_iter`` (default ``train_iter``)."""
         step_iter = self.train_iter if step_iter is None else step_iter
-        self._call_writers("write_text", tag, text, step_iter)
-        self._call_writers("flush")
+        self._write("write_text", tag, text, step_iter)
 
     def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: Optional[int] = None,
                     step_env: Optional[int] = None) -> None:
@@ -261,8 +248,7 @@ class MetricPath:
         TensorBoard shows it, the other default writers ignore it."""
         step_iter = self.train_iter if step_iter is None else step_iter
         step_env = self.envstep if step_env is None else step_env
-        self._call_writers("write_video", name, frames, fps, step_iter, step_env)
-        self._call_writers("flush")
+        self._write("write_video", name, frames, fps, step_iter, step_env)
 
     def write_config(self, config: Optional[Mapping[str, Any]] = None, step_iter: Optional[int] = None) -> None:
         """Hand the run's resolved config (default :attr:`run_config`) to every writer (TensorBoard text,
@@ -271,8 +257,7 @@ class MetricPath:
         if config is None:
             return
         step_iter = self.train_iter if step_iter is None else step_iter
-        self._call_writers("write_config", config, step_iter)
-        self._call_writers("flush")
+        self._write("write_config", config, step_iter)
 
     def write_hparams(self, metrics: Mapping[str, float], hparams: Optional[Mapping[str, Any]] = None) -> None:
         """Hand the hyper-parameters (default: :attr:`run_config` flattened to dotted keys) and the run's
@@ -283,18 +268,11 @@ class MetricPath:
             from rlearn.config import flatten
 
             hparams = flatten(self.run_config)
-        self._call_writers("write_hparams", hparams, dict(metrics), self.train_iter)
-        self._call_writers("flush")
+        self._write("write_hparams", hparams, dict(metrics), self.train_iter)
 
     def close(self) -> None:
         """Close every writer (a later write opens new files)."""
-        self._call_writers("close")
+        call_writers(self, "close")
 
     def _stateful_writers(self) -> Dict[str, Writer]:
-        named: Dict[str, Writer] = {}
-        for writer in self.writers:
-            name, suffix = writer.name, 2
-            while name in named:
-                name, suffix = f"{writer.name}.{suffix}", suffix + 1
-            named[name] = writer
-        return named
+        return unique_names(self.writers, lambda writer: writer.name)
