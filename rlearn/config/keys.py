@@ -35,7 +35,6 @@ def get_by_path(cfg: Mapping[str, Any], path: str) -> Any:
     return node
 
 
-
 def set_by_path(cfg: Mapping[str, Any], path: str, value: Any) -> None:
     """Set the value at dotted ``path`` (its parent must exist)."""
     parent_path, _, leaf = path.rpartition(".")

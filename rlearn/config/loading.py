@@ -1,15 +1,9 @@
 """Loading a config (a Python file, a bundled config or a dict) and resolving it.
 
-:func:`load_config` / :func:`resolve_config` return the *resolved* config: a nested dict of plain values with
-every framework section filled in from the schema's defaults (:mod:`rlearn.config.sections`), the ``policy``
-section filled in from the policy class's ``default_config``, the ``--set`` overrides applied and every value
-checked. Mistakes raise :class:`~rlearn.config.ConfigError` naming the dotted key.
-
-A config file is executed as a Python module (under a private module name, so an
-``if __name__ == "__main__":`` block does not run). Anything it defines at import time takes effect,
-in particular ``@policies.register_policy("name")`` on a policy class, which is how
-``examples/custom_policy.py`` makes its ``policy.type`` resolvable. Other modules or files that a config
-needs imported first go in ``custom_imports``.
+The *resolved* config is a nested dict of plain values: framework sections filled from the schema's defaults,
+the ``policy`` section from the policy class's ``default_config``, ``--set`` overrides applied, every value
+checked. A config file is executed as a module under a private name (an ``if __name__ == "__main__":`` block
+does not run), so what it defines, e.g. a ``@register_policy`` class, takes effect.
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ from rlearn.config.validate import merge_section, validate_config
 
 __all__ = ["load_config", "resolve_config", "import_file", "config_source", "imports_named"]
 
-# ------------------------------------------------------------------------------------------ loading
 _loaded_files: Dict[str, Any] = {}
 #: the package every executed config or ``custom_imports`` file is registered under (a name that exists only
 #: in the process that executed the file: see :func:`user_modules`)
@@ -53,14 +46,10 @@ def user_modules() -> List[Any]:
 
 
 def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
-    """Execute the Python file ``path`` as a module and return the module.
+    """Execute the Python file ``path`` as a module (once per process unless ``fresh``) and return it.
 
-    A file is executed once per process (later calls return the same module) unless ``fresh``, which
-    executes it again (a config file read by :func:`load_config` may have changed since).
-
-    The module is registered in ``sys.modules`` under a private name (``rlearn_user_config.<stem>_<hash>``)
-    so that classes defined there are picklable and an ``if __name__ == "__main__":`` block does not run.
-    Errors while executing it become a :class:`ConfigError` naming the file and the line.
+    The module is registered in ``sys.modules`` as ``rlearn_user_config.<stem>_<hash>``, so classes defined
+    there are picklable. Errors while executing it become a :class:`ConfigError` naming the file and line.
     """
     path = Path(path).expanduser().resolve()
     key = str(path)
@@ -106,18 +95,9 @@ def _error_line(exc: BaseException, path: Path) -> str:
     return f" at line {line}" if line is not None else ""
 
 
-def _bundled_names() -> List[str]:
-    from rlearn.configs import available_configs
-
-    return available_configs()
-
-
 def config_source(spec: str) -> Tuple[str, str]:
-    """Where ``rlearn train CONFIG`` takes its config from: ``("file", path)`` or ``("bundled", name)``.
-
-    A string ending in ``.py`` or naming an existing file is a file; anything else must be a bundled
-    config name. An unknown name raises :class:`ConfigError` listing the bundled configs.
-    """
+    """Where ``rlearn train CONFIG`` takes its config from: ``("file", path)`` (a ``.py`` or an existing file)
+    or ``("bundled", name)``; an unknown name raises :class:`ConfigError` listing the bundled configs."""
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"a config is a .py file or a bundled config name, got {spec!r}")
     path = Path(spec).expanduser()
@@ -125,7 +105,9 @@ def config_source(spec: str) -> Tuple[str, str]:
         if not path.is_file():
             raise ConfigError(f"config file {spec!r} does not exist")
         return "file", str(path.resolve())
-    names = _bundled_names()
+    from rlearn.configs import available_configs
+
+    names = available_configs()
     if spec not in names:
         close = difflib.get_close_matches(spec, names, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -177,7 +159,6 @@ def load_config(
     return resolve_config(raw, overrides=overrides, default_exp_name=default_name)
 
 
-
 def _import_custom(items: Sequence[str]) -> None:
     for item in items:
         if item.endswith(".py") or "/" in item or "\\" in item:
@@ -222,16 +203,10 @@ def resolve_config(
     overrides: Iterable[Override] = (),
     default_exp_name: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """Merge ``raw`` over the schema's defaults, complete the policy section, apply ``overrides``, validate.
-
-    Steps: unknown framework keys are errors (with suggestions); ``custom_imports`` are imported;
-    ``policy.type`` is resolved with :func:`rlearn.registry.get_policy_class` and the policy section is merged
-    over the class's ``default_config`` (an unknown policy key is an error naming the policy); the
-    overrides are applied; every framework value and every key the policy declares
-    (:mod:`rlearn.config.policy_keys`) is checked against its expected type and range.
-    A policy defined in ``__main__`` or in an executed config file has that file added to
-    ``custom_imports``, so the dumped config can be loaded on its own. Resolving twice is harmless.
-    """
+    """Merge ``raw`` over the schema's defaults, import ``custom_imports``, merge the policy section over the
+    policy class's ``default_config``, apply ``overrides`` and check every value. A policy defined in
+    ``__main__`` or an executed config file has that file added to ``custom_imports`` (so the dumped config
+    loads on its own). Resolving twice is harmless."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a config must be a dict, got {type(raw).__name__}")
     overrides = list(overrides)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import ast
 import copy
-import math
-import numbers
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from rlearn.config.errors import ConfigError
 from rlearn.config.keys import get_by_path, known_paths, unknown_key_error
 from rlearn.config.schema import FREE_FORM, SCHEMA
-from rlearn.config.spec import Key
+from rlearn.config.spec import Key, has_kind, is_int, is_real
 
 __all__ = ["coerce_value", "parse_override", "apply_overrides", "Override"]
 
@@ -20,6 +18,7 @@ Override = Union[str, Tuple[str, Any]]
 
 _BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 _NULL_WORDS = {"none", "null"}
+
 
 def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = True) -> Any:
     """Turn the string ``text`` of ``--set key=text`` into a value of type ``kind``.
@@ -55,15 +54,13 @@ def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = Tru
             return _BOOL_WORDS[word]
         raise fail("bool (true/false, yes/no, on/off, 1/0)")
     if kind is int:
-        if isinstance(literal, bool):
-            raise fail("int")
-        if isinstance(literal, int):
+        if is_int(literal):
             return literal
-        if isinstance(literal, float) and math.isfinite(literal) and literal.is_integer():
+        if isinstance(literal, float) and literal.is_integer():  # 1e5; False for inf and nan
             return int(literal)
         raise fail("int")
     if kind is float:
-        if isinstance(literal, (int, float)) and not isinstance(literal, bool):
+        if is_real(literal):
             return float(literal)
         try:
             return float(stripped)  # inf, nan, -inf
@@ -107,19 +104,10 @@ def _override_kind(path: str, current: Any, exists: bool,
     parent = SCHEMA.get(path.rpartition(".")[0])
     if parent is not None and parent.item_kind not in (None, object):
         return parent.item_kind, False
-    if not exists or current is None:
-        return None, True
-    if isinstance(current, bool):
-        return bool, False
-    if isinstance(current, numbers.Integral):
-        return int, False
-    if isinstance(current, numbers.Real):
-        return float, False
-    if isinstance(current, (list, tuple)):
-        return list, False
-    for kind in (str, dict):
-        if isinstance(current, kind):
-            return kind, False
+    if exists and current is not None:
+        for kind in (bool, int, float, list, str, dict):
+            if has_kind(current, kind):
+                return kind, False
     return None, True
 
 

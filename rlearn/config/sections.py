@@ -1,12 +1,9 @@
 """Every framework config section, declared once: defaults, types, ranges and help text.
 
-Each section is a dataclass whose fields are :func:`~rlearn.config.spec.option` (a key) or
-:func:`~rlearn.config.spec.section` (a nested section); :class:`RunConfig` lists the sections in the order a
-resolved config has them. The dataclasses are a declaration only: a resolved config stays a nested dict of
-plain values (``cfg["train"]["max_env_steps"]``). The ``policy`` section declares only ``type``; the rest of it
-comes from the policy class's ``Config`` (:mod:`rlearn.config.policy_keys`). A section docstring's first line is the section's title in
-docs/configuration.md, the rest is printed after its table. To add a key: add an ``option`` here, then run
-``python -m rlearn.config.docs`` to regenerate the docs.
+Each section is a dataclass of :func:`~rlearn.config.spec.option` keys and nested
+:func:`~rlearn.config.spec.section` s; a resolved config stays a nested dict of plain values. A section
+docstring's first line is its title in docs/configuration.md, the rest follows its table. After adding a key,
+run ``python -m rlearn.config.docs`` to regenerate the docs.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from rlearn.config.spec import option, section
+from rlearn.config.spec import non_empty, option, section
 from rlearn.config.writer_specs import check_writer_specs
 
 __all__ = [
@@ -29,10 +26,6 @@ def _exp_name(v: str) -> Optional[str]:
         return ("must be a non-empty name usable as a directory name (no '/', no surrounding spaces, no newline "
                 "or other control character)")
     return None
-
-
-def _non_empty(v: str) -> Optional[str]:
-    return None if v else "must not be empty"
 
 
 def _str_list(v: list) -> Optional[str]:
@@ -78,7 +71,7 @@ class EnvSection:
 
     id: str = option(
         None, "a registered gymnasium id (`\"Pendulum-v1\"`, `\"CartPole-v1\"`); register your own with "
-        "`rlearn.env.register_env` in a `custom_imports` module", check=_non_empty)
+        "`rlearn.env.register_env` in a `custom_imports` module", check=non_empty)
     num_envs: int = option(1, "sub-environments stepped together as one vector env; `envstep` counts steps summed "
                            "over them", ge=1)
     asynchronous: bool = option(False, "one worker process per sub-environment (`AsyncVectorEnv`) instead of "
@@ -99,7 +92,7 @@ class PolicySection:
 
     type: str = option(
         None, "a registered name (`\"td3\"`, `\"ppg\"`, `\"ppo\"`, `\"dqn\"`, `\"sac\"`, or one added with `@register_policy`), or an import path "
-        "`\"package.module:ClassName\"`", check=_non_empty)
+        "`\"package.module:ClassName\"`", check=non_empty)
 
 
 @dataclass
@@ -256,7 +249,7 @@ class RunConfig:
                        "`seed + i`), the evaluation environments (a seed derived from it), the replay buffer's "
                        "sampling and the policy", ge=0)
     device: str = option("cpu", "torch device of the networks (`\"cuda\"`, `\"cuda:1\"`, or `\"auto\"`: CUDA when "
-                         "available)", check=_non_empty)
+                         "available)", check=non_empty)
     num_threads: Optional[int] = option(1, "`torch.set_num_threads` for the run, or None to leave torch's default. "
                                         "Small RL networks on CPU are usually fastest with one thread, and extra "
                                         "threads fight with environment workers", ge=1)

@@ -1,11 +1,5 @@
-"""Checking config values against the schema: a whole run config, or one component's section.
-
-:func:`merge_section` merges a user's dict over a section's defaults (unknown keys are errors with "did you
-mean" suggestions), :func:`validate_config` checks every framework key of a resolved config,
-:func:`resolve_section` does both for a component that is given only its section (``BaseLearner(policy,
-cfg)``), filling keys that default to a sibling (``learner.monitor_window`` -> ``log_freq``), and
-:func:`undeclared_window_warnings` names the per-key windows that no declared monitor key uses.
-"""
+"""Checking config values against the schema: merging a user's dict over the defaults, checking a whole run
+config or one component's section, and warning about per-key windows that no declared key uses."""
 
 from __future__ import annotations
 
@@ -16,8 +10,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from rlearn.config.errors import ConfigError
 from rlearn.config.keys import flatten, get_by_path, known_paths, set_by_path, unknown_key_error
 from rlearn.config.schema import SCHEMA, SECTIONS, defaults
+from rlearn.config.spec import Key
 
-__all__ = ["merge_section", "validate_config", "resolve_section", "undeclared_window_warnings", "is_plain"]
+__all__ = ["merge_section", "validate_keys", "validate_config", "resolve_section", "undeclared_window_warnings",
+           "is_plain"]
 
 
 def is_plain(value: Any) -> bool:
@@ -61,16 +57,23 @@ def merge_section(base: Mapping[str, Any], user: Mapping[str, Any], prefix: str 
     return merged
 
 
-def validate_config(cfg: Dict[str, Any]) -> None:
-    """Check every framework key of a resolved config against the schema (types, ranges, items) and that all
-    values are plain Python literals (so the config can be dumped and read back). Normalises in place (an int
-    of a float key becomes a float, a tuple of a list key a list). Raises :class:`ConfigError`."""
-    for path, key in SCHEMA.items():
+def validate_keys(cfg: Dict[str, Any], keys: Mapping[str, Key], prefix: str = "") -> None:
+    """Check the value of every key of ``keys`` (dotted paths starting with ``prefix``, the section ``cfg``
+    is) and normalise it in place (an int of a float key becomes a float, a tuple of a list key a list).
+    Raises :class:`ConfigError` naming the full key, or the item (``policy.hidden_sizes[1]``)."""
+    for path, key in keys.items():
+        relative = path[len(prefix):]
         try:
-            value = get_by_path(cfg, path)
+            value = get_by_path(cfg, relative)
         except KeyError:
             raise ConfigError(f"config key '{path}' is missing") from None
-        set_by_path(cfg, path, key.validate(value))
+        set_by_path(cfg, relative, key.validate(value))
+
+
+def validate_config(cfg: Dict[str, Any]) -> None:
+    """Check every framework key of a resolved config (:func:`validate_keys`) and that all values are plain
+    Python literals (so the config can be dumped and read back)."""
+    validate_keys(cfg, SCHEMA)
     for path, value in flatten(cfg, stop=()).items():
         if not is_plain(value):
             raise ConfigError(
@@ -81,25 +84,20 @@ def validate_config(cfg: Dict[str, Any]) -> None:
 
 def resolve_section(section_path: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """One component's section (``"learner"``): ``cfg`` (a partial dict, or None) merged over the schema's
-    defaults, every key checked, keys declared ``same_as`` a sibling filled from it when None.
-
-    Errors are :class:`ConfigError` naming the full key (``learner.log_freq``). Used by components that are
-    built from their section alone (``BaseLearner(policy, {"log_freq": 10})``); a run config resolved by
-    :func:`rlearn.config.resolve_config` passes through unchanged but for the filled keys.
-    """
+    defaults, every key checked, keys declared ``same_as`` a sibling filled from it when None. For components
+    built from their section alone (``BaseLearner(policy, {"log_freq": 10})``)."""
     if section_path not in SECTIONS or section_path in ("", "policy"):
         raise KeyError(f"no framework section {section_path!r}")
     if cfg is None:
         cfg = {}
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"config key '{section_path}' is a section and must be a dict, got {type(cfg).__name__} {cfg!r}")
-    merged = merge_section(defaults(section_path), cfg, f"{section_path}.")
     prefix = f"{section_path}."
-    for path, key in SCHEMA.items():
-        if path.startswith(prefix):
-            set_by_path(merged, path[len(prefix):], key.validate(get_by_path(merged, path[len(prefix):])))
-    for path, key in SCHEMA.items():
-        if path.startswith(prefix) and key.same_as:
+    merged = merge_section(defaults(section_path), cfg, prefix)
+    keys = {path: key for path, key in SCHEMA.items() if path.startswith(prefix)}
+    validate_keys(merged, keys, prefix)
+    for path, key in keys.items():
+        if key.same_as:
             relative = path[len(prefix):]
             if get_by_path(merged, relative) is None:
                 sibling = f"{relative.rpartition('.')[0]}.{key.same_as}".lstrip(".")

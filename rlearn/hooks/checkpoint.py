@@ -9,20 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from rlearn.hooks.base import Hook, Priority
+from rlearn.hooks.base import Hook, Priority, optional_int_arg
 from rlearn.checkpoint import prune_checkpoints
 from rlearn.registry import HOOKS
 from rlearn.trace import span
 
 __all__ = ["CheckpointHook"]
-
-
-def _optional_positive_int(name: str, value: Any) -> Optional[int]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"CheckpointHook {name} must be a positive int or None, got {value!r}")
-    return value
 
 
 @HOOKS.register
@@ -43,8 +35,8 @@ class CheckpointHook(Hook):
     DEFAULT_PRIORITY = Priority.LOW
 
     def __init__(self, freq: Optional[int] = None, keep: Optional[int] = None, save_last: bool = True, dirname: str = "ckpt") -> None:
-        self.freq = _optional_positive_int("freq", freq)
-        self.keep = _optional_positive_int("keep", keep)
+        self.freq = optional_int_arg("CheckpointHook", "freq", freq)
+        self.keep = optional_int_arg("CheckpointHook", "keep", keep)
         self.save_last = bool(save_last)
         if not isinstance(dirname, str) or not dirname:
             raise ValueError(f"CheckpointHook dirname must be a non-empty str, got {dirname!r}")

@@ -1,27 +1,11 @@
 """``EvalHook``: evaluate the deterministic policy every ``freq`` env steps and at the end; keep the best
 model, stop at a target or when evaluations stop improving, record raw numbers and videos.
 
-The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each collection and the learner
-iterations it earned, and :meth:`EvalHook.evaluate_at_end` once the loop is over. One evaluation::
-
-    before_eval hooks -> rank 0 plays ``evaluator.n_episodes`` episodes, appends them to evaluations.jsonl,
-    records a video if one is due -> log line, table, TensorBoard (``_report``; the video as an animated GIF)
-    -> (several processes) rank 0 broadcasts (result, stop) -> best so far? rank 0 saves ckpt/best.pt
-    -> patience used up? -> after_eval hooks
-
-State, and where checkpoints keep it:
-
-* :attr:`EvalHook.state`, an :class:`EvalState` (envstep and train_iter of the last evaluation, its
-  result). The run saves it in every checkpoint inside ``states["pipeline"]`` (fields
-  ``last_eval_envstep``, ``last_eval_iter``, ``last_eval``, as checkpoints always had); when you use the
-  hook in your own loop, register it yourself: ``learner.register_state("eval", hook.state)``.
-* :attr:`EvalHook.progress`, an :class:`EvalProgress` (the best return, where it was reached, evaluations
-  since, the envstep of the last video). The hook itself adds it to every checkpoint as the top-level
-  entry ``eval_progress`` and restores it on resume; a checkpoint without it (written before it existed)
-  starts with no best.
-
-Files (rank 0, when the learner has a ``work_dir``): ``ckpt/best.pt``, ``evaluations.jsonl`` and
-``videos/envstep_<N>.mp4``; see docs/evaluation.md.
+The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each collection and
+:meth:`EvalHook.evaluate_at_end` once the loop is over. :attr:`EvalHook.state` (the last evaluation) is saved
+by the run in ``states["pipeline"]`` (in your own loop: ``learner.register_state("eval", hook.state)``);
+:attr:`EvalHook.progress` (the best so far) is saved by the hook as the checkpoint entry ``eval_progress``.
+Files (rank 0): ``ckpt/best.pt``, ``evaluations.jsonl``, ``videos/envstep_<N>.mp4``; see docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -31,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from rlearn.hooks.base import Hook, Priority
+from rlearn.config.spec import is_real
+from rlearn.hooks.base import Hook, Priority, optional_int_arg
 from rlearn.hooks.eval_state import EvalProgress, EvalState, read_evaluations
 from rlearn.registry import HOOKS
 from rlearn.trace import NOOP_SPAN, span
@@ -52,14 +37,6 @@ STOP_VALUE, NO_IMPROVEMENT = "stop_value", "no_improvement"
 PROGRESS_ENTRY = "eval_progress"
 #: the name a video is written under (TensorBoard: the image tag ``evaluator_step/video``)
 VIDEO_NAME = "evaluator/video"
-
-
-def _optional_positive_int(name: str, value: Any) -> Optional[int]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"EvalHook {name} must be a positive int or None, got {value!r}")
-    return value
 
 
 @HOOKS.register
@@ -91,9 +68,8 @@ class EvalHook(Hook):
             evaluation is reported, so a writer can show it next to the numbers.
         stop_reason: why the last evaluation asked to stop (``"stop_value"``, ``"no_improvement"``) or None.
 
-    In a run of several processes only rank 0 plays the episodes and writes files; the other ranks receive
-    its result and stop decision (one broadcast) and keep the same best, so every rank stops at the same
-    iteration.
+    With several processes only rank 0 plays the episodes and writes files; it broadcasts the result and
+    the stop decision, so every rank keeps the same best and stops at the same iteration.
     """
 
     DEFAULT_PRIORITY = Priority.NORMAL
@@ -102,17 +78,17 @@ class EvalHook(Hook):
                  patience: Optional[int] = None, save_best: bool = True, video: bool = False,
                  video_freq: Optional[int] = None) -> None:
         self.evaluator = evaluator
-        self.freq = _optional_positive_int("freq", freq)
-        if stop_value is not None and (isinstance(stop_value, bool) or not isinstance(stop_value, (int, float))):
+        self.freq = optional_int_arg("EvalHook", "freq", freq)
+        if stop_value is not None and not is_real(stop_value):
             raise ValueError(f"EvalHook stop_value must be a number or None, got {stop_value!r}")
         self.stop_value = None if stop_value is None else float(stop_value)
-        self.patience = _optional_positive_int("patience", patience)
+        self.patience = optional_int_arg("EvalHook", "patience", patience)
         for name, flag in (("save_best", save_best), ("video", video)):
             if not isinstance(flag, bool):
                 raise ValueError(f"EvalHook {name} must be True or False, got {flag!r}")
         self.save_best = save_best
         self.video = video
-        self.video_freq = _optional_positive_int("video_freq", video_freq)
+        self.video_freq = optional_int_arg("EvalHook", "video_freq", video_freq)
         self.recorder: Any = None
         self.video_path: Optional[Path] = None
         self.stop_reason: Optional[str] = None
@@ -244,11 +220,7 @@ class EvalHook(Hook):
 
     def _record_video(self, learner: Any) -> Any:
         """Rank 0: record one episode as ``videos/envstep_<N>.mp4`` if one is due; the recorder's
-        :class:`~rlearn.video.EpisodeVideo` or None.
-
-        A failing video (rendering, encoding) is logged once with the reason and switches videos off; the
-        run goes on.
-        """
+        :class:`~rlearn.video.EpisodeVideo` or None. A failing video is logged and switches videos off."""
         if not self.video or getattr(learner, "work_dir", None) is None:
             return None
         last = self.progress.last_video_envstep

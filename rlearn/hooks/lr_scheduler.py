@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import torch
 from torch.optim import lr_scheduler as torch_schedulers
 
+from rlearn.config.spec import is_int, is_real
 from rlearn.hooks.base import Hook
 from rlearn.registry import HOOKS
 
@@ -103,7 +104,7 @@ class LRSchedulerHook(Hook):
                 f"LRSchedulerHook: {warmup!r} is not a supported warmup; valid values: None, "
                 f"{', '.join(repr(m) for m in WARMUP_MODES)}"
             )
-        if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, numbers.Integral) or warmup_iters < 0:
+        if not is_int(warmup_iters) or warmup_iters < 0:
             raise ValueError(f"LRSchedulerHook: warmup_iters must be an int >= 0, got {warmup_iters!r}")
         if warmup is not None and warmup_iters == 0:
             raise ValueError(f"LRSchedulerHook: warmup={warmup!r} needs warmup_iters > 0")
@@ -112,7 +113,7 @@ class LRSchedulerHook(Hook):
                 f"LRSchedulerHook: warmup_iters={warmup_iters} without a warmup mode; set warmup to one of "
                 f"{', '.join(repr(m) for m in WARMUP_MODES)}"
             )
-        if isinstance(warmup_ratio, bool) or not isinstance(warmup_ratio, numbers.Real) or not 0 < warmup_ratio <= 1:
+        if not is_real(warmup_ratio) or not 0 < warmup_ratio <= 1:
             raise ValueError(f"LRSchedulerHook: warmup_ratio must be a number in (0, 1], got {warmup_ratio!r}")
         if optimizers is not None:
             names = [optimizers] if isinstance(optimizers, str) else list(optimizers)
@@ -236,11 +237,14 @@ class LRSchedulerHook(Hook):
             scheduler.step()
 
     def _restore_regular(self) -> None:
-        for name, lrs in self._regular_lrs.items():
-            for group, lr in zip(self.optimizers[name].param_groups, lrs):
-                group["lr"] = lr
+        self._set_lrs(self._regular_lrs)
         self._regular_lrs = {}
         self._warming = False
+
+    def _set_lrs(self, lrs_by_name: Mapping[str, Sequence[float]]) -> None:
+        for name, lrs in lrs_by_name.items():
+            for group, lr in zip(self.optimizers[name].param_groups, lrs):
+                group["lr"] = lr
 
     # -------------------------------------------------------------------------------------- lrs
     def warmup_factor(self, i: int) -> float:
@@ -300,9 +304,7 @@ class LRSchedulerHook(Hook):
         self._regular_lrs = {}
         self._warming = False
         # the lrs the schedule stands at: a scheduler built after the optimizer was restored may have moved them
-        for name, lrs in regular.items():
-            for group, lr in zip(self.optimizers[name].param_groups, lrs):
-                group["lr"] = float(lr)
+        self._set_lrs({name: [float(lr) for lr in lrs] for name, lrs in regular.items()})
 
     def __repr__(self) -> str:
         return (
