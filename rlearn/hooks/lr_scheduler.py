@@ -210,7 +210,7 @@ class LRSchedulerHook(Hook):
         self.setup(learner)
         if self._warming:  # the previous iteration failed before after_iter: undo its warmup first
             self._restore_regular()
-        factor = self.warmup_factor(learner.train_iter)
+        factor = warmup_factor(self.warmup, learner.train_iter, self.warmup_iters, self.warmup_ratio)
         if factor == 1.0:
             return
         for name, optimizer in self.optimizers.items():
@@ -245,11 +245,6 @@ class LRSchedulerHook(Hook):
         for name, lrs in lrs_by_name.items():
             for group, lr in zip(self.optimizers[name].param_groups, lrs):
                 group["lr"] = lr
-
-    # -------------------------------------------------------------------------------------- lrs
-    def warmup_factor(self, i: int) -> float:
-        """Factor applied to the regular lr in iteration ``i`` (0-based); 1.0 after the warmup."""
-        return warmup_factor(self.warmup, i, self.warmup_iters, self.warmup_ratio)
 
     def regular_lrs(self) -> Dict[str, List[float]]:
         """Per optimizer, the lrs of its param groups without warmup."""
