@@ -21,19 +21,9 @@ _NULL_WORDS = {"none", "null"}
 
 
 def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = True) -> Any:
-    """Turn the string ``text`` of ``--set key=text`` into a value of type ``kind``.
-
-    * ``bool``: true/false, yes/no, on/off, 1/0 (any case);
-    * ``int``: an integer literal (``100_000`` too) or an integral float literal (``1e5``);
-    * ``float``: any number (``3``, ``3e-4``, ``inf``);
-    * ``str``: the text itself (a quoted Python string literal is unquoted);
-    * ``list`` / ``dict``: a Python literal (``[64, 64]``, ``64,64``, ``{'g': 9.8}``);
-    * ``None`` (``kind`` unknown, e.g. the current value is None): a Python literal if the text is one,
-      else the text;
-    * ``none`` / ``null`` give None where ``nullable``.
-
-    A text that does not fit raises :class:`ConfigError` naming the key, the text and the expected type.
-    """
+    """Turn the string ``text`` of ``--set key=text`` into a value of type ``kind`` (None: a Python literal if
+    the text is one, else the text); ``none`` / ``null`` give None where ``nullable``. The accepted texts are
+    listed in docs/configuration.md; a text that does not fit raises :class:`ConfigError` naming the key."""
     stripped = text.strip()
     if nullable and stripped.lower() in _NULL_WORDS:
         return None

@@ -1,16 +1,7 @@
-"""A policy's own config keys, declared the way the framework's are: a class of :func:`~rlearn.config.option` fields.
+"""A policy's own config keys: the fields of its nested ``Config`` class of :func:`~rlearn.config.option` s.
 
-A policy class declares its keys in a nested class ``Config`` (``policies.Policy`` makes it a dataclass and
-derives ``default_config`` from it)::
-
-    class MyPolicy(Policy):
-        class Config:
-            lr: float = option(3e-4, "Adam learning rate", gt=0, finite=True)
-            hidden_sizes: List[int] = option([64, 64], "hidden layer widths", items=dict(ge=1))
-
-Each field becomes one :class:`~rlearn.config.spec.Key` at ``policy.<name>``: the same checks, ``--set`` typing,
-"did you mean", ``--print-config`` comments and docs/configuration.md tables as a framework key. A policy that
-sets only a plain ``default_config`` dict keeps working: its keys are typed by their defaults and not checked.
+Each field becomes one :class:`~rlearn.config.spec.Key` at ``policy.<name>``, checked, typed for ``--set``,
+commented and documented like a framework key. A plain ``default_config`` dict is typed by its defaults only.
 """
 
 from __future__ import annotations

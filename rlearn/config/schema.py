@@ -30,9 +30,7 @@ def _key_from(path: str, hint: Any, meta: Mapping[str, Any], default: Any) -> Ke
         args = typing.get_args(hint)
         item = args[-1] if args else None
         item_kind = object if item in (None, Any) else (typing.get_origin(item) or item)
-    return Key(path=path, kind=kind, nullable=nullable, default=default, help=meta["help"], ge=meta["ge"],
-               gt=meta["gt"], le=meta["le"], finite=meta["finite"], check=meta["check"], expected=meta["expected"],
-               doc_default=meta["doc_default"], same_as=meta["same_as"], item_kind=item_kind, items=meta["items"])
+    return Key(path=path, kind=kind, nullable=nullable, default=default, item_kind=item_kind, **meta)
 
 
 def _walk(cls: type, prefix: str, keys: Dict[str, Key], sections: Dict[str, type]) -> None:

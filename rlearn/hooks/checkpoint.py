@@ -22,14 +22,12 @@ class CheckpointHook(Hook):
     """Save checkpoints every ``freq`` iterations and when the run ends.
 
     Args:
-        freq: iterations between two checkpoints (``train_iter % freq == 0``); None saves only at the end.
-        keep: how many ``iteration_<n>.pt`` files to keep (the newest); None keeps all. ``latest.pt``
-            is always kept.
+        freq: iterations between two checkpoints; None saves only at the end.
+        keep: how many ``iteration_<n>.pt`` files to keep (the newest); None keeps all.
         save_last: also save in ``after_run`` (unless this iteration was just saved).
         dirname: sub-directory of the learner's ``work_dir``.
 
-    Only rank 0 saves. Default priority ``LOW`` (70): after ``LogShowHook``, so a checkpoint includes
-    the TensorBoard points of its own iteration.
+    Only rank 0 saves. Default priority ``LOW``: after ``LogShowHook``, so a checkpoint includes its own log.
     """
 
     DEFAULT_PRIORITY = Priority.LOW

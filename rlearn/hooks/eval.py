@@ -45,20 +45,13 @@ class EvalHook(Hook):
 
     Args:
         evaluator: a :class:`rlearn.collect.Evaluator` (anything with ``evaluate() -> dict``; with an
-            ``episodes`` list the raw numbers go to ``evaluations.jsonl``); None lets the run attach its
-            own (so a config may name the hook: ``dict(type="EvalHook", freq=5000)``).
-        freq: env steps between two evaluations: one runs each time ``learner.envstep`` reaches a new
-            multiple of ``freq``; None evaluates only at the end.
-        stop_value: an evaluation whose ``episode_return_mean`` reaches it asks the run to stop
-            (:attr:`stop_reason` ``"stop_value"``).
-        patience: after this many evaluations in a row without a new best return, ask the run to stop
-            (:attr:`stop_reason` ``"no_improvement"``); None never stops for that.
-        save_best: save ``<work_dir>/ckpt/best.pt`` (a full checkpoint, written like ``latest.pt``) at each
-            evaluation whose mean return is higher than every earlier one (a tie keeps the earlier).
-        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` at evaluations, and hand its
-            frames to the writers (:meth:`~rlearn.learner.BaseLearner.write_video`: TensorBoard shows it as
-            ``evaluator_step/video`` at the evaluation's env step); needs ``pip install 'rlearn[video]'``
-            and a :attr:`recorder`, which the run attaches.
+            ``episodes`` list the raw numbers go to ``evaluations.jsonl``); None lets the run attach its own.
+        freq: evaluate each time ``learner.envstep`` reaches a new multiple of ``freq``; None: only at the end.
+        stop_value: an evaluation whose ``episode_return_mean`` reaches it asks the run to stop.
+        patience: after this many evaluations in a row without a new best return, ask the run to stop.
+        save_best: save ``<work_dir>/ckpt/best.pt`` at each evaluation with a new best mean return.
+        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` and hand its frames to the writers;
+            needs ``pip install 'rlearn[video]'`` and a :attr:`recorder`, which the run attaches.
         video_freq: a video at the first evaluation after each new multiple of ``video_freq`` env steps;
             None: at every evaluation.
 

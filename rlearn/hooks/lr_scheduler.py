@@ -29,6 +29,7 @@ __all__ = ["LRSchedulerHook", "WARMUP_MODES", "warmup_factor"]
 
 #: valid values of ``warmup`` (besides None)
 WARMUP_MODES = ("constant", "linear", "exp")
+_VALID_WARMUPS = "None, " + ", ".join(repr(m) for m in WARMUP_MODES)
 
 # torch schedulers that cannot be built from a config dict and stepped once per iteration
 _UNSUPPORTED = {
@@ -61,7 +62,7 @@ def warmup_factor(mode: Optional[str], i: int, warmup_iters: int, warmup_ratio: 
         return 1.0 - (1.0 - i / warmup_iters) * (1.0 - warmup_ratio)
     if mode == "exp":
         return warmup_ratio ** (1.0 - i / warmup_iters)
-    raise ValueError(f"unknown warmup {mode!r}; valid values: None, {', '.join(repr(m) for m in WARMUP_MODES)}")
+    raise ValueError(f"unknown warmup {mode!r}; valid values: {_VALID_WARMUPS}")
 
 
 @HOOKS.register
@@ -100,10 +101,7 @@ class LRSchedulerHook(Hook):
     ) -> None:
         self.scheduler_spec = self._check_scheduler(scheduler)
         if warmup is not None and warmup not in WARMUP_MODES:
-            raise ValueError(
-                f"LRSchedulerHook: {warmup!r} is not a supported warmup; valid values: None, "
-                f"{', '.join(repr(m) for m in WARMUP_MODES)}"
-            )
+            raise ValueError(f"LRSchedulerHook: {warmup!r} is not a supported warmup; valid values: {_VALID_WARMUPS}")
         if not is_int(warmup_iters) or warmup_iters < 0:
             raise ValueError(f"LRSchedulerHook: warmup_iters must be an int >= 0, got {warmup_iters!r}")
         if warmup is not None and warmup_iters == 0:
@@ -129,7 +127,6 @@ class LRSchedulerHook(Hook):
         self._ready = False
         self._pending_state: Optional[Mapping[str, Any]] = None
         self._regular_lrs: Dict[str, List[float]] = {}  # set while a warmup lr is applied
-        self._warming = False
         self._first_step = True
 
     # ------------------------------------------------------------------------------------ checks
@@ -208,7 +205,7 @@ class LRSchedulerHook(Hook):
 
     def before_iter(self, learner: Any) -> None:
         self.setup(learner)
-        if self._warming:  # the previous iteration failed before after_iter: undo its warmup first
+        if self._regular_lrs:  # the previous iteration failed before after_iter: undo its warmup first
             self._restore_regular()
         factor = warmup_factor(self.warmup, learner.train_iter, self.warmup_iters, self.warmup_ratio)
         if factor == 1.0:
@@ -217,12 +214,11 @@ class LRSchedulerHook(Hook):
             self._regular_lrs[name] = [group["lr"] for group in optimizer.param_groups]
             for group in optimizer.param_groups:
                 group["lr"] = group["lr"] * factor
-        self._warming = True
 
     def after_iter(self, learner: Any) -> None:
         if not self._ready:
             return
-        if self._warming:
+        if self._regular_lrs:
             self._restore_regular()
         if self._first_step:
             # An optimizer that did not step in the first iteration (TD3's delayed actor) makes torch
@@ -239,7 +235,6 @@ class LRSchedulerHook(Hook):
     def _restore_regular(self) -> None:
         self._set_lrs(self._regular_lrs)
         self._regular_lrs = {}
-        self._warming = False
 
     def _set_lrs(self, lrs_by_name: Mapping[str, Sequence[float]]) -> None:
         for name, lrs in lrs_by_name.items():
@@ -248,7 +243,7 @@ class LRSchedulerHook(Hook):
 
     def regular_lrs(self) -> Dict[str, List[float]]:
         """Per optimizer, the lrs of its param groups without warmup."""
-        if self._warming:
+        if self._regular_lrs:
             return {name: list(lrs) for name, lrs in self._regular_lrs.items()}
         return {name: [group["lr"] for group in opt.param_groups] for name, opt in self.optimizers.items()}
 
@@ -297,7 +292,6 @@ class LRSchedulerHook(Hook):
         for name, scheduler in self.schedulers.items():
             scheduler.load_state_dict(saved[name])
         self._regular_lrs = {}
-        self._warming = False
         # the lrs the schedule stands at: a scheduler built after the optimizer was restored may have moved them
         self._set_lrs({name: [float(lr) for lr in lrs] for name, lrs in regular.items()})
 
