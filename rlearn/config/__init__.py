@@ -15,13 +15,14 @@ the full dotted key.
 
 from rlearn.config.dump import default_work_dir, dump_config, format_config
 from rlearn.config.errors import ConfigError
-from rlearn.config.keys import flatten, get_by_path, set_by_path, suggest
+from rlearn.config.keys import (
+    flatten, get_by_path, resolve_section, set_by_path, suggest, undeclared_window_warnings, validate_config,
+)
 from rlearn.config.loading import config_source, import_file, imports_named, load_config, resolve_config
 from rlearn.config.overrides import apply_overrides, coerce_value, parse_override
 from rlearn.config.schema import FREE_FORM, SCHEMA, SECTIONS, defaults
 from rlearn.config.sections import RunConfig
 from rlearn.config.spec import Key, is_int, is_real, non_empty, one_of, option, section
-from rlearn.config.validate import resolve_section, undeclared_window_warnings, validate_config
 
 #: keys every resolved config has (and every bundled config sets or inherits)
 REQUIRED_KEYS = (

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.config.errors import ConfigError
-from rlearn.config.keys import get_by_path, known_paths, set_by_path, unknown_key_error
+from rlearn.config.keys import get_by_path, known_paths, merge_section, unknown_key_error, validate_config, validate_keys
 from rlearn.config.overrides import Override, apply_overrides, parse_override
 from rlearn.config.policy_keys import policy_keys, validate_policy_section
 from rlearn.config.schema import SCHEMA, defaults
-from rlearn.config.validate import merge_section, validate_config
 
 __all__ = ["load_config", "resolve_config", "import_file", "config_source", "imports_named"]
 
@@ -209,7 +208,6 @@ def resolve_config(
     loads on its own). Resolving twice is harmless."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a config must be a dict, got {type(raw).__name__}")
-    overrides = list(overrides)
     cfg = merge_section(defaults(), raw)
     if not isinstance(cfg["policy"], Mapping):
         raise ConfigError(f"config key 'policy' is a section and must be a dict, got {cfg['policy']!r}")
@@ -217,18 +215,20 @@ def resolve_config(
 
     # framework overrides first (their mistakes are found before any policy code is imported), then the
     # policy's own keys once its defaults are known
-    paths = [_override_path(o) for o in overrides]
-    late = [o for o, path in zip(overrides, paths) if path.startswith("policy.") and path != "policy.type"]
-    apply_overrides(cfg, [o for o, path in zip(overrides, paths) if not (path.startswith("policy.") and path != "policy.type")])
-    for path in SCHEMA:  # framework values are checked before any policy code is imported
-        if path not in ("policy.type", "exp_name") or get_by_path(cfg, path) is not None:
-            _check(cfg, path)
+    early: List[Override] = []
+    late: List[Override] = []
+    for item in overrides:
+        path = item[0] if isinstance(item, tuple) else parse_override(item)[0]
+        (late if path.startswith("policy.") and path != "policy.type" else early).append(item)
+    apply_overrides(cfg, early)
+    unset = [path for path in ("policy.type", "exp_name") if get_by_path(cfg, path) is None]
+    validate_keys(cfg, {path: key for path, key in SCHEMA.items() if path not in unset})
     _import_custom(cfg["custom_imports"])
 
     policy_type = cfg["policy"]["type"]
     if policy_type is None:
         raise ConfigError("config key 'policy.type' is not set: name a policy (e.g. policy=dict(type='td3'))")
-    _check(cfg, "policy.type")
+    validate_keys(cfg, {"policy.type": SCHEMA["policy.type"]})
     policy_cls = _policy_class(policy_type)
     cfg["policy"] = _merge_policy(policy_cls, policy_type, cfg["policy"])
     source = _policy_source_file(policy_cls)
@@ -242,12 +242,6 @@ def resolve_config(
         cfg["exp_name"] = default_exp_name or str(cfg["policy"]["type"]).replace(":", "_").replace(".", "_")
     validate_config(cfg)
     return cfg
-
-
-def _override_path(item: Override) -> str:
-    if isinstance(item, tuple):
-        return item[0]
-    return parse_override(item)[0]
 
 
 def _policy_class(policy_type: str) -> type:
@@ -282,7 +276,3 @@ def _merge_policy(cls: type, policy_type: str, section: Mapping[str, Any]) -> Di
 
     merge(merged, section, "policy.")
     return merged
-
-
-def _check(cfg: Dict[str, Any], path: str) -> None:
-    set_by_path(cfg, path, SCHEMA[path].validate(get_by_path(cfg, path)))

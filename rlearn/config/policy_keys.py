@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping
 
+from rlearn.config.keys import validate_keys
 from rlearn.config.schema import _as_dict, _walk
 from rlearn.config.spec import Key
-from rlearn.config.validate import validate_keys
 
 __all__ = ["declaration_defaults", "policy_keys", "policy_keys_of", "validate_policy_section"]
 
