@@ -54,20 +54,12 @@ class Registry:
         if isinstance(obj, str):
             if name is not None:
                 raise TypeError("give the name once: register('name') or register(name='name')")
-            return self._decorator(obj, force)
-        if obj is None:
-            return self._decorator(name, force)
-        self._add(obj, name, force)
-        return obj
+            obj, name = None, obj
+        if obj is None:  # used as a decorator
+            return lambda cls: self._add(cls, name, force)
+        return self._add(obj, name, force)
 
-    def _decorator(self, name: Optional[str], force: bool) -> Callable[[T], T]:
-        def decorate(obj: T) -> T:
-            self._add(obj, name, force)
-            return obj
-
-        return decorate
-
-    def _add(self, obj: Any, name: Optional[str], force: bool) -> None:
+    def _add(self, obj: T, name: Optional[str], force: bool) -> T:
         if not callable(obj):
             raise TypeError(f"{self.name} registry: can only register classes or callables, got {obj!r}")
         if name is None:
@@ -80,6 +72,7 @@ class Registry:
                 "pick another name or pass force=True to replace it"
             )
         self._entries[name] = obj
+        return obj
 
     @staticmethod
     def _describe(obj: Any) -> str:

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.config.errors import ConfigError
-from rlearn.config.keys import get_by_path, known_paths, merge_section, unknown_key_error, validate_config, validate_keys
+from rlearn.config.keys import (
+    get_by_path, known_paths, merge_section, unknown_key_error, validate_config, validate_keys,
+)
 from rlearn.config.overrides import Override, apply_overrides, parse_override
 from rlearn.config.policy_keys import policy_keys, validate_policy_section
 from rlearn.config.schema import SCHEMA, defaults
@@ -68,18 +70,14 @@ def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        del sys.modules[name]
-        raise ConfigError(f"syntax error in config file {str(path)!r}, line {exc.lineno}: {exc.msg}") from exc
-    except ConfigError:
-        del sys.modules[name]
-        raise
     except Exception as exc:
         del sys.modules[name]
+        if isinstance(exc, ConfigError):
+            raise
+        if isinstance(exc, SyntaxError):
+            raise ConfigError(f"syntax error in config file {str(path)!r}, line {exc.lineno}: {exc.msg}") from exc
         line = _error_line(exc, path)
-        raise ConfigError(
-            f"config file {str(path)!r} raised {type(exc).__name__}{line}: {exc}"
-        ) from exc
+        raise ConfigError(f"config file {str(path)!r} raised {type(exc).__name__}{line}: {exc}") from exc
     _loaded_files[key] = module
     return module
 

@@ -83,8 +83,7 @@ def parse_override(item: str) -> Tuple[str, str]:
     return key, value
 
 
-def _override_kind(path: str, current: Any, exists: bool,
-                   keys: Optional[Mapping[str, Key]] = None) -> Tuple[Optional[type], bool]:
+def _override_kind(path: str, current: Any, keys: Optional[Mapping[str, Key]] = None) -> Tuple[Optional[type], bool]:
     """The type ``--set path=TEXT`` reads TEXT as: the schema's for a framework key, the declaration's for a
     key in ``keys`` (a policy's), or an entry of a typed free-form dict (``learner.monitor_windows.<key>`` is an
     int), else the type of the current value."""
@@ -94,7 +93,7 @@ def _override_kind(path: str, current: Any, exists: bool,
     parent = SCHEMA.get(path.rpartition(".")[0])
     if parent is not None and parent.item_kind not in (None, object):
         return parent.item_kind, False
-    if exists and current is not None:
+    if current is not None:
         for kind in (bool, int, float, list, str, dict):
             if has_kind(current, kind):
                 return kind, False
@@ -105,18 +104,14 @@ def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override],
                     keys: Optional[Mapping[str, Key]] = None) -> Dict[str, Any]:
     """Apply ``--set`` overrides to a resolved config in place and return it.
 
-    Each override is ``"dotted.key=VALUE"`` (VALUE coerced with :func:`coerce_value` to the key's type)
-    or a ``(key, value)`` pair (value used as is); ``keys`` are declared keys beside the schema's (the
-    policy's, :func:`rlearn.config.policy_keys.policy_keys`) whose type the text is read as. The key must exist, except for a new entry directly
-    inside a free-form dict (:data:`FREE_FORM`: ``env.kwargs.<name>``, ``learner.monitor_windows.<key>``).
+    Each override is ``"dotted.key=VALUE"`` (VALUE coerced with :func:`coerce_value` to the key's type, from
+    the schema or ``keys``, a policy's declared keys) or a ``(key, value)`` pair (value used as is). The key
+    must exist, except for a new entry of a free-form dict (:data:`FREE_FORM`: ``env.kwargs.<name>``).
     """
     known = known_paths(cfg)
     for item in overrides:
-        if isinstance(item, tuple):
-            path, raw, is_text = item[0], item[1], False
-        else:
-            path, raw = parse_override(item)
-            is_text = True
+        is_text = not isinstance(item, tuple)
+        path, raw = parse_override(item) if is_text else item
         parent_path, _, leaf = path.rpartition(".")
         try:
             parent = get_by_path(cfg, parent_path) if parent_path else cfg
@@ -125,16 +120,14 @@ def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override],
         exists = isinstance(parent, dict) and leaf in parent
         free = parent_path in FREE_FORM
         if not exists and not (free and isinstance(parent, dict)):
-            owner = ""
-            policy_type = cfg.get("policy", {}).get("type") if isinstance(cfg.get("policy"), dict) else None
-            if path.startswith("policy.") and policy_type is not None:
-                owner = f" for policy {policy_type!r}"
+            policy_type = cfg["policy"].get("type") if isinstance(cfg.get("policy"), dict) else None
+            owner = f" for policy {policy_type!r}" if path.startswith("policy.") and policy_type is not None else ""
             raise unknown_key_error(path, known, owner)
         if exists and isinstance(parent[leaf], dict) and parent[leaf] and path not in FREE_FORM:
             subkeys = ", ".join(f"{path}.{k}" for k in parent[leaf])
             raise ConfigError(f"--set {path}: '{path}' is a section; set its keys one by one ({subkeys})")
         if is_text:
-            kind, nullable = _override_kind(path, parent.get(leaf), exists, keys)
+            kind, nullable = _override_kind(path, parent.get(leaf), keys)
             value = coerce_value(path, raw, kind, nullable)
         else:
             value = copy.deepcopy(raw)

@@ -152,18 +152,9 @@ def optional_int_arg(owner: str, name: str, value: Any, minimum: int = 1) -> Opt
 
 #: every mount point name :meth:`HookManager.call_hook` accepts
 MOUNT_POINTS: Tuple[str, ...] = (
-    "before_run",
-    "after_run",
-    "before_iter",
-    "after_iter",
-    "before_collect",
-    "after_collect",
-    "before_eval",
-    "after_eval",
-    "before_save_checkpoint",
-    "after_load_checkpoint",
+    "before_run", "after_run", "before_iter", "after_iter", "before_collect", "after_collect", "before_eval",
+    "after_eval", "before_save_checkpoint", "after_load_checkpoint",
 )
-_MOUNT_POINT_SET = frozenset(MOUNT_POINTS)
 
 
 class HookManager:
@@ -210,7 +201,7 @@ class HookManager:
     def _hooks_at(self, name: str) -> List[Hook]:
         mounted = self._mounted.get(name)
         if mounted is None:
-            if name not in _MOUNT_POINT_SET:
+            if name not in MOUNT_POINTS:
                 close = difflib.get_close_matches(str(name), MOUNT_POINTS, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"unknown hook mount point {name!r}.{hint} Mount points: {', '.join(MOUNT_POINTS)}")
@@ -231,13 +222,11 @@ class HookManager:
     def get_hook(self, which: Union[str, Type[Hook]]) -> Hook:
         """The first registered hook that is an instance of class ``which``, or whose class is named ``which``
         (``KeyError`` listing the registered hooks when there is none)."""
-        for hook in self._hooks:
-            if (isinstance(which, str) and type(hook).__name__ == which) or (
-                isinstance(which, type) and isinstance(hook, which)
-            ):
-                return hook
         if not isinstance(which, (str, type)):
             raise TypeError(f"get_hook expects a hook class or class name, got {which!r}")
+        for hook in self._hooks:
+            if type(hook).__name__ == which if isinstance(which, str) else isinstance(hook, which):
+                return hook
         wanted = which if isinstance(which, str) else which.__name__
         registered = ", ".join(type(h).__name__ for h in self._hooks) or "none"
         raise KeyError(f"no hook {wanted!r} is registered (registered: {registered})")
