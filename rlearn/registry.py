@@ -6,11 +6,8 @@ Example::
 
     MODELS = Registry("model")
 
-    @MODELS.register                 # registered under its class name, "MLP"
+    @MODELS.register                 # registered under its class name, "MLP" (or: @MODELS.register("mlp"))
     class MLP: ...
-
-    @MODELS.register("big_mlp")      # registered under an explicit name
-    class BigMLP: ...
 
     model = MODELS.build({"type": "MLP", "hidden": 64})   # MLP(hidden=64)
 

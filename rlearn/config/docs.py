@@ -1,8 +1,4 @@
-"""docs/configuration.md's key tables, generated from the schema.
-
-The part of docs/configuration.md between :data:`BEGIN` and :data:`END` is :func:`render_sections`: one table per
-section (key, default, meaning) with the section's notes, all taken from :mod:`rlearn.config.sections`. After
-changing a declaration, regenerate it::
+"""docs/configuration.md's key tables, generated from the schema between the markers BEGIN and END::
 
     python -m rlearn.config.docs            # rewrites docs/configuration.md
     python -m rlearn.config.docs --check    # exit 1 when the file is out of date (what the tests check)

@@ -1,9 +1,5 @@
-"""Writing a resolved config as Python: ``--print-config`` and ``<work_dir>/config.py``.
-
-:func:`format_config` prints ``{...}`` one key per line, each framework key followed by the first phrase of its
-help text from the schema as a comment; :func:`dump_config` writes that as a config file that
-:func:`~rlearn.config.load_config` reads back to an equal dict.
-"""
+"""Writing a resolved config as Python, one key per line commented with its help: ``--print-config`` and
+``<work_dir>/config.py`` (which :func:`~rlearn.config.load_config` reads back to an equal dict)."""
 
 from __future__ import annotations
 

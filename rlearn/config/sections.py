@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from rlearn.config.spec import non_empty, option, section
+from rlearn.config.spec import Check, non_empty, option, section
 from rlearn.config.writer_specs import check_writer_specs
 
 __all__ = [
@@ -33,12 +33,14 @@ def _str_list(v: list) -> Optional[str]:
     return f"must be a list of module names or file paths, got {bad[0]!r} in it" if bad else None
 
 
-def _hook_list(v: list) -> Optional[str]:
-    for i, item in enumerate(v):
-        if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
-            return (f"must be a list of hook dicts with a 'type' (e.g. dict(type='LogShowHook', freq=100)); "
-                    f"item {i} is {item!r}")
-    return None
+def _list_of_dicts(what: str, typed: bool = False) -> Check:
+    """A check that every item is a dict (with a str ``type`` if ``typed``); ``what`` describes one."""
+    def check(v: list) -> Optional[str]:
+        for i, item in enumerate(v):
+            if not isinstance(item, Mapping) or (typed and not isinstance(item.get("type"), str)):
+                return f"must be a list of {what}; item {i} is {item!r}"
+        return None
+    return check
 
 
 def _writer_list(v: list) -> Optional[str]:
@@ -51,13 +53,6 @@ def _writer_list(v: list) -> Optional[str]:
             problem = (f"lists the {twice!r} writer {len(where)} times (items {', '.join(map(str, where))}): every "
                        "point would be written that many times; list each writer once")
     return problem
-
-
-def _dict_list(v: list) -> Optional[str]:
-    for i, item in enumerate(v):
-        if not isinstance(item, Mapping):
-            return f"must be a list of dicts (e.g. dict(data_src='loss', method_name='max')); item {i} is {item!r}"
-    return None
 
 
 def _dist_backend(v: str) -> Optional[str]:
@@ -129,7 +124,7 @@ class LogProcessorSection:
         [], "entries `dict(data_src=KEY, method_name=STAT, window_size=N, log_name=NAME)` (STAT: `mean`, `min`, "
         "`max`, `current`, `count`, `std` or one registered with `@HistoryBuffer.register_statistics`) choosing the statistics of a key (e.g. `episode_return` max over 100 episodes beside its "
         "mean); see [logging.md](logging.md). Only the shape is checked here; each entry is checked when the "
-        "learner builds its `LogProcessor`", check=_dict_list)
+        "learner builds its `LogProcessor`", check=_list_of_dicts("dicts (e.g. dict(data_src='loss', method_name='max'))"))
 
 
 @dataclass
@@ -170,7 +165,7 @@ class LearnerSection:
     hooks: List[dict] = option(
         [], "extra hooks as dicts, e.g. `dict(type=\"LRSchedulerHook\", scheduler=dict(type=\"StepLR\", "
         "step_size=1000, gamma=0.5), warmup=\"linear\", warmup_iters=500)`; see [hooks.md](hooks.md)",
-        check=_hook_list)
+        check=_list_of_dicts("hook dicts with a 'type' (e.g. dict(type='LogShowHook', freq=100))", typed=True))
     writers: List[Any] = option(
         ["table", "tensorboard", "jsonl"], "where every logged number goes: `\"table\"` (the log), "
         "`\"tensorboard\"` (`tb/`), `\"jsonl\"` (`metrics.jsonl`), `\"csv\"` (`metrics.csv`), `\"wandb\"`, "

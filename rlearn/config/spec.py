@@ -1,8 +1,4 @@
-"""How a config key is declared (:func:`option`, :func:`section`) and checked (:class:`Key`).
-
-:mod:`rlearn.config.sections` declares every framework key with these; :mod:`rlearn.config.schema` turns the
-declarations into one :class:`Key` per dotted path.
-"""
+"""How a config key is declared (:func:`option`, :func:`section`) and checked (:class:`Key`)."""
 
 from __future__ import annotations
 
@@ -137,7 +133,7 @@ class Key:
 
     def _validate_item(self, where: str, item: Any) -> None:
         kind = self.item_kind
-        if kind is not None and kind is not object and not has_kind(item, kind):
+        if kind is not object and not has_kind(item, kind):
             text = _describe(kind, self.items.get("ge"), self.items.get("gt"))
             raise ConfigError(f"config key '{where}' must be {text}, got {type(item).__name__} {item!r}")
         complaint = _range_complaint(item, self.items.get("ge"), self.items.get("gt"), False) \

@@ -147,7 +147,8 @@ class LogShowHook(Hook):
         return values
 
     def _warn_never_reported(self, learner: Any) -> None:
-        periods = _report_periods(learner.policy)
+        periods = getattr(learner.policy, "monitor_periods", None)  # key -> iterations between reports
+        periods = dict(periods()) if callable(periods) else {}
         for key in learner.monitor_vars():
             if key in self._warned_never or learner.ever_reported(key):
                 continue
@@ -172,12 +173,6 @@ class LogShowHook(Hook):
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.logs = int(state["logs"])
         self._warned_never = set(state["warned_never"])
-
-
-def _report_periods(policy: Any) -> Dict[str, int]:
-    """The policy's declared report periods (``Policy.monitor_periods``: key -> iterations), if it has any."""
-    periods = getattr(policy, "monitor_periods", None)
-    return dict(periods()) if callable(periods) else {}
 
 
 def _where_missing(writers: Any) -> str:

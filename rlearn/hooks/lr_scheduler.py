@@ -84,11 +84,8 @@ class LRSchedulerHook(Hook):
         optimizers: names in ``learner.policy.optimizers()`` to schedule: one name, a list of names,
             or None for all of them.
 
-    The warmup never leaks into the torch scheduler: the regular lrs are put back before
-    ``scheduler.step()``, so chainable schedulers (StepLR, ExponentialLR...) do not compound it.
-    The learner records the lr actually used (``cur_lr``), warmup included.
-    ``state_dict()`` holds the torch schedulers' states; register the hook before
-    ``CheckpointHook`` runs (the default priorities do: NORMAL before LOW).
+    The regular lrs are put back before ``scheduler.step()``, so chainable schedulers do not compound the
+    warmup. ``state_dict()`` holds the torch schedulers' states.
     """
 
     def __init__(
