@@ -36,8 +36,6 @@ def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = Tru
         literal = ast.literal_eval(stripped)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         literal = _NOTHING
-    if kind is None:
-        return text if literal is _NOTHING else literal
     if kind is bool:
         word = stripped.lower()
         if word in _BOOL_WORDS:
@@ -66,7 +64,7 @@ def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = Tru
         if isinstance(literal, dict):
             return literal
         raise fail("dict (e.g. {'key': 1})")
-    return text if literal is _NOTHING else literal
+    return text if literal is _NOTHING else literal  # kind None: untyped
 
 
 _NOTHING = object()

@@ -185,18 +185,15 @@ class EvalHook(Hook):
         return result, stop
 
     # -------------------------------------------------------------------------------------- files
-    def _save_best(self, learner: Any) -> Optional[Path]:
+    def _save_best(self, learner: Any) -> None:
         """Rank 0: write ``best.pt`` (atomically, like every checkpoint) for the evaluation just counted."""
-        if learner.rank != 0:
-            return None
         path = self.best_path(learner)
-        if path is None:
-            return None
+        if learner.rank != 0 or path is None:
+            return
         with span("checkpoint/save_best", lane="checkpoint"):
             learner.save_checkpoint(path)
         learner.logger.info("best so far: episode_return_mean %.4g at envstep %d; saved %s",
                             self.progress.best_return, self.progress.best_envstep, path)
-        return path
 
     def _append_raw(self, learner: Any) -> None:
         """Rank 0: append this evaluation's per-episode returns and lengths to ``evaluations.jsonl``."""

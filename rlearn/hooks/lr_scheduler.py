@@ -187,9 +187,8 @@ class LRSchedulerHook(Hook):
                 f"LRSchedulerHook: policy {policy} has no optimizer {', '.join(map(repr, unknown))}; "
                 f"its optimizers: {', '.join(available)}"
             )
-        optimizers = {name: available[name] for name in names}
-        schedulers = {name: self._build_scheduler(opt) for name, opt in optimizers.items()}
-        self.optimizers = optimizers
+        self.optimizers = {name: available[name] for name in names}
+        schedulers = {name: self._build_scheduler(opt) for name, opt in self.optimizers.items()}
         self.schedulers = {name: s for name, s in schedulers.items() if s is not None}
         self._ready = True
         if self._pending_state is not None:
