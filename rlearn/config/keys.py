@@ -46,18 +46,14 @@ def set_by_path(cfg: Mapping[str, Any], path: str, value: Any) -> None:
     parent[leaf] = value
 
 
-def known_paths(cfg: Mapping[str, Any]) -> List[str]:
+def known_paths(cfg: Mapping[str, Any], prefix: str = "") -> List[str]:
     """Every dotted key of ``cfg``, sections included (so ``learner`` and ``learner.log_freq`` both count)."""
     paths: List[str] = []
-
-    def walk(node: Mapping[str, Any], prefix: str) -> None:
-        for key, value in node.items():
-            path = f"{prefix}{key}"
-            paths.append(path)
-            if isinstance(value, Mapping) and path not in FREE_FORM:
-                walk(value, f"{path}.")
-
-    walk(cfg, "")
+    for key, value in cfg.items():
+        path = f"{prefix}{key}"
+        paths.append(path)
+        if isinstance(value, Mapping) and path not in FREE_FORM:
+            paths += known_paths(value, f"{path}.")
     return paths
 
 

@@ -38,8 +38,6 @@ def get_priority(priority: PriorityLike) -> int:
 
     An unknown name or an int out of range is a ``ValueError``; any other type is a ``TypeError``.
     """
-    if isinstance(priority, Priority):
-        return int(priority)
     if isinstance(priority, bool):
         raise TypeError(f"hook priority must be a Priority, a name or an int 0..100, not a bool ({priority!r})")
     if is_int(priority):

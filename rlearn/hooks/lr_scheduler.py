@@ -44,12 +44,8 @@ SchedulerSpec = Union[None, Mapping[str, Any], Callable[[torch.optim.Optimizer],
 
 
 def _buildable_schedulers() -> List[str]:
-    names = []
-    for name in dir(torch_schedulers):
-        obj = getattr(torch_schedulers, name)
-        if isinstance(obj, type) and issubclass(obj, torch_schedulers.LRScheduler) and name not in _UNSUPPORTED:
-            names.append(name)
-    return sorted(names)
+    return sorted(name for name, obj in vars(torch_schedulers).items() if name not in _UNSUPPORTED
+                  and isinstance(obj, type) and issubclass(obj, torch_schedulers.LRScheduler))
 
 
 def warmup_factor(mode: Optional[str], i: int, warmup_iters: int, warmup_ratio: float) -> float:
