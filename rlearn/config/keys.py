@@ -99,12 +99,14 @@ def is_plain(value: Any) -> bool:
 
 
 def merge_section(base: Mapping[str, Any], user: Mapping[str, Any], prefix: str = "",
-                  known: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """``base`` (defaults) updated with ``user``, recursively for framework sections.
+                  known: Optional[Sequence[str]] = None, owner: str = "") -> Dict[str, Any]:
+    """``base`` (defaults) updated with ``user``, recursively for nested sections.
 
     A key of ``user`` that ``base`` lacks is a :class:`ConfigError` naming its full path (``prefix`` + key),
-    the closest of ``known`` (default: every framework key) and any other unknown key of the same dict. The
-    ``policy`` section and the free-form dicts (``env.kwargs``, ``learner.monitor_windows``) are taken whole.
+    ``owner`` (a policy's: `` for policy 'td3'``), the closest of ``known`` (default: every framework key) and
+    any other unknown key of the same dict. Framework sections are merged key by key, the ``policy`` section
+    and the free-form dicts (``env.kwargs``) are taken whole; in a policy's section every dict given for a
+    dict default is merged key by key.
     """
     known = known_paths(defaults()) if known is None else known
     merged = copy.deepcopy(dict(base))
@@ -113,18 +115,19 @@ def merge_section(base: Mapping[str, Any], user: Mapping[str, Any], prefix: str 
         raise ConfigError(f"config keys must be strings, got {bad[0]!r} in '{prefix[:-1] or 'the top level'}'")
     unknown = [f"{prefix}{key}" for key in user if key not in merged]
     if unknown:
-        error = unknown_key_error(unknown[0], known)
+        error = unknown_key_error(unknown[0], known, owner)
         if len(unknown) > 1:
             error = ConfigError(f"{error}; also unknown: {', '.join(repr(p) for p in unknown[1:])}")
         raise error
     for key, value in user.items():
         path = f"{prefix}{key}"
-        if isinstance(merged[key], dict) and path in SECTIONS and path != "policy":
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"config key '{path}' is a section and must be a dict, got {value!r}")
-            merged[key] = merge_section(merged[key], value, f"{path}.", known)
+        if owner:
+            nested = isinstance(merged[key], dict) and isinstance(value, Mapping)
         else:
-            merged[key] = copy.deepcopy(value)
+            nested = isinstance(merged[key], dict) and path in SECTIONS and path != "policy"
+            if nested and not isinstance(value, Mapping):
+                raise ConfigError(f"config key '{path}' is a section and must be a dict, got {value!r}")
+        merged[key] = merge_section(merged[key], value, f"{path}.", known, owner) if nested else copy.deepcopy(value)
     return merged
 
 

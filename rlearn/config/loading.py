@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.config.errors import ConfigError
-from rlearn.config.keys import (
-    get_by_path, known_paths, merge_section, unknown_key_error, validate_config, validate_keys,
-)
+from rlearn.config.keys import get_by_path, known_paths, merge_section, validate_config, validate_keys
 from rlearn.config.overrides import Override, apply_overrides, parse_override
 from rlearn.config.policy_keys import policy_keys, validate_policy_section
 from rlearn.config.schema import SCHEMA, defaults
@@ -255,22 +253,6 @@ def _policy_class(policy_type: str) -> type:
 
 
 def _merge_policy(cls: type, policy_type: str, section: Mapping[str, Any]) -> Dict[str, Any]:
-    defaults = dict(getattr(cls, "default_config", {}) or {})
-    merged: Dict[str, Any] = {"type": policy_type, **copy.deepcopy(defaults)}
-    known = ["policy.type", *(f"policy.{p}" for p in known_paths(defaults))]
-    owner = f" for policy {policy_type!r}"
-
-    def merge(into: Dict[str, Any], user: Mapping[str, Any], prefix: str) -> None:
-        for key, value in user.items():
-            path = f"{prefix}{key}"
-            if path == "policy.type":
-                continue
-            if key not in into:
-                raise unknown_key_error(path, known, owner)
-            if isinstance(into[key], dict) and isinstance(value, Mapping):
-                merge(into[key], value, f"{path}.")
-            else:
-                into[key] = copy.deepcopy(value)
-
-    merge(merged, section, "policy.")
-    return merged
+    defaults = {"type": policy_type, **(getattr(cls, "default_config", {}) or {})}
+    known = [f"policy.{path}" for path in known_paths(defaults)]
+    return merge_section(defaults, section, "policy.", known, owner=f" for policy {policy_type!r}")
