@@ -7,10 +7,8 @@ A config is a nested dict, from a Python file that defines ``config = dict(...)`
 
     cfg = load_config("examples/custom_policy.py", overrides=["train.max_env_steps=2000", "seed=3"])
 
-Every framework key is declared once, in :mod:`rlearn.config.sections` (default, type, range, help); defaults,
-checks, ``--set`` types, suggestions, dumped comments and docs tables all come from there. A policy declares
-its keys the same way (:mod:`rlearn.config.policy_keys`). Every mistake raises :class:`ConfigError` naming
-the full dotted key.
+Every framework key is declared once, in :mod:`rlearn.config.sections`; a policy declares its own keys the same
+way (:mod:`rlearn.config.policy_keys`). Every mistake raises :class:`ConfigError` naming the full dotted key.
 """
 
 from rlearn.config.dump import default_work_dir, dump_config, format_config

@@ -38,9 +38,8 @@ def _module_name_for(path: Path) -> str:
 
 
 def user_modules() -> List[Any]:
-    """The modules of the files executed by :func:`import_file` in this process. Another process (an
-    environment worker) cannot import them by name; :func:`rlearn.env.make_vector_env` has what they define
-    pickled by value for its workers."""
+    """The modules of the files executed by :func:`import_file` in this process (which other processes
+    cannot import by name)."""
     return [module for name, module in list(sys.modules.items()) if name.startswith(f"{USER_PACKAGE}.")]
 
 
@@ -136,16 +135,10 @@ def load_config(
     overrides: Iterable[Override] = (),
     seed: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """Load and resolve a config.
+    """Load a config file, bundled config name or dict and resolve it (:func:`resolve_config`).
 
-    Args:
-        spec: a config file path, a bundled config name, or a dict.
-        overrides: ``--set`` items, ``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs, applied
-            after the defaults (an unknown key is an error with suggestions).
-        seed: if not None, replaces ``seed`` (``rlearn train --seed``).
-
-    Returns:
-        The resolved config (see :func:`resolve_config`).
+    ``overrides``: ``--set`` items, ``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs; ``seed``, if not
+    None, replaces ``seed`` (``rlearn train --seed``).
     """
     raw, default_name = _raw_config(spec)
     overrides = list(overrides)

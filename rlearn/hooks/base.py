@@ -69,14 +69,12 @@ class Hook:
     #: priority used when the hook is registered (or built from a config) without an explicit one
     DEFAULT_PRIORITY: PriorityLike = Priority.NORMAL
 
-    # ---------------------------------------------------------------------------------- run
     def before_run(self, learner: Any) -> None:
         """Once, before the first train iteration (the run calls it; also after resuming)."""
 
     def after_run(self, learner: Any) -> None:
         """Once, after the last train iteration (also when training stops early or is interrupted)."""
 
-    # ----------------------------------------------------------------------------- iteration
     def before_iter(self, learner: Any) -> None:
         """Before each train iteration; ``learner.train_iter`` is the index of the coming iteration."""
 
@@ -84,7 +82,6 @@ class Hook:
         """After each train iteration: ``learner.train_iter`` already counts it, and its values are in
         the monitor's window (the monitor ticks after these hooks)."""
 
-    # ------------------------------------------------------------------------- collect / eval
     def before_collect(self, learner: Any) -> None:
         """Before the run collects environment steps."""
 
@@ -97,14 +94,12 @@ class Hook:
     def after_eval(self, learner: Any) -> None:
         """After an evaluation."""
 
-    # ---------------------------------------------------------------------------- checkpoints
     def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
         """Before ``checkpoint`` is written; a hook may add entries to it."""
 
     def after_load_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
         """After a checkpoint was loaded and every state restored."""
 
-    # -------------------------------------------------------------------------------- helpers
     @staticmethod
     def every_n_iters(learner: Any, n: int) -> bool:
         """True when ``learner.train_iter`` is a multiple of ``n`` (in ``after_iter``: after iterations n, 2n...);

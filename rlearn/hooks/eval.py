@@ -88,7 +88,6 @@ class EvalHook(Hook):
         self.state = EvalState()
         self.progress = EvalProgress()
 
-    # --------------------------------------------------------------------------------------- when
     def due(self, learner: Any) -> bool:
         """True when ``learner.envstep`` reached a new multiple of ``freq`` since the last evaluation."""
         return self.freq is not None and self.every_n_envsteps(learner, self.freq, self.state.last_envstep)
@@ -125,7 +124,6 @@ class EvalHook(Hook):
             dirname = "ckpt"
         return Path(work_dir) / dirname / BEST_CHECKPOINT
 
-    # ---------------------------------------------------------------------------------------- how
     def evaluate(self, learner: Any) -> bool:
         """Evaluate now (rank 0) and report; True when the run should stop (the same on every rank):
         ``stop_value`` reached, or ``patience`` evaluations without a new best."""
@@ -184,7 +182,6 @@ class EvalHook(Hook):
             )
         return result, stop
 
-    # -------------------------------------------------------------------------------------- files
     def _save_best(self, learner: Any) -> None:
         """Rank 0: write ``best.pt`` (atomically, like every checkpoint) for the evaluation just counted."""
         path = self.best_path(learner)
@@ -234,7 +231,6 @@ class EvalHook(Hook):
         learner.logger.info("video: %s (episode return %.4g, %d steps)", clip.path, clip.episode_return, clip.length)
         return clip
 
-    # -------------------------------------------------------------------------------- checkpoints
     def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
         checkpoint[PROGRESS_ENTRY] = self.progress.state_dict()
 

@@ -51,7 +51,6 @@ class LogShowHook(Hook):
         self._paused_ns: Dict[str, int] = dict.fromkeys(PAUSE_KEYS, 0)
         self._pause: Optional[Tuple[str, int]] = None  # (kind, start) of the pause going on
 
-    # ------------------------------------------------------------------------------------ mount points
     def before_run(self, learner: Any) -> None:
         self._since = (MONOTONIC_CLOCK(), learner.train_iter, learner.envstep)
         self._paused_ns, self._pause = dict.fromkeys(PAUSE_KEYS, 0), None
@@ -98,7 +97,6 @@ class LogShowHook(Hook):
             self._paused_ns[kind] += MONOTONIC_CLOCK() - start
             self._pause = None
 
-    # ---------------------------------------------------------------------------------------- logging
     def log(self, learner: Any, end: Optional[int] = None) -> Dict[str, ScalarValue]:
         """Write the throughput and the metric statistics to every writer; returns what was written.
 
@@ -165,7 +163,6 @@ class LogShowHook(Hook):
                 key, learner.train_iter, _where_missing(learner.writers), owner, period_hint,
             )
 
-    # ------------------------------------------------------------------------------------------ state
     def state_dict(self) -> Dict[str, Any]:
         """Number of logs so far and the keys already warned about (so a resumed run does not repeat)."""
         return {"logs": self.logs, "warned_never": sorted(self._warned_never)}

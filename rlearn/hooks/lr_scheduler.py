@@ -122,7 +122,6 @@ class LRSchedulerHook(Hook):
         self._regular_lrs: Dict[str, List[float]] = {}  # set while a warmup lr is applied
         self._first_step = True
 
-    # ------------------------------------------------------------------------------------ checks
     @staticmethod
     def _check_scheduler(scheduler: SchedulerSpec) -> SchedulerSpec:
         if scheduler is None:
@@ -155,7 +154,6 @@ class LRSchedulerHook(Hook):
             f"got {type(scheduler).__name__}"
         )
 
-    # ------------------------------------------------------------------------------------ set-up
     def _build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
         spec = self.scheduler_spec
         if spec is None:
@@ -191,7 +189,6 @@ class LRSchedulerHook(Hook):
             state, self._pending_state = self._pending_state, None
             self._apply_state(state)
 
-    # ------------------------------------------------------------------------------- mount points
     def before_run(self, learner: Any) -> None:
         self.setup(learner)
 
@@ -239,7 +236,6 @@ class LRSchedulerHook(Hook):
             return {name: list(lrs) for name, lrs in self._regular_lrs.items()}
         return {name: [group["lr"] for group in opt.param_groups] for name, opt in self.optimizers.items()}
 
-    # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """The torch schedulers' states and the regular lrs (the lrs before warmup)."""
         if self._pending_state is not None and not self._ready:
