@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 from rlearn.config.spec import Check, non_empty, option, section
-from rlearn.config.writer_specs import check_writer_specs
+from rlearn.config.writer_specs import DEFAULT_WRITERS, check_writer_specs
 
 __all__ = [
     "RunConfig", "EnvSection", "PolicySection", "BufferSection", "TrainSection", "LearnerSection",
@@ -167,7 +167,7 @@ class LearnerSection:
         "step_size=1000, gamma=0.5), warmup=\"linear\", warmup_iters=500)`; see [hooks.md](hooks.md)",
         check=_list_of_dicts("hook dicts with a 'type' (e.g. dict(type='LogShowHook', freq=100))", typed=True))
     writers: List[Any] = option(
-        ["table", "tensorboard", "jsonl"], "where every logged number goes: `\"table\"` (the log), "
+        list(DEFAULT_WRITERS), "where every logged number goes: `\"table\"` (the log), "
         "`\"tensorboard\"` (`tb/`), `\"jsonl\"` (`metrics.jsonl`), `\"csv\"` (`metrics.csv`), `\"wandb\"`, "
         "`\"mlflow\"` (optional extras); an item may be a dict with options, e.g. `dict(type=\"wandb\", "
         "project=\"pendulum\", mode=\"offline\")`. See [writers.md](writers.md)", check=_writer_list)
