@@ -6,18 +6,13 @@ Example::
 
     MODELS = Registry("model")
 
-    @MODELS.register                 # registered under its class name, "MLP"
+    @MODELS.register                 # registered under its class name, "MLP" (or: @MODELS.register("mlp"))
     class MLP: ...
-
-    @MODELS.register("big_mlp")      # registered under an explicit name
-    class BigMLP: ...
 
     model = MODELS.build({"type": "MLP", "hidden": 64})   # MLP(hidden=64)
 
-rlearn's own registries live here too: :data:`HOOKS` (``rlearn.hooks``) and the policy names that a config's
-``policy.type`` accepts (:func:`register_policy`, :func:`get_policy_class`). Policy names resolve *by name*
-(``"td3"`` -> ``"policies.td3:TD3Policy"``, imported on first use), so ``rlearn`` never imports the
-``policies`` package at import time and the two packages have no import cycle.
+Also :data:`HOOKS` and the names ``policy.type`` accepts (:func:`register_policy`, :func:`get_policy_class`);
+the bundled policies are imported on first use, so ``rlearn`` never imports ``policies`` at import time.
 """
 
 from __future__ import annotations
@@ -33,21 +28,15 @@ T = TypeVar("T", bound=Callable[..., Any])
 
 
 class RegistryError(KeyError, ValueError):
-    """An unknown name (or a missing ``type``) in a registry; catchable as ``KeyError`` or ``ValueError``.
-
-    The message lists the registered names and, when there is one, the closest match.
-    """
+    """An unknown name (or a missing ``type``) in a registry; catchable as ``KeyError`` or ``ValueError``."""
 
     def __str__(self) -> str:  # KeyError would otherwise print the repr of the message
         return str(self.args[0]) if self.args else ""
 
 
 class Registry:
-    """Maps names to classes (or other callables) and builds them from config dicts.
-
-    Args:
-        name: what the registry holds, used in error messages (``"hook"``, ``"model"``...).
-    """
+    """Maps names to classes (or other callables) and builds them from config dicts; ``name`` (what it holds,
+    ``"hook"``) is used in error messages."""
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -55,32 +44,19 @@ class Registry:
         self.name = name
         self._entries: Dict[str, Callable[..., Any]] = {}
 
-    # ------------------------------------------------------------------------------------- register
     def register(self, obj: Union[T, str, None] = None, *, name: Optional[str] = None, force: bool = False) -> Any:
-        """Register a class under its ``__name__`` or an explicit name.
-
-        Usable as ``@REG.register``, ``@REG.register("name")``, ``@REG.register(name="name")`` or as a
-        plain call ``REG.register(cls)`` / ``REG.register(cls, name="name")``; returns the class (or a
-        decorator that does). A name already taken raises ``ValueError`` unless ``force=True``, which
-        replaces the entry.
-        """
+        """Register a class under its ``__name__`` or an explicit name: ``@REG.register``,
+        ``@REG.register("name")``, ``@REG.register(name="name")`` or ``REG.register(cls, name=...)``. A name
+        already taken raises ``ValueError`` unless ``force=True``."""
         if isinstance(obj, str):
             if name is not None:
                 raise TypeError("give the name once: register('name') or register(name='name')")
-            return self._decorator(obj, force)
-        if obj is None:
-            return self._decorator(name, force)
-        self._add(obj, name, force)
-        return obj
+            obj, name = None, obj
+        if obj is None:  # used as a decorator
+            return lambda cls: self._add(cls, name, force)
+        return self._add(obj, name, force)
 
-    def _decorator(self, name: Optional[str], force: bool) -> Callable[[T], T]:
-        def decorate(obj: T) -> T:
-            self._add(obj, name, force)
-            return obj
-
-        return decorate
-
-    def _add(self, obj: Any, name: Optional[str], force: bool) -> None:
+    def _add(self, obj: T, name: Optional[str], force: bool) -> T:
         if not callable(obj):
             raise TypeError(f"{self.name} registry: can only register classes or callables, got {obj!r}")
         if name is None:
@@ -93,6 +69,7 @@ class Registry:
                 "pick another name or pass force=True to replace it"
             )
         self._entries[name] = obj
+        return obj
 
     @staticmethod
     def _describe(obj: Any) -> str:
@@ -100,7 +77,6 @@ class Registry:
         qualname = getattr(obj, "__qualname__", repr(obj))
         return f"{module}.{qualname}" if module else qualname
 
-    # ---------------------------------------------------------------------------------------- look-up
     def get(self, name: str) -> Callable[..., Any]:
         """The class registered as ``name``; :class:`RegistryError` (a KeyError) listing the known names."""
         if not isinstance(name, str):
@@ -111,11 +87,12 @@ class Registry:
             raise RegistryError(self._unknown_message(name)) from None
 
     def _unknown_message(self, name: str) -> str:
-        known = self.names()
-        close = difflib.get_close_matches(name, known, n=1)
+        close = difflib.get_close_matches(name, self.names(), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        listing = ", ".join(known) if known else "(none registered)"
-        return f"unknown {self.name} type {name!r}.{hint} Known {self.name} types: {listing}"
+        return f"unknown {self.name} type {name!r}.{hint} {self._known()}"
+
+    def _known(self) -> str:
+        return f"Known {self.name} types: {', '.join(self.names()) or '(none registered)'}"
 
     def names(self) -> List[str]:
         """Registered names, sorted."""
@@ -133,20 +110,16 @@ class Registry:
     def __repr__(self) -> str:
         return f"Registry({self.name!r}, names={self.names()})"
 
-    # ----------------------------------------------------------------------------------------- build
     def build(self, cfg: Mapping[str, Any], **overrides: Any) -> Any:
         """Build ``cfg["type"]`` with the other entries of ``cfg`` (and ``overrides``) as keyword arguments.
 
-        ``cfg`` is not modified. A missing ``type`` or an unknown one raises :class:`RegistryError`;
-        arguments the class does not accept raise ``TypeError`` naming the type and the config.
+        A missing or unknown ``type`` raises :class:`RegistryError`; arguments the class does not accept a
+        ``TypeError`` naming the type and the config.
         """
         if not isinstance(cfg, Mapping):
             raise TypeError(f"{self.name} config must be a dict with a 'type' key, got {type(cfg).__name__}: {cfg!r}")
         if "type" not in cfg:
-            raise RegistryError(
-                f"{self.name} config {dict(cfg)!r} has no 'type' key. Known {self.name} types: "
-                f"{', '.join(self.names()) or '(none registered)'}"
-            )
+            raise RegistryError(f"{self.name} config {dict(cfg)!r} has no 'type' key. {self._known()}")
         kind = cfg["type"]
         if isinstance(kind, str):
             factory = self.get(kind)
@@ -155,16 +128,10 @@ class Registry:
             factory = kind
             type_name = getattr(kind, "__name__", repr(kind))
         else:
-            raise RegistryError(
-                f"{self.name} config 'type' must be a registered name, got {kind!r}. Known {self.name} types: "
-                f"{', '.join(self.names()) or '(none registered)'}"
-            )
+            raise RegistryError(f"{self.name} config 'type' must be a registered name, got {kind!r}. {self._known()}")
         kwargs = {key: value for key, value in cfg.items() if key != "type"}
         kwargs.update(overrides)
-        for key in kwargs:
-            if not isinstance(key, str):
-                raise TypeError(f"{self.name} config for {type_name!r}: argument names must be strings, got {key!r}")
-        try:
+        try:  # also a non-str argument name
             return factory(**kwargs)
         except TypeError as exc:
             raise TypeError(f"cannot build {self.name} {type_name!r} from {dict(cfg)!r}: {exc}") from exc
@@ -174,7 +141,6 @@ class Registry:
 HOOKS = Registry("hook")
 
 
-# ---------------------------------------------------------------------------------------------- policies
 #: registered policy names -> class, or ``"module:Class"`` strings resolved on first use
 _POLICIES: Dict[str, Any] = {
     "td3": "policies.td3:TD3Policy",
@@ -232,8 +198,7 @@ def get_policy_class(name: str) -> type:
 
 
 def defined_at(function: Any) -> str:
-    """``file:line`` where a function (or method) is defined, ``?`` when unknown: how messages about a user's
-    policy method point at the code to fix."""
+    """``file:line`` where a function (or method) is defined (``?`` when unknown), for messages about user code."""
     import inspect
 
     function = inspect.unwrap(getattr(function, "__func__", function))

@@ -1,38 +1,26 @@
 """Run configuration: one schema for every framework key; loading, ``--set`` overrides, validation, dump, docs.
 
-A config is a nested dict. It comes from a Python file that defines ``config = dict(...)`` or from a
-bundled config (``rlearn/configs/<name>.py``, e.g. ``td3_pendulum``)::
+A config is a nested dict, from a Python file that defines ``config = dict(...)`` or a bundled config
+(``rlearn/configs/<name>.py``)::
 
     from rlearn.config import load_config
 
     cfg = load_config("examples/custom_policy.py", overrides=["train.max_env_steps=2000", "seed=3"])
 
-Every framework key is declared once, in :mod:`rlearn.config.sections` (dataclasses: default, type, range,
-help text). From that one declaration come the defaults (:func:`defaults`), the checks and their error
-messages (:class:`~rlearn.config.spec.Key`), the type ``--set`` text is read as, the "did you mean"
-suggestions, ``--print-config`` / ``<work_dir>/config.py`` comments (:func:`format_config`) and the key tables
-of docs/configuration.md (:mod:`rlearn.config.docs`). The ``policy`` section is completed from the policy
-class's ``default_config``; a policy that declares its keys the same way (a nested ``Config`` of :func:`option`
-fields, :mod:`rlearn.config.policy_keys`) gets the same checks, ``--set`` types, comments and docs tables.
-
-Modules: ``spec`` (how a key is declared and checked), ``sections`` (the declarations), ``schema`` (the
-table of keys), ``policy_keys`` (a policy's declared keys), ``keys`` (dotted paths, suggestions), ``overrides``
-(``--set``), ``validate`` (checking a config or one section), ``loading`` (files, bundled configs, resolution),
-``dump`` (writing), ``docs``.
-
-Every mistake raises :class:`ConfigError` (a ``ValueError``) with a one-line message naming the full dotted
-key (``train.max_env_step``, ``learner.monitor_windows.loss``) and, for an unknown key, the closest keys.
+Every framework key is declared once, in :mod:`rlearn.config.sections`; a policy declares its own keys the same
+way (:mod:`rlearn.config.policy_keys`). Every mistake raises :class:`ConfigError` naming the full dotted key.
 """
 
 from rlearn.config.dump import default_work_dir, dump_config, format_config
 from rlearn.config.errors import ConfigError
-from rlearn.config.keys import flatten, get_by_path, set_by_path, suggest
+from rlearn.config.keys import (
+    flatten, get_by_path, resolve_section, set_by_path, suggest, undeclared_window_warnings, validate_config,
+)
 from rlearn.config.loading import config_source, import_file, imports_named, load_config, resolve_config
 from rlearn.config.overrides import apply_overrides, coerce_value, parse_override
 from rlearn.config.schema import FREE_FORM, SCHEMA, SECTIONS, defaults
 from rlearn.config.sections import RunConfig
 from rlearn.config.spec import Key, is_int, is_real, non_empty, one_of, option, section
-from rlearn.config.validate import resolve_section, undeclared_window_warnings, validate_config
 
 #: keys every resolved config has (and every bundled config sets or inherits)
 REQUIRED_KEYS = (

@@ -1,8 +1,4 @@
-"""docs/configuration.md's key tables, generated from the schema.
-
-The part of docs/configuration.md between :data:`BEGIN` and :data:`END` is :func:`render_sections`: one table per
-section (key, default, meaning) with the section's notes, all taken from :mod:`rlearn.config.sections`. After
-changing a declaration, regenerate it::
+"""docs/configuration.md's key tables, generated from the schema between the markers BEGIN and END::
 
     python -m rlearn.config.docs            # rewrites docs/configuration.md
     python -m rlearn.config.docs --check    # exit 1 when the file is out of date (what the tests check)
@@ -17,7 +13,7 @@ from typing import List, Optional, Sequence
 
 from rlearn.config.policy_keys import policy_keys
 from rlearn.config.schema import SCHEMA, SECTIONS, section_title
-from rlearn.config.spec import Key
+from rlearn.config.spec import Key, is_int
 
 __all__ = ["BEGIN", "END", "DOC_PATH", "BUNDLED_POLICIES", "render_sections", "render_policy_sections",
            "render_document", "main"]
@@ -36,15 +32,19 @@ def _default_text(key: Key) -> str:
     if key.required:
         return "— (required)"
     value = key.default
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+    if is_int(value) and abs(value) >= 10_000:
         return f"`{value:_}`"
     if isinstance(value, str):
         return f'`"{value}"`'
     return f"`{value!r}`"
 
 
-def _accepts(key: Key) -> str:
-    return key.describe().replace("|", "\\|")
+_TABLE_HEAD = ["| key | default | type | meaning |", "|---|---|---|---|"]
+
+
+def _row(name: str, key: Key) -> str:
+    accepts = key.describe().replace("|", "\\|")
+    return f"| `{name}` | {_default_text(key)} | {accepts} | {key.help} |"
 
 
 def render_sections() -> str:
@@ -54,14 +54,9 @@ def render_sections() -> str:
         title, notes = section_title(section_path)
         prefix = f"{section_path}." if section_path else ""
         keys = [key for path, key in SCHEMA.items() if path.startswith(prefix) and "." not in path[len(prefix):]]
-        out.append(f"### {title}" if section_path else title + ":")
-        out.append("")
-        out.append("| key | default | type | meaning |")
-        out.append("|---|---|---|---|")
+        out += [f"### {title}" if section_path else title + ":", "", *_TABLE_HEAD]
         extra_rows = [line for line in notes.splitlines() if line.startswith("|")]
-        for key in keys:
-            name = key.path[len(prefix):]
-            out.append(f"| `{name}` | {_default_text(key)} | {_accepts(key)} | {key.help} |")
+        out += [_row(key.path[len(prefix):], key) for key in keys]
         subsections = [p for p in SECTIONS if p.startswith(prefix) and p != section_path and "." not in p[len(prefix):]]
         for sub in subsections:
             out.append(f"| `{sub[len(prefix):]}` | | section | see [`{sub}`](#{_anchor(section_title(sub)[0])}) below |")
@@ -82,10 +77,9 @@ def render_policy_sections() -> str:
     for name in BUNDLED_POLICIES:
         cls = get_policy_class(name)
         doc = (cls.Config.__doc__ or "").strip().splitlines()
-        out += [f"### `policy` keys of `type=\"{name}\"` ({cls.__name__})", "", doc[0] if doc else "", "",
-                "| key | default | type | meaning |", "|---|---|---|---|"]
-        for path, key in policy_keys(cls).items():
-            out.append(f"| `{path[len('policy.'):]}` | {_default_text(key)} | {_accepts(key)} | {key.help} |")
+        title = f"### `policy` keys of `type=\"{name}\"` ({cls.__name__})"
+        out += [title, "", doc[0] if doc else "", "", *_TABLE_HEAD]
+        out += [_row(path[len("policy."):], key) for path, key in policy_keys(cls).items()]
         out.append("")
     return "\n".join(out)
 

@@ -1,9 +1,5 @@
-"""Writing a resolved config as Python: ``--print-config`` and ``<work_dir>/config.py``.
-
-:func:`format_config` prints ``{...}`` one key per line, each framework key followed by the first phrase of its
-help text from the schema as a comment; :func:`dump_config` writes that as a config file that
-:func:`~rlearn.config.load_config` reads back to an equal dict.
-"""
+"""Writing a resolved config as Python, one key per line commented with its help: ``--print-config`` and
+``<work_dir>/config.py`` (which :func:`~rlearn.config.load_config` reads back to an equal dict)."""
 
 from __future__ import annotations
 
@@ -33,11 +29,6 @@ def short_help(path: str, limit: int = 90, keys: Optional[Mapping[str, Key]] = N
     return text
 
 
-def _literal(value: Any) -> str:
-    # one line; inf and nan come out as names that the dumped file defines
-    return pprint.pformat(value, width=10_000, sort_dicts=False)
-
-
 def format_config(cfg: Mapping[str, Any], comments: bool = True) -> str:
     """``cfg`` as a Python dict literal, one key per line (sections nested), framework keys commented with
     their help, and so are the keys the policy declares (``comments=False`` leaves the comments out)."""
@@ -52,7 +43,8 @@ def format_config(cfg: Mapping[str, Any], comments: bool = True) -> str:
                 walk(value, f"{path}.", indent + "    ")
                 lines.append(f"{indent}}},")
                 continue
-            line = f"{indent}{name!r}: {_literal(value)},"
+            # one line; inf and nan come out as names that the dumped file defines
+            line = f"{indent}{name!r}: {pprint.pformat(value, width=10_000, sort_dicts=False)},"
             note = short_help(path, keys=declared) if comments else ""
             lines.append(f"{line}  # {note}" if note else line)
 

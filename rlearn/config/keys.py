@@ -1,14 +1,18 @@
-"""Dotted key paths over a nested config dict, and the "did you mean" suggestions for unknown keys."""
+"""Dotted keys of a nested config: paths, "did you mean" suggestions for unknown keys, merging a user's dict
+over the defaults, and checking values (a whole run config, one component's section, declared keys)."""
 
 from __future__ import annotations
 
+import copy
 import difflib
-from typing import Any, Dict, Iterable, List, Mapping, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from rlearn.config.errors import ConfigError
-from rlearn.config.schema import FREE_FORM
+from rlearn.config.schema import FREE_FORM, SCHEMA, SECTIONS, defaults
+from rlearn.config.spec import Key
 
-__all__ = ["flatten", "get_by_path", "set_by_path", "known_paths", "suggest", "unknown_key_error"]
+__all__ = ["flatten", "get_by_path", "set_by_path", "known_paths", "suggest", "unknown_key_error", "merge_section",
+           "validate_keys", "validate_config", "resolve_section", "undeclared_window_warnings", "is_plain"]
 
 
 def flatten(cfg: Mapping[str, Any], prefix: str = "", stop: Iterable[str] = FREE_FORM) -> Dict[str, Any]:
@@ -35,7 +39,6 @@ def get_by_path(cfg: Mapping[str, Any], path: str) -> Any:
     return node
 
 
-
 def set_by_path(cfg: Mapping[str, Any], path: str, value: Any) -> None:
     """Set the value at dotted ``path`` (its parent must exist)."""
     parent_path, _, leaf = path.rpartition(".")
@@ -43,18 +46,14 @@ def set_by_path(cfg: Mapping[str, Any], path: str, value: Any) -> None:
     parent[leaf] = value
 
 
-def known_paths(cfg: Mapping[str, Any]) -> List[str]:
+def known_paths(cfg: Mapping[str, Any], prefix: str = "") -> List[str]:
     """Every dotted key of ``cfg``, sections included (so ``learner`` and ``learner.log_freq`` both count)."""
     paths: List[str] = []
-
-    def walk(node: Mapping[str, Any], prefix: str) -> None:
-        for key, value in node.items():
-            path = f"{prefix}{key}"
-            paths.append(path)
-            if isinstance(value, Mapping) and path not in FREE_FORM:
-                walk(value, f"{path}.")
-
-    walk(cfg, "")
+    for key, value in cfg.items():
+        path = f"{prefix}{key}"
+        paths.append(path)
+        if isinstance(value, Mapping) and path not in FREE_FORM:
+            paths += known_paths(value, f"{path}.")
     return paths
 
 
@@ -88,3 +87,110 @@ def unknown_key_error(key: str, known: Sequence[str], owner: str = "") -> Config
     return ConfigError(f"unknown config key '{key}'{owner}{hint}{listing}")
 
 
+def is_plain(value: Any) -> bool:
+    """True for plain Python literals (what a config file written back can hold)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, (str, int)) and is_plain(v) for k, v in value.items())
+    return False
+
+
+def merge_section(base: Mapping[str, Any], user: Mapping[str, Any], prefix: str = "",
+                  known: Optional[Sequence[str]] = None, owner: str = "") -> Dict[str, Any]:
+    """``base`` (defaults) updated with ``user``, recursively for nested sections.
+
+    A key of ``user`` that ``base`` lacks is a :class:`ConfigError` naming its full path (``prefix`` + key),
+    ``owner`` (a policy's: `` for policy 'td3'``), the closest of ``known`` (default: every framework key) and
+    any other unknown key of the same dict. Framework sections are merged key by key, the ``policy`` section
+    and the free-form dicts (``env.kwargs``) are taken whole; in a policy's section every dict given for a
+    dict default is merged key by key.
+    """
+    known = known_paths(defaults()) if known is None else known
+    merged = copy.deepcopy(dict(base))
+    bad = [key for key in user if not isinstance(key, str)]
+    if bad:
+        raise ConfigError(f"config keys must be strings, got {bad[0]!r} in '{prefix[:-1] or 'the top level'}'")
+    unknown = [f"{prefix}{key}" for key in user if key not in merged]
+    if unknown:
+        error = unknown_key_error(unknown[0], known, owner)
+        if len(unknown) > 1:
+            error = ConfigError(f"{error}; also unknown: {', '.join(repr(p) for p in unknown[1:])}")
+        raise error
+    for key, value in user.items():
+        path = f"{prefix}{key}"
+        if owner:
+            nested = isinstance(merged[key], dict) and isinstance(value, Mapping)
+        else:
+            nested = isinstance(merged[key], dict) and path in SECTIONS and path != "policy"
+            if nested and not isinstance(value, Mapping):
+                raise ConfigError(f"config key '{path}' is a section and must be a dict, got {value!r}")
+        merged[key] = merge_section(merged[key], value, f"{path}.", known, owner) if nested else copy.deepcopy(value)
+    return merged
+
+
+def validate_keys(cfg: Dict[str, Any], keys: Mapping[str, Key], prefix: str = "") -> None:
+    """Check the value of every key of ``keys`` (dotted paths starting with ``prefix``, the section ``cfg``
+    is) and normalise it in place (an int of a float key becomes a float, a tuple of a list key a list).
+    Raises :class:`ConfigError` naming the full key, or the item (``policy.hidden_sizes[1]``)."""
+    for path, key in keys.items():
+        relative = path[len(prefix):]
+        try:
+            value = get_by_path(cfg, relative)
+        except KeyError:
+            raise ConfigError(f"config key '{path}' is missing") from None
+        set_by_path(cfg, relative, key.validate(value))
+
+
+def validate_config(cfg: Dict[str, Any]) -> None:
+    """Check every framework key of a resolved config (:func:`validate_keys`) and that all values are plain
+    Python literals (so the config can be dumped and read back)."""
+    validate_keys(cfg, SCHEMA)
+    for path, value in flatten(cfg, stop=()).items():
+        if not is_plain(value):
+            raise ConfigError(
+                f"config key '{path}' must hold plain Python values (dict, list, str, number, bool, None), "
+                f"got {type(value).__name__}"
+            )
+
+
+def resolve_section(section_path: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """One component's section (``"learner"``): ``cfg`` (a partial dict, or None) merged over the schema's
+    defaults, every key checked, keys declared ``same_as`` a sibling filled from it when None. For components
+    built from their section alone (``BaseLearner(policy, {"log_freq": 10})``)."""
+    if section_path not in SECTIONS or section_path in ("", "policy"):
+        raise KeyError(f"no framework section {section_path!r}")
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"config key '{section_path}' is a section and must be a dict, got {type(cfg).__name__} {cfg!r}")
+    prefix = f"{section_path}."
+    merged = merge_section(defaults(section_path), cfg, prefix)
+    keys = {path: key for path, key in SCHEMA.items() if path.startswith(prefix)}
+    validate_keys(merged, keys, prefix)
+    for path, key in keys.items():
+        if key.same_as:
+            relative = path[len(prefix):]
+            if get_by_path(merged, relative) is None:
+                sibling = f"{relative.rpartition('.')[0]}.{key.same_as}".lstrip(".")
+                set_by_path(merged, relative, get_by_path(merged, sibling))
+    return merged
+
+
+def undeclared_window_warnings(windows: Mapping[str, Any], declared: Sequence[str], owner: str) -> List[str]:
+    """One warning per key of ``learner.monitor_windows`` that is not in ``declared`` (the monitor keys the
+    policy ``owner`` and the run declare): its window would never be used, most often a typo."""
+    declared = list(declared)
+    messages: List[str] = []
+    for key in windows:
+        if key in declared:
+            continue
+        close = difflib.get_close_matches(str(key), declared, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        messages.append(
+            f"config key 'learner.monitor_windows.{key}': no monitor key {key!r} is declared, so this window is "
+            f"never used; {hint}declared keys ({owner}): {', '.join(declared) or 'none'}"
+        )
+    return messages

@@ -1,15 +1,9 @@
 """Loading a config (a Python file, a bundled config or a dict) and resolving it.
 
-:func:`load_config` / :func:`resolve_config` return the *resolved* config: a nested dict of plain values with
-every framework section filled in from the schema's defaults (:mod:`rlearn.config.sections`), the ``policy``
-section filled in from the policy class's ``default_config``, the ``--set`` overrides applied and every value
-checked. Mistakes raise :class:`~rlearn.config.ConfigError` naming the dotted key.
-
-A config file is executed as a Python module (under a private module name, so an
-``if __name__ == "__main__":`` block does not run). Anything it defines at import time takes effect,
-in particular ``@policies.register_policy("name")`` on a policy class, which is how
-``examples/custom_policy.py`` makes its ``policy.type`` resolvable. Other modules or files that a config
-needs imported first go in ``custom_imports``.
+The *resolved* config is a nested dict of plain values: framework sections filled from the schema's defaults,
+the ``policy`` section from the policy class's ``default_config``, ``--set`` overrides applied, every value
+checked. A config file is executed as a module under a private name (an ``if __name__ == "__main__":`` block
+does not run), so what it defines, e.g. a ``@register_policy`` class, takes effect.
 """
 
 from __future__ import annotations
@@ -24,15 +18,13 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.config.errors import ConfigError
-from rlearn.config.keys import get_by_path, known_paths, set_by_path, unknown_key_error
+from rlearn.config.keys import get_by_path, known_paths, merge_section, validate_config, validate_keys
 from rlearn.config.overrides import Override, apply_overrides, parse_override
 from rlearn.config.policy_keys import policy_keys, validate_policy_section
 from rlearn.config.schema import SCHEMA, defaults
-from rlearn.config.validate import merge_section, validate_config
 
 __all__ = ["load_config", "resolve_config", "import_file", "config_source", "imports_named"]
 
-# ------------------------------------------------------------------------------------------ loading
 _loaded_files: Dict[str, Any] = {}
 #: the package every executed config or ``custom_imports`` file is registered under (a name that exists only
 #: in the process that executed the file: see :func:`user_modules`)
@@ -46,21 +38,16 @@ def _module_name_for(path: Path) -> str:
 
 
 def user_modules() -> List[Any]:
-    """The modules of the files executed by :func:`import_file` in this process. Another process (an
-    environment worker) cannot import them by name; :func:`rlearn.env.make_vector_env` has what they define
-    pickled by value for its workers."""
+    """The modules of the files executed by :func:`import_file` in this process (which other processes
+    cannot import by name)."""
     return [module for name, module in list(sys.modules.items()) if name.startswith(f"{USER_PACKAGE}.")]
 
 
 def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
-    """Execute the Python file ``path`` as a module and return the module.
+    """Execute the Python file ``path`` as a module (once per process unless ``fresh``) and return it.
 
-    A file is executed once per process (later calls return the same module) unless ``fresh``, which
-    executes it again (a config file read by :func:`load_config` may have changed since).
-
-    The module is registered in ``sys.modules`` under a private name (``rlearn_user_config.<stem>_<hash>``)
-    so that classes defined there are picklable and an ``if __name__ == "__main__":`` block does not run.
-    Errors while executing it become a :class:`ConfigError` naming the file and the line.
+    The module is registered in ``sys.modules`` as ``rlearn_user_config.<stem>_<hash>``, so classes defined
+    there are picklable. Errors while executing it become a :class:`ConfigError` naming the file and line.
     """
     path = Path(path).expanduser().resolve()
     key = str(path)
@@ -80,18 +67,14 @@ def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        del sys.modules[name]
-        raise ConfigError(f"syntax error in config file {str(path)!r}, line {exc.lineno}: {exc.msg}") from exc
-    except ConfigError:
-        del sys.modules[name]
-        raise
     except Exception as exc:
         del sys.modules[name]
+        if isinstance(exc, ConfigError):
+            raise
+        if isinstance(exc, SyntaxError):
+            raise ConfigError(f"syntax error in config file {str(path)!r}, line {exc.lineno}: {exc.msg}") from exc
         line = _error_line(exc, path)
-        raise ConfigError(
-            f"config file {str(path)!r} raised {type(exc).__name__}{line}: {exc}"
-        ) from exc
+        raise ConfigError(f"config file {str(path)!r} raised {type(exc).__name__}{line}: {exc}") from exc
     _loaded_files[key] = module
     return module
 
@@ -106,18 +89,9 @@ def _error_line(exc: BaseException, path: Path) -> str:
     return f" at line {line}" if line is not None else ""
 
 
-def _bundled_names() -> List[str]:
-    from rlearn.configs import available_configs
-
-    return available_configs()
-
-
 def config_source(spec: str) -> Tuple[str, str]:
-    """Where ``rlearn train CONFIG`` takes its config from: ``("file", path)`` or ``("bundled", name)``.
-
-    A string ending in ``.py`` or naming an existing file is a file; anything else must be a bundled
-    config name. An unknown name raises :class:`ConfigError` listing the bundled configs.
-    """
+    """Where ``rlearn train CONFIG`` takes its config from: ``("file", path)`` (a ``.py`` or an existing file)
+    or ``("bundled", name)``; an unknown name raises :class:`ConfigError` listing the bundled configs."""
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"a config is a .py file or a bundled config name, got {spec!r}")
     path = Path(spec).expanduser()
@@ -125,7 +99,9 @@ def config_source(spec: str) -> Tuple[str, str]:
         if not path.is_file():
             raise ConfigError(f"config file {spec!r} does not exist")
         return "file", str(path.resolve())
-    names = _bundled_names()
+    from rlearn.configs import available_configs
+
+    names = available_configs()
     if spec not in names:
         close = difflib.get_close_matches(spec, names, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -159,23 +135,16 @@ def load_config(
     overrides: Iterable[Override] = (),
     seed: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """Load and resolve a config.
+    """Load a config file, bundled config name or dict and resolve it (:func:`resolve_config`).
 
-    Args:
-        spec: a config file path, a bundled config name, or a dict.
-        overrides: ``--set`` items, ``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs, applied
-            after the defaults (an unknown key is an error with suggestions).
-        seed: if not None, replaces ``seed`` (``rlearn train --seed``).
-
-    Returns:
-        The resolved config (see :func:`resolve_config`).
+    ``overrides``: ``--set`` items, ``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs; ``seed``, if not
+    None, replaces ``seed`` (``rlearn train --seed``).
     """
     raw, default_name = _raw_config(spec)
     overrides = list(overrides)
     if seed is not None:
         overrides.append(("seed", seed))
     return resolve_config(raw, overrides=overrides, default_exp_name=default_name)
-
 
 
 def _import_custom(items: Sequence[str]) -> None:
@@ -222,19 +191,12 @@ def resolve_config(
     overrides: Iterable[Override] = (),
     default_exp_name: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """Merge ``raw`` over the schema's defaults, complete the policy section, apply ``overrides``, validate.
-
-    Steps: unknown framework keys are errors (with suggestions); ``custom_imports`` are imported;
-    ``policy.type`` is resolved with :func:`rlearn.registry.get_policy_class` and the policy section is merged
-    over the class's ``default_config`` (an unknown policy key is an error naming the policy); the
-    overrides are applied; every framework value and every key the policy declares
-    (:mod:`rlearn.config.policy_keys`) is checked against its expected type and range.
-    A policy defined in ``__main__`` or in an executed config file has that file added to
-    ``custom_imports``, so the dumped config can be loaded on its own. Resolving twice is harmless.
-    """
+    """Merge ``raw`` over the schema's defaults, import ``custom_imports``, merge the policy section over the
+    policy class's ``default_config``, apply ``overrides`` and check every value. A policy defined in
+    ``__main__`` or an executed config file has that file added to ``custom_imports`` (so the dumped config
+    loads on its own). Resolving twice is harmless."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a config must be a dict, got {type(raw).__name__}")
-    overrides = list(overrides)
     cfg = merge_section(defaults(), raw)
     if not isinstance(cfg["policy"], Mapping):
         raise ConfigError(f"config key 'policy' is a section and must be a dict, got {cfg['policy']!r}")
@@ -242,18 +204,20 @@ def resolve_config(
 
     # framework overrides first (their mistakes are found before any policy code is imported), then the
     # policy's own keys once its defaults are known
-    paths = [_override_path(o) for o in overrides]
-    late = [o for o, path in zip(overrides, paths) if path.startswith("policy.") and path != "policy.type"]
-    apply_overrides(cfg, [o for o, path in zip(overrides, paths) if not (path.startswith("policy.") and path != "policy.type")])
-    for path in SCHEMA:  # framework values are checked before any policy code is imported
-        if path not in ("policy.type", "exp_name") or get_by_path(cfg, path) is not None:
-            _check(cfg, path)
+    early: List[Override] = []
+    late: List[Override] = []
+    for item in overrides:
+        path = item[0] if isinstance(item, tuple) else parse_override(item)[0]
+        (late if path.startswith("policy.") and path != "policy.type" else early).append(item)
+    apply_overrides(cfg, early)
+    unset = [path for path in ("policy.type", "exp_name") if get_by_path(cfg, path) is None]
+    validate_keys(cfg, {path: key for path, key in SCHEMA.items() if path not in unset})
     _import_custom(cfg["custom_imports"])
 
     policy_type = cfg["policy"]["type"]
     if policy_type is None:
         raise ConfigError("config key 'policy.type' is not set: name a policy (e.g. policy=dict(type='td3'))")
-    _check(cfg, "policy.type")
+    validate_keys(cfg, {"policy.type": SCHEMA["policy.type"]})
     policy_cls = _policy_class(policy_type)
     cfg["policy"] = _merge_policy(policy_cls, policy_type, cfg["policy"])
     source = _policy_source_file(policy_cls)
@@ -269,12 +233,6 @@ def resolve_config(
     return cfg
 
 
-def _override_path(item: Override) -> str:
-    if isinstance(item, tuple):
-        return item[0]
-    return parse_override(item)[0]
-
-
 def _policy_class(policy_type: str) -> type:
     from rlearn.registry import get_policy_class
 
@@ -288,26 +246,6 @@ def _policy_class(policy_type: str) -> type:
 
 
 def _merge_policy(cls: type, policy_type: str, section: Mapping[str, Any]) -> Dict[str, Any]:
-    defaults = dict(getattr(cls, "default_config", {}) or {})
-    merged: Dict[str, Any] = {"type": policy_type, **copy.deepcopy(defaults)}
-    known = ["policy.type", *(f"policy.{p}" for p in known_paths(defaults))]
-    owner = f" for policy {policy_type!r}"
-
-    def merge(into: Dict[str, Any], user: Mapping[str, Any], prefix: str) -> None:
-        for key, value in user.items():
-            path = f"{prefix}{key}"
-            if path == "policy.type":
-                continue
-            if key not in into:
-                raise unknown_key_error(path, known, owner)
-            if isinstance(into[key], dict) and isinstance(value, Mapping):
-                merge(into[key], value, f"{path}.")
-            else:
-                into[key] = copy.deepcopy(value)
-
-    merge(merged, section, "policy.")
-    return merged
-
-
-def _check(cfg: Dict[str, Any], path: str) -> None:
-    set_by_path(cfg, path, SCHEMA[path].validate(get_by_path(cfg, path)))
+    defaults = {"type": policy_type, **(getattr(cls, "default_config", {}) or {})}
+    known = [f"policy.{path}" for path in known_paths(defaults)]
+    return merge_section(defaults, section, "policy.", known, owner=f" for policy {policy_type!r}")

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import ast
 import copy
-import math
-import numbers
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from rlearn.config.errors import ConfigError
 from rlearn.config.keys import get_by_path, known_paths, unknown_key_error
 from rlearn.config.schema import FREE_FORM, SCHEMA
-from rlearn.config.spec import Key
+from rlearn.config.spec import Key, has_kind, is_int, is_real
 
 __all__ = ["coerce_value", "parse_override", "apply_overrides", "Override"]
 
@@ -21,20 +19,11 @@ Override = Union[str, Tuple[str, Any]]
 _BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 _NULL_WORDS = {"none", "null"}
 
+
 def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = True) -> Any:
-    """Turn the string ``text`` of ``--set key=text`` into a value of type ``kind``.
-
-    * ``bool``: true/false, yes/no, on/off, 1/0 (any case);
-    * ``int``: an integer literal (``100_000`` too) or an integral float literal (``1e5``);
-    * ``float``: any number (``3``, ``3e-4``, ``inf``);
-    * ``str``: the text itself (a quoted Python string literal is unquoted);
-    * ``list`` / ``dict``: a Python literal (``[64, 64]``, ``64,64``, ``{'g': 9.8}``);
-    * ``None`` (``kind`` unknown, e.g. the current value is None): a Python literal if the text is one,
-      else the text;
-    * ``none`` / ``null`` give None where ``nullable``.
-
-    A text that does not fit raises :class:`ConfigError` naming the key, the text and the expected type.
-    """
+    """Turn the string ``text`` of ``--set key=text`` into a value of type ``kind`` (None: a Python literal if
+    the text is one, else the text); ``none`` / ``null`` give None where ``nullable``. The accepted texts are
+    listed in docs/configuration.md; a text that does not fit raises :class:`ConfigError` naming the key."""
     stripped = text.strip()
     if nullable and stripped.lower() in _NULL_WORDS:
         return None
@@ -47,23 +36,19 @@ def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = Tru
         literal = ast.literal_eval(stripped)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         literal = _NOTHING
-    if kind is None:
-        return text if literal is _NOTHING else literal
     if kind is bool:
         word = stripped.lower()
         if word in _BOOL_WORDS:
             return _BOOL_WORDS[word]
         raise fail("bool (true/false, yes/no, on/off, 1/0)")
     if kind is int:
-        if isinstance(literal, bool):
-            raise fail("int")
-        if isinstance(literal, int):
+        if is_int(literal):
             return literal
-        if isinstance(literal, float) and math.isfinite(literal) and literal.is_integer():
+        if isinstance(literal, float) and literal.is_integer():  # 1e5; False for inf and nan
             return int(literal)
         raise fail("int")
     if kind is float:
-        if isinstance(literal, (int, float)) and not isinstance(literal, bool):
+        if is_real(literal):
             return float(literal)
         try:
             return float(stripped)  # inf, nan, -inf
@@ -79,7 +64,7 @@ def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = Tru
         if isinstance(literal, dict):
             return literal
         raise fail("dict (e.g. {'key': 1})")
-    return text if literal is _NOTHING else literal
+    return text if literal is _NOTHING else literal  # kind None: untyped
 
 
 _NOTHING = object()
@@ -96,8 +81,7 @@ def parse_override(item: str) -> Tuple[str, str]:
     return key, value
 
 
-def _override_kind(path: str, current: Any, exists: bool,
-                   keys: Optional[Mapping[str, Key]] = None) -> Tuple[Optional[type], bool]:
+def _override_kind(path: str, current: Any, keys: Optional[Mapping[str, Key]] = None) -> Tuple[Optional[type], bool]:
     """The type ``--set path=TEXT`` reads TEXT as: the schema's for a framework key, the declaration's for a
     key in ``keys`` (a policy's), or an entry of a typed free-form dict (``learner.monitor_windows.<key>`` is an
     int), else the type of the current value."""
@@ -107,19 +91,10 @@ def _override_kind(path: str, current: Any, exists: bool,
     parent = SCHEMA.get(path.rpartition(".")[0])
     if parent is not None and parent.item_kind not in (None, object):
         return parent.item_kind, False
-    if not exists or current is None:
-        return None, True
-    if isinstance(current, bool):
-        return bool, False
-    if isinstance(current, numbers.Integral):
-        return int, False
-    if isinstance(current, numbers.Real):
-        return float, False
-    if isinstance(current, (list, tuple)):
-        return list, False
-    for kind in (str, dict):
-        if isinstance(current, kind):
-            return kind, False
+    if current is not None:
+        for kind in (bool, int, float, list, str, dict):
+            if has_kind(current, kind):
+                return kind, False
     return None, True
 
 
@@ -127,18 +102,14 @@ def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override],
                     keys: Optional[Mapping[str, Key]] = None) -> Dict[str, Any]:
     """Apply ``--set`` overrides to a resolved config in place and return it.
 
-    Each override is ``"dotted.key=VALUE"`` (VALUE coerced with :func:`coerce_value` to the key's type)
-    or a ``(key, value)`` pair (value used as is); ``keys`` are declared keys beside the schema's (the
-    policy's, :func:`rlearn.config.policy_keys.policy_keys`) whose type the text is read as. The key must exist, except for a new entry directly
-    inside a free-form dict (:data:`FREE_FORM`: ``env.kwargs.<name>``, ``learner.monitor_windows.<key>``).
+    Each override is ``"dotted.key=VALUE"`` (VALUE coerced with :func:`coerce_value` to the key's type, from
+    the schema or ``keys``, a policy's declared keys) or a ``(key, value)`` pair (value used as is). The key
+    must exist, except for a new entry of a free-form dict (:data:`FREE_FORM`: ``env.kwargs.<name>``).
     """
     known = known_paths(cfg)
     for item in overrides:
-        if isinstance(item, tuple):
-            path, raw, is_text = item[0], item[1], False
-        else:
-            path, raw = parse_override(item)
-            is_text = True
+        is_text = not isinstance(item, tuple)
+        path, raw = parse_override(item) if is_text else item
         parent_path, _, leaf = path.rpartition(".")
         try:
             parent = get_by_path(cfg, parent_path) if parent_path else cfg
@@ -147,16 +118,14 @@ def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override],
         exists = isinstance(parent, dict) and leaf in parent
         free = parent_path in FREE_FORM
         if not exists and not (free and isinstance(parent, dict)):
-            owner = ""
-            policy_type = cfg.get("policy", {}).get("type") if isinstance(cfg.get("policy"), dict) else None
-            if path.startswith("policy.") and policy_type is not None:
-                owner = f" for policy {policy_type!r}"
+            policy_type = cfg["policy"].get("type") if isinstance(cfg.get("policy"), dict) else None
+            owner = f" for policy {policy_type!r}" if path.startswith("policy.") and policy_type is not None else ""
             raise unknown_key_error(path, known, owner)
         if exists and isinstance(parent[leaf], dict) and parent[leaf] and path not in FREE_FORM:
             subkeys = ", ".join(f"{path}.{k}" for k in parent[leaf])
             raise ConfigError(f"--set {path}: '{path}' is a section; set its keys one by one ({subkeys})")
         if is_text:
-            kind, nullable = _override_kind(path, parent.get(leaf), exists, keys)
+            kind, nullable = _override_kind(path, parent.get(leaf), keys)
             value = coerce_value(path, raw, kind, nullable)
         else:
             value = copy.deepcopy(raw)

@@ -1,16 +1,7 @@
-"""A policy's own config keys, declared the way the framework's are: a class of :func:`~rlearn.config.option` fields.
+"""A policy's own config keys: the fields of its nested ``Config`` class of :func:`~rlearn.config.option` s.
 
-A policy class declares its keys in a nested class ``Config`` (``policies.Policy`` makes it a dataclass and
-derives ``default_config`` from it)::
-
-    class MyPolicy(Policy):
-        class Config:
-            lr: float = option(3e-4, "Adam learning rate", gt=0, finite=True)
-            hidden_sizes: List[int] = option([64, 64], "hidden layer widths", items=dict(ge=1))
-
-Each field becomes one :class:`~rlearn.config.spec.Key` at ``policy.<name>``: the same checks, ``--set`` typing,
-"did you mean", ``--print-config`` comments and docs/configuration.md tables as a framework key. A policy that
-sets only a plain ``default_config`` dict keeps working: its keys are typed by their defaults and not checked.
+Each field becomes one :class:`~rlearn.config.spec.Key` at ``policy.<name>``, checked, typed for ``--set``,
+commented and documented like a framework key. A plain ``default_config`` dict is typed by its defaults only.
 """
 
 from __future__ import annotations
@@ -18,19 +9,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping
 
-from rlearn.config.errors import ConfigError
-from rlearn.config.keys import get_by_path, set_by_path
+from rlearn.config.keys import validate_keys
 from rlearn.config.schema import _as_dict, _walk
 from rlearn.config.spec import Key
 
-__all__ = ["declaration_keys", "declaration_defaults", "policy_keys", "policy_keys_of", "validate_policy_section"]
-
-
-def declaration_keys(declaration: type, prefix: str = "policy.") -> Dict[str, Key]:
-    """One :class:`Key` per field of the dataclass ``declaration`` (nested sections included), by dotted path."""
-    keys: Dict[str, Key] = {}
-    _walk(declaration, prefix, keys, {})
-    return keys
+__all__ = ["declaration_defaults", "policy_keys", "policy_keys_of", "validate_policy_section"]
 
 
 def declaration_defaults(declaration: type) -> Dict[str, Any]:
@@ -39,11 +22,13 @@ def declaration_defaults(declaration: type) -> Dict[str, Any]:
 
 
 def policy_keys(policy_cls: Any) -> Dict[str, Key]:
-    """The declared keys of a policy class (``policy.<name>`` -> Key); empty for a plain ``default_config``."""
+    """The declared keys of a policy class (``policy.<name>`` -> Key, nested sections included); empty for a
+    plain ``default_config``."""
+    keys: Dict[str, Key] = {}
     declaration = getattr(policy_cls, "Config", None)
-    if declaration is None or not dataclasses.is_dataclass(declaration):
-        return {}
-    return declaration_keys(declaration)
+    if declaration is not None and dataclasses.is_dataclass(declaration):
+        _walk(declaration, "policy.", keys, {})
+    return keys
 
 
 def policy_keys_of(cfg: Mapping[str, Any]) -> Dict[str, Key]:
@@ -61,14 +46,7 @@ def policy_keys_of(cfg: Mapping[str, Any]) -> Dict[str, Key]:
         return {}
 
 
-def validate_policy_section(section: Dict[str, Any], keys: Mapping[str, Key], prefix: str = "policy.") -> None:
-    """Check every declared key of a merged policy section in place (normalising ints of float keys, tuples of
-    list keys). Raises :class:`ConfigError` naming ``policy.<key>`` (or the item, ``policy.hidden_sizes[1]``)."""
-    for path, key in keys.items():
-        relative = path[len(prefix):]
-        try:
-            value = get_by_path(section, relative)
-        except KeyError:
-            raise ConfigError(f"config key '{path}' is missing") from None
-        set_by_path(section, relative, key.validate(value))
+def validate_policy_section(section: Dict[str, Any], keys: Mapping[str, Key]) -> None:
+    """Check every declared key (``policy.<key>``) of a merged policy section in place (:func:`validate_keys`)."""
+    validate_keys(section, keys, "policy.")
 

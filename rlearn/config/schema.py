@@ -1,10 +1,5 @@
-"""The config schema: one :class:`~rlearn.config.spec.Key` per framework key, built from the declarations in
-:mod:`rlearn.config.sections`.
-
-Nothing else in rlearn states a framework default or a range: :func:`defaults` builds the nested default dict
-(of the whole config or of one section), :data:`SCHEMA` maps each dotted key to its ``Key`` (which checks values
-and describes itself for error messages, ``--set`` coercion and docs/configuration.md).
-"""
+"""The config schema: :data:`SCHEMA` (one :class:`~rlearn.config.spec.Key` per dotted framework key) and
+:func:`defaults`, both built from the declarations in :mod:`rlearn.config.sections`."""
 
 from __future__ import annotations
 
@@ -19,7 +14,6 @@ from rlearn.config.spec import Key
 __all__ = ["SCHEMA", "SECTIONS", "FREE_FORM", "defaults", "section_title"]
 
 
-# ------------------------------------------------------------------------------------------ tables
 def _key_from(path: str, hint: Any, meta: Mapping[str, Any], default: Any) -> Key:
     """A :class:`Key` from a field's type hint and :func:`option` metadata. ``Optional[T]`` makes None an
     accepted value; a non-Optional key with a None default is one that must be set (``env.id``,
@@ -36,9 +30,7 @@ def _key_from(path: str, hint: Any, meta: Mapping[str, Any], default: Any) -> Ke
         args = typing.get_args(hint)
         item = args[-1] if args else None
         item_kind = object if item in (None, Any) else (typing.get_origin(item) or item)
-    return Key(path=path, kind=kind, nullable=nullable, default=default, help=meta["help"], ge=meta["ge"],
-               gt=meta["gt"], le=meta["le"], finite=meta["finite"], check=meta["check"], expected=meta["expected"],
-               doc_default=meta["doc_default"], same_as=meta["same_as"], item_kind=item_kind, items=meta["items"])
+    return Key(path=path, kind=kind, nullable=nullable, default=default, item_kind=item_kind, **meta)
 
 
 def _walk(cls: type, prefix: str, keys: Dict[str, Key], sections: Dict[str, type]) -> None:
@@ -53,18 +45,11 @@ def _walk(cls: type, prefix: str, keys: Dict[str, Key], sections: Dict[str, type
             keys[path] = _key_from(path, hints[f.name], f.metadata, getattr(instance, f.name))
 
 
-def _build() -> Tuple[Dict[str, Key], Dict[str, type]]:
-    keys: Dict[str, Key] = {}
-    sections: Dict[str, type] = {}
-    _walk(RunConfig, "", keys, sections)
-    return keys, sections
-
-
 #: every framework key by dotted path, in declaration order
-SCHEMA: Dict[str, Key]
+SCHEMA: Dict[str, Key] = {}
 #: every section by dotted path ("" is the top level), in declaration order
-SECTIONS: Dict[str, type]
-SCHEMA, SECTIONS = _build()
+SECTIONS: Dict[str, type] = {}
+_walk(RunConfig, "", SCHEMA, SECTIONS)
 
 #: dicts whose keys are the user's to choose (environment kwargs, per-key monitor windows)
 FREE_FORM: Tuple[str, ...] = tuple(path for path, key in SCHEMA.items() if key.kind is dict)

@@ -1,12 +1,9 @@
 """Every framework config section, declared once: defaults, types, ranges and help text.
 
-Each section is a dataclass whose fields are :func:`~rlearn.config.spec.option` (a key) or
-:func:`~rlearn.config.spec.section` (a nested section); :class:`RunConfig` lists the sections in the order a
-resolved config has them. The dataclasses are a declaration only: a resolved config stays a nested dict of
-plain values (``cfg["train"]["max_env_steps"]``). The ``policy`` section declares only ``type``; the rest of it
-comes from the policy class's ``Config`` (:mod:`rlearn.config.policy_keys`). A section docstring's first line is the section's title in
-docs/configuration.md, the rest is printed after its table. To add a key: add an ``option`` here, then run
-``python -m rlearn.config.docs`` to regenerate the docs.
+Each section is a dataclass of :func:`~rlearn.config.spec.option` keys and nested
+:func:`~rlearn.config.spec.section` s; a resolved config stays a nested dict of plain values. A section
+docstring's first line is its title in docs/configuration.md, the rest follows its table. After adding a key,
+run ``python -m rlearn.config.docs`` to regenerate the docs.
 """
 
 from __future__ import annotations
@@ -14,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from rlearn.config.spec import option, section
-from rlearn.config.writer_specs import check_writer_specs
+from rlearn.config.spec import Check, non_empty, option, section
+from rlearn.config.writer_specs import DEFAULT_WRITERS, check_writer_specs
 
 __all__ = [
     "RunConfig", "EnvSection", "PolicySection", "BufferSection", "TrainSection", "LearnerSection",
@@ -31,21 +28,19 @@ def _exp_name(v: str) -> Optional[str]:
     return None
 
 
-def _non_empty(v: str) -> Optional[str]:
-    return None if v else "must not be empty"
-
-
 def _str_list(v: list) -> Optional[str]:
     bad = [x for x in v if not isinstance(x, str) or not x]
     return f"must be a list of module names or file paths, got {bad[0]!r} in it" if bad else None
 
 
-def _hook_list(v: list) -> Optional[str]:
-    for i, item in enumerate(v):
-        if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
-            return (f"must be a list of hook dicts with a 'type' (e.g. dict(type='LogShowHook', freq=100)); "
-                    f"item {i} is {item!r}")
-    return None
+def _list_of_dicts(what: str, typed: bool = False) -> Check:
+    """A check that every item is a dict (with a str ``type`` if ``typed``); ``what`` describes one."""
+    def check(v: list) -> Optional[str]:
+        for i, item in enumerate(v):
+            if not isinstance(item, Mapping) or (typed and not isinstance(item.get("type"), str)):
+                return f"must be a list of {what}; item {i} is {item!r}"
+        return None
+    return check
 
 
 def _writer_list(v: list) -> Optional[str]:
@@ -60,13 +55,6 @@ def _writer_list(v: list) -> Optional[str]:
     return problem
 
 
-def _dict_list(v: list) -> Optional[str]:
-    for i, item in enumerate(v):
-        if not isinstance(item, Mapping):
-            return f"must be a list of dicts (e.g. dict(data_src='loss', method_name='max')); item {i} is {item!r}"
-    return None
-
-
 def _dist_backend(v: str) -> Optional[str]:
     return None if v in ("gloo", "nccl") else "must be 'gloo', 'nccl' or None (nccl when CUDA is available, else gloo)"
 
@@ -78,7 +66,7 @@ class EnvSection:
 
     id: str = option(
         None, "a registered gymnasium id (`\"Pendulum-v1\"`, `\"CartPole-v1\"`); register your own with "
-        "`rlearn.env.register_env` in a `custom_imports` module", check=_non_empty)
+        "`rlearn.env.register_env` in a `custom_imports` module", check=non_empty)
     num_envs: int = option(1, "sub-environments stepped together as one vector env; `envstep` counts steps summed "
                            "over them", ge=1)
     asynchronous: bool = option(False, "one worker process per sub-environment (`AsyncVectorEnv`) instead of "
@@ -99,7 +87,7 @@ class PolicySection:
 
     type: str = option(
         None, "a registered name (`\"td3\"`, `\"ppg\"`, `\"ppo\"`, `\"dqn\"`, `\"sac\"`, or one added with `@register_policy`), or an import path "
-        "`\"package.module:ClassName\"`", check=_non_empty)
+        "`\"package.module:ClassName\"`", check=non_empty)
 
 
 @dataclass
@@ -136,7 +124,7 @@ class LogProcessorSection:
         [], "entries `dict(data_src=KEY, method_name=STAT, window_size=N, log_name=NAME)` (STAT: `mean`, `min`, "
         "`max`, `current`, `count`, `std` or one registered with `@HistoryBuffer.register_statistics`) choosing the statistics of a key (e.g. `episode_return` max over 100 episodes beside its "
         "mean); see [logging.md](logging.md). Only the shape is checked here; each entry is checked when the "
-        "learner builds its `LogProcessor`", check=_dict_list)
+        "learner builds its `LogProcessor`", check=_list_of_dicts("dicts (e.g. dict(data_src='loss', method_name='max'))"))
 
 
 @dataclass
@@ -177,9 +165,9 @@ class LearnerSection:
     hooks: List[dict] = option(
         [], "extra hooks as dicts, e.g. `dict(type=\"LRSchedulerHook\", scheduler=dict(type=\"StepLR\", "
         "step_size=1000, gamma=0.5), warmup=\"linear\", warmup_iters=500)`; see [hooks.md](hooks.md)",
-        check=_hook_list)
+        check=_list_of_dicts("hook dicts with a 'type' (e.g. dict(type='LogShowHook', freq=100))", typed=True))
     writers: List[Any] = option(
-        ["table", "tensorboard", "jsonl"], "where every logged number goes: `\"table\"` (the log), "
+        list(DEFAULT_WRITERS), "where every logged number goes: `\"table\"` (the log), "
         "`\"tensorboard\"` (`tb/`), `\"jsonl\"` (`metrics.jsonl`), `\"csv\"` (`metrics.csv`), `\"wandb\"`, "
         "`\"mlflow\"` (optional extras); an item may be a dict with options, e.g. `dict(type=\"wandb\", "
         "project=\"pendulum\", mode=\"offline\")`. See [writers.md](writers.md)", check=_writer_list)
@@ -256,7 +244,7 @@ class RunConfig:
                        "`seed + i`), the evaluation environments (a seed derived from it), the replay buffer's "
                        "sampling and the policy", ge=0)
     device: str = option("cpu", "torch device of the networks (`\"cuda\"`, `\"cuda:1\"`, or `\"auto\"`: CUDA when "
-                         "available)", check=_non_empty)
+                         "available)", check=non_empty)
     num_threads: Optional[int] = option(1, "`torch.set_num_threads` for the run, or None to leave torch's default. "
                                         "Small RL networks on CPU are usually fastest with one thread, and extra "
                                         "threads fight with environment workers", ge=1)

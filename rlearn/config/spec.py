@@ -1,8 +1,4 @@
-"""How a config key is declared (:func:`option`, :func:`section`) and checked (:class:`Key`).
-
-:mod:`rlearn.config.sections` declares every framework key with these; :mod:`rlearn.config.schema` turns the
-declarations into one :class:`Key` per dotted path.
-"""
+"""How a config key is declared (:func:`option`, :func:`section`) and checked (:class:`Key`)."""
 
 from __future__ import annotations
 
@@ -112,7 +108,7 @@ class Key:
             if self.nullable or self.same_as:
                 return None
             raise ConfigError(f"config key '{self.path}' must be {self.describe()}, got None")
-        if not _has_kind(value, self.kind):
+        if not has_kind(value, self.kind):
             raise ConfigError(
                 f"config key '{self.path}' must be {self.describe()}, got {type(value).__name__} {value!r}"
             )
@@ -137,7 +133,7 @@ class Key:
 
     def _validate_item(self, where: str, item: Any) -> None:
         kind = self.item_kind
-        if kind is not None and kind is not object and not _has_kind(item, kind):
+        if kind is not object and not has_kind(item, kind):
             text = _describe(kind, self.items.get("ge"), self.items.get("gt"))
             raise ConfigError(f"config key '{where}' must be {text}, got {type(item).__name__} {item!r}")
         complaint = _range_complaint(item, self.items.get("ge"), self.items.get("gt"), False) \
@@ -166,7 +162,8 @@ def _describe(kind: type, ge: Optional[float], gt: Optional[float], le: Optional
     return text
 
 
-def _has_kind(value: Any, kind: type) -> bool:
+def has_kind(value: Any, kind: type) -> bool:
+    """Whether ``value`` is of config type ``kind`` (a bool is no int, an int is a float, a tuple a list)."""
     if kind is int:
         return is_int(value)
     if kind is float:

@@ -1,8 +1,5 @@
-"""The writer names a config may list in ``learner.writers``, and the check of that list.
-
-Part of the config schema (the config check needs it before any writer exists); :mod:`rlearn.writers.build`
-builds the writers these names stand for.
-"""
+"""The writer names a config may list in ``learner.writers``, and the check of that list (built by
+:mod:`rlearn.writers.build`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Bundled run configs: one module per config, each defining ``config = dict(...)``.
-
-``rlearn train <name>`` loads ``rlearn/configs/<name>.py``; :func:`available_configs` lists the names
-(found by scanning this package, so a new file is picked up without registration). See
-docs/configuration.md for the keys.
-"""
+"""Bundled run configs: one module per config, each defining ``config = dict(...)``; ``rlearn train <name>``
+loads ``rlearn/configs/<name>.py`` (a new file is picked up without registration)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
 """DQN on CartPole-v1 with rl-baselines3-zoo's hyperparameters (``hyperparams/dqn.yml``, CartPole-v1).
 
-rl-zoo's settings and their rlearn names: ``n_timesteps=5e4`` (``train.max_env_steps``), ``learning_rate=2.3e-3``,
-``batch_size=64``, ``buffer_size=100000`` (``buffer.size``), ``learning_starts=1000``, ``gamma=0.99``,
-``train_freq=256`` and ``gradient_steps=128`` (``train.collect_steps=256``, ``train.updates_per_step=0.5``),
-``exploration_fraction=0.16`` of the 50k steps and ``exploration_final_eps=0.04`` (``exploration_steps=8000``),
-``net_arch=[256, 256]``, and Stable-Baselines3's defaults for the rest (Huber loss, ``max_grad_norm=10``,
-``tau=1``, plain -- not double -- DQN).
-
-``target_update_interval``: rl-zoo's 10 counts *env steps* (SB3 syncs the target during collection). The Q-network
-only changes during the training phases of 128 gradient steps, so each phase learns against the network as it was
-after the previous phase: a sync every 128 *train iterations*, which is how rlearn counts it (docs/dqn.md).
-
-``rlearn train dqn_cartpole`` trains it; ``--set train.max_env_steps=...`` shortens the run (the epsilon schedule
-is in env steps and does not shrink with it).
+``rlearn train dqn_cartpole`` trains it for 50k env steps. rl-zoo's ``train_freq=256, gradient_steps=128`` is
+``train.collect_steps=256, train.updates_per_step=0.5``, and its ``target_update_interval=10`` env steps is one
+sync per training phase, 128 train iterations here (docs/dqn.md).
 """
 
 config = dict(  # what differs from the defaults of docs/configuration.md and DQNPolicy.Config

@@ -1,10 +1,8 @@
 """PPG on CartPole-v1: first reaches the maximum return of 500 after about 8-30k env steps.
 
-``rlearn train ppg_cartpole`` trains it for 100k env steps. The policy-phase settings follow rl-zoo's PPO
-for CartPole (8 envs x 32 steps, one minibatch of 256, 20 epochs, lr 1e-3 and clip range 0.2 decayed linearly); the
-auxiliary phase runs every 16 iterations. ``learner.log_freq`` and ``learner.monitor_window`` are derived
-from ``n_pi`` so that every table and TensorBoard point averages real auxiliary losses (docs/ppg.md).
-If you change ``train.max_env_steps``, change the LR scheduler's ``total_iters`` with it
+``rlearn train ppg_cartpole`` trains it for 100k env steps; the policy phase follows rl-zoo's PPO for CartPole.
+``learner.log_freq`` and ``learner.monitor_window`` follow ``n_pi`` so every table averages real auxiliary
+losses (docs/ppg.md). If you change ``train.max_env_steps``, change the LR scheduler's ``total_iters`` with it
 (= max_env_steps / (num_envs * rollout_steps), rounded up).
 """
 

@@ -1,9 +1,8 @@
 """PPG on Pendulum-v1 (continuous actions): passes the -250 "solved" line after about 40k env steps.
 
-``rlearn train ppg_pendulum`` trains it for 200k env steps. A Gaussian policy with a state-independent
-log-std; the sampled torque is clipped to [-2, 2] for the environment while log-probabilities use the
-unclipped sample. Short horizon (gamma 0.9) and rewards scaled by 0.1, as PPO settings for Pendulum usually
-have. ``learner.log_freq`` and ``learner.monitor_window`` follow ``n_pi`` (see docs/ppg.md).
+``rlearn train ppg_pendulum`` trains it for 200k env steps, with a Gaussian policy (state-independent log-std)
+and gamma 0.9, rewards scaled by 0.1. ``learner.log_freq`` and ``learner.monitor_window`` follow ``n_pi``
+(docs/ppg.md).
 """
 
 N_PI = 8  # policy iterations per auxiliary phase

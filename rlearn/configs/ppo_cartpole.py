@@ -1,12 +1,8 @@
 """PPO on CartPole-v1 with rl-zoo's tuned hyper-parameters; reaches the maximum return of 500 within 100k env steps.
 
-``rlearn train ppo_cartpole`` trains it for 100k env steps. The settings are those of rl-baselines3-zoo's
-``hyperparams/ppo.yml`` for CartPole-v1: 8 envs x 32 steps (256 transitions per update), one minibatch of
-256, 20 epochs, gamma 0.98, gae_lambda 0.8, no entropy bonus, learning rate ``lin_1e-3`` and clip range
-``lin_0.2`` (both decayed linearly to 0 over the run: an ``LRSchedulerHook`` plus ``clip_follows_lr``), and
-SB3's defaults for the rest (value_coef 0.5, max_grad_norm 0.5, advantages normalised per minibatch, no
-value clipping, no target_kl, 64-64 tanh actor and critic). If you change ``train.max_env_steps``, change
-the LR scheduler's ``total_iters`` with it (= max_env_steps / (num_envs * rollout_steps), rounded up).
+``rlearn train ppo_cartpole`` trains it for 100k env steps with rl-zoo's ``hyperparams/ppo.yml`` settings
+(docs/ppo.md). If you change ``train.max_env_steps``, change the LR scheduler's ``total_iters`` with it
+(= max_env_steps / (num_envs * rollout_steps), rounded up).
 """
 
 NUM_ENVS, ROLLOUT_STEPS, MAX_ENV_STEPS = 8, 32, 100_000

@@ -15,19 +15,6 @@ from rlearn.hooks.checkpoint import CheckpointHook
 from rlearn.hooks.eval import EvalHook, EvalProgress, EvalState, read_evaluations
 
 __all__ = [
-    "HOOKS",
-    "MOUNT_POINTS",
-    "Hook",
-    "HookManager",
-    "Priority",
-    "build_hook",
-    "get_priority",
-    "LRSchedulerHook",
-    "TimerHook",
-    "LogShowHook",
-    "CheckpointHook",
-    "EvalHook",
-    "EvalProgress",
-    "EvalState",
-    "read_evaluations",
+    "HOOKS", "MOUNT_POINTS", "Hook", "HookManager", "Priority", "build_hook", "get_priority", "LRSchedulerHook",
+    "TimerHook", "LogShowHook", "CheckpointHook", "EvalHook", "EvalProgress", "EvalState", "read_evaluations",
 ]

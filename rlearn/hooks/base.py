@@ -1,9 +1,6 @@
 """The hook core: ``Hook`` (mount points), ``Priority``, ``HookManager`` (register / call) and ``build_hook``.
 
-A hook is an object whose methods the learner calls at fixed *mount points* of a run (before and after
-the run, every train iteration, collection, evaluation, checkpoints). Hooks are kept in a list sorted
-by priority: a lower value runs first, and hooks of equal priority run in registration order.
-See docs/hooks.md.
+Hooks run in priority order (lower first; equal priorities in registration order). See docs/hooks.md.
 """
 
 from __future__ import annotations
@@ -11,9 +8,9 @@ from __future__ import annotations
 import bisect
 import difflib
 import enum
-import numbers
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 
+from rlearn.config.spec import is_int
 from rlearn.registry import HOOKS, Registry
 
 __all__ = ["Hook", "Priority", "get_priority", "HookManager", "HOOKS", "build_hook", "MOUNT_POINTS", "PriorityLike"]
@@ -37,17 +34,13 @@ PriorityLike = Union[int, str, Priority]
 
 
 def get_priority(priority: PriorityLike) -> int:
-    """Normalise a priority to an int in 0..100.
+    """Normalise a :class:`Priority`, a name (any case) or an int 0..100 to an int.
 
-    Accepts a :class:`Priority`, a priority name (case-insensitive, e.g. ``"below_normal"``) or an int
-    in 0..100. An unknown name or an int out of range is a ``ValueError``; any other type (``bool``,
-    ``float``, ``None``...) is a ``TypeError``.
+    An unknown name or an int out of range is a ``ValueError``; any other type is a ``TypeError``.
     """
-    if isinstance(priority, Priority):
-        return int(priority)
     if isinstance(priority, bool):
         raise TypeError(f"hook priority must be a Priority, a name or an int 0..100, not a bool ({priority!r})")
-    if isinstance(priority, numbers.Integral):
+    if is_int(priority):
         value = int(priority)
         if not 0 <= value <= 100:
             raise ValueError(f"hook priority must be in 0..100 (lower runs first), got {value}")
@@ -68,27 +61,20 @@ def get_priority(priority: PriorityLike) -> int:
 class Hook:
     """Base class of hooks: every mount point is a method that does nothing by default.
 
-    Subclasses override the mount points they need. Each receives the learner (see
-    :class:`rlearn.learner.BaseLearner`), and the two checkpoint points also receive the checkpoint
-    dict. A hook with state implements ``state_dict()`` / ``load_state_dict(state)``; checkpoints
-    store it under the hook's class name.
-
-    ``priority`` is a reserved attribute: :meth:`HookManager.register_hook` sets it, and refuses a hook
-    that already has one. A subclass chooses the priority it gets when none is given with
-    :attr:`DEFAULT_PRIORITY`.
+    Each mount point receives the learner; the checkpoint points also the checkpoint dict. A hook with state
+    implements ``state_dict()`` / ``load_state_dict(state)`` (checkpoints store it under the class name).
+    ``priority`` is reserved (set at registration); a subclass chooses its default with ``DEFAULT_PRIORITY``.
     """
 
     #: priority used when the hook is registered (or built from a config) without an explicit one
     DEFAULT_PRIORITY: PriorityLike = Priority.NORMAL
 
-    # ---------------------------------------------------------------------------------- run
     def before_run(self, learner: Any) -> None:
         """Once, before the first train iteration (the run calls it; also after resuming)."""
 
     def after_run(self, learner: Any) -> None:
         """Once, after the last train iteration (also when training stops early or is interrupted)."""
 
-    # ----------------------------------------------------------------------------- iteration
     def before_iter(self, learner: Any) -> None:
         """Before each train iteration; ``learner.train_iter`` is the index of the coming iteration."""
 
@@ -96,7 +82,6 @@ class Hook:
         """After each train iteration: ``learner.train_iter`` already counts it, and its values are in
         the monitor's window (the monitor ticks after these hooks)."""
 
-    # ------------------------------------------------------------------------- collect / eval
     def before_collect(self, learner: Any) -> None:
         """Before the run collects environment steps."""
 
@@ -109,33 +94,24 @@ class Hook:
     def after_eval(self, learner: Any) -> None:
         """After an evaluation."""
 
-    # ---------------------------------------------------------------------------- checkpoints
     def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
         """Before ``checkpoint`` is written; a hook may add entries to it."""
 
     def after_load_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
         """After a checkpoint was loaded and every state restored."""
 
-    # -------------------------------------------------------------------------------- helpers
     @staticmethod
     def every_n_iters(learner: Any, n: int) -> bool:
-        """True when ``learner.train_iter`` (completed iterations) is a multiple of ``n``.
-
-        Meant for ``after_iter``: with ``n=100`` it fires after iterations 100, 200, ... ``n <= 0``
-        never fires.
-        """
+        """True when ``learner.train_iter`` is a multiple of ``n`` (in ``after_iter``: after iterations n, 2n...);
+        ``n <= 0`` never fires."""
         _check_int("n", n)
         return n > 0 and learner.train_iter % n == 0
 
     @staticmethod
     def every_n_envsteps(learner: Any, n: int, last: Optional[int]) -> bool:
-        """True when ``learner.envstep`` reached a new multiple of ``n`` since envstep ``last``.
-
-        Env steps grow in chunks (a vector env collects several steps at once), so "is a multiple of
-        ``n``" would miss most boundaries; this compares ``envstep // n`` with ``last // n``. ``last``
-        is the envstep at which the caller last fired, or None if it never fired (then it fires at
-        the first multiple of ``n`` reached, envstep 0 excluded). ``n <= 0`` never fires.
-        """
+        """True when ``learner.envstep`` reached a new multiple of ``n`` since envstep ``last`` (None: never
+        fired; envstep 0 does not count). Env steps grow in chunks, so this compares ``envstep // n`` with
+        ``last // n``. ``n <= 0`` never fires."""
         _check_int("n", n)
         if n <= 0:
             return False
@@ -155,31 +131,27 @@ class Hook:
 
 
 def _check_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_int(value):
         raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+def optional_int_arg(owner: str, name: str, value: Any, minimum: int = 1) -> Optional[int]:
+    """A hook's constructor argument that is None or an int >= ``minimum``; else a ``ValueError`` naming both."""
+    if value is None or (is_int(value) and value >= minimum):
+        return value
+    expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+    raise ValueError(f"{owner} {name} must be {expected} or None, got {value!r}")
 
 
 #: every mount point name :meth:`HookManager.call_hook` accepts
 MOUNT_POINTS: Tuple[str, ...] = (
-    "before_run",
-    "after_run",
-    "before_iter",
-    "after_iter",
-    "before_collect",
-    "after_collect",
-    "before_eval",
-    "after_eval",
-    "before_save_checkpoint",
-    "after_load_checkpoint",
+    "before_run", "after_run", "before_iter", "after_iter", "before_collect", "after_collect", "before_eval",
+    "after_eval", "before_save_checkpoint", "after_load_checkpoint",
 )
-_MOUNT_POINT_SET = frozenset(MOUNT_POINTS)
 
 
 class HookManager:
-    """Mixin holding a priority-sorted list of hooks (:class:`rlearn.learner.BaseLearner` inherits it).
-
-    Subclasses call ``super().__init__()``.
-    """
+    """Mixin holding a priority-sorted list of hooks (:class:`rlearn.learner.BaseLearner` inherits it)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -194,16 +166,10 @@ class HookManager:
         return list(self._hooks)
 
     def register_hook(self, hook: Hook, priority: Optional[PriorityLike] = None) -> None:
-        """Insert ``hook`` by priority and set ``hook.priority``.
+        """Insert ``hook`` (a :class:`Hook`) by priority and set ``hook.priority``.
 
-        Args:
-            hook: a :class:`Hook` instance (anything else: ``TypeError``). A hook that already has a
-                ``priority`` attribute (registered before, or defining its own) is refused with
-                ``ValueError``: the attribute is reserved.
-            priority: a :class:`Priority`, a name or an int 0..100 (see :func:`get_priority`); lower
-                runs first, equal priorities run in registration order. ``None`` (the default) uses
-                the hook's ``DEFAULT_PRIORITY``, which is ``NORMAL`` unless the class says otherwise
-                (``TimerHook``: ``HIGHEST``).
+        ``priority``: see :func:`get_priority`; None uses the hook's ``DEFAULT_PRIORITY``. A hook that already
+        has a ``priority`` attribute is refused with ``ValueError`` (the attribute is reserved).
         """
         if not isinstance(hook, Hook):
             raise TypeError(f"register_hook expects a rlearn.hooks.Hook instance, got {type(hook).__name__}: {hook!r}")
@@ -221,19 +187,14 @@ class HookManager:
         self._mounted = {}
 
     def hooks_at(self, name: str) -> List[Hook]:
-        """The hooks :meth:`call_hook` calls at mount point ``name``, in order: those whose class (or the
-        instance itself) defines the method, i.e. leaves out :class:`Hook`'s no-op.
-
-        Looked up at the first call of each mount point after a :meth:`register_hook` and kept until the
-        next registration, so a train iteration calls no no-op method. An unknown mount point name raises
-        ``ValueError`` listing the valid ones.
-        """
+        """The hooks :meth:`call_hook` calls at mount point ``name``, in order: those that override
+        :class:`Hook`'s no-op (looked up once per registration). An unknown name is a ``ValueError``."""
         return list(self._hooks_at(name))
 
     def _hooks_at(self, name: str) -> List[Hook]:
         mounted = self._mounted.get(name)
         if mounted is None:
-            if name not in _MOUNT_POINT_SET:
+            if name not in MOUNT_POINTS:
                 close = difflib.get_close_matches(str(name), MOUNT_POINTS, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"unknown hook mount point {name!r}.{hint} Mount points: {', '.join(MOUNT_POINTS)}")
@@ -244,11 +205,7 @@ class HookManager:
         return mounted
 
     def call_hook(self, name: str, *args: Any, **kwargs: Any) -> None:
-        """Call mount point ``name`` of every hook in order, as ``hook.<name>(self, *args, **kwargs)``.
-
-        An unknown mount point name raises ``ValueError`` listing the valid ones. Hooks that leave the
-        mount point to :class:`Hook`'s no-op are skipped (:meth:`hooks_at`).
-        """
+        """Call ``hook.<name>(self, *args, **kwargs)`` for every hook of :meth:`hooks_at` in order."""
         mounted = self._mounted.get(name)
         if mounted is None:
             mounted = self._hooks_at(name)
@@ -256,31 +213,24 @@ class HookManager:
             getattr(hook, name)(self, *args, **kwargs)
 
     def get_hook(self, which: Union[str, Type[Hook]]) -> Hook:
-        """The first registered hook that is an instance of class ``which``, or whose class is named ``which``.
-
-        ``KeyError`` (listing the registered hooks) when there is none.
-        """
-        for hook in self._hooks:
-            if (isinstance(which, str) and type(hook).__name__ == which) or (
-                isinstance(which, type) and isinstance(hook, which)
-            ):
-                return hook
+        """The first registered hook that is an instance of class ``which``, or whose class is named ``which``
+        (``KeyError`` listing the registered hooks when there is none)."""
         if not isinstance(which, (str, type)):
             raise TypeError(f"get_hook expects a hook class or class name, got {which!r}")
+        for hook in self._hooks:
+            if type(hook).__name__ == which if isinstance(which, str) else isinstance(hook, which):
+                return hook
         wanted = which if isinstance(which, str) else which.__name__
         registered = ", ".join(type(h).__name__ for h in self._hooks) or "none"
         raise KeyError(f"no hook {wanted!r} is registered (registered: {registered})")
 
 
 def build_hook(cfg: Mapping[str, Any], registry: Registry = HOOKS) -> Tuple[Hook, int]:
-    """Build a hook from a config dict: ``type`` (a registered name), optional ``priority``, and the
-    constructor's arguments. Returns ``(hook, priority)``, ready for ``learner.register_hook``.
+    """Build a hook from a config dict: ``type`` (a registered name), optional ``priority`` (default: the
+    class's ``DEFAULT_PRIORITY``), and the constructor's arguments. Returns ``(hook, priority)``.
 
-    ``cfg`` is not modified. Without ``priority`` the class's ``DEFAULT_PRIORITY`` is used. An unknown
-    type raises :class:`rlearn.registry.RegistryError` (a ``KeyError`` and ``ValueError``) listing the
-    known types; a bad priority raises ``ValueError``/``TypeError`` before anything is built.
-
-    Example::
+    An unknown type raises :class:`rlearn.registry.RegistryError`; a bad priority ``ValueError``/``TypeError``
+    before anything is built. Example::
 
         hook, priority = build_hook(dict(type="LogShowHook", freq=100, priority="BELOW_NORMAL"))
         learner.register_hook(hook, priority)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from rlearn.hooks.base import Hook, Priority
+from rlearn.hooks.base import Hook, Priority, optional_int_arg
 from rlearn.checkpoint import prune_checkpoints
 from rlearn.registry import HOOKS
 from rlearn.trace import span
@@ -17,34 +17,24 @@ from rlearn.trace import span
 __all__ = ["CheckpointHook"]
 
 
-def _optional_positive_int(name: str, value: Any) -> Optional[int]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"CheckpointHook {name} must be a positive int or None, got {value!r}")
-    return value
-
-
 @HOOKS.register
 class CheckpointHook(Hook):
     """Save checkpoints every ``freq`` iterations and when the run ends.
 
     Args:
-        freq: iterations between two checkpoints (``train_iter % freq == 0``); None saves only at the end.
-        keep: how many ``iteration_<n>.pt`` files to keep (the newest); None keeps all. ``latest.pt``
-            is always kept.
+        freq: iterations between two checkpoints; None saves only at the end.
+        keep: how many ``iteration_<n>.pt`` files to keep (the newest); None keeps all.
         save_last: also save in ``after_run`` (unless this iteration was just saved).
         dirname: sub-directory of the learner's ``work_dir``.
 
-    Only rank 0 saves. Default priority ``LOW`` (70): after ``LogShowHook``, so a checkpoint includes
-    the TensorBoard points of its own iteration.
+    Only rank 0 saves. Default priority ``LOW``: after ``LogShowHook``, so a checkpoint includes its own log.
     """
 
     DEFAULT_PRIORITY = Priority.LOW
 
     def __init__(self, freq: Optional[int] = None, keep: Optional[int] = None, save_last: bool = True, dirname: str = "ckpt") -> None:
-        self.freq = _optional_positive_int("freq", freq)
-        self.keep = _optional_positive_int("keep", keep)
+        self.freq = optional_int_arg("CheckpointHook", "freq", freq)
+        self.keep = optional_int_arg("CheckpointHook", "keep", keep)
         self.save_last = bool(save_last)
         if not isinstance(dirname, str) or not dirname:
             raise ValueError(f"CheckpointHook dirname must be a non-empty str, got {dirname!r}")

@@ -1,27 +1,11 @@
 """``EvalHook``: evaluate the deterministic policy every ``freq`` env steps and at the end; keep the best
 model, stop at a target or when evaluations stop improving, record raw numbers and videos.
 
-The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each collection and the learner
-iterations it earned, and :meth:`EvalHook.evaluate_at_end` once the loop is over. One evaluation::
-
-    before_eval hooks -> rank 0 plays ``evaluator.n_episodes`` episodes, appends them to evaluations.jsonl,
-    records a video if one is due -> log line, table, TensorBoard (``_report``; the video as an animated GIF)
-    -> (several processes) rank 0 broadcasts (result, stop) -> best so far? rank 0 saves ckpt/best.pt
-    -> patience used up? -> after_eval hooks
-
-State, and where checkpoints keep it:
-
-* :attr:`EvalHook.state`, an :class:`EvalState` (envstep and train_iter of the last evaluation, its
-  result). The run saves it in every checkpoint inside ``states["pipeline"]`` (fields
-  ``last_eval_envstep``, ``last_eval_iter``, ``last_eval``, as checkpoints always had); when you use the
-  hook in your own loop, register it yourself: ``learner.register_state("eval", hook.state)``.
-* :attr:`EvalHook.progress`, an :class:`EvalProgress` (the best return, where it was reached, evaluations
-  since, the envstep of the last video). The hook itself adds it to every checkpoint as the top-level
-  entry ``eval_progress`` and restores it on resume; a checkpoint without it (written before it existed)
-  starts with no best.
-
-Files (rank 0, when the learner has a ``work_dir``): ``ckpt/best.pt``, ``evaluations.jsonl`` and
-``videos/envstep_<N>.mp4``; see docs/evaluation.md.
+The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each collection and
+:meth:`EvalHook.evaluate_at_end` once the loop is over. :attr:`EvalHook.state` (the last evaluation) is saved
+by the run in ``states["pipeline"]`` (in your own loop: ``learner.register_state("eval", hook.state)``);
+:attr:`EvalHook.progress` (the best so far) is saved by the hook as the checkpoint entry ``eval_progress``.
+Files (rank 0): ``ckpt/best.pt``, ``evaluations.jsonl``, ``videos/envstep_<N>.mp4``; see docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -31,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from rlearn.hooks.base import Hook, Priority
+from rlearn.config.spec import is_real
+from rlearn.hooks.base import Hook, Priority, optional_int_arg
 from rlearn.hooks.eval_state import EvalProgress, EvalState, read_evaluations
 from rlearn.registry import HOOKS
 from rlearn.trace import NOOP_SPAN, span
@@ -54,34 +39,19 @@ PROGRESS_ENTRY = "eval_progress"
 VIDEO_NAME = "evaluator/video"
 
 
-def _optional_positive_int(name: str, value: Any) -> Optional[int]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"EvalHook {name} must be a positive int or None, got {value!r}")
-    return value
-
-
 @HOOKS.register
 class EvalHook(Hook):
     """Evaluate every ``freq`` env steps (and at the end); keep the best model; stop early on request.
 
     Args:
         evaluator: a :class:`rlearn.collect.Evaluator` (anything with ``evaluate() -> dict``; with an
-            ``episodes`` list the raw numbers go to ``evaluations.jsonl``); None lets the run attach its
-            own (so a config may name the hook: ``dict(type="EvalHook", freq=5000)``).
-        freq: env steps between two evaluations: one runs each time ``learner.envstep`` reaches a new
-            multiple of ``freq``; None evaluates only at the end.
-        stop_value: an evaluation whose ``episode_return_mean`` reaches it asks the run to stop
-            (:attr:`stop_reason` ``"stop_value"``).
-        patience: after this many evaluations in a row without a new best return, ask the run to stop
-            (:attr:`stop_reason` ``"no_improvement"``); None never stops for that.
-        save_best: save ``<work_dir>/ckpt/best.pt`` (a full checkpoint, written like ``latest.pt``) at each
-            evaluation whose mean return is higher than every earlier one (a tie keeps the earlier).
-        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` at evaluations, and hand its
-            frames to the writers (:meth:`~rlearn.learner.BaseLearner.write_video`: TensorBoard shows it as
-            ``evaluator_step/video`` at the evaluation's env step); needs ``pip install 'rlearn[video]'``
-            and a :attr:`recorder`, which the run attaches.
+            ``episodes`` list the raw numbers go to ``evaluations.jsonl``); None lets the run attach its own.
+        freq: evaluate each time ``learner.envstep`` reaches a new multiple of ``freq``; None: only at the end.
+        stop_value: an evaluation whose ``episode_return_mean`` reaches it asks the run to stop.
+        patience: after this many evaluations in a row without a new best return, ask the run to stop.
+        save_best: save ``<work_dir>/ckpt/best.pt`` at each evaluation with a new best mean return.
+        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` and hand its frames to the writers;
+            needs ``pip install 'rlearn[video]'`` and a :attr:`recorder`, which the run attaches.
         video_freq: a video at the first evaluation after each new multiple of ``video_freq`` env steps;
             None: at every evaluation.
 
@@ -91,9 +61,8 @@ class EvalHook(Hook):
             evaluation is reported, so a writer can show it next to the numbers.
         stop_reason: why the last evaluation asked to stop (``"stop_value"``, ``"no_improvement"``) or None.
 
-    In a run of several processes only rank 0 plays the episodes and writes files; the other ranks receive
-    its result and stop decision (one broadcast) and keep the same best, so every rank stops at the same
-    iteration.
+    With several processes only rank 0 plays the episodes and writes files; it broadcasts the result and
+    the stop decision, so every rank keeps the same best and stops at the same iteration.
     """
 
     DEFAULT_PRIORITY = Priority.NORMAL
@@ -102,24 +71,23 @@ class EvalHook(Hook):
                  patience: Optional[int] = None, save_best: bool = True, video: bool = False,
                  video_freq: Optional[int] = None) -> None:
         self.evaluator = evaluator
-        self.freq = _optional_positive_int("freq", freq)
-        if stop_value is not None and (isinstance(stop_value, bool) or not isinstance(stop_value, (int, float))):
+        self.freq = optional_int_arg("EvalHook", "freq", freq)
+        if stop_value is not None and not is_real(stop_value):
             raise ValueError(f"EvalHook stop_value must be a number or None, got {stop_value!r}")
         self.stop_value = None if stop_value is None else float(stop_value)
-        self.patience = _optional_positive_int("patience", patience)
+        self.patience = optional_int_arg("EvalHook", "patience", patience)
         for name, flag in (("save_best", save_best), ("video", video)):
             if not isinstance(flag, bool):
                 raise ValueError(f"EvalHook {name} must be True or False, got {flag!r}")
         self.save_best = save_best
         self.video = video
-        self.video_freq = _optional_positive_int("video_freq", video_freq)
+        self.video_freq = optional_int_arg("EvalHook", "video_freq", video_freq)
         self.recorder: Any = None
         self.video_path: Optional[Path] = None
         self.stop_reason: Optional[str] = None
         self.state = EvalState()
         self.progress = EvalProgress()
 
-    # --------------------------------------------------------------------------------------- when
     def due(self, learner: Any) -> bool:
         """True when ``learner.envstep`` reached a new multiple of ``freq`` since the last evaluation."""
         return self.freq is not None and self.every_n_envsteps(learner, self.freq, self.state.last_envstep)
@@ -156,7 +124,6 @@ class EvalHook(Hook):
             dirname = "ckpt"
         return Path(work_dir) / dirname / BEST_CHECKPOINT
 
-    # ---------------------------------------------------------------------------------------- how
     def evaluate(self, learner: Any) -> bool:
         """Evaluate now (rank 0) and report; True when the run should stop (the same on every rank):
         ``stop_value`` reached, or ``patience`` evaluations without a new best."""
@@ -215,19 +182,15 @@ class EvalHook(Hook):
             )
         return result, stop
 
-    # -------------------------------------------------------------------------------------- files
-    def _save_best(self, learner: Any) -> Optional[Path]:
+    def _save_best(self, learner: Any) -> None:
         """Rank 0: write ``best.pt`` (atomically, like every checkpoint) for the evaluation just counted."""
-        if learner.rank != 0:
-            return None
         path = self.best_path(learner)
-        if path is None:
-            return None
+        if learner.rank != 0 or path is None:
+            return
         with span("checkpoint/save_best", lane="checkpoint"):
             learner.save_checkpoint(path)
         learner.logger.info("best so far: episode_return_mean %.4g at envstep %d; saved %s",
                             self.progress.best_return, self.progress.best_envstep, path)
-        return path
 
     def _append_raw(self, learner: Any) -> None:
         """Rank 0: append this evaluation's per-episode returns and lengths to ``evaluations.jsonl``."""
@@ -244,11 +207,7 @@ class EvalHook(Hook):
 
     def _record_video(self, learner: Any) -> Any:
         """Rank 0: record one episode as ``videos/envstep_<N>.mp4`` if one is due; the recorder's
-        :class:`~rlearn.video.EpisodeVideo` or None.
-
-        A failing video (rendering, encoding) is logged once with the reason and switches videos off; the
-        run goes on.
-        """
+        :class:`~rlearn.video.EpisodeVideo` or None. A failing video is logged and switches videos off."""
         if not self.video or getattr(learner, "work_dir", None) is None:
             return None
         last = self.progress.last_video_envstep
@@ -272,7 +231,6 @@ class EvalHook(Hook):
         learner.logger.info("video: %s (episode return %.4g, %d steps)", clip.path, clip.episode_return, clip.length)
         return clip
 
-    # -------------------------------------------------------------------------------- checkpoints
     def before_save_checkpoint(self, learner: Any, checkpoint: Dict[str, Any]) -> None:
         checkpoint[PROGRESS_ENTRY] = self.progress.state_dict()
 

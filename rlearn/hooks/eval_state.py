@@ -6,10 +6,18 @@ from __future__ import annotations
 import copy
 import json
 import math
-import numbers
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from rlearn.config.spec import is_int
 
 __all__ = ["EvalState", "EvalProgress", "read_evaluations"]
+
+
+def _check_keys(what: str, state: Any, keys: Sequence[str]) -> None:
+    """A ``ValueError`` naming the keys when ``state`` is not a mapping with exactly ``keys``."""
+    if not isinstance(state, Mapping) or set(state) != set(keys):
+        found = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+        raise ValueError(f"{what}: expected keys {sorted(keys)}, got {found}")
 
 
 class EvalState:
@@ -37,13 +45,10 @@ class EvalState:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; other keys are a ``ValueError`` naming them."""
-        if not isinstance(state, Mapping) or set(state) != set(self.KEYS):
-            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"evaluation state: expected keys {sorted(self.KEYS)}, got {keys}")
+        _check_keys("evaluation state", state, self.KEYS)
         for key in ("last_eval_envstep", "last_eval_iter"):
-            value = state[key]
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ValueError(f"evaluation state: {key!r} must be an int, got {value!r}")
+            if not is_int(state[key]):
+                raise ValueError(f"evaluation state: {key!r} must be an int, got {state[key]!r}")
         self.last_envstep = int(state["last_eval_envstep"])
         self.last_iter = int(state["last_eval_iter"])
         self.last_result = copy.deepcopy(state["last_eval"])
@@ -85,9 +90,7 @@ class EvalProgress:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; other keys are a ``ValueError`` naming them."""
-        if not isinstance(state, Mapping) or set(state) != set(self.KEYS):
-            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"evaluation progress: expected keys {sorted(self.KEYS)}, got {keys}")
+        _check_keys("evaluation progress", state, self.KEYS)
         self.best_return = None if state["best_return"] is None else float(state["best_return"])
         self.best_envstep = None if state["best_envstep"] is None else int(state["best_envstep"])
         self.best_iter = None if state["best_iter"] is None else int(state["best_iter"])

@@ -1,19 +1,8 @@
-"""``LogShowHook``: every ``freq`` train iterations, the learner's metric path written to every writer.
+"""``LogShowHook``: every ``freq`` train iterations, the learner's metrics and throughput to every writer.
 
-Every ``freq`` iterations (``train_iter % freq == 0``) it measures the throughput since the previous log
-(``throughput/iters_per_sec``, ``throughput/env_steps_per_sec``) over *train time*: the wall time since the
-previous log minus the time spent evaluating (``before_eval`` .. ``after_eval``, the evaluation's ``best.pt``
-and video included), saving checkpoints (from ``before_save_checkpoint`` to the loop's next phase) and
-writing the previous log itself. The time left out is shown beside it, as ``time/eval_s`` and
-``time/checkpoint_s`` (seconds in the interval). With tracing on, the two throughput numbers become trace
-counters of the same names, stamped at the start of the interval they measure. It then calls
-:meth:`~rlearn.learner.BaseLearner.log_metrics` with them: the statistics of every monitored key
-(``<key>_avg``...) go to each of ``learner.writers`` -- the table in the log, the TensorBoard curves and
-``metrics.jsonl`` by default (docs/reading-the-logs.md, docs/writers.md). The hook writes nothing itself.
-
-In a multi-process run ``log_metrics`` merges every rank's window statistics **by presence** (one
-``all_gather`` per log on every rank, so every rank must reach the log at the same ``train_iter``); only
-rank 0 has writers. See docs/distributed.md.
+Throughput (``throughput/iters_per_sec``, ``throughput/env_steps_per_sec``) is measured over train time: the
+wall time since the previous log minus evaluations, checkpoints and the previous log's writing; the time left
+out is written as ``time/eval_s`` and ``time/checkpoint_s``. See docs/hooks.md and docs/reading-the-logs.md.
 """
 
 from __future__ import annotations
@@ -21,13 +10,13 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from rlearn import trace
-from rlearn.hooks.base import Hook, Priority
+from rlearn.hooks.base import Hook, Priority, optional_int_arg
 from rlearn.registry import HOOKS
 from rlearn.trace.recorder import MONOTONIC_CLOCK
 from rlearn.writers.base import ScalarValue
-from rlearn.writers.table import EMPTY, TableWriter, column_width, format_value, horizontal_tables  # noqa: F401
+from rlearn.writers.table import EMPTY, TableWriter, format_value
 
-__all__ = ["LogShowHook", "THROUGHPUT_KEYS", "PAUSE_KEYS", "format_value", "horizontal_tables", "column_width"]
+__all__ = ["LogShowHook", "THROUGHPUT_KEYS", "PAUSE_KEYS", "format_value"]
 
 #: the throughput names written beside the statistics (TensorBoard: ``throughput_iter/...``, ``throughput_step/...``)
 THROUGHPUT_KEYS = ("throughput/iters_per_sec", "throughput/env_steps_per_sec")
@@ -44,28 +33,17 @@ class LogShowHook(Hook):
         width: width of the learner's :class:`~rlearn.writers.TableWriter` tables in characters; None
             leaves them at the terminal width.
 
-    Default priority ``BELOW_NORMAL`` (60): after the timer and LR scheduler hooks, before
-    ``CheckpointHook`` (``LOW``), so a checkpoint contains the points of its own log.
-
-    Warning (through ``learner.logger``, rank 0): a *declared* key that has never been reported is
-    warned about once, naming where it is declared (``learner.monitor_var_owner``), at the first log at
-    which both (a) at least two logs have been written and (b) ``train_iter`` has reached the key's own
-    window size and the period the policy declares for it (``Policy.monitor_periods``: PPG's auxiliary
-    losses every ``n_pi`` iterations), or at the end of the run if (b) holds by then. A key reported less
-    often than ``freq`` is thus never flagged before it could have appeared. The warning says what the
-    writers that are on show for it (the table ``-``, no point elsewhere). Non-finite values are counted
-    and warned about by ``log_metrics``.
+    Default priority ``BELOW_NORMAL`` (60): before ``CheckpointHook`` (``LOW``), so a checkpoint contains the
+    points of its own log. A declared key never reported is warned about once (rank 0), from the second log on
+    (or at the end), once ``train_iter`` has reached its window and its declared period
+    (``Policy.monitor_periods``), so a rare key is not flagged before it could have appeared.
     """
 
     DEFAULT_PRIORITY = Priority.BELOW_NORMAL
 
     def __init__(self, freq: Optional[int] = None, width: Optional[int] = None) -> None:
-        if freq is not None and (isinstance(freq, bool) or not isinstance(freq, int) or freq < 1):
-            raise ValueError(f"LogShowHook freq must be a positive int or None, got {freq!r}")
-        if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 20):
-            raise ValueError(f"LogShowHook width must be an int >= 20 or None, got {width!r}")
-        self.freq = freq
-        self.width = width
+        self.freq = optional_int_arg("LogShowHook", "freq", freq)
+        self.width = optional_int_arg("LogShowHook", "width", width, minimum=20)
         self.logs = 0
         self._warned_never: set = set()
         # (perf_counter_ns, train_iter, envstep) of the end of the previous log, and the paused time since then
@@ -73,7 +51,6 @@ class LogShowHook(Hook):
         self._paused_ns: Dict[str, int] = dict.fromkeys(PAUSE_KEYS, 0)
         self._pause: Optional[Tuple[str, int]] = None  # (kind, start) of the pause going on
 
-    # ------------------------------------------------------------------------------------ mount points
     def before_run(self, learner: Any) -> None:
         self._since = (MONOTONIC_CLOCK(), learner.train_iter, learner.envstep)
         self._paused_ns, self._pause = dict.fromkeys(PAUSE_KEYS, 0), None
@@ -109,8 +86,8 @@ class LogShowHook(Hook):
         learner.close()  # flushes and closes the writers; a later write opens new files
 
     def _pause_clock(self, kind: str) -> None:
-        """Stop counting time towards the throughput until :meth:`_resume_clock`; the time goes to ``kind``
-        (``"eval"``, ``"checkpoint"``). Inside a pause (``best.pt`` saved by an evaluation) nothing changes."""
+        """Count the time until :meth:`_resume_clock` as ``kind`` (``"eval"``, ``"checkpoint"``), not as train
+        time; inside a pause (``best.pt`` saved by an evaluation) nothing changes."""
         if self._pause is None:
             self._pause = (kind, MONOTONIC_CLOCK())
 
@@ -120,13 +97,11 @@ class LogShowHook(Hook):
             self._paused_ns[kind] += MONOTONIC_CLOCK() - start
             self._pause = None
 
-    # ---------------------------------------------------------------------------------------- logging
     def log(self, learner: Any, end: Optional[int] = None) -> Dict[str, ScalarValue]:
         """Write the throughput and the metric statistics to every writer; returns what was written.
 
-        ``end``: the last monitor tick the windows cover (None: the current tick; see :meth:`final_log`).
-        In a multi-process run every rank must call it at the same iteration (the statistics are gathered);
-        ranks without writers return the same values and write nothing.
+        ``end``: the last monitor tick the windows cover (None: the current one). With several processes every
+        rank must call it at the same iteration (the statistics are gathered).
         """
         throughput = self._throughput(learner)
         if self.width is not None:
@@ -143,22 +118,15 @@ class LogShowHook(Hook):
         return values
 
     def final_log(self, learner: Any) -> Optional[Dict[str, ScalarValue]]:
-        """The last log of a run, called after the loop has ended (after the last iteration's tick).
-
-        It writes only if iterations completed since the previous log (or since ``before_run``): a run
-        that ends exactly on a log iteration (or a resumed run with nothing left to do) gets no second log
-        of that iteration, and None is returned. Otherwise its windows end at the last completed iteration
-        (``learner.last_tick()``), so it covers exactly its window like every other log (a window of
-        ``log_freq`` iterations at iteration 2001 covers 1902..2001), and its throughput covers the train
-        time since the previous log (the final evaluation left out)."""
+        """The last log of a run, after the loop (and the last tick): only if iterations completed since the
+        previous log (else None), with windows ending at the last completed iteration (``learner.last_tick()``)."""
         if self._since is None or learner.train_iter == self._since[1]:
             return None
         return self.log(learner, end=learner.last_tick())
 
     def _throughput(self, learner: Any) -> Dict[str, ScalarValue]:
-        """Iterations and env steps per second of train time since the previous log (None for the first
-        log of a hook that never saw ``before_run``), then the seconds left out of it (:data:`PAUSE_KEYS`);
-        also trace counters stamped at the interval start."""
+        """Iterations and env steps per second of train time since the previous log (also as trace counters
+        stamped at the interval start), then the seconds left out of it (:data:`PAUSE_KEYS`)."""
         self._resume_clock()  # a log can only come after the paused phase ended
         now = MONOTONIC_CLOCK()
         iters_per_sec = env_per_sec = None
@@ -177,7 +145,8 @@ class LogShowHook(Hook):
         return values
 
     def _warn_never_reported(self, learner: Any) -> None:
-        periods = _report_periods(learner.policy)
+        periods = getattr(learner.policy, "monitor_periods", None)  # key -> iterations between reports
+        periods = dict(periods()) if callable(periods) else {}
         for key in learner.monitor_vars():
             if key in self._warned_never or learner.ever_reported(key):
                 continue
@@ -194,7 +163,6 @@ class LogShowHook(Hook):
                 key, learner.train_iter, _where_missing(learner.writers), owner, period_hint,
             )
 
-    # ------------------------------------------------------------------------------------------ state
     def state_dict(self) -> Dict[str, Any]:
         """Number of logs so far and the keys already warned about (so a resumed run does not repeat)."""
         return {"logs": self.logs, "warned_never": sorted(self._warned_never)}
@@ -204,15 +172,8 @@ class LogShowHook(Hook):
         self._warned_never = set(state["warned_never"])
 
 
-def _report_periods(policy: Any) -> Dict[str, int]:
-    """The policy's declared report periods (``Policy.monitor_periods``: key -> iterations), if it has any."""
-    periods = getattr(policy, "monitor_periods", None)
-    return dict(periods()) if callable(periods) else {}
-
-
 def _where_missing(writers: Any) -> str:
-    """What a key without a value looks like in the writers that are on: ``the table (TableWriter) shows
-    '-'; TensorBoardWriter, JsonlWriter write no point for it``."""
+    """What a key without a value looks like in the writers that are on."""
     tables = [writer.name for writer in writers if isinstance(writer, TableWriter)]
     others = [writer.name for writer in writers if not isinstance(writer, TableWriter)]
     parts = [f"the table ({', '.join(tables)}) shows {EMPTY!r}"] if tables else []

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import torch
 from torch.optim import lr_scheduler as torch_schedulers
 
+from rlearn.config.spec import is_int, is_real
 from rlearn.hooks.base import Hook
 from rlearn.registry import HOOKS
 
@@ -28,6 +29,7 @@ __all__ = ["LRSchedulerHook", "WARMUP_MODES", "warmup_factor"]
 
 #: valid values of ``warmup`` (besides None)
 WARMUP_MODES = ("constant", "linear", "exp")
+_VALID_WARMUPS = "None, " + ", ".join(repr(m) for m in WARMUP_MODES)
 
 # torch schedulers that cannot be built from a config dict and stepped once per iteration
 _UNSUPPORTED = {
@@ -42,12 +44,8 @@ SchedulerSpec = Union[None, Mapping[str, Any], Callable[[torch.optim.Optimizer],
 
 
 def _buildable_schedulers() -> List[str]:
-    names = []
-    for name in dir(torch_schedulers):
-        obj = getattr(torch_schedulers, name)
-        if isinstance(obj, type) and issubclass(obj, torch_schedulers.LRScheduler) and name not in _UNSUPPORTED:
-            names.append(name)
-    return sorted(names)
+    return sorted(name for name, obj in vars(torch_schedulers).items() if name not in _UNSUPPORTED
+                  and isinstance(obj, type) and issubclass(obj, torch_schedulers.LRScheduler))
 
 
 def warmup_factor(mode: Optional[str], i: int, warmup_iters: int, warmup_ratio: float) -> float:
@@ -60,7 +58,7 @@ def warmup_factor(mode: Optional[str], i: int, warmup_iters: int, warmup_ratio: 
         return 1.0 - (1.0 - i / warmup_iters) * (1.0 - warmup_ratio)
     if mode == "exp":
         return warmup_ratio ** (1.0 - i / warmup_iters)
-    raise ValueError(f"unknown warmup {mode!r}; valid values: None, {', '.join(repr(m) for m in WARMUP_MODES)}")
+    raise ValueError(f"unknown warmup {mode!r}; valid values: {_VALID_WARMUPS}")
 
 
 @HOOKS.register
@@ -82,11 +80,8 @@ class LRSchedulerHook(Hook):
         optimizers: names in ``learner.policy.optimizers()`` to schedule: one name, a list of names,
             or None for all of them.
 
-    The warmup never leaks into the torch scheduler: the regular lrs are put back before
-    ``scheduler.step()``, so chainable schedulers (StepLR, ExponentialLR...) do not compound it.
-    The learner records the lr actually used (``cur_lr``), warmup included.
-    ``state_dict()`` holds the torch schedulers' states; register the hook before
-    ``CheckpointHook`` runs (the default priorities do: NORMAL before LOW).
+    The regular lrs are put back before ``scheduler.step()``, so chainable schedulers do not compound the
+    warmup. ``state_dict()`` holds the torch schedulers' states.
     """
 
     def __init__(
@@ -99,11 +94,8 @@ class LRSchedulerHook(Hook):
     ) -> None:
         self.scheduler_spec = self._check_scheduler(scheduler)
         if warmup is not None and warmup not in WARMUP_MODES:
-            raise ValueError(
-                f"LRSchedulerHook: {warmup!r} is not a supported warmup; valid values: None, "
-                f"{', '.join(repr(m) for m in WARMUP_MODES)}"
-            )
-        if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, numbers.Integral) or warmup_iters < 0:
+            raise ValueError(f"LRSchedulerHook: {warmup!r} is not a supported warmup; valid values: {_VALID_WARMUPS}")
+        if not is_int(warmup_iters) or warmup_iters < 0:
             raise ValueError(f"LRSchedulerHook: warmup_iters must be an int >= 0, got {warmup_iters!r}")
         if warmup is not None and warmup_iters == 0:
             raise ValueError(f"LRSchedulerHook: warmup={warmup!r} needs warmup_iters > 0")
@@ -112,7 +104,7 @@ class LRSchedulerHook(Hook):
                 f"LRSchedulerHook: warmup_iters={warmup_iters} without a warmup mode; set warmup to one of "
                 f"{', '.join(repr(m) for m in WARMUP_MODES)}"
             )
-        if isinstance(warmup_ratio, bool) or not isinstance(warmup_ratio, numbers.Real) or not 0 < warmup_ratio <= 1:
+        if not is_real(warmup_ratio) or not 0 < warmup_ratio <= 1:
             raise ValueError(f"LRSchedulerHook: warmup_ratio must be a number in (0, 1], got {warmup_ratio!r}")
         if optimizers is not None:
             names = [optimizers] if isinstance(optimizers, str) else list(optimizers)
@@ -128,10 +120,8 @@ class LRSchedulerHook(Hook):
         self._ready = False
         self._pending_state: Optional[Mapping[str, Any]] = None
         self._regular_lrs: Dict[str, List[float]] = {}  # set while a warmup lr is applied
-        self._warming = False
         self._first_step = True
 
-    # ------------------------------------------------------------------------------------ checks
     @staticmethod
     def _check_scheduler(scheduler: SchedulerSpec) -> SchedulerSpec:
         if scheduler is None:
@@ -164,7 +154,6 @@ class LRSchedulerHook(Hook):
             f"got {type(scheduler).__name__}"
         )
 
-    # ------------------------------------------------------------------------------------ set-up
     def _build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
         spec = self.scheduler_spec
         if spec is None:
@@ -192,36 +181,33 @@ class LRSchedulerHook(Hook):
                 f"LRSchedulerHook: policy {policy} has no optimizer {', '.join(map(repr, unknown))}; "
                 f"its optimizers: {', '.join(available)}"
             )
-        optimizers = {name: available[name] for name in names}
-        schedulers = {name: self._build_scheduler(opt) for name, opt in optimizers.items()}
-        self.optimizers = optimizers
+        self.optimizers = {name: available[name] for name in names}
+        schedulers = {name: self._build_scheduler(opt) for name, opt in self.optimizers.items()}
         self.schedulers = {name: s for name, s in schedulers.items() if s is not None}
         self._ready = True
         if self._pending_state is not None:
             state, self._pending_state = self._pending_state, None
             self._apply_state(state)
 
-    # ------------------------------------------------------------------------------- mount points
     def before_run(self, learner: Any) -> None:
         self.setup(learner)
 
     def before_iter(self, learner: Any) -> None:
         self.setup(learner)
-        if self._warming:  # the previous iteration failed before after_iter: undo its warmup first
+        if self._regular_lrs:  # the previous iteration failed before after_iter: undo its warmup first
             self._restore_regular()
-        factor = self.warmup_factor(learner.train_iter)
+        factor = warmup_factor(self.warmup, learner.train_iter, self.warmup_iters, self.warmup_ratio)
         if factor == 1.0:
             return
         for name, optimizer in self.optimizers.items():
             self._regular_lrs[name] = [group["lr"] for group in optimizer.param_groups]
             for group in optimizer.param_groups:
                 group["lr"] = group["lr"] * factor
-        self._warming = True
 
     def after_iter(self, learner: Any) -> None:
         if not self._ready:
             return
-        if self._warming:
+        if self._regular_lrs:
             self._restore_regular()
         if self._first_step:
             # An optimizer that did not step in the first iteration (TD3's delayed actor) makes torch
@@ -236,24 +222,20 @@ class LRSchedulerHook(Hook):
             scheduler.step()
 
     def _restore_regular(self) -> None:
-        for name, lrs in self._regular_lrs.items():
+        self._set_lrs(self._regular_lrs)
+        self._regular_lrs = {}
+
+    def _set_lrs(self, lrs_by_name: Mapping[str, Sequence[float]]) -> None:
+        for name, lrs in lrs_by_name.items():
             for group, lr in zip(self.optimizers[name].param_groups, lrs):
                 group["lr"] = lr
-        self._regular_lrs = {}
-        self._warming = False
-
-    # -------------------------------------------------------------------------------------- lrs
-    def warmup_factor(self, i: int) -> float:
-        """Factor applied to the regular lr in iteration ``i`` (0-based); 1.0 after the warmup."""
-        return warmup_factor(self.warmup, i, self.warmup_iters, self.warmup_ratio)
 
     def regular_lrs(self) -> Dict[str, List[float]]:
         """Per optimizer, the lrs of its param groups without warmup."""
-        if self._warming:
+        if self._regular_lrs:
             return {name: list(lrs) for name, lrs in self._regular_lrs.items()}
         return {name: [group["lr"] for group in opt.param_groups] for name, opt in self.optimizers.items()}
 
-    # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """The torch schedulers' states and the regular lrs (the lrs before warmup)."""
         if self._pending_state is not None and not self._ready:
@@ -298,11 +280,8 @@ class LRSchedulerHook(Hook):
         for name, scheduler in self.schedulers.items():
             scheduler.load_state_dict(saved[name])
         self._regular_lrs = {}
-        self._warming = False
         # the lrs the schedule stands at: a scheduler built after the optimizer was restored may have moved them
-        for name, lrs in regular.items():
-            for group, lr in zip(self.optimizers[name].param_groups, lrs):
-                group["lr"] = float(lr)
+        self._set_lrs({name: [float(lr) for lr in lrs] for name, lrs in regular.items()})
 
     def __repr__(self) -> str:
         return (

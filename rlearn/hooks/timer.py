@@ -1,17 +1,8 @@
-"""``TimerHook``: records ``data_time`` and ``train_time`` of every train iteration.
+"""``TimerHook``: records ``data_time`` and ``train_time`` (seconds) of every train iteration.
 
-Registered at ``Priority.HIGHEST`` by default, so its ``before_iter`` runs first and its ``after_iter``
-runs first too:
-
-* ``train_time``: from the start of ``before_iter`` to the start of ``after_iter`` -- the
-  ``before_iter`` hooks, the policy's ``_forward_learn`` and the recording of its values;
-* ``data_time``: from the previous iteration's ``after_iter`` (or ``before_run``) to this
-  ``before_iter`` -- everything the learner waits for between two iterations: collecting
-  environment steps, sampling the buffer, evaluation, and the lower-priority ``after_iter`` hooks
-  of the previous iteration (logging, checkpoints).
-
-Both are in seconds, measured with ``time.perf_counter`` and recorded with ``learner.record`` (they
-are declared monitor variables, so they appear in the table as ``data_time_avg`` / ``train_time_avg``).
+Registered at ``Priority.HIGHEST``, so both its points run first: ``train_time`` spans ``before_iter`` to
+``after_iter`` (the policy's ``_forward_learn`` included); ``data_time`` spans the previous ``after_iter`` (or
+``before_run``) to this ``before_iter`` (collection, buffer sampling, evaluation, the later hooks).
 """
 
 from __future__ import annotations
@@ -27,11 +18,7 @@ __all__ = ["TimerHook"]
 
 @HOOKS.register
 class TimerHook(Hook):
-    """Times each train iteration and the gap before it; see the module docstring.
-
-    Args:
-        clock: a function returning seconds (default ``time.perf_counter``); tests pass a fake one.
-    """
+    """Times each train iteration and the gap before it; ``clock`` returns seconds (``time.perf_counter``)."""
 
     DEFAULT_PRIORITY = Priority.HIGHEST
     #: the monitor keys this hook records
