@@ -1,27 +1,21 @@
 """The collector: steps a vector environment with a policy's exploration actions and returns transitions.
 
-``Collector.collect(n_steps)`` steps every sub-environment ``n_steps`` times and returns a
-:class:`CollectResult`: the transitions as ``[n_steps, num_envs, ...]`` numpy arrays, plus every episode
-that ended during the call. Under gymnasium's ``SAME_STEP`` autoreset (see :mod:`rlearn.env.vector_env`)
-``next_obs`` is the true next observation -- the final observation where an episode ended, whether it was
-*terminated* or *truncated* -- while the following step starts from the reset observation.
-
-Collect-side metrics: a scalar that ``_forward_collect`` returns beside the action under a key the policy
-declares in ``_monitor_vars_collect()`` (``epsilon``, ``noise_scale``) is not transition data: the
-collector takes it out of the step's output and returns it in :attr:`CollectResult.metrics` (one value per
-step that reported it), for the run to record (``learner.record_collect``). An undeclared key whose value
-is 0-dimensional is treated the same way (the learner then warns that it is not declared).
+``next_obs`` is the true next observation (the final one where an episode ended, terminated or truncated;
+see :mod:`rlearn.env.vector_env`). A scalar that ``_forward_collect`` returns beside the action under a key
+declared in ``_monitor_vars_collect()`` (``epsilon``), or any undeclared 0-dimensional one, is a
+collect-side metric: it goes to :attr:`CollectResult.metrics`, not into the transitions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from rlearn.arrays import to_numpy
-from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
+from rlearn.config.spec import is_int
+from rlearn.env.vector_env import check_same_step_autoreset, check_seed, derive_seed, observation_dtype
 from rlearn.trace import get_tracer, span
 
 #: transition keys the collector writes itself; a policy may not return them from ``_forward_collect``
@@ -85,14 +79,14 @@ class Collector:
         check_same_step_autoreset(env, "Collector")
         if not callable(getattr(policy, "_forward_collect", None)):
             raise TypeError(f"Collector: policy {type(policy).__name__} has no _forward_collect(obs, envstep) method")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"Collector: seed must be a non-negative int or None, got {seed!r}")
+        check_seed(seed, "Collector")
         self.env = env
         self.policy = policy
         self.seed = seed
         self.num_envs: int = int(env.num_envs)
         self.obs_dtype = observation_dtype(env.single_observation_space, "Collector")
         self.obs_shape = tuple(env.single_observation_space.shape)
+        self._obs_batch_shape = (self.num_envs, *self.obs_shape)
         self._policy_name = type(policy).__name__
         declared = getattr(policy, "monitor_vars_collect", None)
         #: keys of ``_forward_collect``'s output that are collect-side metrics, not transition data
@@ -123,25 +117,16 @@ class Collector:
         """
         obs, _ = self.env.reset(seed=derive_seed(self.seed, self._resets))
         self._resets += 1
-        self._obs = self._as_obs(obs, "reset")
+        self._obs = np.array(self._checked_obs(obs, "reset"), dtype=self.obs_dtype)
         self._returns[:] = 0.0
         self._lengths[:] = 0
         return self._obs
-
-    def _as_obs(self, obs: Any, where: str) -> np.ndarray:
-        array = np.array(obs, dtype=self.obs_dtype, copy=True)
-        if array.shape != (self.num_envs, *self.obs_shape):
-            raise ValueError(
-                f"Collector: env {where} returned observations of shape {array.shape}, expected "
-                f"{(self.num_envs, *self.obs_shape)}"
-            )
-        return array
 
     # -------------------------------------------------------------------------------------- collect
     def collect(self, n_steps: int) -> CollectResult:
         """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
         if type(n_steps) is not int or n_steps < 1:  # the common case first
-            if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            if not is_int(n_steps) or n_steps < 1:
                 raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
             n_steps = int(n_steps)
         if get_tracer() is None:
@@ -184,7 +169,7 @@ class Collector:
                 for key, column in stored.items():
                     value = out[key]
                     if value.shape != layout[key] or value.dtype != column.dtype:
-                        column = self._widen(stored, key, value, layout, t)
+                        column = self._widen(stored, key, out, layout, t)
                     column[t] = value
                 env_action = out.get("env_action")
                 if env_action is not None and env_action.shape != layout["env_action"]:
@@ -195,7 +180,7 @@ class Collector:
                 except Exception as exc:
                     self._blame_action(sent, "action" if env_action is None else "env_action", exc)
                     raise
-                self._put_obs(observations, t + 1, next_raw, "step")
+                observations[t + 1] = self._checked_obs(next_raw, "step")
                 reward[t] = step_reward
                 terminated[t] = step_terminated
                 truncated[t] = step_truncated
@@ -203,8 +188,7 @@ class Collector:
                 lengths += 1
                 ended = np.logical_or(step_terminated, step_truncated)
                 if ended.any():
-                    self._final_obs(t, ended, info, finals)
-                    self._end_episodes(ended, episodes)
+                    self._end_episodes(t, ended, info, finals, episodes)
                 self._envstep += num_envs
         except BaseException:
             # an error mid-call (a bad policy output, an environment fault): keep the observation of the step
@@ -241,27 +225,22 @@ class Collector:
                     f"environment {i}, outside its action space {space} (the step raised {type(exc).__name__}: {exc})"
                 ) from exc
 
-    def _put_obs(self, observations: np.ndarray, t: int, obs: Any, where: str) -> None:
-        """Write the environment's observation batch ``obs`` into ``observations[t]`` (cast to the observation
-        dtype); a batch of the wrong shape is a ValueError."""
+    def _checked_obs(self, obs: Any, where: str) -> np.ndarray:
+        """The environment's observation batch as an array; a batch of the wrong shape is a ValueError."""
         if type(obs) is not np.ndarray:
             obs = np.asarray(obs)
-        if obs.shape != observations.shape[1:]:
-            raise ValueError(
-                f"Collector: env {where} returned observations of shape {obs.shape}, expected "
-                f"{(self.num_envs, *self.obs_shape)}"
-            )
-        observations[t] = obs
+        if obs.shape != self._obs_batch_shape:
+            raise ValueError(f"Collector: env {where} returned observations of shape {obs.shape}, expected "
+                             f"{self._obs_batch_shape}")
+        return obs
 
-    def _widen(self, stored: Dict[str, np.ndarray], key: str, value: np.ndarray, layout: Mapping[str, tuple],
-               t: int) -> np.ndarray:
+    def _widen(self, stored: Dict[str, np.ndarray], key: str, out: Mapping[str, np.ndarray],
+               layout: Mapping[str, tuple], t: int) -> np.ndarray:
         """A step whose ``key`` differs from the first step's: a shape change is an error; a dtype change
         promotes the column to the common dtype of every step (as stacking the steps would)."""
+        value = out[key]
         if value.shape != layout[key]:
-            raise ValueError(
-                f"{self._policy_name}._forward_collect returned {key!r} with shape {value.shape}, "
-                f"{layout[key]} earlier in the same collect call"
-            )
+            self._check_layout(layout, out)
         column = stored[key]
         common = np.result_type(column.dtype, value.dtype)
         if common != column.dtype:
@@ -270,20 +249,20 @@ class Collector:
             stored[key] = column = widened
         return column
 
-    def _final_obs(self, t: int, ended: np.ndarray, info: Mapping[str, Any], finals: List[tuple]) -> None:
-        """Note the final observation of every sub-environment whose episode ended at step ``t``."""
+    def _end_episodes(self, t: int, ended: np.ndarray, info: Mapping[str, Any], finals: List[tuple],
+                      episodes: List[Dict[str, Any]]) -> None:
+        """Note the final observation of every episode that ended at step ``t``, report the episodes (after
+        this step's reward was counted) and restart their counters."""
         final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
-        for i in np.flatnonzero(ended):
+        envs = np.flatnonzero(ended)
+        for i in envs:  # all checked before any counter changes
             if final_obs is None or has_final is None or not has_final[i]:
                 raise RuntimeError(
                     f"Collector: sub-environment {i} ended an episode but info['final_obs'] holds no "
                     f"final observation for it; is the env in AutoresetMode.SAME_STEP?"
                 )
+        for i in envs:
             finals.append((t, int(i), final_obs[i]))
-
-    def _end_episodes(self, ended: np.ndarray, episodes: List[Dict[str, Any]]) -> None:
-        """Report the episodes that just ended (after this step's reward was counted) and restart their counters."""
-        for i in np.flatnonzero(ended):
             episodes.append({
                 "episode_return": float(self._returns[i]),
                 "episode_length": int(self._lengths[i]),
@@ -370,19 +349,23 @@ class Collector:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; a missing, unknown or non-integer entry is a ``ValueError``."""
-        expected = {"envstep", "episode_count", "resets"}
-        if not isinstance(state, Mapping) or set(state) != expected:
-            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"Collector.load_state_dict: expected keys {sorted(expected)}, got {keys}")
-        values = {}
-        for key in expected:
-            value = state[key]
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"Collector.load_state_dict: {key!r} must be a non-negative int, got {value!r}")
-            values[key] = int(value)
+        values = load_counters(state, "Collector", ("envstep", "episode_count", "resets"))
         self._envstep = values["envstep"]
         self._episode_count = values["episode_count"]
         self._resets = values["resets"]
         self._obs = None  # the next collect starts fresh episodes
         self._returns[:] = 0.0
         self._lengths[:] = 0
+
+
+def load_counters(state: Any, owner: str, keys: Sequence[str]) -> Dict[str, int]:
+    """The counters ``keys`` of a saved ``state`` as ints; anything but exactly those keys holding
+    non-negative ints is a ``ValueError`` naming ``owner``."""
+    where = f"{owner}.load_state_dict"
+    if not isinstance(state, Mapping) or set(state) != set(keys):
+        got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+        raise ValueError(f"{where}: expected keys {sorted(keys)}, got {got}")
+    for key in keys:
+        if not is_int(state[key]) or state[key] < 0:
+            raise ValueError(f"{where}: {key!r} must be a non-negative int, got {state[key]!r}")
+    return {key: int(state[key]) for key in keys}

@@ -1,10 +1,8 @@
 """The evaluator: exactly ``n_episodes`` complete episodes with the deterministic policy, summarised.
 
-Episodes are shared out across the sub-environments as fixed quotas (``n_episodes // num_envs`` each, one
-more for the first ``n_episodes % num_envs``) and each sub-environment contributes its *first* episodes
-only. Stopping at the first ``n_episodes`` to finish anywhere would over-represent short episodes (a
-sub-environment that fails fast finishes more of them); quotas make the sample independent of episode
-lengths, so the result matches what the same number of sequential episodes would give.
+Each sub-environment contributes its *first* episodes up to a fixed quota (``n_episodes // num_envs``, one
+more for the first ``n_episodes % num_envs``): stopping at the first ``n_episodes`` to finish anywhere would
+over-represent short episodes.
 """
 
 from __future__ import annotations
@@ -14,7 +12,9 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from rlearn.arrays import to_numpy
-from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
+from rlearn.collect.collector import load_counters
+from rlearn.config.spec import is_int
+from rlearn.env.vector_env import check_same_step_autoreset, check_seed, derive_seed, observation_dtype
 
 
 class Evaluator:
@@ -31,22 +31,15 @@ class Evaluator:
             (for environments without a time limit).
     """
 
-    def __init__(
-        self,
-        env: Any,
-        policy: Any,
-        n_episodes: int,
-        seed: Optional[int] = None,
-        max_steps: Optional[int] = None,
-    ) -> None:
+    def __init__(self, env: Any, policy: Any, n_episodes: int, seed: Optional[int] = None,
+                 max_steps: Optional[int] = None) -> None:
         check_same_step_autoreset(env, "Evaluator")
         if not callable(getattr(policy, "_forward_eval", None)):
             raise TypeError(f"Evaluator: policy {type(policy).__name__} has no _forward_eval(obs) method")
-        if isinstance(n_episodes, bool) or not isinstance(n_episodes, (int, np.integer)) or n_episodes < 1:
+        if not is_int(n_episodes) or n_episodes < 1:
             raise ValueError(f"Evaluator: n_episodes must be an int >= 1, got {n_episodes!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"Evaluator: seed must be a non-negative int or None, got {seed!r}")
-        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        check_seed(seed, "Evaluator")
+        if max_steps is not None and (not is_int(max_steps) or max_steps < 1):
             raise ValueError(f"Evaluator: max_steps must be an int >= 1 or None, got {max_steps!r}")
         self.env = env
         self.policy = policy
@@ -131,10 +124,4 @@ class Evaluator:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; anything but ``{'evaluations': int >= 0}`` is a ``ValueError``."""
-        if not isinstance(state, Mapping) or set(state) != {"evaluations"}:
-            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"Evaluator.load_state_dict: expected keys ['evaluations'], got {keys}")
-        value = state["evaluations"]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"Evaluator.load_state_dict: 'evaluations' must be a non-negative int, got {value!r}")
-        self._evaluations = int(value)
+        self._evaluations = load_counters(state, "Evaluator", ("evaluations",))["evaluations"]

@@ -1,13 +1,8 @@
 """Vectorised gymnasium environments set up the way rlearn's collector and evaluator expect.
 
-Every vector environment built here uses gymnasium's ``AutoresetMode.SAME_STEP``: when a sub-environment
-ends an episode (``terminated`` or ``truncated``), the same ``step`` call resets it, returns the *reset*
-observation in ``obs`` and puts the *final* observation of the ended episode in ``info["final_obs"][i]``
-(with the boolean mask ``info["_final_obs"]``). Each step is therefore one real transition, and the
-collector can store the true next observation for bootstrapping.
-
-An environment is named by a registered gymnasium id (``"Pendulum-v1"``) or given as a callable that
-builds one (``lambda **kw: MyEnv(**kw)``); :func:`register_env` registers a custom environment under an id.
+Every vector environment built here uses ``AutoresetMode.SAME_STEP``: the ``step`` that ends an episode
+resets that sub-environment, returns the *reset* observation in ``obs`` and the *final* one in
+``info["final_obs"][i]`` (mask ``info["_final_obs"]``), so each step is one real transition.
 """
 
 from __future__ import annotations
@@ -27,11 +22,9 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 EnvFactory = Callable[..., gym.Env]
 EnvId = Union[str, EnvSpec, EnvFactory]
 
-#: multiprocessing start method for ``asynchronous=True``: ``forkserver`` where the platform has it, else
-#: ``spawn``. Neither forks the (possibly multi-threaded, torch-holding) parent process. Workers are started
-#: from a fresh interpreter, so the environment factory must be importable or picklable (a registered id, a
-#: class or function defined in a module, or a lambda), and a script must guard its entry point with
-#: ``if __name__ == "__main__":``.
+#: multiprocessing start method for ``asynchronous=True``; neither forks the (torch-holding) parent process,
+#: so the environment factory must be importable or picklable in a fresh interpreter, and a script must guard
+#: its entry point with ``if __name__ == "__main__":``.
 DEFAULT_ASYNC_CONTEXT = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
@@ -59,8 +52,7 @@ def register_env(
         raise TypeError(f"register_env({env_id!r}): entry_point must be a callable or an import string")
     if env_id in gym.registry and not override:
         raise ValueError(f"register_env: environment id {env_id!r} is already registered (pass override=True)")
-    if env_id in gym.registry:
-        del gym.registry[env_id]
+    gym.registry.pop(env_id, None)
     gym.register(env_id, entry_point=entry_point, max_episode_steps=max_episode_steps, kwargs=dict(kwargs or {}))
 
 
@@ -150,8 +142,7 @@ def make_vector_env(
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    check_seed(seed)
     fns = [make_env_fn(env_id, None if seed is None else seed + i, env_kwargs) for i in range(num_envs)]
     if asynchronous:
         ctx = context or DEFAULT_ASYNC_CONTEXT
@@ -175,10 +166,8 @@ def make_vector_env(
 
 
 def _pickle_user_files_by_value() -> None:
-    """Have cloudpickle (which gymnasium uses to send environment factories to workers) pickle whatever the
-    executed config and ``custom_imports`` files define by value: their modules live under a name only this
-    process has (``rlearn_user_config.<file>_<hash>``, see :func:`rlearn.config.import_file`), so a worker
-    unpickling a reference to them failed with ``No module named 'rlearn_user_config'``."""
+    """Have cloudpickle (gymnasium's way to send factories to workers) pickle what the executed config and
+    ``custom_imports`` files define by value: their modules exist only in this process."""
     loading = sys.modules.get("rlearn.config.loading")  # no config file was executed if it was never imported
     if loading is None:
         return
@@ -186,6 +175,12 @@ def _pickle_user_files_by_value() -> None:
 
     for module in loading.user_modules():
         cloudpickle.register_pickle_by_value(module)
+
+
+def check_seed(seed: Any, owner: str = "") -> None:
+    """Raise ``ValueError`` (prefixed with ``owner``) unless ``seed`` is a non-negative int or None."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"{owner + ': ' if owner else ''}seed must be a non-negative int or None, got {seed!r}")
 
 
 def check_same_step_autoreset(env: Any, owner: str) -> None:
@@ -221,12 +216,8 @@ def observation_dtype(space: gym.Space, owner: str) -> np.dtype:
 
 
 def derive_seed(seed: Optional[int], k: int) -> Optional[int]:
-    """The reset seed of the ``k``-th seeded reset of a component whose base seed is ``seed``.
-
-    ``k = 0`` gives ``seed`` itself; later resets get distinct, reproducible seeds from
-    ``numpy.random.SeedSequence([seed, k])``, so they never coincide with another component's
-    ``seed + i`` sub-environment seeds by simple arithmetic. ``None`` stays ``None`` (unseeded).
-    """
+    """The reset seed of the ``k``-th seeded reset of a component whose base seed is ``seed``: ``seed`` itself
+    for ``k = 0``, then ``SeedSequence([seed, k])`` (never ``seed + i`` by arithmetic); ``None`` stays ``None``."""
     if seed is None:
         return None
     if k == 0:
