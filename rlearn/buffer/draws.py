@@ -1,20 +1,10 @@
 """Several batches of ``Generator.integers(0, size, batch_size)`` at once, exactly as the calls one by one.
 
-:meth:`ReplayBuffer.sample <rlearn.buffer.ReplayBuffer.sample>` draws its indices with
-``Generator.integers(0, size, size=batch_size)``, whose per-call cost (a few µs, and several times that right
-after a gradient step has evicted numpy's code from the caches) counts once per learner iteration. For ranges
-below 2**32 numpy draws bounded integers from the bit generator's stream of 32-bit halves (low half of a raw
-64-bit draw first; the high half waits in the generator's state for the next call) with Lemire's
-multiply-and-reject, so ``n`` calls of ``batch_size`` return the same numbers, and leave the same state, as one
-call of ``n * batch_size``. :func:`draw_batches` makes that one call and works out, from a copy of the raw
-stream, the generator's state after each batch (:meth:`Batches.state_after`): a checkpoint taken between two
-of them stores the state that batch-by-batch sampling would have.
-
-:func:`available` checks both facts once per process against ``Generator.integers`` called batch by batch
-(sizes with and without rejections, even and odd batch sizes, a half left in the state); where they do not
-hold (another numpy, another bit generator) the buffer samples batch by batch.
-
-:class:`Prefetch` is the buffer's record of the batches drawn ahead (:meth:`rlearn.buffer.ReplayBuffer.prefetch`).
+Below 2**32 numpy draws bounded integers from the stream of 32-bit halves of the raw draws (Lemire's
+multiply-and-reject), so ``n`` calls of ``batch_size`` equal one call of ``n * batch_size``.
+:func:`draw_batches` makes that call and works out the generator's state after each batch from a copy of the
+raw stream, so a checkpoint between two batches stores what batch-by-batch sampling would. :func:`available`
+checks this once per process; where it does not hold the buffer samples batch by batch.
 """
 
 from __future__ import annotations

@@ -1,27 +1,18 @@
-"""A uniform replay buffer for off-policy policies, on preallocated numpy storage.
-
-Storage is one numpy array per field, allocated once at full capacity and written circularly: once the
-buffer is full, each new transition overwrites the oldest one. ``sample`` draws indices uniformly with
-replacement from the stored transitions (``Generator.integers``) and gathers them with ``numpy.take`` into
-fresh arrays that ``torch.from_numpy`` wraps without another copy; :meth:`ReplayBuffer.prefetch` draws and
-gathers the batches of a training phase in chunks, with the same result (:mod:`rlearn.buffer.draws`).
-
-Sampled tensors are float32, except ``action`` when actions are stored with an integer dtype (``Discrete``
-and ``MultiDiscrete`` spaces, see :func:`action_dtype_for`): those come back as int64 (``torch.long``), ready
-for ``q.gather(1, action.unsqueeze(1))`` or embedding look-ups without a cast.
-"""
+"""A uniform replay buffer for off-policy policies: one preallocated numpy array per field, written
+circularly (a full buffer overwrites its oldest transition), sampled with replacement into tensors that own
+their memory (float32, integer actions as int64)."""
 
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from rlearn.buffer import draws
 from rlearn.arrays import to_numpy
+from rlearn.buffer import draws
+from rlearn.config.spec import is_int
 
 #: the fields a transition must have; each is stored and returned by :meth:`ReplayBuffer.sample`
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -37,26 +28,30 @@ def action_dtype_for(action_space: Any) -> np.dtype:
 
 
 def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
-    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+    if is_int(shape):
         shape = (int(shape),)
     try:
         dims = tuple(shape)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"ReplayBuffer: {name} must be a tuple of ints, got {shape!r}") from None
-    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in dims):
+    if not all(is_int(d) and d >= 0 for d in dims):
         raise ValueError(f"ReplayBuffer: {name} must be a tuple of non-negative ints, got {shape!r}")
     return tuple(int(d) for d in dims)
 
 
 def _finite_sum(arrays: List[np.ndarray]) -> bool:
-    """Whether the float64 sum of every value of ``arrays`` (1-d float arrays) is finite: always when every
-    value is; a NaN or inf makes it NaN/inf. Finite float64 values may overflow it (silently: the caller then
-    counts exactly); float32 ones cannot."""
+    """Whether the float64 sum of the values of ``arrays`` (1-d float arrays) is finite: False for a NaN or
+    inf, and (silently) for finite float64 values that overflow it; float32 values cannot."""
     values = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
     if values.dtype.itemsize <= 4:
         return math.isfinite(values.sum(dtype=np.float64))
     with np.errstate(over="ignore", invalid="ignore"):
         return math.isfinite(values.sum(dtype=np.float64))
+
+
+def _check_int(value: Any, what: str, low: int) -> None:
+    if not is_int(value) or value < low:
+        raise ValueError(f"{what} must be an int >= {low}, got {value!r}")
 
 
 class ReplayBuffer:
@@ -82,8 +77,7 @@ class ReplayBuffer:
         action_dtype: Any = np.float32,
         seed: Optional[int] = None,
     ) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) or capacity < 1:
-            raise ValueError(f"ReplayBuffer: capacity must be an int >= 1, got {capacity!r}")
+        _check_int(capacity, "ReplayBuffer: capacity", 1)
         self.capacity = int(capacity)
         self.obs_shape = _as_shape(obs_shape, "obs_shape")
         self.action_shape = _as_shape(action_shape, "action_shape")
@@ -204,8 +198,6 @@ class ReplayBuffer:
 
     def _check_dtype(self, key: str, dtype: np.dtype) -> None:
         """Refuse a dtype that cannot be stored without changing kind (float into int, str...); cached."""
-        if (key, dtype) in self._castable:
-            return
         target = self._storage[key].dtype
         if dtype == object or not np.can_cast(dtype, target, casting="same_kind"):
             raise TypeError(f"ReplayBuffer.add: {key!r} has dtype {dtype}, which cannot be stored as {target}")
@@ -220,8 +212,8 @@ class ReplayBuffer:
         ``action_dtype`` (discrete actions), which is int64; they own their memory (later adds do not
         change a batch already returned).
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"ReplayBuffer.sample: batch_size must be an int >= 1, got {batch_size!r}")
+        if type(batch_size) is not int or batch_size < 1:  # the common case without an ABC check
+            _check_int(batch_size, "ReplayBuffer.sample: batch_size", 1)
         if self._size == 0:
             raise RuntimeError("ReplayBuffer.sample: the buffer is empty; add transitions before sampling")
         ahead = self._prefetch
@@ -249,21 +241,15 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------------------------- prefetch
     def prefetch(self, batch_size: int, n_batches: int) -> None:
-        """Announce ``n_batches`` calls of :meth:`sample` with ``batch_size`` and no :meth:`add` between them
-        (the off-policy loop's training phase): their indices are drawn, and their transitions gathered, a
-        chunk of batches at a time (one draw and one ``take`` per field for the chunk, at most about
-        :data:`rlearn.buffer.draws.PREFETCH_BYTES` of batches), instead of once per batch.
+        """Announce ``n_batches`` calls of :meth:`sample` with ``batch_size`` and no :meth:`add` between them:
+        they are drawn and gathered a chunk at a time (about :data:`rlearn.buffer.draws.PREFETCH_BYTES`).
 
-        Nothing observable changes: the batches are exactly those that ``n_batches`` :meth:`sample` calls
-        would return, and :meth:`state_dict` holds the generator as it would be after the batches actually
-        handed out. An :meth:`add`, a :meth:`load_state_dict` or a :meth:`sample` of another size drops the
-        batches drawn ahead (the generator is rewound to the last one handed out). Does nothing for fewer
-        than two batches, an empty buffer, or a generator that cannot be rewound (no ``advance``).
+        Nothing observable changes: the batches and :meth:`state_dict` are those of ``n_batches`` plain
+        :meth:`sample` calls. An :meth:`add`, :meth:`load_state_dict` or :meth:`sample` of another size drops
+        the batches drawn ahead. Does nothing for fewer than two batches or a generator without ``advance``.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"ReplayBuffer.prefetch: batch_size must be an int >= 1, got {batch_size!r}")
-        if isinstance(n_batches, bool) or not isinstance(n_batches, numbers.Integral) or n_batches < 0:
-            raise ValueError(f"ReplayBuffer.prefetch: n_batches must be an int >= 0, got {n_batches!r}")
+        _check_int(batch_size, "ReplayBuffer.prefetch: batch_size", 1)
+        _check_int(n_batches, "ReplayBuffer.prefetch: n_batches", 0)
         if self._prefetch is not None:
             self._drop_prefetch()
         if (n_batches < 2 or not 2 <= self._size <= draws.MAX_SIZE
@@ -302,11 +288,7 @@ class ReplayBuffer:
     def state_dict(self) -> Dict[str, Any]:
         """The filled part of the storage (copied), the write position and the sampling generator's state."""
         return {
-            "capacity": self.capacity,
-            "obs_shape": list(self.obs_shape),
-            "action_shape": list(self.action_shape),
-            "obs_dtype": self.obs_dtype.str,
-            "action_dtype": self.action_dtype.str,
+            **self._layout(),
             "pos": self._pos,
             "size": self._size,
             "data": {key: store[:self._size].copy() for key, store in self._storage.items()},
@@ -322,12 +304,11 @@ class ReplayBuffer:
         the actions are converted. Everything is checked before anything changes: on error the buffer
         keeps its contents.
         """
-        expected = {"capacity", "obs_shape", "action_shape", "obs_dtype", "action_dtype", "pos", "size", "data", "rng"}
+        mine = self._layout()
+        expected = {*mine, "pos", "size", "data", "rng"}
         if not isinstance(state, Mapping) or set(state) != expected:
             keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"ReplayBuffer.load_state_dict: expected keys {sorted(expected)}, got {keys}")
-        mine = {"capacity": self.capacity, "obs_shape": list(self.obs_shape), "action_shape": list(self.action_shape),
-                "obs_dtype": self.obs_dtype.str, "action_dtype": self.action_dtype.str}
         float_actions = self._float_actions_into_ints(state)
         for key, value in mine.items():
             theirs = list(state[key]) if key.endswith("shape") else state[key]
@@ -339,7 +320,7 @@ class ReplayBuffer:
                 )
         size, pos = state["size"], state["pos"]
         for name, value, high in (("size", size, self.capacity), ("pos", pos, self.capacity - 1)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= high:
+            if not is_int(value) or not 0 <= value <= high:
                 raise ValueError(f"ReplayBuffer.load_state_dict: {name}={value!r} is outside [0, {high}]")
         if size < self.capacity and pos != size:
             raise ValueError(f"ReplayBuffer.load_state_dict: pos={pos} must equal size={size} until the buffer is full")
@@ -367,6 +348,11 @@ class ReplayBuffer:
             self._storage[key][:size] = array
         self._size, self._pos, self._rng = int(size), int(pos), rng
         self._prefetch = None
+
+    def _layout(self) -> Dict[str, Any]:
+        """What a saved state must share with this buffer to load into it."""
+        return {"capacity": self.capacity, "obs_shape": list(self.obs_shape), "action_shape": list(self.action_shape),
+                "obs_dtype": self.obs_dtype.str, "action_dtype": self.action_dtype.str}
 
     def _float_actions_into_ints(self, state: Mapping[str, Any]) -> bool:
         """Whether ``state`` holds float actions and this buffer stores integer ones (a loadable old state)."""

@@ -1,10 +1,5 @@
-"""On-policy rollouts: a collector's transitions as the ``[T, N, ...]`` tensors ``_forward_learn`` receives.
-
-An on-policy policy (``on_policy = True``) learns from one fresh rollout per train iteration: the
-:class:`~rlearn.collect.CollectResult` of ``collector.collect(T)`` on ``N`` environments, converted by
-:func:`rollout_to_tensors`. The time-major layout is kept so the policy can run GAE backwards over ``T``;
-:func:`flatten_rollout` merges the two leading dimensions when it needs a flat batch.
-"""
+"""On-policy rollouts: a collector's transitions as the ``[T, N, ...]`` tensors ``_forward_learn`` receives
+(time-major, so GAE can run backwards over ``T``; :func:`flatten_rollout` makes a flat batch)."""
 
 from __future__ import annotations
 
