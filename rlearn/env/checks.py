@@ -1,15 +1,6 @@
-"""``FiniteCheck``: a vector-env wrapper that stops a run at the first non-finite observation or reward,
-blaming the environment (not the policy that would otherwise fail on it later).
-
-Observations enter a run through ``env.reset()`` and ``env.step()`` (including the final observations of
-ended episodes in ``info["final_obs"]``); checking them there names the culprit — the environment, the
-sub-environment and the call — instead of letting a NaN reach a policy's forward pass or its loss, whose
-error would point at the policy. Integer observation spaces are not checked (they cannot hold NaN).
-
-``ObservationShapeCheck`` wraps each sub-environment (in the worker process, for asynchronous ones): an
-observation whose shape is not its ``observation_space``'s would otherwise fail inside gymnasium's batching
-(``ValueError: Output array is the wrong shape``) without naming the environment or the shapes.
-"""
+"""Wrappers that blame the environment for what it returns wrong, before a policy fails on it:
+``FiniteCheck`` (a NaN or inf observation or reward) and ``ObservationShapeCheck`` (an observation whose
+shape is not its ``observation_space``'s, which gymnasium's batching reports without naming either)."""
 
 from __future__ import annotations
 
