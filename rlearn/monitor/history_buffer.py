@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rlearn.config.spec import is_int
 from rlearn.monitor.scalars import to_float
 
 __all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS"]
@@ -89,7 +90,7 @@ class HistoryBuffer:
     _statistics_methods: Dict[str, Callable[..., Any]] = {}
 
     def __init__(self, log_history: Sequence[Any] = (), count_history: Sequence[Any] = (), max_length: int = 1_000_000) -> None:
-        if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or max_length < 1:
+        if not is_int(max_length) or max_length < 1:
             raise ValueError(f"max_length must be a positive int; got {max_length!r}")
         self.max_length = int(max_length)
         self._cap_final = self.max_length + max(64, self.max_length // 8)
@@ -235,7 +236,7 @@ class HistoryBuffer:
         size = self._b - self._a
         if window_size is None:
             w = size
-        elif isinstance(window_size, bool) or not isinstance(window_size, (int, np.integer)):
+        elif not is_int(window_size):
             raise TypeError(f"window_size must be a positive int or None; got {window_size!r}")
         elif window_size < 1:
             raise ValueError(f"window_size must be a positive int or None; got {window_size!r}")

@@ -7,10 +7,10 @@ is read back by ``state.py``.
 
 from __future__ import annotations
 
-import numbers
 from bisect import bisect_right
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from rlearn.config.spec import is_int
 from rlearn.monitor import scalars
 from rlearn.monitor.state import STATE_VERSION, check_key, parse_state, positive_int
 from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat, Tracked, WindowStat
@@ -160,7 +160,7 @@ class TickMonitor:
     def _end(self, end: Optional[int]) -> int:
         if end is None:
             return self._tick
-        if isinstance(end, numbers.Integral) and not isinstance(end, bool) and self._tick - 1 <= end <= self._tick:
+        if is_int(end) and self._tick - 1 <= end <= self._tick:
             return int(end)
         raise ValueError(
             f"TickMonitor: end={end!r} is not a valid last tick of a window; use None or tick_count "
@@ -178,7 +178,7 @@ class TickMonitor:
         if end is not None and (type(end) is not int or end != now) and self._end(end) != now:
             stat = window.stat(now, end)
             return stat[0] / stat[1] if stat[1] else None
-        # window.sum_count() inlined: every log calls it for every key
+        # the running sum of the open block plus the closed block's suffix sum: every log calls it for every key
         if now >= window.end:
             window.roll(now)
         vals = window.vals
@@ -219,9 +219,6 @@ class TickMonitor:
 
     def count(self, key: str, end: Optional[int] = None) -> int:
         """Number of finite values of ``key`` in its window."""
-        window = self._windows.get(key)
-        if end is None and window is not None:
-            return window.sum_count(self._tick)[1]
         return self._stat(key, end)[1]
 
     def nonfinite(self, key: str, end: Optional[int] = None) -> int:

@@ -148,20 +148,6 @@ class KeyWindow:
         ticks = self.ticks
         return len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
 
-    def sum_count(self, now: int) -> Tuple[float, int]:
-        """Sum and number of the finite values in the window ending at ``now`` (the current tick)."""
-        if now >= self.end:
-            self.roll(now)
-        count = len(self.vals)
-        if self.o_sum_n != count:
-            self.o_sum += sum(self.vals[self.o_sum_n:])
-            self.o_sum_n = count
-        total, first = self.o_sum, self._first_closed(now)
-        if first < len(self.c_vals):
-            total = (self.c_suf or self._suffix_sums())[first] + total
-            count += len(self.c_vals) - first
-        return total, count
-
     def _suffix_sums(self) -> List[float]:
         self.c_suf = _suffix(self.c_vals)
         return self.c_suf
