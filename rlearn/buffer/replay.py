@@ -62,21 +62,13 @@ class ReplayBuffer:
         obs_shape: shape of one observation (``()`` for ``Discrete`` observations).
         action_shape: shape of one action (``()`` for ``Discrete`` actions).
         obs_dtype: storage dtype of ``obs`` and ``next_obs`` (``np.uint8`` for images saves 4x memory).
-        action_dtype: storage dtype of ``action``: float32 for ``Box`` actions, an integer dtype for
-            ``Discrete`` ones (:func:`action_dtype_for` picks it from the space). Integer actions are
-            sampled as int64 tensors, float ones as float32.
+        action_dtype: storage dtype of ``action``, float32 or an integer dtype for discrete actions
+            (:func:`action_dtype_for` picks it from the space).
         seed: seeds the sampling generator (its state is part of :meth:`state_dict`).
     """
 
-    def __init__(
-        self,
-        capacity: int,
-        obs_shape: ShapeLike,
-        action_shape: ShapeLike,
-        obs_dtype: Any = np.float32,
-        action_dtype: Any = np.float32,
-        seed: Optional[int] = None,
-    ) -> None:
+    def __init__(self, capacity: int, obs_shape: ShapeLike, action_shape: ShapeLike, obs_dtype: Any = np.float32,
+                 action_dtype: Any = np.float32, seed: Optional[int] = None) -> None:
         _check_int(capacity, "ReplayBuffer: capacity", 1)
         self.capacity = int(capacity)
         self.obs_shape = _as_shape(obs_shape, "obs_shape")
@@ -86,19 +78,12 @@ class ReplayBuffer:
         for name, dtype in (("obs_dtype", self.obs_dtype), ("action_dtype", self.action_dtype)):
             if dtype == object or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
                 raise TypeError(f"ReplayBuffer: {name} must be a numeric dtype, got {dtype}")
-        self._item_shapes: Dict[str, Tuple[int, ...]] = {
-            "obs": self.obs_shape,
-            "action": self.action_shape,
-            "reward": (),
-            "next_obs": self.obs_shape,
-            "terminated": (),
-        }
-        dtypes = {"obs": self.obs_dtype, "action": self.action_dtype, "reward": np.float32,
-                  "next_obs": self.obs_dtype, "terminated": np.float32}
+        layout = {"obs": (self.obs_shape, self.obs_dtype), "action": (self.action_shape, self.action_dtype),
+                  "reward": ((), np.float32), "next_obs": (self.obs_shape, self.obs_dtype),
+                  "terminated": ((), np.float32)}
+        self._item_shapes: Dict[str, Tuple[int, ...]] = {key: shape for key, (shape, _) in layout.items()}
         # np.zeros maps pages lazily: memory is touched as the buffer fills.
-        self._storage: Dict[str, np.ndarray] = {
-            key: np.zeros((self.capacity, *shape), dtype=dtypes[key]) for key, shape in self._item_shapes.items()
-        }
+        self._storage = {key: np.zeros((self.capacity, *shape), dtype) for key, (shape, dtype) in layout.items()}
         # what sample() returns: float32, but integer (discrete) actions as int64
         self._sample_dtypes = {key: np.dtype(np.float32) for key in self._item_shapes}
         if np.issubdtype(self.action_dtype, np.integer):
@@ -123,14 +108,11 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------------------------------ add
     def add(self, transitions: Mapping[str, Any]) -> int:
-        """Store a batch of transitions; returns how many were added.
+        """Store a batch of transitions (each of :data:`FIELDS` shaped ``[n, ...]`` or, flattened step-major,
+        ``[n_steps, num_envs, ...]``; other keys are ignored); returns how many were added.
 
-        ``transitions`` maps each of :data:`FIELDS` to an array shaped either ``[n, ...]`` or, as the
-        collector returns them, ``[n_steps, num_envs, ...]`` (flattened step-major: step 0 of every env,
-        then step 1...). Other keys (``truncated``, ``log_prob``...) are ignored: a truncated episode is
-        not terminal, so only ``terminated`` is kept. Nothing is written unless the whole batch is valid:
-        a missing field, a shape or dtype that does not fit, a non-finite value, or a ``terminated``
-        flag other than 0/1 is an error naming the field.
+        All or nothing: a missing field, a shape or dtype that does not fit, a non-finite value or a
+        ``terminated`` flag other than 0/1 raises, naming the field, before anything is written.
         """
         if self._prefetch is not None:  # the contents change: batches drawn ahead would be stale
             self._drop_prefetch()
@@ -166,9 +148,7 @@ class ReplayBuffer:
                 floats.append(np.abs(array).reshape(-1))  # inf/NaN iff a part is
             if lead_ndim == 2:
                 arrays[key] = array.reshape(n, *self._item_shapes[key])
-        # one float64 sum over every float value is NaN/inf iff a value is (float32 values cannot overflow it;
-        # an overflowing sum of finite float64 values only costs the exact check): the exact per-field count
-        # runs only on the rare batch that fails the cheap test
+        # the exact per-field count only for the rare batch that fails the cheap test
         if floats and not _finite_sum(floats):
             for key, array in arrays.items():
                 if array.dtype.kind in "fc":
@@ -205,13 +185,8 @@ class ReplayBuffer:
 
     # --------------------------------------------------------------------------------------- sample
     def sample(self, batch_size: int) -> Dict[str, torch.Tensor]:
-        """A batch of ``batch_size`` transitions drawn uniformly with replacement.
-
-        Returns CPU tensors ``obs [B, *obs_shape]``, ``action [B, *action_shape]``, ``reward [B]``,
-        ``next_obs [B, *obs_shape]``, ``terminated [B]``, all float32 except ``action`` for an integer
-        ``action_dtype`` (discrete actions), which is int64; they own their memory (later adds do not
-        change a batch already returned).
-        """
+        """A batch of ``batch_size`` transitions drawn uniformly with replacement: CPU tensors ``[B, ...]`` of
+        every field that own their memory, float32 except integer (discrete) actions, which are int64."""
         if type(batch_size) is not int or batch_size < 1:  # the common case without an ABC check
             _check_int(batch_size, "ReplayBuffer.sample: batch_size", 1)
         if self._size == 0:
@@ -296,14 +271,9 @@ class ReplayBuffer:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` into this buffer (same capacity, shapes and dtypes).
-
-        One dtype difference is accepted: a buffer of integer (discrete) actions loads a state whose
-        actions were stored as floats (as older versions stored discrete actions when built with the
-        default ``action_dtype``), provided every saved action is a whole number the integer dtype holds;
-        the actions are converted. Everything is checked before anything changes: on error the buffer
-        keeps its contents.
-        """
+        """Restore :meth:`state_dict` into this buffer (same capacity, shapes and dtypes); on error nothing
+        changes. A buffer of integer actions also loads float actions (as older versions saved discrete
+        actions) that are whole numbers its dtype holds."""
         mine = self._layout()
         expected = {*mine, "pos", "size", "data", "rng"}
         if not isinstance(state, Mapping) or set(state) != expected:

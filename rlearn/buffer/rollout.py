@@ -14,19 +14,11 @@ from rlearn.arrays import to_numpy
 ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
 
-def rollout_to_tensors(
-    rollout: Any, device: Union[str, torch.device] = "cpu"
-) -> Dict[str, torch.Tensor]:
-    """Convert a rollout to a dict of tensors shaped ``[T, N, ...]`` on ``device``.
+def rollout_to_tensors(rollout: Any, device: Union[str, torch.device] = "cpu") -> Dict[str, torch.Tensor]:
+    """Every key of a rollout as a tensor shaped ``[T, N, ...]`` on ``device``: float32, integer arrays as int64.
 
-    Args:
-        rollout: a :class:`~rlearn.collect.CollectResult` (anything with a ``transitions`` dict) or that dict: :data:`ROLLOUT_KEYS` plus any
-            extra per-step keys (``log_prob``, ``value``...), all with the same leading ``[T, N]``.
-        device: where the tensors go.
-
-    Returns:
-        Every key of the rollout. Floating-point and boolean arrays become float32 tensors, integer
-        arrays (discrete actions, integer observations) int64 tensors.
+    ``rollout`` is a :class:`~rlearn.collect.CollectResult` or its ``transitions`` dict: :data:`ROLLOUT_KEYS`
+    plus any extra per-step keys (``log_prob``, ``value``...), all with the same leading ``[T, N]``.
     """
     transitions = rollout if isinstance(rollout, Mapping) else getattr(rollout, "transitions", rollout)
     if not isinstance(transitions, Mapping):
