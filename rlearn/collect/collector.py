@@ -31,15 +31,12 @@ class CollectResult:
 
     Attributes:
         transitions: ``obs``, ``action``, every extra key ``_forward_collect`` returned (``env_action``
-            excepted), ``reward``, ``next_obs``, ``terminated``, ``truncated``; each an array
-            ``[n_steps, num_envs, ...]``. ``reward``, ``terminated`` and ``truncated`` are float32 (0/1
-            flags); observations are float32, or the space's integer dtype for integer observations.
-        episodes: one dict ``{episode_return, episode_length, env_index}`` per episode that ended during
-            this call, in the order they ended (by step, then by environment index). Returns and lengths
-            count the whole episode, including steps gathered by earlier calls.
+            excepted), ``reward``, ``next_obs``, ``terminated``, ``truncated`` (float32 0/1 flags); each an
+            array ``[n_steps, num_envs, ...]``, observations float32 or the space's integer dtype.
+        episodes: ``{episode_return, episode_length, env_index}`` of every episode that ended during this
+            call, in the order they ended; returns and lengths count the whole episode.
         envstep: the collector's env-step counter after this call.
-        metrics: the policy's collect-side metrics: key -> the values reported during this call (Python
-            numbers, in step order; a key that no step reported is absent).
+        metrics: the collect-side metrics: key -> the values reported during this call, in step order.
     """
 
     transitions: Dict[str, np.ndarray]
@@ -67,12 +64,11 @@ class Collector:
             :class:`policies.Policy`). The returned dict holds ``action [N, ...]`` (stored), optionally
             ``env_action`` (sent to the environment instead of ``action``, not stored) and any extra
             per-step arrays (``log_prob``, ``value``...), which are stored under their own key.
-        seed: the first reset uses ``env.reset(seed=seed)`` (sub-environment ``i`` gets ``seed + i``);
-            later full resets (after :meth:`load_state_dict`) use :func:`~rlearn.env.vector_env.derive_seed`.
-            ``None`` resets without a seed (sub-environments seeded by ``make_vector_env`` stay reproducible).
+        seed: the first reset uses ``env.reset(seed=seed)``, later full resets (after :meth:`load_state_dict`)
+            :func:`~rlearn.env.vector_env.derive_seed`; ``None`` resets without a seed.
 
-    The current observation is kept between calls, so consecutive ``collect`` calls continue the same
-    episodes. ``envstep`` counts environment steps summed over the sub-environments.
+    Consecutive ``collect`` calls continue the same episodes. ``envstep`` counts environment steps summed
+    over the sub-environments.
     """
 
     def __init__(self, env: Any, policy: Any, seed: Optional[int] = None) -> None:
@@ -111,10 +107,8 @@ class Collector:
 
     # ---------------------------------------------------------------------------------------- reset
     def reset(self) -> np.ndarray:
-        """Reset every sub-environment (fresh episodes) and return the first observation batch.
-
-        Called by the first :meth:`collect`; partially played episodes are dropped, not reported.
-        """
+        """Reset every sub-environment and return the first observation batch; partially played episodes
+        are dropped, not reported (the first :meth:`collect` calls it)."""
         obs, _ = self.env.reset(seed=derive_seed(self.seed, self._resets))
         self._resets += 1
         self._obs = np.array(self._checked_obs(obs, "reset"), dtype=self.obs_dtype)
@@ -135,20 +129,16 @@ class Collector:
             return self._collect(n_steps)
 
     def _collect(self, n_steps: int) -> CollectResult:
-        """The collection loop. Every column is written in place into an array allocated for the whole call
-        (``obs`` and ``next_obs`` share one array of ``n_steps + 1`` observations; the final observations of
-        ended episodes are patched into ``next_obs`` at the end), so a step costs no per-step array beyond
-        the environment's and the policy's own."""
+        """The collection loop: every column is written in place into an array allocated for the whole call,
+        so a step costs no array beyond the environment's and the policy's own."""
         if self._obs is None:
             self.reset()
         num_envs = self.num_envs
-        # observations[t] is the observation of step t, observations[t + 1] the environment's next one (the
-        # reset observation where an episode ended)
+        # observations[t + 1] is the environment's next observation (the reset one where an episode ended: the
+        # final observations are patched into next_obs at the end)
         observations = np.empty((n_steps + 1, num_envs, *self.obs_shape), dtype=self.obs_dtype)
         observations[0] = self._obs
-        reward = np.empty((n_steps, num_envs), dtype=np.float32)
-        terminated = np.empty((n_steps, num_envs), dtype=np.float32)
-        truncated = np.empty((n_steps, num_envs), dtype=np.float32)
+        reward, terminated, truncated = (np.empty((n_steps, num_envs), dtype=np.float32) for _ in range(3))
         stored: Dict[str, np.ndarray] = {}  # action and the extra keys of _forward_collect, [n_steps, ...]
         layout: Optional[Dict[str, tuple]] = None
         finals: List[tuple] = []  # (step, env index, final observation) of every ended episode
@@ -273,10 +263,8 @@ class Collector:
             self._episode_count += 1
 
     def _policy_output(self, obs: np.ndarray, metrics: Dict[str, List[Any]]) -> Dict[str, np.ndarray]:
-        """Call ``_forward_collect`` and check what it returned; errors name the policy and the key.
-
-        Collect-side metrics are appended to ``metrics`` (key -> values) and left out of the result. The
-        arrays returned may be the policy's own (the caller copies what it keeps)."""
+        """``_forward_collect``'s checked arrays (maybe the policy's own: the caller copies what it keeps);
+        collect-side metrics go to ``metrics`` instead. Errors name the policy and the key."""
         out = self.policy._forward_collect(obs, self._envstep)
         if type(out) is not dict and not isinstance(out, Mapping):  # the dict test first: it is cheaper
             raise TypeError(f"{self._policy_name}._forward_collect must return a dict with an 'action' entry, "
@@ -338,13 +326,9 @@ class Collector:
 
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:
-        """Counters a resumed run continues: ``envstep``, ``episode_count`` and ``resets``.
-
-        The environments' internal state is not saved: after :meth:`load_state_dict` the next
-        :meth:`collect` resets every sub-environment, so a resumed run starts fresh episodes (with a
-        new derived seed, not a replay of the first reset) and the episodes unfinished at save time are
-        not reported.
-        """
+        """Counters a resumed run continues: ``envstep``, ``episode_count`` and ``resets``. The environments
+        are not saved: after :meth:`load_state_dict` the next :meth:`collect` starts fresh episodes (with a
+        new derived seed), and those unfinished at save time are not reported."""
         return {"envstep": self._envstep, "episode_count": self._episode_count, "resets": self._resets}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -24,11 +24,9 @@ class Evaluator:
         env: a gymnasium vector env in ``AutoresetMode.SAME_STEP``, used only for evaluation.
         policy: any object with ``_forward_eval(obs [N, ...]) -> actions [N, ...]``.
         n_episodes: episodes per evaluation (>= 1).
-        seed: evaluation ``k`` (0, 1, 2...) starts with ``env.reset(seed=derive_seed(seed, k))``: the first
-            uses ``seed`` itself, later ones distinct reproducible seeds, so two evaluators built alike give
-            identical results call for call. ``None``: unseeded resets.
-        max_steps: optional safety cap on vector steps per evaluation; reaching it raises ``RuntimeError``
-            (for environments without a time limit).
+        seed: evaluation ``k`` starts with ``env.reset(seed=derive_seed(seed, k))``, so evaluators built alike
+            give identical results call for call; ``None``: unseeded resets.
+        max_steps: optional cap on vector steps per evaluation; reaching it raises ``RuntimeError``.
     """
 
     def __init__(self, env: Any, policy: Any, n_episodes: int, seed: Optional[int] = None,
@@ -64,13 +62,8 @@ class Evaluator:
         return self._evaluations
 
     def evaluate(self) -> Dict[str, float]:
-        """Play ``n_episodes`` episodes and summarise them.
-
-        Returns:
-            ``episode_return_mean``, ``episode_return_std`` (population, ``ddof=0``),
-            ``episode_return_min``, ``episode_return_max``, ``episode_length_mean`` and ``episodes``
-            (= ``n_episodes``), all Python numbers.
-        """
+        """Play ``n_episodes`` episodes; returns ``episode_return_mean``, ``episode_return_std`` (``ddof=0``),
+        ``episode_return_min``, ``episode_return_max``, ``episode_length_mean`` and ``episodes`` (Python numbers)."""
         name = type(self.policy).__name__
         quotas = self.quotas
         done: List[List[Dict[str, Any]]] = [[] for _ in range(self.num_envs)]

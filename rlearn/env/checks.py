@@ -41,14 +41,9 @@ def _surely_finite(values: Any) -> bool:
 
 
 class FiniteCheck(VectorWrapper):
-    """Raise :class:`EnvironmentFault` when ``env`` returns a NaN or infinite observation (from ``reset``,
-    ``step`` or a final observation) or reward; the message names the environment id, the sub-environment,
-    the call and the values.
-
-    Args:
-        env: a gymnasium vector env.
-        name: how to name the environment in errors (its id).
-    """
+    """Raise :class:`EnvironmentFault` when the vector env ``env`` returns a NaN or infinite observation
+    (from ``reset``, ``step`` or a final observation) or reward, naming the environment (``name``), the
+    sub-environment, the call and the values."""
 
     def __init__(self, env: VectorEnv, name: str) -> None:
         super().__init__(env)
@@ -92,14 +87,9 @@ class FiniteCheck(VectorWrapper):
 
 
 class ObservationShapeCheck(gym.Wrapper):
-    """Raise :class:`EnvironmentFault` when one environment returns an observation (from ``reset`` or
-    ``step``) whose shape is not its ``observation_space.shape``, naming the environment and both shapes.
-    Spaces without a shape (``Dict``, ``Tuple``) are not checked.
-
-    Args:
-        env: one gymnasium environment (a sub-environment of a vector env).
-        name: how to name the environment in errors (its id).
-    """
+    """Raise :class:`EnvironmentFault` when the environment ``env`` returns an observation (from ``reset``
+    or ``step``) whose shape is not its ``observation_space.shape``, naming the environment (``name``) and
+    both shapes. Spaces without a shape (``Dict``, ``Tuple``) are not checked."""
 
     def __init__(self, env: gym.Env, name: str) -> None:
         super().__init__(env)

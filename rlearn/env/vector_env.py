@@ -28,14 +28,8 @@ EnvId = Union[str, EnvSpec, EnvFactory]
 DEFAULT_ASYNC_CONTEXT = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
-def register_env(
-    env_id: str,
-    entry_point: Union[str, EnvFactory],
-    *,
-    max_episode_steps: Optional[int] = None,
-    kwargs: Optional[Mapping[str, Any]] = None,
-    override: bool = False,
-) -> None:
+def register_env(env_id: str, entry_point: Union[str, EnvFactory], *, max_episode_steps: Optional[int] = None,
+                 kwargs: Optional[Mapping[str, Any]] = None, override: bool = False) -> None:
     """Register a custom environment with gymnasium so it can be named by ``env_id`` in a config.
 
     Args:
@@ -43,8 +37,7 @@ def register_env(
         entry_point: the environment class or factory, or an import string ``"package.module:Class"``.
         max_episode_steps: wrap the environment in ``TimeLimit`` (episodes are *truncated* at this length).
         kwargs: default keyword arguments for the constructor.
-        override: replace an existing registration; without it, registering a taken id is an error
-            (gymnasium would only warn and silently replace it).
+        override: replace an existing registration; without it a taken id is an error (gymnasium would warn).
     """
     if not isinstance(env_id, str) or not env_id:
         raise TypeError(f"register_env: env_id must be a non-empty str, got {env_id!r}")
@@ -92,15 +85,10 @@ def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], s
     return instance
 
 
-def make_env_fn(
-    env_id: EnvId, seed: Optional[int] = None, env_kwargs: Optional[Mapping[str, Any]] = None
-) -> Callable[[], gym.Env]:
-    """A zero-argument callable that builds (and, given ``seed``, seeds) one environment.
-
-    ``env_id`` is a registered id, an :class:`EnvSpec` or a callable ``factory(**env_kwargs) -> gym.Env``.
-    An id is resolved here, in the calling process, so an unknown id fails before any worker starts.
-    The returned callable is picklable (for worker processes) whenever ``env_id`` is.
-    """
+def make_env_fn(env_id: EnvId, seed: Optional[int] = None,
+                env_kwargs: Optional[Mapping[str, Any]] = None) -> Callable[[], gym.Env]:
+    """A zero-argument callable (picklable when ``env_id`` is) that builds, and given ``seed`` seeds, one
+    environment; an id is resolved here, so an unknown one fails before any worker starts."""
     if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
         raise TypeError(f"env_kwargs must be a mapping, got {type(env_kwargs).__name__}")
     if isinstance(env_id, str):
@@ -112,30 +100,21 @@ def make_env_fn(
     return functools.partial(_build_env, target, dict(env_kwargs or {}), seed)
 
 
-def make_vector_env(
-    env_id: EnvId,
-    num_envs: int,
-    seed: Optional[int] = None,
-    asynchronous: bool = False,
-    env_kwargs: Optional[Mapping[str, Any]] = None,
-    context: Optional[str] = None,
-    copy: bool = True,
-) -> VectorEnv:
+def make_vector_env(env_id: EnvId, num_envs: int, seed: Optional[int] = None, asynchronous: bool = False,
+                    env_kwargs: Optional[Mapping[str, Any]] = None, context: Optional[str] = None,
+                    copy: bool = True) -> VectorEnv:
     """Build ``num_envs`` copies of an environment as one gymnasium vector environment.
 
     Args:
         env_id: a registered gymnasium id, an ``EnvSpec``, or a callable ``factory(**env_kwargs) -> gym.Env``.
         num_envs: number of sub-environments (>= 1).
-        seed: sub-environment ``i`` is seeded with ``seed + i`` (its reset generator, action space and
-            observation space), and the batched action space with ``seed``. ``None`` leaves them unseeded.
-        asynchronous: one worker process per sub-environment (``AsyncVectorEnv``) instead of stepping them
-            in turn in this process (``SyncVectorEnv``).
+        seed: sub-environment ``i`` is seeded with ``seed + i`` (reset generator and spaces), the batched
+            action space with ``seed``; ``None`` leaves them unseeded.
+        asynchronous: one worker process per sub-environment (``AsyncVectorEnv``) instead of ``SyncVectorEnv``.
         env_kwargs: keyword arguments for every sub-environment's constructor.
         context: multiprocessing start method for asynchronous envs (default :data:`DEFAULT_ASYNC_CONTEXT`).
-        copy: ``reset`` and ``step`` return a copy of the vector env's observation batch (gymnasium's
-            default). ``False`` returns the batch itself, which the next call overwrites: for a consumer that
-            copies what it keeps, such as :class:`~rlearn.collect.Collector` (the run's training env), it
-            saves a copy per step.
+        copy: ``reset`` and ``step`` return a copy of the observation batch; ``False`` returns the batch
+            itself, which the next call overwrites (saves a copy per step for a :class:`~rlearn.collect.Collector`).
 
     Returns:
         A vector environment in ``AutoresetMode.SAME_STEP``. Close it with ``env.close()``.
