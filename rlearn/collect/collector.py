@@ -337,9 +337,7 @@ class Collector:
         self._envstep = values["envstep"]
         self._episode_count = values["episode_count"]
         self._resets = values["resets"]
-        self._obs = None  # the next collect starts fresh episodes
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
+        self._obs = None  # the next collect resets: fresh episodes
 
 
 def load_counters(state: Any, owner: str, keys: Sequence[str]) -> Dict[str, int]:

@@ -101,14 +101,9 @@ class Evaluator:
         self.episodes = [episode for per_env in done for episode in per_env]
         ret = np.array([e["episode_return"] for e in self.episodes], dtype=np.float64)
         length = np.array([e["episode_length"] for e in self.episodes], dtype=np.float64)
-        return {
-            "episode_return_mean": float(ret.mean()),
-            "episode_return_std": float(ret.std()),
-            "episode_return_min": float(ret.min()),
-            "episode_return_max": float(ret.max()),
-            "episode_length_mean": float(length.mean()),
-            "episodes": len(self.episodes),
-        }
+        return {"episode_return_mean": float(ret.mean()), "episode_return_std": float(ret.std()),
+                "episode_return_min": float(ret.min()), "episode_return_max": float(ret.max()),
+                "episode_length_mean": float(length.mean()), "episodes": len(self.episodes)}
 
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:

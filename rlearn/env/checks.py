@@ -5,7 +5,7 @@ shape is not its ``observation_space``'s, which gymnasium's batching reports wit
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import gymnasium as gym
@@ -16,17 +16,6 @@ __all__ = ["FiniteCheck", "EnvironmentFault", "ObservationShapeCheck"]
 
 class EnvironmentFault(RuntimeError):
     """The environment returned something no policy can use (a NaN or infinite observation or reward)."""
-
-
-def _first_bad_env(values: np.ndarray) -> Optional[int]:
-    """Index (along the first axis) of the first sub-environment with a non-finite value, or None."""
-    if values.dtype.kind not in "fc":
-        return None
-    finite = np.isfinite(values)
-    if finite.all():
-        return None
-    per_env = finite.reshape(len(values), -1).all(axis=1) if values.ndim > 1 else finite
-    return int(np.flatnonzero(~per_env)[0])
 
 
 def _surely_finite(values: Any) -> bool:
@@ -73,11 +62,12 @@ class FiniteCheck(VectorWrapper):
 
     def _check(self, values: Any, what: str, where: str, offset: int = 0) -> None:
         array = np.asarray(values)
-        if array.ndim == 0:
+        if array.ndim == 0 or array.dtype.kind not in "fc":
             return
-        bad = _first_bad_env(array)
-        if bad is None:
+        finite = np.isfinite(array)
+        if finite.all():
             return
+        bad = int(np.flatnonzero(~finite.reshape(len(array), -1).all(axis=1))[0])  # the first sub-environment
         shown = np.array2string(array[bad], threshold=8, precision=4)
         raise EnvironmentFault(
             f"environment {self.name!r} returned a non-finite {what} in sub-environment {bad + offset} at its "
