@@ -1,9 +1,5 @@
 """``TickMonitor``: the one store of monitored numbers, a sliding window of ticks per key (docs/monitoring.md).
-
-A key's window is a :class:`~rlearn.monitor.window.KeyWindow`; what :meth:`TickMonitor.keep` adds (other
-windows, the last ``n`` values, since-start aggregates) lives beside it in ``window.py``; the state dict
-is read back by ``state.py``.
-"""
+The windows live in ``window.py``, the state dict is read back by ``state.py``."""
 
 from __future__ import annotations
 

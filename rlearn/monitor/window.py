@@ -2,10 +2,9 @@
 ``n`` values (:class:`LastN`) and aggregates since the start (:class:`SinceStart`), gathered in
 :class:`Tracked`; and a window's mergeable aggregate (:class:`WindowStat`).
 
-A :class:`KeyWindow` holds an *open* block (every value recorded before ``end = start + size``, with running
-aggregates) and the previous, *closed* block, whose share of a window is read from suffix aggregates at
-the index a binary search finds: recording is two list appends, a query O(log size), and nothing is
-subtracted, so sums do not drift (docs/monitoring.md explains why it is cheap).
+A :class:`KeyWindow` holds an *open* block (values before ``end = start + size``, running aggregates) and
+the previous, *closed* one, read from suffix aggregates: recording is two list appends, a query O(log size),
+and nothing is subtracted, so sums do not drift (docs/monitoring.md).
 """
 
 from __future__ import annotations
