@@ -83,7 +83,7 @@ class Collector:
         self.obs_dtype = observation_dtype(env.single_observation_space, "Collector")
         self.obs_shape = tuple(env.single_observation_space.shape)
         self._obs_batch_shape = (self.num_envs, *self.obs_shape)
-        self._policy_name = type(policy).__name__
+        self._source = f"{type(policy).__name__}._forward_collect"  # what errors about its output name
         declared = getattr(policy, "monitor_vars_collect", None)
         #: keys of ``_forward_collect``'s output that are collect-side metrics, not transition data
         self.metric_keys = frozenset(declared() if callable(declared) else ())
@@ -211,8 +211,8 @@ class Collector:
 
                 method = getattr(type(self.policy), "_forward_collect", None)
                 raise ValueError(
-                    f"{self._policy_name}._forward_collect ({defined_at(method)}) returned {key} {action!r} for "
-                    f"environment {i}, outside its action space {space} (the step raised {type(exc).__name__}: {exc})"
+                    f"{self._source} ({defined_at(method)}) returned {key} {action!r} for environment {i}, outside "
+                    f"its action space {space} (the step raised {type(exc).__name__}: {exc})"
                 ) from exc
 
     def _checked_obs(self, obs: Any, where: str) -> np.ndarray:
@@ -267,13 +267,12 @@ class Collector:
         collect-side metrics go to ``metrics`` instead. Errors name the policy and the key."""
         out = self.policy._forward_collect(obs, self._envstep)
         if type(out) is not dict and not isinstance(out, Mapping):  # the dict test first: it is cheaper
-            raise TypeError(f"{self._policy_name}._forward_collect must return a dict with an 'action' entry, "
-                            f"got {type(out).__name__}")
+            raise TypeError(f"{self._source} must return a dict with an 'action' entry, got {type(out).__name__}")
         if "action" not in out:
-            raise ValueError(f"{self._policy_name}._forward_collect returned no 'action' (keys: {sorted(map(str, out))})")
+            raise ValueError(f"{self._source} returned no 'action' (keys: {sorted(map(str, out))})")
         if not _RESERVED.isdisjoint(out):
-            raise ValueError(f"{self._policy_name}._forward_collect returned reserved key(s) "
-                             f"{sorted(_RESERVED.intersection(out))}; the collector writes those itself")
+            raise ValueError(f"{self._source} returned reserved key(s) {sorted(_RESERVED.intersection(out))}; the "
+                             "collector writes those itself")
         arrays: Dict[str, np.ndarray] = {}
         for key, value in out.items():
             cls = type(value)
@@ -288,41 +287,32 @@ class Collector:
 
     def _checked_array(self, key: Any, value: Any, metrics: Dict[str, List[Any]]) -> Any:
         """``value`` as a checked numpy array, or None after appending a collect-side metric to ``metrics``."""
-        name = f"{self._policy_name}._forward_collect"
         if not isinstance(key, str):
-            raise TypeError(f"{name} returned a non-string key {key!r}")
+            raise TypeError(f"{self._source} returned a non-string key {key!r}")
         array = value if type(value) is np.ndarray else to_numpy(value, copy=False)
         if array.dtype == object:
-            raise TypeError(f"{name} returned {key!r} as an object array; return numbers")
+            raise TypeError(f"{self._source} returned {key!r} as an object array; return numbers")
         if key in self.metric_keys or (array.ndim == 0 and key not in _ACTION_KEYS):
             if array.size != 1 or array.dtype.kind not in "biuf":
-                raise ValueError(
-                    f"{name} returned the collect-side metric {key!r} as {array.dtype} of shape {array.shape}; "
-                    "a metric is one number per step (declared in _monitor_vars_collect)"
-                )
+                raise ValueError(f"{self._source} returned the collect-side metric {key!r} as {array.dtype} of shape "
+                                 f"{array.shape}; a metric is one number per step (declared in _monitor_vars_collect)")
             metrics.setdefault(key, []).append(array.reshape(()).item())
             return None
         if array.ndim == 0 or array.shape[0] != self.num_envs:
-            raise ValueError(
-                f"{name} returned {key!r} with shape {array.shape}; expected a leading dimension of "
-                f"num_envs={self.num_envs}"
-            )
+            raise ValueError(f"{self._source} returned {key!r} with shape {array.shape}; expected a leading dimension "
+                             f"of num_envs={self.num_envs}")
         if array.dtype.kind == "f" and key in _ACTION_KEYS and not np.isfinite(array).all():
-            raise ValueError(f"{name} returned a non-finite {key!r}: {array.tolist()}")
+            raise ValueError(f"{self._source} returned a non-finite {key!r}: {array.tolist()}")
         return array
 
     def _check_layout(self, layout: Mapping[str, tuple], out: Mapping[str, np.ndarray]) -> None:
         if set(out) != set(layout):
-            raise ValueError(
-                f"{self._policy_name}._forward_collect returned keys {sorted(out)} but {sorted(layout)} "
-                f"earlier in the same collect call; the keys must not change between steps"
-            )
+            raise ValueError(f"{self._source} returned keys {sorted(out)} but {sorted(layout)} earlier in the same "
+                             "collect call; the keys must not change between steps")
         for key, shape in layout.items():
             if out[key].shape != shape:
-                raise ValueError(
-                    f"{self._policy_name}._forward_collect returned {key!r} with shape {out[key].shape}, "
-                    f"{shape} earlier in the same collect call"
-                )
+                raise ValueError(f"{self._source} returned {key!r} with shape {out[key].shape}, {shape} earlier in "
+                                 "the same collect call")
 
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:
