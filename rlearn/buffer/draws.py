@@ -37,8 +37,7 @@ class Batches:
         if k == 0:
             return self._start
         halves = int(self._halves_after[k - 1]) - int(self._start["has_uint32"])
-        bit_generator = getattr(np.random, self._start["bit_generator"])()
-        bit_generator.state = self._start
+        bit_generator = generator_in(self._start).bit_generator
         state = bit_generator.state
         if halves > 0:
             draws = (halves + 1) // 2
@@ -62,8 +61,7 @@ def draw_batches(generator: np.random.Generator, size: int, batch_size: int, n_b
     values = generator.integers(0, size, size=n_batches * batch_size).reshape(n_batches, batch_size)
     end = bit_generator.state
     # the raw draws the call consumed, from a copy of the stream: how many it took follows from the states
-    probe = getattr(np.random, start["bit_generator"])()
-    probe.state = start
+    probe = generator_in(start).bit_generator
     raw = probe.random_raw(n_batches * batch_size + 2)
     while True:
         halves = np.empty(2 * len(raw) + 1, np.uint64)

@@ -154,7 +154,8 @@ class ReplayBuffer:
                 if array.dtype.kind in "fc":
                     bad = int(array.size - np.count_nonzero(np.isfinite(array)))
                     if bad:
-                        raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was added")
+                        raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was "
+                                         "added")
         flags = arrays["terminated"]
         if not (flags * flags == flags).all():  # x * x == x: exactly 0 and 1 among finite numbers
             raise ValueError("ReplayBuffer.add: 'terminated' must hold 0/1 flags")
@@ -282,12 +283,9 @@ class ReplayBuffer:
         float_actions = self._float_actions_into_ints(state)
         for key, value in mine.items():
             theirs = list(state[key]) if key.endswith("shape") else state[key]
-            if key == "action_dtype" and float_actions:
-                continue
-            if theirs != value:
-                raise ValueError(
-                    f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has {value!r}"
-                )
+            if theirs != value and not (key == "action_dtype" and float_actions):
+                raise ValueError(f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has "
+                                 f"{value!r}")
         size, pos = state["size"], state["pos"]
         for name, value, high in (("size", size, self.capacity), ("pos", pos, self.capacity - 1)):
             if not is_int(value) or not 0 <= value <= high:
@@ -304,10 +302,8 @@ class ReplayBuffer:
                 array = self._integral_actions(array)
             want = (int(size), *self._item_shapes[key])
             if array.shape != want or array.dtype != self._storage[key].dtype:
-                raise ValueError(
-                    f"ReplayBuffer.load_state_dict: data[{key!r}] is {array.dtype}{list(array.shape)}, "
-                    f"expected {self._storage[key].dtype}{list(want)}"
-                )
+                raise ValueError(f"ReplayBuffer.load_state_dict: data[{key!r}] is {array.dtype}{list(array.shape)}, "
+                                 f"expected {self._storage[key].dtype}{list(want)}")
             arrays[key] = array
         rng = np.random.default_rng()
         try:
