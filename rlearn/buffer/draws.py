@@ -106,11 +106,8 @@ def _self_check() -> bool:
                         expected.append(reference.integers(0, size, size=batch_size))
                         states.append(reference.bit_generator.state)
                     batches = draw_batches(mine, size, batch_size, 5)
-                    if not np.array_equal(batches.values, np.stack(expected)):
-                        return False
-                    if any(batches.state_after(k + 1) != states[k] for k in range(5)):
-                        return False
-                    if mine.bit_generator.state != states[-1]:
+                    if (not np.array_equal(batches.values, np.stack(expected)) or mine.bit_generator.state != states[-1]
+                            or any(batches.state_after(k + 1) != states[k] for k in range(5))):
                         return False
     except Exception:  # noqa: BLE001 - any difference in numpy's behaviour: sample batch by batch
         return False

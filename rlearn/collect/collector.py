@@ -119,10 +119,9 @@ class Collector:
     # -------------------------------------------------------------------------------------- collect
     def collect(self, n_steps: int) -> CollectResult:
         """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
-        if type(n_steps) is not int or n_steps < 1:  # the common case first
-            if not is_int(n_steps) or n_steps < 1:
-                raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
-            n_steps = int(n_steps)
+        if not is_int(n_steps) or n_steps < 1:
+            raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
+        n_steps = int(n_steps)
         if get_tracer() is None:
             return self._collect(n_steps)
         with span("collector/collect", lane="collector", steps=n_steps):

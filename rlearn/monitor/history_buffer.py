@@ -1,9 +1,8 @@
 """``HistoryBuffer``: MMEngine's history of one scalar, O(1) amortised ``update`` and O(1) windowed ``mean``.
 
-The retained updates are the slice ``[_a, _b)`` of flat arrays (``_log_history``/``_count_history`` are
-views) beside double-double prefix sums of the finite values and their counts, re-based to 0 whenever the
-slice moves to the front (every ``max_length / 8`` updates). Storage, costs and the error bound of ``mean``
-(within ``2**-103 * n * S`` of the exact windowed sum): docs/logging.md, section HistoryBuffer.
+The retained updates are the slice ``[_a, _b)`` of flat arrays beside double-double prefix sums of the
+finite values and their counts, re-based to 0 whenever the slice moves to the front (docs/logging.md,
+section HistoryBuffer: storage, costs and the error bound of ``mean``).
 """
 
 from __future__ import annotations
