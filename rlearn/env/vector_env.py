@@ -70,13 +70,12 @@ def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], s
     from rlearn.env.checks import ObservationShapeCheck
 
     if isinstance(env, EnvSpec):
-        instance = ObservationShapeCheck(gym.make(env, **env_kwargs), env.id)
+        instance, name = gym.make(env, **env_kwargs), env.id
     else:
-        name = getattr(env, "__qualname__", repr(env))
-        instance = env(**env_kwargs)
+        instance, name = env(**env_kwargs), getattr(env, "__qualname__", repr(env))
         if not isinstance(instance, gym.Env):
             raise TypeError(f"environment factory {name} returned {type(instance).__name__}, not a gymnasium.Env")
-        instance = ObservationShapeCheck(instance, name)
+    instance = ObservationShapeCheck(instance, name)
     if seed is not None:
         # Seeds the environment's own generator once; later resets without a seed continue from it.
         instance.reset(seed=seed)
@@ -103,7 +102,8 @@ def make_env_fn(env_id: EnvId, seed: Optional[int] = None,
 def make_vector_env(env_id: EnvId, num_envs: int, seed: Optional[int] = None, asynchronous: bool = False,
                     env_kwargs: Optional[Mapping[str, Any]] = None, context: Optional[str] = None,
                     copy: bool = True) -> VectorEnv:
-    """Build ``num_envs`` copies of an environment as one gymnasium vector environment.
+    """Build ``num_envs`` copies of an environment as one vector environment in ``AutoresetMode.SAME_STEP``
+    (close it with ``env.close()``).
 
     Args:
         env_id: a registered gymnasium id, an ``EnvSpec``, or a callable ``factory(**env_kwargs) -> gym.Env``.
@@ -115,9 +115,6 @@ def make_vector_env(env_id: EnvId, num_envs: int, seed: Optional[int] = None, as
         context: multiprocessing start method for asynchronous envs (default :data:`DEFAULT_ASYNC_CONTEXT`).
         copy: ``reset`` and ``step`` return a copy of the observation batch; ``False`` returns the batch
             itself, which the next call overwrites (saves a copy per step for a :class:`~rlearn.collect.Collector`).
-
-    Returns:
-        A vector environment in ``AutoresetMode.SAME_STEP``. Close it with ``env.close()``.
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")

@@ -42,16 +42,15 @@ class TickMonitor:
     def __init__(self, window_size: int = 20, window_sizes: Optional[Mapping[str, int]] = None) -> None:
         self._default_size = positive_int("TickMonitor window_size", window_size)
         self._sizes: Dict[str, int] = {}
-        if window_sizes is not None:
-            if not isinstance(window_sizes, Mapping):
-                raise TypeError(f"TickMonitor window_sizes must be a mapping key -> int, got {window_sizes!r}")
-            for key, size in window_sizes.items():
-                check_key(key)
-                self._sizes[key] = positive_int(f"TickMonitor window size of {key!r}", size)
         self._windows: Dict[str, KeyWindow] = {}
         self._last: Dict[str, Optional[float]] = {}
         self._tracked: Dict[str, Tracked] = {}
         self._tick = 0
+        if window_sizes is not None:
+            if not isinstance(window_sizes, Mapping):
+                raise TypeError(f"TickMonitor window_sizes must be a mapping key -> int, got {window_sizes!r}")
+            for key, size in window_sizes.items():
+                self.set_window_size(key, size)
 
     @property
     def tick_count(self) -> int:
@@ -95,9 +94,8 @@ class TickMonitor:
             resized.total_bad = window.total_bad
             self._windows[key] = resized
 
-    def keep(
-        self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None, since_start: bool = False
-    ) -> None:
+    def keep(self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None,
+             since_start: bool = False) -> None:
         """Make ``key`` keep, from now on, another tick ``window``, its ``last_n`` values or aggregates
         ``since_start`` (idempotent; saved by :meth:`state_dict`)."""
         check_key(key)
