@@ -24,9 +24,8 @@ def _surely_finite(values: Any) -> bool:
     can overflow)."""
     if type(values) is not np.ndarray:
         return False
-    if values.dtype.kind not in "fc":
-        return True
-    return math.isfinite(values.sum(dtype=np.float64)) if values.dtype.kind == "f" else False
+    kind = values.dtype.kind
+    return kind not in "fc" or (kind == "f" and math.isfinite(values.sum(dtype=np.float64)))
 
 
 class FiniteCheck(VectorWrapper):

@@ -247,8 +247,7 @@ class HistoryBuffer:
 
     def current(self) -> float:
         """The most recent value, as recorded (NaN included)."""
-        if self._b == self._a:
-            raise ValueError("HistoryBuffer is empty: update it before asking for a statistic")
+        self._window(None)  # raises if empty
         return self._v.item(self._b - 1)
 
     def mean(self, window_size: Optional[int] = None) -> float:
