@@ -94,7 +94,6 @@ class Collector:
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
 
-    # ------------------------------------------------------------------------------------- counters
     @property
     def envstep(self) -> int:
         """Environment steps collected so far, summed over sub-environments."""
@@ -105,7 +104,6 @@ class Collector:
         """Episodes that ended so far."""
         return self._episode_count
 
-    # ---------------------------------------------------------------------------------------- reset
     def reset(self) -> np.ndarray:
         """Reset every sub-environment and return the first observation batch; partially played episodes
         are dropped, not reported (the first :meth:`collect` calls it)."""
@@ -180,8 +178,7 @@ class Collector:
                     self._end_episodes(t, ended, info, finals, episodes)
                 self._envstep += num_envs
         except BaseException:
-            # an error mid-call (a bad policy output, an environment fault): keep the observation of the step
-            # that failed, as the counters do
+            # an error mid-call: keep the observation of the step that failed, as the counters do
             self._obs = observations[t].copy()
             raise
 

@@ -105,7 +105,6 @@ class Evaluator:
                 "episode_return_min": float(ret.min()), "episode_return_max": float(ret.max()),
                 "episode_length_mean": float(length.mean()), "episodes": len(self.episodes)}
 
-    # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:
         """The evaluation counter, so a resumed run continues the sequence of evaluation seeds."""
         return {"evaluations": self._evaluations}

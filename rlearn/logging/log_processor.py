@@ -66,8 +66,7 @@ class LogProcessor:
                                           "(use by_epoch=False and window_size in iterations)")
         self.window_size = window_size
         self.by_epoch = False
-        if custom_cfg is None:
-            custom_cfg = []
+        custom_cfg = [] if custom_cfg is None else custom_cfg
         if isinstance(custom_cfg, (Mapping, str)) or not isinstance(custom_cfg, Sequence):
             raise LogProcessorConfigError(f"custom_cfg must be a list of dicts; got {type(custom_cfg).__name__}")
         self.custom_cfg: List[Dict[str, Any]] = []

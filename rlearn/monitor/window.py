@@ -183,11 +183,10 @@ class KeyWindow:
         last = vals[kept - 1] if kept else (self.c_vals[-1] if first < len(self.c_vals) else None)
         return total, count, low, high, self.nonfinite(now, end), squares, last
 
-    def nonfinite(self, now: int, end: Optional[int] = None) -> int:
-        """Number of NaN/inf values in the window ending at ``end`` (default ``now``, the current tick)."""
+    def nonfinite(self, now: int, end: int) -> int:
+        """Number of NaN/inf values in the window ending at ``end`` (``now``, the current tick, or ``now - 1``)."""
         if now >= self.end:
             self.roll(now)
-        end = now if end is None else end
         bad = self.bad
         count = len(bad) if not bad or bad[-1] <= end else bisect_right(bad, end)
         c_bad = self.c_bad
