@@ -253,22 +253,17 @@ class ReplayBuffer:
         if ahead is not None and ahead.batches:  # drawn beyond what was handed out: rewind
             self._rng = draws.generator_in(ahead.drawn.state_after(ahead.chunk_taken))
 
-    def _rng_state(self) -> Dict[str, Any]:
-        """The generator's state after the batches handed out (batches drawn ahead are not counted)."""
-        ahead = self._prefetch
-        if ahead is None:
-            return self._rng.bit_generator.state
-        return ahead.drawn.state_after(ahead.chunk_taken)
-
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """The filled part of the storage (copied), the write position and the sampling generator's state."""
+        """The filled part of the storage (copied), the write position and the sampling generator's state
+        (after the batches handed out: batches drawn ahead are not counted)."""
+        ahead = self._prefetch
         return {
             **self._layout(),
             "pos": self._pos,
             "size": self._size,
             "data": {key: store[:self._size].copy() for key, store in self._storage.items()},
-            "rng": self._rng_state(),
+            "rng": self._rng.bit_generator.state if ahead is None else ahead.drawn.state_after(ahead.chunk_taken),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
