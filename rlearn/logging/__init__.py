@@ -7,14 +7,5 @@ from rlearn.logging.logger import MMLogger, get_current_instance, get_instance, 
 from rlearn.logging.message_hub import MessageHub
 from rlearn.monitor.history_buffer import HistoryBuffer
 
-__all__ = [
-    "HistoryBuffer",
-    "MessageHub",
-    "LogProcessor",
-    "LogProcessorConfigError",
-    "MMLogger",
-    "get_logger",
-    "get_instance",
-    "get_current_instance",
-    "print_log",
-]
+__all__ = ["HistoryBuffer", "MessageHub", "LogProcessor", "LogProcessorConfigError", "MMLogger", "get_logger",
+           "get_instance", "get_current_instance", "print_log"]
