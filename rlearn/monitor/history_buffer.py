@@ -247,7 +247,8 @@ class HistoryBuffer:
 
     def current(self) -> float:
         """The most recent value, as recorded (NaN included)."""
-        self._window(None)  # raises if empty
+        if self._b == self._a:
+            raise ValueError("HistoryBuffer is empty: update it before asking for a statistic")
         return self._v.item(self._b - 1)
 
     def mean(self, window_size: Optional[int] = None) -> float:

@@ -213,6 +213,9 @@ class TickMonitor:
 
     def count(self, key: str, end: Optional[int] = None) -> int:
         """Number of finite values of ``key`` in its window."""
+        window = self._windows.get(key)
+        if end is None and window is not None:
+            return window.count(self._tick)
         return self._stat(key, end)[1]
 
     def nonfinite(self, key: str, end: Optional[int] = None) -> int:

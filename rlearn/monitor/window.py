@@ -147,6 +147,12 @@ class KeyWindow:
         ticks = self.ticks
         return len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
 
+    def count(self, now: int) -> int:
+        """Number of finite values in the window ending at ``now`` (the current tick)."""
+        if now >= self.end:
+            self.roll(now)
+        return len(self.vals) + len(self.c_vals) - self._first_closed(now)
+
     def _suffix_sums(self) -> List[float]:
         self.c_suf = _suffix(self.c_vals)
         return self.c_suf
