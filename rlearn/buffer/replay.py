@@ -226,8 +226,7 @@ class ReplayBuffer:
         """
         _check_int(batch_size, "ReplayBuffer.prefetch: batch_size", 1)
         _check_int(n_batches, "ReplayBuffer.prefetch: n_batches", 0)
-        if self._prefetch is not None:
-            self._drop_prefetch()
+        self._drop_prefetch()
         if (n_batches < 2 or not 2 <= self._size <= draws.MAX_SIZE
                 or not hasattr(self._rng.bit_generator, "advance") or not draws.available()):
             return

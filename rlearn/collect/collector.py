@@ -87,9 +87,7 @@ class Collector:
         declared = getattr(policy, "monitor_vars_collect", None)
         #: keys of ``_forward_collect``'s output that are collect-side metrics, not transition data
         self.metric_keys = frozenset(declared() if callable(declared) else ())
-        self._envstep = 0
-        self._episode_count = 0
-        self._resets = 0
+        self._envstep = self._episode_count = self._resets = 0
         self._obs: Optional[np.ndarray] = None
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)

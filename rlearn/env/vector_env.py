@@ -162,17 +162,13 @@ def check_seed(seed: Any, owner: str = "") -> None:
 def check_same_step_autoreset(env: Any, owner: str) -> None:
     """Raise a clear error unless ``env`` is a gymnasium vector env in ``AutoresetMode.SAME_STEP``."""
     if not isinstance(env, VectorEnv):
-        raise TypeError(
-            f"{owner} needs a gymnasium.vector.VectorEnv (build one with rlearn.env.make_vector_env), "
-            f"got {type(env).__name__}"
-        )
+        raise TypeError(f"{owner} needs a gymnasium.vector.VectorEnv (build one with rlearn.env.make_vector_env), "
+                        f"got {type(env).__name__}")
     mode = env.metadata.get("autoreset_mode")
     if mode != AutoresetMode.SAME_STEP:
-        raise ValueError(
-            f"{owner} needs a vector env with autoreset_mode=AutoresetMode.SAME_STEP (so every step is a real "
-            f"transition and the final observation is in info['final_obs']), got {mode!r}; build it with "
-            f"rlearn.env.make_vector_env"
-        )
+        raise ValueError(f"{owner} needs a vector env with autoreset_mode=AutoresetMode.SAME_STEP (so every step is "
+                         f"a real transition and the final observation is in info['final_obs']), got {mode!r}; "
+                         "build it with rlearn.env.make_vector_env")
 
 
 def observation_dtype(space: gym.Space, owner: str) -> np.dtype:
