@@ -67,24 +67,18 @@ class Evaluator:
         name = type(self.policy).__name__
         quotas = self.quotas
         done: List[List[Dict[str, Any]]] = [[] for _ in range(self.num_envs)]
-        returns = np.zeros(self.num_envs, dtype=np.float64)
-        lengths = np.zeros(self.num_envs, dtype=np.int64)
+        returns, lengths = np.zeros(self.num_envs, dtype=np.float64), np.zeros(self.num_envs, dtype=np.int64)
         obs, _ = self.env.reset(seed=derive_seed(self.seed, self._evaluations))
         self._evaluations += 1
         steps = 0
         while any(len(done[i]) < quotas[i] for i in range(self.num_envs)):
             if self.max_steps is not None and steps >= self.max_steps:
-                finished = sum(len(d) for d in done)
-                raise RuntimeError(
-                    f"Evaluator: {finished} of {self.n_episodes} episodes finished within max_steps={self.max_steps} "
-                    f"vector steps; does the environment have a time limit?"
-                )
+                raise RuntimeError(f"Evaluator: {sum(map(len, done))} of {self.n_episodes} episodes finished within "
+                                   f"max_steps={self.max_steps} vector steps; does the environment have a time limit?")
             actions = to_numpy(self.policy._forward_eval(np.asarray(obs, dtype=self.obs_dtype)), copy=False)
             if actions.ndim == 0 or actions.shape[0] != self.num_envs:
-                raise ValueError(
-                    f"{name}._forward_eval returned actions of shape {actions.shape}; expected a leading "
-                    f"dimension of num_envs={self.num_envs}"
-                )
+                raise ValueError(f"{name}._forward_eval returned actions of shape {actions.shape}; expected a leading "
+                                 f"dimension of num_envs={self.num_envs}")
             if np.issubdtype(actions.dtype, np.floating) and not np.isfinite(actions).all():
                 raise ValueError(f"{name}._forward_eval returned non-finite actions: {actions.tolist()}")
             obs, reward, terminated, truncated, _ = self.env.step(actions)
@@ -96,8 +90,7 @@ class Evaluator:
                     done[i].append(
                         {"episode_return": float(returns[i]), "episode_length": int(lengths[i]), "env_index": int(i)}
                     )
-                returns[i] = 0.0
-                lengths[i] = 0
+                returns[i], lengths[i] = 0.0, 0
         self.episodes = [episode for per_env in done for episode in per_env]
         ret = np.array([e["episode_return"] for e in self.episodes], dtype=np.float64)
         length = np.array([e["episode_length"] for e in self.episodes], dtype=np.float64)
