@@ -161,12 +161,10 @@ class ReplayBuffer:
             raise ValueError("ReplayBuffer.add: 'terminated' must hold 0/1 flags")
         if n == 0:
             return 0
+        n_write = min(n, self.capacity)
         if n > self.capacity:  # only the newest `capacity` transitions would survive
             arrays = {key: array[n - self.capacity:] for key, array in arrays.items()}
             self._pos = (self._pos + n - self.capacity) % self.capacity
-            n_write = self.capacity
-        else:
-            n_write = n
         first = min(n_write, self.capacity - self._pos)
         for key, array in arrays.items():
             store = self._storage[key]

@@ -247,13 +247,9 @@ class Collector:
                 )
         for i in envs:
             finals.append((t, int(i), final_obs[i]))
-            episodes.append({
-                "episode_return": float(self._returns[i]),
-                "episode_length": int(self._lengths[i]),
-                "env_index": int(i),
-            })
-            self._returns[i] = 0.0
-            self._lengths[i] = 0
+            episodes.append({"episode_return": float(self._returns[i]), "episode_length": int(self._lengths[i]),
+                             "env_index": int(i)})
+            self._returns[i], self._lengths[i] = 0.0, 0
             self._episode_count += 1
 
     def _policy_output(self, obs: np.ndarray, metrics: Dict[str, List[Any]]) -> Dict[str, np.ndarray]:

@@ -58,10 +58,9 @@ def resolve_env_spec(env_id: str) -> EnvSpec:
     except gym.error.Error as exc:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f" Registered ids close to it: {', '.join(repr(c) for c in close)}." if close else ""
-        raise ValueError(
-            f"unknown environment id {env_id!r}: {exc}{hint} Register custom environments with "
-            f"rlearn.env.register_env or gymnasium.register, or pass a callable that builds the environment."
-        ) from exc
+        raise ValueError(f"unknown environment id {env_id!r}: {exc}{hint} Register custom environments with "
+                         "rlearn.env.register_env or gymnasium.register, or pass a callable that builds the "
+                         "environment.") from exc
 
 
 def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], seed: Optional[int]) -> gym.Env:
