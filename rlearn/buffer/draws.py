@@ -1,20 +1,10 @@
 """Several batches of ``Generator.integers(0, size, batch_size)`` at once, exactly as the calls one by one.
 
-:meth:`ReplayBuffer.sample <rlearn.buffer.ReplayBuffer.sample>` draws its indices with
-``Generator.integers(0, size, size=batch_size)``, whose per-call cost (a few µs, and several times that right
-after a gradient step has evicted numpy's code from the caches) counts once per learner iteration. For ranges
-below 2**32 numpy draws bounded integers from the bit generator's stream of 32-bit halves (low half of a raw
-64-bit draw first; the high half waits in the generator's state for the next call) with Lemire's
-multiply-and-reject, so ``n`` calls of ``batch_size`` return the same numbers, and leave the same state, as one
-call of ``n * batch_size``. :func:`draw_batches` makes that one call and works out, from a copy of the raw
-stream, the generator's state after each batch (:meth:`Batches.state_after`): a checkpoint taken between two
-of them stores the state that batch-by-batch sampling would have.
-
-:func:`available` checks both facts once per process against ``Generator.integers`` called batch by batch
-(sizes with and without rejections, even and odd batch sizes, a half left in the state); where they do not
-hold (another numpy, another bit generator) the buffer samples batch by batch.
-
-:class:`Prefetch` is the buffer's record of the batches drawn ahead (:meth:`rlearn.buffer.ReplayBuffer.prefetch`).
+Below 2**32 numpy draws bounded integers from the stream of 32-bit halves of the raw draws (Lemire's
+multiply-and-reject), so ``n`` calls of ``batch_size`` equal one call of ``n * batch_size``.
+:func:`draw_batches` makes that call and works out the generator's state after each batch from a copy of the
+raw stream, so a checkpoint between two batches stores what batch-by-batch sampling would. :func:`available`
+checks this once per process; where it does not hold the buffer samples batch by batch.
 """
 
 from __future__ import annotations
@@ -47,8 +37,7 @@ class Batches:
         if k == 0:
             return self._start
         halves = int(self._halves_after[k - 1]) - int(self._start["has_uint32"])
-        bit_generator = getattr(np.random, self._start["bit_generator"])()
-        bit_generator.state = self._start
+        bit_generator = generator_in(self._start).bit_generator
         state = bit_generator.state
         if halves > 0:
             draws = (halves + 1) // 2
@@ -72,8 +61,7 @@ def draw_batches(generator: np.random.Generator, size: int, batch_size: int, n_b
     values = generator.integers(0, size, size=n_batches * batch_size).reshape(n_batches, batch_size)
     end = bit_generator.state
     # the raw draws the call consumed, from a copy of the stream: how many it took follows from the states
-    probe = getattr(np.random, start["bit_generator"])()
-    probe.state = start
+    probe = generator_in(start).bit_generator
     raw = probe.random_raw(n_batches * batch_size + 2)
     while True:
         halves = np.empty(2 * len(raw) + 1, np.uint64)
@@ -118,11 +106,8 @@ def _self_check() -> bool:
                         expected.append(reference.integers(0, size, size=batch_size))
                         states.append(reference.bit_generator.state)
                     batches = draw_batches(mine, size, batch_size, 5)
-                    if not np.array_equal(batches.values, np.stack(expected)):
-                        return False
-                    if any(batches.state_after(k + 1) != states[k] for k in range(5)):
-                        return False
-                    if mine.bit_generator.state != states[-1]:
+                    if (not np.array_equal(batches.values, np.stack(expected)) or mine.bit_generator.state != states[-1]
+                            or any(batches.state_after(k + 1) != states[k] for k in range(5))):
                         return False
     except Exception:  # noqa: BLE001 - any difference in numpy's behaviour: sample batch by batch
         return False

@@ -1,27 +1,18 @@
-"""A uniform replay buffer for off-policy policies, on preallocated numpy storage.
-
-Storage is one numpy array per field, allocated once at full capacity and written circularly: once the
-buffer is full, each new transition overwrites the oldest one. ``sample`` draws indices uniformly with
-replacement from the stored transitions (``Generator.integers``) and gathers them with ``numpy.take`` into
-fresh arrays that ``torch.from_numpy`` wraps without another copy; :meth:`ReplayBuffer.prefetch` draws and
-gathers the batches of a training phase in chunks, with the same result (:mod:`rlearn.buffer.draws`).
-
-Sampled tensors are float32, except ``action`` when actions are stored with an integer dtype (``Discrete``
-and ``MultiDiscrete`` spaces, see :func:`action_dtype_for`): those come back as int64 (``torch.long``), ready
-for ``q.gather(1, action.unsqueeze(1))`` or embedding look-ups without a cast.
-"""
+"""A uniform replay buffer for off-policy policies: one preallocated numpy array per field, written
+circularly (a full buffer overwrites its oldest transition), sampled with replacement into tensors that own
+their memory (float32, integer actions as int64)."""
 
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from rlearn.buffer import draws
 from rlearn.arrays import to_numpy
+from rlearn.buffer import draws
+from rlearn.config.spec import is_int
 
 #: the fields a transition must have; each is stored and returned by :meth:`ReplayBuffer.sample`
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -37,26 +28,30 @@ def action_dtype_for(action_space: Any) -> np.dtype:
 
 
 def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
-    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+    if is_int(shape):
         shape = (int(shape),)
     try:
         dims = tuple(shape)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"ReplayBuffer: {name} must be a tuple of ints, got {shape!r}") from None
-    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in dims):
+    if not all(is_int(d) and d >= 0 for d in dims):
         raise ValueError(f"ReplayBuffer: {name} must be a tuple of non-negative ints, got {shape!r}")
     return tuple(int(d) for d in dims)
 
 
 def _finite_sum(arrays: List[np.ndarray]) -> bool:
-    """Whether the float64 sum of every value of ``arrays`` (1-d float arrays) is finite: always when every
-    value is; a NaN or inf makes it NaN/inf. Finite float64 values may overflow it (silently: the caller then
-    counts exactly); float32 ones cannot."""
+    """Whether the float64 sum of the values of ``arrays`` (1-d float arrays) is finite: False for a NaN or
+    inf, and (silently) for finite float64 values that overflow it; float32 values cannot."""
     values = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
     if values.dtype.itemsize <= 4:
         return math.isfinite(values.sum(dtype=np.float64))
     with np.errstate(over="ignore", invalid="ignore"):
         return math.isfinite(values.sum(dtype=np.float64))
+
+
+def _check_int(value: Any, what: str, low: int) -> None:
+    if not is_int(value) or value < low:
+        raise ValueError(f"{what} must be an int >= {low}, got {value!r}")
 
 
 class ReplayBuffer:
@@ -67,23 +62,14 @@ class ReplayBuffer:
         obs_shape: shape of one observation (``()`` for ``Discrete`` observations).
         action_shape: shape of one action (``()`` for ``Discrete`` actions).
         obs_dtype: storage dtype of ``obs`` and ``next_obs`` (``np.uint8`` for images saves 4x memory).
-        action_dtype: storage dtype of ``action``: float32 for ``Box`` actions, an integer dtype for
-            ``Discrete`` ones (:func:`action_dtype_for` picks it from the space). Integer actions are
-            sampled as int64 tensors, float ones as float32.
+        action_dtype: storage dtype of ``action``, float32 or an integer dtype for discrete actions
+            (:func:`action_dtype_for` picks it from the space).
         seed: seeds the sampling generator (its state is part of :meth:`state_dict`).
     """
 
-    def __init__(
-        self,
-        capacity: int,
-        obs_shape: ShapeLike,
-        action_shape: ShapeLike,
-        obs_dtype: Any = np.float32,
-        action_dtype: Any = np.float32,
-        seed: Optional[int] = None,
-    ) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral) or capacity < 1:
-            raise ValueError(f"ReplayBuffer: capacity must be an int >= 1, got {capacity!r}")
+    def __init__(self, capacity: int, obs_shape: ShapeLike, action_shape: ShapeLike, obs_dtype: Any = np.float32,
+                 action_dtype: Any = np.float32, seed: Optional[int] = None) -> None:
+        _check_int(capacity, "ReplayBuffer: capacity", 1)
         self.capacity = int(capacity)
         self.obs_shape = _as_shape(obs_shape, "obs_shape")
         self.action_shape = _as_shape(action_shape, "action_shape")
@@ -92,19 +78,12 @@ class ReplayBuffer:
         for name, dtype in (("obs_dtype", self.obs_dtype), ("action_dtype", self.action_dtype)):
             if dtype == object or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
                 raise TypeError(f"ReplayBuffer: {name} must be a numeric dtype, got {dtype}")
-        self._item_shapes: Dict[str, Tuple[int, ...]] = {
-            "obs": self.obs_shape,
-            "action": self.action_shape,
-            "reward": (),
-            "next_obs": self.obs_shape,
-            "terminated": (),
-        }
-        dtypes = {"obs": self.obs_dtype, "action": self.action_dtype, "reward": np.float32,
-                  "next_obs": self.obs_dtype, "terminated": np.float32}
+        layout = {"obs": (self.obs_shape, self.obs_dtype), "action": (self.action_shape, self.action_dtype),
+                  "reward": ((), np.float32), "next_obs": (self.obs_shape, self.obs_dtype),
+                  "terminated": ((), np.float32)}
+        self._item_shapes: Dict[str, Tuple[int, ...]] = {key: shape for key, (shape, _) in layout.items()}
         # np.zeros maps pages lazily: memory is touched as the buffer fills.
-        self._storage: Dict[str, np.ndarray] = {
-            key: np.zeros((self.capacity, *shape), dtype=dtypes[key]) for key, shape in self._item_shapes.items()
-        }
+        self._storage = {key: np.zeros((self.capacity, *shape), dtype) for key, (shape, dtype) in layout.items()}
         # what sample() returns: float32, but integer (discrete) actions as int64
         self._sample_dtypes = {key: np.dtype(np.float32) for key in self._item_shapes}
         if np.issubdtype(self.action_dtype, np.integer):
@@ -129,14 +108,11 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------------------------------ add
     def add(self, transitions: Mapping[str, Any]) -> int:
-        """Store a batch of transitions; returns how many were added.
+        """Store a batch of transitions (each of :data:`FIELDS` shaped ``[n, ...]`` or, flattened step-major,
+        ``[n_steps, num_envs, ...]``; other keys are ignored); returns how many were added.
 
-        ``transitions`` maps each of :data:`FIELDS` to an array shaped either ``[n, ...]`` or, as the
-        collector returns them, ``[n_steps, num_envs, ...]`` (flattened step-major: step 0 of every env,
-        then step 1...). Other keys (``truncated``, ``log_prob``...) are ignored: a truncated episode is
-        not terminal, so only ``terminated`` is kept. Nothing is written unless the whole batch is valid:
-        a missing field, a shape or dtype that does not fit, a non-finite value, or a ``terminated``
-        flag other than 0/1 is an error naming the field.
+        All or nothing: a missing field, a shape or dtype that does not fit, a non-finite value or a
+        ``terminated`` flag other than 0/1 raises, naming the field, before anything is written.
         """
         if self._prefetch is not None:  # the contents change: batches drawn ahead would be stale
             self._drop_prefetch()
@@ -172,26 +148,23 @@ class ReplayBuffer:
                 floats.append(np.abs(array).reshape(-1))  # inf/NaN iff a part is
             if lead_ndim == 2:
                 arrays[key] = array.reshape(n, *self._item_shapes[key])
-        # one float64 sum over every float value is NaN/inf iff a value is (float32 values cannot overflow it;
-        # an overflowing sum of finite float64 values only costs the exact check): the exact per-field count
-        # runs only on the rare batch that fails the cheap test
+        # the exact per-field count only for the rare batch that fails the cheap test
         if floats and not _finite_sum(floats):
             for key, array in arrays.items():
                 if array.dtype.kind in "fc":
                     bad = int(array.size - np.count_nonzero(np.isfinite(array)))
                     if bad:
-                        raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was added")
+                        raise ValueError(f"ReplayBuffer.add: {key!r} holds {bad} non-finite value(s); nothing was "
+                                         "added")
         flags = arrays["terminated"]
         if not (flags * flags == flags).all():  # x * x == x: exactly 0 and 1 among finite numbers
             raise ValueError("ReplayBuffer.add: 'terminated' must hold 0/1 flags")
         if n == 0:
             return 0
+        n_write = min(n, self.capacity)
         if n > self.capacity:  # only the newest `capacity` transitions would survive
             arrays = {key: array[n - self.capacity:] for key, array in arrays.items()}
             self._pos = (self._pos + n - self.capacity) % self.capacity
-            n_write = self.capacity
-        else:
-            n_write = n
         first = min(n_write, self.capacity - self._pos)
         for key, array in arrays.items():
             store = self._storage[key]
@@ -204,8 +177,6 @@ class ReplayBuffer:
 
     def _check_dtype(self, key: str, dtype: np.dtype) -> None:
         """Refuse a dtype that cannot be stored without changing kind (float into int, str...); cached."""
-        if (key, dtype) in self._castable:
-            return
         target = self._storage[key].dtype
         if dtype == object or not np.can_cast(dtype, target, casting="same_kind"):
             raise TypeError(f"ReplayBuffer.add: {key!r} has dtype {dtype}, which cannot be stored as {target}")
@@ -213,15 +184,10 @@ class ReplayBuffer:
 
     # --------------------------------------------------------------------------------------- sample
     def sample(self, batch_size: int) -> Dict[str, torch.Tensor]:
-        """A batch of ``batch_size`` transitions drawn uniformly with replacement.
-
-        Returns CPU tensors ``obs [B, *obs_shape]``, ``action [B, *action_shape]``, ``reward [B]``,
-        ``next_obs [B, *obs_shape]``, ``terminated [B]``, all float32 except ``action`` for an integer
-        ``action_dtype`` (discrete actions), which is int64; they own their memory (later adds do not
-        change a batch already returned).
-        """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"ReplayBuffer.sample: batch_size must be an int >= 1, got {batch_size!r}")
+        """A batch of ``batch_size`` transitions drawn uniformly with replacement: CPU tensors ``[B, ...]`` of
+        every field that own their memory, float32 except integer (discrete) actions, which are int64."""
+        if type(batch_size) is not int or batch_size < 1:  # the common case without an ABC check
+            _check_int(batch_size, "ReplayBuffer.sample: batch_size", 1)
         if self._size == 0:
             raise RuntimeError("ReplayBuffer.sample: the buffer is empty; add transitions before sampling")
         ahead = self._prefetch
@@ -249,23 +215,16 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------------------------- prefetch
     def prefetch(self, batch_size: int, n_batches: int) -> None:
-        """Announce ``n_batches`` calls of :meth:`sample` with ``batch_size`` and no :meth:`add` between them
-        (the off-policy loop's training phase): their indices are drawn, and their transitions gathered, a
-        chunk of batches at a time (one draw and one ``take`` per field for the chunk, at most about
-        :data:`rlearn.buffer.draws.PREFETCH_BYTES` of batches), instead of once per batch.
+        """Announce ``n_batches`` calls of :meth:`sample` with ``batch_size`` and no :meth:`add` between them:
+        they are drawn and gathered a chunk at a time (about :data:`rlearn.buffer.draws.PREFETCH_BYTES`).
 
-        Nothing observable changes: the batches are exactly those that ``n_batches`` :meth:`sample` calls
-        would return, and :meth:`state_dict` holds the generator as it would be after the batches actually
-        handed out. An :meth:`add`, a :meth:`load_state_dict` or a :meth:`sample` of another size drops the
-        batches drawn ahead (the generator is rewound to the last one handed out). Does nothing for fewer
-        than two batches, an empty buffer, or a generator that cannot be rewound (no ``advance``).
+        Nothing observable changes: the batches and :meth:`state_dict` are those of ``n_batches`` plain
+        :meth:`sample` calls. An :meth:`add`, :meth:`load_state_dict` or :meth:`sample` of another size drops
+        the batches drawn ahead. Does nothing for fewer than two batches or a generator without ``advance``.
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"ReplayBuffer.prefetch: batch_size must be an int >= 1, got {batch_size!r}")
-        if isinstance(n_batches, bool) or not isinstance(n_batches, numbers.Integral) or n_batches < 0:
-            raise ValueError(f"ReplayBuffer.prefetch: n_batches must be an int >= 0, got {n_batches!r}")
-        if self._prefetch is not None:
-            self._drop_prefetch()
+        _check_int(batch_size, "ReplayBuffer.prefetch: batch_size", 1)
+        _check_int(n_batches, "ReplayBuffer.prefetch: n_batches", 0)
+        self._drop_prefetch()
         if (n_batches < 2 or not 2 <= self._size <= draws.MAX_SIZE
                 or not hasattr(self._rng.bit_generator, "advance") or not draws.available()):
             return
@@ -291,55 +250,37 @@ class ReplayBuffer:
         if ahead is not None and ahead.batches:  # drawn beyond what was handed out: rewind
             self._rng = draws.generator_in(ahead.drawn.state_after(ahead.chunk_taken))
 
-    def _rng_state(self) -> Dict[str, Any]:
-        """The generator's state after the batches handed out (batches drawn ahead are not counted)."""
-        ahead = self._prefetch
-        if ahead is None:
-            return self._rng.bit_generator.state
-        return ahead.drawn.state_after(ahead.chunk_taken)
-
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
-        """The filled part of the storage (copied), the write position and the sampling generator's state."""
+        """The filled part of the storage (copied), the write position and the sampling generator's state
+        (after the batches handed out: batches drawn ahead are not counted)."""
+        ahead = self._prefetch
         return {
-            "capacity": self.capacity,
-            "obs_shape": list(self.obs_shape),
-            "action_shape": list(self.action_shape),
-            "obs_dtype": self.obs_dtype.str,
-            "action_dtype": self.action_dtype.str,
+            **self._layout(),
             "pos": self._pos,
             "size": self._size,
             "data": {key: store[:self._size].copy() for key, store in self._storage.items()},
-            "rng": self._rng_state(),
+            "rng": self._rng.bit_generator.state if ahead is None else ahead.drawn.state_after(ahead.chunk_taken),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` into this buffer (same capacity, shapes and dtypes).
-
-        One dtype difference is accepted: a buffer of integer (discrete) actions loads a state whose
-        actions were stored as floats (as older versions stored discrete actions when built with the
-        default ``action_dtype``), provided every saved action is a whole number the integer dtype holds;
-        the actions are converted. Everything is checked before anything changes: on error the buffer
-        keeps its contents.
-        """
-        expected = {"capacity", "obs_shape", "action_shape", "obs_dtype", "action_dtype", "pos", "size", "data", "rng"}
+        """Restore :meth:`state_dict` into this buffer (same capacity, shapes and dtypes); on error nothing
+        changes. A buffer of integer actions also loads float actions (as older versions saved discrete
+        actions) that are whole numbers its dtype holds."""
+        mine = self._layout()
+        expected = {*mine, "pos", "size", "data", "rng"}
         if not isinstance(state, Mapping) or set(state) != expected:
             keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"ReplayBuffer.load_state_dict: expected keys {sorted(expected)}, got {keys}")
-        mine = {"capacity": self.capacity, "obs_shape": list(self.obs_shape), "action_shape": list(self.action_shape),
-                "obs_dtype": self.obs_dtype.str, "action_dtype": self.action_dtype.str}
         float_actions = self._float_actions_into_ints(state)
         for key, value in mine.items():
             theirs = list(state[key]) if key.endswith("shape") else state[key]
-            if key == "action_dtype" and float_actions:
-                continue
-            if theirs != value:
-                raise ValueError(
-                    f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has {value!r}"
-                )
+            if theirs != value and not (key == "action_dtype" and float_actions):
+                raise ValueError(f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has "
+                                 f"{value!r}")
         size, pos = state["size"], state["pos"]
         for name, value, high in (("size", size, self.capacity), ("pos", pos, self.capacity - 1)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= high:
+            if not is_int(value) or not 0 <= value <= high:
                 raise ValueError(f"ReplayBuffer.load_state_dict: {name}={value!r} is outside [0, {high}]")
         if size < self.capacity and pos != size:
             raise ValueError(f"ReplayBuffer.load_state_dict: pos={pos} must equal size={size} until the buffer is full")
@@ -353,10 +294,8 @@ class ReplayBuffer:
                 array = self._integral_actions(array)
             want = (int(size), *self._item_shapes[key])
             if array.shape != want or array.dtype != self._storage[key].dtype:
-                raise ValueError(
-                    f"ReplayBuffer.load_state_dict: data[{key!r}] is {array.dtype}{list(array.shape)}, "
-                    f"expected {self._storage[key].dtype}{list(want)}"
-                )
+                raise ValueError(f"ReplayBuffer.load_state_dict: data[{key!r}] is {array.dtype}{list(array.shape)}, "
+                                 f"expected {self._storage[key].dtype}{list(want)}")
             arrays[key] = array
         rng = np.random.default_rng()
         try:
@@ -367,6 +306,11 @@ class ReplayBuffer:
             self._storage[key][:size] = array
         self._size, self._pos, self._rng = int(size), int(pos), rng
         self._prefetch = None
+
+    def _layout(self) -> Dict[str, Any]:
+        """What a saved state must share with this buffer to load into it."""
+        return {"capacity": self.capacity, "obs_shape": list(self.obs_shape), "action_shape": list(self.action_shape),
+                "obs_dtype": self.obs_dtype.str, "action_dtype": self.action_dtype.str}
 
     def _float_actions_into_ints(self, state: Mapping[str, Any]) -> bool:
         """Whether ``state`` holds float actions and this buffer stores integer ones (a loadable old state)."""

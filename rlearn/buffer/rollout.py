@@ -1,10 +1,5 @@
-"""On-policy rollouts: a collector's transitions as the ``[T, N, ...]`` tensors ``_forward_learn`` receives.
-
-An on-policy policy (``on_policy = True``) learns from one fresh rollout per train iteration: the
-:class:`~rlearn.collect.CollectResult` of ``collector.collect(T)`` on ``N`` environments, converted by
-:func:`rollout_to_tensors`. The time-major layout is kept so the policy can run GAE backwards over ``T``;
-:func:`flatten_rollout` merges the two leading dimensions when it needs a flat batch.
-"""
+"""On-policy rollouts: a collector's transitions as the ``[T, N, ...]`` tensors ``_forward_learn`` receives
+(time-major, so GAE can run backwards over ``T``; :func:`flatten_rollout` makes a flat batch)."""
 
 from __future__ import annotations
 
@@ -19,19 +14,11 @@ from rlearn.arrays import to_numpy
 ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
 
 
-def rollout_to_tensors(
-    rollout: Any, device: Union[str, torch.device] = "cpu"
-) -> Dict[str, torch.Tensor]:
-    """Convert a rollout to a dict of tensors shaped ``[T, N, ...]`` on ``device``.
+def rollout_to_tensors(rollout: Any, device: Union[str, torch.device] = "cpu") -> Dict[str, torch.Tensor]:
+    """Every key of a rollout as a tensor shaped ``[T, N, ...]`` on ``device``: float32, integer arrays as int64.
 
-    Args:
-        rollout: a :class:`~rlearn.collect.CollectResult` (anything with a ``transitions`` dict) or that dict: :data:`ROLLOUT_KEYS` plus any
-            extra per-step keys (``log_prob``, ``value``...), all with the same leading ``[T, N]``.
-        device: where the tensors go.
-
-    Returns:
-        Every key of the rollout. Floating-point and boolean arrays become float32 tensors, integer
-        arrays (discrete actions, integer observations) int64 tensors.
+    ``rollout`` is a :class:`~rlearn.collect.CollectResult` or its ``transitions`` dict: :data:`ROLLOUT_KEYS`
+    plus any extra per-step keys (``log_prob``, ``value``...), all with the same leading ``[T, N]``.
     """
     transitions = rollout if isinstance(rollout, Mapping) else getattr(rollout, "transitions", rollout)
     if not isinstance(transitions, Mapping):

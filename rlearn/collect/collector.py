@@ -1,27 +1,21 @@
 """The collector: steps a vector environment with a policy's exploration actions and returns transitions.
 
-``Collector.collect(n_steps)`` steps every sub-environment ``n_steps`` times and returns a
-:class:`CollectResult`: the transitions as ``[n_steps, num_envs, ...]`` numpy arrays, plus every episode
-that ended during the call. Under gymnasium's ``SAME_STEP`` autoreset (see :mod:`rlearn.env.vector_env`)
-``next_obs`` is the true next observation -- the final observation where an episode ended, whether it was
-*terminated* or *truncated* -- while the following step starts from the reset observation.
-
-Collect-side metrics: a scalar that ``_forward_collect`` returns beside the action under a key the policy
-declares in ``_monitor_vars_collect()`` (``epsilon``, ``noise_scale``) is not transition data: the
-collector takes it out of the step's output and returns it in :attr:`CollectResult.metrics` (one value per
-step that reported it), for the run to record (``learner.record_collect``). An undeclared key whose value
-is 0-dimensional is treated the same way (the learner then warns that it is not declared).
+``next_obs`` is the true next observation (the final one where an episode ended, terminated or truncated;
+see :mod:`rlearn.env.vector_env`). A scalar that ``_forward_collect`` returns beside the action under a key
+declared in ``_monitor_vars_collect()`` (``epsilon``), or any undeclared 0-dimensional one, is a
+collect-side metric: it goes to :attr:`CollectResult.metrics`, not into the transitions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from rlearn.arrays import to_numpy
-from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
+from rlearn.config.spec import is_int
+from rlearn.env.vector_env import check_same_step_autoreset, check_seed, derive_seed, observation_dtype
 from rlearn.trace import get_tracer, span
 
 #: transition keys the collector writes itself; a policy may not return them from ``_forward_collect``
@@ -37,15 +31,12 @@ class CollectResult:
 
     Attributes:
         transitions: ``obs``, ``action``, every extra key ``_forward_collect`` returned (``env_action``
-            excepted), ``reward``, ``next_obs``, ``terminated``, ``truncated``; each an array
-            ``[n_steps, num_envs, ...]``. ``reward``, ``terminated`` and ``truncated`` are float32 (0/1
-            flags); observations are float32, or the space's integer dtype for integer observations.
-        episodes: one dict ``{episode_return, episode_length, env_index}`` per episode that ended during
-            this call, in the order they ended (by step, then by environment index). Returns and lengths
-            count the whole episode, including steps gathered by earlier calls.
+            excepted), ``reward``, ``next_obs``, ``terminated``, ``truncated`` (float32 0/1 flags); each an
+            array ``[n_steps, num_envs, ...]``, observations float32 or the space's integer dtype.
+        episodes: ``{episode_return, episode_length, env_index}`` of every episode that ended during this
+            call, in the order they ended; returns and lengths count the whole episode.
         envstep: the collector's env-step counter after this call.
-        metrics: the policy's collect-side metrics: key -> the values reported during this call (Python
-            numbers, in step order; a key that no step reported is absent).
+        metrics: the collect-side metrics: key -> the values reported during this call, in step order.
     """
 
     transitions: Dict[str, np.ndarray]
@@ -73,38 +64,34 @@ class Collector:
             :class:`policies.Policy`). The returned dict holds ``action [N, ...]`` (stored), optionally
             ``env_action`` (sent to the environment instead of ``action``, not stored) and any extra
             per-step arrays (``log_prob``, ``value``...), which are stored under their own key.
-        seed: the first reset uses ``env.reset(seed=seed)`` (sub-environment ``i`` gets ``seed + i``);
-            later full resets (after :meth:`load_state_dict`) use :func:`~rlearn.env.vector_env.derive_seed`.
-            ``None`` resets without a seed (sub-environments seeded by ``make_vector_env`` stay reproducible).
+        seed: the first reset uses ``env.reset(seed=seed)``, later full resets (after :meth:`load_state_dict`)
+            :func:`~rlearn.env.vector_env.derive_seed`; ``None`` resets without a seed.
 
-    The current observation is kept between calls, so consecutive ``collect`` calls continue the same
-    episodes. ``envstep`` counts environment steps summed over the sub-environments.
+    Consecutive ``collect`` calls continue the same episodes. ``envstep`` counts environment steps summed
+    over the sub-environments.
     """
 
     def __init__(self, env: Any, policy: Any, seed: Optional[int] = None) -> None:
         check_same_step_autoreset(env, "Collector")
         if not callable(getattr(policy, "_forward_collect", None)):
             raise TypeError(f"Collector: policy {type(policy).__name__} has no _forward_collect(obs, envstep) method")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"Collector: seed must be a non-negative int or None, got {seed!r}")
+        check_seed(seed, "Collector")
         self.env = env
         self.policy = policy
         self.seed = seed
         self.num_envs: int = int(env.num_envs)
         self.obs_dtype = observation_dtype(env.single_observation_space, "Collector")
         self.obs_shape = tuple(env.single_observation_space.shape)
-        self._policy_name = type(policy).__name__
+        self._obs_batch_shape = (self.num_envs, *self.obs_shape)
+        self._source = f"{type(policy).__name__}._forward_collect"  # what errors about its output name
         declared = getattr(policy, "monitor_vars_collect", None)
         #: keys of ``_forward_collect``'s output that are collect-side metrics, not transition data
         self.metric_keys = frozenset(declared() if callable(declared) else ())
-        self._envstep = 0
-        self._episode_count = 0
-        self._resets = 0
+        self._envstep = self._episode_count = self._resets = 0
         self._obs: Optional[np.ndarray] = None
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
 
-    # ------------------------------------------------------------------------------------- counters
     @property
     def envstep(self) -> int:
         """Environment steps collected so far, summed over sub-environments."""
@@ -115,55 +102,38 @@ class Collector:
         """Episodes that ended so far."""
         return self._episode_count
 
-    # ---------------------------------------------------------------------------------------- reset
     def reset(self) -> np.ndarray:
-        """Reset every sub-environment (fresh episodes) and return the first observation batch.
-
-        Called by the first :meth:`collect`; partially played episodes are dropped, not reported.
-        """
+        """Reset every sub-environment and return the first observation batch; partially played episodes
+        are dropped, not reported (the first :meth:`collect` calls it)."""
         obs, _ = self.env.reset(seed=derive_seed(self.seed, self._resets))
         self._resets += 1
-        self._obs = self._as_obs(obs, "reset")
+        self._obs = np.array(self._checked_obs(obs, "reset"), dtype=self.obs_dtype)
         self._returns[:] = 0.0
         self._lengths[:] = 0
         return self._obs
 
-    def _as_obs(self, obs: Any, where: str) -> np.ndarray:
-        array = np.array(obs, dtype=self.obs_dtype, copy=True)
-        if array.shape != (self.num_envs, *self.obs_shape):
-            raise ValueError(
-                f"Collector: env {where} returned observations of shape {array.shape}, expected "
-                f"{(self.num_envs, *self.obs_shape)}"
-            )
-        return array
-
     # -------------------------------------------------------------------------------------- collect
     def collect(self, n_steps: int) -> CollectResult:
         """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
-        if type(n_steps) is not int or n_steps < 1:  # the common case first
-            if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-                raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
-            n_steps = int(n_steps)
+        if not is_int(n_steps) or n_steps < 1:
+            raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
+        n_steps = int(n_steps)
         if get_tracer() is None:
             return self._collect(n_steps)
         with span("collector/collect", lane="collector", steps=n_steps):
             return self._collect(n_steps)
 
     def _collect(self, n_steps: int) -> CollectResult:
-        """The collection loop. Every column is written in place into an array allocated for the whole call
-        (``obs`` and ``next_obs`` share one array of ``n_steps + 1`` observations; the final observations of
-        ended episodes are patched into ``next_obs`` at the end), so a step costs no per-step array beyond
-        the environment's and the policy's own."""
+        """The collection loop: every column is written in place into an array allocated for the whole call,
+        so a step costs no array beyond the environment's and the policy's own."""
         if self._obs is None:
             self.reset()
         num_envs = self.num_envs
-        # observations[t] is the observation of step t, observations[t + 1] the environment's next one (the
-        # reset observation where an episode ended)
+        # observations[t + 1] is the environment's next observation (the reset one where an episode ended: the
+        # final observations are patched into next_obs at the end)
         observations = np.empty((n_steps + 1, num_envs, *self.obs_shape), dtype=self.obs_dtype)
         observations[0] = self._obs
-        reward = np.empty((n_steps, num_envs), dtype=np.float32)
-        terminated = np.empty((n_steps, num_envs), dtype=np.float32)
-        truncated = np.empty((n_steps, num_envs), dtype=np.float32)
+        reward, terminated, truncated = (np.empty((n_steps, num_envs), dtype=np.float32) for _ in range(3))
         stored: Dict[str, np.ndarray] = {}  # action and the extra keys of _forward_collect, [n_steps, ...]
         layout: Optional[Dict[str, tuple]] = None
         finals: List[tuple] = []  # (step, env index, final observation) of every ended episode
@@ -184,7 +154,7 @@ class Collector:
                 for key, column in stored.items():
                     value = out[key]
                     if value.shape != layout[key] or value.dtype != column.dtype:
-                        column = self._widen(stored, key, value, layout, t)
+                        column = self._widen(stored, key, out, layout, t)
                     column[t] = value
                 env_action = out.get("env_action")
                 if env_action is not None and env_action.shape != layout["env_action"]:
@@ -195,7 +165,7 @@ class Collector:
                 except Exception as exc:
                     self._blame_action(sent, "action" if env_action is None else "env_action", exc)
                     raise
-                self._put_obs(observations, t + 1, next_raw, "step")
+                observations[t + 1] = self._checked_obs(next_raw, "step")
                 reward[t] = step_reward
                 terminated[t] = step_terminated
                 truncated[t] = step_truncated
@@ -203,12 +173,10 @@ class Collector:
                 lengths += 1
                 ended = np.logical_or(step_terminated, step_truncated)
                 if ended.any():
-                    self._final_obs(t, ended, info, finals)
-                    self._end_episodes(ended, episodes)
+                    self._end_episodes(t, ended, info, finals, episodes)
                 self._envstep += num_envs
         except BaseException:
-            # an error mid-call (a bad policy output, an environment fault): keep the observation of the step
-            # that failed, as the counters do
+            # an error mid-call: keep the observation of the step that failed, as the counters do
             self._obs = observations[t].copy()
             raise
 
@@ -237,31 +205,26 @@ class Collector:
 
                 method = getattr(type(self.policy), "_forward_collect", None)
                 raise ValueError(
-                    f"{self._policy_name}._forward_collect ({defined_at(method)}) returned {key} {action!r} for "
-                    f"environment {i}, outside its action space {space} (the step raised {type(exc).__name__}: {exc})"
+                    f"{self._source} ({defined_at(method)}) returned {key} {action!r} for environment {i}, outside "
+                    f"its action space {space} (the step raised {type(exc).__name__}: {exc})"
                 ) from exc
 
-    def _put_obs(self, observations: np.ndarray, t: int, obs: Any, where: str) -> None:
-        """Write the environment's observation batch ``obs`` into ``observations[t]`` (cast to the observation
-        dtype); a batch of the wrong shape is a ValueError."""
+    def _checked_obs(self, obs: Any, where: str) -> np.ndarray:
+        """The environment's observation batch as an array; a batch of the wrong shape is a ValueError."""
         if type(obs) is not np.ndarray:
             obs = np.asarray(obs)
-        if obs.shape != observations.shape[1:]:
-            raise ValueError(
-                f"Collector: env {where} returned observations of shape {obs.shape}, expected "
-                f"{(self.num_envs, *self.obs_shape)}"
-            )
-        observations[t] = obs
+        if obs.shape != self._obs_batch_shape:
+            raise ValueError(f"Collector: env {where} returned observations of shape {obs.shape}, expected "
+                             f"{self._obs_batch_shape}")
+        return obs
 
-    def _widen(self, stored: Dict[str, np.ndarray], key: str, value: np.ndarray, layout: Mapping[str, tuple],
-               t: int) -> np.ndarray:
+    def _widen(self, stored: Dict[str, np.ndarray], key: str, out: Mapping[str, np.ndarray],
+               layout: Mapping[str, tuple], t: int) -> np.ndarray:
         """A step whose ``key`` differs from the first step's: a shape change is an error; a dtype change
         promotes the column to the common dtype of every step (as stacking the steps would)."""
+        value = out[key]
         if value.shape != layout[key]:
-            raise ValueError(
-                f"{self._policy_name}._forward_collect returned {key!r} with shape {value.shape}, "
-                f"{layout[key]} earlier in the same collect call"
-            )
+            self._check_layout(layout, out)
         column = stored[key]
         common = np.result_type(column.dtype, value.dtype)
         if common != column.dtype:
@@ -270,43 +233,36 @@ class Collector:
             stored[key] = column = widened
         return column
 
-    def _final_obs(self, t: int, ended: np.ndarray, info: Mapping[str, Any], finals: List[tuple]) -> None:
-        """Note the final observation of every sub-environment whose episode ended at step ``t``."""
+    def _end_episodes(self, t: int, ended: np.ndarray, info: Mapping[str, Any], finals: List[tuple],
+                      episodes: List[Dict[str, Any]]) -> None:
+        """Note the final observation of every episode that ended at step ``t``, report the episodes (after
+        this step's reward was counted) and restart their counters."""
         final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
-        for i in np.flatnonzero(ended):
+        envs = np.flatnonzero(ended)
+        for i in envs:  # all checked before any counter changes
             if final_obs is None or has_final is None or not has_final[i]:
                 raise RuntimeError(
                     f"Collector: sub-environment {i} ended an episode but info['final_obs'] holds no "
                     f"final observation for it; is the env in AutoresetMode.SAME_STEP?"
                 )
+        for i in envs:
             finals.append((t, int(i), final_obs[i]))
-
-    def _end_episodes(self, ended: np.ndarray, episodes: List[Dict[str, Any]]) -> None:
-        """Report the episodes that just ended (after this step's reward was counted) and restart their counters."""
-        for i in np.flatnonzero(ended):
-            episodes.append({
-                "episode_return": float(self._returns[i]),
-                "episode_length": int(self._lengths[i]),
-                "env_index": int(i),
-            })
-            self._returns[i] = 0.0
-            self._lengths[i] = 0
+            episodes.append({"episode_return": float(self._returns[i]), "episode_length": int(self._lengths[i]),
+                             "env_index": int(i)})
+            self._returns[i], self._lengths[i] = 0.0, 0
             self._episode_count += 1
 
     def _policy_output(self, obs: np.ndarray, metrics: Dict[str, List[Any]]) -> Dict[str, np.ndarray]:
-        """Call ``_forward_collect`` and check what it returned; errors name the policy and the key.
-
-        Collect-side metrics are appended to ``metrics`` (key -> values) and left out of the result. The
-        arrays returned may be the policy's own (the caller copies what it keeps)."""
+        """``_forward_collect``'s checked arrays (maybe the policy's own: the caller copies what it keeps);
+        collect-side metrics go to ``metrics`` instead. Errors name the policy and the key."""
         out = self.policy._forward_collect(obs, self._envstep)
         if type(out) is not dict and not isinstance(out, Mapping):  # the dict test first: it is cheaper
-            raise TypeError(f"{self._policy_name}._forward_collect must return a dict with an 'action' entry, "
-                            f"got {type(out).__name__}")
+            raise TypeError(f"{self._source} must return a dict with an 'action' entry, got {type(out).__name__}")
         if "action" not in out:
-            raise ValueError(f"{self._policy_name}._forward_collect returned no 'action' (keys: {sorted(map(str, out))})")
+            raise ValueError(f"{self._source} returned no 'action' (keys: {sorted(map(str, out))})")
         if not _RESERVED.isdisjoint(out):
-            raise ValueError(f"{self._policy_name}._forward_collect returned reserved key(s) "
-                             f"{sorted(_RESERVED.intersection(out))}; the collector writes those itself")
+            raise ValueError(f"{self._source} returned reserved key(s) {sorted(_RESERVED.intersection(out))}; the "
+                             "collector writes those itself")
         arrays: Dict[str, np.ndarray] = {}
         for key, value in out.items():
             cls = type(value)
@@ -321,68 +277,57 @@ class Collector:
 
     def _checked_array(self, key: Any, value: Any, metrics: Dict[str, List[Any]]) -> Any:
         """``value`` as a checked numpy array, or None after appending a collect-side metric to ``metrics``."""
-        name = f"{self._policy_name}._forward_collect"
         if not isinstance(key, str):
-            raise TypeError(f"{name} returned a non-string key {key!r}")
+            raise TypeError(f"{self._source} returned a non-string key {key!r}")
         array = value if type(value) is np.ndarray else to_numpy(value, copy=False)
         if array.dtype == object:
-            raise TypeError(f"{name} returned {key!r} as an object array; return numbers")
+            raise TypeError(f"{self._source} returned {key!r} as an object array; return numbers")
         if key in self.metric_keys or (array.ndim == 0 and key not in _ACTION_KEYS):
             if array.size != 1 or array.dtype.kind not in "biuf":
-                raise ValueError(
-                    f"{name} returned the collect-side metric {key!r} as {array.dtype} of shape {array.shape}; "
-                    "a metric is one number per step (declared in _monitor_vars_collect)"
-                )
+                raise ValueError(f"{self._source} returned the collect-side metric {key!r} as {array.dtype} of shape "
+                                 f"{array.shape}; a metric is one number per step (declared in _monitor_vars_collect)")
             metrics.setdefault(key, []).append(array.reshape(()).item())
             return None
         if array.ndim == 0 or array.shape[0] != self.num_envs:
-            raise ValueError(
-                f"{name} returned {key!r} with shape {array.shape}; expected a leading dimension of "
-                f"num_envs={self.num_envs}"
-            )
+            raise ValueError(f"{self._source} returned {key!r} with shape {array.shape}; expected a leading dimension "
+                             f"of num_envs={self.num_envs}")
         if array.dtype.kind == "f" and key in _ACTION_KEYS and not np.isfinite(array).all():
-            raise ValueError(f"{name} returned a non-finite {key!r}: {array.tolist()}")
+            raise ValueError(f"{self._source} returned a non-finite {key!r}: {array.tolist()}")
         return array
 
     def _check_layout(self, layout: Mapping[str, tuple], out: Mapping[str, np.ndarray]) -> None:
         if set(out) != set(layout):
-            raise ValueError(
-                f"{self._policy_name}._forward_collect returned keys {sorted(out)} but {sorted(layout)} "
-                f"earlier in the same collect call; the keys must not change between steps"
-            )
+            raise ValueError(f"{self._source} returned keys {sorted(out)} but {sorted(layout)} earlier in the same "
+                             "collect call; the keys must not change between steps")
         for key, shape in layout.items():
             if out[key].shape != shape:
-                raise ValueError(
-                    f"{self._policy_name}._forward_collect returned {key!r} with shape {out[key].shape}, "
-                    f"{shape} earlier in the same collect call"
-                )
+                raise ValueError(f"{self._source} returned {key!r} with shape {out[key].shape}, {shape} earlier in "
+                                 "the same collect call")
 
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:
-        """Counters a resumed run continues: ``envstep``, ``episode_count`` and ``resets``.
-
-        The environments' internal state is not saved: after :meth:`load_state_dict` the next
-        :meth:`collect` resets every sub-environment, so a resumed run starts fresh episodes (with a
-        new derived seed, not a replay of the first reset) and the episodes unfinished at save time are
-        not reported.
-        """
+        """Counters a resumed run continues: ``envstep``, ``episode_count`` and ``resets``. The environments
+        are not saved: after :meth:`load_state_dict` the next :meth:`collect` starts fresh episodes (with a
+        new derived seed), and those unfinished at save time are not reported."""
         return {"envstep": self._envstep, "episode_count": self._episode_count, "resets": self._resets}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; a missing, unknown or non-integer entry is a ``ValueError``."""
-        expected = {"envstep", "episode_count", "resets"}
-        if not isinstance(state, Mapping) or set(state) != expected:
-            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"Collector.load_state_dict: expected keys {sorted(expected)}, got {keys}")
-        values = {}
-        for key in expected:
-            value = state[key]
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"Collector.load_state_dict: {key!r} must be a non-negative int, got {value!r}")
-            values[key] = int(value)
+        values = load_counters(state, "Collector", ("envstep", "episode_count", "resets"))
         self._envstep = values["envstep"]
         self._episode_count = values["episode_count"]
         self._resets = values["resets"]
-        self._obs = None  # the next collect starts fresh episodes
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
+        self._obs = None  # the next collect resets: fresh episodes
+
+
+def load_counters(state: Any, owner: str, keys: Sequence[str]) -> Dict[str, int]:
+    """The counters ``keys`` of a saved ``state`` as ints; anything but exactly those keys holding
+    non-negative ints is a ``ValueError`` naming ``owner``."""
+    where = f"{owner}.load_state_dict"
+    if not isinstance(state, Mapping) or set(state) != set(keys):
+        got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+        raise ValueError(f"{where}: expected keys {sorted(keys)}, got {got}")
+    for key in keys:
+        if not is_int(state[key]) or state[key] < 0:
+            raise ValueError(f"{where}: {key!r} must be a non-negative int, got {state[key]!r}")
+    return {key: int(state[key]) for key in keys}

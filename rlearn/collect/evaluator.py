@@ -1,10 +1,8 @@
 """The evaluator: exactly ``n_episodes`` complete episodes with the deterministic policy, summarised.
 
-Episodes are shared out across the sub-environments as fixed quotas (``n_episodes // num_envs`` each, one
-more for the first ``n_episodes % num_envs``) and each sub-environment contributes its *first* episodes
-only. Stopping at the first ``n_episodes`` to finish anywhere would over-represent short episodes (a
-sub-environment that fails fast finishes more of them); quotas make the sample independent of episode
-lengths, so the result matches what the same number of sequential episodes would give.
+Each sub-environment contributes its *first* episodes up to a fixed quota (``n_episodes // num_envs``, one
+more for the first ``n_episodes % num_envs``): stopping at the first ``n_episodes`` to finish anywhere would
+over-represent short episodes.
 """
 
 from __future__ import annotations
@@ -14,7 +12,9 @@ from typing import Any, Dict, List, Mapping, Optional
 import numpy as np
 
 from rlearn.arrays import to_numpy
-from rlearn.env.vector_env import check_same_step_autoreset, derive_seed, observation_dtype
+from rlearn.collect.collector import load_counters
+from rlearn.config.spec import is_int
+from rlearn.env.vector_env import check_same_step_autoreset, check_seed, derive_seed, observation_dtype
 
 
 class Evaluator:
@@ -24,29 +24,20 @@ class Evaluator:
         env: a gymnasium vector env in ``AutoresetMode.SAME_STEP``, used only for evaluation.
         policy: any object with ``_forward_eval(obs [N, ...]) -> actions [N, ...]``.
         n_episodes: episodes per evaluation (>= 1).
-        seed: evaluation ``k`` (0, 1, 2...) starts with ``env.reset(seed=derive_seed(seed, k))``: the first
-            uses ``seed`` itself, later ones distinct reproducible seeds, so two evaluators built alike give
-            identical results call for call. ``None``: unseeded resets.
-        max_steps: optional safety cap on vector steps per evaluation; reaching it raises ``RuntimeError``
-            (for environments without a time limit).
+        seed: evaluation ``k`` starts with ``env.reset(seed=derive_seed(seed, k))``, so evaluators built alike
+            give identical results call for call; ``None``: unseeded resets.
+        max_steps: optional cap on vector steps per evaluation; reaching it raises ``RuntimeError``.
     """
 
-    def __init__(
-        self,
-        env: Any,
-        policy: Any,
-        n_episodes: int,
-        seed: Optional[int] = None,
-        max_steps: Optional[int] = None,
-    ) -> None:
+    def __init__(self, env: Any, policy: Any, n_episodes: int, seed: Optional[int] = None,
+                 max_steps: Optional[int] = None) -> None:
         check_same_step_autoreset(env, "Evaluator")
         if not callable(getattr(policy, "_forward_eval", None)):
             raise TypeError(f"Evaluator: policy {type(policy).__name__} has no _forward_eval(obs) method")
-        if isinstance(n_episodes, bool) or not isinstance(n_episodes, (int, np.integer)) or n_episodes < 1:
+        if not is_int(n_episodes) or n_episodes < 1:
             raise ValueError(f"Evaluator: n_episodes must be an int >= 1, got {n_episodes!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"Evaluator: seed must be a non-negative int or None, got {seed!r}")
-        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        check_seed(seed, "Evaluator")
+        if max_steps is not None and (not is_int(max_steps) or max_steps < 1):
             raise ValueError(f"Evaluator: max_steps must be an int >= 1 or None, got {max_steps!r}")
         self.env = env
         self.policy = policy
@@ -71,34 +62,23 @@ class Evaluator:
         return self._evaluations
 
     def evaluate(self) -> Dict[str, float]:
-        """Play ``n_episodes`` episodes and summarise them.
-
-        Returns:
-            ``episode_return_mean``, ``episode_return_std`` (population, ``ddof=0``),
-            ``episode_return_min``, ``episode_return_max``, ``episode_length_mean`` and ``episodes``
-            (= ``n_episodes``), all Python numbers.
-        """
+        """Play ``n_episodes`` episodes; returns ``episode_return_mean``, ``episode_return_std`` (``ddof=0``),
+        ``episode_return_min``, ``episode_return_max``, ``episode_length_mean`` and ``episodes`` (Python numbers)."""
         name = type(self.policy).__name__
         quotas = self.quotas
         done: List[List[Dict[str, Any]]] = [[] for _ in range(self.num_envs)]
-        returns = np.zeros(self.num_envs, dtype=np.float64)
-        lengths = np.zeros(self.num_envs, dtype=np.int64)
+        returns, lengths = np.zeros(self.num_envs, dtype=np.float64), np.zeros(self.num_envs, dtype=np.int64)
         obs, _ = self.env.reset(seed=derive_seed(self.seed, self._evaluations))
         self._evaluations += 1
         steps = 0
         while any(len(done[i]) < quotas[i] for i in range(self.num_envs)):
             if self.max_steps is not None and steps >= self.max_steps:
-                finished = sum(len(d) for d in done)
-                raise RuntimeError(
-                    f"Evaluator: {finished} of {self.n_episodes} episodes finished within max_steps={self.max_steps} "
-                    f"vector steps; does the environment have a time limit?"
-                )
+                raise RuntimeError(f"Evaluator: {sum(map(len, done))} of {self.n_episodes} episodes finished within "
+                                   f"max_steps={self.max_steps} vector steps; does the environment have a time limit?")
             actions = to_numpy(self.policy._forward_eval(np.asarray(obs, dtype=self.obs_dtype)), copy=False)
             if actions.ndim == 0 or actions.shape[0] != self.num_envs:
-                raise ValueError(
-                    f"{name}._forward_eval returned actions of shape {actions.shape}; expected a leading "
-                    f"dimension of num_envs={self.num_envs}"
-                )
+                raise ValueError(f"{name}._forward_eval returned actions of shape {actions.shape}; expected a leading "
+                                 f"dimension of num_envs={self.num_envs}")
             if np.issubdtype(actions.dtype, np.floating) and not np.isfinite(actions).all():
                 raise ValueError(f"{name}._forward_eval returned non-finite actions: {actions.tolist()}")
             obs, reward, terminated, truncated, _ = self.env.step(actions)
@@ -110,31 +90,18 @@ class Evaluator:
                     done[i].append(
                         {"episode_return": float(returns[i]), "episode_length": int(lengths[i]), "env_index": int(i)}
                     )
-                returns[i] = 0.0
-                lengths[i] = 0
+                returns[i], lengths[i] = 0.0, 0
         self.episodes = [episode for per_env in done for episode in per_env]
         ret = np.array([e["episode_return"] for e in self.episodes], dtype=np.float64)
         length = np.array([e["episode_length"] for e in self.episodes], dtype=np.float64)
-        return {
-            "episode_return_mean": float(ret.mean()),
-            "episode_return_std": float(ret.std()),
-            "episode_return_min": float(ret.min()),
-            "episode_return_max": float(ret.max()),
-            "episode_length_mean": float(length.mean()),
-            "episodes": len(self.episodes),
-        }
+        return {"episode_return_mean": float(ret.mean()), "episode_return_std": float(ret.std()),
+                "episode_return_min": float(ret.min()), "episode_return_max": float(ret.max()),
+                "episode_length_mean": float(length.mean()), "episodes": len(self.episodes)}
 
-    # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:
         """The evaluation counter, so a resumed run continues the sequence of evaluation seeds."""
         return {"evaluations": self._evaluations}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; anything but ``{'evaluations': int >= 0}`` is a ``ValueError``."""
-        if not isinstance(state, Mapping) or set(state) != {"evaluations"}:
-            keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"Evaluator.load_state_dict: expected keys ['evaluations'], got {keys}")
-        value = state["evaluations"]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise ValueError(f"Evaluator.load_state_dict: 'evaluations' must be a non-negative int, got {value!r}")
-        self._evaluations = int(value)
+        self._evaluations = load_counters(state, "Evaluator", ("evaluations",))["evaluations"]

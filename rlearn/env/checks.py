@@ -1,20 +1,11 @@
-"""``FiniteCheck``: a vector-env wrapper that stops a run at the first non-finite observation or reward,
-blaming the environment (not the policy that would otherwise fail on it later).
-
-Observations enter a run through ``env.reset()`` and ``env.step()`` (including the final observations of
-ended episodes in ``info["final_obs"]``); checking them there names the culprit — the environment, the
-sub-environment and the call — instead of letting a NaN reach a policy's forward pass or its loss, whose
-error would point at the policy. Integer observation spaces are not checked (they cannot hold NaN).
-
-``ObservationShapeCheck`` wraps each sub-environment (in the worker process, for asynchronous ones): an
-observation whose shape is not its ``observation_space``'s would otherwise fail inside gymnasium's batching
-(``ValueError: Output array is the wrong shape``) without naming the environment or the shapes.
-"""
+"""Wrappers that blame the environment for what it returns wrong, before a policy fails on it:
+``FiniteCheck`` (a NaN or inf observation or reward) and ``ObservationShapeCheck`` (an observation whose
+shape is not its ``observation_space``'s, which gymnasium's batching reports without naming either)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import gymnasium as gym
@@ -27,37 +18,20 @@ class EnvironmentFault(RuntimeError):
     """The environment returned something no policy can use (a NaN or infinite observation or reward)."""
 
 
-def _first_bad_env(values: np.ndarray) -> Optional[int]:
-    """Index (along the first axis) of the first sub-environment with a non-finite value, or None."""
-    if values.dtype.kind not in "fc":
-        return None
-    finite = np.isfinite(values)
-    if finite.all():
-        return None
-    per_env = finite.reshape(len(values), -1).all(axis=1) if values.ndim > 1 else finite
-    return int(np.flatnonzero(~per_env)[0])
-
-
 def _surely_finite(values: Any) -> bool:
     """A cheap test for the common case: True when ``values`` is a numpy array that holds no NaN or inf (its
     float64 sum is finite, or its dtype cannot hold them); False means "look closer" (a large finite sum
     can overflow)."""
     if type(values) is not np.ndarray:
         return False
-    if values.dtype.kind not in "fc":
-        return True
-    return math.isfinite(values.sum(dtype=np.float64)) if values.dtype.kind == "f" else False
+    kind = values.dtype.kind
+    return kind not in "fc" or (kind == "f" and math.isfinite(values.sum(dtype=np.float64)))
 
 
 class FiniteCheck(VectorWrapper):
-    """Raise :class:`EnvironmentFault` when ``env`` returns a NaN or infinite observation (from ``reset``,
-    ``step`` or a final observation) or reward; the message names the environment id, the sub-environment,
-    the call and the values.
-
-    Args:
-        env: a gymnasium vector env.
-        name: how to name the environment in errors (its id).
-    """
+    """Raise :class:`EnvironmentFault` when the vector env ``env`` returns a NaN or infinite observation
+    (from ``reset``, ``step`` or a final observation) or reward, naming the environment (``name``), the
+    sub-environment, the call and the values."""
 
     def __init__(self, env: VectorEnv, name: str) -> None:
         super().__init__(env)
@@ -87,11 +61,12 @@ class FiniteCheck(VectorWrapper):
 
     def _check(self, values: Any, what: str, where: str, offset: int = 0) -> None:
         array = np.asarray(values)
-        if array.ndim == 0:
+        if array.ndim == 0 or array.dtype.kind not in "fc":
             return
-        bad = _first_bad_env(array)
-        if bad is None:
+        finite = np.isfinite(array)
+        if finite.all():
             return
+        bad = int(np.flatnonzero(~finite.reshape(len(array), -1).all(axis=1))[0])  # the first sub-environment
         shown = np.array2string(array[bad], threshold=8, precision=4)
         raise EnvironmentFault(
             f"environment {self.name!r} returned a non-finite {what} in sub-environment {bad + offset} at its "
@@ -101,14 +76,9 @@ class FiniteCheck(VectorWrapper):
 
 
 class ObservationShapeCheck(gym.Wrapper):
-    """Raise :class:`EnvironmentFault` when one environment returns an observation (from ``reset`` or
-    ``step``) whose shape is not its ``observation_space.shape``, naming the environment and both shapes.
-    Spaces without a shape (``Dict``, ``Tuple``) are not checked.
-
-    Args:
-        env: one gymnasium environment (a sub-environment of a vector env).
-        name: how to name the environment in errors (its id).
-    """
+    """Raise :class:`EnvironmentFault` when the environment ``env`` returns an observation (from ``reset``
+    or ``step``) whose shape is not its ``observation_space.shape``, naming the environment (``name``) and
+    both shapes. Spaces without a shape (``Dict``, ``Tuple``) are not checked."""
 
     def __init__(self, env: gym.Env, name: str) -> None:
         super().__init__(env)

@@ -1,13 +1,8 @@
 """Vectorised gymnasium environments set up the way rlearn's collector and evaluator expect.
 
-Every vector environment built here uses gymnasium's ``AutoresetMode.SAME_STEP``: when a sub-environment
-ends an episode (``terminated`` or ``truncated``), the same ``step`` call resets it, returns the *reset*
-observation in ``obs`` and puts the *final* observation of the ended episode in ``info["final_obs"][i]``
-(with the boolean mask ``info["_final_obs"]``). Each step is therefore one real transition, and the
-collector can store the true next observation for bootstrapping.
-
-An environment is named by a registered gymnasium id (``"Pendulum-v1"``) or given as a callable that
-builds one (``lambda **kw: MyEnv(**kw)``); :func:`register_env` registers a custom environment under an id.
+Every vector environment built here uses ``AutoresetMode.SAME_STEP``: the ``step`` that ends an episode
+resets that sub-environment, returns the *reset* observation in ``obs`` and the *final* one in
+``info["final_obs"][i]`` (mask ``info["_final_obs"]``), so each step is one real transition.
 """
 
 from __future__ import annotations
@@ -27,22 +22,14 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 EnvFactory = Callable[..., gym.Env]
 EnvId = Union[str, EnvSpec, EnvFactory]
 
-#: multiprocessing start method for ``asynchronous=True``: ``forkserver`` where the platform has it, else
-#: ``spawn``. Neither forks the (possibly multi-threaded, torch-holding) parent process. Workers are started
-#: from a fresh interpreter, so the environment factory must be importable or picklable (a registered id, a
-#: class or function defined in a module, or a lambda), and a script must guard its entry point with
-#: ``if __name__ == "__main__":``.
+#: multiprocessing start method for ``asynchronous=True``; neither forks the (torch-holding) parent process,
+#: so the environment factory must be importable or picklable in a fresh interpreter, and a script must guard
+#: its entry point with ``if __name__ == "__main__":``.
 DEFAULT_ASYNC_CONTEXT = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
-def register_env(
-    env_id: str,
-    entry_point: Union[str, EnvFactory],
-    *,
-    max_episode_steps: Optional[int] = None,
-    kwargs: Optional[Mapping[str, Any]] = None,
-    override: bool = False,
-) -> None:
+def register_env(env_id: str, entry_point: Union[str, EnvFactory], *, max_episode_steps: Optional[int] = None,
+                 kwargs: Optional[Mapping[str, Any]] = None, override: bool = False) -> None:
     """Register a custom environment with gymnasium so it can be named by ``env_id`` in a config.
 
     Args:
@@ -50,8 +37,7 @@ def register_env(
         entry_point: the environment class or factory, or an import string ``"package.module:Class"``.
         max_episode_steps: wrap the environment in ``TimeLimit`` (episodes are *truncated* at this length).
         kwargs: default keyword arguments for the constructor.
-        override: replace an existing registration; without it, registering a taken id is an error
-            (gymnasium would only warn and silently replace it).
+        override: replace an existing registration; without it a taken id is an error (gymnasium would warn).
     """
     if not isinstance(env_id, str) or not env_id:
         raise TypeError(f"register_env: env_id must be a non-empty str, got {env_id!r}")
@@ -59,8 +45,7 @@ def register_env(
         raise TypeError(f"register_env({env_id!r}): entry_point must be a callable or an import string")
     if env_id in gym.registry and not override:
         raise ValueError(f"register_env: environment id {env_id!r} is already registered (pass override=True)")
-    if env_id in gym.registry:
-        del gym.registry[env_id]
+    gym.registry.pop(env_id, None)
     gym.register(env_id, entry_point=entry_point, max_episode_steps=max_episode_steps, kwargs=dict(kwargs or {}))
 
 
@@ -73,10 +58,9 @@ def resolve_env_spec(env_id: str) -> EnvSpec:
     except gym.error.Error as exc:
         close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
         hint = f" Registered ids close to it: {', '.join(repr(c) for c in close)}." if close else ""
-        raise ValueError(
-            f"unknown environment id {env_id!r}: {exc}{hint} Register custom environments with "
-            f"rlearn.env.register_env or gymnasium.register, or pass a callable that builds the environment."
-        ) from exc
+        raise ValueError(f"unknown environment id {env_id!r}: {exc}{hint} Register custom environments with "
+                         "rlearn.env.register_env or gymnasium.register, or pass a callable that builds the "
+                         "environment.") from exc
 
 
 def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], seed: Optional[int]) -> gym.Env:
@@ -85,13 +69,12 @@ def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], s
     from rlearn.env.checks import ObservationShapeCheck
 
     if isinstance(env, EnvSpec):
-        instance = ObservationShapeCheck(gym.make(env, **env_kwargs), env.id)
+        instance, name = gym.make(env, **env_kwargs), env.id
     else:
-        name = getattr(env, "__qualname__", repr(env))
-        instance = env(**env_kwargs)
+        instance, name = env(**env_kwargs), getattr(env, "__qualname__", repr(env))
         if not isinstance(instance, gym.Env):
             raise TypeError(f"environment factory {name} returned {type(instance).__name__}, not a gymnasium.Env")
-        instance = ObservationShapeCheck(instance, name)
+    instance = ObservationShapeCheck(instance, name)
     if seed is not None:
         # Seeds the environment's own generator once; later resets without a seed continue from it.
         instance.reset(seed=seed)
@@ -100,15 +83,10 @@ def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], s
     return instance
 
 
-def make_env_fn(
-    env_id: EnvId, seed: Optional[int] = None, env_kwargs: Optional[Mapping[str, Any]] = None
-) -> Callable[[], gym.Env]:
-    """A zero-argument callable that builds (and, given ``seed``, seeds) one environment.
-
-    ``env_id`` is a registered id, an :class:`EnvSpec` or a callable ``factory(**env_kwargs) -> gym.Env``.
-    An id is resolved here, in the calling process, so an unknown id fails before any worker starts.
-    The returned callable is picklable (for worker processes) whenever ``env_id`` is.
-    """
+def make_env_fn(env_id: EnvId, seed: Optional[int] = None,
+                env_kwargs: Optional[Mapping[str, Any]] = None) -> Callable[[], gym.Env]:
+    """A zero-argument callable (picklable when ``env_id`` is) that builds, and given ``seed`` seeds, one
+    environment; an id is resolved here, so an unknown one fails before any worker starts."""
     if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
         raise TypeError(f"env_kwargs must be a mapping, got {type(env_kwargs).__name__}")
     if isinstance(env_id, str):
@@ -120,38 +98,26 @@ def make_env_fn(
     return functools.partial(_build_env, target, dict(env_kwargs or {}), seed)
 
 
-def make_vector_env(
-    env_id: EnvId,
-    num_envs: int,
-    seed: Optional[int] = None,
-    asynchronous: bool = False,
-    env_kwargs: Optional[Mapping[str, Any]] = None,
-    context: Optional[str] = None,
-    copy: bool = True,
-) -> VectorEnv:
-    """Build ``num_envs`` copies of an environment as one gymnasium vector environment.
+def make_vector_env(env_id: EnvId, num_envs: int, seed: Optional[int] = None, asynchronous: bool = False,
+                    env_kwargs: Optional[Mapping[str, Any]] = None, context: Optional[str] = None,
+                    copy: bool = True) -> VectorEnv:
+    """Build ``num_envs`` copies of an environment as one vector environment in ``AutoresetMode.SAME_STEP``
+    (close it with ``env.close()``).
 
     Args:
         env_id: a registered gymnasium id, an ``EnvSpec``, or a callable ``factory(**env_kwargs) -> gym.Env``.
         num_envs: number of sub-environments (>= 1).
-        seed: sub-environment ``i`` is seeded with ``seed + i`` (its reset generator, action space and
-            observation space), and the batched action space with ``seed``. ``None`` leaves them unseeded.
-        asynchronous: one worker process per sub-environment (``AsyncVectorEnv``) instead of stepping them
-            in turn in this process (``SyncVectorEnv``).
+        seed: sub-environment ``i`` is seeded with ``seed + i`` (reset generator and spaces), the batched
+            action space with ``seed``; ``None`` leaves them unseeded.
+        asynchronous: one worker process per sub-environment (``AsyncVectorEnv``) instead of ``SyncVectorEnv``.
         env_kwargs: keyword arguments for every sub-environment's constructor.
         context: multiprocessing start method for asynchronous envs (default :data:`DEFAULT_ASYNC_CONTEXT`).
-        copy: ``reset`` and ``step`` return a copy of the vector env's observation batch (gymnasium's
-            default). ``False`` returns the batch itself, which the next call overwrites: for a consumer that
-            copies what it keeps, such as :class:`~rlearn.collect.Collector` (the run's training env), it
-            saves a copy per step.
-
-    Returns:
-        A vector environment in ``AutoresetMode.SAME_STEP``. Close it with ``env.close()``.
+        copy: ``reset`` and ``step`` return a copy of the observation batch; ``False`` returns the batch
+            itself, which the next call overwrites (saves a copy per step for a :class:`~rlearn.collect.Collector`).
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    check_seed(seed)
     fns = [make_env_fn(env_id, None if seed is None else seed + i, env_kwargs) for i in range(num_envs)]
     if asynchronous:
         ctx = context or DEFAULT_ASYNC_CONTEXT
@@ -175,10 +141,8 @@ def make_vector_env(
 
 
 def _pickle_user_files_by_value() -> None:
-    """Have cloudpickle (which gymnasium uses to send environment factories to workers) pickle whatever the
-    executed config and ``custom_imports`` files define by value: their modules live under a name only this
-    process has (``rlearn_user_config.<file>_<hash>``, see :func:`rlearn.config.import_file`), so a worker
-    unpickling a reference to them failed with ``No module named 'rlearn_user_config'``."""
+    """Have cloudpickle (gymnasium's way to send factories to workers) pickle what the executed config and
+    ``custom_imports`` files define by value: their modules exist only in this process."""
     loading = sys.modules.get("rlearn.config.loading")  # no config file was executed if it was never imported
     if loading is None:
         return
@@ -188,20 +152,22 @@ def _pickle_user_files_by_value() -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
+def check_seed(seed: Any, owner: str = "") -> None:
+    """Raise ``ValueError`` (prefixed with ``owner``) unless ``seed`` is a non-negative int or None."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"{owner + ': ' if owner else ''}seed must be a non-negative int or None, got {seed!r}")
+
+
 def check_same_step_autoreset(env: Any, owner: str) -> None:
     """Raise a clear error unless ``env`` is a gymnasium vector env in ``AutoresetMode.SAME_STEP``."""
     if not isinstance(env, VectorEnv):
-        raise TypeError(
-            f"{owner} needs a gymnasium.vector.VectorEnv (build one with rlearn.env.make_vector_env), "
-            f"got {type(env).__name__}"
-        )
+        raise TypeError(f"{owner} needs a gymnasium.vector.VectorEnv (build one with rlearn.env.make_vector_env), "
+                        f"got {type(env).__name__}")
     mode = env.metadata.get("autoreset_mode")
     if mode != AutoresetMode.SAME_STEP:
-        raise ValueError(
-            f"{owner} needs a vector env with autoreset_mode=AutoresetMode.SAME_STEP (so every step is a real "
-            f"transition and the final observation is in info['final_obs']), got {mode!r}; build it with "
-            f"rlearn.env.make_vector_env"
-        )
+        raise ValueError(f"{owner} needs a vector env with autoreset_mode=AutoresetMode.SAME_STEP (so every step is "
+                         f"a real transition and the final observation is in info['final_obs']), got {mode!r}; "
+                         "build it with rlearn.env.make_vector_env")
 
 
 def observation_dtype(space: gym.Space, owner: str) -> np.dtype:
@@ -221,12 +187,8 @@ def observation_dtype(space: gym.Space, owner: str) -> np.dtype:
 
 
 def derive_seed(seed: Optional[int], k: int) -> Optional[int]:
-    """The reset seed of the ``k``-th seeded reset of a component whose base seed is ``seed``.
-
-    ``k = 0`` gives ``seed`` itself; later resets get distinct, reproducible seeds from
-    ``numpy.random.SeedSequence([seed, k])``, so they never coincide with another component's
-    ``seed + i`` sub-environment seeds by simple arithmetic. ``None`` stays ``None`` (unseeded).
-    """
+    """The reset seed of the ``k``-th seeded reset of a component whose base seed is ``seed``: ``seed`` itself
+    for ``k = 0``, then ``SeedSequence([seed, k])`` (never ``seed + i`` by arithmetic); ``None`` stays ``None``."""
     if seed is None:
         return None
     if k == 0:

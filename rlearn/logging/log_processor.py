@@ -8,6 +8,7 @@ import copy
 import inspect
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from rlearn.config.spec import is_int
 from rlearn.monitor import TickMonitor, WindowStat
 from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, HistoryBuffer
 from rlearn.monitor.scalars import to_float
@@ -58,15 +59,14 @@ class LogProcessor:
 
     def __init__(self, window_size: Optional[int] = None, by_epoch: bool = False,
                  custom_cfg: Optional[Sequence[Mapping[str, Any]]] = None) -> None:
-        if window_size is not None and (isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1):
+        if window_size is not None and (not is_int(window_size) or window_size < 1):
             raise LogProcessorConfigError(f"window_size must be a positive int (train iterations) or None; got {window_size!r}")
         if by_epoch:
             raise LogProcessorConfigError("by_epoch=True: an RL run has no epochs; windows count train iterations "
                                           "(use by_epoch=False and window_size in iterations)")
         self.window_size = window_size
         self.by_epoch = False
-        if custom_cfg is None:
-            custom_cfg = []
+        custom_cfg = [] if custom_cfg is None else custom_cfg
         if isinstance(custom_cfg, (Mapping, str)) or not isinstance(custom_cfg, Sequence):
             raise LogProcessorConfigError(f"custom_cfg must be a list of dicts; got {type(custom_cfg).__name__}")
         self.custom_cfg: List[Dict[str, Any]] = []
@@ -99,11 +99,11 @@ class LogProcessor:
         if "window_size" in entry and "last_n" in entry:
             raise LogProcessorConfigError(f"{where}: window_size and last_n are exclusive; give one of them")
         window = entry.get("window_size")
-        if window is not None and window != "global" and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        if window is not None and window != "global" and (not is_int(window) or window < 1):
             hint = " ('epoch' windows are not supported: rlearn counts train iterations)" if window == "epoch" else ""
             raise LogProcessorConfigError(f"{where}: window_size must be a positive int or 'global'; got {window!r}{hint}")
         n = entry.get("last_n", 1)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if not is_int(n) or n < 1:
             raise LogProcessorConfigError(f"{where}: last_n must be a positive int; got {n!r}")
         extra = {k: v for k, v in entry.items() if k not in _FIELDS}
         if _registered(entry["method_name"]) is None:

@@ -155,11 +155,9 @@ def get_instance(name: str, **kwargs: Any) -> logging.Logger:
     """MMEngine's ``MMLogger.get_instance``: the logger ``name``, set up by :func:`get_logger` on the first
     call or any call with ``kwargs``, which becomes the current one."""
     global _current_name
-    existing = logging.Logger.manager.loggerDict.get(name)
-    if not kwargs and isinstance(existing, logging.Logger) and any(getattr(h, _MARK, None) for h in existing.handlers):
-        logger = existing
-    else:
-        logger = get_logger(name, **kwargs)
+    if kwargs or not MMLogger.check_instance_created(name):
+        get_logger(name, **kwargs)
+    logger = logging.getLogger(name)
     logger.instance_name = name  # type: ignore[attr-defined]
     _current_name = name
     return logger

@@ -65,20 +65,11 @@ class MessageHub:
 
     @classmethod
     def get_instance(cls, name: str, **kwargs: Any) -> "MessageHub":
-        """The hub called ``name``, created with ``kwargs`` if new; other ``kwargs`` for an existing one raise."""
+        """The hub called ``name``, created if new (a hub takes its name only: ``kwargs`` raise ``TypeError``)."""
         with cls._lock:
             hub = cls._instances.get(name)
-            if hub is None:
-                hub = cls(name, **kwargs)
-                cls._instances[name] = hub
-            else:
-                differing = {k: v for k, v in kwargs.items() if getattr(hub, k, object()) != v}
-                if differing:
-                    raise ValueError(
-                        f"MessageHub {name!r} already exists with "
-                        + ", ".join(f"{k}={getattr(hub, k, None)!r}" for k in differing)
-                        + f"; cannot change it to {differing}"
-                    )
+            if hub is None or kwargs:
+                hub = cls._instances[name] = cls(name, **kwargs)
             return hub
 
     @classmethod

@@ -1,9 +1,8 @@
 """``HistoryBuffer``: MMEngine's history of one scalar, O(1) amortised ``update`` and O(1) windowed ``mean``.
 
-The retained updates are the slice ``[_a, _b)`` of flat arrays (``_log_history``/``_count_history`` are
-views) beside double-double prefix sums of the finite values and their counts, re-based to 0 whenever the
-slice moves to the front (every ``max_length / 8`` updates). Storage, costs and the error bound of ``mean``
-(within ``2**-103 * n * S`` of the exact windowed sum): docs/logging.md, section HistoryBuffer.
+The retained updates are the slice ``[_a, _b)`` of flat arrays beside double-double prefix sums of the
+finite values and their counts, re-based to 0 whenever the slice moves to the front (docs/logging.md,
+section HistoryBuffer: storage, costs and the error bound of ``mean``).
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rlearn.config.spec import is_int
 from rlearn.monitor.scalars import to_float
 
 __all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS"]
@@ -89,7 +89,7 @@ class HistoryBuffer:
     _statistics_methods: Dict[str, Callable[..., Any]] = {}
 
     def __init__(self, log_history: Sequence[Any] = (), count_history: Sequence[Any] = (), max_length: int = 1_000_000) -> None:
-        if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or max_length < 1:
+        if not is_int(max_length) or max_length < 1:
             raise ValueError(f"max_length must be a positive int; got {max_length!r}")
         self.max_length = int(max_length)
         self._cap_final = self.max_length + max(64, self.max_length // 8)
@@ -235,7 +235,7 @@ class HistoryBuffer:
         size = self._b - self._a
         if window_size is None:
             w = size
-        elif isinstance(window_size, bool) or not isinstance(window_size, (int, np.integer)):
+        elif not is_int(window_size):
             raise TypeError(f"window_size must be a positive int or None; got {window_size!r}")
         elif window_size < 1:
             raise ValueError(f"window_size must be a positive int or None; got {window_size!r}")

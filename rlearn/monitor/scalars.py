@@ -84,9 +84,8 @@ def is_scalar(value: Any) -> bool:
     return True
 
 
-def to_floats(
-    items: Iterable[Tuple[str, Any]], check_key: Optional[Callable[[Any], None]] = None
-) -> List[Tuple[str, float]]:
+def to_floats(items: Iterable[Tuple[str, Any]],
+              check_key: Optional[Callable[[Any], None]] = None) -> List[Tuple[str, float]]:
     """``(key, float)`` for every ``(key, value)``, accelerator tensors copied once per device; raises
     (naming the key) before returning anything. ``check_key`` gets every key that is not a non-empty str."""
     out: List[Tuple[str, Any]] = []

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from rlearn.config.spec import is_int, is_real
 from rlearn.monitor.window import KeyWindow, LastN, SinceStart, Stat, Tracked
 
 __all__ = ["STATE_VERSION", "parse_state", "positive_int", "check_key"]
@@ -15,7 +15,7 @@ STATE_VERSION = 3
 
 
 def positive_int(what: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"{what} must be a positive int, got {value!r}")
     return int(value)
 
@@ -31,14 +31,6 @@ def _error(message: str) -> ValueError:
     return ValueError(f"TickMonitor.load_state_dict: {message}")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_float(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWindow], Dict[str, Optional[float]], Dict[str, Any]]:
     """Validate a state dict and build the windows; raises before touching any monitor."""
     if not isinstance(state, Mapping):
@@ -50,7 +42,7 @@ def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWind
     if version not in (1, 2, STATE_VERSION):
         raise _error(f"unsupported state version {version!r} (this rlearn reads versions 1 to {STATE_VERSION})")
     tick = state["tick_count"]
-    if not _is_int(tick) or tick < 0:
+    if not is_int(tick) or tick < 0:
         raise _error(f"'tick_count' must be an int >= 0, got {tick!r}")
     tick = int(tick)
     try:
@@ -73,9 +65,9 @@ def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWind
         if key in windows:
             raise _error(f"key {key!r} appears twice")
         last, total_bad = record.get("last"), record.get("nonfinite_total", 0)
-        if last is not None and not _is_float(last):
+        if last is not None and not is_real(last):
             raise _error(f"key {key!r}: 'last' must be a number or None, got {last!r}")
-        if not _is_int(total_bad) or total_bad < 0:
+        if not is_int(total_bad) or total_bad < 0:
             raise _error(f"key {key!r}: 'nonfinite_total' must be an int >= 0, got {total_bad!r}")
         window = _window(f"key {key!r}", record, tick, sizes.get(key, default_size))
         if window.vals and last is None:
@@ -107,13 +99,13 @@ def _window(where: str, record: Mapping[str, Any], tick: int, size: int) -> KeyW
         if not isinstance(pairs, (list, tuple)) or not isinstance(bad, (list, tuple)):
             raise _error(f"{where}: 'values' and 'nonfinite' must be lists")
         for i, pair in enumerate(pairs):
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and _is_int(pair[0]) and _is_float(pair[1])
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and is_int(pair[0]) and is_real(pair[1])
                     and math.isfinite(pair[1])):
                 raise _error(f"{where} value {i}: expected [tick, finite number], got {pair!r}")
         pairs = [(int(t), float(v)) for t, v in pairs]
     for what, ticks in (("value", [t for t, _ in pairs]), ("nonfinite", bad)):
         for i, t in enumerate(ticks):
-            if not _is_int(t) or not tick - size <= t <= tick:
+            if not is_int(t) or not tick - size <= t <= tick:
                 raise _error(f"{where} {what} {i}: tick {t!r} is not in the window [{tick - size}, {tick}] of size {size} at tick {tick}")
             if i and t < ticks[i - 1]:
                 raise _error(f"{where}: {what} ticks must not decrease, got {ticks[i - 1]} then {t}")
@@ -128,9 +120,9 @@ def _from_entries(where: str, entries: List[Any]) -> Tuple[List[Tuple[int, float
         if not isinstance(raw, (list, tuple)) or len(raw) not in (6, 8):
             raise _error(f"{where} entry {i}: expected [tick, sum, count, min, max, nonfinite, sumsq, last], got {raw!r}")
         t, total, count, low, high, nonfinite = raw[:6]
-        if not _is_int(count) or count < 0 or not _is_int(nonfinite) or nonfinite < 0 or count + nonfinite == 0:
+        if not is_int(count) or count < 0 or not is_int(nonfinite) or nonfinite < 0 or count + nonfinite == 0:
             raise _error(f"{where} entry {i}: count and nonfinite must be ints >= 0, not both 0; got {count!r}, {nonfinite!r}")
-        if not all(_is_float(v) for v in (total, low, high)):
+        if not all(is_real(v) for v in (total, low, high)):
             raise _error(f"{where} entry {i}: sum, min and max must be numbers, got {total!r}, {low!r}, {high!r}")
         if count and (not all(math.isfinite(v) for v in (total, low, high)) or low > high):
             raise _error(f"{where} entry {i}: sum/min/max must be finite with min <= max, got {total}, {low}, {high}")
@@ -146,9 +138,9 @@ def _parse_stat(where: str, raw: Any) -> Stat:
     if not isinstance(raw, (list, tuple)) or len(raw) != 7:
         raise _error(f"{where}: expected [sum, count, min, max, nonfinite, sumsq, last], got {raw!r}")
     total, count, low, high, bad, squares, last = raw
-    if not (_is_int(count) and count >= 0 and _is_int(bad) and bad >= 0):
+    if not (is_int(count) and count >= 0 and is_int(bad) and bad >= 0):
         raise _error(f"{where}: count and nonfinite must be ints >= 0, got {count!r}, {bad!r}")
-    if not all(_is_float(v) for v in (total, low, high, squares)) or not (last is None or _is_float(last)):
+    if not all(is_real(v) for v in (total, low, high, squares)) or not (last is None or is_real(last)):
         raise _error(f"{where}: sum, min, max, sumsq and last must be numbers, got {raw!r}")
     return (float(total), int(count), float(low), float(high), int(bad), float(squares), None if last is None else float(last))
 
@@ -180,14 +172,14 @@ def _parse_tracked(raw: Any, tick: int) -> Dict[str, Tracked]:
                 raise _error(f"{where}: 'last_n' must be a dict with n, values, tick, at_tick")
             n = positive_int(f"{where} last_n n", ring["n"])
             values = ring["values"]
-            if not isinstance(values, (list, tuple)) or len(values) > n or not all(_is_float(v) for v in values):
+            if not isinstance(values, (list, tuple)) or len(values) > n or not all(is_real(v) for v in values):
                 raise _error(f"{where}: 'last_n' values must be a list of at most {n} numbers")
-            if not _is_int(ring["tick"]) or not _is_int(ring["at_tick"]) or ring["at_tick"] < 0:
+            if not is_int(ring["tick"]) or not is_int(ring["at_tick"]) or ring["at_tick"] < 0:
                 raise _error(f"{where}: 'last_n' tick and at_tick must be ints")
             tracked.last_n = LastN(n, [float(v) for v in values], int(ring["tick"]), int(ring["at_tick"]))
         since = record.get("since_start")
         if since is not None:
-            if not isinstance(since, Mapping) or not _is_int(since.get("tick")):
+            if not isinstance(since, Mapping) or not is_int(since.get("tick")):
                 raise _error(f"{where}: 'since_start' must be a dict with before, tick, current")
             tracked.since_start = SinceStart(_parse_stat(f"{where} since_start before", since.get("before")),
                                              int(since["tick"]), _parse_stat(f"{where} since_start current", since.get("current")))

@@ -1,16 +1,12 @@
 """``TickMonitor``: the one store of monitored numbers, a sliding window of ticks per key (docs/monitoring.md).
-
-A key's window is a :class:`~rlearn.monitor.window.KeyWindow`; what :meth:`TickMonitor.keep` adds (other
-windows, the last ``n`` values, since-start aggregates) lives beside it in ``window.py``; the state dict
-is read back by ``state.py``.
-"""
+The windows live in ``window.py``, the state dict is read back by ``state.py``."""
 
 from __future__ import annotations
 
-import numbers
 from bisect import bisect_right
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from rlearn.config.spec import is_int
 from rlearn.monitor import scalars
 from rlearn.monitor.state import STATE_VERSION, check_key, parse_state, positive_int
 from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat, Tracked, WindowStat
@@ -46,16 +42,15 @@ class TickMonitor:
     def __init__(self, window_size: int = 20, window_sizes: Optional[Mapping[str, int]] = None) -> None:
         self._default_size = positive_int("TickMonitor window_size", window_size)
         self._sizes: Dict[str, int] = {}
-        if window_sizes is not None:
-            if not isinstance(window_sizes, Mapping):
-                raise TypeError(f"TickMonitor window_sizes must be a mapping key -> int, got {window_sizes!r}")
-            for key, size in window_sizes.items():
-                check_key(key)
-                self._sizes[key] = positive_int(f"TickMonitor window size of {key!r}", size)
         self._windows: Dict[str, KeyWindow] = {}
         self._last: Dict[str, Optional[float]] = {}
         self._tracked: Dict[str, Tracked] = {}
         self._tick = 0
+        if window_sizes is not None:
+            if not isinstance(window_sizes, Mapping):
+                raise TypeError(f"TickMonitor window_sizes must be a mapping key -> int, got {window_sizes!r}")
+            for key, size in window_sizes.items():
+                self.set_window_size(key, size)
 
     @property
     def tick_count(self) -> int:
@@ -99,9 +94,8 @@ class TickMonitor:
             resized.total_bad = window.total_bad
             self._windows[key] = resized
 
-    def keep(
-        self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None, since_start: bool = False
-    ) -> None:
+    def keep(self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None,
+             since_start: bool = False) -> None:
         """Make ``key`` keep, from now on, another tick ``window``, its ``last_n`` values or aggregates
         ``since_start`` (idempotent; saved by :meth:`state_dict`)."""
         check_key(key)
@@ -160,7 +154,7 @@ class TickMonitor:
     def _end(self, end: Optional[int]) -> int:
         if end is None:
             return self._tick
-        if isinstance(end, numbers.Integral) and not isinstance(end, bool) and self._tick - 1 <= end <= self._tick:
+        if is_int(end) and self._tick - 1 <= end <= self._tick:
             return int(end)
         raise ValueError(
             f"TickMonitor: end={end!r} is not a valid last tick of a window; use None or tick_count "
@@ -178,7 +172,7 @@ class TickMonitor:
         if end is not None and (type(end) is not int or end != now) and self._end(end) != now:
             stat = window.stat(now, end)
             return stat[0] / stat[1] if stat[1] else None
-        # window.sum_count() inlined: every log calls it for every key
+        # the running sum of the open block plus the closed block's suffix sum: every log calls it for every key
         if now >= window.end:
             window.roll(now)
         vals = window.vals
@@ -221,7 +215,7 @@ class TickMonitor:
         """Number of finite values of ``key`` in its window."""
         window = self._windows.get(key)
         if end is None and window is not None:
-            return window.sum_count(self._tick)[1]
+            return window.count(self._tick)
         return self._stat(key, end)[1]
 
     def nonfinite(self, key: str, end: Optional[int] = None) -> int:

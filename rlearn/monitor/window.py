@@ -2,10 +2,9 @@
 ``n`` values (:class:`LastN`) and aggregates since the start (:class:`SinceStart`), gathered in
 :class:`Tracked`; and a window's mergeable aggregate (:class:`WindowStat`).
 
-A :class:`KeyWindow` holds an *open* block (every value recorded before ``end = start + size``, with running
-aggregates) and the previous, *closed* block, whose share of a window is read from suffix aggregates at
-the index a binary search finds: recording is two list appends, a query O(log size), and nothing is
-subtracted, so sums do not drift (docs/monitoring.md explains why it is cheap).
+A :class:`KeyWindow` holds an *open* block (values before ``end = start + size``, running aggregates) and
+the previous, *closed* one, read from suffix aggregates: recording is two list appends, a query O(log size),
+and nothing is subtracted, so sums do not drift (docs/monitoring.md).
 """
 
 from __future__ import annotations
@@ -148,19 +147,11 @@ class KeyWindow:
         ticks = self.ticks
         return len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
 
-    def sum_count(self, now: int) -> Tuple[float, int]:
-        """Sum and number of the finite values in the window ending at ``now`` (the current tick)."""
+    def count(self, now: int) -> int:
+        """Number of finite values in the window ending at ``now`` (the current tick)."""
         if now >= self.end:
             self.roll(now)
-        count = len(self.vals)
-        if self.o_sum_n != count:
-            self.o_sum += sum(self.vals[self.o_sum_n:])
-            self.o_sum_n = count
-        total, first = self.o_sum, self._first_closed(now)
-        if first < len(self.c_vals):
-            total = (self.c_suf or self._suffix_sums())[first] + total
-            count += len(self.c_vals) - first
-        return total, count
+        return len(self.vals) + len(self.c_vals) - self._first_closed(now)
 
     def _suffix_sums(self) -> List[float]:
         self.c_suf = _suffix(self.c_vals)
@@ -198,11 +189,10 @@ class KeyWindow:
         last = vals[kept - 1] if kept else (self.c_vals[-1] if first < len(self.c_vals) else None)
         return total, count, low, high, self.nonfinite(now, end), squares, last
 
-    def nonfinite(self, now: int, end: Optional[int] = None) -> int:
-        """Number of NaN/inf values in the window ending at ``end`` (default ``now``, the current tick)."""
+    def nonfinite(self, now: int, end: int) -> int:
+        """Number of NaN/inf values in the window ending at ``end`` (``now``, the current tick, or ``now - 1``)."""
         if now >= self.end:
             self.roll(now)
-        end = now if end is None else end
         bad = self.bad
         count = len(bad) if not bad or bad[-1] <= end else bisect_right(bad, end)
         c_bad = self.c_bad
