@@ -1,22 +1,9 @@
-"""What actor-critics share: :class:`OffPolicyActorCritic` (TD3, SAC; a DDPG would too) and
-:class:`OnPolicyActorCritic` (PPO, PPG).
+"""What actor-critics share: :class:`OffPolicyActorCritic` (TD3, SAC) and :class:`OnPolicyActorCritic` (PPO, PPG).
 
-:class:`OffPolicyActorCritic` is a :class:`~policies.base.Policy` that a subclass gives its algorithm: networks
-and optimizers in ``_init_learn`` (calling :meth:`~OffPolicyActorCritic._init_spaces` first), one iteration in
-``_learn_step``, acting and evaluation. The base provides the plumbing around them:
-
-* spaces: a ``Box`` observation space and a ``Box`` action space mapped onto ``[-1, 1]``
-  (:class:`rlearn.rl.BoxActions`; :meth:`to_env_action`, :meth:`to_normalized_action`);
-* the replay minibatch, checked once (:func:`rlearn.rl.check_replay_batch`, :meth:`_check_batch`);
-* the twin-critic step :meth:`update_critic` on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``;
-* acting from numpy (:meth:`_actor_numpy`);
-* the train iteration on the CPU threads that pay (``learn_threads`` / ``adaptive_threads``, :class:`ThreadChooser`);
-* the checkpointed ``update_count`` and learner generator ``torch_rng`` (:meth:`extra_state`).
-
-:class:`OnPolicyActorCritic` gives PPO and PPG their common keys, spaces (:func:`rlearn.rl.action_spec`), acting
-and evaluating from the distribution a subclass's ``_distribution`` gives, the checked rollout with its GAE
-advantages and value targets (:meth:`~OnPolicyActorCritic._advantage_batch`), shuffled minibatches and the clip
-range that may follow the learning rate.
+The off-policy base gives spaces in normalised action units, the checked replay minibatch, the twin-critic
+step :meth:`~OffPolicyActorCritic.update_critic`, acting from numpy, thread choice and checkpointed counters.
+The on-policy base gives common keys, spaces, acting from a subclass's ``_distribution``, the checked rollout
+with its GAE advantages, shuffled minibatches and the clip range.
 """
 
 from __future__ import annotations

@@ -1,44 +1,17 @@
 """Phasic Policy Gradient (PPG): Cobbe, Hilton, Klimov and Schulman, 2020, https://arxiv.org/abs/2009.04416
 
-PPG is PPO with the policy and the value function trained in separate *phases* so that they can share
-features without fighting over them:
+PPO with the policy and the value function trained in separate phases, on detached networks (a policy
+network with an auxiliary value head, and a value network):
 
-* **policy phase**, once per train iteration (= one call of :meth:`PPGPolicy._forward_learn`, one
-  rollout ``[T, N]`` from ``N`` vectorised environments):
+* policy phase, every train iteration on a rollout ``[T, N]``: GAE(lambda) advantages and value targets,
+  ``e_policy`` epochs of the clipped PPO objective plus an entropy bonus, ``e_value`` epochs of value
+  regression; the observations and value targets are kept for the auxiliary phase;
+* auxiliary phase, every ``n_pi`` iterations: ``e_aux`` epochs of ``aux_value_loss + beta_clone *
+  KL(pi_old || pi_new)`` on the policy network (:func:`behavioral_cloning_kl`) and of value regression on
+  the value network, over every kept observation; then the store is cleared.
 
-  1. GAE(lambda) advantages and value targets (:func:`compute_gae`): bootstrap with ``V(next_obs)``
-     where an episode was *truncated* (time limit), use zero where it *terminated*, and never let the
-     recursion run across an episode end;
-  2. ``e_policy`` epochs of the PPO clipped objective plus an entropy bonus on shuffled minibatches
-     (advantages normalised per minibatch, gradient norm clipped);
-  3. ``e_value`` epochs of value-network regression on the value targets;
-  4. the rollout's observations and value targets are kept for the auxiliary phase.
-
-* **auxiliary phase**, every ``n_pi`` policy iterations (:meth:`PPGPolicy._auxiliary_phase`):
-  the action distribution of every stored observation is recorded first (categorical logits, or the
-  Gaussian mean and log-std); then ``e_aux`` epochs minimise, on the policy network,
-  ``aux_value_loss + beta_clone * KL(pi_old || pi_new)`` -- the auxiliary value head distils the value
-  targets into the policy's features while the KL over *full* distributions (:func:`behavioral_cloning_kl`)
-  keeps the policy where it was -- and train the value network further on the same targets. Then the
-  store is cleared.
-
-The networks are *detached* (the paper's recommended architecture): a policy network (trunk, action head,
-auxiliary value head, and a state-independent log-std for continuous actions) and a separate value
-network. The value network has one Adam optimizer; the policy network has two, one per phase (see
-``_init_learn`` for why). Discrete actions use a categorical distribution over logits; continuous ones a
-diagonal Gaussian whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
-it) while the environment receives ``env_action``, the sample clipped to the action bounds. Their maths
-(log-probabilities, entropies, sampling, KL) is :mod:`rlearn.rl.heads`; the optimizers are
-:func:`rlearn.optim.make_adam` stepped through :class:`rlearn.optim.AdamStep`.
-
-Every policy iteration reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac``,
-``explained_variance`` and ``cur_lr``; only iterations that run an auxiliary phase add
-``aux_value_loss``, ``behavioral_cloning_loss`` and ``auxiliary_loss``. These are *irregular metrics*:
-give the learner a monitor window of at least ``n_pi`` iterations, or the auxiliary losses are missing
-from most windows (see ``docs/ppg.md``).
-
-What PPG shares with PPO -- common keys, spaces, the checked rollout with its advantages, minibatches, the clip
-range -- is :class:`policies.actor_critic.OnPolicyActorCritic`.
+The auxiliary losses are reported once per ``n_pi`` iterations: give the learner a monitor window of at least
+``n_pi`` (docs/ppg.md). What PPG shares with PPO is :class:`policies.actor_critic.OnPolicyActorCritic`.
 """
 
 from __future__ import annotations

@@ -1,44 +1,18 @@
 """Proximal Policy Optimization (PPO): Schulman, Wolski, Dhariwal, Radford and Klimov, 2017,
 https://arxiv.org/abs/1707.06347 (the clipped-surrogate variant, as in CleanRL and Stable-Baselines3).
 
-One train iteration (= one call of :meth:`PPOPolicy._forward_learn`) is one *update* on one rollout
-``[T, N]`` collected by the current policy from ``N`` vectorised environments:
+One train iteration is one update on a rollout ``[T, N]``:
 
-1. GAE(lambda) advantages and value targets (:func:`rlearn.rl.compute_gae`): bootstrap with
-   ``V(next_obs)`` where an episode was *truncated* (time limit), use zero where it *terminated*, never
-   let the recursion run across an episode end. Rewards are multiplied by ``reward_scale`` first.
-2. ``epochs`` passes over the rollout in shuffled minibatches of ``minibatch_size``, each one gradient
-   step of
+1. GAE(lambda) advantages and value targets (:func:`rlearn.rl.compute_gae`) of the rewards times
+   ``reward_scale``;
+2. ``epochs`` passes over the rollout in shuffled minibatches, each one gradient step (gradient norm clipped
+   to ``max_grad_norm``) of ``loss = policy_loss - entropy_coef * entropy + value_coef * value_loss`` with
+   the clipped surrogate :func:`clipped_surrogate_loss` and the (optionally clipped) :func:`value_loss`;
+3. with ``target_kl``, the update stops before the first minibatch whose ``approx_kl`` exceeds
+   ``1.5 * target_kl`` (averaged over the ranks of a multi-process run).
 
-       loss = policy_loss - entropy_coef * entropy + value_coef * value_loss
-
-   * ``policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))`` with
-     ``ratio = pi(a|s) / pi_collect(a|s)`` and the advantages ``A`` normalised per minibatch
-     (``normalize_advantage``): the clipped surrogate objective (:func:`clipped_surrogate_loss`);
-   * ``value_loss = mean((V(s) - target)^2)``, or with ``clip_value`` the pessimistic clipped form
-     ``mean(max((V - target)^2, (V_collect + clip(V - V_collect, -c, c) - target)^2))``
-     (:func:`value_loss`);
-   * ``entropy`` the mean entropy of the action distribution;
-
-   with the gradient norm clipped to ``max_grad_norm`` before each Adam step.
-3. ``target_kl``: before each step, if the minibatch's ``approx_kl`` (an estimate of
-   ``KL(pi_collect || pi)``) exceeds ``1.5 * target_kl``, the update stops there (that minibatch is not
-   stepped, the remaining epochs are skipped) -- the rule of Spinning Up and Stable-Baselines3. In a
-   multi-process run the ranks compare their mean ``approx_kl``, so that they all stop at the same step.
-
-The networks are two MLPs in one module (:class:`ActorCritic`), an actor and a critic that share no
-layers (SB3's ``MlpPolicy`` for PPO), trained by one Adam optimizer. Discrete actions use a categorical
-distribution over the actor's logits; continuous ones a diagonal Gaussian whose log-std is one learned
-vector shared by every state. Its *unclipped* sample is stored as ``action`` (log-probabilities are
-computed on it) while the environment receives ``env_action``, the sample clipped to the action bounds.
-
-Every update reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` and
-``explained_variance``; only updates that ``target_kl`` stopped early add ``early_stop_epoch`` (the
-1-based epoch in which they stopped), a key declared only when ``target_kl`` is set. The learner adds
-``cur_lr``. See ``docs/ppo.md``.
-
-What PPO shares with PPG -- common keys, spaces, the checked rollout with its advantages, minibatches, the clip
-range -- is :class:`policies.actor_critic.OnPolicyActorCritic`.
+The actor and the critic are separate MLPs (:class:`ActorCritic`). The reported keys are described in
+docs/ppo.md; what PPO shares with PPG is :class:`policies.actor_critic.OnPolicyActorCritic`.
 """
 
 from __future__ import annotations

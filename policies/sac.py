@@ -1,48 +1,21 @@
 """Soft Actor-Critic (SAC): Haarnoja et al., 2018, https://arxiv.org/abs/1801.01290 and
 https://arxiv.org/abs/1812.05905 (automatic entropy tuning).
 
-SAC learns a *stochastic* policy for continuous actions that maximises reward plus entropy, from a replay
-buffer, with two critics ``Q1, Q2``, their slowly moving target copies ``Q1', Q2'`` and a temperature
-``alpha`` that weighs the entropy. The actor is a tanh-squashed Gaussian: it outputs a mean and a
-log-std (clamped to ``[log_std_min, log_std_max]``) and ``a = tanh(mean + std * eps)``, with the
-log-density ``log pi(a | s)`` of :mod:`rlearn.rl.squashed_gaussian`. One train iteration (one call of
-:meth:`SACPolicy._forward_learn` on one minibatch ``(s, a, r, s', terminated)``):
+The actor is a tanh-squashed Gaussian (:mod:`rlearn.rl.squashed_gaussian`). One train iteration on a replay
+minibatch ``(s, a, r, s', terminated)``:
 
-1. **Target** (no gradient), a soft clipped double-Q target with a fresh action from the *current* actor::
+1. target (no gradient), with a fresh action ``a' ~ pi(. | s')`` of the current actor::
 
-       a' ~ pi(. | s')
-       y  = r + gamma * (1 - terminated) * (min(Q1'(s', a'), Q2'(s', a')) - alpha * log pi(a' | s'))
+       y = r + gamma * (1 - terminated) * (min(Q1'(s', a'), Q2'(s', a')) - alpha * log pi(a' | s'))
 
-   Only a real termination stops the bootstrap (a time-limit truncation bootstraps from the true ``s'``).
-2. **Critics**: one Adam step on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``.
-3. **Delayed actor and temperature** (CleanRL's ``policy_frequency``): every ``policy_frequency``
-   iterations, ``policy_frequency`` times in a row (so the actor gets one update per iteration on average,
-   as in Stable-Baselines3), on the same minibatch:
+2. critics: one Adam step on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``;
+3. every ``policy_frequency`` iterations, ``policy_frequency`` times in a row (CleanRL's delayed update):
+   an actor step on ``mean(alpha * log pi(a~ | s) - min_i Q_i(s, a~))`` through the frozen critics and, with
+   ``autotune``, a temperature step on ``-log_alpha * (mean log pi(a~ | s) + target_entropy)``;
+4. Polyak averaging of both target critics, every iteration.
 
-   * actor: ``a~ ~ pi(. | s)``, one Adam step on ``mean(alpha * log pi(a~ | s) - min(Q1(s, a~), Q2(s, a~)))``
-     through the frozen critics (gradients reach the actor only);
-   * temperature (``autotune``): one Adam step on ``-log_alpha * (mean log pi(a~ | s) + target_entropy)``
-     (``log pi`` of the same sample, detached; ``target_entropy`` defaults to ``-dim(A)``).
-4. **Targets**: Polyak averaging ``theta' <- theta' + tau * (theta - theta')`` of both critics, every iteration.
-
-Collecting: uniformly random actions while fewer than ``learning_starts`` env steps have been collected,
-then samples of the squashed Gaussian. Evaluation: the deterministic action ``tanh(mean)``. Networks and
-the buffer work in normalised action units (every ``Box`` is mapped affinely onto ``[-1, 1]``), as TD3's.
-
-**Monitoring.** Every iteration: ``critic_loss``, ``critic_twin_loss`` (the MSE of ``Q1``, ``Q2``),
-``q_value``, ``q_value_twin``, ``target_q_value``, ``td_error`` and ``cur_lr_critic``. Actor iterations add
-``actor_loss``, ``entropy`` (``-mean log pi``), ``alpha`` (after the update), ``alpha_loss`` (autotune only;
-each the mean over the ``policy_frequency`` updates) and ``cur_lr_actor``: these keys are *sparse*, so the
-learner's window must cover at least ``policy_frequency`` iterations to show them.
-
-What SAC shares with TD3 -- spaces, the replay-batch check, the twin-critic step (``update_critic``), acting
-from numpy, thread choice, checkpointed counters -- is :class:`policies.actor_critic.OffPolicyActorCritic`.
-
-**How it is computed.** Losses are written as losses and differentiated by autograd; the speed is in the
-shared parts (:class:`~rlearn.nn.MLP`, :class:`~rlearn.nn.EnsembleMLP` for both critics as one network,
-:class:`~rlearn.optim.AdamStep`, :func:`~rlearn.optim.polyak_update_`, :class:`~rlearn.nn.ThreadChooser`;
-see ``docs/speed-parts.md`` and ``docs/sac.md``). Random draws come from the policy's own generators
-(``torch_rng`` for the learner, ``np_random`` for collection), which checkpoints carry.
+The reported keys and the configuration are described in docs/sac.md; what SAC shares with TD3 is
+:class:`policies.actor_critic.OffPolicyActorCritic`.
 """
 
 from __future__ import annotations

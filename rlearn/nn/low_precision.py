@@ -1,23 +1,10 @@
 """Opt-in bfloat16 compute for the feature-major MLP kernels: fp32 parameters, bf16 products.
 
-On a CPU with native bf16 instructions (``avx512_bf16`` / AMX) a bf16 matrix product runs about twice as fast
-as an fp32 one (measured here: 213 against 102 GFLOP/s for a twin critic's ``[2, 300, 400] x [2, 400, 256]``
-on one core). :func:`mlp_low_precision` runs the same ReLU MLP as :func:`rlearn.nn.functional.mlp` with every
-product, activation and gradient in ``dtype`` (bf16) while the parameters, their gradients and the optimizer
-stay fp32 ("mixed precision" with fp32 master weights):
-
-* forward: the input and a bf16 copy of every weight and bias (:func:`low_precision_layers`, made at every
-  forward: optimizer steps do not bump version counters, so no cache could tell a stale copy) go through :func:`~rlearn.nn.functional.mlp_forward`; the output is cast back to
-  the input's dtype, so losses are computed in fp32;
-* backward: :func:`~rlearn.nn.functional.mlp_backward` in bf16 (MKL accumulates each product in fp32 and
-  rounds the result), the parameter gradients cast to fp32 for the optimizer; the same skipped products as
-  the fp32 path (no weight gradients for a frozen network, no input gradient nobody asked for).
-
-bf16 keeps fp32's exponent range with an 8-bit mantissa (about 3 significant digits), so every value is
-rounded to ~0.4 % relative error: fine for the noisy gradients of RL (the TD3 learning check passes, see
-docs/speed-parts.md), not for anything that needs exact arithmetic. fp32 stays the default. On a CPU
-without native bf16 the products are emulated and *slower* than fp32 (:func:`native_bf16_cpu` tells);
-off the CPU the plain path runs under ``torch.autocast``.
+:func:`mlp_low_precision` runs the same ReLU MLP as :func:`rlearn.nn.functional.mlp` with every product,
+activation and gradient in bf16, while parameters, their gradients and the optimizer stay fp32; the output is
+cast back, so losses are computed in fp32. About twice the matmul speed on CPUs with native bf16
+(:func:`native_bf16_cpu`), slower without; off the CPU the plain path runs under ``torch.autocast``.
+See docs/speed-parts.md.
 """
 
 from __future__ import annotations
@@ -61,12 +48,8 @@ def low_precision_layers(params: Sequence[torch.Tensor], dtype: torch.dtype,
     """``dtype`` copies of ``params`` = ``(w_0, b_0, w_1, b_1, ...)`` as feature-major
     :class:`~rlearn.nn.functional.Dense` layers (stacked member ``member`` alone if given), as they are now.
 
-    Made anew for every forward pass (about 30 us for a [400, 300] twin critic, a few % of its bf16 forward
-    and backward): a cache keyed on the parameters' version counters would go stale, because optimizer steps
-    (``optimizer.step()`` and the fused kernel ``AdamStep`` calls) update parameters in place *without*
-    bumping their version counters -- a network would then keep computing with its initial weights. Each
-    forward's copies belong to that forward (kept by its backward), so a later forward never changes what an
-    earlier one's backward uses.
+    Made anew for every forward pass: optimizer steps update parameters in place without bumping their
+    version counters, so no cache could tell a stale copy.
     """
     with torch.no_grad():
         chosen = [p.detach() if member is None else p.detach()[member] for p in params]

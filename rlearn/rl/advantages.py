@@ -1,9 +1,5 @@
-"""Advantage estimation for on-policy rollouts: GAE(lambda) (Schulman et al., 2015,
+"""Advantage estimation for on-policy rollouts ``[T, N]``: GAE(lambda) (Schulman et al., 2015,
 https://arxiv.org/abs/1506.02438) with gymnasium's two kinds of episode end, and ``explained_variance``.
-
-A rollout is ``[T, N]``: ``T`` steps of ``N`` vectorised environments, as the pipeline hands it to an
-on-policy policy's ``_forward_learn`` (docs/environments-and-buffers.md). PPO and PPG both call
-:func:`compute_gae` on it once per train iteration.
 """
 
 from __future__ import annotations
