@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 from torch import nn
 
 from policies.actor_critic import OnPolicyActorCritic
+from policies.ppo import clipped_surrogate_loss, hidden_layers, normalize, orthogonal_linear
 from rlearn.config import option
 from rlearn.optim import make_adam
 from rlearn.rl.advantages import explained_variance
@@ -33,17 +33,9 @@ from rlearn.trace import span
 
 
 def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, discrete: bool) -> torch.Tensor:
-    """``KL(pi_old || pi_new)`` per sample between two full action distributions.
-
-    Discrete: ``params`` are categorical logits ``[B, n]`` and the KL is
-    ``sum_a p_old(a) * (log p_old(a) - log p_new(a))`` on log-softmax values (:func:`categorical_kl`).
-    Those are finite for finite logits, and a probability that underflows to 0 multiplies a finite
-    difference, so the result is finite by construction (``torch.distributions.kl_divergence`` instead
-    returns ``inf`` as soon as one new probability underflows to exactly 0 in float32).
-
-    Continuous: ``params`` are ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``; the closed-form
-    Gaussian KL (:func:`gaussian_kl`, finite since ``std = exp(log_std) > 0``), summed over action dimensions.
-    """
+    """``KL(pi_old || pi_new)`` per sample between two full action distributions, finite for finite ``params``:
+    categorical logits ``[B, n]`` (:func:`categorical_kl`) or ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``
+    (:func:`gaussian_kl`)."""
     if discrete:
         return categorical_kl(old_params, new_params)
     old_mean, old_log_std = old_params.chunk(2, dim=-1)
@@ -54,20 +46,10 @@ def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, di
 # ------------------------------------------------------------------------------------------- networks
 
 
-def mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str) -> Tuple[nn.Sequential, int]:
-    """A stack of ``Linear + activation`` layers (orthogonal init, gain sqrt(2)); returns it and its width."""
-    act_cls = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
-    layers: List[nn.Module] = []
-    for size in hidden_sizes:
-        layers += [_orthogonal(nn.Linear(in_dim, size), np.sqrt(2)), act_cls()]
-        in_dim = size
-    return nn.Sequential(*layers), in_dim
-
-
-def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
+def trunk(in_dim: int, hidden_sizes: Sequence[int], activation: str) -> Tuple[nn.Sequential, int]:
+    """The hidden layers (orthogonal init, ``nn.Tanh`` or ``nn.ReLU``) as one module; returns it and its width."""
+    layers, width = hidden_layers(in_dim, hidden_sizes, {"tanh": nn.Tanh, "relu": nn.ReLU}[activation])
+    return nn.Sequential(*layers), width
 
 
 class PolicyNetwork(nn.Module):
@@ -83,9 +65,9 @@ class PolicyNetwork(nn.Module):
         continuous: bool, init_log_std: float,
     ) -> None:
         super().__init__()
-        self.trunk, width = mlp(obs_dim, hidden_sizes, activation)
-        self.action_head = _orthogonal(nn.Linear(width, n_outputs), 0.01)
-        self.aux_value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+        self.trunk, width = trunk(obs_dim, hidden_sizes, activation)
+        self.action_head = orthogonal_linear(width, n_outputs, 0.01)
+        self.aux_value_head = orthogonal_linear(width, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((n_outputs,), float(init_log_std))) if continuous else None
 
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -101,8 +83,8 @@ class ValueNetwork(nn.Module):
 
     def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
         super().__init__()
-        self.trunk, width = mlp(obs_dim, hidden_sizes, activation)
-        self.head = _orthogonal(nn.Linear(width, 1), 1.0)
+        self.trunk, width = trunk(obs_dim, hidden_sizes, activation)
+        self.head = orthogonal_linear(width, 1, 1.0)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.trunk(obs)).squeeze(-1)
@@ -224,18 +206,12 @@ class PPGPolicy(OnPolicyActorCritic):
                 with span("learner/forward", lane="learner"):
                     params, _ = self.policy_net(batch["obs"][idx_t])
                     log_prob, entropy = self._log_prob_entropy(params, batch["action"][idx_t])
-                    log_ratio = log_prob - batch["log_prob"][idx_t]
-                    ratio = log_ratio.exp()
-                    adv = batch["advantage"][idx_t]
-                    if len(adv) > 1:
-                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                    policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
+                    advantage = normalize(batch["advantage"][idx_t])
+                    policy_loss, approx_kl, clipfrac = clipped_surrogate_loss(
+                        log_prob, batch["log_prob"][idx_t], advantage, clip)
                     entropy = entropy.mean()
                     loss = policy_loss - self.cfg["entropy_coef"] * entropy
                 self.optimize(loss, self.policy_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, non-negative KL estimator
-                    clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
                 stats.append(torch.stack([policy_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
         if not stats:  # e_policy == 0: the policy network is not trained this iteration
             return {}

@@ -106,7 +106,7 @@ class Tanh(nn.Module):
 _ACTIVATIONS = {"tanh": (Tanh, tanh), "relu": (nn.ReLU, torch.relu)}
 
 
-def _layer(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
+def orthogonal_linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
     """A linear layer with orthogonal weights (``gain``) and zero bias, as in the PPO reference code."""
     layer = nn.Linear(in_dim, out_dim)
     nn.init.orthogonal_(layer.weight, gain)
@@ -114,14 +114,18 @@ def _layer(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
     return layer
 
 
-def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, out_dim: int, out_gain: float) -> nn.Sequential:
-    act_cls = _ACTIVATIONS[activation][0]
+def hidden_layers(in_dim: int, hidden_sizes: Sequence[int], act_cls: type) -> Tuple[List[nn.Module], int]:
+    """``orthogonal_linear`` (gain sqrt(2)) and ``act_cls()`` per hidden size; returns them and the last width."""
     layers: List[nn.Module] = []
     for size in hidden_sizes:
-        layers += [_layer(in_dim, size, math.sqrt(2.0)), act_cls()]
+        layers += [orthogonal_linear(in_dim, size, math.sqrt(2.0)), act_cls()]
         in_dim = size
-    layers.append(_layer(in_dim, out_dim, out_gain))
-    return nn.Sequential(*layers)
+    return layers, in_dim
+
+
+def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, out_dim: int, out_gain: float) -> nn.Sequential:
+    layers, width = hidden_layers(in_dim, hidden_sizes, _ACTIVATIONS[activation][0])
+    return nn.Sequential(*layers, orthogonal_linear(width, out_dim, out_gain))
 
 
 class ActorCritic(nn.Module):
