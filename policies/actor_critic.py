@@ -8,6 +8,7 @@ with its GAE advantages, shuffled minibatches and the clip range.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -17,7 +18,8 @@ import torch.nn.functional as F
 
 from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
-from rlearn.nn import ThreadChooser
+from rlearn.nn import QEnsemble, ThreadChooser
+from rlearn.optim import make_adam
 from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
 from rlearn.rl.advantages import compute_gae
 from rlearn.rl.heads import gaussian_log_prob_entropy, sample_gaussian
@@ -26,7 +28,11 @@ from rlearn.rl.replay_batch import check_replay_batch
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
-__all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic"]
+__all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic", "CRITIC_KEYS"]
+
+#: the keys every iteration of TD3 and SAC reports, from :meth:`OffPolicyActorCritic.critic_info`
+CRITIC_KEYS = ["critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
+               "cur_lr_critic"]
 
 
 class OffPolicyActorCritic(Policy):
@@ -68,6 +74,20 @@ class OffPolicyActorCritic(Policy):
         self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
         self.update_count = 0  # critic updates done
 
+    def _init_networks(self, make_actor: Callable[[], torch.nn.Module]) -> None:
+        """``actor`` (``make_actor()``) and the twin ``critic`` (a :class:`QEnsemble`) from the policy seed, in the
+        ``precision`` compute dtype; ``critic_target``; their Adam optimizers (``lr_actor``, ``lr_critic``)."""
+        cfg = self.cfg
+        with self.seeded_init():
+            self.actor = make_actor().to(self.device)
+            self.critic = QEnsemble(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
+        for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
+            net.set_compute_dtype(cfg["precision"])
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        # fused Adam where this torch has the kernel (rlearn.optim), stepped by self.optimize
+        self.actor_optimizer = make_adam(self.actor.parameters(), lr=cfg["lr_actor"], device=self.device)
+        self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
+
     def _init_threads(self, period: int) -> None:
         """``thread_chooser``: each iteration's CPU thread count (``policy.learn_threads``, or one while more do
         not pay when ``adaptive_threads``); probes blocks of whole ``period``-iteration cycles, so that both
@@ -106,6 +126,13 @@ class OffPolicyActorCritic(Policy):
             q = q.detach()
             error = q - y
             return torch.cat([error.square(), q, y.unsqueeze(0), error.abs()]).mean(1)
+
+    def critic_info(self, values: Sequence[float]) -> Dict[str, float]:
+        """The :data:`CRITIC_KEYS` from the host values of :meth:`update_critic`'s statistics."""
+        info = dict(zip(CRITIC_KEYS[:5], values[:5]))
+        info["td_error"] = 0.5 * (values[5] + values[6])  # over both critics
+        info["cur_lr_critic"] = self.critic_optimizer.param_groups[0]["lr"]
+        return info
 
     def _actor_numpy(self, obs: np.ndarray) -> np.ndarray:
         """The actor's output for observations ``[N, *obs_shape]`` as float64 ``[N, ...]`` (a tuple of outputs

@@ -9,12 +9,13 @@ mode receives and returns is described in docs/write-your-own-policy.md.
 from __future__ import annotations
 
 import abc
+import contextlib
 import copy
 import dataclasses
 import difflib
 import functools
 import numbers
-from typing import Any, ClassVar, Dict, List, Mapping, Optional
+from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional
 
 import numpy as np
 import torch
@@ -127,6 +128,15 @@ class Policy(abc.ABC):
         self._init_learn()
         self._init_collect()
         self._init_eval()
+
+    @contextlib.contextmanager
+    def seeded_init(self) -> Iterator[None]:
+        """A block whose torch random draws (network initialisation) come from the policy's seed; torch's global
+        RNG is left as it was."""
+        with torch.random.fork_rng(devices=[]):
+            if self.seed is not None:
+                torch.manual_seed(self.seed)
+            yield
 
     # ------------------------------------------------------------------ learn
     @abc.abstractmethod

@@ -122,11 +122,7 @@ class PPGPolicy(OnPolicyActorCritic):
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
-
-        # Initialise the networks from the policy's seed without touching torch's global RNG.
-        with torch.random.fork_rng(devices=[]):
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
+        with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
             self.policy_net = PolicyNetwork(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)

@@ -20,22 +20,21 @@ The reported keys and the configuration are described in docs/sac.md; what SAC s
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from policies.actor_critic import OffPolicyActorCritic
+from policies.actor_critic import CRITIC_KEYS, OffPolicyActorCritic
 from policies.base import PolicyConfigError
 from rlearn.config import option
-from rlearn.nn import MLP, QEnsemble, frozen
+from rlearn.nn import MLP, frozen
 from rlearn.optim import make_adam, polyak_update_
 from rlearn.rl.squashed_gaussian import squashed_gaussian_sample
 from rlearn.trace import span
 
-__all__ = ["SACPolicy", "GaussianActor", "TwinCritic"]
+__all__ = ["SACPolicy", "GaussianActor"]
 
 
 class GaussianActor(MLP):
@@ -51,12 +50,6 @@ class GaussianActor(MLP):
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         mean, log_std = super().forward(obs).split(self.act_dim, dim=-1)
         return mean, log_std.clamp(self.log_std_min, self.log_std_max)
-
-
-TwinCritic = QEnsemble  # n Q-networks (obs, action) -> Q evaluated as one stacked network: rlearn.nn
-
-_CRITIC_KEYS = ["critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
-                "cur_lr_critic"]
 
 
 class SACPolicy(OffPolicyActorCritic):
@@ -90,19 +83,9 @@ class SACPolicy(OffPolicyActorCritic):
         self._init_spaces()
         target = cfg["target_entropy"]
         self.target_entropy = -float(self.act_dim) if target is None else target
-        with torch.random.fork_rng(devices=[]):  # networks from the policy seed, global RNG untouched
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
-            self.actor = GaussianActor(self.obs_dim, self.act_dim, cfg["hidden_sizes"], cfg["log_std_min"],
-                                       cfg["log_std_max"]).to(self.device)
-            self.critic = TwinCritic(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
-        for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
-            net.set_compute_dtype(cfg["precision"])
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self._init_networks(lambda: GaussianActor(self.obs_dim, self.act_dim, cfg["hidden_sizes"],
+                                                  cfg["log_std_min"], cfg["log_std_max"]))
         self.log_alpha = torch.tensor(math.log(cfg["init_alpha"]), device=self.device, requires_grad=self.autotune)
-
-        self.actor_optimizer = make_adam(self.actor.parameters(), lr=cfg["lr_actor"], device=self.device)
-        self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
         self._online_params, self._target_params = list(self.critic.parameters()), list(self.critic_target.parameters())
         self.alpha_optimizer: Optional[torch.optim.Optimizer] = None
         if self.autotune:
@@ -116,7 +99,7 @@ class SACPolicy(OffPolicyActorCritic):
 
     def _monitor_vars_learn(self) -> List[str]:
         sparse = ["actor_loss", "entropy", "alpha", *(["alpha_loss"] if self.autotune else []), "cur_lr_actor"]
-        return _CRITIC_KEYS + sparse
+        return CRITIC_KEYS + sparse
 
     def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         obs, action, reward, next_obs, terminated = self._check_batch(data)
@@ -131,9 +114,7 @@ class SACPolicy(OffPolicyActorCritic):
         polyak_update_(self._target_params, self._online_params, self.tau)  # the target critics, every iteration
 
         values = torch.cat(stats + ([self.alpha.reshape(1)] if actor_step else [])).tolist()  # one host transfer
-        info = dict(zip(_CRITIC_KEYS[:5], values[:5]))
-        info["td_error"] = 0.5 * (values[5] + values[6])  # over both critics
-        info["cur_lr_critic"] = self.critic_optimizer.param_groups[0]["lr"]
+        info = self.critic_info(values)
         if actor_step:
             per_update = np.asarray(values[7:-1]).reshape(self.policy_frequency, 3).mean(0)
             info["actor_loss"], info["entropy"] = float(per_update[0]), float(per_update[1])

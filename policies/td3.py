@@ -23,13 +23,13 @@ from typing import Dict, List, Mapping, Sequence
 import numpy as np
 import torch
 
-from policies.actor_critic import OffPolicyActorCritic
+from policies.actor_critic import CRITIC_KEYS, OffPolicyActorCritic
 from rlearn.config import option
-from rlearn.nn import MLP, QEnsemble, frozen
-from rlearn.optim import make_adam, polyak_update_
+from rlearn.nn import MLP, frozen
+from rlearn.optim import polyak_update_
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
-__all__ = ["TD3Policy", "Actor", "TwinCritic"]
+__all__ = ["TD3Policy", "Actor"]
 
 
 class Actor(MLP):
@@ -37,9 +37,6 @@ class Actor(MLP):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int]) -> None:
         super().__init__([obs_dim, *hidden_sizes, act_dim], output_activation="tanh")
-
-
-TwinCritic = QEnsemble  # n Q-networks (obs, action) -> Q evaluated as one stacked network: rlearn.nn
 
 
 class TD3Policy(OffPolicyActorCritic):
@@ -67,29 +64,14 @@ class TD3Policy(OffPolicyActorCritic):
         self.target_noise, self.target_noise_clip = cfg["target_noise"], cfg["target_noise_clip"]
 
         self._init_spaces()
-        # Networks are initialised from the policy seed without touching the global torch RNG.
-        with torch.random.fork_rng(devices=[]):
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
-            self.actor = Actor(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
-            self.critic = TwinCritic(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
-        for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
-            net.set_compute_dtype(cfg["precision"])
+        self._init_networks(lambda: Actor(self.obs_dim, self.act_dim, cfg["hidden_sizes"]))
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-
-        # fused Adam where this torch has the kernel (rlearn.optim), stepped by self.optimize
-        self.actor_optimizer = make_adam(self.actor.parameters(), lr=cfg["lr_actor"], device=self.device)
-        self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
         self._online_params = list(self.critic.parameters()) + list(self.actor.parameters())
         self._target_params = list(self.critic_target.parameters()) + list(self.actor_target.parameters())
         self._init_threads(self.actor_update_freq)
 
     def _monitor_vars_learn(self) -> List[str]:
-        return [
-            "critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
-            "cur_lr_critic", "actor_loss", "cur_lr_actor",
-        ]
+        return [*CRITIC_KEYS, "actor_loss", "cur_lr_actor"]
 
     def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates."""
@@ -105,15 +87,7 @@ class TD3Policy(OffPolicyActorCritic):
             polyak_update_(self._target_params, self._online_params, self.tau)  # every target network
             stats = torch.cat([stats, actor_loss.reshape(1)])
         values = stats.tolist()  # one host transfer for every reported number
-        info = {
-            "critic_loss": values[0],
-            "critic_twin_loss": values[1],
-            "q_value": values[2],
-            "q_value_twin": values[3],
-            "target_q_value": values[4],
-            "td_error": 0.5 * (values[5] + values[6]),  # over both critics
-            "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"],
-        }
+        info = self.critic_info(values)
         if actor_step:
             info["actor_loss"] = values[7]
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]
