@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from rlearn.nn.relu_grad import relu_backward_
 
 __all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", "mlp", "fused_kernels_enabled",
-           "feature_major_layers"]
+           "feature_major", "feature_major_layers"]
 
 
 class Dense(NamedTuple):
@@ -123,12 +123,22 @@ def feature_major_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
         return _as_layers([p.detach() for p in params])
 
 
+def feature_major(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` transposed to ``[..., features, batch]``, contiguous, in ``dtype`` (one copy)."""
+    xt = x.transpose(-1, -2)
+    if xt.dtype == dtype:
+        return xt.contiguous()
+    return torch.empty(xt.shape, dtype=dtype, device=x.device).copy_(xt)
+
+
 class FeatureMajorMLP(torch.autograd.Function):
     """``autograd.Function`` of a ReLU MLP: batch-major at its boundary, feature-major kernels inside.
 
     ``FeatureMajorMLP.apply(x, tanh_output, layers, w_0, b_0, w_1, b_1, ...)`` with ``x [B, in]`` (or
     ``[n, B, in]`` for stacked networks with their own inputs) returns ``[B, out]`` (or ``[n, B, out]``).
-    ``layers`` is None or the parameters' :func:`feature_major_layers`, kept by the caller. The backward pass
+    ``layers`` is None or the parameters' :func:`feature_major_layers`, kept by the caller, or their copies in
+    a lower precision (:func:`rlearn.nn.low_precision.low_precision_layers`): the products then run in that
+    dtype, and input, output and gradients keep the dtypes of ``x`` and the parameters. The backward pass
     computes weight and input gradients only where ``ctx.needs_input_grad`` asks for them.
     """
 
@@ -137,32 +147,39 @@ class FeatureMajorMLP(torch.autograd.Function):
                 *params: torch.Tensor) -> torch.Tensor:
         if layers is None:
             layers = _as_layers(params)
-        outputs = mlp_forward(x.transpose(-1, -2).contiguous(), layers, tanh_output)
+        outputs = mlp_forward(feature_major(x, layers[0].weight.dtype), layers, tanh_output)
         ctx.outputs = outputs  # plain tensors made here (no grad_fn): no reference cycle through ctx
         ctx.layers = layers
         ctx.tanh_output = tanh_output
+        ctx.x_dtype = x.dtype
         ctx.shared_input = x.dim() == 2 and layers[0].weight.dim() == 3
         ctx.save_for_backward(*params)  # version-checked: an in-place update before backward is an error
-        return outputs[-1].transpose(-1, -2)
+        out = outputs[-1].transpose(-1, -2)
+        return out if out.dtype == x.dtype else out.to(x.dtype)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         params = ctx.saved_tensors  # raises if a parameter was updated in place since the forward pass
         need = ctx.needs_input_grad
-        if 0 in grad_out.stride():  # e.g. the expanded gradient of a mean: broadcast products take slow paths
-            grad_out = grad_out.contiguous()
-        grad_x, grads = mlp_backward(ctx.outputs, grad_out.transpose(-1, -2), ctx.layers, ctx.tanh_output,
+        low = ctx.layers[0].weight.dtype
+        if grad_out.dtype != low:
+            grad = feature_major(grad_out, low)
+        else:  # a transposed view; only a broadcast gradient (a mean's) is copied: its products take slow paths
+            grad = (grad_out.contiguous() if 0 in grad_out.stride() else grad_out).transpose(-1, -2)
+        grad_x, grads = mlp_backward(ctx.outputs, grad, ctx.layers, ctx.tanh_output,
                                      weight_grads=any(need[3:]), input_grad=need[0])
         ctx.outputs = ctx.layers = None
         if grad_x is not None:
             grad_x = (grad_x.sum(0) if ctx.shared_input else grad_x).transpose(-1, -2)
+            grad_x = grad_x if grad_x.dtype == ctx.x_dtype else grad_x.to(ctx.x_dtype)
         flat: List[Optional[torch.Tensor]] = [None] * len(params)
-        if grads is not None:
-            for i, grad in enumerate(grads):
-                flat[2 * i] = grad.weight if need[3 + 2 * i] else None
-                if need[4 + 2 * i]:  # [out, 1] -> an [out] bias's own shape (squeeze: cheaper than view(shape))
-                    bias = grad.bias
-                    flat[2 * i + 1] = bias if bias.dim() == params[2 * i + 1].dim() else bias.squeeze(-1)
+        for i, layer_grad in enumerate(grads or ()):
+            for j, grad in ((2 * i, layer_grad.weight), (2 * i + 1, layer_grad.bias)):
+                if need[3 + j]:
+                    param = params[j]
+                    grad = grad if grad.dtype == param.dtype else grad.to(param.dtype)
+                    # an [out] bias gets its own shape from the kernels' [out, 1] (squeeze: cheaper than view)
+                    flat[j] = grad if grad.dim() == param.dim() else grad.squeeze(-1)
         return (grad_x, None, None, *flat)
 
 
