@@ -65,14 +65,9 @@ class Policy(abc.ABC):
     Subclasses declare their config keys in a nested ``Config`` class of :func:`rlearn.config.option` fields
     (or a plain :attr:`default_config` dict), set :attr:`on_policy`, implement ``_init_learn``,
     ``_forward_learn``, ``_monitor_vars_learn``, ``_forward_collect`` and ``_forward_eval``, and expose their
-    networks and optimizers through :meth:`modules` and :meth:`optimizers`.
-
-    Args:
-        cfg: overrides of :attr:`default_config` (the ``policy`` section of a run config).
-        observation_space: the (single-environment) observation space.
-        action_space: the (single-environment) action space.
-        device: torch device the networks live on.
-        seed: seeds the policy's own random generators (exploration noise, minibatch order).
+    networks and optimizers through :meth:`modules` and :meth:`optimizers`. ``cfg`` overrides
+    :attr:`default_config` (the run config's ``policy`` section); the spaces are a single environment's;
+    ``seed`` seeds the policy's own random generators.
     """
 
     #: the policy's config keys: a class of ``rlearn.config.option`` fields (made a dataclass), or None

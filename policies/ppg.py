@@ -95,13 +95,8 @@ class ValueNetwork(nn.Module):
 
 
 class PPGPolicy(OnPolicyActorCritic):
-    """Phasic Policy Gradient for ``Discrete`` and ``Box`` action spaces (see the module docstring).
-
-    Its keys are declared in :attr:`Config` (docs/configuration.md lists them). ``lr`` is the initial learning
-    rate of the three Adam optimizers (``policy`` for the PPO epochs, ``value`` for the value network, ``aux``
-    for the policy network in the auxiliary phase). To decay it, add an ``LRSchedulerHook`` to the learner (the
-    bundled CartPole config decays it linearly); ``cur_lr`` reports the policy optimizer's rate in effect.
-    """
+    """Phasic Policy Gradient for ``Discrete`` and ``Box`` action spaces (see the module docstring), with three
+    Adam optimizers: ``policy`` (PPO epochs), ``value`` (value network) and ``aux`` (auxiliary phase)."""
 
     class Config(OnPolicyActorCritic.Config):
         """PPG's keys (the bundled configs document tuned values)"""

@@ -86,11 +86,8 @@ SIGMOID_TANH_MIN_NUMEL = 8192
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
     """``tanh(x)``; on the CPU, for tensors of at least :data:`SIGMOID_TANH_MIN_NUMEL` elements, computed as
-    ``2 sigmoid(2x) - 1`` (the same function, within float rounding): torch's CPU ``tanh`` kernel measured
-    2-3x slower than its ``sigmoid`` here (a [256, 64] activation, as in every PPO CartPole update: 84 us
-    against 38 us for the three ops), and PPO's tanh networks spend much of an update in their activations.
-    Smaller tensors (acting on a few environments) and other devices use ``torch.tanh``: there one kernel
-    call costs less than three."""
+    ``2 sigmoid(2x) - 1`` (the same function within float rounding; torch's CPU ``tanh`` kernel measured 2-3x
+    slower than its ``sigmoid``)."""
     if x.device.type == "cpu" and x.numel() >= SIGMOID_TANH_MIN_NUMEL:
         return torch.sigmoid(x + x).mul(2.0).sub_(1.0)  # x + x: no scalar-to-tensor conversion
     return torch.tanh(x)
@@ -129,14 +126,10 @@ def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, out_dim: int
 
 
 class ActorCritic(nn.Module):
-    """An actor MLP (action logits or Gaussian means; output gain 0.01) and a critic MLP (``V(s)``; gain 1),
-    sharing no layers, plus the state-independent ``log_std`` vector for continuous actions.
-
-    ``forward(obs) -> (dist_params, value)``: logits ``[B, n]`` or means ``[B, d]``, and ``[B]`` values.
-    ``actor`` and ``critic`` are ``nn.Sequential`` s (callable on their own); :meth:`forward` and
-    :meth:`value` run the same layers with ``F.linear`` calls, without a module call per layer (at PPO's
-    sizes a module call costs about as much as the layer's product).
-    """
+    """An actor MLP (logits or Gaussian means; output gain 0.01) and a critic MLP (``V(s)``; gain 1) sharing no
+    layers, plus the state-independent ``log_std`` for continuous actions. ``forward(obs) -> (dist_params,
+    value [B])``; it and :meth:`value` run the ``nn.Sequential`` s' layers with ``F.linear``, without a module
+    call per layer."""
 
     def __init__(
         self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
@@ -172,12 +165,8 @@ _EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"
 
 
 class PPOPolicy(OnPolicyActorCritic):
-    """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring).
-
-    Its keys are declared in :attr:`Config` (docs/configuration.md lists them). The networks' one Adam
-    optimizer is ``"ac"``; to decay its learning rate, add an ``LRSchedulerHook`` to the learner (both bundled
-    configs do); the learner reports it as ``cur_lr``.
-    """
+    """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring);
+    one Adam optimizer, ``"ac"``, whose learning rate an ``LRSchedulerHook`` may decay."""
 
     ddp_find_unused_parameters = False  # every loss term reaches every parameter (actor, critic, log_std)
 
