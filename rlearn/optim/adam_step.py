@@ -153,9 +153,6 @@ class AdamStep:
 
     def step(self) -> None:
         """One Adam step: the fused kernel directly when that is exact, else ``optimizer.step()``."""
-        self()
-
-    def __call__(self) -> None:
         group = self._usable_group()
         lists = self._valid_lists(group) if group is not None else None
         grads = None if lists is None else [p.grad for p in lists[0]]  # read at every step: .grad may be new
@@ -181,6 +178,8 @@ class AdamStep:
             self.optimizer._opt_called = True
         self.direct_steps += 1
 
+    __call__ = step
+
     def _usable_group(self) -> Optional[dict]:
         """The optimizer's only param group if the direct call computes what ``step()`` would, else None."""
         opt = self.optimizer
@@ -188,10 +187,8 @@ class AdamStep:
             return None  # another class or several groups
         if "step" in vars(opt) and not _only_scheduler_tracking(opt):
             return None  # step() replaced by something the direct call would skip
-        if _has_step_hooks(opt):
-            return None
-        if not _no_global_hooks():
-            return None
+        if _has_step_hooks(opt) or not _no_global_hooks():
+            return None  # a step hook (DDP's gradient averaging is one) must never be skipped
         group = opt.param_groups[0]
         if not group.get("fused") or group.get("amsgrad") or group.get("maximize") or group.get("capturable") \
                 or group.get("differentiable") or isinstance(group["lr"], torch.Tensor) \
