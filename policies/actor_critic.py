@@ -89,9 +89,8 @@ class OffPolicyActorCritic(Policy):
         self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
 
     def _init_threads(self, period: int) -> None:
-        """``thread_chooser``: each iteration's CPU thread count (``policy.learn_threads``, or one while more do
-        not pay when ``adaptive_threads``); probes blocks of whole ``period``-iteration cycles, so that both
-        halves of a probe hold the same mix of iterations. None on other devices or without ``learn_threads``."""
+        """``thread_chooser`` (None off the CPU or without ``learn_threads``), probing whole ``period``-iteration
+        cycles so that both halves of a probe hold the same mix of iterations."""
         self.thread_chooser: Optional[ThreadChooser] = None
         if self.cfg["learn_threads"] is not None and self.device.type == "cpu":
             probe_len = period * max(1, math.ceil(8 / period))

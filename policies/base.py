@@ -14,7 +14,6 @@ import copy
 import dataclasses
 import difflib
 import functools
-import numbers
 from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional
 
 import numpy as np
@@ -22,6 +21,7 @@ import torch
 
 from rlearn.config import ConfigError
 from rlearn.config.policy_keys import declaration_defaults, policy_keys, validate_policy_section
+from rlearn.config.spec import is_int
 from rlearn.optim import AdamStep, clip_grad_norm_
 from rlearn.registry import defined_at
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
@@ -324,7 +324,7 @@ def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[in
     if key not in state:
         return None
     count = state[key]
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+    if not is_int(count) or count < 0:
         raise ValueError(f"{owner}: checkpoint {key!r} must be an int >= 0, got {count!r}")
     return int(count)
 

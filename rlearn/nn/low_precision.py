@@ -50,11 +50,8 @@ def low_precision_layers(params: Sequence[torch.Tensor], dtype: torch.dtype,
 
 def mlp_low_precision(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool,
                       dtype: torch.dtype = torch.bfloat16, member: Optional[int] = None) -> torch.Tensor:
-    """:func:`rlearn.nn.functional.mlp` with its arithmetic in ``dtype`` (see the module docstring).
-
-    ``params``: the fp32 parameters ``(w_0, b_0, ...)`` (stacked ``[n, ...]`` for an ensemble); ``member``:
-    run stacked member ``i`` alone. Differentiable with respect to ``x`` and the fp32 parameters.
-    """
+    """:func:`rlearn.nn.functional.mlp` with its arithmetic in ``dtype``, differentiable with respect to ``x`` and
+    the fp32 ``params`` (stacked ``[n, ...]`` for an ensemble, of which ``member`` runs one alone)."""
     chosen = params if member is None else [p[member] for p in params]
     if not fused_kernels_enabled(x.device):
         with torch.autocast(x.device.type, dtype=dtype):

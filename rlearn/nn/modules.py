@@ -29,11 +29,7 @@ def _check_activation(output_activation: Optional[str]) -> bool:
 
 class EnsembleLinear(nn.Module):
     """``n`` independent linear layers evaluated together: ``x [n, B, in]`` (or ``[B, in]``, shared) ``->
-    [n, B, out]``.
-
-    ``weight [n, out, in]`` (member ``i`` is laid out like ``nn.Linear.weight``) and ``bias [n, out, 1]``
-    are initialised like :class:`torch.nn.Linear` (uniform in ``+-1/sqrt(in)``), independently per member.
-    """
+    [n, B, out]``, with ``weight [n, out, in]`` and ``bias [n, out, 1]`` initialised like ``nn.Linear``'s."""
 
     def __init__(self, n: int, in_features: int, out_features: int) -> None:
         super().__init__()

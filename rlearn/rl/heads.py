@@ -50,11 +50,9 @@ def sample_gaussian(mean: torch.Tensor, log_std: torch.Tensor, np_random: np.ran
 
 
 def categorical_kl(old_logits: torch.Tensor, new_logits: torch.Tensor) -> torch.Tensor:
-    """``KL(pi_old || pi_new) = sum_a p_old(a) (log p_old(a) - log p_new(a))`` per row of logits ``[B, n]``.
-
-    Computed on ``log_softmax`` values, which are finite for finite logits; a probability that underflows to
-    0 multiplies a finite difference, so the result is finite (``torch.distributions.kl_divergence`` returns
-    ``inf`` as soon as one *new* probability is exactly 0 in float32, e.g. for logit gaps above ~100)."""
+    """``KL(pi_old || pi_new) = sum_a p_old(a) (log p_old(a) - log p_new(a))`` per row of logits ``[B, n]``, on
+    ``log_softmax`` values: finite where ``torch.distributions.kl_divergence`` gives ``inf`` (a new probability
+    that underflows to 0)."""
     old_logp = torch.log_softmax(old_logits, dim=-1)
     new_logp = torch.log_softmax(new_logits, dim=-1)
     return (old_logp.exp() * (old_logp - new_logp)).sum(-1)
