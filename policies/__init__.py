@@ -1,9 +1,6 @@
-"""rlearn's algorithms. Each policy is one module a reader can follow top to bottom.
-
-``TD3Policy``, ``PPGPolicy``, ``PPOPolicy``, ``DQNPolicy`` and ``SACPolicy`` are imported lazily, so ``import policies`` stays cheap.
-A config names its policy with ``policy.type``: a registered name (``"td3"``, ``"ppg"``, ``"ppo"``, ``"dqn"``, ``"sac"``, or one added with
-:func:`register_policy`) or an import path ``"package.module:ClassName"``. The registry itself lives in
-:mod:`rlearn.registry` and resolves names lazily, so ``rlearn`` never imports this package at import time.
+"""rlearn's algorithms, each one module a reader can follow top to bottom (imported lazily, so ``import policies``
+stays cheap). A config names its policy with ``policy.type``: a registered name (``"td3"``, ``"sac"``, ``"ppo"``,
+``"ppg"``, ``"dqn"`` or one added with :func:`register_policy`) or an import path ``"package.module:ClassName"``.
 """
 
 from __future__ import annotations

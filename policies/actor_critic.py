@@ -1,26 +1,14 @@
-"""What actor-critics share: :class:`OffPolicyActorCritic` (TD3, SAC; a DDPG would too) and
-:class:`OnPolicyActorCritic` (PPO, PPG).
+"""What actor-critics share: :class:`OffPolicyActorCritic` (TD3, SAC) and :class:`OnPolicyActorCritic` (PPO, PPG).
 
-:class:`OffPolicyActorCritic` is a :class:`~policies.base.Policy` that a subclass gives its algorithm: networks
-and optimizers in ``_init_learn`` (calling :meth:`~OffPolicyActorCritic._init_spaces` first), one iteration in
-``_learn_step``, acting and evaluation. The base provides the plumbing around them:
-
-* spaces: a ``Box`` observation space and a ``Box`` action space mapped onto ``[-1, 1]``
-  (:class:`rlearn.rl.BoxActions`; :meth:`to_env_action`, :meth:`to_normalized_action`);
-* the replay minibatch, checked once (:func:`rlearn.rl.check_replay_batch`, :meth:`_check_batch`);
-* the twin-critic step :meth:`update_critic` on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``;
-* acting from numpy (:meth:`_actor_numpy`);
-* the train iteration on the CPU threads that pay (``learn_threads`` / ``adaptive_threads``, :class:`ThreadChooser`);
-* the checkpointed ``update_count`` and learner generator ``torch_rng`` (:meth:`extra_state`).
-
-:class:`OnPolicyActorCritic` gives PPO and PPG their common keys, spaces (:func:`rlearn.rl.action_spec`), acting
-and evaluating from the distribution a subclass's ``_distribution`` gives, the checked rollout with its GAE
-advantages and value targets (:meth:`~OnPolicyActorCritic._advantage_batch`), shuffled minibatches and the clip
-range that may follow the learning rate.
+The off-policy base gives spaces in normalised action units, the checked replay minibatch, the twin-critic
+step :meth:`~OffPolicyActorCritic.update_critic`, acting from numpy, thread choice and checkpointed counters.
+The on-policy base gives common keys, spaces, acting from a subclass's ``_distribution``, the checked rollout
+with its GAE advantages, shuffled minibatches and the clip range.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -30,7 +18,8 @@ import torch.nn.functional as F
 
 from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
-from rlearn.nn import ThreadChooser
+from rlearn.nn import QEnsemble, ThreadChooser
+from rlearn.optim import make_adam
 from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
 from rlearn.rl.advantages import compute_gae
 from rlearn.rl.heads import gaussian_log_prob_entropy, sample_gaussian
@@ -39,7 +28,11 @@ from rlearn.rl.replay_batch import check_replay_batch
 from rlearn.rl.rollout import check_rollout
 from rlearn.trace import span
 
-__all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic"]
+__all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic", "CRITIC_KEYS"]
+
+#: the keys every iteration of TD3 and SAC reports, from :meth:`OffPolicyActorCritic.critic_info`
+CRITIC_KEYS = ["critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
+               "cur_lr_critic"]
 
 
 class OffPolicyActorCritic(Policy):
@@ -81,10 +74,23 @@ class OffPolicyActorCritic(Policy):
         self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
         self.update_count = 0  # critic updates done
 
+    def _init_networks(self, make_actor: Callable[[], torch.nn.Module]) -> None:
+        """``actor`` (``make_actor()``) and the twin ``critic`` (a :class:`QEnsemble`) from the policy seed, in the
+        ``precision`` compute dtype; ``critic_target``; their Adam optimizers (``lr_actor``, ``lr_critic``)."""
+        cfg = self.cfg
+        with self.seeded_init():
+            self.actor = make_actor().to(self.device)
+            self.critic = QEnsemble(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
+        for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
+            net.set_compute_dtype(cfg["precision"])
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        # fused Adam where this torch has the kernel (rlearn.optim), stepped by self.optimize
+        self.actor_optimizer = make_adam(self.actor.parameters(), lr=cfg["lr_actor"], device=self.device)
+        self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
+
     def _init_threads(self, period: int) -> None:
-        """``thread_chooser``: each iteration's CPU thread count (``policy.learn_threads``, or one while more do
-        not pay when ``adaptive_threads``); probes blocks of whole ``period``-iteration cycles, so that both
-        halves of a probe hold the same mix of iterations. None on other devices or without ``learn_threads``."""
+        """``thread_chooser`` (None off the CPU or without ``learn_threads``), probing whole ``period``-iteration
+        cycles so that both halves of a probe hold the same mix of iterations."""
         self.thread_chooser: Optional[ThreadChooser] = None
         if self.cfg["learn_threads"] is not None and self.device.type == "cpu":
             probe_len = period * max(1, math.ceil(8 / period))
@@ -119,6 +125,13 @@ class OffPolicyActorCritic(Policy):
             q = q.detach()
             error = q - y
             return torch.cat([error.square(), q, y.unsqueeze(0), error.abs()]).mean(1)
+
+    def critic_info(self, values: Sequence[float]) -> Dict[str, float]:
+        """The :data:`CRITIC_KEYS` from the host values of :meth:`update_critic`'s statistics."""
+        info = dict(zip(CRITIC_KEYS[:5], values[:5]))
+        info["td_error"] = 0.5 * (values[5] + values[6])  # over both critics
+        info["cur_lr_critic"] = self.critic_optimizer.param_groups[0]["lr"]
+        return info
 
     def _actor_numpy(self, obs: np.ndarray) -> np.ndarray:
         """The actor's output for observations ``[N, *obs_shape]`` as float64 ``[N, ...]`` (a tuple of outputs

@@ -1,44 +1,27 @@
 """The policy contract: what an algorithm implements to get a table, TensorBoard curves and checkpoints.
 
-A policy owns its networks and optimizers and has three modes:
-
-* **learn**: ``_forward_learn(data) -> dict`` performs one train iteration and returns an *info dict*
-  of scalars. The keys may differ from call to call (TD3's actor loss only on delayed actor steps,
-  PPG's auxiliary losses once every ``n_pi`` iterations); every key that may ever appear must be
-  listed by ``_monitor_vars_learn()``.
-* **collect**: ``_forward_collect(obs, envstep) -> dict`` picks exploration actions for a batch of
-  observations coming from a vector environment. Beside the per-step arrays it may return scalar
-  *collect-side metrics* (``epsilon``, ``noise_scale``), listed by ``_monitor_vars_collect()``; they are
-  monitored like learn keys, as ``collector/<key>``.
-* **eval**: ``_forward_eval(obs) -> actions`` picks deterministic actions.
-
-Data handed to ``_forward_learn``:
-
-* off-policy (``on_policy = False``): a batch sampled from the replay buffer, a dict of float32 CPU
-  tensors (``action`` is int64 for discrete actions) ``obs [B, *obs_shape]``, ``action [B, *act_shape]``, ``reward [B]``,
-  ``next_obs [B, *obs_shape]``, ``terminated [B]`` (1.0 where the episode really ended; truncated
-  episodes are *not* terminal, so they bootstrap);
-* on-policy (``on_policy = True``): one rollout, a dict of tensors shaped ``[T, N, ...]`` (``T`` steps
-  of ``N`` environments) with ``obs``, ``action``, ``reward``, ``next_obs`` (the true next observation,
-  i.e. the final observation where an episode ended), ``terminated``, ``truncated`` and every extra key
-  that ``_forward_collect`` returned (for example ``log_prob`` and ``value``).
+A policy has three modes: **learn** (``_forward_learn(data) -> info dict``, keys declared by
+``_monitor_vars_learn()``), **collect** (``_forward_collect(obs, envstep) -> dict`` of actions, plus collect-side
+metrics declared by ``_monitor_vars_collect()``) and **eval** (``_forward_eval(obs) -> actions``). The data each
+mode receives and returns is described in docs/write-your-own-policy.md.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import copy
 import dataclasses
 import difflib
 import functools
-import numbers
-from typing import Any, ClassVar, Dict, List, Mapping, Optional
+from typing import Any, ClassVar, Dict, Iterator, List, Mapping, Optional
 
 import numpy as np
 import torch
 
 from rlearn.config import ConfigError
 from rlearn.config.policy_keys import declaration_defaults, policy_keys, validate_policy_section
+from rlearn.config.spec import is_int
 from rlearn.optim import AdamStep, clip_grad_norm_
 from rlearn.registry import defined_at
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
@@ -77,22 +60,14 @@ def merge_policy_config(defaults: Mapping[str, Any], overrides: Optional[Mapping
 
 
 class Policy(abc.ABC):
-    """Base class of every rlearn policy.
+    """Base class of every rlearn policy (the contract: docs/write-your-own-policy.md).
 
-    Subclasses declare their config keys in a nested class ``Config`` of :func:`rlearn.config.option` fields
-    (default, type, range, help: checked, typed for ``--set`` and documented like the framework's keys;
-    :attr:`default_config` is derived from it) or set a plain :attr:`default_config` dict (keys typed by their
-    defaults, unchecked); they set :attr:`on_policy` and implement ``_init_learn``, ``_forward_learn``,
-    ``_monitor_vars_learn``, ``_forward_collect`` and ``_forward_eval``; :meth:`optimize` takes a gradient step. Networks and optimizers are exposed through
-    :meth:`modules` and :meth:`optimizers`, which is all the framework needs for checkpoints,
-    learning-rate scheduling and distributed training (:meth:`setup_distributed`).
-
-    Args:
-        cfg: overrides of :attr:`default_config` (the ``policy`` section of a run config).
-        observation_space: the (single-environment) observation space.
-        action_space: the (single-environment) action space.
-        device: torch device the networks live on.
-        seed: seeds the policy's own random generators (exploration noise, minibatch order).
+    Subclasses declare their config keys in a nested ``Config`` class of :func:`rlearn.config.option` fields
+    (or a plain :attr:`default_config` dict), set :attr:`on_policy`, implement ``_init_learn``,
+    ``_forward_learn``, ``_monitor_vars_learn``, ``_forward_collect`` and ``_forward_eval``, and expose their
+    networks and optimizers through :meth:`modules` and :meth:`optimizers`. ``cfg`` overrides
+    :attr:`default_config` (the run config's ``policy`` section); the spaces are a single environment's;
+    ``seed`` seeds the policy's own random generators.
     """
 
     #: the policy's config keys: a class of ``rlearn.config.option`` fields (made a dataclass), or None
@@ -101,10 +76,8 @@ class Policy(abc.ABC):
     default_config: ClassVar[Dict[str, Any]] = {}
     #: True for policies that learn from fresh rollouts (PPG), False for replay-buffer ones (TD3)
     on_policy: ClassVar[bool] = False
-    #: ``find_unused_parameters`` of the ``DistributedDataParallel`` wrappers (see :meth:`setup_distributed`).
-    #: True by default because RL networks often have parts that some losses do not use (PPG's auxiliary
-    #: value head in the PPO loss); a policy whose every loss reaches every parameter may set False to save
-    #: one autograd-graph traversal per forward pass.
+    #: ``find_unused_parameters`` of the DDP wrappers: a policy whose every loss reaches every parameter may
+    #: set False (saves one autograd-graph traversal per forward pass)
     ddp_find_unused_parameters: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -151,6 +124,15 @@ class Policy(abc.ABC):
         self._init_collect()
         self._init_eval()
 
+    @contextlib.contextmanager
+    def seeded_init(self) -> Iterator[None]:
+        """A block whose torch random draws (network initialisation) come from the policy's seed; torch's global
+        RNG is left as it was."""
+        with torch.random.fork_rng(devices=[]):
+            if self.seed is not None:
+                torch.manual_seed(self.seed)
+            yield
+
     # ------------------------------------------------------------------ learn
     @abc.abstractmethod
     def _init_learn(self) -> None:
@@ -158,11 +140,7 @@ class Policy(abc.ABC):
 
     @abc.abstractmethod
     def _forward_learn(self, data: Any) -> Dict[str, Scalar]:
-        """Run one train iteration on ``data`` and return an info dict of scalars.
-
-        The dict may hold any subset of :meth:`_monitor_vars_learn`; values are Python numbers, numpy
-        scalars or one-element tensors.
-        """
+        """Run one train iteration on ``data``; return an info dict of scalars (any subset of the declared keys)."""
 
     @abc.abstractmethod
     def _monitor_vars_learn(self) -> List[str]:
@@ -170,13 +148,11 @@ class Policy(abc.ABC):
 
     def _monitor_periods_learn(self) -> Dict[str, int]:
         """Learn keys reported on a fixed period: key -> every how many train iterations it appears (PPG's
-        auxiliary losses: every ``n_pi``). Default none (every key may appear at any iteration). The
-        learner waits that many iterations before it warns that such a key was never reported."""
+        auxiliary losses: ``n_pi``); the learner waits that long before warning that such a key is missing."""
         return {}
 
     def monitor_periods(self) -> Dict[str, int]:
-        """:meth:`_monitor_periods_learn`, checked: each key one of :meth:`_monitor_vars_learn`, each period
-        an int >= 1 (``ValueError`` naming the policy and the key otherwise)."""
+        """:meth:`_monitor_periods_learn`, checked (declared keys, int periods >= 1; else ValueError)."""
         periods = dict(self._monitor_periods_learn())
         declared = set(self._checked_keys("_monitor_vars_learn"))
         for key, period in periods.items():
@@ -189,20 +165,17 @@ class Policy(abc.ABC):
         return periods
 
     def _monitor_vars_collect(self) -> List[str]:
-        """Every collect-side metric :meth:`_forward_collect` may return as a scalar beside the action
-        (``epsilon``, ``noise_scale``...); default none. Monitored as ``collector/<key>``."""
+        """Every collect-side metric :meth:`_forward_collect` may return beside the action (``epsilon``...),
+        monitored as ``collector/<key>``; default none."""
         return []
 
     def optimize(self, loss: torch.Tensor, *optimizers: torch.optim.Optimizer,
                  max_grad_norm: Optional[float] = None) -> Optional[torch.Tensor]:
         """One gradient step on ``loss``: zero the gradients of ``optimizers``' parameters, ``loss.backward()``,
-        clip their global norm to ``max_grad_norm`` if given, step every optimizer.
+        clip their global norm to ``max_grad_norm`` if given, step every optimizer (through :meth:`adam_step`).
 
-        Returns the gradient norm before clipping (a 0-d tensor; None without ``max_grad_norm``;
-        ``math.inf`` measures without clipping). The backward pass and the step are the trace's
-        ``learner/backward`` and ``learner/optimizer_step`` spans. Each optimizer is stepped through a cached
-        :class:`~rlearn.optim.AdamStep` (:meth:`adam_step`): a fused Adam without ``step()``'s Python overhead,
-        bit for bit; any other optimizer through its own ``step()``.
+        Returns the gradient norm before clipping (a 0-d tensor; None without ``max_grad_norm``; ``math.inf``
+        measures without clipping).
         """
         steps = [self.adam_step(optimizer) for optimizer in optimizers]
         norm = None
@@ -219,8 +192,7 @@ class Policy(abc.ABC):
         return norm
 
     def adam_step(self, optimizer: torch.optim.Optimizer) -> AdamStep:
-        """The :class:`~rlearn.optim.AdamStep` that :meth:`optimize` steps ``optimizer`` with (made on first use,
-        again if the optimizer was replaced); ``params`` holds the parameters it clips."""
+        """The cached :class:`~rlearn.optim.AdamStep` that :meth:`optimize` steps ``optimizer`` with."""
         step = self._adam_steps.get(id(optimizer))
         if step is None or step.optimizer is not optimizer:
             step = self._adam_steps[id(optimizer)] = AdamStep(optimizer)
@@ -244,8 +216,7 @@ class Policy(abc.ABC):
         return keys
 
     def monitor_vars_collect(self) -> List[str]:
-        """The collect-side keys of :meth:`_monitor_vars_collect`, checked (unique, non-empty strings, none
-        of the collector's reserved transition keys or ``action``/``env_action``)."""
+        """:meth:`_monitor_vars_collect`, checked (unique non-empty strings, no transition-data name)."""
         keys = self._checked_keys("_monitor_vars_collect")
         reserved = {"obs", "next_obs", "reward", "terminated", "truncated", "action", "env_action"}
         clash = [key for key in keys if key in reserved]
@@ -256,9 +227,7 @@ class Policy(abc.ABC):
         return keys
 
     def monitor_vars(self) -> List[str]:
-        """The declared monitor keys, checked: the learn keys of :meth:`_monitor_vars_learn` (as returned
-        by :meth:`_forward_learn`), then the collect keys of :meth:`_monitor_vars_collect` under their
-        monitor names ``collector/<key>``. Each list holds unique, non-empty strings."""
+        """The declared monitor keys, checked: the learn keys, then the collect keys as ``collector/<key>``."""
         learn = self._checked_keys("_monitor_vars_learn")
         collect = [f"collector/{key}" for key in self.monitor_vars_collect()]
         both = set(learn).intersection(collect)
@@ -272,16 +241,9 @@ class Policy(abc.ABC):
 
     @abc.abstractmethod
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
-        """Pick exploration actions for a batch ``obs [N, *obs_shape]`` from ``N`` environments.
-
-        Returns a dict with at least ``action [N, ...]``: what is stored and learned from. If the
-        action sent to the environment differs (clipped, rescaled), return it as ``env_action`` too.
-        Any other array key (``log_prob``, ``value``...) is stored per step in the rollout. A key listed
-        by :meth:`_monitor_vars_collect` is a collect-side metric: a scalar (number, 0-d array or
-        one-element tensor), returned on the steps that have a value and recorded, not stored; it may be
-        absent from any step. ``envstep`` is the number of environment steps collected so far (TD3 acts
-        uniformly at random before ``learning_starts``).
-        """
+        """Exploration actions for ``obs [N, *obs_shape]`` after ``envstep`` env steps: a dict with ``action``
+        (stored), optionally ``env_action`` (sent to the environment), per-step arrays to store, and the
+        collect-side metrics of :meth:`_monitor_vars_collect`."""
 
     # ------------------------------------------------------------------- eval
     def _init_eval(self) -> None:
@@ -293,11 +255,7 @@ class Policy(abc.ABC):
 
     # ------------------------------------------------------------------ state
     def modules(self) -> Dict[str, torch.nn.Module]:
-        """The policy's networks by name (target networks included). Used for checkpoints and DDP.
-
-        After :meth:`setup_distributed`, the base class unwraps what an override returns, so callers always
-        get the plain networks.
-        """
+        """The policy's networks by name (target networks included), never DDP-wrapped."""
         return {}
 
     def optimizers(self) -> Dict[str, torch.optim.Optimizer]:
@@ -306,57 +264,29 @@ class Policy(abc.ABC):
 
     # ------------------------------------------------------------------- distributed
     def ddp_modules(self) -> List[str]:
-        """Names (keys of :meth:`modules`) of the networks :meth:`setup_distributed` wraps in
-        ``DistributedDataParallel``.
-
-        Default: every network with a trainable parameter that one of :meth:`optimizers` updates, so
-        target networks (moved by Polyak averaging, never by an optimizer) and frozen networks are left
-        out. Override to leave out a network whose gradients are computed without ``loss.backward()``
-        through its ``forward`` (e.g. with ``torch.autograd.grad``): its gradients are then averaged over
-        the ranks right before each optimizer step instead, which is equally correct and avoids DDP's
-        per-forward overhead for nothing.
-        """
+        """Names (keys of :meth:`modules`) of the networks :meth:`setup_distributed` wraps in DDP; default:
+        every network with a parameter one of :meth:`optimizers` updates (docs/distributed.md)."""
         from rlearn.distributed.ddp import default_ddp_modules
 
         return default_ddp_modules(self)
 
     def setup_distributed(self) -> bool:
-        """Prepare the policy for data-parallel training over the ranks of ``torch.distributed``.
-
-        Collective: every rank calls it once, after building the policy and before training. It
-
-        1. broadcasts rank 0's parameters and buffers of every network in :meth:`modules` (target
-           networks included), so all ranks start identical;
-        2. replaces each policy attribute holding a network named by :meth:`ddp_modules` with a
-           ``DistributedDataParallel`` wrapper (:class:`rlearn.distributed.ddp.PolicyDDP`): calls such as
-           ``self.actor(obs)`` and ``loss.backward()`` then average the gradients over ranks. Forward
-           passes without gradient run the plain network (no collective); other attributes
-           (``self.critic.q1``) are looked up on the plain network;
-        3. makes every optimizer in :meth:`optimizers` average, before its ``step()``, any gradient DDP
-           did not average (networks outside :meth:`ddp_modules`, ``torch.autograd.grad``...).
-
-        :meth:`modules` and :meth:`state_dict` keep returning the plain networks. The algorithm needs no
-        change as long as all ranks step the same optimizers in the same order. Returns True when set up
-        for several processes, False in a single process (nothing changes). Calling it twice is harmless.
-        See docs/distributed.md.
-        """
+        """Collective, once per rank before training: broadcast rank 0's networks, wrap :meth:`ddp_modules` in
+        DDP and make every optimizer average the remaining gradients (docs/distributed.md). True when set up
+        for several processes, False in a single process; calling it twice is harmless."""
         from rlearn.distributed.ddp import setup_policy_ddp
 
         return setup_policy_ddp(self)
 
     def teardown_distributed(self) -> bool:
-        """Undo :meth:`setup_distributed` on this rank: the networks are plain modules again and the
-        optimizers no longer average. The run calls it before leaving the process group, so that no
-        ``DistributedDataParallel`` wrapper outlives the group (its reducer holds the group, whose threads
-        would otherwise be torn down at interpreter exit); afterwards the policy acts and trains like a
-        single-process one. Returns True if something was undone; calling it again is harmless."""
+        """Undo :meth:`setup_distributed` on this rank (before leaving the process group, so that no DDP wrapper
+        outlives it). True if something was undone; calling it again is harmless."""
         from rlearn.distributed.ddp import teardown_policy_ddp
 
         return teardown_policy_ddp(self)
 
     def extra_state(self) -> Dict[str, Any]:
-        """Anything else a resumed run needs (counters, running statistics). Override with
-        :meth:`load_extra_state`."""
+        """Anything else a resumed run needs (counters, running statistics); see :meth:`load_extra_state`."""
         return {}
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
@@ -394,7 +324,7 @@ def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[in
     if key not in state:
         return None
     count = state[key]
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
+    if not is_int(count) or count < 0:
         raise ValueError(f"{owner}: checkpoint {key!r} must be an int >= 0, got {count!r}")
     return int(count)
 

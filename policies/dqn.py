@@ -1,41 +1,20 @@
 """Deep Q-Network (DQN): Mnih et al., 2015, https://www.nature.com/articles/nature14236, with the double-DQN
 target of van Hasselt, Guez and Silver, 2016 (https://arxiv.org/abs/1509.06461) as an option.
 
-DQN learns the action values ``Q(s, a)`` of a discrete action space with one network, acts
-epsilon-greedily on them, and learns off-policy from a replay buffer against a *target network* ``Q'``, a
-copy of ``Q`` refreshed every ``target_update_interval`` train iterations. One train iteration (= one call
-of :meth:`DQNPolicy._forward_learn` on one minibatch ``(s, a, r, s', terminated)``):
+One train iteration on a replay minibatch ``(s, a, r, s', terminated)``:
 
-1. **Target** (no gradient)::
+1. target (no gradient)::
 
        plain DQN:   y = r + gamma * (1 - terminated) * max_a' Q'(s', a')
        double DQN:  y = r + gamma * (1 - terminated) * Q'(s', argmax_a' Q(s', a'))
 
-   Double DQN (``double_q = True``) picks the next action with the online network and values it with the
-   target network, which removes most of the max operator's over-estimation. Only a real termination stops
-   the bootstrap; a time-limit truncation bootstraps from the true last observation ``s'``.
-2. **Loss**: the Huber loss (``smooth_l1_loss``, ``loss = "huber"``, the default) or the mean squared error
-   (``loss = "mse"``) between ``Q(s, a)`` and ``y``, averaged over the minibatch; ``backward()``; the
-   gradient's global norm clipped to ``max_grad_norm``; one Adam step.
-3. **Target network**, every ``target_update_interval`` iterations (the N-th, 2N-th, ...):
-   ``theta' <- theta' + tau * (theta - theta')`` -- a hard copy with the default ``tau = 1``.
+2. one Adam step on the Huber (or squared) error between ``Q(s, a)`` and ``y``, the gradient's global norm
+   clipped to ``max_grad_norm``;
+3. every ``target_update_interval`` iterations: ``theta' <- theta' + tau * (theta - theta')`` (a hard copy
+   for ``tau = 1``).
 
-**Collecting** is epsilon-greedy: uniformly random actions while fewer than ``learning_starts`` env steps
-have been collected, then, per environment, a random action with probability ``epsilon`` and
-``argmax_a Q(s, a)`` otherwise, where ``epsilon`` falls linearly with the env steps collected from
-``exploration_initial_eps`` (at step 0) to ``exploration_final_eps`` (at step ``exploration_steps``) and
-stays there. **Evaluating**: ``argmax_a Q(s, a)``.
-
-**Monitoring.** Every iteration reports ``q_loss`` (the loss above), ``q_value`` (mean ``Q(s, a)`` on the
-minibatch), ``target_q_value`` (mean ``y``) and ``grad_norm`` (the gradient's norm before clipping);
-``target_sync`` (value 1) appears only on iterations that updated the target network -- a sparse key,
-whose count in a window is the number of syncs. ``epsilon`` is a *collect-side* key
-(:meth:`DQNPolicy._monitor_vars_collect`): the exploration rate of each collect step, returned by
-:meth:`DQNPolicy._forward_collect` beside the action.
-
-``train_freq`` / ``gradient_steps`` of other DQN implementations are the run loop's ``train.collect_steps``
-(env steps per environment between two training phases) and ``train.updates_per_step`` (gradient steps per
-env step): rl-zoo's ``train_freq=256, gradient_steps=128`` is ``collect_steps=256, updates_per_step=0.5``.
+Collecting is epsilon-greedy with a linearly falling ``epsilon``, a collect-side monitor key. The reported
+keys and the configuration are described in docs/dqn.md.
 """
 
 from __future__ import annotations
@@ -70,12 +49,8 @@ def linear_epsilon(envstep: int, initial: float, final: float, steps: int) -> fl
 
 
 class QNetwork(nn.Module):
-    """``obs [B, obs_dim] -> Q [B, n_actions]``: an MLP with ReLU hidden layers (``nn.Linear`` initialisation).
-
-    ``forward`` calls ``F.linear`` on the layers' parameters (:meth:`linear_parameters`) instead of calling
-    each ``nn.Linear`` module: the same arithmetic without a module call and two attribute look-ups per layer,
-    which together cost as much as a small layer's product (measured: 24 against 17 us per batch-1 forward).
-    """
+    """``obs [B, obs_dim] -> Q [B, n_actions]``: an MLP with ReLU hidden layers (``nn.Linear`` initialisation),
+    run with ``F.linear`` on the layers' parameters (a module call per layer costs as much as a small product)."""
 
     def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int]) -> None:
         super().__init__()
@@ -90,9 +65,8 @@ class QNetwork(nn.Module):
         return F.linear(x, weight, bias)
 
     def linear_parameters(self) -> List[Tuple[torch.Tensor, torch.Tensor]]:
-        """``[(layer.weight, layer.bias), ...]`` for the layers in order, read from each layer's parameter
-        dict (``nn.Module._parameters``, where ``layer.weight`` looks): the live parameters -- a replaced
-        layer or parameter is seen at once -- without ``nn.Module.__getattr__``'s cost per name."""
+        """``[(layer.weight, layer.bias), ...]`` for the layers in order: the live parameters, read from
+        ``_parameters`` without ``nn.Module.__getattr__``'s cost per name."""
         return [(layer._parameters["weight"], layer._parameters["bias"])
                 for layer in self._modules["layers"]._modules.values()]
 

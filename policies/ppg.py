@@ -1,55 +1,28 @@
 """Phasic Policy Gradient (PPG): Cobbe, Hilton, Klimov and Schulman, 2020, https://arxiv.org/abs/2009.04416
 
-PPG is PPO with the policy and the value function trained in separate *phases* so that they can share
-features without fighting over them:
+PPO with the policy and the value function trained in separate phases, on detached networks (a policy
+network with an auxiliary value head, and a value network):
 
-* **policy phase**, once per train iteration (= one call of :meth:`PPGPolicy._forward_learn`, one
-  rollout ``[T, N]`` from ``N`` vectorised environments):
+* policy phase, every train iteration on a rollout ``[T, N]``: GAE(lambda) advantages and value targets,
+  ``e_policy`` epochs of the clipped PPO objective plus an entropy bonus, ``e_value`` epochs of value
+  regression; the observations and value targets are kept for the auxiliary phase;
+* auxiliary phase, every ``n_pi`` iterations: ``e_aux`` epochs of ``aux_value_loss + beta_clone *
+  KL(pi_old || pi_new)`` on the policy network (:func:`behavioral_cloning_kl`) and of value regression on
+  the value network, over every kept observation; then the store is cleared.
 
-  1. GAE(lambda) advantages and value targets (:func:`compute_gae`): bootstrap with ``V(next_obs)``
-     where an episode was *truncated* (time limit), use zero where it *terminated*, and never let the
-     recursion run across an episode end;
-  2. ``e_policy`` epochs of the PPO clipped objective plus an entropy bonus on shuffled minibatches
-     (advantages normalised per minibatch, gradient norm clipped);
-  3. ``e_value`` epochs of value-network regression on the value targets;
-  4. the rollout's observations and value targets are kept for the auxiliary phase.
-
-* **auxiliary phase**, every ``n_pi`` policy iterations (:meth:`PPGPolicy._auxiliary_phase`):
-  the action distribution of every stored observation is recorded first (categorical logits, or the
-  Gaussian mean and log-std); then ``e_aux`` epochs minimise, on the policy network,
-  ``aux_value_loss + beta_clone * KL(pi_old || pi_new)`` -- the auxiliary value head distils the value
-  targets into the policy's features while the KL over *full* distributions (:func:`behavioral_cloning_kl`)
-  keeps the policy where it was -- and train the value network further on the same targets. Then the
-  store is cleared.
-
-The networks are *detached* (the paper's recommended architecture): a policy network (trunk, action head,
-auxiliary value head, and a state-independent log-std for continuous actions) and a separate value
-network. The value network has one Adam optimizer; the policy network has two, one per phase (see
-``_init_learn`` for why). Discrete actions use a categorical distribution over logits; continuous ones a
-diagonal Gaussian whose *unclipped* sample is stored as ``action`` (log-probabilities are computed on
-it) while the environment receives ``env_action``, the sample clipped to the action bounds. Their maths
-(log-probabilities, entropies, sampling, KL) is :mod:`rlearn.rl.heads`; the optimizers are
-:func:`rlearn.optim.make_adam` stepped through :class:`rlearn.optim.AdamStep`.
-
-Every policy iteration reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac``,
-``explained_variance`` and ``cur_lr``; only iterations that run an auxiliary phase add
-``aux_value_loss``, ``behavioral_cloning_loss`` and ``auxiliary_loss``. These are *irregular metrics*:
-give the learner a monitor window of at least ``n_pi`` iterations, or the auxiliary losses are missing
-from most windows (see ``docs/ppg.md``).
-
-What PPG shares with PPO -- common keys, spaces, the checked rollout with its advantages, minibatches, the clip
-range -- is :class:`policies.actor_critic.OnPolicyActorCritic`.
+The auxiliary losses are reported once per ``n_pi`` iterations: give the learner a monitor window of at least
+``n_pi`` (docs/ppg.md). What PPG shares with PPO is :class:`policies.actor_critic.OnPolicyActorCritic`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 from torch import nn
 
 from policies.actor_critic import OnPolicyActorCritic
+from policies.ppo import clipped_surrogate_loss, hidden_layers, normalize, orthogonal_linear
 from rlearn.config import option
 from rlearn.optim import make_adam
 from rlearn.rl.advantages import explained_variance
@@ -60,17 +33,9 @@ from rlearn.trace import span
 
 
 def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, discrete: bool) -> torch.Tensor:
-    """``KL(pi_old || pi_new)`` per sample between two full action distributions.
-
-    Discrete: ``params`` are categorical logits ``[B, n]`` and the KL is
-    ``sum_a p_old(a) * (log p_old(a) - log p_new(a))`` on log-softmax values (:func:`categorical_kl`).
-    Those are finite for finite logits, and a probability that underflows to 0 multiplies a finite
-    difference, so the result is finite by construction (``torch.distributions.kl_divergence`` instead
-    returns ``inf`` as soon as one new probability underflows to exactly 0 in float32).
-
-    Continuous: ``params`` are ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``; the closed-form
-    Gaussian KL (:func:`gaussian_kl`, finite since ``std = exp(log_std) > 0``), summed over action dimensions.
-    """
+    """``KL(pi_old || pi_new)`` per sample between two full action distributions, finite for finite ``params``:
+    categorical logits ``[B, n]`` (:func:`categorical_kl`) or ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``
+    (:func:`gaussian_kl`)."""
     if discrete:
         return categorical_kl(old_params, new_params)
     old_mean, old_log_std = old_params.chunk(2, dim=-1)
@@ -81,20 +46,10 @@ def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, di
 # ------------------------------------------------------------------------------------------- networks
 
 
-def mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str) -> Tuple[nn.Sequential, int]:
-    """A stack of ``Linear + activation`` layers (orthogonal init, gain sqrt(2)); returns it and its width."""
-    act_cls = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
-    layers: List[nn.Module] = []
-    for size in hidden_sizes:
-        layers += [_orthogonal(nn.Linear(in_dim, size), np.sqrt(2)), act_cls()]
-        in_dim = size
-    return nn.Sequential(*layers), in_dim
-
-
-def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
+def trunk(in_dim: int, hidden_sizes: Sequence[int], activation: str) -> Tuple[nn.Sequential, int]:
+    """The hidden layers (orthogonal init, ``nn.Tanh`` or ``nn.ReLU``) as one module; returns it and its width."""
+    layers, width = hidden_layers(in_dim, hidden_sizes, {"tanh": nn.Tanh, "relu": nn.ReLU}[activation])
+    return nn.Sequential(*layers), width
 
 
 class PolicyNetwork(nn.Module):
@@ -110,9 +65,9 @@ class PolicyNetwork(nn.Module):
         continuous: bool, init_log_std: float,
     ) -> None:
         super().__init__()
-        self.trunk, width = mlp(obs_dim, hidden_sizes, activation)
-        self.action_head = _orthogonal(nn.Linear(width, n_outputs), 0.01)
-        self.aux_value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+        self.trunk, width = trunk(obs_dim, hidden_sizes, activation)
+        self.action_head = orthogonal_linear(width, n_outputs, 0.01)
+        self.aux_value_head = orthogonal_linear(width, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((n_outputs,), float(init_log_std))) if continuous else None
 
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -128,8 +83,8 @@ class ValueNetwork(nn.Module):
 
     def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
         super().__init__()
-        self.trunk, width = mlp(obs_dim, hidden_sizes, activation)
-        self.head = _orthogonal(nn.Linear(width, 1), 1.0)
+        self.trunk, width = trunk(obs_dim, hidden_sizes, activation)
+        self.head = orthogonal_linear(width, 1, 1.0)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.trunk(obs)).squeeze(-1)
@@ -140,13 +95,8 @@ class ValueNetwork(nn.Module):
 
 
 class PPGPolicy(OnPolicyActorCritic):
-    """Phasic Policy Gradient for ``Discrete`` and ``Box`` action spaces (see the module docstring).
-
-    Its keys are declared in :attr:`Config` (docs/configuration.md lists them). ``lr`` is the initial learning
-    rate of the three Adam optimizers (``policy`` for the PPO epochs, ``value`` for the value network, ``aux``
-    for the policy network in the auxiliary phase). To decay it, add an ``LRSchedulerHook`` to the learner (the
-    bundled CartPole config decays it linearly); ``cur_lr`` reports the policy optimizer's rate in effect.
-    """
+    """Phasic Policy Gradient for ``Discrete`` and ``Box`` action spaces (see the module docstring), with three
+    Adam optimizers: ``policy`` (PPO epochs), ``value`` (value network) and ``aux`` (auxiliary phase)."""
 
     class Config(OnPolicyActorCritic.Config):
         """PPG's keys (the bundled configs document tuned values)"""
@@ -167,11 +117,7 @@ class PPGPolicy(OnPolicyActorCritic):
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
-
-        # Initialise the networks from the policy's seed without touching torch's global RNG.
-        with torch.random.fork_rng(devices=[]):
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
+        with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
             self.policy_net = PolicyNetwork(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)
@@ -251,18 +197,12 @@ class PPGPolicy(OnPolicyActorCritic):
                 with span("learner/forward", lane="learner"):
                     params, _ = self.policy_net(batch["obs"][idx_t])
                     log_prob, entropy = self._log_prob_entropy(params, batch["action"][idx_t])
-                    log_ratio = log_prob - batch["log_prob"][idx_t]
-                    ratio = log_ratio.exp()
-                    adv = batch["advantage"][idx_t]
-                    if len(adv) > 1:
-                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                    policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
+                    advantage = normalize(batch["advantage"][idx_t])
+                    policy_loss, approx_kl, clipfrac = clipped_surrogate_loss(
+                        log_prob, batch["log_prob"][idx_t], advantage, clip)
                     entropy = entropy.mean()
                     loss = policy_loss - self.cfg["entropy_coef"] * entropy
                 self.optimize(loss, self.policy_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1.0) - log_ratio).mean()  # unbiased, non-negative KL estimator
-                    clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
                 stats.append(torch.stack([policy_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
         if not stats:  # e_policy == 0: the policy network is not trained this iteration
             return {}

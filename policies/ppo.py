@@ -1,44 +1,18 @@
 """Proximal Policy Optimization (PPO): Schulman, Wolski, Dhariwal, Radford and Klimov, 2017,
 https://arxiv.org/abs/1707.06347 (the clipped-surrogate variant, as in CleanRL and Stable-Baselines3).
 
-One train iteration (= one call of :meth:`PPOPolicy._forward_learn`) is one *update* on one rollout
-``[T, N]`` collected by the current policy from ``N`` vectorised environments:
+One train iteration is one update on a rollout ``[T, N]``:
 
-1. GAE(lambda) advantages and value targets (:func:`rlearn.rl.compute_gae`): bootstrap with
-   ``V(next_obs)`` where an episode was *truncated* (time limit), use zero where it *terminated*, never
-   let the recursion run across an episode end. Rewards are multiplied by ``reward_scale`` first.
-2. ``epochs`` passes over the rollout in shuffled minibatches of ``minibatch_size``, each one gradient
-   step of
+1. GAE(lambda) advantages and value targets (:func:`rlearn.rl.compute_gae`) of the rewards times
+   ``reward_scale``;
+2. ``epochs`` passes over the rollout in shuffled minibatches, each one gradient step (gradient norm clipped
+   to ``max_grad_norm``) of ``loss = policy_loss - entropy_coef * entropy + value_coef * value_loss`` with
+   the clipped surrogate :func:`clipped_surrogate_loss` and the (optionally clipped) :func:`value_loss`;
+3. with ``target_kl``, the update stops before the first minibatch whose ``approx_kl`` exceeds
+   ``1.5 * target_kl`` (averaged over the ranks of a multi-process run).
 
-       loss = policy_loss - entropy_coef * entropy + value_coef * value_loss
-
-   * ``policy_loss = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))`` with
-     ``ratio = pi(a|s) / pi_collect(a|s)`` and the advantages ``A`` normalised per minibatch
-     (``normalize_advantage``): the clipped surrogate objective (:func:`clipped_surrogate_loss`);
-   * ``value_loss = mean((V(s) - target)^2)``, or with ``clip_value`` the pessimistic clipped form
-     ``mean(max((V - target)^2, (V_collect + clip(V - V_collect, -c, c) - target)^2))``
-     (:func:`value_loss`);
-   * ``entropy`` the mean entropy of the action distribution;
-
-   with the gradient norm clipped to ``max_grad_norm`` before each Adam step.
-3. ``target_kl``: before each step, if the minibatch's ``approx_kl`` (an estimate of
-   ``KL(pi_collect || pi)``) exceeds ``1.5 * target_kl``, the update stops there (that minibatch is not
-   stepped, the remaining epochs are skipped) -- the rule of Spinning Up and Stable-Baselines3. In a
-   multi-process run the ranks compare their mean ``approx_kl``, so that they all stop at the same step.
-
-The networks are two MLPs in one module (:class:`ActorCritic`), an actor and a critic that share no
-layers (SB3's ``MlpPolicy`` for PPO), trained by one Adam optimizer. Discrete actions use a categorical
-distribution over the actor's logits; continuous ones a diagonal Gaussian whose log-std is one learned
-vector shared by every state. Its *unclipped* sample is stored as ``action`` (log-probabilities are
-computed on it) while the environment receives ``env_action``, the sample clipped to the action bounds.
-
-Every update reports ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` and
-``explained_variance``; only updates that ``target_kl`` stopped early add ``early_stop_epoch`` (the
-1-based epoch in which they stopped), a key declared only when ``target_kl`` is set. The learner adds
-``cur_lr``. See ``docs/ppo.md``.
-
-What PPO shares with PPG -- common keys, spaces, the checked rollout with its advantages, minibatches, the clip
-range -- is :class:`policies.actor_critic.OnPolicyActorCritic`.
+The actor and the critic are separate MLPs (:class:`ActorCritic`). The reported keys are described in
+docs/ppo.md; what PPO shares with PPG is :class:`policies.actor_critic.OnPolicyActorCritic`.
 """
 
 from __future__ import annotations
@@ -112,11 +86,8 @@ SIGMOID_TANH_MIN_NUMEL = 8192
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
     """``tanh(x)``; on the CPU, for tensors of at least :data:`SIGMOID_TANH_MIN_NUMEL` elements, computed as
-    ``2 sigmoid(2x) - 1`` (the same function, within float rounding): torch's CPU ``tanh`` kernel measured
-    2-3x slower than its ``sigmoid`` here (a [256, 64] activation, as in every PPO CartPole update: 84 us
-    against 38 us for the three ops), and PPO's tanh networks spend much of an update in their activations.
-    Smaller tensors (acting on a few environments) and other devices use ``torch.tanh``: there one kernel
-    call costs less than three."""
+    ``2 sigmoid(2x) - 1`` (the same function within float rounding; torch's CPU ``tanh`` kernel measured 2-3x
+    slower than its ``sigmoid``)."""
     if x.device.type == "cpu" and x.numel() >= SIGMOID_TANH_MIN_NUMEL:
         return torch.sigmoid(x + x).mul(2.0).sub_(1.0)  # x + x: no scalar-to-tensor conversion
     return torch.tanh(x)
@@ -132,7 +103,7 @@ class Tanh(nn.Module):
 _ACTIVATIONS = {"tanh": (Tanh, tanh), "relu": (nn.ReLU, torch.relu)}
 
 
-def _layer(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
+def orthogonal_linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
     """A linear layer with orthogonal weights (``gain``) and zero bias, as in the PPO reference code."""
     layer = nn.Linear(in_dim, out_dim)
     nn.init.orthogonal_(layer.weight, gain)
@@ -140,25 +111,25 @@ def _layer(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
     return layer
 
 
-def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, out_dim: int, out_gain: float) -> nn.Sequential:
-    act_cls = _ACTIVATIONS[activation][0]
+def hidden_layers(in_dim: int, hidden_sizes: Sequence[int], act_cls: type) -> Tuple[List[nn.Module], int]:
+    """``orthogonal_linear`` (gain sqrt(2)) and ``act_cls()`` per hidden size; returns them and the last width."""
     layers: List[nn.Module] = []
     for size in hidden_sizes:
-        layers += [_layer(in_dim, size, math.sqrt(2.0)), act_cls()]
+        layers += [orthogonal_linear(in_dim, size, math.sqrt(2.0)), act_cls()]
         in_dim = size
-    layers.append(_layer(in_dim, out_dim, out_gain))
-    return nn.Sequential(*layers)
+    return layers, in_dim
+
+
+def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, out_dim: int, out_gain: float) -> nn.Sequential:
+    layers, width = hidden_layers(in_dim, hidden_sizes, _ACTIVATIONS[activation][0])
+    return nn.Sequential(*layers, orthogonal_linear(width, out_dim, out_gain))
 
 
 class ActorCritic(nn.Module):
-    """An actor MLP (action logits or Gaussian means; output gain 0.01) and a critic MLP (``V(s)``; gain 1),
-    sharing no layers, plus the state-independent ``log_std`` vector for continuous actions.
-
-    ``forward(obs) -> (dist_params, value)``: logits ``[B, n]`` or means ``[B, d]``, and ``[B]`` values.
-    ``actor`` and ``critic`` are ``nn.Sequential`` s (callable on their own); :meth:`forward` and
-    :meth:`value` run the same layers with ``F.linear`` calls, without a module call per layer (at PPO's
-    sizes a module call costs about as much as the layer's product).
-    """
+    """An actor MLP (logits or Gaussian means; output gain 0.01) and a critic MLP (``V(s)``; gain 1) sharing no
+    layers, plus the state-independent ``log_std`` for continuous actions. ``forward(obs) -> (dist_params,
+    value [B])``; it and :meth:`value` run the ``nn.Sequential`` s' layers with ``F.linear``, without a module
+    call per layer."""
 
     def __init__(
         self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
@@ -194,12 +165,8 @@ _EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"
 
 
 class PPOPolicy(OnPolicyActorCritic):
-    """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring).
-
-    Its keys are declared in :attr:`Config` (docs/configuration.md lists them). The networks' one Adam
-    optimizer is ``"ac"``; to decay its learning rate, add an ``LRSchedulerHook`` to the learner (both bundled
-    configs do); the learner reports it as ``cur_lr``.
-    """
+    """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring);
+    one Adam optimizer, ``"ac"``, whose learning rate an ``LRSchedulerHook`` may decay."""
 
     ddp_find_unused_parameters = False  # every loss term reaches every parameter (actor, critic, log_std)
 
@@ -223,10 +190,7 @@ class PPOPolicy(OnPolicyActorCritic):
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
-        # Initialise the networks from the policy's seed without touching torch's global RNG.
-        with torch.random.fork_rng(devices=[]):
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
+        with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
             self.ac = ActorCritic(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)

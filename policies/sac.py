@@ -1,68 +1,40 @@
 """Soft Actor-Critic (SAC): Haarnoja et al., 2018, https://arxiv.org/abs/1801.01290 and
 https://arxiv.org/abs/1812.05905 (automatic entropy tuning).
 
-SAC learns a *stochastic* policy for continuous actions that maximises reward plus entropy, from a replay
-buffer, with two critics ``Q1, Q2``, their slowly moving target copies ``Q1', Q2'`` and a temperature
-``alpha`` that weighs the entropy. The actor is a tanh-squashed Gaussian: it outputs a mean and a
-log-std (clamped to ``[log_std_min, log_std_max]``) and ``a = tanh(mean + std * eps)``, with the
-log-density ``log pi(a | s)`` of :mod:`rlearn.rl.squashed_gaussian`. One train iteration (one call of
-:meth:`SACPolicy._forward_learn` on one minibatch ``(s, a, r, s', terminated)``):
+The actor is a tanh-squashed Gaussian (:mod:`rlearn.rl.squashed_gaussian`). One train iteration on a replay
+minibatch ``(s, a, r, s', terminated)``:
 
-1. **Target** (no gradient), a soft clipped double-Q target with a fresh action from the *current* actor::
+1. target (no gradient), with a fresh action ``a' ~ pi(. | s')`` of the current actor::
 
-       a' ~ pi(. | s')
-       y  = r + gamma * (1 - terminated) * (min(Q1'(s', a'), Q2'(s', a')) - alpha * log pi(a' | s'))
+       y = r + gamma * (1 - terminated) * (min(Q1'(s', a'), Q2'(s', a')) - alpha * log pi(a' | s'))
 
-   Only a real termination stops the bootstrap (a time-limit truncation bootstraps from the true ``s'``).
-2. **Critics**: one Adam step on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``.
-3. **Delayed actor and temperature** (CleanRL's ``policy_frequency``): every ``policy_frequency``
-   iterations, ``policy_frequency`` times in a row (so the actor gets one update per iteration on average,
-   as in Stable-Baselines3), on the same minibatch:
+2. critics: one Adam step on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``;
+3. every ``policy_frequency`` iterations, ``policy_frequency`` times in a row (CleanRL's delayed update):
+   an actor step on ``mean(alpha * log pi(a~ | s) - min_i Q_i(s, a~))`` through the frozen critics and, with
+   ``autotune``, a temperature step on ``-log_alpha * (mean log pi(a~ | s) + target_entropy)``;
+4. Polyak averaging of both target critics, every iteration.
 
-   * actor: ``a~ ~ pi(. | s)``, one Adam step on ``mean(alpha * log pi(a~ | s) - min(Q1(s, a~), Q2(s, a~)))``
-     through the frozen critics (gradients reach the actor only);
-   * temperature (``autotune``): one Adam step on ``-log_alpha * (mean log pi(a~ | s) + target_entropy)``
-     (``log pi`` of the same sample, detached; ``target_entropy`` defaults to ``-dim(A)``).
-4. **Targets**: Polyak averaging ``theta' <- theta' + tau * (theta - theta')`` of both critics, every iteration.
-
-Collecting: uniformly random actions while fewer than ``learning_starts`` env steps have been collected,
-then samples of the squashed Gaussian. Evaluation: the deterministic action ``tanh(mean)``. Networks and
-the buffer work in normalised action units (every ``Box`` is mapped affinely onto ``[-1, 1]``), as TD3's.
-
-**Monitoring.** Every iteration: ``critic_loss``, ``critic_twin_loss`` (the MSE of ``Q1``, ``Q2``),
-``q_value``, ``q_value_twin``, ``target_q_value``, ``td_error`` and ``cur_lr_critic``. Actor iterations add
-``actor_loss``, ``entropy`` (``-mean log pi``), ``alpha`` (after the update), ``alpha_loss`` (autotune only;
-each the mean over the ``policy_frequency`` updates) and ``cur_lr_actor``: these keys are *sparse*, so the
-learner's window must cover at least ``policy_frequency`` iterations to show them.
-
-What SAC shares with TD3 -- spaces, the replay-batch check, the twin-critic step (``update_critic``), acting
-from numpy, thread choice, checkpointed counters -- is :class:`policies.actor_critic.OffPolicyActorCritic`.
-
-**How it is computed.** Losses are written as losses and differentiated by autograd; the speed is in the
-shared parts (:class:`~rlearn.nn.MLP`, :class:`~rlearn.nn.EnsembleMLP` for both critics as one network,
-:class:`~rlearn.optim.AdamStep`, :func:`~rlearn.optim.polyak_update_`, :class:`~rlearn.nn.ThreadChooser`;
-see ``docs/speed-parts.md`` and ``docs/sac.md``). Random draws come from the policy's own generators
-(``torch_rng`` for the learner, ``np_random`` for collection), which checkpoints carry.
+The reported keys and the configuration are described in docs/sac.md; what SAC shares with TD3 is
+:class:`policies.actor_critic.OffPolicyActorCritic`.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from policies.actor_critic import OffPolicyActorCritic
+from policies.actor_critic import CRITIC_KEYS, OffPolicyActorCritic
 from policies.base import PolicyConfigError
 from rlearn.config import option
-from rlearn.nn import MLP, QEnsemble, frozen
+from rlearn.nn import MLP, frozen
 from rlearn.optim import make_adam, polyak_update_
 from rlearn.rl.squashed_gaussian import squashed_gaussian_sample
 from rlearn.trace import span
 
-__all__ = ["SACPolicy", "GaussianActor", "TwinCritic"]
+__all__ = ["SACPolicy", "GaussianActor"]
 
 
 class GaussianActor(MLP):
@@ -78,12 +50,6 @@ class GaussianActor(MLP):
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         mean, log_std = super().forward(obs).split(self.act_dim, dim=-1)
         return mean, log_std.clamp(self.log_std_min, self.log_std_max)
-
-
-TwinCritic = QEnsemble  # n Q-networks (obs, action) -> Q evaluated as one stacked network: rlearn.nn
-
-_CRITIC_KEYS = ["critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
-                "cur_lr_critic"]
 
 
 class SACPolicy(OffPolicyActorCritic):
@@ -117,19 +83,9 @@ class SACPolicy(OffPolicyActorCritic):
         self._init_spaces()
         target = cfg["target_entropy"]
         self.target_entropy = -float(self.act_dim) if target is None else target
-        with torch.random.fork_rng(devices=[]):  # networks from the policy seed, global RNG untouched
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
-            self.actor = GaussianActor(self.obs_dim, self.act_dim, cfg["hidden_sizes"], cfg["log_std_min"],
-                                       cfg["log_std_max"]).to(self.device)
-            self.critic = TwinCritic(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
-        for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
-            net.set_compute_dtype(cfg["precision"])
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self._init_networks(lambda: GaussianActor(self.obs_dim, self.act_dim, cfg["hidden_sizes"],
+                                                  cfg["log_std_min"], cfg["log_std_max"]))
         self.log_alpha = torch.tensor(math.log(cfg["init_alpha"]), device=self.device, requires_grad=self.autotune)
-
-        self.actor_optimizer = make_adam(self.actor.parameters(), lr=cfg["lr_actor"], device=self.device)
-        self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
         self._online_params, self._target_params = list(self.critic.parameters()), list(self.critic_target.parameters())
         self.alpha_optimizer: Optional[torch.optim.Optimizer] = None
         if self.autotune:
@@ -143,7 +99,7 @@ class SACPolicy(OffPolicyActorCritic):
 
     def _monitor_vars_learn(self) -> List[str]:
         sparse = ["actor_loss", "entropy", "alpha", *(["alpha_loss"] if self.autotune else []), "cur_lr_actor"]
-        return _CRITIC_KEYS + sparse
+        return CRITIC_KEYS + sparse
 
     def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         obs, action, reward, next_obs, terminated = self._check_batch(data)
@@ -158,9 +114,7 @@ class SACPolicy(OffPolicyActorCritic):
         polyak_update_(self._target_params, self._online_params, self.tau)  # the target critics, every iteration
 
         values = torch.cat(stats + ([self.alpha.reshape(1)] if actor_step else [])).tolist()  # one host transfer
-        info = dict(zip(_CRITIC_KEYS[:5], values[:5]))
-        info["td_error"] = 0.5 * (values[5] + values[6])  # over both critics
-        info["cur_lr_critic"] = self.critic_optimizer.param_groups[0]["lr"]
+        info = self.critic_info(values)
         if actor_step:
             per_update = np.asarray(values[7:-1]).reshape(self.policy_frequency, 3).mean(0)
             info["actor_loss"], info["entropy"] = float(per_update[0]), float(per_update[1])

@@ -1,50 +1,18 @@
 """Twin Delayed DDPG (TD3): Fujimoto, van Hoof and Meger, 2018, https://arxiv.org/abs/1802.09477
 
-TD3 learns a deterministic policy ``pi(s)`` for continuous actions from a replay buffer, with two critics
-``Q1, Q2`` and slowly moving target copies ``pi', Q1', Q2'`` of all three networks. One train iteration
-(= one call of :meth:`TD3Policy._forward_learn` on one minibatch ``(s, a, r, s', terminated)``):
+One train iteration on a replay minibatch ``(s, a, r, s', terminated)``:
 
-1. **Target** (no gradient), with *target policy smoothing* and *clipped double-Q*::
+1. target (no gradient), with target policy smoothing and clipped double-Q::
 
        eps = clip(N(0, target_noise), -target_noise_clip, +target_noise_clip)
-       a'  = clip(pi'(s') + eps, -1, 1)
-       y   = r + gamma * (1 - terminated) * min(Q1'(s', a'), Q2'(s', a'))
+       y   = r + gamma * (1 - terminated) * min(Q1'(s', a'), Q2'(s', a')),   a' = clip(pi'(s') + eps, -1, 1)
 
-   Only a real termination stops the bootstrap. A time-limit truncation is not terminal: the buffer
-   stores ``terminated`` alone and ``s'`` is the true last observation, so ``y`` bootstraps from it.
-2. **Critics**: one Adam step on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)`` (``update_critic``).
-3. **Delayed actor and targets**, every ``actor_update_freq`` critic updates (the 2nd, 4th, ... for the
-   default 2): one Adam step on ``-mean Q1(s, pi(s))`` (the critic is frozen: gradients flow through it
-   to the actor only), then Polyak averaging of *all* target networks:
-   ``theta' <- theta' + tau * (theta - theta')``.
+2. critics: one Adam step on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``;
+3. every ``actor_update_freq`` iterations: one Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic,
+   then Polyak averaging of all target networks.
 
-Collecting: uniformly random actions while fewer than ``learning_starts`` env steps have been collected,
-then ``clip(pi(s) + N(0, exploration_noise), -1, 1)``. Evaluation: ``pi(s)``.
-
-**Actions.** Networks work in *normalised* units: every ``Box`` action space (any shape, asymmetric bounds
-included, finite bounds required) is mapped affinely onto ``[-1, 1]`` per dimension, the actor ends in
-``tanh``, and the noises above are in these units -- a noise of 0.1 is 5 % of each dimension's range,
-whatever the bounds. ``_forward_collect`` returns the normalised ``action`` (what the replay buffer stores
-and the critics learn from) and ``env_action = low + (action + 1) * (high - low) / 2`` (what the
-environment receives). ``_forward_eval`` returns environment units.
-
-**Monitoring.** Every iteration reports ``critic_loss`` and ``critic_twin_loss`` (the MSE of ``Q1`` and
-``Q2``), ``q_value`` and ``q_value_twin`` (mean ``Q1(s, a)``, ``Q2(s, a)``), ``target_q_value`` (mean
-``y``), ``td_error`` (mean ``|Q(s, a) - y|`` over both critics) and ``cur_lr_critic``; actor iterations add
-``actor_loss`` and ``cur_lr_actor``. The actor keys are *irregular*: they appear every
-``actor_update_freq`` iterations, so the learner's window must be at least that long to show them.
-
-**How it is computed.** The losses are written as losses and differentiated by autograd:
-``F.mse_loss`` for the critics, ``-Q1(s, pi(s)).mean()`` for the actor, whose gradient reaches the actor
-through the critic while the critic is :func:`~rlearn.nn.frozen` (its parameters do not require grad,
-so no critic weight gradient is computed). The speed is in shared parts: the networks are
-:class:`~rlearn.nn.MLP` (actor) and :class:`~rlearn.nn.EnsembleMLP` (both critics as one stacked network),
-whose feature-major kernels run inside an ``autograd.Function``; :class:`~rlearn.optim.AdamStep` steps the
-fused Adam optimizers without ``step()``'s Python overhead; :class:`~rlearn.nn.ThreadChooser` picks each
-iteration's CPU thread count. See ``docs/speed-parts.md``.
-
-What TD3 shares with SAC -- spaces, the replay-batch check, the twin-critic step, acting from numpy, thread
-choice, checkpointed counters -- is :class:`policies.actor_critic.OffPolicyActorCritic`.
+Networks work in normalised action units ``[-1, 1]``. The reported keys, the action units and the speed parts
+are described in docs/td3.md; what TD3 shares with SAC is :class:`policies.actor_critic.OffPolicyActorCritic`.
 """
 
 from __future__ import annotations
@@ -55,13 +23,13 @@ from typing import Dict, List, Mapping, Sequence
 import numpy as np
 import torch
 
-from policies.actor_critic import OffPolicyActorCritic
+from policies.actor_critic import CRITIC_KEYS, OffPolicyActorCritic
 from rlearn.config import option
-from rlearn.nn import MLP, QEnsemble, frozen
-from rlearn.optim import make_adam, polyak_update_
+from rlearn.nn import MLP, frozen
+from rlearn.optim import polyak_update_
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
-__all__ = ["TD3Policy", "Actor", "TwinCritic"]
+__all__ = ["TD3Policy", "Actor"]
 
 
 class Actor(MLP):
@@ -69,9 +37,6 @@ class Actor(MLP):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int]) -> None:
         super().__init__([obs_dim, *hidden_sizes, act_dim], output_activation="tanh")
-
-
-TwinCritic = QEnsemble  # n Q-networks (obs, action) -> Q evaluated as one stacked network: rlearn.nn
 
 
 class TD3Policy(OffPolicyActorCritic):
@@ -99,29 +64,14 @@ class TD3Policy(OffPolicyActorCritic):
         self.target_noise, self.target_noise_clip = cfg["target_noise"], cfg["target_noise_clip"]
 
         self._init_spaces()
-        # Networks are initialised from the policy seed without touching the global torch RNG.
-        with torch.random.fork_rng(devices=[]):
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
-            self.actor = Actor(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
-            self.critic = TwinCritic(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
-        for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
-            net.set_compute_dtype(cfg["precision"])
+        self._init_networks(lambda: Actor(self.obs_dim, self.act_dim, cfg["hidden_sizes"]))
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-
-        # fused Adam where this torch has the kernel (rlearn.optim), stepped by self.optimize
-        self.actor_optimizer = make_adam(self.actor.parameters(), lr=cfg["lr_actor"], device=self.device)
-        self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
         self._online_params = list(self.critic.parameters()) + list(self.actor.parameters())
         self._target_params = list(self.critic_target.parameters()) + list(self.actor_target.parameters())
         self._init_threads(self.actor_update_freq)
 
     def _monitor_vars_learn(self) -> List[str]:
-        return [
-            "critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
-            "cur_lr_critic", "actor_loss", "cur_lr_actor",
-        ]
+        return [*CRITIC_KEYS, "actor_loss", "cur_lr_actor"]
 
     def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates."""
@@ -137,15 +87,7 @@ class TD3Policy(OffPolicyActorCritic):
             polyak_update_(self._target_params, self._online_params, self.tau)  # every target network
             stats = torch.cat([stats, actor_loss.reshape(1)])
         values = stats.tolist()  # one host transfer for every reported number
-        info = {
-            "critic_loss": values[0],
-            "critic_twin_loss": values[1],
-            "q_value": values[2],
-            "q_value_twin": values[3],
-            "target_q_value": values[4],
-            "td_error": 0.5 * (values[5] + values[6]),  # over both critics
-            "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"],
-        }
+        info = self.critic_info(values)
         if actor_step:
             info["actor_loss"] = values[7]
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]

@@ -1,14 +1,6 @@
-"""Fast, tested building blocks for policies' networks (see ``docs/speed-parts.md``).
-
-* :class:`MLP`, :class:`EnsembleMLP` (``n`` stacked networks, e.g. twin critics), :class:`EnsembleLinear`:
-  ``nn.Module`` s whose forward runs feature-major kernels inside an ``autograd.Function``
-  (:mod:`rlearn.nn.functional`), so losses on their outputs are written as losses and ``backward()`` computes
-  only the gradients that are needed.
-* :class:`QEnsemble`: ``n`` Q-networks ``(obs, action) -> Q`` as one :class:`EnsembleMLP` (TD3's and SAC's twin critics).
-* :func:`frozen`: a block in which a module's parameters do not require grad (an actor loss through a critic).
-* :class:`ThreadChooser`: each train iteration on the torch thread count that pays now (CPU).
-* ``module.set_compute_dtype("bf16")`` (:mod:`rlearn.nn.low_precision`): opt-in bf16 products with fp32
-  parameters, about twice the matmul speed on CPUs with native bf16.
+"""Fast, tested building blocks for policies' networks (docs/speed-parts.md): the feature-major :class:`MLP`,
+:class:`EnsembleMLP` and :class:`QEnsemble` modules, :func:`frozen`, :class:`ThreadChooser`, and opt-in bf16
+products (``module.set_compute_dtype("bf16")``).
 """
 
 from rlearn.nn import relu_grad

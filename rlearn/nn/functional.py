@@ -1,16 +1,9 @@
 """Feature-major ReLU-MLP kernels and the autograd ``Function`` that runs them.
 
-A small MLP on a CPU spends its time in ``matmul``. These kernels run a whole ReLU MLP (one network, or
-``n`` stacked networks evaluated together) *feature-major*: activations are ``[features, batch]`` and
-weights ``[out, in]`` (as in ``nn.Linear``), so every product -- forward ``W @ x``, weight gradient
-``dz @ h^T``, input gradient ``W^T @ dz`` -- reads and writes contiguous matrices, which MKL runs faster
-than the batch-major ``x @ W^T`` form. The backward pass computes only what autograd asks for: no weight
-gradients for a frozen network, no input gradient for an input that does not require one.
-
-:func:`mlp` is the entry point the modules of :mod:`rlearn.nn.modules` call: batch-major in and out like
-``nn.Linear``, differentiable through :class:`FeatureMajorMLP` (an ``autograd.Function``), run directly when
-no gradient is needed, and on a plain autograd path where :func:`fused_kernels_enabled` says the layout
-does not pay (any device but the CPU).
+Activations are ``[features, batch]`` and weights ``[out, in]``, so every product of the forward and backward
+pass reads and writes contiguous matrices (faster with MKL than batch-major), and the backward pass computes
+only what autograd asks for. :func:`mlp` is the entry point (batch-major in and out); off the CPU
+(:func:`fused_kernels_enabled`) it runs plain autograd operations.
 """
 
 from __future__ import annotations
@@ -23,27 +16,20 @@ import torch.nn.functional as F
 from rlearn.nn.relu_grad import relu_backward_
 
 __all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", "mlp", "fused_kernels_enabled",
-           "feature_major_layers"]
+           "feature_major", "feature_major_layers"]
 
 
 class Dense(NamedTuple):
-    """One dense layer as the kernels see it, *feature-major*: ``y = weight @ x + bias`` with ``x [in, B]``.
-
-    Either a single layer (``weight [out, in]`` as in ``nn.Linear``, ``bias [out, 1]``) or ``n`` stacked
-    ones evaluated together (``weight [n, out, in]``, ``bias [n, out, 1]``).
-    """
+    """One dense layer, feature-major: ``y = weight @ x + bias`` with ``x [in, B]``, ``weight [out, in]`` and
+    ``bias [out, 1]``, or ``n`` stacked ones (``[n, out, in]``, ``[n, out, 1]``)."""
 
     weight: torch.Tensor
     bias: torch.Tensor
 
 
 def fused_kernels_enabled(device: torch.device) -> bool:
-    """Whether :func:`mlp` runs the feature-major kernels on ``device``: on the CPU only.
-
-    The layout and the skipped products are measured wins with MKL; on a GPU cuBLAS runs either layout
-    equally well and autograd already skips the gradients nobody needs, so the plain path is used there.
-    (Tests monkeypatch this function to exercise the plain path on the CPU.)
-    """
+    """Whether :func:`mlp` runs the feature-major kernels on ``device``: on the CPU only (a measured win with
+    MKL; cuBLAS runs either layout equally well). Tests monkeypatch it to run the plain path on the CPU."""
     return device.type == "cpu"
 
 
@@ -59,10 +45,8 @@ def linear(x: torch.Tensor, layer: Dense) -> torch.Tensor:
 def mlp_forward(x: torch.Tensor, layers: Sequence[Dense], tanh_output: bool = False) -> List[torch.Tensor]:
     """Forward pass of a ReLU MLP keeping what :func:`mlp_backward` needs: ``[x, h_1, ..., h_L]``.
 
-    Feature-major (``x [in, B]``): ``h_i = relu(W_i h_{i-1} + b_i)`` for the hidden layers; the last layer
-    is linear, or ``tanh`` with ``tanh_output``. Stacked layers (``[n, out, in]``) run ``n`` networks at
-    once on a shared ``x [in, B]`` or on their own ``x [n, in, B]``. Records no autograd graph for
-    detached or ``no_grad`` inputs; the gradients come from :func:`mlp_backward`.
+    Feature-major (``x [in, B]``, or ``[n, in, B]`` for stacked layers with their own inputs); the last layer
+    is linear, or ``tanh`` with ``tanh_output``.
     """
     outputs = [x]
     last = len(layers) - 1
@@ -104,16 +88,10 @@ def mlp_backward(
     weight_grads: bool = True,
     input_grad: bool = False,
 ) -> Tuple[Optional[torch.Tensor], Optional[List[Dense]]]:
-    """Backward pass through :func:`mlp_forward`, given ``grad_output = dL/dh_L`` for a scalar loss ``L``.
+    """Backward pass through :func:`mlp_forward`, given ``grad_output = dL/dh_L`` (never modified).
 
-    For every layer, from the last: ``dz = dh * act'`` (``h > 0`` for ReLU, ``1 - h^2`` for tanh, from the
-    stored outputs), then ``dW = dz @ h_{i-1}^T``, ``db = sum_batch dz`` and ``dh_{i-1} = W^T @ dz``
-    (feature-major, per member for stacked layers).
-
-    Returns ``(dL/dx, [Dense(dW_i, db_i), ...])``: the input gradient only with ``input_grad`` (else None,
-    and the first layer's input-gradient product is skipped; for stacked layers on a shared input it is
-    per member, ``[n, in, B]``), the layer gradients only with ``weight_grads`` (else None: a frozen network
-    that only passes gradients on). ``grad_output`` is never modified.
+    Returns ``(dL/dx, [Dense(dW_i, db_i), ...])``: the input gradient only with ``input_grad`` (per member,
+    ``[n, in, B]``, for stacked layers on a shared input), the layer gradients only with ``weight_grads``.
     """
     grad = grad_output
     if tanh_output:
@@ -139,26 +117,29 @@ def _as_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
 
 
 def feature_major_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
-    """Detached feature-major :class:`Dense` views of ``(w_0, b_0, w_1, b_1, ...)``, for :func:`mlp`'s ``layers``.
-
-    They share the parameters' storage (and version counters), so in-place updates -- optimizer steps,
-    Polyak averaging, ``load_state_dict`` -- are seen through them; a module builds them once and rebuilds
-    them only when a parameter is replaced or moved (see :class:`rlearn.nn.MLP`).
-    """
+    """Detached feature-major :class:`Dense` views of ``(w_0, b_0, w_1, b_1, ...)``, for :func:`mlp`'s ``layers``;
+    they share the parameters' storage, so in-place updates are seen through them."""
     with torch.no_grad():
         return _as_layers([p.detach() for p in params])
+
+
+def feature_major(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` transposed to ``[..., features, batch]``, contiguous, in ``dtype`` (one copy)."""
+    xt = x.transpose(-1, -2)
+    if xt.dtype == dtype:
+        return xt.contiguous()
+    return torch.empty(xt.shape, dtype=dtype, device=x.device).copy_(xt)
 
 
 class FeatureMajorMLP(torch.autograd.Function):
     """``autograd.Function`` of a ReLU MLP: batch-major at its boundary, feature-major kernels inside.
 
     ``FeatureMajorMLP.apply(x, tanh_output, layers, w_0, b_0, w_1, b_1, ...)`` with ``x [B, in]`` (or
-    ``[n, B, in]`` for stacked networks with their own inputs), weights ``[out, in]`` or stacked
-    ``[n, out, in]``, biases ``[out]`` / ``[out, 1]`` / ``[n, out, 1]``; returns ``[B, out]`` or
-    ``[n, B, out]`` (a transposed view of the feature-major result). ``layers`` is None or the parameters'
-    :func:`feature_major_layers` (built once by the caller: making the views costs more than a small
-    layer's arithmetic). The backward pass computes the weight gradients only if some weight or bias
-    needs one (``ctx.needs_input_grad``) and the input gradient only if ``x`` needs one.
+    ``[n, B, in]`` for stacked networks with their own inputs) returns ``[B, out]`` (or ``[n, B, out]``).
+    ``layers`` is None or the parameters' :func:`feature_major_layers`, kept by the caller, or their copies in
+    a lower precision (:func:`rlearn.nn.low_precision.low_precision_layers`): the products then run in that
+    dtype, and input, output and gradients keep the dtypes of ``x`` and the parameters. The backward pass
+    computes weight and input gradients only where ``ctx.needs_input_grad`` asks for them.
     """
 
     @staticmethod
@@ -166,32 +147,39 @@ class FeatureMajorMLP(torch.autograd.Function):
                 *params: torch.Tensor) -> torch.Tensor:
         if layers is None:
             layers = _as_layers(params)
-        outputs = mlp_forward(x.transpose(-1, -2).contiguous(), layers, tanh_output)
+        outputs = mlp_forward(feature_major(x, layers[0].weight.dtype), layers, tanh_output)
         ctx.outputs = outputs  # plain tensors made here (no grad_fn): no reference cycle through ctx
         ctx.layers = layers
         ctx.tanh_output = tanh_output
+        ctx.x_dtype = x.dtype
         ctx.shared_input = x.dim() == 2 and layers[0].weight.dim() == 3
         ctx.save_for_backward(*params)  # version-checked: an in-place update before backward is an error
-        return outputs[-1].transpose(-1, -2)
+        out = outputs[-1].transpose(-1, -2)
+        return out if out.dtype == x.dtype else out.to(x.dtype)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         params = ctx.saved_tensors  # raises if a parameter was updated in place since the forward pass
         need = ctx.needs_input_grad
-        if 0 in grad_out.stride():  # e.g. the expanded gradient of a mean: broadcast products take slow paths
-            grad_out = grad_out.contiguous()
-        grad_x, grads = mlp_backward(ctx.outputs, grad_out.transpose(-1, -2), ctx.layers, ctx.tanh_output,
+        low = ctx.layers[0].weight.dtype
+        if grad_out.dtype != low:
+            grad = feature_major(grad_out, low)
+        else:  # a transposed view; only a broadcast gradient (a mean's) is copied: its products take slow paths
+            grad = (grad_out.contiguous() if 0 in grad_out.stride() else grad_out).transpose(-1, -2)
+        grad_x, grads = mlp_backward(ctx.outputs, grad, ctx.layers, ctx.tanh_output,
                                      weight_grads=any(need[3:]), input_grad=need[0])
         ctx.outputs = ctx.layers = None
         if grad_x is not None:
             grad_x = (grad_x.sum(0) if ctx.shared_input else grad_x).transpose(-1, -2)
+            grad_x = grad_x if grad_x.dtype == ctx.x_dtype else grad_x.to(ctx.x_dtype)
         flat: List[Optional[torch.Tensor]] = [None] * len(params)
-        if grads is not None:
-            for i, grad in enumerate(grads):
-                flat[2 * i] = grad.weight if need[3 + 2 * i] else None
-                if need[4 + 2 * i]:  # [out, 1] -> an [out] bias's own shape (squeeze: cheaper than view(shape))
-                    bias = grad.bias
-                    flat[2 * i + 1] = bias if bias.dim() == params[2 * i + 1].dim() else bias.squeeze(-1)
+        for i, layer_grad in enumerate(grads or ()):
+            for j, grad in ((2 * i, layer_grad.weight), (2 * i + 1, layer_grad.bias)):
+                if need[3 + j]:
+                    param = params[j]
+                    grad = grad if grad.dtype == param.dtype else grad.to(param.dtype)
+                    # an [out] bias gets its own shape from the kernels' [out, 1] (squeeze: cheaper than view)
+                    flat[j] = grad if grad.dim() == param.dim() else grad.squeeze(-1)
         return (grad_x, None, None, *flat)
 
 
@@ -214,13 +202,9 @@ def _plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: boo
 
 def mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool = False,
         layers: Optional[Sequence[Dense]] = None) -> torch.Tensor:
-    """A ReLU MLP ``(w_0, b_0, w_1, b_1, ...)`` applied to batch-major ``x`` (see :class:`FeatureMajorMLP`).
-
-    Differentiable like any torch operation. Runs :class:`FeatureMajorMLP` when a gradient may be needed,
-    the kernels directly (no ``Function`` bookkeeping) when none can be, and plain autograd operations where
-    :func:`fused_kernels_enabled` is false for ``x``'s device. ``layers``: the parameters'
-    :func:`feature_major_layers`, if the caller keeps them (else they are made here).
-    """
+    """A ReLU MLP ``(w_0, b_0, w_1, b_1, ...)`` applied to batch-major ``x``, differentiable: through
+    :class:`FeatureMajorMLP` when a gradient may be needed, the kernels directly when none can be, plain autograd
+    operations off the CPU. ``layers``: the parameters' :func:`feature_major_layers`, if the caller keeps them."""
     if not fused_kernels_enabled(x.device):
         return _plain_mlp(x, params, tanh_output)
     if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):

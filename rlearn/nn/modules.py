@@ -29,11 +29,7 @@ def _check_activation(output_activation: Optional[str]) -> bool:
 
 class EnsembleLinear(nn.Module):
     """``n`` independent linear layers evaluated together: ``x [n, B, in]`` (or ``[B, in]``, shared) ``->
-    [n, B, out]``.
-
-    ``weight [n, out, in]`` (member ``i`` is laid out like ``nn.Linear.weight``) and ``bias [n, out, 1]``
-    are initialised like :class:`torch.nn.Linear` (uniform in ``+-1/sqrt(in)``), independently per member.
-    """
+    [n, B, out]``, with ``weight [n, out, in]`` and ``bias [n, out, 1]`` initialised like ``nn.Linear``'s."""
 
     def __init__(self, n: int, in_features: int, out_features: int) -> None:
         super().__init__()
@@ -47,14 +43,9 @@ class EnsembleLinear(nn.Module):
 
 
 class _LayerCache:
-    """A network's parameter list and their feature-major views, kept between forward calls.
-
-    Building them costs more than a small layer's arithmetic, so a module keeps them and checks at every
-    call, with a dictionary lookup per parameter, that each is still the same ``Parameter`` on the same
-    storage; a replaced parameter (``load_state_dict(assign=True)``, ``module.weight = ...``) or a moved one
-    (``.to()``, ``.double()``) makes the cache rebuild. In-place updates need nothing: the views share the
-    parameters' storage.
-    """
+    """A network's parameter list and their feature-major views, kept between forward calls (building them
+    costs more than a small layer's arithmetic); :meth:`valid` is False once a parameter was replaced or moved.
+    In-place updates need nothing: the views share the parameters' storage."""
 
     __slots__ = ("slots", "params", "layers", "members")
 
@@ -128,13 +119,9 @@ class _CachedLayers(nn.Module):
 
 
 class EnsembleMLP(_CachedLayers):
-    """``n`` independent ReLU MLPs with layer widths ``sizes``, evaluated as one (e.g. twin critics).
-
-    Every layer is an :class:`EnsembleLinear` (``layers.<i>.weight [n, out, in]``); the forward pass runs
-    one batched product per layer for all members, forward and backward, through
-    :func:`rlearn.nn.functional.mlp`. ``forward(x [B, in] (shared) or [n, B, in]) -> [n, B, out]``;
-    ``forward(x, member=i) -> [B, out]`` runs member ``i`` alone (e.g. ``Q1`` for an actor loss).
-    """
+    """``n`` independent ReLU MLPs with layer widths ``sizes``, evaluated as one (e.g. twin critics): one
+    batched product per layer (:class:`EnsembleLinear` weights). ``forward(x [B, in] (shared) or [n, B, in])
+    -> [n, B, out]``; ``forward(x, member=i) -> [B, out]`` runs member ``i`` alone."""
 
     def __init__(self, n: int, sizes: Sequence[int], output_activation: Optional[str] = None) -> None:
         super().__init__()
@@ -160,13 +147,8 @@ class EnsembleMLP(_CachedLayers):
 
 
 class QEnsemble(EnsembleMLP):
-    """``n`` (default 2) Q-networks ``(obs, action) -> Q`` with ReLU hidden layers, evaluated as one stacked
-    network (the twin critics of TD3 and SAC).
-
-    ``forward(obs [B, o], action [B, a]) -> [n, B]``: row ``i`` is ``Q_{i+1}(obs, action)``;
-    ``forward(obs, action, member=0) -> [B]`` is ``Q1`` alone. Layer ``i`` holds the ``n`` networks'
-    weights stacked: ``layers.<i>.weight [n, out, in]``, ``layers.<i>.bias [n, out, 1]``.
-    """
+    """``n`` (default 2) Q-networks as one :class:`EnsembleMLP` (the twin critics of TD3 and SAC):
+    ``forward(obs [B, o], action [B, a]) -> [n, B]``, row ``i`` is ``Q_{i+1}``; ``member=0`` gives ``Q1 [B]``."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2) -> None:
         super().__init__(n, [obs_dim + act_dim, *hidden_sizes, 1])
@@ -176,12 +158,8 @@ class QEnsemble(EnsembleMLP):
 
 
 class MLP(_CachedLayers):
-    """A ReLU MLP ``x [B, sizes[0]] -> [B, sizes[-1]]``, optionally ending in ``tanh``.
-
-    Its parameters are those of ``net = nn.Sequential(Linear, ReLU, ..., Linear[, Tanh])`` (state-dict keys
-    ``net.0.weight``, ``net.0.bias``, ``net.2.weight``, ...), initialised like ``nn.Linear``; the forward
-    pass runs through :func:`rlearn.nn.functional.mlp` (the same function as ``net``, faster on the CPU).
-    """
+    """A ReLU MLP ``x [B, sizes[0]] -> [B, sizes[-1]]``, optionally ending in ``tanh``: the parameters of
+    ``net = nn.Sequential(Linear, ReLU, ..., Linear[, Tanh])``, run through :func:`rlearn.nn.functional.mlp`."""
 
     def __init__(self, sizes: Sequence[int], output_activation: Optional[str] = None) -> None:
         super().__init__()

@@ -1,11 +1,8 @@
 """The gradient through a ReLU, in place, given its output: one private kernel, behind a self-check.
 
-``torch.ops.aten.threshold_backward.grad_input(grad, output, 0, grad_input=grad)`` is the kernel autograd
-runs for ``relu``'s backward, writing into ``grad`` itself: one pass, no mask tensor. It is an ATen operator
-rather than a public Python function, so a torch release may change it. :func:`available` runs once per
-process and compares it bit for bit with the public form, ``grad.masked_fill_(output <= 0, 0)``, on
-positive, zero, negative and NaN outputs; if the operator is missing, raises or differs,
-:func:`relu_backward_` uses the public form (the same result, one boolean mask more).
+``torch.ops.aten.threshold_backward.grad_input`` (autograd's kernel for ``relu``'s backward, writing into ``grad``)
+is not public API: :func:`available` compares it bit for bit with the public ``grad.masked_fill_(output <= 0, 0)``
+once per process, and :func:`relu_backward_` uses the public form if it is missing, raises or differs.
 """
 
 from __future__ import annotations

@@ -15,29 +15,16 @@ T = TypeVar("T")
 
 
 class ThreadChooser:
-    """How many torch threads a train iteration runs with: ``threads``, or 1 while more do not pay.
+    """How many torch threads a train iteration runs with: ``threads``, or 1 while more do not pay (on a
+    loaded machine, every multi-threaded kernel waits for its descheduled workers).
 
-    PyTorch's intra-op threads split every product over the cores. On idle cores that is the fastest way
-    to run an iteration; but when another process occupies a core, every kernel waits at its barrier for
-    the descheduled worker, and one thread is several times faster. Which case holds changes during a
-    run, so the chooser measures (``adaptive=True``): every ``probe_every`` iterations it runs
-    ``probe_len`` of them on one thread, then ``probe_len`` on ``threads``, and keeps the mode with the
-    lower mean iteration time until the next probe. Iterations of one algorithm can differ in cost (TD3's
-    actor steps), so ``probe_len`` should be a multiple of their cycle: both halves of the probe then hold
-    the same mix. A multi-thread probe iteration slower than twice the slowest one-thread iteration ends
-    the probe at once: under heavy load those are the expensive ones.
-
-    The first ``probe_len`` iterations of each period run in the current mode, as a warm-up. With
-    ``adaptive=False`` every iteration uses ``threads``. ``decisions`` keeps the last probes' outcomes
-    ``(iteration, one-thread mean s, multi-thread mean s, threads chosen)``; each decision is also a
-    ``learn_threads`` counter in the timeline trace.
-
-    ``iterations_at`` counts the iterations :meth:`run` ran at each thread count (probes included): how much
-    of a run fell back to one thread.
-
-    Use :meth:`run` around each iteration (or :meth:`threads_now` / :meth:`iteration_done` by hand). It is
-    a CPU tool: on a GPU the host threads do not run the products and wall times without a device sync do
-    not measure them, so policies create no chooser there.
+    With ``adaptive=True``, every ``probe_every`` iterations it runs ``probe_len`` of them (after as many of
+    warm-up) on one thread, then ``probe_len`` on ``threads``, and keeps the faster mode until the next probe;
+    ``probe_len`` should be a multiple of the algorithm's cycle of iterations (TD3's actor steps). A
+    multi-thread iteration slower than twice the slowest one-thread one ends the probe at once.
+    ``decisions`` keeps the last outcomes ``(iteration, one-thread mean s, multi-thread mean s, threads
+    chosen)`` (also ``learn_threads`` counters in the trace); ``iterations_at`` counts iterations per thread
+    count. Use :meth:`run` around each iteration. A CPU tool: policies create none on other devices.
     """
 
     def __init__(self, threads: int, adaptive: bool = True, probe_every: int = 1000, probe_len: int = 8) -> None:

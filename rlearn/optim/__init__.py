@@ -1,12 +1,5 @@
-"""Optimizer helpers (see ``docs/speed-parts.md``).
-
-* :class:`AdamStep`: ``step()`` of a fused ``torch.optim.Adam`` without its per-call Python overhead,
-  behind a start-up self-check (:func:`direct_step_ok`);
-* :func:`make_adam`: a fused Adam where the running torch has the kernel, the default one otherwise;
-* :func:`clip_grad_norm_`: ``torch.nn.utils.clip_grad_norm_``'s result, bit for bit, with its kernels called
-  directly;
-* :func:`polyak_update_`: target-network averaging in one multi-tensor call;
-* :mod:`rlearn.optim.foreach`: the private multi-tensor kernels behind a self-check, with public fallbacks.
+"""Optimizer helpers: :class:`AdamStep` and :func:`make_adam` (fused Adam), :func:`clip_grad_norm_`,
+:func:`polyak_update_` and the fenced multi-tensor kernels of :mod:`rlearn.optim.foreach` (docs/speed-parts.md).
 """
 
 from rlearn.optim import foreach

@@ -1,40 +1,11 @@
 """``AdamStep``: ``optimizer.step()`` of a fused ``torch.optim.Adam`` without its per-call Python overhead.
 
-``torch.optim.Adam(fused=True)`` does its arithmetic in one kernel, ``torch._fused_adam_``, but every
-``step()`` first runs the optimizer's generic Python machinery: the profiler label, hook dispatch,
-re-collecting every parameter's state into lists, grouping the tensors by device and dtype. For the small
-networks of an off-policy agent that costs about as much as the kernel (measured here: a 1 MB twin critic,
-``step()`` 197-229 us against 89-118 us for the kernel alone, 1.5 steps per TD3 iteration).
-
-:class:`AdamStep` collects those lists once and calls the kernel directly: the same kernel with the same
-arguments, so the parameters and optimizer state are bit-for-bit those of ``optimizer.step()`` (the tests
-compare them). The optimizer stays an ordinary ``torch.optim.Adam``: checkpoints, ``param_groups``
-(a learning rate written there is read at every step) and LR schedulers work as before.
-
-Whenever the shortcut could differ from ``step()``, :class:`AdamStep` calls ``step()`` instead: before the
-state exists (the first step creates it), after ``load_state_dict`` until the lists are rebuilt, on a step
-where a parameter has no ``.grad`` (``step()`` skips it), while any optimizer hook is registered, when
-``step()`` was replaced by anything but an LR scheduler's call tracking (that wrapper only records that
-``step()`` ran, which the direct call records too), and for every configuration other than one param group of fused, non-AMSGrad,
-non-maximising, non-capturable, non-differentiable Adam with a float learning rate.
-
-The direct call uses private torch names: the kernels ``torch._fused_adam_`` / ``torch._fused_adamw_``,
-``torch._foreach_add_``, and the attributes where an optimizer keeps its step hooks (``_optimizer_step_pre_hooks``
-and ``_optimizer_step_post_hooks`` of the optimizer, ``_global_optimizer_pre_hooks`` / ``_post_hooks`` of
-``torch.optim.optimizer``). A step hook must never be skipped: DDP's gradient averaging
-(:mod:`rlearn.distributed.ddp`) is one. So that a torch release that renames or changes any of them cannot
-silently change training, :func:`direct_step_ok` runs once per process:
-
-* one direct step of a small network compared bit for bit with ``optimizer.step()``;
-* a step pre-hook and a post-hook registered through the public ``register_step_pre_hook`` /
-  ``register_step_post_hook`` (and the global ``register_optimizer_step_pre_hook`` /
-  ``register_optimizer_step_post_hook``) must be seen, and must run when :class:`AdamStep` steps.
-
-If a name is missing, a call fails, a result differs or a hook goes unseen, every :class:`AdamStep` calls
-``step()`` (and ``zero_grad()``) instead.
-
-:func:`make_adam` builds the ``torch.optim.Adam`` to use: fused where the running torch has a fused
-kernel for the device (CPU from torch 2.4, CUDA from 2.0), the default implementation otherwise.
+:class:`AdamStep` collects the fused kernel's argument lists once and calls ``torch._fused_adam_`` directly:
+the same kernel with the same arguments, so parameters and optimizer state are bit for bit those of
+``optimizer.step()``. Wherever the shortcut could differ (no state yet, a parameter without ``.grad``, a step
+hook registered, ``step()`` replaced, any configuration but one param group of plain fused Adam), it calls
+``step()``. The private names it uses are checked once per process by :func:`direct_step_ok`; if that check
+fails, every call is ``step()``. See docs/speed-parts.md.
 """
 
 from __future__ import annotations
@@ -115,14 +86,8 @@ def make_adam(params: Iterable[torch.nn.Parameter], lr: float, device: torch.dev
 
 @functools.lru_cache(maxsize=None)
 def direct_step_ok() -> bool:
-    """Once per process: does the direct fused call reproduce ``optimizer.step()`` bit for bit here?
-
-    Two identical small networks, each with a fused Adam, get the same gradients for three steps; one
-    steps with ``step()``, the other through the direct call (after the first ``step()`` that creates the
-    state). Before that, every kind of step hook is registered once through torch's public API and must be
-    detected and run (:func:`_hooks_detected`). False if the private names are missing, a call raises, any
-    parameter or state differs, or a hook goes unseen.
-    """
+    """Once per process: does the direct fused call reproduce ``optimizer.step()`` bit for bit here (three
+    steps compared), and are step hooks registered through torch's public API detected and run?"""
     if not fused_adam_supported("cpu") or not all(
             hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_")):
         return False
@@ -159,16 +124,9 @@ def _only_scheduler_tracking(opt: torch.optim.Optimizer) -> bool:
 class AdamStep:
     """``step()`` for one fused ``torch.optim.Adam``, calling its fused kernel directly when that is exact.
 
-    Example::
-
-        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, fused=True)
-        adam_step = AdamStep(optimizer)
-        adam_step.zero_grad()  # .grad = None: backward() hands its fresh gradients over, no add into zeros
-        loss.backward()
-        adam_step.step()  # same result as optimizer.step(); adam_step() is the same call
-
-    ``direct_steps`` and ``fallback_steps`` count how each call was served. ``direct`` is False when the
-    start-up check (:func:`direct_step_ok`) failed: every call is then ``optimizer.step()``.
+    Use ``zero_grad()``, ``loss.backward()``, ``step()`` (or ``adam_step()``) as with the optimizer.
+    ``direct_steps`` and ``fallback_steps`` count how each call was served; ``direct`` is False when
+    :func:`direct_step_ok` failed (every call is then ``optimizer.step()``).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, _checked: bool = False) -> None:
@@ -184,9 +142,7 @@ class AdamStep:
         self._step_counts: Optional[torch.Tensor] = None
 
     def zero_grad(self) -> None:
-        """Set every ``.grad`` to None (``optimizer.zero_grad()``'s default, without its per-call overhead when
-        the cached lists are valid): the next ``backward()`` then hands autograd's fresh gradient tensors to
-        the parameters as they are, instead of adding them into zeroed ones."""
+        """Set every ``.grad`` to None, as ``optimizer.zero_grad()`` does, without its overhead."""
         group = self._usable_group()
         lists = self._valid_lists(group) if group is not None else None
         if lists is None:
@@ -197,9 +153,6 @@ class AdamStep:
 
     def step(self) -> None:
         """One Adam step: the fused kernel directly when that is exact, else ``optimizer.step()``."""
-        self()
-
-    def __call__(self) -> None:
         group = self._usable_group()
         lists = self._valid_lists(group) if group is not None else None
         grads = None if lists is None else [p.grad for p in lists[0]]  # read at every step: .grad may be new
@@ -225,6 +178,8 @@ class AdamStep:
             self.optimizer._opt_called = True
         self.direct_steps += 1
 
+    __call__ = step
+
     def _usable_group(self) -> Optional[dict]:
         """The optimizer's only param group if the direct call computes what ``step()`` would, else None."""
         opt = self.optimizer
@@ -232,10 +187,8 @@ class AdamStep:
             return None  # another class or several groups
         if "step" in vars(opt) and not _only_scheduler_tracking(opt):
             return None  # step() replaced by something the direct call would skip
-        if _has_step_hooks(opt):
-            return None
-        if not _no_global_hooks():
-            return None
+        if _has_step_hooks(opt) or not _no_global_hooks():
+            return None  # a step hook (DDP's gradient averaging is one) must never be skipped
         group = opt.param_groups[0]
         if not group.get("fused") or group.get("amsgrad") or group.get("maximize") or group.get("capturable") \
                 or group.get("differentiable") or isinstance(group["lr"], torch.Tensor) \
@@ -271,10 +224,8 @@ class AdamStep:
 
     def _share_step_counts(self, params: List[torch.Tensor]) -> Optional[torch.Tensor]:
         """Make each parameter's ``step`` entry a 0-d view of one 1-d tensor, so that one ``add_`` counts every
-        parameter's step (a CPU ``_foreach_add_`` over 0-d tensors is one dispatch per tensor: 10 us for six).
-        Each parameter keeps its own ``step`` entry with its own value (``state_dict()``, checkpoints and
-        ``step()`` see per-parameter tensors as before); None (nothing changed) unless every count is a 0-d
-        tensor of one dtype and device."""
+        parameter's step (``state_dict()`` and ``step()`` still see per-parameter tensors); None (nothing
+        changed) unless every count is a 0-d tensor of one dtype and device."""
         state = self.optimizer.state
         steps = [state[p]["step"] for p in params]
         first = steps[0]

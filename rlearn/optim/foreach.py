@@ -1,12 +1,8 @@
 """Multi-tensor ("foreach") kernels behind a once-per-process self-check, with a public fallback.
 
-``torch._foreach_lerp_``, ``_foreach_copy_``, ``_foreach_norm`` and ``_foreach_mul_`` do one operation over
-a list of tensors in one dispatch, where a Python loop of ``lerp_`` / ``copy_`` / ``vector_norm`` / ``mul_``
-costs a dispatch per tensor (a few µs each on a CPU). They are private torch names: a torch release may
-rename or change them. :func:`available` therefore runs once per process and compares each kernel, bit for
-bit, with the public per-tensor loop on a few tensors of different shapes; if a name is missing, a call
-raises or a result differs, every function here runs the public loop instead (same results, more
-dispatches). Tests force the fallback and compare it with the fast path.
+The private ``torch._foreach_*`` kernels do one operation over a list of tensors in one dispatch. A torch
+release may rename or change them, so :func:`available` compares each, bit for bit, with the public
+per-tensor loop once per process; if anything is missing, raises or differs, the public loops run instead.
 """
 
 from __future__ import annotations

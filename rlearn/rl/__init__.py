@@ -1,14 +1,5 @@
-"""Reinforcement-learning parts shared by the policies (no networks, no state).
-
-* :mod:`rlearn.rl.advantages`: GAE(lambda) advantages and value targets for on-policy rollouts
-  (:func:`compute_gae`), and the value-fit diagnostic :func:`explained_variance`. Used by PPO and PPG.
-* :mod:`rlearn.rl.policy_io`: :func:`action_spec` (the spaces an actor-critic accepts and its action head)
-  and :func:`sample_categorical` (inverse-CDF sampling from logits with the policy's own generator).
-* :mod:`rlearn.rl.rollout`: :func:`check_rollout`, the checks and conversion of an on-policy rollout
-  before ``_forward_learn`` uses it.
-* :mod:`rlearn.rl.replay_batch`: :func:`check_replay_batch`, the same for a replay minibatch (TD3, SAC, DQN).
-* :mod:`rlearn.rl.acting`: :func:`obs_tensor` and :func:`forward_numpy` (acting from numpy observations) and
-  :class:`BoxActions` (a ``Box`` action space in normalised units ``[-1, 1]``).
+"""Reinforcement-learning parts shared by the policies (no networks, no state): advantages, action heads and
+spaces, acting from numpy, and the checks of a replay minibatch or an on-policy rollout.
 """
 
 from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor

@@ -1,11 +1,5 @@
-"""Acting from numpy, and ``Box`` actions in normalised units: what policies share at the environment's edge.
-
-* :func:`obs_tensor`: observations ``[N, *obs_shape]`` as a float32 tensor ``[N, obs_dim]`` (a float32 CPU
-  array is shared, not copied: acting is one small forward pass per env step, where the call overhead is the cost);
-* :func:`forward_numpy`: a network's output for numpy observations, without gradient, as float64 numpy;
-* :class:`BoxActions`: a ``Box`` action space with finite bounds mapped affinely onto ``[-1, 1]`` per
-  dimension (TD3's and SAC's networks work in those units, whatever the bounds);
-* :func:`box_observation_shape`: the shape of a ``Box`` observation space, or a TypeError naming the policy.
+"""Acting from numpy (:func:`obs_tensor`, :func:`forward_numpy`), ``Box`` actions in normalised units
+``[-1, 1]`` (:class:`BoxActions`) and :func:`box_observation_shape`: what policies share at the environment's edge.
 """
 
 from __future__ import annotations

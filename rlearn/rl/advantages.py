@@ -1,9 +1,5 @@
-"""Advantage estimation for on-policy rollouts: GAE(lambda) (Schulman et al., 2015,
+"""Advantage estimation for on-policy rollouts ``[T, N]``: GAE(lambda) (Schulman et al., 2015,
 https://arxiv.org/abs/1506.02438) with gymnasium's two kinds of episode end, and ``explained_variance``.
-
-A rollout is ``[T, N]``: ``T`` steps of ``N`` vectorised environments, as the pipeline hands it to an
-on-policy policy's ``_forward_learn`` (docs/environments-and-buffers.md). PPO and PPG both call
-:func:`compute_gae` on it once per train iteration.
 """
 
 from __future__ import annotations
@@ -24,17 +20,11 @@ def compute_gae(
     gamma: float,
     gae_lambda: float,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """GAE(lambda) advantages and value targets for a rollout of ``[T, N]`` tensors.
+    """GAE(lambda) ``(advantages, value_targets = advantages + value)`` for a rollout of ``[T, N]`` tensors.
 
-    ``value[t] = V(obs[t])`` and ``next_value[t] = V(next_obs[t])`` where ``next_obs`` is the true next
-    observation (the final one where an episode ended). The one-step error bootstraps from
-    ``next_value`` unless the step *terminated*; a truncated step bootstraps (the episode was cut by a
-    time limit, the state still has a future). The recursion ``A[t] = delta[t] + gamma * lambda *
-    A[t+1]`` stops at every episode end (terminated or truncated), since step ``t+1`` of that
-    environment belongs to a new episode, and the last step of the rollout uses ``A[T] = 0`` (its
-    ``delta`` already bootstraps from ``V(next_obs)``).
-
-    Returns ``(advantages, value_targets)`` with ``value_targets = advantages + value``.
+    ``next_value[t] = V(next_obs[t])`` of the true next observation. The one-step error bootstraps from it
+    unless the step *terminated* (a truncated step bootstraps); the recursion ``A[t] = delta[t] + gamma *
+    lambda * A[t+1]`` stops at every episode end, and ``A[T] = 0``.
     """
     not_terminated = 1.0 - terminated
     episode_continues = (1.0 - terminated) * (1.0 - truncated)

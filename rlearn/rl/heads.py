@@ -1,17 +1,9 @@
-"""The maths of actor-critic action heads (categorical and diagonal Gaussian), without ``torch.distributions``.
-
-PPO and PPG need the same few quantities from an action head: the log-probability of a stored action, the
-entropy, a sample drawn with the policy's own generator, and (PPG) the KL between two full distributions.
-``torch.distributions`` computes them too, but builds objects, re-normalises the logits and broadcasts on
-every call; these functions are the closed forms written out (tested against ``torch.distributions``).
-
-* :func:`categorical_log_prob_entropy`, :func:`gaussian_log_prob_entropy`: ``log pi(a)`` and the entropy;
-* :func:`sample_gaussian`: ``mean + exp(log_std) * noise`` with standard-normal noise from a numpy generator;
-* :func:`categorical_kl`, :func:`gaussian_kl`: ``KL(old || new)`` per sample, finite where
-  ``torch.distributions.kl_divergence`` of two ``Categorical`` s is ``inf`` (a probability that underflows to 0).
+"""The maths of actor-critic action heads (categorical and diagonal Gaussian), without ``torch.distributions``:
+log-probabilities, entropies, sampling with the policy's own generator and KL divergences, written out in
+closed form (tested against ``torch.distributions``).
 
 Shapes: logits ``[B, n]`` and class indices ``[B]``; Gaussian means and actions ``[B, d]`` with ``log_std`` of
-``[d]`` (state-independent) or ``[B, d]``. Every result is ``[B]``, summed over the action dimensions.
+``[d]`` or ``[B, d]``. Every result is ``[B]``, summed over the action dimensions.
 """
 
 from __future__ import annotations
@@ -58,11 +50,9 @@ def sample_gaussian(mean: torch.Tensor, log_std: torch.Tensor, np_random: np.ran
 
 
 def categorical_kl(old_logits: torch.Tensor, new_logits: torch.Tensor) -> torch.Tensor:
-    """``KL(pi_old || pi_new) = sum_a p_old(a) (log p_old(a) - log p_new(a))`` per row of logits ``[B, n]``.
-
-    Computed on ``log_softmax`` values, which are finite for finite logits; a probability that underflows to
-    0 multiplies a finite difference, so the result is finite (``torch.distributions.kl_divergence`` returns
-    ``inf`` as soon as one *new* probability is exactly 0 in float32, e.g. for logit gaps above ~100)."""
+    """``KL(pi_old || pi_new) = sum_a p_old(a) (log p_old(a) - log p_new(a))`` per row of logits ``[B, n]``, on
+    ``log_softmax`` values: finite where ``torch.distributions.kl_divergence`` gives ``inf`` (a new probability
+    that underflows to 0)."""
     old_logp = torch.log_softmax(old_logits, dim=-1)
     new_logp = torch.log_softmax(new_logits, dim=-1)
     return (old_logp.exp() * (old_logp - new_logp)).sum(-1)

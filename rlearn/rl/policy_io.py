@@ -1,9 +1,5 @@
-"""What on-policy actor-critics (PPO, PPG) share at their edges: reading the spaces, sampling a discrete action.
-
-* :func:`action_spec`: the flat ``Box`` observation size and the action head (``Discrete``: one logit per
-  action; a 1-D ``Box``: one mean per dimension, with its bounds for clipping), or a TypeError naming the policy.
-* :func:`sample_categorical`: one action per row from logits by inverse-CDF sampling with the policy's own
-  ``np_random`` (so a checkpointed generator replays it), and its log-probability from ``log_softmax``.
+"""What on-policy actor-critics (PPO, PPG) share at their edges: :func:`action_spec` (the spaces and the action
+head) and :func:`sample_categorical` (inverse-CDF sampling with the policy's own generator).
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""The tanh-squashed Gaussian policy of SAC: reparameterised samples and their log-density.
+"""The tanh-squashed Gaussian policy of SAC: reparameterised samples ``a = tanh(mu + exp(log_std) * eps)`` and
+their log-density ``log pi(a | s) = sum_i [log N(u_i; mu_i, std_i) - log(1 - tanh(u_i)^2)]``.
 
-An actor outputs a mean ``mu`` and a log standard deviation ``log_std`` per action dimension. An action is
-
-    u = mu + exp(log_std) * eps,   eps ~ N(0, I)          (reparameterised: differentiable in mu, log_std)
-    a = tanh(u)                                            (in [-1, 1])
-
-and its log-density under the squashed distribution is the Gaussian's, corrected by the change of variables:
-
-    log pi(a | s) = sum_i [ log N(u_i; mu_i, std_i) - log(1 - tanh(u_i)^2) ]
-
-``log(1 - tanh(u)^2)`` is computed as ``2 * (log 2 - u - softplus(-2u))``, which is exact and stays finite
-where ``tanh(u)`` rounds to +-1 (the textbook ``log(1 - a^2 + 1e-6)`` clips there instead). The Gaussian
-term uses ``(u - mu) / std = eps``, so it costs no division, and the terms in ``eps`` alone are summed apart,
-outside the autograd graph (``noise`` is a constant: no gradient reaches it); its gradient is the same as that of
-``torch.distributions.Normal(mu, std).log_prob(u)`` with ``u`` sampled by ``rsample`` (tested against that
-naive reference, value and gradients).
+``log(1 - tanh(u)^2)`` is computed as ``2 * (log 2 - u - softplus(-2u))``, exact and finite where ``tanh(u)``
+rounds to +-1 (tested against ``torch.distributions``, values and gradients).
 """
 
 from __future__ import annotations
