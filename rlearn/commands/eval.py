@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
+
+from rlearn.commands import fail, int_at_least
 
 HELP = "play a trained policy deterministically (a checkpoint or a work dir) and print its returns"
 
@@ -36,35 +37,15 @@ class EvalCommandError(Exception):
     """A mistake reported as one line and exit code 2."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn eval`` (no heavy imports here)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument("target", metavar="CKPT_OR_WORK_DIR",
                         help="a checkpoint file, or a run's work dir (its ckpt/best.pt, else ckpt/latest.pt)")
-    parser.add_argument("--episodes", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--episodes", type=int_at_least(1), default=None, metavar="N",
                         help="episodes to play (default: the run's eval.episodes)")
-    parser.add_argument("--seed", type=_seed, default=None, metavar="S",
+    parser.add_argument("--seed", type=int_at_least(0), default=None, metavar="S",
                         help="seed of the episodes (default: the seed the run's evaluations started from)")
     parser.add_argument("--video", default=None, metavar="OUT.mp4",
                         help="also record one episode as an MP4 (needs: pip install 'rlearn[video]')")
@@ -196,8 +177,7 @@ def run(args: argparse.Namespace) -> int:
                                   video=None if args.video is None else Path(args.video), device=args.device,
                                   allow_imports=args.allow_imports)
     except EvalCommandError as exc:
-        print(f"rlearn eval: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return fail("eval", exc)
     checkpoint, cfg, result = out["checkpoint"], out["config"], out["result"]
     progress = checkpoint.get("eval_progress") or {}
     if progress.get("best_return") is not None:

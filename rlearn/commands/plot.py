@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from rlearn.commands import fail
+
 HELP = "plot learning curves from work dirs' metrics.jsonl (mean and band over seeds) into a PNG"
 
 #: ``--x`` choices -> the metrics.jsonl column
@@ -337,15 +339,13 @@ def run(args: argparse.Namespace) -> int:
         runs = [load_run(Path(d)) for d in args.work_dirs]
         curves, warnings = prepare_curves(runs, args.key, args.x, args.band, DEFAULT_IGNORED + tuple(args.ignore))
     except PlotError as exc:
-        print(f"rlearn plot: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("plot", exc)
     for warning in warnings:
         print(f"rlearn plot: warning: {warning}", file=sys.stderr)
     try:
         out = plot_curves(curves, args.key, args.x, Path(args.output), args.title)
     except OSError as exc:  # FileWriteError: one line naming the path and the cause
-        print(f"rlearn plot: error: {exc}", file=sys.stderr)
-        return 1
+        return fail("plot", exc, 1)
     print(f"wrote {out}: {args.key} over {X_LABELS[args.x]}, " + "; ".join(
         c.label.replace("\n", " ") + ("" if len(c.runs) > 1 else f" ({c.runs[0]})") for c in curves))
     return 0

@@ -10,8 +10,9 @@ Exit code 2 with one line for a missing package, an empty dir or a bad option. S
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from rlearn.commands import fail
 
 HELP = "compare experiments (sweep dirs): IQM, CIs, probability of improvement, curves (Markdown + PNGs)"
 
@@ -63,16 +64,14 @@ def run(args: argparse.Namespace) -> int:
     from rlearn.experiments.sweep import train_episodes_key
 
     if args.train_episodes is not None and args.train_key is not None:
-        print("rlearn report: error: give --train-episodes or --train-key, not both", file=sys.stderr)
-        return 2
+        return fail("report", "give --train-episodes or --train-key, not both")
     train_key = train_episodes_key(args.train_episodes) if args.train_episodes is not None else args.train_key
     options = ReportOptions(reps=args.reps, seed=args.seed, train_key=train_key, normalize=args.normalize,
                             target=args.target)
     try:
         experiments, sections = build_report([Path(d) for d in args.exp_dirs], options)
     except ExperimentError as exc:
-        print(f"rlearn report: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("report", exc)
     report = write_report(experiments, sections, options, Path(args.output))
     print(f"wrote {report}")
     for section in sections:

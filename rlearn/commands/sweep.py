@@ -9,8 +9,9 @@ running runs saved a checkpoint). See docs/experiments.md and :mod:`rlearn.exper
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from rlearn.commands import fail
 
 HELP = "train a config over many seeds, one process and work dir per seed (resumable)"
 
@@ -53,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
         sweep = Sweep(args.config, seeds, Path(args.out) if args.out else None, args.overrides, args.jobs,
                       args.train_episodes)
     except ExperimentError as exc:
-        print(f"rlearn sweep: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("sweep", exc)
     result = sweep.run(display_enabled=False if args.no_progress else None)
     counts = {}
     for status in result.statuses.values():

@@ -17,7 +17,9 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, Optional
+
+from rlearn.commands import fail
 
 HELP = "train a policy from a config file or a bundled config"
 
@@ -58,12 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a config or checkpoint error")
 
 
-def _error(message: Any) -> int:
-    text = " ".join(str(message).split())  # one line
-    print(f"rlearn train: error: {text}", file=sys.stderr)
-    return 2
-
-
 def _list_configs() -> int:
     import importlib
 
@@ -90,18 +86,44 @@ def run(args: argparse.Namespace) -> int:
     if args.list_configs:
         return _list_configs()
     if not args.config:
-        return _error("CONFIG is required: a config file (e.g. examples/custom_policy.py) or a bundled config "
-                      "name (see: rlearn train --list-configs)")
-
-    from rlearn.config import ConfigError, load_config
-
-    debug = args.debug or os.environ.get("RLEARN_DEBUG", "") not in ("", "0")
+        return fail("train", "CONFIG is required: a config file (e.g. examples/custom_policy.py) or a bundled "
+                             "config name (see: rlearn train --list-configs)")
     try:
-        cfg = load_config(args.config, overrides=args.overrides, seed=args.seed)
-    except ConfigError as exc:
-        if debug:
+        return _train(args)
+    except Exception as exc:
+        code = _exit_code(exc)
+        if code is None or args.debug or os.environ.get("RLEARN_DEBUG", "") not in ("", "0"):
             raise
-        return _error(exc)
+        return fail("train", exc, code)
+    except KeyboardInterrupt as exc:
+        from rlearn.run.signals import StopNow, signal_exit_code
+
+        if not isinstance(exc, StopNow):
+            raise
+        print(f"rlearn train: {exc}", file=sys.stderr)  # a second Ctrl-C / SIGTERM: stopped at once
+        return signal_exit_code(exc.signum)
+
+
+def _exit_code(exc: Exception) -> Optional[int]:
+    """2 for a mistake in the config or the checkpoint, 1 for a failure told in one line (an environment
+    that returned NaN, a rank that lost its peers, a full or read-only disk); None for a bug (traceback)."""
+    from rlearn.checkpoint import CheckpointError
+    from rlearn.config import ConfigError
+    from rlearn.distributed import DistributedError
+    from rlearn.env.checks import EnvironmentFault
+    from rlearn.fileio import FileWriteError
+
+    if isinstance(exc, (ConfigError, CheckpointError)):
+        return 2
+    if isinstance(exc, (DistributedError, EnvironmentFault, FileWriteError)):
+        return 1
+    return None
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rlearn.config import load_config
+
+    cfg = load_config(args.config, overrides=args.overrides, seed=args.seed)
     if args.print_config:
         from rlearn.config import format_config
 
@@ -112,66 +134,39 @@ def run(args: argparse.Namespace) -> int:
         if launched is not None:
             return launched
 
-    from rlearn.checkpoint import CheckpointError
-    from rlearn.distributed import DistributedError
-    from rlearn.env.checks import EnvironmentFault
-    from rlearn.fileio import FileWriteError
-    from rlearn.run import train as train_run
-    from rlearn.run.signals import StopNow, signal_exit_code
+    from rlearn.run import train
+    from rlearn.run.signals import signal_exit_code
 
-    train = train_run
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # under torchrun: its failure summary shows our traceback
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        train = record(train_run)
-    try:
-        result = train(cfg, work_dir=args.work_dir, resume=args.resume, progress=False if args.no_progress else None)
-    except (ConfigError, CheckpointError) as exc:
-        if debug:
-            raise
-        return _error(exc)
-    except (DistributedError, EnvironmentFault, FileWriteError) as exc:  # FileWriteError: disk full, read-only
-        if debug:
-            raise
-        _error(exc)
-        return 1
-    except StopNow as exc:  # a second Ctrl-C / SIGTERM: stopped at once (the log says where)
-        print(f"rlearn train: {exc}", file=sys.stderr)
-        return signal_exit_code(exc.signum)
+        train = record(train)
+    result = train(cfg, work_dir=args.work_dir, resume=args.resume, progress=False if args.no_progress else None)
     if result.interrupted:
         return signal_exit_code(signal.Signals[result.stop_signal or "SIGINT"])
     return 0
 
 
-def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Any:
+def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Optional[int]:
     """``--nproc N``: the exit code of the same command run by torchrun in N processes, or None to train in
     this process (N == 1, or already one of torchrun's processes with a matching world size)."""
     if args.nproc < 1:
-        return _error(f"--nproc must be >= 1, got {args.nproc}")
+        return fail("train", f"--nproc must be >= 1, got {args.nproc}")
     world = os.environ.get("WORLD_SIZE")
     if world is not None:  # already launched (by torchrun, or by a previous --nproc)
         if world != str(args.nproc):
-            return _error(f"--nproc {args.nproc} but this process is one of WORLD_SIZE={world} launched processes")
+            return fail("train", f"--nproc {args.nproc} but this process is one of WORLD_SIZE={world} launched "
+                                 "processes")
         return None
     if args.nproc == 1:
         return None
-    from rlearn.checkpoint import CheckpointError
-    from rlearn.config import ConfigError
     from rlearn.distributed.launch import relaunch
-    from rlearn.logging import get_logger
     from rlearn.run.resume_check import precheck_launch
 
     # what every process would refuse (or find complete) is said once, here, before torchrun starts them
-    try:
-        complete = precheck_launch(cfg, args.work_dir, args.resume, args.nproc)
-    except (ConfigError, CheckpointError) as exc:
-        if args.debug:
-            raise
-        return _error(exc)
+    complete = precheck_launch(cfg, args.work_dir, args.resume, args.nproc)
     if complete is not None:
-        console = get_logger(name=cfg["exp_name"])
-        for line in complete.lines(cfg["exp_name"], complete.work_dir):
-            console.info(line)
+        complete.report(cfg["exp_name"], complete.work_dir)
         return 0
     return relaunch(args.nproc, ["train", *_rebuild_argv(args)])
 

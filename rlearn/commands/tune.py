@@ -15,6 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rlearn.commands import fail
+
 HELP = "tune hyperparameters with Optuna: each trial a run with its own logs, pruned early when it lags"
 
 EPILOG = """\
@@ -61,9 +63,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import optuna  # noqa: F401
     except ImportError as exc:
-        print(f"rlearn tune: error: rlearn tune needs optuna ({exc}); install it with: "
-              "pip install 'rlearn[experiments]'", file=sys.stderr)
-        return 2
+        return fail("tune", f"rlearn tune needs optuna ({exc}); install it with: pip install 'rlearn[experiments]'")
     from rlearn.experiments.tune import Tuner
 
     try:
@@ -71,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
                       args.jobs, args.overrides, args.study_name, args.startup_trials, args.warmup_steps,
                       args.sampler_seed)
     except ExperimentError as exc:
-        print(f"rlearn tune: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("tune", exc)
     result = tuner.run(display_enabled=False if args.no_progress else None)
     print(f"study {result.study_name!r} ({result.storage}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items())))

@@ -50,20 +50,20 @@ class CompleteRun:
     world_size: int = 1
     work_dir: Optional[Path] = None
 
-    def lines(self, exp_name: str, work_dir: Path) -> List[str]:
-        """The console lines: the run is complete, nothing changed, and the command that extends it (as it
-        can be pasted: :func:`rlearn.executables.shell_command`)."""
+    def report(self, exp_name: str, work_dir: Path) -> None:
+        """Say on the console (no log file: the run's log stays as it was) that the run is complete, nothing
+        changed, and the command that extends it (as it can be pasted: :func:`rlearn.executables.shell_command`)."""
         from rlearn.executables import shell_command
+        from rlearn.logging import get_logger
 
         nproc = ["--nproc", str(self.world_size)] if self.world_size > 1 else []
         command = shell_command("rlearn", "train", work_dir / "config.py", "--work-dir", work_dir, "--resume",
                                 *nproc, "--set", *self.extend)
         goal = "train longer" if self.reason == MAX_ENV_STEPS else "train on"
-        return [
-            f"{exp_name}: the run in {work_dir} is complete: train_iter {self.train_iter}, envstep {self.envstep} "
-            f"({self.checkpoint}) {self.why}; --resume changed nothing",
-            f"  to {goal}: {command}",
-        ]
+        console = get_logger(name=exp_name)
+        console.info(f"{exp_name}: the run in {work_dir} is complete: train_iter {self.train_iter}, envstep "
+                     f"{self.envstep} ({self.checkpoint}) {self.why}; --resume changed nothing")
+        console.info(f"  to {goal}: {command}")
 
 
 def _complete(checkpoint: Mapping[str, Any], cfg: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
