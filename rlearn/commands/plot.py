@@ -1,30 +1,17 @@
 """``rlearn plot WORK_DIR... [-o curves.png] [--key KEY] [--x envstep|iter|time]``: learning curves as a PNG.
 
-Reads each work dir's ``metrics.jsonl`` (:class:`rlearn.writers.JsonlWriter`) and draws one line per group
-of runs: runs whose ``config.py`` is the same apart from ``seed`` and ``exp_name`` (and the writer list
-and video settings: :data:`DEFAULT_IGNORED`), the seeds of one experiment, form a group, drawn as the mean
-over its runs with a shaded band (min to max over the runs by default, ``--band std`` for mean +- one
-standard deviation, ``--band none``). The data preparation is
-:func:`prepare_curves` (tested on its own); :func:`plot_curves` only draws.
-
-Alignment across the runs of a group: the x values of the curve are the union of the runs' x values; each
-run contributes at an x inside its own range, linearly interpolated between its two nearest points (exact
-at its own points), and nothing outside it, so a run that stopped early or started late does not drag the
-mean. Rows without the key (an evaluation key in a periodic log row) are skipped; a damaged line of a
-``metrics.jsonl`` is skipped with a warning naming the file and the line. ``config.py`` is read as the dict
-literal rlearn writes, never executed (opening someone else's work dir runs none of their code). See
-docs/cli.md.
+Reads each work dir's ``metrics.jsonl`` and draws one line per group of runs whose ``config.py`` differs
+only in :data:`DEFAULT_IGNORED` keys (the seeds of one experiment): their mean, with a min-max (or std)
+band. :func:`prepare_curves` prepares the data, :func:`plot_curves` draws; see docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import errno
 import io
 import json
 import math
-import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -109,8 +96,8 @@ def read_config_literal(path: Path) -> Dict[str, Any]:
 def load_run(work_dir: Path) -> Run:
     """Read ``<work_dir>/metrics.jsonl`` and ``<work_dir>/config.py`` (PlotError when there is no metrics file).
 
-    Damaged lines of ``metrics.jsonl`` are skipped and ``config.py`` is read without running it (see the module
-    doc); each problem is a warning on stderr."""
+    Damaged lines of ``metrics.jsonl`` are skipped and ``config.py`` is read without running it
+    (:func:`read_config_literal`); each problem is a warning on stderr."""
     from rlearn.writers.jsonl import JsonlWriter
 
     work_dir = Path(work_dir)
@@ -168,9 +155,9 @@ def _interp(xs: List[float], ys: List[float], at: float) -> Optional[float]:
 
 
 def aggregate(runs: Sequence[Tuple[List[float], List[float]]], band: str = "minmax") -> Tuple[List[float], ...]:
-    """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)`` series (see the module doc for the
-    alignment). ``band``: ``minmax`` (low = min, high = max over the runs at each x), ``std`` (mean -+ the
-    population standard deviation) or ``none`` (low = high = mean)."""
+    """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)`` series: at each x of their union, the runs
+    whose range covers it, linearly interpolated. ``band``: ``minmax`` (low = min, high = max), ``std`` (mean
+    -+ the population standard deviation) or ``none`` (low = high = mean)."""
     grid = sorted({v for xs, _ in runs for v in xs})
     out: Tuple[List[float], ...] = ([], [], [], [], [])
     for at in grid:
@@ -198,11 +185,9 @@ def _flat(config: Optional[Mapping[str, Any]], ignored: Sequence[str]) -> Option
 
 
 def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) -> List[Tuple[str, List[Run]]]:
-    """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label:
-    with one group the runs' name (exp_name); with several, each group's exp_name when every group has one
-    name of its own (``td3_pendulum`` beside ``sb3_td3``), else the config values that tell the groups apart
-    (``policy.lr=0.001``), wrapped onto lines of :data:`LABEL_WIDTH` characters, never cut (two cut labels
-    could read the same); a run without ``config.py`` is a group of its own named after its directory."""
+    """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label: the
+    runs' exp_name when that tells the groups apart, else the config values that do (``policy.lr=0.001``),
+    wrapped, never cut; a run without ``config.py`` is a group of its own named after its directory."""
     groups: Dict[str, List[Run]] = {}
     flats: Dict[str, Optional[Dict[str, Any]]] = {}
     for run in runs:
@@ -296,23 +281,14 @@ def draw_curves(curves: Sequence[Curve], key: str, x: str, title: Optional[str] 
 
 
 def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Optional[str] = None) -> Path:
-    """Draw ``curves`` (:func:`draw_curves`) into the PNG ``out`` (written atomically); returns ``out``.
-
-    Raises :class:`rlearn.fileio.FileWriteError` (one line naming the path and the cause) when ``out`` cannot
-    be written."""
-    from rlearn.fileio import FileWriteError, atomic_write_bytes
+    """Draw ``curves`` (:func:`draw_curves`) into the PNG ``out`` (written atomically, folders created);
+    returns ``out``. Raises :class:`rlearn.fileio.FileWriteError` (one line naming the path and the cause)
+    when ``out`` cannot be written."""
+    from rlearn.fileio import atomic_write_bytes
 
     image = io.BytesIO()
     draw_curves(curves, key, x, title).savefig(image, format="png")
-    out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as exc:  # a file where a folder of the path should be
-        cause = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-        raise FileWriteError(out, cause, "nothing was written") from exc
-    except OSError as exc:
-        raise FileWriteError(out, exc, "nothing was written") from exc
-    return atomic_write_bytes(out, image.getvalue())
+    return atomic_write_bytes(Path(out), image.getvalue())
 
 
 # ------------------------------------------------------------------------------------------- command
