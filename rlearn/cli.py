@@ -1,11 +1,6 @@
-"""The ``rlearn`` command line.
-
-Each sub-command lives in its own module under :mod:`rlearn.commands` and exposes
-
-* ``HELP``: a one-line summary shown by ``rlearn --help``;
-* ``add_arguments(parser)``: declares its arguments (cheap: no torch import);
-* ``run(args) -> int``: does the work and returns the process exit code.
-"""
+"""The ``rlearn`` command line: one sub-command per module of :mod:`rlearn.commands`, each with ``HELP`` (its
+line in ``rlearn --help``), ``EPILOG`` (examples, optional), ``add_arguments(parser)`` (cheap: no torch
+import) and ``run(args) -> int`` (the exit code)."""
 
 from __future__ import annotations
 
@@ -38,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
+        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP, epilog=getattr(module, "EPILOG", None),
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(sub)
         sub.set_defaults(_module=module)
     return parser

@@ -1,15 +1,6 @@
-"""Commands printed for the user (``tensorboard --logdir ...``, ``rlearn eval ...``, ``resume with: rlearn
-train ...``) that work when pasted as they are.
-
-After the README's install (``python3 -m venv .venv && .venv/bin/pip install -e .``) the venv is not
-activated: ``rlearn`` and ``tensorboard`` are not on ``PATH``, or ``PATH`` finds other copies. A command is
-therefore printed with the bare name only when ``PATH`` finds this environment's own executable, and
-with that executable's path otherwise (relative to the working directory when it lies below it, as
-``.venv/bin/tensorboard``)::
-
-    shell_command("tensorboard", "--logdir", "work_dirs/td3/tb")
-    # 'tensorboard --logdir work_dirs/td3/tb'            (venv activated)
-    # '.venv/bin/tensorboard --logdir work_dirs/td3/tb'  (not activated)
+"""Commands printed for the user (``tensorboard --logdir ...``, ``resume with: rlearn train ...``) that work
+when pasted as they are, also from a venv that is not activated: the bare name only when ``PATH`` finds this
+environment's own executable, else its path (``.venv/bin/tensorboard --logdir work_dirs/td3/tb``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The ``rlearn`` sub-commands, one module each (``HELP``, ``add_arguments(parser)``, ``run(args) -> int``).
-
-:mod:`rlearn.cli` lists them in ``COMMANDS`` and builds the parser; see docs/cli.md.
-"""
+"""The ``rlearn`` sub-commands, one module each (see :mod:`rlearn.cli`), and what they share."""
 
 from __future__ import annotations
 
@@ -16,16 +13,18 @@ def fail(command: str, message: Any, code: int = 2) -> int:
     return code
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type``: an integer ``>= minimum``, else a message saying which rule the text broke."""
+def int_at_least(minimum: int, name: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: an integer ``>= minimum``, else a message (about ``name``) saying which rule the
+    text broke."""
+    what = f"{name} must" if name else "must"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{what} be an integer, got {text!r}") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"{what} be >= {minimum}, got {value}")
         return value
 
     return parse

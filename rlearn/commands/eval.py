@@ -1,16 +1,8 @@
 """``rlearn eval CKPT_OR_WORK_DIR``: play a trained policy deterministically and print its returns.
 
-The environment and the policy are rebuilt from the config stored in the checkpoint (with the run's own
-builders, :mod:`rlearn.run.build`), the policy's weights loaded, and ``--episodes`` episodes played by an
-:class:`rlearn.collect.Evaluator` with ``_forward_eval``. A work dir means its ``ckpt/best.pt`` if there is
-one, else ``ckpt/latest.pt``; the first line says which. ``--video out.mp4`` also films one episode.
-
-Opening a checkpoint runs no code from it: a config that names code to import (``custom_imports``, a
-``policy.type`` or ``env.id`` import path) is refused unless ``--allow-imports`` says the checkpoint is
-trusted (:func:`rlearn.config.imports_named`).
-
-Exit codes: 0 after printing the results; 2 with one line on stderr for a missing, corrupt or foreign
-checkpoint, a bad argument, or a missing ``video`` extra. See docs/evaluation.md.
+The environment and the policy are rebuilt from the checkpoint's config with the run's own builders
+(:mod:`rlearn.run.build`); a config that names code to import is refused unless ``--allow-imports``. Exit
+codes: 0 after printing the results; 2 with one line on stderr for any mistake. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -39,8 +31,6 @@ class EvalCommandError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn eval`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("target", metavar="CKPT_OR_WORK_DIR",
                         help="a checkpoint file, or a run's work dir (its ckpt/best.pt, else ckpt/latest.pt)")
     parser.add_argument("--episodes", type=int_at_least(1), default=None, metavar="N",

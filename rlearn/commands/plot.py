@@ -294,8 +294,6 @@ def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Opt
 # ------------------------------------------------------------------------------------------- command
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn plot`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("work_dirs", nargs="+", metavar="WORK_DIR", help="work dirs holding a metrics.jsonl")
     parser.add_argument("-o", "--output", default="curves.png", metavar="PNG", help="the image (default: curves.png)")
     parser.add_argument("--key", default=DEFAULT_KEY, help=f"the metric to plot (default: {DEFAULT_KEY})")

@@ -36,8 +36,6 @@ def _range(text: str):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn report`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("exp_dirs", nargs="+", metavar="EXP_DIR",
                         help="experiment dirs (a sweep's --out; any dir of work dirs), one experiment each")
     parser.add_argument("-o", "--output", default="report", metavar="DIR", help="where report.md and the PNGs go "

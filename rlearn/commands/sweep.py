@@ -26,8 +26,6 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn sweep`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("config", nargs="?", metavar="CONFIG",
                         help="a config file or bundled config name (as for rlearn train); omit it to continue the "
                              "sweep in --out")

@@ -31,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output file; gzip-compressed when it ends in .gz (default: WORK_DIR/trace.json)")
     parser.add_argument("--ranks", type=_rank_list, default=None, metavar="R[,R...]",
                         help="only these ranks, e.g. 0,1 (default: every rank found)")
-    parser.add_argument("--from-iter", type=int_at_least(0), default=None, metavar="N",
+    parser.add_argument("--from-iter", type=int_at_least(0, "iteration"), default=None, metavar="N",
                         help="keep what lies within learner iterations N.. (spans recorded with an iter arg)")
-    parser.add_argument("--to-iter", type=int_at_least(0), default=None, metavar="M",
+    parser.add_argument("--to-iter", type=int_at_least(0, "iteration"), default=None, metavar="M",
                         help="keep what lies within learner iterations ..M (inclusive)")
     parser.add_argument("--no-summary", action="store_true", help="do not print the summary table")
 

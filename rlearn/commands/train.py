@@ -37,8 +37,6 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn train`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("config", nargs="?", metavar="CONFIG",
                         help="a Python config file defining `config = dict(...)`, or a bundled config name")
     parser.add_argument("--work-dir", metavar="DIR", default=None,

@@ -30,8 +30,6 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn tune`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("config", metavar="CONFIG", help="the base config: a config file or bundled config name")
     parser.add_argument("--space", required=True, metavar="SPACE.py",
                         help="a Python file defining space(trial) -> {dotted.key: value} (and optionally pruner(), "

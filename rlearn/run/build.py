@@ -14,6 +14,7 @@ import numpy as np
 
 from rlearn import distributed as dist
 from rlearn.config import ConfigError
+from rlearn.config.spec import is_int
 from rlearn.env.checks import FiniteCheck
 from rlearn.run.loop import EPISODE_KEYS
 from rlearn.run.ranks import derived_seed
@@ -130,7 +131,7 @@ def policy_needs(policy: Any) -> PolicyNeeds:
     on_policy = bool(getattr(policy, "on_policy", False))
     for key in ("rollout_steps",) if on_policy else ("batch_size",):
         value = pcfg.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value) or value < 1:
             kind = "on-policy" if on_policy else "off-policy"
             raise ConfigError(
                 f"policy {name} is {kind}: the run needs 'policy.{key}' (an int >= 1) in its "

@@ -11,9 +11,9 @@ the buffer draws and gathers them in chunks: the same batches, cheaper).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Dict, Mapping
 
+from rlearn.config.spec import is_int, is_real
 from rlearn.run.loop import Loop
 from rlearn.trace import get_tracer, span
 
@@ -52,9 +52,9 @@ class UpdateSchedule:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; a value of the wrong type is a ValueError naming its key."""
         credit, pending = state["update_credit"], state["pending_updates"]
-        if isinstance(credit, bool) or not isinstance(credit, numbers.Real) or not 0 <= credit < 1 + 1e-6:
+        if not is_real(credit) or not 0 <= credit < 1 + 1e-6:
             raise ValueError(f"'update_credit' must be a number in [0, 1), got {credit!r}")
-        if isinstance(pending, bool) or not isinstance(pending, numbers.Integral) or pending < 0:
+        if not is_int(pending) or pending < 0:
             raise ValueError(f"'pending_updates' must be a non-negative int, got {pending!r}")
         self.credit = float(credit)
         self.pending = int(pending)

@@ -75,10 +75,6 @@ def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size
     return not differing
 
 
-def _config_digest(flat: Mapping[str, str]) -> str:
-    return hashlib.sha256(repr(sorted(flat.items())).encode()).hexdigest()
-
-
 def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List[str]:
     """For each rank whose flattened config (dotted key -> ``repr`` of the value) differs from rank 0's, one
     line naming the rank and the differing keys with both values (at most ``shown`` keys per rank)."""
@@ -95,17 +91,15 @@ def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List
 
 
 def check_same_config(cfg: Mapping[str, Any]) -> None:
-    """Collective: refuse to start when the ranks resolved different configs (a rank launched with another
-    ``--set``, another config file, or a file that reads an environment variable). Each rank contributes a
-    digest of its flattened config; only when they differ are the configs gathered, and every rank raises a
-    ConfigError naming the differing keys. Ranks that trained apart would otherwise diverge silently and then
-    time out in a collective, blaming a dead rank. A single process: nothing to compare."""
+    """Collective: every rank raises a ConfigError naming the differing keys when the ranks resolved different
+    configs (another ``--set``, config file, or environment variable read by it); such ranks would diverge
+    silently and then time out in a collective. Only digests are gathered unless they differ."""
     from rlearn.config import ConfigError, flatten
 
     if not dist.is_distributed():
         return
     flat = {key: repr(value) for key, value in flatten(dict(cfg)).items()}
-    digests = dist.all_gather_object(_config_digest(flat))
+    digests = dist.all_gather_object(hashlib.sha256(repr(sorted(flat.items())).encode()).hexdigest())
     if len(set(digests)) == 1:
         return
     differences = config_differences(dist.all_gather_object(flat))
@@ -115,15 +109,13 @@ def check_same_config(cfg: Mapping[str, Any]) -> None:
 
 
 def check_seed(seed: Any, world_size: int) -> None:
-    """Refuse a seed that a seeded component cannot take (a ConfigError naming ``seed``).
-
-    torch and the policies seed 64-bit generators with ``seed + RANK_SEED_STRIDE * rank`` (plus small
-    offsets per environment), so the largest usable seed is ``2**63 - 1`` minus those offsets.
-    """
+    """Refuse a seed that a seeded component cannot take (a ConfigError naming ``seed``): 64-bit generators
+    are seeded with ``seed + RANK_SEED_STRIDE * rank`` plus small offsets per environment."""
     from rlearn.config import ConfigError
+    from rlearn.config.spec import is_int
 
     limit = max_seed(world_size)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= limit:
+    if not is_int(seed) or not 0 <= seed <= limit:
         raise ConfigError(
             f"config key 'seed' (--seed) must be an int in 0..{limit} (seeds are 64-bit and rank r of "
             f"{world_size} adds {RANK_SEED_STRIDE} r), got {seed!r}"

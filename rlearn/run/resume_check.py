@@ -1,15 +1,7 @@
-"""What ``--resume`` checks before anything is built or changed.
-
-* A checkpoint resumes only with the number of processes that wrote it: another one is refused in one
-  line that names the right ``--nproc`` (``rlearn train --nproc N`` checks it, and what else every process
-  would refuse, before it starts torchrun: :func:`precheck_launch`).
-* A run that is already complete under the config it is resumed with (``train.max_env_steps`` reached,
-  ``eval.stop_value`` reached, ``eval.patience`` used up) is not run again: nothing in its work dir
-  changes (no checkpoint, event file, ``config.py`` or log is rewritten) and the console says so, with
-  the command that extends it::
-
-      probe: the run in w is complete: train_iter 6, envstep 48 reached train.max_env_steps=48; --resume changed nothing
-        to train longer: rlearn train w/config.py --work-dir w --resume --set train.max_env_steps=96
+"""What ``--resume`` checks before anything is built or changed: a checkpoint resumes only with the number
+of processes that wrote it, and a run that is already complete under the config it is resumed with is not
+run again (nothing in its work dir changes; the console gives the command that extends it).
+:func:`precheck_launch` checks, before ``rlearn train --nproc N`` starts torchrun, what every process would refuse.
 """
 
 from __future__ import annotations
@@ -19,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from rlearn.checkpoint import CheckpointError, read_checkpoint
+from rlearn.config.spec import is_int
 from rlearn.run.result import MAX_ENV_STEPS, NO_IMPROVEMENT, STOP_VALUE
 from rlearn.run.state import STATE_NAME, world_size_mismatch
 
@@ -96,7 +89,7 @@ def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: i
     checkpoint = read_checkpoint(path)
     state = checkpoint.get("states", {}).get(STATE_NAME)
     saved_world = state.get("world_size", 1) if isinstance(state, Mapping) else 1
-    if isinstance(saved_world, int) and not isinstance(saved_world, bool) and saved_world != world_size:
+    if is_int(saved_world) and saved_world != world_size:
         raise CheckpointError(f"checkpoint {path}: {world_size_mismatch(saved_world, world_size)}")
     found = _complete(checkpoint, cfg)
     if found is None:
@@ -108,12 +101,10 @@ def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: i
 
 def precheck_launch(cfg: Mapping[str, Any], work_dir: Union[str, Path, None], resume: Any,
                     world_size: int) -> Optional[CompleteRun]:
-    """What every one of ``world_size`` processes would refuse, checked once before they start (``rlearn
-    train --nproc N``), as the same one-line ConfigError / CheckpointError: a seed out of range, a device
-    this machine lacks, a work dir that is a file, that a live run holds, or that holds a run without
-    ``--resume``, no valid checkpoint, one of another number of processes. A run that is already complete returns its :class:`CompleteRun`,
-    to report instead of starting them. None: start them. A fresh run in the default work dir is not
-    checked further (rank 0 claims a free one)."""
+    """What every one of ``world_size`` processes would refuse (a bad seed or device, work dir or checkpoint),
+    checked once before they start (``rlearn train --nproc N``), as the same one-line ConfigError /
+    CheckpointError. Returns the :class:`CompleteRun` of a run that is already complete, to report instead of
+    starting them; None: start them."""
     from rlearn.config import default_work_dir
     from rlearn.run.build import resolve_device
     from rlearn.run.ranks import check_seed

@@ -1,10 +1,5 @@
-"""``RunState``: the run's own counters, saved in every checkpoint under ``states["pipeline"]``.
-
-The entry keeps the name and the fields checkpoints have always had, so checkpoints written before
-:mod:`rlearn.run` existed resume unchanged: the evaluation fields belong to the
-:class:`~rlearn.hooks.EvalHook` (its :class:`~rlearn.hooks.EvalState`), the update fields to the
-off-policy loop (:class:`~rlearn.run.off_policy.UpdateSchedule`).
-"""
+"""``RunState``: the run's own counters, saved in every checkpoint under ``states["pipeline"]`` (the name and
+fields older checkpoints have, so they resume unchanged)."""
 
 from __future__ import annotations
 
