@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP, epilog=getattr(module, "EPILOG", None),
+        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP,
+                                    epilog=getattr(module, "EPILOG", None),
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(sub)
         sub.set_defaults(_module=module)

@@ -1,10 +1,7 @@
 """``rlearn report EXP_DIR [EXP_DIR ...] [-o DIR]``: aggregate scores of experiments with confidence intervals.
 
-Writes ``DIR/report.md`` (IQM, median, mean, optimality gap with 95 % stratified bootstrap CIs, probability
-of improvement of each pair, every run's score), ``DIR/scores.json`` and PNGs (aggregates, performance
-profiles, IQM curves against env steps and wall time). Needs rliable (``pip install 'rlearn[experiments]'``).
-Exit code 2 with one line for a missing package, an empty dir or a bad option. See docs/experiments.md and
-:mod:`rlearn.experiments.report`.
+Writes ``DIR/report.md``, ``DIR/scores.json`` and PNGs (:mod:`rlearn.experiments.report`). Exit code 2 with
+one line for a missing package, an empty dir or a bad option. See docs/experiments.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """``rlearn train CONFIG``: train a policy from a config file or a bundled config.
 
-Exit codes: 0 when the run finished (``train.max_env_steps`` or ``eval.stop_value`` reached), 2 for a
-mistake in the command, the config or the checkpoint (one line on stderr, no traceback), 130 after Ctrl-C,
-143 after SIGTERM and 129 after SIGHUP (one process: a checkpoint was saved; the last lines say how to resume; a second
-signal stops at once with the same code), 1 for any other failure (one line for an environment that
-returned NaN, or a rank that lost its peers or its launcher; a traceback for a bug). The log ends with
-the error and where it happened. See docs/cli.md.
-
-``--nproc N`` re-launches the same command through ``torchrun`` in N processes (docs/distributed.md);
-under ``torchrun`` the command runs as one rank of the group.
+Exit codes (docs/cli.md): 0 when the run finished, 2 for a mistake in the command, the config or the
+checkpoint (one line on stderr), 128 + the signal after Ctrl-C / SIGTERM / SIGHUP, 1 for any other failure.
+``--nproc N`` re-launches the same command through ``torchrun`` in N processes (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -64,18 +58,10 @@ def _list_configs() -> int:
     from rlearn.configs import available_configs
 
     names = available_configs()
-    if not names:
-        print("no bundled configs")
-        return 0
-    width = max(len(n) for n in names)
+    width = max(map(len, names), default=0)
     for name in names:
-        module = importlib.import_module(f"rlearn.configs.{name}")
-        doc = (module.__doc__ or "").strip().splitlines()
-        cfg = getattr(module, "config", {}) or {}
-        env = (cfg.get("env") or {}).get("id", "?")
-        policy = (cfg.get("policy") or {}).get("type", "?")
-        summary = doc[0] if doc else f"{policy} on {env}"
-        print(f"{name:<{width}}  {summary}")
+        summary = (importlib.import_module(f"rlearn.configs.{name}").__doc__ or "").strip().splitlines()
+        print(f"{name:<{width}}  {summary[0] if summary else ''}")
     return 0
 
 

@@ -1,12 +1,9 @@
 """``rlearn tune CONFIG --space SPACE.py --trials N [--jobs K] [--storage URL] [--out DIR]``: an Optuna study.
 
-Each trial is an ordinary ``rlearn train`` in its own process and work dir (``DIR/trial_<n>``) with its
-own writers; its evaluations are reported to Optuna as they happen, so that the pruner (median by default)
-stops bad trials early. The study lives in ``DIR/study.db`` (SQLite) unless ``--storage`` names another
-Optuna RDB URL (PostgreSQL: several machines work on one study). Run the same command again to continue.
-The best trial's config goes to ``DIR/best_config.py``. Needs optuna (``pip install 'rlearn[experiments]'``).
-Exit codes: 0 when the study has its trials, 1 when trials kept failing, 2 for a mistake in the command,
-the config or the space, 130 / 143 after Ctrl-C / SIGTERM. See docs/experiments.md.
+Each trial is an ordinary ``rlearn train`` in its own process and work dir, pruned early when it lags; the
+study lives in ``DIR/study.db`` unless ``--storage`` names another Optuna RDB. Exit codes: 0 when the study
+has its trials, 1 when trials kept failing, 2 for a mistake, 130 / 143 after Ctrl-C / SIGTERM. See
+docs/experiments.md.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from rlearn.run.signals import workers_ignore_sigint
 __all__ = [
     "EPISODES_PER_WINDOW", "DEFAULT_EPISODE_STEPS", "PolicyNeeds", "resolve_device", "enable_trace", "make_envs",
     "make_policy", "policy_needs", "make_buffer", "check_buffer_limits", "available_memory", "episode_window",
-    "max_episode_steps", "make_learner", "add_default_hooks", "make_video_recorder",
+    "max_episode_steps", "make_learner", "add_default_hooks",
 ]
 
 #: the default window of the episode keys holds about this many episodes (see episode_window)
@@ -287,17 +287,12 @@ def add_default_hooks(learner: Any, cfg: Mapping[str, Any], evaluator: Any) -> A
     hook = learner.get_hook(EvalHook)
     if hook.evaluator is None:
         hook.evaluator = evaluator
-    if hook.video and hook.recorder is None:
-        hook.recorder = make_video_recorder(cfg, learner.policy)
+    if hook.video and hook.recorder is None:  # its own rgb_array environment
+        from rlearn.video import VideoRecorder, VideoUnavailable
+
+        try:
+            hook.recorder = VideoRecorder(cfg["env"]["id"], learner.policy, cfg["env"]["kwargs"],
+                                          seed=derived_seed(cfg["seed"], 3))
+        except VideoUnavailable as exc:
+            raise ConfigError(f"eval.video=True: {exc}") from exc
     return hook
-
-
-def make_video_recorder(cfg: Mapping[str, Any], policy: Any) -> Any:
-    """The :class:`rlearn.video.VideoRecorder` of ``eval.video`` (its own ``rgb_array`` environment, seeded
-    from the config's seed); a ConfigError when the ``video`` extra is not installed."""
-    from rlearn.video import VideoRecorder, VideoUnavailable
-
-    try:
-        return VideoRecorder(cfg["env"]["id"], policy, cfg["env"]["kwargs"], seed=derived_seed(cfg["seed"], 3))
-    except VideoUnavailable as exc:
-        raise ConfigError(f"eval.video=True: {exc}") from exc

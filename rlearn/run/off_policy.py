@@ -1,11 +1,9 @@
 """The off-policy loop (TD3...): collect into the replay buffer, then train on sampled batches.
 
-Each step collects ``train.collect_steps`` steps per environment into the replay buffer. Once this
-rank's collector is past its first ``policy.learning_starts`` steps (``envstep > learning_starts``, as in
-SB3: 1,000 learning starts and 3,000 steps give 2,000 iterations), every collected env step earns
-``train.updates_per_step`` learner iterations (fractions carry over, :class:`UpdateSchedule`), each on
-``buffer.sample(policy.batch_size)`` (announced with ``buffer.prefetch`` when a collection earned several, so
-the buffer draws and gathers them in chunks: the same batches, cheaper).
+Each step collects ``train.collect_steps`` steps per environment. Once this rank's collector is past
+``policy.learning_starts`` steps (as in SB3: 1,000 learning starts and 3,000 steps give 2,000 iterations),
+every collected env step earns ``train.updates_per_step`` learner iterations (:class:`UpdateSchedule`), each
+on ``buffer.sample(policy.batch_size)``.
 """
 
 from __future__ import annotations

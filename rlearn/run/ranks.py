@@ -52,9 +52,9 @@ def rederive_rank_streams(rank_seed: int, train_iter: int, policy: Any, buffer: 
         buffer.load_state_dict(state)
 
 
-def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size: int) -> bool:
+def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size: int) -> None:
     """Compare a digest of every network across ranks (one all_gather, a collective) and log the outcome
-    on rank 0; different parameters mean gradients were not averaged somewhere. True if all agree."""
+    on rank 0; different parameters mean gradients were not averaged somewhere."""
     digests = {}
     for name, module in policy.modules().items():
         h = hashlib.sha1()
@@ -63,16 +63,11 @@ def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size
         digests[name] = h.hexdigest()
     gathered = dist.all_gather_object(digests)
     differing = sorted(name for name in digests if any(other.get(name) != digests[name] for other in gathered))
-    if rank != 0:
-        return not differing
-    if differing:
-        logger.error(
-            "parameters differ across the %d ranks for %s: their gradients were not averaged (see "
-            "docs/distributed.md); the checkpoint holds rank 0's", world_size, ", ".join(differing),
-        )
-    else:
+    if rank == 0 and differing:
+        logger.error("parameters differ across the %d ranks for %s: their gradients were not averaged (see "
+                     "docs/distributed.md); the checkpoint holds rank 0's", world_size, ", ".join(differing))
+    elif rank == 0:
         logger.info("parameters identical on all %d ranks (%s)", world_size, ", ".join(digests))
-    return not differing
 
 
 def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List[str]:

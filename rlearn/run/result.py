@@ -56,10 +56,6 @@ class RunResult:
     def interrupted(self) -> bool:
         return self.stop_reason == INTERRUPTED
 
-    def as_dict(self) -> Dict[str, Any]:
-        """The result with paths as strings (JSON-friendly)."""
-        return {key: str(value) if isinstance(value, Path) else value for key, value in self.__dict__.items()}
-
 
 def summary_lines(result: RunResult) -> List[str]:
     """The closing lines of a run: why it stopped and where every file is, with the commands that open
@@ -75,7 +71,7 @@ def summary_lines(result: RunResult) -> List[str]:
         f"  checkpoint:  {result.latest_checkpoint or '(none)'}",
     ]
     if result.best_checkpoint is not None and result.best_eval is not None:
-        allow = ["--allow-imports"] if imports_named(result.config) else []  # eval imports a config's code only if asked
+        allow = ["--allow-imports"] if imports_named(result.config) else []  # eval imports a config's code if asked
         play = shell_command("rlearn", "eval", result.work_dir, *allow)
         lines.append(f"  best:        {result.best_checkpoint}    (eval return "
                      f"{result.best_eval['episode_return_mean']:.4g} at envstep {result.best_eval['envstep']}; "

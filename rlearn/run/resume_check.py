@@ -20,18 +20,9 @@ __all__ = ["CompleteRun", "inspect_resume", "precheck_launch"]
 
 @dataclass
 class CompleteRun:
-    """A checkpoint of a run that has nothing left to do under the given config.
-
-    Attributes:
-        reason: ``"max_env_steps"``, ``"stop_value"`` or ``"no_improvement"``.
-        checkpoint: the checkpoint file.
-        train_iter, envstep: its counters.
-        why: what was reached (``train.max_env_steps=48``...), for the message.
-        extend: the ``--set`` overrides that give the run something to do again.
-        last_eval: the checkpoint's last evaluation result, or None.
-        world_size: processes that wrote it.
-        work_dir: the run's work dir, where :func:`precheck_launch` found it.
-    """
+    """A checkpoint of a run that has nothing left to do under the given config: the stop ``reason``, ``why``
+    (what was reached, for the message), ``extend`` (the ``--set`` overrides that give the run something to do
+    again), and the ``work_dir`` where :func:`precheck_launch` found it."""
 
     reason: str
     checkpoint: Path

@@ -14,8 +14,8 @@ from rlearn.checkpoint import CheckpointError
 from rlearn.config import ConfigError, dump_config, flatten, load_config, resolve_config
 from rlearn.logging.logger import rank_log_file
 from rlearn.run import build
+from rlearn.run.loop import OnPolicyLoop
 from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
-from rlearn.run.on_policy import OnPolicyLoop
 from rlearn.run.failure import failure_line
 from rlearn.run.ranks import (
     RANK_SEED_STRIDE, check_ranks_agree, check_same_config, check_seed, derived_seed, rederive_rank_streams,
