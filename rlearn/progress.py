@@ -1,9 +1,5 @@
-"""The terminal progress bar of a training run (env steps, steps/s, last evaluation return).
-
-The bar is drawn with tqdm on stderr, only when stderr is a terminal and ``RLEARN_NO_PROGRESS`` is not
-set to a true value (``1``, ``true``, ``yes``, ``on``). While it is shown, lines written to stdout (the
-log) are routed around it so the bar stays at the bottom instead of being overwritten.
-"""
+"""The terminal progress bar of a training run (env steps, steps/s, last evaluation return): tqdm on stderr,
+only on a terminal and unless ``RLEARN_NO_PROGRESS`` is true; stdout lines (the log) are routed around it."""
 
 from __future__ import annotations
 
@@ -66,16 +62,9 @@ class _StdoutAroundBar:
 
 
 class ProgressBar:
-    """A tqdm bar over env steps; a no-op object when disabled.
-
-    Args:
-        total: env steps of the whole run (``train.max_env_steps``).
-        initial: env steps already done (a resumed run starts there).
-        enabled: draw it (see :func:`progress_wanted`).
-        desc: label on the left (the experiment name).
-
-    Use as a context manager: stdout is routed around the bar while it is open.
-    """
+    """A tqdm bar over the ``total`` env steps of a run, from ``initial`` (a resumed run), labelled ``desc``; a
+    no-op object unless ``enabled`` (:func:`progress_wanted`). A context manager: stdout is routed around the
+    bar while it is open."""
 
     def __init__(self, total: int, initial: int = 0, enabled: bool = False, desc: str = "") -> None:
         self.enabled = enabled

@@ -89,13 +89,10 @@ def _load(path: Path, allow_imports: bool = False) -> Tuple[Dict[str, Any], Dict
 def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Optional[int] = None,
                         video: Optional[Path] = None, device: str = "cpu",
                         allow_imports: bool = False) -> Dict[str, Any]:
-    """Rebuild the env and policy of checkpoint ``path``, play ``episodes`` deterministic episodes.
-
-    A checkpoint whose config imports code (``custom_imports``...) is refused unless ``allow_imports``.
-
-    Returns ``{"result": Evaluator result, "episodes": per-episode list, "seed", "checkpoint", "config",
-    "video": EpisodeVideo or None}``. Raises :class:`EvalCommandError` for every user-facing problem.
-    """
+    """Rebuild the env and policy of checkpoint ``path`` (refused if its config imports code, unless
+    ``allow_imports``), play ``episodes`` deterministic episodes. Returns ``{"result": Evaluator result,
+    "episodes": per-episode list, "seed", "checkpoint", "config", "video": EpisodeVideo or None}``; raises
+    :class:`EvalCommandError` for every user-facing problem."""
     import torch
 
     from rlearn.checkpoint import CheckpointError

@@ -129,14 +129,10 @@ def policy_needs(policy: Any) -> PolicyNeeds:
     """Check the keys the loop of this kind of policy needs; a ConfigError names a missing or bad one."""
     pcfg, name = policy.cfg, type(policy).__name__
     on_policy = bool(getattr(policy, "on_policy", False))
-    for key in ("rollout_steps",) if on_policy else ("batch_size",):
-        value = pcfg.get(key)
-        if not is_int(value) or value < 1:
-            kind = "on-policy" if on_policy else "off-policy"
-            raise ConfigError(
-                f"policy {name} is {kind}: the run needs 'policy.{key}' (an int >= 1) in its "
-                f"default_config, got {value!r}"
-            )
+    key = "rollout_steps" if on_policy else "batch_size"
+    if not is_int(pcfg.get(key)) or pcfg[key] < 1:
+        raise ConfigError(f"policy {name} is {'on' if on_policy else 'off'}-policy: the run needs 'policy.{key}' (an "
+                          f"int >= 1) in its default_config, got {pcfg.get(key)!r}")
     return PolicyNeeds(on_policy, int(pcfg.get("rollout_steps") or 0), int(pcfg.get("batch_size") or 0),
                        int(pcfg.get("learning_starts") or 0))
 

@@ -1,9 +1,5 @@
-"""Random streams per rank, and the checks that every rank starts with the same config and ends with the
-same parameters.
-
-Rank ``r`` of a run seeds its environments, policy, buffer and RNGs with ``seed + r * RANK_SEED_STRIDE``
-(one process: rank 0, the config's seed).
-"""
+"""Random streams per rank (rank ``r`` seeds everything with ``seed + r * RANK_SEED_STRIDE``), and the checks
+that every rank starts with the same config and ends with the same parameters."""
 
 from __future__ import annotations
 

@@ -35,11 +35,8 @@ def signal_exit_code(signum: int) -> int:
 
 
 class StopNow(KeyboardInterrupt):
-    """A second SIGINT/SIGTERM/SIGHUP during a one-process run: stop at once, without a checkpoint.
-
-    Attributes:
-        signum: the signal received (the exit status is ``128 + signum``).
-    """
+    """A second SIGINT/SIGTERM/SIGHUP (``signum``) during a one-process run: stop at once, without a
+    checkpoint."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"second {signal.Signals(signum).name}: stopped at once, without a checkpoint")

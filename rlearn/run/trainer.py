@@ -32,12 +32,9 @@ __all__ = ["Trainer", "train"]
 
 
 class Trainer:
-    """Builds every part of a run from a config; :meth:`run` trains (once).
-
-    Building is separate so that tests and tools can look at (or replace) a part before the run starts:
-    ``env``, ``eval_env``, ``policy``, ``collector``, ``evaluator``, ``buffer`` (None on-policy),
-    ``learner``, ``eval_hook``, ``loop``, ``logger``. Arguments as in :func:`train`.
-    """
+    """Builds every part of a run from a config (arguments as in :func:`train`); :meth:`run` trains (once).
+    Until then the parts can be looked at or replaced: ``env``, ``eval_env``, ``policy``, ``collector``,
+    ``evaluator``, ``buffer`` (None on-policy), ``learner``, ``eval_hook``, ``loop``, ``logger``."""
 
     def __init__(self, cfg: Union[str, Path, Mapping[str, Any]], work_dir: Union[str, Path, None] = None,
                  resume: ResumeArg = None, progress: Optional[bool] = None) -> None:
@@ -206,17 +203,13 @@ class Trainer:
         learner.call_hook("before_run")  # hooks declare their monitor keys (TimerHook) and start their clocks
         learner.check_monitor_windows()  # strict: a misspelt monitor_windows key stops the run before any event
         learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
-        self.logger.info(
-            "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
-            self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
-            f"resuming at envstep {self.envstep}" if self.resume_path else "starting", self.work_dir,
-        )
+        self.logger.info("exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
+                         self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
+                         f"resuming at envstep {self.envstep}" if self.resume_path else "starting", self.work_dir)
         if self.dirs.moved_from is not None:
-            self.logger.warning(
-                "%s already holds a run: this new run writes to %s (--resume alone continues the most recent "
-                "run of this exp_name; continue another one with --resume --work-dir DIR)",
-                self.dirs.moved_from, self.work_dir,
-            )
+            self.logger.warning("%s already holds a run: this new run writes to %s (--resume alone continues the "
+                                "most recent run of this exp_name; continue another one with --resume --work-dir "
+                                "DIR)", self.dirs.moved_from, self.work_dir)
         bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
                           enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
         # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once
@@ -273,10 +266,8 @@ class Trainer:
         return MAX_ENV_STEPS
 
     def _resume(self) -> None:
-        """Load the checkpoint, give ranks > 0 their own random streams, log config changes.
-
-        A checkpoint the learner cannot take (a counter of the wrong type, a state of the wrong shape) is a
-        CheckpointError naming the file."""
+        """Load the checkpoint (one the learner cannot take is a CheckpointError naming the file), give ranks
+        > 0 their own random streams, log config changes."""
         for path, reason in self.dirs.resume_skipped:
             self.logger.warning("--resume: skipped %s (%s)", path, reason)
         if self.dirs.resume_skipped:
@@ -289,10 +280,8 @@ class Trainer:
             raise CheckpointError(f"checkpoint {str(self.resume_path)!r} cannot be resumed: {type(exc).__name__}: "
                                   f"{build.error_message(exc)}") from exc
         if self.envstep != self.learner.envstep:
-            self.logger.warning(
-                "checkpoint %s: collector envstep %d (x%d ranks) differs from the learner's %d",
-                self.resume_path, self.collector.envstep, self.world_size, self.learner.envstep,
-            )
+            self.logger.warning("checkpoint %s: collector envstep %d (x%d ranks) differs from the learner's %d",
+                                self.resume_path, self.collector.envstep, self.world_size, self.learner.envstep)
         if self.rank > 0:
             rederive_rank_streams(self.rank_seed, self.learner.train_iter, self.policy, self.buffer)
         saved = checkpoint.get("config")

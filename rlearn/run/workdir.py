@@ -41,14 +41,9 @@ def latest_run_dir(default: Path) -> Path:
 
 @dataclass
 class WorkDir:
-    """The chosen work directory and where each file of the run goes.
-
-    Attributes:
-        path: the work directory.
-        moved_from: the default directory, when it already held a run and ``path`` is the next free one.
-        lock: rank 0's lock on ``path`` (None on other ranks), released by :meth:`release`.
-        resume_skipped: checkpoints ``--resume`` passed over, with the reason, set by :func:`resume_checkpoint`.
-    """
+    """The chosen work directory ``path`` and where each file of the run goes; ``moved_from``: the default
+    directory when it already held a run; ``lock``: rank 0's lock on ``path``; ``resume_skipped``: checkpoints
+    ``--resume`` passed over, with the reason."""
 
     path: Path
     moved_from: Optional[Path] = None
