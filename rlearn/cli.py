@@ -11,16 +11,8 @@ from typing import Optional, Sequence
 
 from rlearn import __version__
 
-#: sub-command name -> module implementing it
-COMMANDS = {
-    "train": "rlearn.commands.train",
-    "trace": "rlearn.commands.trace",
-    "eval": "rlearn.commands.eval",
-    "plot": "rlearn.commands.plot",
-    "sweep": "rlearn.commands.sweep",
-    "report": "rlearn.commands.report",
-    "tune": "rlearn.commands.tune",
-}
+#: sub-command name -> module implementing it, in the order ``rlearn --help`` lists them
+COMMANDS = {name: f"rlearn.commands.{name}" for name in ("train", "trace", "eval", "plot", "sweep", "report", "tune")}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -70,7 +70,6 @@ class ProgressBar:
         self.enabled = enabled
         self._bar: Any = None
         self._stdout: Optional[_StdoutAroundBar] = None
-        self._saved_stdout: Optional[TextIO] = None
         self._n = int(initial)
         self._total = int(total)
         self._desc = desc
@@ -84,7 +83,6 @@ class ProgressBar:
                 total=self._total, initial=min(self._n, self._total), desc=self._desc, unit="step",
                 unit_scale=self._total >= 10_000, dynamic_ncols=True, file=stream, leave=True,
             )
-            self._saved_stdout = sys.stdout
             self._stdout = _StdoutAroundBar(sys.stdout, stream)
             sys.stdout = self._stdout  # type: ignore[assignment]
         return self
@@ -113,5 +111,5 @@ class ProgressBar:
         if self._stdout is not None:
             self._stdout.drain()
             if sys.stdout is self._stdout:
-                sys.stdout = self._saved_stdout  # type: ignore[assignment]
+                sys.stdout = self._stdout._real
             self._stdout = None

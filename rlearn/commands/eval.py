@@ -8,6 +8,7 @@ codes: 0 after printing the results; 2 with one line on stderr for any mistake. 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -142,10 +143,8 @@ def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Option
                 from rlearn.video import VideoRecorder
 
                 recorder = VideoRecorder(cfg["env"]["id"], policy, cfg["env"]["kwargs"], seed=seed)
-                try:
+                with contextlib.closing(recorder):
                     clip = recorder.record(video)
-                finally:
-                    recorder.close()
     finally:
         if eval_env is not None:
             eval_env.close()

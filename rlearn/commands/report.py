@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compute and write the report; the exit code."""
     from rlearn.experiments.child import ExperimentError
-    from rlearn.experiments.report import ReportOptions, build_report, write_report
+    from rlearn.experiments.report import ReportOptions, build_report, verdict, write_report
     from rlearn.experiments.sweep import train_episodes_key
 
     if args.train_episodes is not None and args.train_key is not None:
@@ -71,7 +71,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {report}")
     for section in sections:
         for (x, y), e in section.improvement.items():
-            from rlearn.experiments.report import verdict
-
             print(f"  {section.kind}: {verdict(x, y, e).replace('**', '')}")
     return 0

@@ -8,6 +8,7 @@ command again resumes. Exit codes: 0 when every run finished, 1 when a run faile
 from __future__ import annotations
 
 import argparse
+import collections
 from pathlib import Path
 
 from rlearn.commands import fail
@@ -53,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
     except ExperimentError as exc:
         return fail("sweep", exc)
     result = sweep.run(display_enabled=False if args.no_progress else None)
-    counts = {}
-    for status in result.statuses.values():
-        counts[status] = counts.get(status, 0) + 1
+    counts = collections.Counter(result.statuses.values())
     print(f"sweep {result.exp_dir}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f" ({result.wall_s:.1f}s)")
     if result.exit_code in (130, 143):

@@ -158,10 +158,9 @@ def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Optional
 def _rebuild_argv(args: argparse.Namespace) -> list:
     """The command-line arguments of ``args`` without ``--nproc`` (what each launched process gets)."""
     argv = [args.config]
-    if args.work_dir is not None:
-        argv += ["--work-dir", args.work_dir]
-    if args.seed is not None:
-        argv += ["--seed", str(args.seed)]
+    for flag, value in (("--work-dir", args.work_dir), ("--seed", args.seed)):
+        if value is not None:
+            argv += [flag, str(value)]
     if args.overrides:
         argv += ["--set", *args.overrides]
     if args.resume is True:

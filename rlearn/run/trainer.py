@@ -4,6 +4,7 @@ as one rank of several. An error that ends the run is the last line of its log (
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from pathlib import Path
@@ -163,10 +164,8 @@ class Trainer:
             self.logger.warning("%s at train_iter %s, envstep %s", exc, train_iter, envstep)
             return
         prefix = f"rank {self.rank} of {self.world_size} stopped" if self.distributed else "run failed"
-        try:
+        with contextlib.suppress(Exception):  # reporting must not replace the error being reported
             self.logger.error(failure_line(exc, train_iter, envstep, prefix=prefix))
-        except Exception:  # noqa: BLE001 - reporting must not replace the error being reported
-            pass
 
     def _write_config(self) -> None:
         """Write ``config.py`` (rank 0), keeping the permissions of the file it replaces."""
@@ -300,10 +299,8 @@ class Trainer:
         self._closed = True
         for env in (self.env, self.eval_env):
             if env is not None:
-                try:
+                with contextlib.suppress(Exception):  # closing must not hide the error that brought us here
                     env.close()
-                except Exception:  # closing must not hide the error that brought us here
-                    pass
         if self.learner is not None:
             self.learner.close()
         if self.tracer is not None:
