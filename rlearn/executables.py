@@ -42,15 +42,11 @@ def executable(name: str) -> str:
     shell: the bare name when ``PATH`` finds this very one, else its path; a console script that is
     missing beside the interpreter runs as ``<python> -m <module>``."""
     python = Path(sys.executable)
-    if name == "python":
-        return "python" if _on_path_is("python", python) else _shown(python)
-    own = python.parent / name
+    own = python if name == "python" else python.parent / name
     if own.is_file() and os.access(own, os.X_OK):
         return name if _on_path_is(name, own) else _shown(own)
     module: Optional[str] = _MODULES.get(name)
-    if module is None:
-        return name
-    return f"{executable('python')} -m {module}"
+    return name if module is None else f"{executable('python')} -m {module}"
 
 
 def shell_command(name: str, *args: Union[str, Path]) -> str:

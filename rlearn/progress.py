@@ -16,9 +16,7 @@ ENV_VAR = "RLEARN_NO_PROGRESS"
 def progress_wanted(requested: Optional[bool] = None, stream: Optional[TextIO] = None) -> bool:
     """Whether to show a bar: ``requested`` if given (True still needs a terminal), else on when
     ``stream`` (default stderr) is a terminal and ``RLEARN_NO_PROGRESS`` is not true-ish."""
-    if requested is False:
-        return False
-    if os.environ.get(ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}:
+    if requested is False or os.environ.get(ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}:
         return False
     stream = stream if stream is not None else sys.stderr
     try:

@@ -57,11 +57,8 @@ class Run:
 
 @dataclass
 class Curve:
-    """One line of the plot: a group of runs aggregated at the x values ``x``.
-
-    ``mean``, ``low`` and ``high`` (the band) and ``count`` (how many runs contribute at each x) have the
-    length of ``x``; ``runs`` names the work dirs of the group.
-    """
+    """One line of the plot: a group of runs (``runs``: their work dirs) aggregated at the x values ``x``:
+    ``mean``, the band from ``low`` to ``high``, and ``count``, how many runs contribute at each x."""
 
     label: str
     x: List[float]
@@ -219,10 +216,8 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
 
 def prepare_curves(runs: Sequence[Run], key: str = DEFAULT_KEY, x: str = "envstep", band: str = "minmax",
                    ignored: Sequence[str] = DEFAULT_IGNORED) -> Tuple[List[Curve], List[str]]:
-    """The curves to draw and the warnings (runs left out because they never logged ``key``).
-
-    Raises PlotError naming the key and the keys that exist when no run has ``key``.
-    """
+    """The curves to draw and the warnings (runs left out because they never logged ``key``); a PlotError
+    naming the keys that exist when no run has ``key``."""
     if x not in X_COLUMNS:
         raise PlotError(f"--x must be one of {', '.join(X_COLUMNS)}, got {x!r}")
     curves: List[Curve] = []

@@ -16,14 +16,9 @@ EPISODE_KEYS = ("collector/episode_return", "collector/episode_length")
 
 
 class Loop:
-    """Base of :class:`~rlearn.run.off_policy.OffPolicyLoop` and :class:`OnPolicyLoop`.
-
-    Args:
-        learner: the :class:`rlearn.learner.BaseLearner`.
-        collector: the :class:`rlearn.collect.Collector` of this process.
-        world_size: processes of the run (each collects the same number of steps).
-        max_env_steps: ``train.max_env_steps``, counted over all processes.
-    """
+    """Base of :class:`~rlearn.run.off_policy.OffPolicyLoop` and :class:`OnPolicyLoop`: the ``learner``
+    trains on what this process's ``collector`` collects until ``max_env_steps`` (over all ``world_size``
+    processes, which each collect the same number of steps)."""
 
     def __init__(self, learner: Any, collector: Any, world_size: int, max_env_steps: int) -> None:
         self.learner = learner

@@ -19,14 +19,9 @@ __all__ = ["OffPolicyLoop", "UpdateSchedule"]
 
 
 class UpdateSchedule:
-    """Learner iterations earned by collected env steps.
-
-    Attributes:
-        updates_per_step: iterations per env step (a float: 0.5 is one iteration every 2 steps).
-        credit: fraction of an iteration earned but not run yet.
-        pending: iterations earned by the last collection and not run yet (non-zero in a checkpoint taken
-            between two of them, so a resumed run runs the rest before collecting again).
-    """
+    """Learner iterations earned by collected env steps, ``updates_per_step`` each (0.5: one every 2 steps):
+    ``credit`` is the fraction of an iteration earned but not run yet, ``pending`` the iterations earned by the
+    last collection and not run yet (a resumed run runs them before collecting again)."""
 
     KEYS = ("update_credit", "pending_updates")
 
@@ -59,7 +54,7 @@ class UpdateSchedule:
 
 
 class OffPolicyLoop(Loop):
-    """Collect, add to the replay buffer, run the earned iterations (see the module docstring)."""
+    """Collect, add to the replay buffer, run the earned iterations."""
 
     def __init__(self, learner: Any, collector: Any, buffer: Any, world_size: int, *, max_env_steps: int,
                  collect_steps: int, learning_starts: int, batch_size: int, schedule: UpdateSchedule) -> None:

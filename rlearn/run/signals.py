@@ -65,11 +65,8 @@ class _SignalScope:
 
 class InterruptGuard(_SignalScope):
     """Turns the first SIGINT, SIGTERM or SIGHUP into a flag (:attr:`requested`, :attr:`signal_name`) checked at
-    safe points; a second one raises :class:`StopNow` (stop at once, no checkpoint).
-
-    ``enabled=False`` in multi-process runs: the ranks could not agree on where to stop without a collective
-    per iteration, so Ctrl-C stops every rank at once and SIGTERM is :class:`TerminatedByLauncher`'s.
-    """
+    safe points; a second one raises :class:`StopNow`. Off in multi-process runs (the ranks could not agree on
+    where to stop without a collective per iteration)."""
 
     def __init__(self, enabled: bool = True) -> None:
         super().__init__(enabled, STOP_SIGNALS, self._handle)
@@ -92,13 +89,9 @@ class InterruptGuard(_SignalScope):
 
 
 class TerminatedByLauncher(_SignalScope):
-    """In a multi-process run (``enabled``), turns SIGTERM and SIGHUP into a
-    :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log says why it stopped.
-
-    torchrun sends SIGTERM to every rank when one failed, or when it is stopped itself; a rank cannot tell
-    the two apart, so it stops at once in both cases (docs/distributed.md, "Failures"). When the launcher is
-    gone (the kernel's signal of :func:`stop_with_parent`) the message says so.
-    """
+    """In a multi-process run (``enabled``), turns SIGTERM and SIGHUP (from torchrun when another rank failed or
+    it was stopped itself, or from the kernel when the launcher died: :func:`stop_with_parent`) into a
+    :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log says why it stopped."""
 
     #: how long a SIGTERM waits to see whether the launcher is dying (its threads exit one by one, and the
     #: kernel's parent-death signal can come before this process is handed to a new parent)

@@ -134,8 +134,12 @@ class Trainer:
         if self._closed:
             raise RuntimeError("this Trainer has already run (or was closed); build a new one")
         try:
-            if self.complete is not None:
-                return self._report_complete(self.complete)
+            complete = self.complete
+            if complete is not None:  # nothing left to do: say so on the console (rank 0), write nothing
+                if self.rank == 0:
+                    complete.report(self.exp_name, self.work_dir)
+                return self._result(train_iter=complete.train_iter, envstep=complete.envstep,
+                                    stop_reason=complete.reason, last_eval=complete.last_eval, already_complete=True)
             with TerminatedByLauncher(self.distributed):
                 return self._run()
         except BaseException as exc:
@@ -143,14 +147,6 @@ class Trainer:
             raise
         finally:
             self.close()
-
-    def _report_complete(self, complete: CompleteRun) -> RunResult:
-        """``--resume`` of a run that is already complete: say so on the console (rank 0), with the command
-        that extends it, and return its result; no file of the work dir is written."""
-        if self.rank == 0:
-            complete.report(self.exp_name, self.work_dir)
-        return self._result(train_iter=complete.train_iter, envstep=complete.envstep, stop_reason=complete.reason,
-                            last_eval=complete.last_eval, already_complete=True)
 
     def _log_fatal(self, exc: BaseException) -> None:
         """The error that ends a run as the last line of this rank's log (whatever the console shows): the
