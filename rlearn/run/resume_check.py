@@ -50,14 +50,15 @@ class CompleteRun:
         console.info(f"  to {goal}: {command}")
 
 
-def _complete(checkpoint: Mapping[str, Any], cfg: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-    """``reason``, ``why`` and ``extend`` when ``checkpoint`` has nothing left to do under ``cfg``."""
+def _complete(checkpoint: Mapping[str, Any], state: Mapping[str, Any],
+              cfg: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """``reason``, ``why`` and ``extend`` when ``checkpoint`` (its run's ``state``) has nothing left to do under
+    ``cfg``."""
     envstep, limit = int(checkpoint["envstep"]), cfg["train"]["max_env_steps"]
     if envstep >= limit:
         return dict(reason=MAX_ENV_STEPS, why=f"reached train.max_env_steps={limit}",
                     extend=[f"train.max_env_steps={max(2 * limit, envstep + limit)}"])
-    state = checkpoint.get("states", {}).get(STATE_NAME) or {}
-    last = state.get("last_eval") if isinstance(state, Mapping) else None
+    last = state.get("last_eval")
     stop_value = cfg["eval"]["stop_value"]
     if (stop_value is not None and isinstance(last, Mapping) and state.get("last_eval_envstep") == envstep
             and last.get("episode_return_mean", float("-inf")) >= stop_value):
@@ -79,13 +80,14 @@ def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: i
     path = Path(path)
     checkpoint = read_checkpoint(path)
     state = checkpoint.get("states", {}).get(STATE_NAME)
-    saved_world = state.get("world_size", 1) if isinstance(state, Mapping) else 1
+    state = state if isinstance(state, Mapping) else {}
+    saved_world = state.get("world_size", 1)
     if is_int(saved_world) and saved_world != world_size:
         raise CheckpointError(f"checkpoint {path}: {world_size_mismatch(saved_world, world_size)}")
-    found = _complete(checkpoint, cfg)
+    found = _complete(checkpoint, state, cfg)
     if found is None:
         return None
-    last = state.get("last_eval") if isinstance(state, Mapping) else None
+    last = state.get("last_eval")
     return CompleteRun(checkpoint=path, train_iter=int(checkpoint["train_iter"]), envstep=int(checkpoint["envstep"]),
                        last_eval=dict(last) if isinstance(last, Mapping) else None, world_size=world_size, **found)
 

@@ -25,10 +25,6 @@ __all__ = ["InterruptGuard", "StopNow", "TerminatedByLauncher", "stop_with_paren
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
 def signal_exit_code(signum: int) -> int:
     """The shell's exit status of a process stopped by ``signum``: ``128 + signum`` (130 for SIGINT)."""
     return 128 + int(signum)
@@ -53,7 +49,7 @@ class _SignalScope:
         self._previous: Dict[int, Any] = {}
 
     def __enter__(self) -> Any:
-        if self.enabled and _in_main_thread():
+        if self.enabled and threading.current_thread() is threading.main_thread():
             self._previous = {signum: signal.signal(signum, self._handler) for signum in self._signums}
         return self
 
