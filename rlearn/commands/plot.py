@@ -195,8 +195,7 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
     known = [flat for flat in flats.values() if flat is not None]
     differing = sorted({k for flat in known for k in flat if any(other.get(k, object()) != flat.get(k) for other in known)})
     group_names = [{run.name for run in members} for members in groups.values()]
-    named_apart = len(groups) > 1 and all(len(names) == 1 for names in group_names) and \
-        len({next(iter(names)) for names in group_names}) == len(groups)
+    named_apart = len(groups) == len(set().union(*group_names)) > 1 and all(len(n) == 1 for n in group_names)
     labelled = []
     for ident, members in groups.items():
         flat = flats[ident]
@@ -205,8 +204,7 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
         elif named_apart:
             label = members[0].name
         elif len(groups) == 1 or not differing:
-            names = sorted({run.name for run in members})
-            label = names[0] if len(names) == 1 else ", ".join(names)
+            label = ", ".join(sorted({run.name for run in members}))
         else:
             label = "\n".join(textwrap.wrap(", ".join(f"{k}={flat.get(k, '-')}" for k in differing), LABEL_WIDTH,
                                              break_long_words=False, break_on_hyphens=False))

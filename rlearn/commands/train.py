@@ -99,9 +99,7 @@ def _exit_code(exc: Exception) -> Optional[int]:
 
     if isinstance(exc, (ConfigError, CheckpointError)):
         return 2
-    if isinstance(exc, (DistributedError, EnvironmentFault, FileWriteError)):
-        return 1
-    return None
+    return 1 if isinstance(exc, (DistributedError, EnvironmentFault, FileWriteError)) else None
 
 
 def _train(args: argparse.Namespace) -> int:

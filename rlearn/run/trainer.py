@@ -346,13 +346,12 @@ def train(
     Args:
         cfg: a config dict (resolved here), a config file path or a bundled config name.
         work_dir: where the log, ``tb/``, ``ckpt/``, ``config.py`` (and ``trace/``) go; default
-            ``work_dirs/<exp_name>``, or the next free ``<exp_name>_2``, ``_3``... An explicit ``work_dir``
-            that holds a run is refused (ConfigError) unless resuming.
+            ``work_dirs/<exp_name>``, or the next free ``<exp_name>_2``, ``_3``... (one that holds a run is
+            refused unless resuming).
         resume: ``True`` continues from ``<work_dir>/ckpt/latest.pt``, a path from that checkpoint.
         progress: show the progress bar (None: only on a terminal, unless ``RLEARN_NO_PROGRESS=1``).
 
-    Returns:
-        A :class:`RunResult`. Config mistakes raise :class:`rlearn.config.ConfigError`; a bad
-        checkpoint raises :class:`rlearn.checkpoint.CheckpointError`.
+    Returns a :class:`RunResult`; raises :class:`rlearn.config.ConfigError` for a config mistake and
+    :class:`rlearn.checkpoint.CheckpointError` for a bad checkpoint.
     """
     return Trainer(cfg, work_dir=work_dir, resume=resume, progress=progress).run()

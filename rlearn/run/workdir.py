@@ -149,6 +149,5 @@ def resume_checkpoint(work_dir: WorkDir, resume: ResumeArg) -> Optional[Path]:
     ckpt_dir = work_dir.ckpt_dir
     if not (ckpt_dir / "latest.pt").exists() and not any(ckpt_dir.glob("iteration_*.pt")):
         raise ConfigError(f"--resume: no checkpoint at {str(ckpt_dir / 'latest.pt')!r}")
-    # latest.pt, else the newest iteration_<n>.pt that reads and verifies (CheckpointError when none does)
     path, work_dir.resume_skipped = find_resume_checkpoint(ckpt_dir)
     return path
