@@ -1,10 +1,8 @@
 """``python -m rlearn`` is the same as the ``rlearn`` command.
 
-``python -m`` puts the working directory first on ``sys.path``, so a folder named ``rlearn`` or
-``policies`` there (a results folder, a project's own package) would be imported in place of the
-installed packages, and the command would fail with an ImportError. Before anything else, both packages
-are taken from the installation this file belongs to (:func:`use_installed_packages`); the working
-directory stays on ``sys.path`` for the config's ``custom_imports``.
+``python -m`` puts the working directory first on ``sys.path``, where a folder named ``rlearn`` or
+``policies`` would shadow the installed packages: both are taken from this installation first
+(:func:`use_installed_packages`); the working directory stays on ``sys.path`` for ``custom_imports``.
 """
 
 import importlib.util

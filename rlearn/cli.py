@@ -1,11 +1,6 @@
-"""The ``rlearn`` command line.
-
-Each sub-command lives in its own module under :mod:`rlearn.commands` and exposes
-
-* ``HELP``: a one-line summary shown by ``rlearn --help``;
-* ``add_arguments(parser)``: declares its arguments (cheap: no torch import);
-* ``run(args) -> int``: does the work and returns the process exit code.
-"""
+"""The ``rlearn`` command line: one sub-command per module of :mod:`rlearn.commands`, each with ``HELP`` (its
+line in ``rlearn --help``), ``EPILOG`` (examples, optional), ``add_arguments(parser)`` (cheap: no torch
+import) and ``run(args) -> int`` (the exit code)."""
 
 from __future__ import annotations
 
@@ -16,16 +11,8 @@ from typing import Optional, Sequence
 
 from rlearn import __version__
 
-#: sub-command name -> module implementing it
-COMMANDS = {
-    "train": "rlearn.commands.train",
-    "trace": "rlearn.commands.trace",
-    "eval": "rlearn.commands.eval",
-    "plot": "rlearn.commands.plot",
-    "sweep": "rlearn.commands.sweep",
-    "report": "rlearn.commands.report",
-    "tune": "rlearn.commands.tune",
-}
+#: sub-command name -> module implementing it, in the order ``rlearn --help`` lists them
+COMMANDS = {name: f"rlearn.commands.{name}" for name in ("train", "trace", "eval", "plot", "sweep", "report", "tune")}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
+        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP,
+                                    epilog=getattr(module, "EPILOG", None),
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(sub)
         sub.set_defaults(_module=module)
     return parser

@@ -1,15 +1,6 @@
-"""Commands printed for the user (``tensorboard --logdir ...``, ``rlearn eval ...``, ``resume with: rlearn
-train ...``) that work when pasted as they are.
-
-After the README's install (``python3 -m venv .venv && .venv/bin/pip install -e .``) the venv is not
-activated: ``rlearn`` and ``tensorboard`` are not on ``PATH``, or ``PATH`` finds other copies. A command is
-therefore printed with the bare name only when ``PATH`` finds this environment's own executable, and
-with that executable's path otherwise (relative to the working directory when it lies below it, as
-``.venv/bin/tensorboard``)::
-
-    shell_command("tensorboard", "--logdir", "work_dirs/td3/tb")
-    # 'tensorboard --logdir work_dirs/td3/tb'            (venv activated)
-    # '.venv/bin/tensorboard --logdir work_dirs/td3/tb'  (not activated)
+"""Commands printed for the user (``tensorboard --logdir ...``, ``resume with: rlearn train ...``) that work
+when pasted as they are, also from a venv that is not activated: the bare name only when ``PATH`` finds this
+environment's own executable, else its path (``.venv/bin/tensorboard --logdir work_dirs/td3/tb``).
 """
 
 from __future__ import annotations
@@ -51,15 +42,11 @@ def executable(name: str) -> str:
     shell: the bare name when ``PATH`` finds this very one, else its path; a console script that is
     missing beside the interpreter runs as ``<python> -m <module>``."""
     python = Path(sys.executable)
-    if name == "python":
-        return "python" if _on_path_is("python", python) else _shown(python)
-    own = python.parent / name
+    own = python if name == "python" else python.parent / name
     if own.is_file() and os.access(own, os.X_OK):
         return name if _on_path_is(name, own) else _shown(own)
     module: Optional[str] = _MODULES.get(name)
-    if module is None:
-        return name
-    return f"{executable('python')} -m {module}"
+    return name if module is None else f"{executable('python')} -m {module}"
 
 
 def shell_command(name: str, *args: Union[str, Path]) -> str:

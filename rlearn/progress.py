@@ -1,9 +1,5 @@
-"""The terminal progress bar of a training run (env steps, steps/s, last evaluation return).
-
-The bar is drawn with tqdm on stderr, only when stderr is a terminal and ``RLEARN_NO_PROGRESS`` is not
-set to a true value (``1``, ``true``, ``yes``, ``on``). While it is shown, lines written to stdout (the
-log) are routed around it so the bar stays at the bottom instead of being overwritten.
-"""
+"""The terminal progress bar of a training run (env steps, steps/s, last evaluation return): tqdm on stderr,
+only on a terminal and unless ``RLEARN_NO_PROGRESS`` is true; stdout lines (the log) are routed around it."""
 
 from __future__ import annotations
 
@@ -20,9 +16,7 @@ ENV_VAR = "RLEARN_NO_PROGRESS"
 def progress_wanted(requested: Optional[bool] = None, stream: Optional[TextIO] = None) -> bool:
     """Whether to show a bar: ``requested`` if given (True still needs a terminal), else on when
     ``stream`` (default stderr) is a terminal and ``RLEARN_NO_PROGRESS`` is not true-ish."""
-    if requested is False:
-        return False
-    if os.environ.get(ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}:
+    if requested is False or os.environ.get(ENV_VAR, "").strip().lower() in {"1", "true", "yes", "on"}:
         return False
     stream = stream if stream is not None else sys.stderr
     try:
@@ -66,22 +60,14 @@ class _StdoutAroundBar:
 
 
 class ProgressBar:
-    """A tqdm bar over env steps; a no-op object when disabled.
-
-    Args:
-        total: env steps of the whole run (``train.max_env_steps``).
-        initial: env steps already done (a resumed run starts there).
-        enabled: draw it (see :func:`progress_wanted`).
-        desc: label on the left (the experiment name).
-
-    Use as a context manager: stdout is routed around the bar while it is open.
-    """
+    """A tqdm bar over the ``total`` env steps of a run, from ``initial`` (a resumed run), labelled ``desc``; a
+    no-op object unless ``enabled`` (:func:`progress_wanted`). A context manager: stdout is routed around the
+    bar while it is open."""
 
     def __init__(self, total: int, initial: int = 0, enabled: bool = False, desc: str = "") -> None:
         self.enabled = enabled
         self._bar: Any = None
         self._stdout: Optional[_StdoutAroundBar] = None
-        self._saved_stdout: Optional[TextIO] = None
         self._n = int(initial)
         self._total = int(total)
         self._desc = desc
@@ -95,7 +81,6 @@ class ProgressBar:
                 total=self._total, initial=min(self._n, self._total), desc=self._desc, unit="step",
                 unit_scale=self._total >= 10_000, dynamic_ncols=True, file=stream, leave=True,
             )
-            self._saved_stdout = sys.stdout
             self._stdout = _StdoutAroundBar(sys.stdout, stream)
             sys.stdout = self._stdout  # type: ignore[assignment]
         return self
@@ -124,5 +109,5 @@ class ProgressBar:
         if self._stdout is not None:
             self._stdout.drain()
             if sys.stdout is self._stdout:
-                sys.stdout = self._saved_stdout  # type: ignore[assignment]
+                sys.stdout = self._stdout._real
             self._stdout = None

@@ -1,25 +1,19 @@
 """``rlearn eval CKPT_OR_WORK_DIR``: play a trained policy deterministically and print its returns.
 
-The environment and the policy are rebuilt from the config stored in the checkpoint (with the run's own
-builders, :mod:`rlearn.run.build`), the policy's weights loaded, and ``--episodes`` episodes played by an
-:class:`rlearn.collect.Evaluator` with ``_forward_eval``. A work dir means its ``ckpt/best.pt`` if there is
-one, else ``ckpt/latest.pt``; the first line says which. ``--video out.mp4`` also films one episode.
-
-Opening a checkpoint runs no code from it: a config that names code to import (``custom_imports``, a
-``policy.type`` or ``env.id`` import path) is refused unless ``--allow-imports`` says the checkpoint is
-trusted (:func:`rlearn.config.imports_named`).
-
-Exit codes: 0 after printing the results; 2 with one line on stderr for a missing, corrupt or foreign
-checkpoint, a bad argument, or a missing ``video`` extra. See docs/evaluation.md.
+The environment and the policy are rebuilt from the checkpoint's config with the run's own builders
+(:mod:`rlearn.run.build`); a config that names code to import is refused unless ``--allow-imports``. Exit
+codes: 0 after printing the results; 2 with one line on stderr for any mistake. See docs/evaluation.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
-import sys
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
+
+from rlearn.commands import fail, int_at_least
 
 HELP = "play a trained policy deterministically (a checkpoint or a work dir) and print its returns"
 
@@ -36,35 +30,13 @@ class EvalCommandError(Exception):
     """A mistake reported as one line and exit code 2."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn eval`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("target", metavar="CKPT_OR_WORK_DIR",
                         help="a checkpoint file, or a run's work dir (its ckpt/best.pt, else ckpt/latest.pt)")
-    parser.add_argument("--episodes", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--episodes", type=int_at_least(1), default=None, metavar="N",
                         help="episodes to play (default: the run's eval.episodes)")
-    parser.add_argument("--seed", type=_seed, default=None, metavar="S",
+    parser.add_argument("--seed", type=int_at_least(0), default=None, metavar="S",
                         help="seed of the episodes (default: the seed the run's evaluations started from)")
     parser.add_argument("--video", default=None, metavar="OUT.mp4",
                         help="also record one episode as an MP4 (needs: pip install 'rlearn[video]')")
@@ -118,13 +90,10 @@ def _load(path: Path, allow_imports: bool = False) -> Tuple[Dict[str, Any], Dict
 def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Optional[int] = None,
                         video: Optional[Path] = None, device: str = "cpu",
                         allow_imports: bool = False) -> Dict[str, Any]:
-    """Rebuild the env and policy of checkpoint ``path``, play ``episodes`` deterministic episodes.
-
-    A checkpoint whose config imports code (``custom_imports``...) is refused unless ``allow_imports``.
-
-    Returns ``{"result": Evaluator result, "episodes": per-episode list, "seed", "checkpoint", "config",
-    "video": EpisodeVideo or None}``. Raises :class:`EvalCommandError` for every user-facing problem.
-    """
+    """Rebuild the env and policy of checkpoint ``path`` (refused if its config imports code, unless
+    ``allow_imports``), play ``episodes`` deterministic episodes. Returns ``{"result": Evaluator result,
+    "episodes": per-episode list, "seed", "checkpoint", "config", "video": EpisodeVideo or None}``; raises
+    :class:`EvalCommandError` for every user-facing problem."""
     import torch
 
     from rlearn.checkpoint import CheckpointError
@@ -174,10 +143,8 @@ def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Option
                 from rlearn.video import VideoRecorder
 
                 recorder = VideoRecorder(cfg["env"]["id"], policy, cfg["env"]["kwargs"], seed=seed)
-                try:
+                with contextlib.closing(recorder):
                     clip = recorder.record(video)
-                finally:
-                    recorder.close()
     finally:
         if eval_env is not None:
             eval_env.close()
@@ -196,8 +163,7 @@ def run(args: argparse.Namespace) -> int:
                                   video=None if args.video is None else Path(args.video), device=args.device,
                                   allow_imports=args.allow_imports)
     except EvalCommandError as exc:
-        print(f"rlearn eval: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return fail("eval", exc)
     checkpoint, cfg, result = out["checkpoint"], out["config"], out["result"]
     progress = checkpoint.get("eval_progress") or {}
     if progress.get("best_return") is not None:

@@ -1,35 +1,24 @@
 """``rlearn plot WORK_DIR... [-o curves.png] [--key KEY] [--x envstep|iter|time]``: learning curves as a PNG.
 
-Reads each work dir's ``metrics.jsonl`` (:class:`rlearn.writers.JsonlWriter`) and draws one line per group
-of runs: runs whose ``config.py`` is the same apart from ``seed`` and ``exp_name`` (and the writer list
-and video settings: :data:`DEFAULT_IGNORED`), the seeds of one experiment, form a group, drawn as the mean
-over its runs with a shaded band (min to max over the runs by default, ``--band std`` for mean +- one
-standard deviation, ``--band none``). The data preparation is
-:func:`prepare_curves` (tested on its own); :func:`plot_curves` only draws.
-
-Alignment across the runs of a group: the x values of the curve are the union of the runs' x values; each
-run contributes at an x inside its own range, linearly interpolated between its two nearest points (exact
-at its own points), and nothing outside it, so a run that stopped early or started late does not drag the
-mean. Rows without the key (an evaluation key in a periodic log row) are skipped; a damaged line of a
-``metrics.jsonl`` is skipped with a warning naming the file and the line. ``config.py`` is read as the dict
-literal rlearn writes, never executed (opening someone else's work dir runs none of their code). See
-docs/cli.md.
+Reads each work dir's ``metrics.jsonl`` and draws one line per group of runs whose ``config.py`` differs
+only in :data:`DEFAULT_IGNORED` keys (the seeds of one experiment): their mean, with a min-max (or std)
+band. :func:`prepare_curves` prepares the data, :func:`plot_curves` draws; see docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import errno
 import io
 import json
 import math
-import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from rlearn.commands import fail
 
 HELP = "plot learning curves from work dirs' metrics.jsonl (mean and band over seeds) into a PNG"
 
@@ -68,11 +57,8 @@ class Run:
 
 @dataclass
 class Curve:
-    """One line of the plot: a group of runs aggregated at the x values ``x``.
-
-    ``mean``, ``low`` and ``high`` (the band) and ``count`` (how many runs contribute at each x) have the
-    length of ``x``; ``runs`` names the work dirs of the group.
-    """
+    """One line of the plot: a group of runs (``runs``: their work dirs) aggregated at the x values ``x``:
+    ``mean``, the band from ``low`` to ``high``, and ``count``, how many runs contribute at each x."""
 
     label: str
     x: List[float]
@@ -107,8 +93,8 @@ def read_config_literal(path: Path) -> Dict[str, Any]:
 def load_run(work_dir: Path) -> Run:
     """Read ``<work_dir>/metrics.jsonl`` and ``<work_dir>/config.py`` (PlotError when there is no metrics file).
 
-    Damaged lines of ``metrics.jsonl`` are skipped and ``config.py`` is read without running it (see the module
-    doc); each problem is a warning on stderr."""
+    Damaged lines of ``metrics.jsonl`` are skipped and ``config.py`` is read without running it
+    (:func:`read_config_literal`); each problem is a warning on stderr."""
     from rlearn.writers.jsonl import JsonlWriter
 
     work_dir = Path(work_dir)
@@ -166,9 +152,9 @@ def _interp(xs: List[float], ys: List[float], at: float) -> Optional[float]:
 
 
 def aggregate(runs: Sequence[Tuple[List[float], List[float]]], band: str = "minmax") -> Tuple[List[float], ...]:
-    """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)`` series (see the module doc for the
-    alignment). ``band``: ``minmax`` (low = min, high = max over the runs at each x), ``std`` (mean -+ the
-    population standard deviation) or ``none`` (low = high = mean)."""
+    """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)`` series: at each x of their union, the runs
+    whose range covers it, linearly interpolated. ``band``: ``minmax`` (low = min, high = max), ``std`` (mean
+    -+ the population standard deviation) or ``none`` (low = high = mean)."""
     grid = sorted({v for xs, _ in runs for v in xs})
     out: Tuple[List[float], ...] = ([], [], [], [], [])
     for at in grid:
@@ -196,11 +182,9 @@ def _flat(config: Optional[Mapping[str, Any]], ignored: Sequence[str]) -> Option
 
 
 def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) -> List[Tuple[str, List[Run]]]:
-    """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label:
-    with one group the runs' name (exp_name); with several, each group's exp_name when every group has one
-    name of its own (``td3_pendulum`` beside ``sb3_td3``), else the config values that tell the groups apart
-    (``policy.lr=0.001``), wrapped onto lines of :data:`LABEL_WIDTH` characters, never cut (two cut labels
-    could read the same); a run without ``config.py`` is a group of its own named after its directory."""
+    """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label: the
+    runs' exp_name when that tells the groups apart, else the config values that do (``policy.lr=0.001``),
+    wrapped, never cut; a run without ``config.py`` is a group of its own named after its directory."""
     groups: Dict[str, List[Run]] = {}
     flats: Dict[str, Optional[Dict[str, Any]]] = {}
     for run in runs:
@@ -211,8 +195,7 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
     known = [flat for flat in flats.values() if flat is not None]
     differing = sorted({k for flat in known for k in flat if any(other.get(k, object()) != flat.get(k) for other in known)})
     group_names = [{run.name for run in members} for members in groups.values()]
-    named_apart = len(groups) > 1 and all(len(names) == 1 for names in group_names) and \
-        len({next(iter(names)) for names in group_names}) == len(groups)
+    named_apart = len(groups) == len(set().union(*group_names)) > 1 and all(len(n) == 1 for n in group_names)
     labelled = []
     for ident, members in groups.items():
         flat = flats[ident]
@@ -221,8 +204,7 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
         elif named_apart:
             label = members[0].name
         elif len(groups) == 1 or not differing:
-            names = sorted({run.name for run in members})
-            label = names[0] if len(names) == 1 else ", ".join(names)
+            label = ", ".join(sorted({run.name for run in members}))
         else:
             label = "\n".join(textwrap.wrap(", ".join(f"{k}={flat.get(k, '-')}" for k in differing), LABEL_WIDTH,
                                              break_long_words=False, break_on_hyphens=False))
@@ -232,10 +214,8 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
 
 def prepare_curves(runs: Sequence[Run], key: str = DEFAULT_KEY, x: str = "envstep", band: str = "minmax",
                    ignored: Sequence[str] = DEFAULT_IGNORED) -> Tuple[List[Curve], List[str]]:
-    """The curves to draw and the warnings (runs left out because they never logged ``key``).
-
-    Raises PlotError naming the key and the keys that exist when no run has ``key``.
-    """
+    """The curves to draw and the warnings (runs left out because they never logged ``key``); a PlotError
+    naming the keys that exist when no run has ``key``."""
     if x not in X_COLUMNS:
         raise PlotError(f"--x must be one of {', '.join(X_COLUMNS)}, got {x!r}")
     curves: List[Curve] = []
@@ -294,30 +274,19 @@ def draw_curves(curves: Sequence[Curve], key: str, x: str, title: Optional[str] 
 
 
 def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Optional[str] = None) -> Path:
-    """Draw ``curves`` (:func:`draw_curves`) into the PNG ``out`` (written atomically); returns ``out``.
-
-    Raises :class:`rlearn.fileio.FileWriteError` (one line naming the path and the cause) when ``out`` cannot
-    be written."""
-    from rlearn.fileio import FileWriteError, atomic_write_bytes
+    """Draw ``curves`` (:func:`draw_curves`) into the PNG ``out`` (written atomically, folders created);
+    returns ``out``. Raises :class:`rlearn.fileio.FileWriteError` (one line naming the path and the cause)
+    when ``out`` cannot be written."""
+    from rlearn.fileio import atomic_write_bytes
 
     image = io.BytesIO()
     draw_curves(curves, key, x, title).savefig(image, format="png")
-    out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as exc:  # a file where a folder of the path should be
-        cause = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-        raise FileWriteError(out, cause, "nothing was written") from exc
-    except OSError as exc:
-        raise FileWriteError(out, exc, "nothing was written") from exc
-    return atomic_write_bytes(out, image.getvalue())
+    return atomic_write_bytes(Path(out), image.getvalue())
 
 
 # ------------------------------------------------------------------------------------------- command
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn plot`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("work_dirs", nargs="+", metavar="WORK_DIR", help="work dirs holding a metrics.jsonl")
     parser.add_argument("-o", "--output", default="curves.png", metavar="PNG", help="the image (default: curves.png)")
     parser.add_argument("--key", default=DEFAULT_KEY, help=f"the metric to plot (default: {DEFAULT_KEY})")
@@ -337,15 +306,13 @@ def run(args: argparse.Namespace) -> int:
         runs = [load_run(Path(d)) for d in args.work_dirs]
         curves, warnings = prepare_curves(runs, args.key, args.x, args.band, DEFAULT_IGNORED + tuple(args.ignore))
     except PlotError as exc:
-        print(f"rlearn plot: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("plot", exc)
     for warning in warnings:
         print(f"rlearn plot: warning: {warning}", file=sys.stderr)
     try:
         out = plot_curves(curves, args.key, args.x, Path(args.output), args.title)
     except OSError as exc:  # FileWriteError: one line naming the path and the cause
-        print(f"rlearn plot: error: {exc}", file=sys.stderr)
-        return 1
+        return fail("plot", exc, 1)
     print(f"wrote {out}: {args.key} over {X_LABELS[args.x]}, " + "; ".join(
         c.label.replace("\n", " ") + ("" if len(c.runs) > 1 else f" ({c.runs[0]})") for c in curves))
     return 0

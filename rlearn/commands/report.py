@@ -1,17 +1,15 @@
 """``rlearn report EXP_DIR [EXP_DIR ...] [-o DIR]``: aggregate scores of experiments with confidence intervals.
 
-Writes ``DIR/report.md`` (IQM, median, mean, optimality gap with 95 % stratified bootstrap CIs, probability
-of improvement of each pair, every run's score), ``DIR/scores.json`` and PNGs (aggregates, performance
-profiles, IQM curves against env steps and wall time). Needs rliable (``pip install 'rlearn[experiments]'``).
-Exit code 2 with one line for a missing package, an empty dir or a bad option. See docs/experiments.md and
-:mod:`rlearn.experiments.report`.
+Writes ``DIR/report.md``, ``DIR/scores.json`` and PNGs (:mod:`rlearn.experiments.report`). Exit code 2 with
+one line for a missing package, an empty dir or a bad option. See docs/experiments.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from rlearn.commands import fail
 
 HELP = "compare experiments (sweep dirs): IQM, CIs, probability of improvement, curves (Markdown + PNGs)"
 
@@ -35,8 +33,6 @@ def _range(text: str):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn report`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("exp_dirs", nargs="+", metavar="EXP_DIR",
                         help="experiment dirs (a sweep's --out; any dir of work dirs), one experiment each")
     parser.add_argument("-o", "--output", default="report", metavar="DIR", help="where report.md and the PNGs go "
@@ -59,25 +55,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compute and write the report; the exit code."""
     from rlearn.experiments.child import ExperimentError
-    from rlearn.experiments.report import ReportOptions, build_report, write_report
+    from rlearn.experiments.report import ReportOptions, build_report, verdict, write_report
     from rlearn.experiments.sweep import train_episodes_key
 
     if args.train_episodes is not None and args.train_key is not None:
-        print("rlearn report: error: give --train-episodes or --train-key, not both", file=sys.stderr)
-        return 2
+        return fail("report", "give --train-episodes or --train-key, not both")
     train_key = train_episodes_key(args.train_episodes) if args.train_episodes is not None else args.train_key
     options = ReportOptions(reps=args.reps, seed=args.seed, train_key=train_key, normalize=args.normalize,
                             target=args.target)
     try:
         experiments, sections = build_report([Path(d) for d in args.exp_dirs], options)
     except ExperimentError as exc:
-        print(f"rlearn report: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("report", exc)
     report = write_report(experiments, sections, options, Path(args.output))
     print(f"wrote {report}")
     for section in sections:
         for (x, y), e in section.improvement.items():
-            from rlearn.experiments.report import verdict
-
             print(f"  {section.kind}: {verdict(x, y, e).replace('**', '')}")
     return 0

@@ -1,16 +1,17 @@
 """``rlearn sweep CONFIG --seeds 0-9 [--jobs N] [--out DIR] [--set KEY=VALUE ...]``: one run per seed.
 
-Each seed is an ordinary ``rlearn train`` in its own process and work dir (``DIR/seed_<n>``), up to N at
-once; run the same command again to resume an interrupted sweep. Exit codes: 0 when every run finished,
-1 when a run failed, 2 for a mistake in the command or the config, 130 / 143 after Ctrl-C / SIGTERM (the
-running runs saved a checkpoint). See docs/experiments.md and :mod:`rlearn.experiments.sweep`.
+Each seed is an ordinary ``rlearn train`` in its own process and work dir (``DIR/seed_<n>``); the same
+command again resumes. Exit codes: 0 when every run finished, 1 when a run failed, 2 for a mistake, 130 /
+143 after Ctrl-C / SIGTERM. See docs/experiments.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import collections
 from pathlib import Path
+
+from rlearn.commands import fail
 
 HELP = "train a config over many seeds, one process and work dir per seed (resumable)"
 
@@ -25,8 +26,6 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn sweep`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("config", nargs="?", metavar="CONFIG",
                         help="a config file or bundled config name (as for rlearn train); omit it to continue the "
                              "sweep in --out")
@@ -53,12 +52,9 @@ def run(args: argparse.Namespace) -> int:
         sweep = Sweep(args.config, seeds, Path(args.out) if args.out else None, args.overrides, args.jobs,
                       args.train_episodes)
     except ExperimentError as exc:
-        print(f"rlearn sweep: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("sweep", exc)
     result = sweep.run(display_enabled=False if args.no_progress else None)
-    counts = {}
-    for status in result.statuses.values():
-        counts[status] = counts.get(status, 0) + 1
+    counts = collections.Counter(result.statuses.values())
     print(f"sweep {result.exp_dir}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
           + f" ({result.wall_s:.1f}s)")
     if result.exit_code in (130, 143):

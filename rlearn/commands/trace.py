@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import List
 
+from rlearn.commands import fail, int_at_least
 from rlearn.executables import shell_command
 
 HELP = "merge a run's timeline records into a Chrome/Perfetto trace (.json or .json.gz) and print a summary"
@@ -23,16 +23,6 @@ def _rank_list(text: str) -> List[int]:
     return ranks
 
 
-def _iteration(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"iteration must be an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"iteration must be >= 0, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn trace``."""
     parser.add_argument("work_dir", metavar="WORK_DIR",
@@ -41,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output file; gzip-compressed when it ends in .gz (default: WORK_DIR/trace.json)")
     parser.add_argument("--ranks", type=_rank_list, default=None, metavar="R[,R...]",
                         help="only these ranks, e.g. 0,1 (default: every rank found)")
-    parser.add_argument("--from-iter", type=_iteration, default=None, metavar="N",
+    parser.add_argument("--from-iter", type=int_at_least(0, "iteration"), default=None, metavar="N",
                         help="keep what lies within learner iterations N.. (spans recorded with an iter arg)")
-    parser.add_argument("--to-iter", type=_iteration, default=None, metavar="M",
+    parser.add_argument("--to-iter", type=int_at_least(0, "iteration"), default=None, metavar="M",
                         help="keep what lies within learner iterations ..M (inclusive)")
     parser.add_argument("--no-summary", action="store_true", help="do not print the summary table")
 
@@ -58,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = merge_work_dir(args.work_dir, ranks=args.ranks, from_iter=args.from_iter, to_iter=args.to_iter)
     except (TraceMergeError, RecordsError) as exc:
-        print(f"rlearn trace: error: {exc}", file=sys.stderr)
-        return 1
+        return fail("trace", exc, 1)
     check_trace(result.trace)  # a failure here is a bug in the merger, not in the user's records
     if args.output is not None:
         output = Path(args.output)

@@ -1,14 +1,8 @@
 """``rlearn train CONFIG``: train a policy from a config file or a bundled config.
 
-Exit codes: 0 when the run finished (``train.max_env_steps`` or ``eval.stop_value`` reached), 2 for a
-mistake in the command, the config or the checkpoint (one line on stderr, no traceback), 130 after Ctrl-C,
-143 after SIGTERM and 129 after SIGHUP (one process: a checkpoint was saved; the last lines say how to resume; a second
-signal stops at once with the same code), 1 for any other failure (one line for an environment that
-returned NaN, or a rank that lost its peers or its launcher; a traceback for a bug). The log ends with
-the error and where it happened. See docs/cli.md.
-
-``--nproc N`` re-launches the same command through ``torchrun`` in N processes (docs/distributed.md);
-under ``torchrun`` the command runs as one rank of the group.
+Exit codes (docs/cli.md): 0 when the run finished, 2 for a mistake in the command, the config or the
+checkpoint (one line on stderr), 128 + the signal after Ctrl-C / SIGTERM / SIGHUP, 1 for any other failure.
+``--nproc N`` re-launches the same command through ``torchrun`` in N processes (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -17,7 +11,9 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, Optional
+
+from rlearn.commands import fail
 
 HELP = "train a policy from a config file or a bundled config"
 
@@ -35,8 +31,6 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn train`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("config", nargs="?", metavar="CONFIG",
                         help="a Python config file defining `config = dict(...)`, or a bundled config name")
     parser.add_argument("--work-dir", metavar="DIR", default=None,
@@ -58,30 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a config or checkpoint error")
 
 
-def _error(message: Any) -> int:
-    text = " ".join(str(message).split())  # one line
-    print(f"rlearn train: error: {text}", file=sys.stderr)
-    return 2
-
-
 def _list_configs() -> int:
     import importlib
 
     from rlearn.configs import available_configs
 
     names = available_configs()
-    if not names:
-        print("no bundled configs")
-        return 0
-    width = max(len(n) for n in names)
+    width = max(map(len, names), default=0)
     for name in names:
-        module = importlib.import_module(f"rlearn.configs.{name}")
-        doc = (module.__doc__ or "").strip().splitlines()
-        cfg = getattr(module, "config", {}) or {}
-        env = (cfg.get("env") or {}).get("id", "?")
-        policy = (cfg.get("policy") or {}).get("type", "?")
-        summary = doc[0] if doc else f"{policy} on {env}"
-        print(f"{name:<{width}}  {summary}")
+        summary = (importlib.import_module(f"rlearn.configs.{name}").__doc__ or "").strip().splitlines()
+        print(f"{name:<{width}}  {summary[0] if summary else ''}")
     return 0
 
 
@@ -90,18 +70,42 @@ def run(args: argparse.Namespace) -> int:
     if args.list_configs:
         return _list_configs()
     if not args.config:
-        return _error("CONFIG is required: a config file (e.g. examples/custom_policy.py) or a bundled config "
-                      "name (see: rlearn train --list-configs)")
-
-    from rlearn.config import ConfigError, load_config
-
-    debug = args.debug or os.environ.get("RLEARN_DEBUG", "") not in ("", "0")
+        return fail("train", "CONFIG is required: a config file (e.g. examples/custom_policy.py) or a bundled "
+                             "config name (see: rlearn train --list-configs)")
     try:
-        cfg = load_config(args.config, overrides=args.overrides, seed=args.seed)
-    except ConfigError as exc:
-        if debug:
+        return _train(args)
+    except Exception as exc:
+        code = _exit_code(exc)
+        if code is None or args.debug or os.environ.get("RLEARN_DEBUG", "") not in ("", "0"):
             raise
-        return _error(exc)
+        return fail("train", exc, code)
+    except KeyboardInterrupt as exc:
+        from rlearn.run.signals import StopNow, signal_exit_code
+
+        if not isinstance(exc, StopNow):
+            raise
+        print(f"rlearn train: {exc}", file=sys.stderr)  # a second Ctrl-C / SIGTERM: stopped at once
+        return signal_exit_code(exc.signum)
+
+
+def _exit_code(exc: Exception) -> Optional[int]:
+    """2 for a mistake in the config or the checkpoint, 1 for a failure told in one line (an environment
+    that returned NaN, a rank that lost its peers, a full or read-only disk); None for a bug (traceback)."""
+    from rlearn.checkpoint import CheckpointError
+    from rlearn.config import ConfigError
+    from rlearn.distributed import DistributedError
+    from rlearn.env.checks import EnvironmentFault
+    from rlearn.fileio import FileWriteError
+
+    if isinstance(exc, (ConfigError, CheckpointError)):
+        return 2
+    return 1 if isinstance(exc, (DistributedError, EnvironmentFault, FileWriteError)) else None
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rlearn.config import load_config
+
+    cfg = load_config(args.config, overrides=args.overrides, seed=args.seed)
     if args.print_config:
         from rlearn.config import format_config
 
@@ -112,66 +116,39 @@ def run(args: argparse.Namespace) -> int:
         if launched is not None:
             return launched
 
-    from rlearn.checkpoint import CheckpointError
-    from rlearn.distributed import DistributedError
-    from rlearn.env.checks import EnvironmentFault
-    from rlearn.fileio import FileWriteError
-    from rlearn.run import train as train_run
-    from rlearn.run.signals import StopNow, signal_exit_code
+    from rlearn.run import train
+    from rlearn.run.signals import signal_exit_code
 
-    train = train_run
     if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # under torchrun: its failure summary shows our traceback
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        train = record(train_run)
-    try:
-        result = train(cfg, work_dir=args.work_dir, resume=args.resume, progress=False if args.no_progress else None)
-    except (ConfigError, CheckpointError) as exc:
-        if debug:
-            raise
-        return _error(exc)
-    except (DistributedError, EnvironmentFault, FileWriteError) as exc:  # FileWriteError: disk full, read-only
-        if debug:
-            raise
-        _error(exc)
-        return 1
-    except StopNow as exc:  # a second Ctrl-C / SIGTERM: stopped at once (the log says where)
-        print(f"rlearn train: {exc}", file=sys.stderr)
-        return signal_exit_code(exc.signum)
+        train = record(train)
+    result = train(cfg, work_dir=args.work_dir, resume=args.resume, progress=False if args.no_progress else None)
     if result.interrupted:
         return signal_exit_code(signal.Signals[result.stop_signal or "SIGINT"])
     return 0
 
 
-def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Any:
+def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Optional[int]:
     """``--nproc N``: the exit code of the same command run by torchrun in N processes, or None to train in
     this process (N == 1, or already one of torchrun's processes with a matching world size)."""
     if args.nproc < 1:
-        return _error(f"--nproc must be >= 1, got {args.nproc}")
+        return fail("train", f"--nproc must be >= 1, got {args.nproc}")
     world = os.environ.get("WORLD_SIZE")
     if world is not None:  # already launched (by torchrun, or by a previous --nproc)
         if world != str(args.nproc):
-            return _error(f"--nproc {args.nproc} but this process is one of WORLD_SIZE={world} launched processes")
+            return fail("train", f"--nproc {args.nproc} but this process is one of WORLD_SIZE={world} launched "
+                                 "processes")
         return None
     if args.nproc == 1:
         return None
-    from rlearn.checkpoint import CheckpointError
-    from rlearn.config import ConfigError
     from rlearn.distributed.launch import relaunch
-    from rlearn.logging import get_logger
     from rlearn.run.resume_check import precheck_launch
 
     # what every process would refuse (or find complete) is said once, here, before torchrun starts them
-    try:
-        complete = precheck_launch(cfg, args.work_dir, args.resume, args.nproc)
-    except (ConfigError, CheckpointError) as exc:
-        if args.debug:
-            raise
-        return _error(exc)
+    complete = precheck_launch(cfg, args.work_dir, args.resume, args.nproc)
     if complete is not None:
-        console = get_logger(name=cfg["exp_name"])
-        for line in complete.lines(cfg["exp_name"], complete.work_dir):
-            console.info(line)
+        complete.report(cfg["exp_name"], complete.work_dir)
         return 0
     return relaunch(args.nproc, ["train", *_rebuild_argv(args)])
 
@@ -179,10 +156,9 @@ def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Any:
 def _rebuild_argv(args: argparse.Namespace) -> list:
     """The command-line arguments of ``args`` without ``--nproc`` (what each launched process gets)."""
     argv = [args.config]
-    if args.work_dir is not None:
-        argv += ["--work-dir", args.work_dir]
-    if args.seed is not None:
-        argv += ["--seed", str(args.seed)]
+    for flag, value in (("--work-dir", args.work_dir), ("--seed", args.seed)):
+        if value is not None:
+            argv += [flag, str(value)]
     if args.overrides:
         argv += ["--set", *args.overrides]
     if args.resume is True:

@@ -1,12 +1,9 @@
 """``rlearn tune CONFIG --space SPACE.py --trials N [--jobs K] [--storage URL] [--out DIR]``: an Optuna study.
 
-Each trial is an ordinary ``rlearn train`` in its own process and work dir (``DIR/trial_<n>``) with its
-own writers; its evaluations are reported to Optuna as they happen, so that the pruner (median by default)
-stops bad trials early. The study lives in ``DIR/study.db`` (SQLite) unless ``--storage`` names another
-Optuna RDB URL (PostgreSQL: several machines work on one study). Run the same command again to continue.
-The best trial's config goes to ``DIR/best_config.py``. Needs optuna (``pip install 'rlearn[experiments]'``).
-Exit codes: 0 when the study has its trials, 1 when trials kept failing, 2 for a mistake in the command,
-the config or the space, 130 / 143 after Ctrl-C / SIGTERM. See docs/experiments.md.
+Each trial is an ordinary ``rlearn train`` in its own process and work dir, pruned early when it lags; the
+study lives in ``DIR/study.db`` unless ``--storage`` names another Optuna RDB. Exit codes: 0 when the study
+has its trials, 1 when trials kept failing, 2 for a mistake, 130 / 143 after Ctrl-C / SIGTERM. See
+docs/experiments.md.
 """
 
 from __future__ import annotations
@@ -14,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from rlearn.commands import fail
 
 HELP = "tune hyperparameters with Optuna: each trial a run with its own logs, pruned early when it lags"
 
@@ -28,8 +27,6 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of ``rlearn tune`` (no heavy imports here)."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
     parser.add_argument("config", metavar="CONFIG", help="the base config: a config file or bundled config name")
     parser.add_argument("--space", required=True, metavar="SPACE.py",
                         help="a Python file defining space(trial) -> {dotted.key: value} (and optionally pruner(), "
@@ -61,9 +58,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import optuna  # noqa: F401
     except ImportError as exc:
-        print(f"rlearn tune: error: rlearn tune needs optuna ({exc}); install it with: "
-              "pip install 'rlearn[experiments]'", file=sys.stderr)
-        return 2
+        return fail("tune", f"rlearn tune needs optuna ({exc}); install it with: pip install 'rlearn[experiments]'")
     from rlearn.experiments.tune import Tuner
 
     try:
@@ -71,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
                       args.jobs, args.overrides, args.study_name, args.startup_trials, args.warmup_steps,
                       args.sampler_seed)
     except ExperimentError as exc:
-        print(f"rlearn tune: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("tune", exc)
     result = tuner.run(display_enabled=False if args.no_progress else None)
     print(f"study {result.study_name!r} ({result.storage}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items())))

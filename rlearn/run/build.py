@@ -8,12 +8,13 @@ import copy
 import logging
 import math
 from pathlib import Path
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from rlearn import distributed as dist
 from rlearn.config import ConfigError
+from rlearn.config.spec import is_int
 from rlearn.env.checks import FiniteCheck
 from rlearn.run.loop import EPISODE_KEYS
 from rlearn.run.ranks import derived_seed
@@ -22,7 +23,7 @@ from rlearn.run.signals import workers_ignore_sigint
 __all__ = [
     "EPISODES_PER_WINDOW", "DEFAULT_EPISODE_STEPS", "PolicyNeeds", "resolve_device", "enable_trace", "make_envs",
     "make_policy", "policy_needs", "make_buffer", "check_buffer_limits", "available_memory", "episode_window",
-    "max_episode_steps", "make_learner", "add_default_hooks", "make_video_recorder",
+    "max_episode_steps", "make_learner", "add_default_hooks",
 ]
 
 #: the default window of the episode keys holds about this many episodes (see episode_window)
@@ -31,7 +32,8 @@ EPISODES_PER_WINDOW = 10
 DEFAULT_EPISODE_STEPS = 1000
 
 
-def _message(exc: BaseException) -> Any:
+def error_message(exc: BaseException) -> Any:
+    """What an error says: a KeyError's key without the quotes ``str()`` adds."""
     return exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
 
 
@@ -100,43 +102,37 @@ def make_envs(cfg: Mapping[str, Any], seed: int) -> Tuple[Any, Any]:
 
 def make_policy(cfg: Mapping[str, Any], env: Any, device: str, seed: int) -> Any:
     """The policy named by ``policy.type``, built from the rest of the ``policy`` section."""
+    from policies.base import check_initialised
     from rlearn.registry import get_policy_class
 
     policy_cfg = {k: v for k, v in cfg["policy"].items() if k != "type"}
-    from policies.base import check_initialised
-
     policy_cls = get_policy_class(cfg["policy"]["type"])
     try:
         policy = policy_cls(policy_cfg, env.single_observation_space, env.single_action_space, device=device, seed=seed)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"policy {cfg['policy']['type']!r} ({policy_cls.__name__}): {_message(exc)}") from exc
+        raise ConfigError(f"policy {cfg['policy']['type']!r} ({policy_cls.__name__}): {error_message(exc)}") from exc
     check_initialised(policy)  # the contract, before anything reads what Policy.__init__ sets
     return policy
 
 
-class PolicyNeeds:
-    """What the loops read from the policy's config: ``on_policy``, ``rollout_steps`` (on-policy),
-    ``batch_size`` and ``learning_starts`` (off-policy)."""
+class PolicyNeeds(NamedTuple):
+    """What the loops read from the policy's config: ``rollout_steps`` (on-policy), ``batch_size`` and
+    ``learning_starts`` (off-policy)."""
 
-    def __init__(self, on_policy: bool, rollout_steps: int, batch_size: int, learning_starts: int) -> None:
-        self.on_policy = on_policy
-        self.rollout_steps = rollout_steps
-        self.batch_size = batch_size
-        self.learning_starts = learning_starts
+    on_policy: bool
+    rollout_steps: int
+    batch_size: int
+    learning_starts: int
 
 
 def policy_needs(policy: Any) -> PolicyNeeds:
     """Check the keys the loop of this kind of policy needs; a ConfigError names a missing or bad one."""
     pcfg, name = policy.cfg, type(policy).__name__
     on_policy = bool(getattr(policy, "on_policy", False))
-    for key in ("rollout_steps",) if on_policy else ("batch_size",):
-        value = pcfg.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            kind = "on-policy" if on_policy else "off-policy"
-            raise ConfigError(
-                f"policy {name} is {kind}: the run needs 'policy.{key}' (an int >= 1) in its "
-                f"default_config, got {value!r}"
-            )
+    key = "rollout_steps" if on_policy else "batch_size"
+    if not is_int(pcfg.get(key)) or pcfg[key] < 1:
+        raise ConfigError(f"policy {name} is {'on' if on_policy else 'off'}-policy: the run needs 'policy.{key}' (an "
+                          f"int >= 1) in its default_config, got {pcfg.get(key)!r}")
     return PolicyNeeds(on_policy, int(pcfg.get("rollout_steps") or 0), int(pcfg.get("batch_size") or 0),
                        int(pcfg.get("learning_starts") or 0))
 
@@ -174,22 +170,19 @@ def available_memory() -> Optional[int]:
 
 
 def _size_text(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} TiB"  # unreachable
+    return f"{n:.1f} TiB"
 
 
 def check_buffer_limits(cfg: Mapping[str, Any], env: Any, batch_size: Optional[int] = None,
                         memory: Optional[int] = None) -> int:
-    """Refuse, before anything is allocated, a replay buffer that cannot work on this machine: a
-    ``policy.batch_size`` larger than ``buffer.size`` (a batch is drawn from the stored transitions), or
-    more stored transitions than the memory left can hold (``memory`` bytes, default
-    :func:`available_memory`). A run stores at most ``min(buffer.size, train.max_env_steps)`` transitions;
-    numpy maps the storage lazily, so without this check the run would be killed by the OOM killer once the
-    buffer filled, hours in. Returns the bytes the run's transitions take at most. Raises a ConfigError
-    naming the keys."""
+    """Refuse, before anything is allocated, a replay buffer that cannot work here (a ConfigError naming the
+    keys): a ``policy.batch_size`` larger than ``buffer.size``, or more transitions than the ``memory`` left
+    (default :func:`available_memory`) can hold. numpy maps the storage lazily, so without this check the OOM
+    killer would end the run once the buffer filled, hours in. Returns the bytes the transitions take at most."""
     size = cfg["buffer"]["size"]
     if batch_size is not None and batch_size > size:
         raise ConfigError(
@@ -239,14 +232,9 @@ def max_episode_steps(cfg: Mapping[str, Any]) -> Optional[int]:
 
 
 def episode_window(cfg: Mapping[str, Any], iters_per_envstep: float, max_episode_steps: Optional[int]) -> int:
-    """Default monitor window (in train iterations) of the episode keys.
-
-    An episode ends about every ``max_episode_steps`` env steps (summed over environments), and the
-    learner runs ``iters_per_envstep`` iterations per env step, so a window of ``log_freq`` iterations
-    often holds no ended episode at all (TD3 on Pendulum: 100 iterations vs 200-step episodes), and the
-    table would show ``-``. The window is widened to hold about :data:`EPISODES_PER_WINDOW` full-length
-    episodes, never narrower than ``learner.monitor_window``.
-    """
+    """Default monitor window (in train iterations) of the episode keys: wide enough for about
+    :data:`EPISODES_PER_WINDOW` full-length episodes (a ``log_freq`` window often holds none: TD3 on Pendulum
+    logs every 100 iterations, its episodes take 200), never narrower than ``learner.monitor_window``."""
     learner = cfg["learner"]
     base = learner["monitor_window"] or learner["log_freq"]
     length = max_episode_steps or DEFAULT_EPISODE_STEPS
@@ -269,7 +257,7 @@ def make_learner(cfg: Mapping[str, Any], policy: Any, needs: PolicyNeeds, work_d
     try:
         learner = BaseLearner(policy, learner_cfg, work_dir=work_dir, logger=logger, rank=rank, world_size=world_size)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"learner: {_message(exc)}") from exc
+        raise ConfigError(f"learner: {error_message(exc)}") from exc
     learner.run_config = copy.deepcopy(dict(cfg))
     learner.declare_monitor_vars(list(EPISODE_KEYS))
     return learner
@@ -295,17 +283,12 @@ def add_default_hooks(learner: Any, cfg: Mapping[str, Any], evaluator: Any) -> A
     hook = learner.get_hook(EvalHook)
     if hook.evaluator is None:
         hook.evaluator = evaluator
-    if hook.video and hook.recorder is None:
-        hook.recorder = make_video_recorder(cfg, learner.policy)
+    if hook.video and hook.recorder is None:  # its own rgb_array environment
+        from rlearn.video import VideoRecorder, VideoUnavailable
+
+        try:
+            hook.recorder = VideoRecorder(cfg["env"]["id"], learner.policy, cfg["env"]["kwargs"],
+                                          seed=derived_seed(cfg["seed"], 3))
+        except VideoUnavailable as exc:
+            raise ConfigError(f"eval.video=True: {exc}") from exc
     return hook
-
-
-def make_video_recorder(cfg: Mapping[str, Any], policy: Any) -> Any:
-    """The :class:`rlearn.video.VideoRecorder` of ``eval.video`` (its own ``rgb_array`` environment, seeded
-    from the config's seed); a ConfigError when the ``video`` extra is not installed."""
-    from rlearn.video import VideoRecorder, VideoUnavailable
-
-    try:
-        return VideoRecorder(cfg["env"]["id"], policy, cfg["env"]["kwargs"], seed=derived_seed(cfg["seed"], 3))
-    except VideoUnavailable as exc:
-        raise ConfigError(f"eval.video=True: {exc}") from exc

@@ -1,8 +1,4 @@
-"""Where a run failed: the error that ends a run, written as the last line of its log.
-
-:func:`failure_line` turns an exception into one line naming the error, where it was raised (file,
-function, line) and, when that is inside a library (torch, numpy, gymnasium...), the innermost frame of
-the project's own code (a policy, an environment, rlearn) that led there::
+"""Where a run failed: :func:`failure_line` turns the error that ends a run into the last line of its log::
 
     run failed: RuntimeError: boom (train_iter 37, envstep 1184; raised in /src/my_policy.py, line 88,
     in _forward_learn())

@@ -1,30 +1,24 @@
 """``Loop``: what the off-policy and on-policy loops share: collecting (and recording what the collector
-returns) and the global env-step count.
-
-A loop does one *step* at a time (a collection and the learner iterations it pays for); the run
-(:class:`rlearn.run.Trainer`) calls :meth:`Loop.step` until :meth:`Loop.finished`, and checks for Ctrl-C,
-updates the progress bar and lets the :class:`~rlearn.hooks.EvalHook` evaluate between two steps.
+returns) and the global env-step count; and the on-policy loop itself. The :class:`rlearn.run.Trainer` calls
+:meth:`Loop.step` (a collection and the learner iterations it pays for) until :meth:`Loop.finished`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Loop", "EPISODE_KEYS"]
+from rlearn.trace import span
+
+__all__ = ["Loop", "OnPolicyLoop", "EPISODE_KEYS"]
 
 #: monitor keys of ended exploration episodes
 EPISODE_KEYS = ("collector/episode_return", "collector/episode_length")
 
 
 class Loop:
-    """Base of :class:`~rlearn.run.off_policy.OffPolicyLoop` and :class:`~rlearn.run.on_policy.OnPolicyLoop`.
-
-    Args:
-        learner: the :class:`rlearn.learner.BaseLearner`.
-        collector: the :class:`rlearn.collect.Collector` of this process.
-        world_size: processes of the run (each collects the same number of steps).
-        max_env_steps: ``train.max_env_steps``, counted over all processes.
-    """
+    """Base of :class:`~rlearn.run.off_policy.OffPolicyLoop` and :class:`OnPolicyLoop`: the ``learner``
+    trains on what this process's ``collector`` collects until ``max_env_steps`` (over all ``world_size``
+    processes, which each collect the same number of steps)."""
 
     def __init__(self, learner: Any, collector: Any, world_size: int, max_env_steps: int) -> None:
         self.learner = learner
@@ -68,3 +62,24 @@ class Loop:
         if result.metrics:  # the policy's collect-side keys (epsilon...) -> monitor as collector/<key>
             learner.record_collect(result.metrics)
         return result
+
+
+class OnPolicyLoop(Loop):
+    """The on-policy loop (PPG, REINFORCE...): each step collects ``policy.rollout_steps`` steps per
+    environment and calls ``learner.train`` once on the ``[T, N, ...]`` rollout tensors
+    (:func:`rlearn.buffer.rollout_to_tensors`)."""
+
+    def __init__(self, learner: Any, collector: Any, world_size: int, *, max_env_steps: int, rollout_steps: int,
+                 device: Any) -> None:
+        super().__init__(learner, collector, world_size, max_env_steps)
+        self.rollout_steps = rollout_steps
+        self.device = device
+
+    def step(self, guard: Any) -> bool:
+        from rlearn.buffer import rollout_to_tensors
+
+        result = self.collect(self.rollout_steps)
+        with span("learner/data", lane="learner"):
+            data = rollout_to_tensors(result, device=self.device)
+        self.learner.train(data, envstep=self.envstep)
+        return False

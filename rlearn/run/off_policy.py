@@ -1,19 +1,17 @@
 """The off-policy loop (TD3...): collect into the replay buffer, then train on sampled batches.
 
-Each step collects ``train.collect_steps`` steps per environment into the replay buffer. Once this
-rank's collector is past its first ``policy.learning_starts`` steps (``envstep > learning_starts``, as in
-SB3: 1,000 learning starts and 3,000 steps give 2,000 iterations), every collected env step earns
-``train.updates_per_step`` learner iterations (fractions carry over, :class:`UpdateSchedule`), each on
-``buffer.sample(policy.batch_size)`` (announced with ``buffer.prefetch`` when a collection earned several, so
-the buffer draws and gathers them in chunks: the same batches, cheaper).
+Each step collects ``train.collect_steps`` steps per environment. Once this rank's collector is past
+``policy.learning_starts`` steps (as in SB3: 1,000 learning starts and 3,000 steps give 2,000 iterations),
+every collected env step earns ``train.updates_per_step`` learner iterations (:class:`UpdateSchedule`), each
+on ``buffer.sample(policy.batch_size)``.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Dict, Mapping
 
+from rlearn.config.spec import is_int, is_real
 from rlearn.run.loop import Loop
 from rlearn.trace import get_tracer, span
 
@@ -21,14 +19,9 @@ __all__ = ["OffPolicyLoop", "UpdateSchedule"]
 
 
 class UpdateSchedule:
-    """Learner iterations earned by collected env steps.
-
-    Attributes:
-        updates_per_step: iterations per env step (a float: 0.5 is one iteration every 2 steps).
-        credit: fraction of an iteration earned but not run yet.
-        pending: iterations earned by the last collection and not run yet (non-zero in a checkpoint taken
-            between two of them, so a resumed run runs the rest before collecting again).
-    """
+    """Learner iterations earned by collected env steps, ``updates_per_step`` each (0.5: one every 2 steps):
+    ``credit`` is the fraction of an iteration earned but not run yet, ``pending`` the iterations earned by the
+    last collection and not run yet (a resumed run runs them before collecting again)."""
 
     KEYS = ("update_credit", "pending_updates")
 
@@ -52,16 +45,16 @@ class UpdateSchedule:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; a value of the wrong type is a ValueError naming its key."""
         credit, pending = state["update_credit"], state["pending_updates"]
-        if isinstance(credit, bool) or not isinstance(credit, numbers.Real) or not 0 <= credit < 1 + 1e-6:
+        if not is_real(credit) or not 0 <= credit < 1 + 1e-6:
             raise ValueError(f"'update_credit' must be a number in [0, 1), got {credit!r}")
-        if isinstance(pending, bool) or not isinstance(pending, numbers.Integral) or pending < 0:
+        if not is_int(pending) or pending < 0:
             raise ValueError(f"'pending_updates' must be a non-negative int, got {pending!r}")
         self.credit = float(credit)
         self.pending = int(pending)
 
 
 class OffPolicyLoop(Loop):
-    """Collect, add to the replay buffer, run the earned iterations (see the module docstring)."""
+    """Collect, add to the replay buffer, run the earned iterations."""
 
     def __init__(self, learner: Any, collector: Any, buffer: Any, world_size: int, *, max_env_steps: int,
                  collect_steps: int, learning_starts: int, batch_size: int, schedule: UpdateSchedule) -> None:

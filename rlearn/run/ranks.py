@@ -1,9 +1,5 @@
-"""Random streams per rank, and the checks that every rank starts with the same config and ends with the
-same parameters.
-
-Rank ``r`` of a run seeds its environments, policy, buffer and RNGs with ``seed + r * RANK_SEED_STRIDE``
-(one process: rank 0, the config's seed).
-"""
+"""Random streams per rank (rank ``r`` seeds everything with ``seed + r * RANK_SEED_STRIDE``), and the checks
+that every rank starts with the same config and ends with the same parameters."""
 
 from __future__ import annotations
 
@@ -52,9 +48,9 @@ def rederive_rank_streams(rank_seed: int, train_iter: int, policy: Any, buffer: 
         buffer.load_state_dict(state)
 
 
-def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size: int) -> bool:
+def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size: int) -> None:
     """Compare a digest of every network across ranks (one all_gather, a collective) and log the outcome
-    on rank 0; different parameters mean gradients were not averaged somewhere. True if all agree."""
+    on rank 0; different parameters mean gradients were not averaged somewhere."""
     digests = {}
     for name, module in policy.modules().items():
         h = hashlib.sha1()
@@ -63,20 +59,11 @@ def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size
         digests[name] = h.hexdigest()
     gathered = dist.all_gather_object(digests)
     differing = sorted(name for name in digests if any(other.get(name) != digests[name] for other in gathered))
-    if rank != 0:
-        return not differing
-    if differing:
-        logger.error(
-            "parameters differ across the %d ranks for %s: their gradients were not averaged (see "
-            "docs/distributed.md); the checkpoint holds rank 0's", world_size, ", ".join(differing),
-        )
-    else:
+    if rank == 0 and differing:
+        logger.error("parameters differ across the %d ranks for %s: their gradients were not averaged (see "
+                     "docs/distributed.md); the checkpoint holds rank 0's", world_size, ", ".join(differing))
+    elif rank == 0:
         logger.info("parameters identical on all %d ranks (%s)", world_size, ", ".join(digests))
-    return not differing
-
-
-def _config_digest(flat: Mapping[str, str]) -> str:
-    return hashlib.sha256(repr(sorted(flat.items())).encode()).hexdigest()
 
 
 def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List[str]:
@@ -95,17 +82,15 @@ def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List
 
 
 def check_same_config(cfg: Mapping[str, Any]) -> None:
-    """Collective: refuse to start when the ranks resolved different configs (a rank launched with another
-    ``--set``, another config file, or a file that reads an environment variable). Each rank contributes a
-    digest of its flattened config; only when they differ are the configs gathered, and every rank raises a
-    ConfigError naming the differing keys. Ranks that trained apart would otherwise diverge silently and then
-    time out in a collective, blaming a dead rank. A single process: nothing to compare."""
+    """Collective: every rank raises a ConfigError naming the differing keys when the ranks resolved different
+    configs (another ``--set``, config file, or environment variable read by it); such ranks would diverge
+    silently and then time out in a collective. Only digests are gathered unless they differ."""
     from rlearn.config import ConfigError, flatten
 
     if not dist.is_distributed():
         return
     flat = {key: repr(value) for key, value in flatten(dict(cfg)).items()}
-    digests = dist.all_gather_object(_config_digest(flat))
+    digests = dist.all_gather_object(hashlib.sha256(repr(sorted(flat.items())).encode()).hexdigest())
     if len(set(digests)) == 1:
         return
     differences = config_differences(dist.all_gather_object(flat))
@@ -115,15 +100,13 @@ def check_same_config(cfg: Mapping[str, Any]) -> None:
 
 
 def check_seed(seed: Any, world_size: int) -> None:
-    """Refuse a seed that a seeded component cannot take (a ConfigError naming ``seed``).
-
-    torch and the policies seed 64-bit generators with ``seed + RANK_SEED_STRIDE * rank`` (plus small
-    offsets per environment), so the largest usable seed is ``2**63 - 1`` minus those offsets.
-    """
+    """Refuse a seed that a seeded component cannot take (a ConfigError naming ``seed``): 64-bit generators
+    are seeded with ``seed + RANK_SEED_STRIDE * rank`` plus small offsets per environment."""
     from rlearn.config import ConfigError
+    from rlearn.config.spec import is_int
 
     limit = max_seed(world_size)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= limit:
+    if not is_int(seed) or not 0 <= seed <= limit:
         raise ConfigError(
             f"config key 'seed' (--seed) must be an int in 0..{limit} (seeds are 64-bit and rank r of "
             f"{world_size} adds {RANK_SEED_STRIDE} r), got {seed!r}"

@@ -56,19 +56,6 @@ class RunResult:
     def interrupted(self) -> bool:
         return self.stop_reason == INTERRUPTED
 
-    def as_dict(self) -> Dict[str, Any]:
-        """The result with paths as strings (JSON-friendly)."""
-        out = {}
-        for key, value in self.__dict__.items():
-            out[key] = str(value) if isinstance(value, Path) else value
-        return out
-
-
-def _eval_command(result: RunResult) -> List[Any]:
-    """``rlearn eval WORK_DIR``, with ``--allow-imports`` when the run's config names code to import (eval
-    refuses to run such code unless asked)."""
-    return ["rlearn", "eval", result.work_dir] + (["--allow-imports"] if imports_named(result.config) else [])
-
 
 def summary_lines(result: RunResult) -> List[str]:
     """The closing lines of a run: why it stopped and where every file is, with the commands that open
@@ -84,9 +71,11 @@ def summary_lines(result: RunResult) -> List[str]:
         f"  checkpoint:  {result.latest_checkpoint or '(none)'}",
     ]
     if result.best_checkpoint is not None and result.best_eval is not None:
+        allow = ["--allow-imports"] if imports_named(result.config) else []  # eval imports a config's code if asked
+        play = shell_command("rlearn", "eval", result.work_dir, *allow)
         lines.append(f"  best:        {result.best_checkpoint}    (eval return "
                      f"{result.best_eval['episode_return_mean']:.4g} at envstep {result.best_eval['envstep']}; "
-                     f"play it: {shell_command(*_eval_command(result))})")
+                     f"play it: {play})")
     lines.append(f"  config:      {result.config_file}")
     if result.trace_dir is not None:
         lines.append(f"  trace:       {result.trace_dir}    (merge: "

@@ -1,15 +1,7 @@
-"""What ``--resume`` checks before anything is built or changed.
-
-* A checkpoint resumes only with the number of processes that wrote it: another one is refused in one
-  line that names the right ``--nproc`` (``rlearn train --nproc N`` checks it, and what else every process
-  would refuse, before it starts torchrun: :func:`precheck_launch`).
-* A run that is already complete under the config it is resumed with (``train.max_env_steps`` reached,
-  ``eval.stop_value`` reached, ``eval.patience`` used up) is not run again: nothing in its work dir
-  changes (no checkpoint, event file, ``config.py`` or log is rewritten) and the console says so, with
-  the command that extends it::
-
-      probe: the run in w is complete: train_iter 6, envstep 48 reached train.max_env_steps=48; --resume changed nothing
-        to train longer: rlearn train w/config.py --work-dir w --resume --set train.max_env_steps=96
+"""What ``--resume`` checks before anything is built or changed: a checkpoint resumes only with the number
+of processes that wrote it, and a run that is already complete under the config it is resumed with is not
+run again (nothing in its work dir changes; the console gives the command that extends it).
+:func:`precheck_launch` checks, before ``rlearn train --nproc N`` starts torchrun, what every process would refuse.
 """
 
 from __future__ import annotations
@@ -19,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from rlearn.checkpoint import CheckpointError, read_checkpoint
+from rlearn.config.spec import is_int
 from rlearn.run.result import MAX_ENV_STEPS, NO_IMPROVEMENT, STOP_VALUE
 from rlearn.run.state import STATE_NAME, world_size_mismatch
 
@@ -27,18 +20,9 @@ __all__ = ["CompleteRun", "inspect_resume", "precheck_launch"]
 
 @dataclass
 class CompleteRun:
-    """A checkpoint of a run that has nothing left to do under the given config.
-
-    Attributes:
-        reason: ``"max_env_steps"``, ``"stop_value"`` or ``"no_improvement"``.
-        checkpoint: the checkpoint file.
-        train_iter, envstep: its counters.
-        why: what was reached (``train.max_env_steps=48``...), for the message.
-        extend: the ``--set`` overrides that give the run something to do again.
-        last_eval: the checkpoint's last evaluation result, or None.
-        world_size: processes that wrote it.
-        work_dir: the run's work dir, where :func:`precheck_launch` found it.
-    """
+    """A checkpoint of a run that has nothing left to do under the given config: the stop ``reason``, ``why``
+    (what was reached, for the message), ``extend`` (the ``--set`` overrides that give the run something to do
+    again), and the ``work_dir`` where :func:`precheck_launch` found it."""
 
     reason: str
     checkpoint: Path
@@ -50,30 +34,31 @@ class CompleteRun:
     world_size: int = 1
     work_dir: Optional[Path] = None
 
-    def lines(self, exp_name: str, work_dir: Path) -> List[str]:
-        """The console lines: the run is complete, nothing changed, and the command that extends it (as it
-        can be pasted: :func:`rlearn.executables.shell_command`)."""
+    def report(self, exp_name: str, work_dir: Path) -> None:
+        """Say on the console (no log file: the run's log stays as it was) that the run is complete, nothing
+        changed, and the command that extends it (as it can be pasted: :func:`rlearn.executables.shell_command`)."""
         from rlearn.executables import shell_command
+        from rlearn.logging import get_logger
 
         nproc = ["--nproc", str(self.world_size)] if self.world_size > 1 else []
         command = shell_command("rlearn", "train", work_dir / "config.py", "--work-dir", work_dir, "--resume",
                                 *nproc, "--set", *self.extend)
         goal = "train longer" if self.reason == MAX_ENV_STEPS else "train on"
-        return [
-            f"{exp_name}: the run in {work_dir} is complete: train_iter {self.train_iter}, envstep {self.envstep} "
-            f"({self.checkpoint}) {self.why}; --resume changed nothing",
-            f"  to {goal}: {command}",
-        ]
+        console = get_logger(name=exp_name)
+        console.info(f"{exp_name}: the run in {work_dir} is complete: train_iter {self.train_iter}, envstep "
+                     f"{self.envstep} ({self.checkpoint}) {self.why}; --resume changed nothing")
+        console.info(f"  to {goal}: {command}")
 
 
-def _complete(checkpoint: Mapping[str, Any], cfg: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-    """``reason``, ``why`` and ``extend`` when ``checkpoint`` has nothing left to do under ``cfg``."""
+def _complete(checkpoint: Mapping[str, Any], state: Mapping[str, Any],
+              cfg: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """``reason``, ``why`` and ``extend`` when ``checkpoint`` (its run's ``state``) has nothing left to do under
+    ``cfg``."""
     envstep, limit = int(checkpoint["envstep"]), cfg["train"]["max_env_steps"]
     if envstep >= limit:
         return dict(reason=MAX_ENV_STEPS, why=f"reached train.max_env_steps={limit}",
                     extend=[f"train.max_env_steps={max(2 * limit, envstep + limit)}"])
-    state = checkpoint.get("states", {}).get(STATE_NAME) or {}
-    last = state.get("last_eval") if isinstance(state, Mapping) else None
+    last = state.get("last_eval")
     stop_value = cfg["eval"]["stop_value"]
     if (stop_value is not None and isinstance(last, Mapping) and state.get("last_eval_envstep") == envstep
             and last.get("episode_return_mean", float("-inf")) >= stop_value):
@@ -95,25 +80,24 @@ def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: i
     path = Path(path)
     checkpoint = read_checkpoint(path)
     state = checkpoint.get("states", {}).get(STATE_NAME)
-    saved_world = state.get("world_size", 1) if isinstance(state, Mapping) else 1
-    if isinstance(saved_world, int) and not isinstance(saved_world, bool) and saved_world != world_size:
+    state = state if isinstance(state, Mapping) else {}
+    saved_world = state.get("world_size", 1)
+    if is_int(saved_world) and saved_world != world_size:
         raise CheckpointError(f"checkpoint {path}: {world_size_mismatch(saved_world, world_size)}")
-    found = _complete(checkpoint, cfg)
+    found = _complete(checkpoint, state, cfg)
     if found is None:
         return None
-    last = state.get("last_eval") if isinstance(state, Mapping) else None
+    last = state.get("last_eval")
     return CompleteRun(checkpoint=path, train_iter=int(checkpoint["train_iter"]), envstep=int(checkpoint["envstep"]),
                        last_eval=dict(last) if isinstance(last, Mapping) else None, world_size=world_size, **found)
 
 
 def precheck_launch(cfg: Mapping[str, Any], work_dir: Union[str, Path, None], resume: Any,
                     world_size: int) -> Optional[CompleteRun]:
-    """What every one of ``world_size`` processes would refuse, checked once before they start (``rlearn
-    train --nproc N``), as the same one-line ConfigError / CheckpointError: a seed out of range, a device
-    this machine lacks, a work dir that is a file, that a live run holds, or that holds a run without
-    ``--resume``, no valid checkpoint, one of another number of processes. A run that is already complete returns its :class:`CompleteRun`,
-    to report instead of starting them. None: start them. A fresh run in the default work dir is not
-    checked further (rank 0 claims a free one)."""
+    """What every one of ``world_size`` processes would refuse (a bad seed or device, work dir or checkpoint),
+    checked once before they start (``rlearn train --nproc N``), as the same one-line ConfigError /
+    CheckpointError. Returns the :class:`CompleteRun` of a run that is already complete, to report instead of
+    starting them; None: start them."""
     from rlearn.config import default_work_dir
     from rlearn.run.build import resolve_device
     from rlearn.run.ranks import check_seed

@@ -1,80 +1,75 @@
 """Signals during a run: every signal policy of a run lives here.
 
-* One process: Ctrl-C (SIGINT), SIGTERM (``docker stop``, a scheduler's preemption) and SIGHUP (the terminal
-  or SSH session closed) stop the run at the next safe point, which then saves a checkpoint
-  (:class:`InterruptGuard`); a second signal stops at once.
-* Several processes: SIGTERM (or SIGHUP, which torchrun passes on), which torchrun sends every rank when
-  another one failed, ends the rank with a reason in its log (:class:`TerminatedByLauncher`); a rank whose
-  launcher died (SIGKILL of ``torchrun`` or of ``rlearn --nproc``) is told so by the kernel
-  (:func:`~rlearn.distributed.launch.stop_with_parent`, which the launcher uses for torchrun
-  too) and stops the same way.
-* Environment worker processes ignore SIGINT, SIGTERM and SIGHUP (the main process closes them).
+* One process: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run at the next safe point, which then saves a
+  checkpoint (:class:`InterruptGuard`); a second signal stops at once.
+* Several processes: SIGTERM or SIGHUP from torchrun (another rank failed) or from the kernel (the launcher
+  died: :func:`~rlearn.distributed.launch.stop_with_parent`) ends the rank with a reason in its log
+  (:class:`TerminatedByLauncher`).
+* Environment worker processes ignore all three (the main process closes them).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from rlearn import distributed as dist
 from rlearn.distributed.launch import stop_with_parent
 
 __all__ = ["InterruptGuard", "StopNow", "TerminatedByLauncher", "stop_with_parent", "workers_ignore_sigint", "signal_exit_code"]
 
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
+#: the signals that stop a one-process run at a safe point (SIGHUP: the terminal or SSH session went away)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def signal_exit_code(signum: int) -> int:
-    """The shell's exit status of a process stopped by ``signum``: ``128 + signum`` (130 for SIGINT, 143 for
-    SIGTERM)."""
+    """The shell's exit status of a process stopped by ``signum``: ``128 + signum`` (130 for SIGINT)."""
     return 128 + int(signum)
 
 
 class StopNow(KeyboardInterrupt):
-    """A second SIGINT/SIGTERM/SIGHUP during a one-process run: stop at once, without a checkpoint.
-
-    Attributes:
-        signum: the signal received (the exit status is ``128 + signum``).
-    """
+    """A second SIGINT/SIGTERM/SIGHUP (``signum``) during a one-process run: stop at once, without a
+    checkpoint."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"second {signal.Signals(signum).name}: stopped at once, without a checkpoint")
         self.signum = int(signum)
 
 
-#: the signals that stop a one-process run at a safe point (SIGHUP: the terminal or SSH session went away)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+class _SignalScope:
+    """Inside ``with``, ``handler`` handles the signals ``signums`` (only when ``enabled`` and in the main
+    thread, where handlers can be set); the previous handlers are given back on exit."""
+
+    def __init__(self, enabled: bool, signums: Tuple[int, ...], handler: Any) -> None:
+        self.enabled = enabled
+        self._signums, self._handler = signums, handler
+        self._previous: Dict[int, Any] = {}
+
+    def __enter__(self) -> Any:
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            self._previous = {signum: signal.signal(signum, self._handler) for signum in self._signums}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
 
 
-class InterruptGuard:
+class InterruptGuard(_SignalScope):
     """Turns the first SIGINT, SIGTERM or SIGHUP into a flag (:attr:`requested`, :attr:`signal_name`) checked at
-    safe points; a second one of any of them raises KeyboardInterrupt (stop at once, no checkpoint).
-
-    Only installed in the main thread (signal handlers cannot be set elsewhere), and not at all with
-    ``enabled=False`` (multi-process runs: the ranks could not agree on where to stop without a collective
-    per iteration, so Ctrl-C stops every rank at once, as the default SIGINT handler does, and SIGTERM is
-    :class:`TerminatedByLauncher`'s). The previous handlers are given back on exit.
-    """
+    safe points; a second one raises :class:`StopNow`. Off in multi-process runs (the ranks could not agree on
+    where to stop without a collective per iteration)."""
 
     def __init__(self, enabled: bool = True) -> None:
+        super().__init__(enabled, STOP_SIGNALS, self._handle)
         self.requested = False
-        self.enabled = enabled
         #: ``"SIGINT"``, ``"SIGTERM"`` or ``"SIGHUP"``: the first signal received (None before)
         self.signal_name: Optional[str] = None
         self.signum: Optional[int] = None
-        self._previous: dict = {}
-
-    def __enter__(self) -> "InterruptGuard":
-        if self.enabled and _in_main_thread():
-            for signum in STOP_SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
@@ -88,49 +83,27 @@ class InterruptGuard:
         """How the user asked to stop, for log lines: ``"Ctrl-C"``, ``"SIGTERM"`` or ``"SIGHUP"``."""
         return "Ctrl-C" if self.signum in (None, signal.SIGINT) else str(self.signal_name)
 
-    def __exit__(self, *exc: Any) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-        self._previous = {}
 
-
-class TerminatedByLauncher:
-    """In a multi-process run (``enabled``), turns SIGTERM (and SIGHUP) into a
-    :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log says why it stopped.
-
-    torchrun sends SIGTERM to every rank when one of them failed, and also when torchrun itself is told to
-    stop (it passes its own SIGTERM/SIGINT on); a rank cannot tell the two apart, and the ranks could not agree
-    on a common iteration to checkpoint without communicating every iteration, so a rank stops at once in
-    both cases (see docs/distributed.md, "Failures"). When the launcher is gone (:func:`stop_with_parent`
-    makes the kernel send SIGTERM when it dies) the message says so.
-    """
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._previous: dict = {}
-        self._parent = os.getppid()
-
-    #: the signals turned into a DistributedError (torchrun passes its own SIGTERM, SIGHUP... on to the ranks)
-    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-    def __enter__(self) -> "TerminatedByLauncher":
-        if self.enabled and _in_main_thread():
-            self._parent = os.getppid()
-            self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
-        return self
+class TerminatedByLauncher(_SignalScope):
+    """In a multi-process run (``enabled``), turns SIGTERM and SIGHUP (from torchrun when another rank failed or
+    it was stopped itself, or from the kernel when the launcher died: :func:`stop_with_parent`) into a
+    :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log says why it stopped."""
 
     #: how long a SIGTERM waits to see whether the launcher is dying (its threads exit one by one, and the
     #: kernel's parent-death signal can come before this process is handed to a new parent)
     PARENT_GRACE_S = 1.0
 
+    def __init__(self, enabled: bool) -> None:
+        super().__init__(enabled, (signal.SIGTERM, signal.SIGHUP), self._handle)
+        self._parent = os.getppid()
+
     def _parent_gone(self) -> bool:
         deadline = time.monotonic() + self.PARENT_GRACE_S
-        while True:
-            if os.getppid() != self._parent:
-                return True
+        while os.getppid() == self._parent:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)
+        return True
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self._parent_gone():
@@ -143,26 +116,9 @@ class TerminatedByLauncher:
             "another rank failed (its traceback and log file say why)"
         )
 
-    def __exit__(self, *exc: Any) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-        self._previous = {}
 
-
-@contextlib.contextmanager
-def workers_ignore_sigint(asynchronous: bool) -> Iterator[None]:
-    """Ignore SIGINT, SIGTERM and SIGHUP while environment worker processes start, so that they inherit "ignore".
-
-    Ctrl-C in a terminal reaches every process of the foreground group, and a scheduler's SIGTERM often
-    reaches every process of the job: without this, each worker would die in the middle of a step, and the
-    run could not stop cleanly. The main process handles both and closes the workers itself.
-    """
-    if not asynchronous or not _in_main_thread():
-        yield
-        return
-    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+def workers_ignore_sigint(asynchronous: bool) -> _SignalScope:
+    """Ignore SIGINT, SIGTERM and SIGHUP while environment worker processes start, so that they inherit
+    "ignore": a Ctrl-C or a scheduler's SIGTERM that reaches every process would otherwise kill each worker in
+    the middle of a step. The main process handles them and closes the workers itself."""
+    return _SignalScope(asynchronous, STOP_SIGNALS, signal.SIG_IGN)

@@ -1,10 +1,5 @@
-"""``RunState``: the run's own counters, saved in every checkpoint under ``states["pipeline"]``.
-
-The entry keeps the name and the fields checkpoints have always had, so checkpoints written before
-:mod:`rlearn.run` existed resume unchanged: the evaluation fields belong to the
-:class:`~rlearn.hooks.EvalHook` (its :class:`~rlearn.hooks.EvalState`), the update fields to the
-off-policy loop (:class:`~rlearn.run.off_policy.UpdateSchedule`).
-"""
+"""``RunState``: the run's own counters, saved in every checkpoint under ``states["pipeline"]`` (the name and
+fields older checkpoints have, so they resume unchanged)."""
 
 from __future__ import annotations
 
@@ -20,14 +15,8 @@ STATE_NAME = "pipeline"
 
 
 class RunState:
-    """The evaluation state, the off-policy update schedule and the number of processes, as one entry.
-
-    Attributes:
-        world_size: processes of the run. A checkpoint resumes only with the same number (``envstep`` is
-            the per-rank count times it); checkpoints without the entry were written by one process.
-        eval: the :class:`EvalState` (``last_eval_envstep``, ``last_eval_iter``, ``last_eval``).
-        updates: the :class:`UpdateSchedule` (``update_credit``, ``pending_updates``; unused on-policy).
-    """
+    """The :class:`EvalState`, the off-policy :class:`UpdateSchedule` and the number of processes (a
+    checkpoint resumes only with the same number; one without the entry was written by one process)."""
 
     def __init__(self, world_size: int = 1, eval_state: Optional[EvalState] = None,
                  updates: Optional[UpdateSchedule] = None) -> None:

@@ -1,20 +1,10 @@
 """``Trainer`` (build, then run) and ``train`` (both at once): one run from one config, in one process or
-as one rank of several.
-
-Build: join the process group, choose the work dir (:mod:`~rlearn.run.workdir`), start the log, write
-``config.py`` (a fresh run), seed, build every part (:mod:`~rlearn.run.build`). Run: resume (then write
-``config.py``: a refused resume changes nothing), then::
-
-    while not loop.finished():                # OffPolicyLoop or OnPolicyLoop
-        Ctrl-C / SIGTERM? -> stop | loop.step() | progress bar | EvalHook.evaluate_if_due -> stop_value?
-    final evaluation, final table, (ranks agree), signal checkpoint, after_run hooks (final checkpoint), summary
-
-An error that ends the run is the last line of the log, with where it was raised and the counters
-(:mod:`~rlearn.run.failure`).
+as one rank of several. An error that ends the run is the last line of its log (:mod:`~rlearn.run.failure`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from pathlib import Path
@@ -25,8 +15,8 @@ from rlearn.checkpoint import CheckpointError
 from rlearn.config import ConfigError, dump_config, flatten, load_config, resolve_config
 from rlearn.logging.logger import rank_log_file
 from rlearn.run import build
+from rlearn.run.loop import OnPolicyLoop
 from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
-from rlearn.run.on_policy import OnPolicyLoop
 from rlearn.run.failure import failure_line
 from rlearn.run.ranks import (
     RANK_SEED_STRIDE, check_ranks_agree, check_same_config, check_seed, derived_seed, rederive_rank_streams,
@@ -43,12 +33,9 @@ __all__ = ["Trainer", "train"]
 
 
 class Trainer:
-    """Builds every part of a run from a config; :meth:`run` trains (once).
-
-    Building is separate so that tests and tools can look at (or replace) a part before the run starts:
-    ``env``, ``eval_env``, ``policy``, ``collector``, ``evaluator``, ``buffer`` (None on-policy),
-    ``learner``, ``eval_hook``, ``loop``, ``logger``. Arguments as in :func:`train`.
-    """
+    """Builds every part of a run from a config (arguments as in :func:`train`); :meth:`run` trains (once).
+    Until then the parts can be looked at or replaced: ``env``, ``eval_env``, ``policy``, ``collector``,
+    ``evaluator``, ``buffer`` (None on-policy), ``learner``, ``eval_hook``, ``loop``, ``logger``."""
 
     def __init__(self, cfg: Union[str, Path, Mapping[str, Any]], work_dir: Union[str, Path, None] = None,
                  resume: ResumeArg = None, progress: Optional[bool] = None) -> None:
@@ -68,15 +55,12 @@ class Trainer:
         self.logger: Any = None
         self.loop: Any = None
         self.learner: Any = None
-        #: "SIGINT" / "SIGTERM" once a signal stopped the run
-        self.stop_signal: Optional[str] = None
         self._closed = False
         try:
             check_seed(self.cfg["seed"], self.world_size)
             check_same_config(self.cfg)  # collective, before any rank touches the disk
             self.dirs = choose_work_dir(self.cfg, work_dir, resume, self.rank, broadcast=dist.broadcast_object)
-            self.work_dir, self.tb_dir, self.ckpt_dir = self.dirs.path, self.dirs.tb_dir, self.dirs.ckpt_dir
-            self.config_file = self.dirs.config_file
+            self.work_dir = self.dirs.path
             #: this rank's text log: ``<exp_name>.log`` on rank 0, ``<exp_name>_rank<r>.log`` on rank r
             self.log_file = rank_log_file(self.work_dir / f"{self.exp_name}.log", self.rank)
             self.resume_path = resume_checkpoint(self.dirs, resume)
@@ -91,7 +75,6 @@ class Trainer:
             self.close()
             raise
 
-    # ------------------------------------------------------------------------------------------ build
     def _build(self) -> None:
         import torch
 
@@ -117,18 +100,17 @@ class Trainer:
         self.env, self.eval_env = build.make_envs(cfg, seed)
         self.policy = build.make_policy(cfg, self.env, device, seed)
         needs = build.policy_needs(self.policy)
-        self.on_policy = needs.on_policy
         if self.distributed:
             self.policy.setup_distributed()  # collective: identical networks, DDP wrappers, gradient averaging
         self.collector = Collector(self.env, self.policy, seed=seed)
         self.evaluator = Evaluator(self.eval_env, self.policy, cfg["eval"]["episodes"], seed=derived_seed(cfg["seed"], 2))
-        self.buffer = None if self.on_policy else build.make_buffer(cfg, self.env, seed, needs.batch_size)
+        self.buffer = None if needs.on_policy else build.make_buffer(cfg, self.env, seed, needs.batch_size)
         self.learner = build.make_learner(cfg, self.policy, needs, self.work_dir, self.logger, self.rank, self.world_size)
         self.eval_hook = build.add_default_hooks(self.learner, cfg, self.evaluator)
 
         train = cfg["train"]
         schedule = UpdateSchedule(train["updates_per_step"])
-        if self.on_policy:
+        if needs.on_policy:
             self.loop: Any = OnPolicyLoop(self.learner, self.collector, self.world_size, rollout_steps=needs.rollout_steps,
                                           max_env_steps=train["max_env_steps"], device=self.policy.device)
         else:
@@ -136,11 +118,9 @@ class Trainer:
                                       max_env_steps=train["max_env_steps"], collect_steps=train["collect_steps"],
                                       learning_starts=needs.learning_starts, batch_size=needs.batch_size,
                                       schedule=schedule)
-        self.state = RunState(self.world_size, self.eval_hook.state, schedule)
-
         self.learner.register_state("collector", self.collector)
         self.learner.register_state("evaluator", self.evaluator)
-        self.learner.register_state(STATE_NAME, self.state)
+        self.learner.register_state(STATE_NAME, RunState(self.world_size, self.eval_hook.state, schedule))
         if self.buffer is not None:
             self.learner.register_state("replay_buffer", self.buffer)
 
@@ -149,17 +129,17 @@ class Trainer:
         """Env steps collected so far by all ranks (every rank collects the same number per step)."""
         return self.loop.envstep
 
-    # -------------------------------------------------------------------------------------------- run
     def run(self) -> RunResult:
         """Train until ``train.max_env_steps``, ``eval.stop_value`` or Ctrl-C; returns a :class:`RunResult`."""
         if self._closed:
             raise RuntimeError("this Trainer has already run (or was closed); build a new one")
-        if self.complete is not None:
-            try:
-                return self._report_complete(self.complete)
-            finally:
-                self.close()
         try:
+            complete = self.complete
+            if complete is not None:  # nothing left to do: say so on the console (rank 0), write nothing
+                if self.rank == 0:
+                    complete.report(self.exp_name, self.work_dir)
+                return self._result(train_iter=complete.train_iter, envstep=complete.envstep,
+                                    stop_reason=complete.reason, last_eval=complete.last_eval, already_complete=True)
             with TerminatedByLauncher(self.distributed):
                 return self._run()
         except BaseException as exc:
@@ -167,23 +147,6 @@ class Trainer:
             raise
         finally:
             self.close()
-
-    def _report_complete(self, complete: CompleteRun) -> RunResult:
-        """``--resume`` of a run that is already complete: say so on the console (rank 0), with the command
-        that extends it, and return its result; no file of the work dir is written."""
-        from rlearn.logging import get_logger
-
-        if self.rank == 0:
-            console = get_logger(name=self.exp_name)  # no log file: the run's log stays as it was
-            for line in complete.lines(self.exp_name, self.work_dir):
-                console.info(line)
-        latest = self.ckpt_dir / "latest.pt"
-        return RunResult(
-            work_dir=self.work_dir, exp_name=self.exp_name, train_iter=complete.train_iter, envstep=complete.envstep,
-            stop_reason=complete.reason, last_eval=complete.last_eval, log_file=self.log_file, tb_dir=self.tb_dir,
-            ckpt_dir=self.ckpt_dir, latest_checkpoint=latest if latest.is_file() else None,
-            config_file=self.config_file, config=copy.deepcopy(self.cfg), already_complete=True,
-        )
 
     def _log_fatal(self, exc: BaseException) -> None:
         """The error that ends a run as the last line of this rank's log (whatever the console shows): the
@@ -197,29 +160,27 @@ class Trainer:
             self.logger.warning("%s at train_iter %s, envstep %s", exc, train_iter, envstep)
             return
         prefix = f"rank {self.rank} of {self.world_size} stopped" if self.distributed else "run failed"
-        try:
+        with contextlib.suppress(Exception):  # reporting must not replace the error being reported
             self.logger.error(failure_line(exc, train_iter, envstep, prefix=prefix))
-        except Exception:  # noqa: BLE001 - reporting must not replace the error being reported
-            pass
 
     def _write_config(self) -> None:
         """Write ``config.py`` (rank 0), keeping the permissions of the file it replaces."""
         if self.rank != 0:
             return
         try:
-            mode: Optional[int] = os.stat(self.config_file).st_mode & 0o7777
+            mode: Optional[int] = os.stat(self.dirs.config_file).st_mode & 0o7777
         except OSError:
             mode = None
-        dump_config(self.cfg, self.config_file)
+        dump_config(self.cfg, self.dirs.config_file)
         if mode is not None:
-            os.chmod(self.config_file, mode)
+            os.chmod(self.dirs.config_file, mode)
 
     def _check_files(self) -> None:
         """Start-up checks of the work dir (rank 0): temp files of saves a kill interrupted are removed, and
         the directories the run writes must be writable now, not 500 iterations in (one-line ConfigError)."""
         for path in clean_stale_temp_files(self.work_dir):
             self.logger.info("removed %s (left by an interrupted save)", path)
-        for directory in (self.work_dir, self.ckpt_dir, self.tb_dir):
+        for directory in (self.work_dir, self.dirs.ckpt_dir, self.dirs.tb_dir):
             if directory == self.work_dir or directory.is_dir():
                 try:
                     check_writable(directory)
@@ -227,30 +188,23 @@ class Trainer:
                     raise ConfigError(str(exc)) from exc
 
     def _run(self) -> RunResult:
+        from rlearn.hooks import CheckpointHook, LogShowHook
         from rlearn.progress import ProgressBar, progress_wanted
 
         learner = self.learner
         if self.resume_path is not None:
-            for path, reason in self.dirs.resume_skipped:
-                self.logger.warning("--resume: skipped %s (%s)", path, reason)
-            if self.dirs.resume_skipped:
-                self.logger.warning("--resume: continuing from %s, the newest valid checkpoint", self.resume_path)
             self._resume()
             self._write_config()  # only now: a refused resume leaves config.py as it was
         learner.call_hook("before_run")  # hooks declare their monitor keys (TimerHook) and start their clocks
         learner.check_monitor_windows()  # strict: a misspelt monitor_windows key stops the run before any event
         learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
-        self.logger.info(
-            "exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
-            self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
-            f"resuming at envstep {self.envstep}" if self.resume_path else "starting", self.work_dir,
-        )
+        self.logger.info("exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
+                         self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
+                         f"resuming at envstep {self.envstep}" if self.resume_path else "starting", self.work_dir)
         if self.dirs.moved_from is not None:
-            self.logger.warning(
-                "%s already holds a run: this new run writes to %s (--resume alone continues the most recent "
-                "run of this exp_name; continue another one with --resume --work-dir DIR)",
-                self.dirs.moved_from, self.work_dir,
-            )
+            self.logger.warning("%s already holds a run: this new run writes to %s (--resume alone continues the "
+                                "most recent run of this exp_name; continue another one with --resume --work-dir "
+                                "DIR)", self.dirs.moved_from, self.work_dir)
         bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
                           enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
         # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once
@@ -258,22 +212,30 @@ class Trainer:
             with bar:
                 stop_reason = self._loop(guard, bar)
                 if stop_reason == INTERRUPTED:
-                    self.stop_signal = guard.signal_name
                     self.logger.warning("%s: stopping at train_iter %d, envstep %d; saving a checkpoint",
                                         guard.reason, learner.train_iter, self.envstep)
                 else:
                     self.eval_hook.evaluate_at_end(learner)
                     bar.update(self.envstep, self.eval_hook.last_return)
-            self._final_log()
+            learner.get_hook(LogShowHook).final_log(learner)  # a last table of the iterations since the previous one
             if stop_reason != INTERRUPTED and self.eval_hook.state.last_result:  # TensorBoard's HParams tab
                 learner.write_hparams({"evaluator/episode_return_mean": self.eval_hook.state.last_result["episode_return_mean"]})
             if self.distributed:
                 check_ranks_agree(self.policy, self.logger, self.rank, self.world_size)
-            if stop_reason == INTERRUPTED:
-                self._save_now()
+            if stop_reason == INTERRUPTED:  # through the CheckpointHook: latest.pt and pruning follow
+                learner.get_hook(CheckpointHook).save(learner)
             learner.call_hook("after_run")
         learner.close()  # finishes W&B / MLflow runs: a writer that fails there is in the summary too
-        result = self._result(stop_reason)
+        progress, best = self.eval_hook.progress, self.eval_hook.best_path(learner)
+        result = self._result(
+            train_iter=learner.train_iter, envstep=self.envstep, stop_reason=stop_reason,
+            stop_signal=guard.signal_name if stop_reason == INTERRUPTED else None,
+            last_eval=copy.deepcopy(self.eval_hook.state.last_result), failed_writers=dict(learner.failed_writers),
+            trace_dir=(self.work_dir / "trace") if self.tracer is not None else None,
+            best_checkpoint=best if best is not None and best.is_file() else None,
+            best_eval=None if progress.best_return is None else {"episode_return_mean": progress.best_return,
+                                                                 "envstep": progress.best_envstep,
+                                                                 "train_iter": progress.best_iter})
         for line in summary_lines(result):
             self.logger.info(line)
         if self.distributed:
@@ -298,28 +260,23 @@ class Trainer:
                 return self.eval_hook.stop_reason or STOP_VALUE
         return MAX_ENV_STEPS
 
-    # ------------------------------------------------------------------------------------ checkpoints
     def _resume(self) -> None:
-        """Load the checkpoint, give ranks > 0 their own random streams, log config changes.
-
-        A checkpoint the learner cannot take (a counter of the wrong type, a state of the wrong shape) is a
-        CheckpointError naming the file."""
+        """Load the checkpoint (one the learner cannot take is a CheckpointError naming the file), give ranks
+        > 0 their own random streams, log config changes."""
+        for path, reason in self.dirs.resume_skipped:
+            self.logger.warning("--resume: skipped %s (%s)", path, reason)
+        if self.dirs.resume_skipped:
+            self.logger.warning("--resume: continuing from %s, the newest valid checkpoint", self.resume_path)
         try:
             checkpoint = self.learner.load_checkpoint(self.resume_path)
-        except (CheckpointError, ConfigError):
-            raise
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError) as exc:
-            if isinstance(exc, dist.DistributedError):
+            if isinstance(exc, (CheckpointError, ConfigError, dist.DistributedError)):
                 raise
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            raise CheckpointError(
-                f"checkpoint {str(self.resume_path)!r} cannot be resumed: {type(exc).__name__}: {message}"
-            ) from exc
+            raise CheckpointError(f"checkpoint {str(self.resume_path)!r} cannot be resumed: {type(exc).__name__}: "
+                                  f"{build.error_message(exc)}") from exc
         if self.envstep != self.learner.envstep:
-            self.logger.warning(
-                "checkpoint %s: collector envstep %d (x%d ranks) differs from the learner's %d",
-                self.resume_path, self.collector.envstep, self.world_size, self.learner.envstep,
-            )
+            self.logger.warning("checkpoint %s: collector envstep %d (x%d ranks) differs from the learner's %d",
+                                self.resume_path, self.collector.envstep, self.world_size, self.learner.envstep)
         if self.rank > 0:
             rederive_rank_streams(self.rank_seed, self.learner.train_iter, self.policy, self.buffer)
         saved = checkpoint.get("config")
@@ -330,20 +287,6 @@ class Trainer:
             if changes:
                 self.logger.info("resumed with config changes: %s", "; ".join(changes))
 
-    def _save_now(self) -> Optional[Path]:
-        """Save a checkpoint now (Ctrl-C), through the CheckpointHook so ``latest.pt`` and pruning follow."""
-        from rlearn.hooks import CheckpointHook
-
-        return self.learner.get_hook(CheckpointHook).save(self.learner)
-
-    def _final_log(self) -> None:
-        """A last table for the iterations since the previous one (before the final checkpoint); none when
-        the run ended on a log iteration or trained nothing (:meth:`LogShowHook.final_log`)."""
-        from rlearn.hooks import LogShowHook
-
-        self.learner.get_hook(LogShowHook).final_log(self.learner)  # windows end at the last completed iteration
-
-    # ------------------------------------------------------------------------------------------ close
     def close(self) -> None:
         """Close environments, the TensorBoard writer, the trace and this run's log file, and leave the
         process group if this run joined it (idempotent)."""
@@ -352,13 +295,10 @@ class Trainer:
         self._closed = True
         for env in (self.env, self.eval_env):
             if env is not None:
-                try:
+                with contextlib.suppress(Exception):  # closing must not hide the error that brought us here
                     env.close()
-                except Exception:  # closing must not hide the error that brought us here
-                    pass
-        learner = getattr(self, "learner", None)
-        if learner is not None:
-            learner.close()
+        if self.learner is not None:
+            self.learner.close()
         if self.tracer is not None:
             from rlearn import trace
 
@@ -373,21 +313,13 @@ class Trainer:
 
             leave_process_group(getattr(self, "policy", None))  # DDP wrappers unwrapped and collected first
 
-    def _result(self, stop_reason: str) -> RunResult:
-        latest = self.ckpt_dir / "latest.pt"
-        progress, best = self.eval_hook.progress, self.eval_hook.best_path(self.learner)
-        best_eval = None if progress.best_return is None else {
-            "episode_return_mean": progress.best_return, "envstep": progress.best_envstep, "train_iter": progress.best_iter}
-        return RunResult(
-            work_dir=self.work_dir, exp_name=self.exp_name, train_iter=self.learner.train_iter,
-            envstep=self.envstep, stop_reason=stop_reason, last_eval=copy.deepcopy(self.eval_hook.state.last_result),
-            log_file=self.log_file, tb_dir=self.tb_dir, ckpt_dir=self.ckpt_dir,
-            latest_checkpoint=latest if latest.is_file() else None, config_file=self.config_file,
-            stop_signal=self.stop_signal,
-            trace_dir=(self.work_dir / "trace") if self.tracer is not None else None, config=copy.deepcopy(self.cfg),
-            best_checkpoint=best if best is not None and best.is_file() else None, best_eval=best_eval,
-            failed_writers=dict(self.learner.failed_writers),
-        )
+    def _result(self, **fields: Any) -> RunResult:
+        """A :class:`RunResult` of this run's files and config, with the given counters and outcome."""
+        latest = self.dirs.ckpt_dir / "latest.pt"
+        return RunResult(work_dir=self.work_dir, exp_name=self.exp_name, log_file=self.log_file,
+                         tb_dir=self.dirs.tb_dir, ckpt_dir=self.dirs.ckpt_dir,
+                         latest_checkpoint=latest if latest.is_file() else None, config_file=self.dirs.config_file,
+                         config=copy.deepcopy(self.cfg), **fields)
 
 
 def _detach_file_handler(logger: Any, path: Path) -> None:
@@ -412,18 +344,14 @@ def train(
     (``rlearn train CONFIG --nproc N``; docs/distributed.md).
 
     Args:
-        cfg: a config dict (resolved or not: it is resolved here), a config file path or a bundled
-            config name (see :mod:`rlearn.config`).
+        cfg: a config dict (resolved here), a config file path or a bundled config name.
         work_dir: where the log, ``tb/``, ``ckpt/``, ``config.py`` (and ``trace/``) go; default
-            ``work_dirs/<exp_name>``, or ``work_dirs/<exp_name>_2``, ``_3``... when that one already holds
-            a run (checkpoints or TensorBoard events). An explicit ``work_dir`` that holds a run is refused
-            (ConfigError) unless resuming: two runs writing the same curves would make them unreadable.
-        resume: ``True`` continues from ``<work_dir>/ckpt/latest.pt``, a path from that checkpoint;
-            counters, RNG states, replay buffer, monitor windows and TensorBoard curves continue.
+            ``work_dirs/<exp_name>``, or the next free ``<exp_name>_2``, ``_3``... (one that holds a run is
+            refused unless resuming).
+        resume: ``True`` continues from ``<work_dir>/ckpt/latest.pt``, a path from that checkpoint.
         progress: show the progress bar (None: only on a terminal, unless ``RLEARN_NO_PROGRESS=1``).
 
-    Returns:
-        A :class:`RunResult`. Config mistakes raise :class:`rlearn.config.ConfigError`; a bad
-        checkpoint raises :class:`rlearn.checkpoint.CheckpointError`.
+    Returns a :class:`RunResult`; raises :class:`rlearn.config.ConfigError` for a config mistake and
+    :class:`rlearn.checkpoint.CheckpointError` for a bad checkpoint.
     """
     return Trainer(cfg, work_dir=work_dir, resume=resume, progress=progress).run()

@@ -1,12 +1,8 @@
 """Where a run writes: choosing the work directory and the checkpoint to resume from.
 
-A fresh run never writes into a directory that already holds a run (checkpoints or TensorBoard events):
-the default ``work_dirs/<exp_name>`` moves on to ``<exp_name>_2``, ``_3``...; an explicit ``--work-dir``
-that holds one is refused unless resuming. Rank 0 holds an exclusive lock on the directory for the whole
-run (:class:`rlearn.workdir_lock.WorkDirLock`): two runs never share a directory, the default one moves on
-atomically, and an explicit ``--work-dir`` (or a ``--resume``) of a directory a live run holds is refused
-with a message naming that run. ``--resume`` falls back to the newest valid checkpoint when ``latest.pt``
-is missing or damaged (:func:`rlearn.checkpoint.find_resume_checkpoint`).
+A fresh run never writes into a directory that already holds a run: the default ``work_dirs/<exp_name>``
+moves on to ``<exp_name>_2``, ``_3``...; an explicit ``--work-dir`` that holds one is refused unless resuming.
+Rank 0 holds an exclusive lock on the directory for the whole run (:class:`rlearn.workdir_lock.WorkDirLock`).
 """
 
 from __future__ import annotations
@@ -45,14 +41,9 @@ def latest_run_dir(default: Path) -> Path:
 
 @dataclass
 class WorkDir:
-    """The chosen work directory and where each file of the run goes.
-
-    Attributes:
-        path: the work directory.
-        moved_from: the default directory, when it already held a run and ``path`` is the next free one.
-        lock: rank 0's lock on ``path`` (None on other ranks), released by :meth:`release`.
-        resume_skipped: checkpoints ``--resume`` passed over, with the reason, set by :func:`resume_checkpoint`.
-    """
+    """The chosen work directory ``path`` and where each file of the run goes; ``moved_from``: the default
+    directory when it already held a run; ``lock``: rank 0's lock on ``path``; ``resume_skipped``: checkpoints
+    ``--resume`` passed over, with the reason."""
 
     path: Path
     moved_from: Optional[Path] = None
@@ -85,14 +76,10 @@ def choose_work_dir(
     rank: int = 0,
     broadcast: Callable[[Any], Any] = lambda obj: obj,
 ) -> WorkDir:
-    """The work directory of a run.
-
-    An explicit ``work_dir`` is used as given; a resumed run without one continues the most recent run of
-    ``work_dirs/<exp_name>``, ``<exp_name>_2``... (:func:`latest_run_dir`); a fresh run takes the first free one of ``work_dirs/<exp_name>``,
-    ``<exp_name>_2``... Rank 0 chooses and ``broadcast`` (``rlearn.distributed.broadcast_object`` in a run of
-    several processes) hands its choice to the other ranks, which must not look after rank 0 may have
-    started writing.
-    """
+    """The work directory of a run: an explicit ``work_dir`` as given; else, resuming, the most recent run of
+    ``work_dirs/<exp_name>``, ``<exp_name>_2``... (:func:`latest_run_dir`), or for a fresh run the first free
+    one. Rank 0 chooses and ``broadcast`` hands its choice to the other ranks (which must not look after rank
+    0 may have started writing)."""
     if work_dir is not None:
         if not str(work_dir).strip():  # Path("") is the current directory
             raise ConfigError(f"--work-dir is empty ({str(work_dir)!r}): name a directory, or leave --work-dir out "
@@ -142,12 +129,10 @@ def check_directory(path: Path) -> Path:
 
 
 def resume_checkpoint(work_dir: WorkDir, resume: ResumeArg) -> Optional[Path]:
-    """The checkpoint to resume from (None for a fresh run); a ConfigError names what is wrong.
-
-    A fresh run (``resume`` None or False) refuses a directory that already holds a run; ``resume=True``
-    means ``<work_dir>/ckpt/latest.pt``, or the newest valid ``iteration_<n>.pt`` when ``latest.pt`` is
-    missing or damaged (the files passed over go to ``work_dir.resume_skipped``); a path means that file.
-    """
+    """The checkpoint to resume from (None for a fresh run, which refuses a directory that already holds a
+    run); a ConfigError names what is wrong. ``resume=True`` means ``<work_dir>/ckpt/latest.pt``, or the newest
+    valid ``iteration_<n>.pt`` when that is missing or damaged (the files passed over go to
+    ``work_dir.resume_skipped``); a path means that file."""
     if resume is None or resume is False:
         existing = existing_run(work_dir.path)
         if existing:
@@ -164,6 +149,5 @@ def resume_checkpoint(work_dir: WorkDir, resume: ResumeArg) -> Optional[Path]:
     ckpt_dir = work_dir.ckpt_dir
     if not (ckpt_dir / "latest.pt").exists() and not any(ckpt_dir.glob("iteration_*.pt")):
         raise ConfigError(f"--resume: no checkpoint at {str(ckpt_dir / 'latest.pt')!r}")
-    # latest.pt, else the newest iteration_<n>.pt that reads and verifies (CheckpointError when none does)
     path, work_dir.resume_skipped = find_resume_checkpoint(ckpt_dir)
     return path
