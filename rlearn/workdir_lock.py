@@ -1,21 +1,15 @@
 """One live run per work directory: :class:`WorkDirLock` and :func:`claim_free_work_dir`.
 
-A run takes an exclusive lock on ``<work_dir>/.lock`` before it writes anything there and keeps it until
-it ends. The lock is an ``fcntl.flock`` on that file: the kernel releases it whenever the process ends,
-however it ends (``kill -9`` included), so a crashed run never blocks the next one. The file holds the
-holder's PID, host, start time and command line (JSON), so that a refused run can say who holds the
-directory; a file left behind by a dead run is simply taken over (:attr:`WorkDirLock.took_over`).
-
-On file systems without ``flock`` (some parallel file systems mounted without lock support) the lock
-falls back to checking the PID in the file (same host only, not atomic), with
-:attr:`WorkDirLock.exclusive` False.
-
-Processes forked while the lock is held (vector-environment workers) share it: it is released when the
-last of them exits.
+A run holds an ``fcntl.flock`` on ``<work_dir>/.lock`` for its whole life; the kernel releases it however
+the process ends, so a crashed run never blocks the next one. The file records the holder (PID, host,
+start time, command line) for the refusal message. File systems without ``flock`` fall back to checking
+that PID (same host only, not atomic; :attr:`WorkDirLock.exclusive` False). Processes forked while the
+lock is held share it. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -25,7 +19,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
+
+from rlearn.fileio import pid_alive
 
 __all__ = [
     "LOCK_NAME",
@@ -73,15 +69,7 @@ class LockHolder:
 
     def alive(self) -> Optional[bool]:
         """Whether the process runs; None when it is on another host (cannot tell)."""
-        if self.host != socket.gethostname():
-            return None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(self.pid) if self.host == socket.gethostname() else None
 
 
 def _parse_holder(text: bytes) -> Optional[LockHolder]:
@@ -93,14 +81,7 @@ def _parse_holder(text: bytes) -> Optional[LockHolder]:
 
 
 def _read_fd(fd: int) -> bytes:
-    chunks: List[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 65536, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
+    return os.pread(fd, os.fstat(fd).st_size, 0)
 
 
 class WorkDirLock:
@@ -147,13 +128,10 @@ class WorkDirLock:
             raise
         except OSError as exc:
             raise WorkDirError(f"work dir {self.work_dir}: cannot create the lock file {self.path}: {exc.strerror or exc}") from exc
-        previous = _parse_holder(_read_fd(fd))
-        if previous is not None:  # a clean release removes the file: its holder died without releasing
-            self.took_over = previous
+        # a clean release removes the file: a holder recorded in it died without releasing
+        self.took_over = _parse_holder(_read_fd(fd))
         holder = LockHolder(os.getpid(), socket.gethostname(), time.time(), tuple(sys.argv))
-        self._record = json.dumps(
-            {"pid": holder.pid, "host": holder.host, "started": holder.started, "argv": list(holder.argv)}
-        ).encode("utf-8")
+        self._record = json.dumps(dataclasses.asdict(holder)).encode("utf-8")
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, self._record, 0)
@@ -240,14 +218,6 @@ class WorkDirLock:
         if getattr(self, "_fd", None) is not None:
             os.close(self._fd)
 
-    @staticmethod
-    def read_holder(work_dir: PathLike) -> Optional[LockHolder]:
-        """What ``<work_dir>/.lock`` says (a live holder or one that died), None without a readable file."""
-        try:
-            return _parse_holder((Path(work_dir) / LOCK_NAME).read_bytes())
-        except OSError:
-            return None
-
 
 def existing_run(work_dir: PathLike) -> Optional[str]:
     """Why ``work_dir`` already holds a run (``"<dir>/ckpt holds checkpoints"``, ``"<dir>/tb holds
@@ -270,9 +240,8 @@ def claim_free_work_dir(
     """Lock and return the first of ``default``, ``<default>_2``, ``<default>_3``... that is free.
 
     Free: not locked by a live run, a directory (or absent), and holding no run (``holds_run`` returns
-    None; default: no checkpoint and no TensorBoard event). The lock is taken *before* the directory is
-    inspected and is returned held, so processes started at the same moment never get the same
-    directory. The caller releases the lock when its run ends.
+    None). The lock is taken *before* the directory is inspected and returned held, so processes started
+    at the same moment never get the same directory; the caller releases it when its run ends.
     """
     default = Path(default)
     for n in range(1, max_tries + 1):
