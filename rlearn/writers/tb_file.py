@@ -1,19 +1,10 @@
 """``TBWriter``: one TensorBoard event file written synchronously in the caller's thread, counting points.
 
-Why not the stock ``tensorboardX.SummaryWriter``? Two reasons:
-
-* its events go through a background thread, so ``flush()`` does not wait for queued events: a checkpoint
-  taken right after a flush could claim points that never reached the disk. :class:`TBWriter` writes each
-  event in the caller's thread (a buffered file write); ``flush(sync=False)`` hands them to the OS (a crash
-  of the process loses nothing) and ``flush()`` also fsyncs (a power loss loses nothing);
-* on resume we must know which points belong to the run *before* the checkpoint. :class:`TBWriter`
-  counts, for each tag, the last step written and how many points it has at that step; the learner stores
-  that table in the checkpoint (see :func:`rlearn.writers.tb_events.rewind_event_files`).
-
-Only public parts of tensorboardX are used: the summary builders of ``tensorboardX.summary`` (the ones
-``SummaryWriter`` calls, so a point is the same protocol buffer either way; a test compares both files) and
-the ``Event`` / ``Summary`` protocol buffers. The file is the documented TFRecord format: each record is
-``uint64 length (LE) | uint32 masked crc32c(length) | data | uint32 masked crc32c(data)``.
+Unlike ``tensorboardX.SummaryWriter`` (a background thread), a flushed event is in the file, so a checkpoint
+never counts a point that is not on disk; and the per-tag point counts let a resume drop exactly the points
+written after the checkpoint (:func:`rlearn.writers.tb_events.rewind_event_files`). The summaries are
+tensorboardX's own; the file is the TFRecord format: ``uint64 length | uint32 masked crc32c(length) | data |
+uint32 masked crc32c(data)``.
 """
 
 from __future__ import annotations
@@ -54,16 +45,13 @@ def encode_record(data: bytes) -> bytes:
 class TBWriter:
     """TensorBoard event file writer with synchronous writes and per-tag point counts.
 
+    The file is opened at the first write (named as tensorboardX names it, plus a nanosecond suffix that
+    keeps files opened within one second in creation order); a closed writer opens a new one.
+
     Args:
         logdir: directory of the event files (``<work_dir>/tb``).
-        points: the table to update, shared with the learner so that it survives the writer being
-            closed and reopened (each open writes a new event file).
-        totals: per tag, every point written (what a resume expects the event files to hold), shared the
-            same way.
-
-    The file is opened at the first write and named as tensorboardX names it, with a nanosecond suffix that
-    keeps files opened within the same second distinct and in creation order. A closed writer opens a new
-    file at its next write.
+        points: the table of :attr:`points` to update (kept across close and reopen).
+        totals: per tag, every point written (what a resume expects the event files to hold).
     """
 
     def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None,
