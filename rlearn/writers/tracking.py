@@ -1,21 +1,15 @@
 """``TrackingWriter``: the shared part of the experiment-tracking writers (W&B, MLflow).
 
-A tracking service keeps one *run* per training run. The writer starts it at its first write, or, when the
-training run resumes from a checkpoint, continues the same run: the run id is kept in the checkpoint (the
-writer's :meth:`~TrackingWriter.state_dict`) and in ``<work_dir>/<kind>_run.json`` with the position of the
-last row logged.
-
-Such services cannot delete points, so a resume cannot rewind them as the TensorBoard and JSON-lines
-writers do. Instead, on resume the rows that the earlier process had already logged are not logged again:
-a row is identified by its position ``(train_iter, envstep, k)`` (``k``: its index among the rows written
-at that same train iteration and env step), and rows at or before the last logged position are skipped.
-The run so has no duplicate and no missing point; between the checkpoint and the crash it keeps the numbers
-the earlier process measured (the same as the resumed run's when the run is deterministic).
+The writer starts a tracking run at its first write, or continues the same run when training resumes (run
+id in the checkpoint and in ``<work_dir>/<kind>_run.json``). Such services cannot delete points, so instead
+of a rewind the rows an earlier process already logged are skipped: a row's position is ``(train_iter,
+envstep, k)`` (``k``: its index among the rows at that train iteration and env step). See docs/writers.md.
 """
 
 from __future__ import annotations
 
 import abc
+import importlib
 import json
 import os
 from pathlib import Path
@@ -39,8 +33,7 @@ class MissingExtraError(ConfigError):
 class TrackingWriter(Writer, abc.ABC):
     """Starts or continues one tracking run and logs each write as one row (see the module doc).
 
-    Subclasses implement :meth:`_start` (start or continue the run, returning its id), :meth:`_log_row`,
-    :meth:`_log_config` and :meth:`_finish`.
+    Subclasses implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config` and :meth:`_finish`.
 
     Args:
         work_dir: where ``<kind>_run.json`` is kept (None: only the checkpoint holds the run id).
@@ -88,17 +81,16 @@ class TrackingWriter(Writer, abc.ABC):
         return None if self.work_dir is None else self.work_dir / f"{self.kind}_run.json"
 
     def _read_state_file(self) -> Dict[str, Any]:
-        path = self.state_file
-        if path is None or not path.exists():
+        if self.state_file is None:
             return {}
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return json.loads(self.state_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
 
     def _durable_position(self) -> Optional[Position]:
-        """The last position the service holds for sure: what the state file may record. A service whose
-        log call returns once the row is stored (MLflow) holds every row logged; W&B overrides this."""
+        """The last position the service holds for sure (what the state file records): every row logged,
+        for a service whose log call returns once the row is stored (MLflow)."""
         return self._logged
 
     def _save_state_file(self) -> None:
@@ -114,8 +106,8 @@ class TrackingWriter(Writer, abc.ABC):
         self._saved = position
 
     def _restore_logged(self) -> None:
-        """Resume: the run id (unless the checkpoint gave one) and the last position the earlier process
-        logged, from ``<kind>_run.json``."""
+        """Resume: the run id (unless the checkpoint gave one) and the last position logged, from
+        ``<kind>_run.json``."""
         saved = self._read_state_file()
         if self.run_id is None:
             self.run_id = saved.get("run_id")
@@ -166,8 +158,7 @@ class TrackingWriter(Writer, abc.ABC):
             self._save_state_file()
 
     def close(self) -> None:
-        """Finish the run in this process (a later write continues it); then check that the service holds
-        every row logged (:meth:`_check_finished`)."""
+        """Finish the run in this process (a later write continues it), then :meth:`_check_finished`."""
         if self._started:
             self._started = False
             self._resuming = True
@@ -178,12 +169,10 @@ class TrackingWriter(Writer, abc.ABC):
             self._check_finished()
 
     def _check_finished(self) -> None:
-        """Raise ``OSError`` naming what is missing when the finished run lacks rows it was given. Default:
-        nothing to check (the log calls raise on failure)."""
+        """Raise ``OSError`` naming the rows the finished run lacks. Default: nothing (log calls raise)."""
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run a resumed training run continues and
-        the position of the last row written."""
+        """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run to continue and the last row's position."""
         return {"run_id": self.run_id, "at": [self._at[0], self._at[1], self._k]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -203,8 +192,6 @@ class TrackingWriter(Writer, abc.ABC):
 
 def require(module: str, extra: str) -> Any:
     """Import ``module`` or raise :class:`MissingExtraError` saying ``pip install 'rlearn[<extra>]'``."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -217,9 +204,5 @@ def flat_params(config: Mapping[str, Any]) -> Dict[str, str]:
     """The config flattened to dotted keys, values as text (lists and dicts as JSON)."""
     from rlearn.config import flatten
 
-    out: Dict[str, str] = {}
-    for key, value in flatten(config).items():
-        out[key] = value if isinstance(value, str) else json.dumps(value, default=repr)
-    return out
-
-
+    return {key: value if isinstance(value, str) else json.dumps(value, default=repr)
+            for key, value in flatten(config).items()}

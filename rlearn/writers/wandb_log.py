@@ -1,16 +1,14 @@
 """What a W&B run really holds: the rows in its transaction logs (``run-<id>.wandb``).
 
-W&B's service process (``wandb-core``) writes every record of a run to a transaction log in the run's
-directory (``<dir>/wandb/offline-run-<time>-<id>/run-<id>.wandb``; ``run-<time>-<id>`` online), the file
-``wandb sync`` uploads. It buffers that file in 32 KiB blocks and reports no write error to the training
-process, so a row handed to ``run.log`` is durable only once it can be read back from the file: a
-``kill -9`` loses the rows of the unwritten block, a full disk loses them silently. :class:`TransactionLog`
-reads one log incrementally; :func:`last_position` reads every log of a run. Both use W&B's own reader
-(``wandb.sdk.internal.datastore``) and raise :class:`LogUnreadable` when this wandb has none.
+W&B's service writes each run's transaction log in 32 KiB blocks and reports no write error to the training
+process, so a row handed to ``run.log`` is durable only once it can be read back from that file.
+:class:`TransactionLog` reads one log incrementally, :func:`last_position` every log of a run, both with
+W&B's own reader (:class:`LogUnreadable` when this wandb has none).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
@@ -75,8 +73,6 @@ class TransactionLog:
 
 
 def _row_axes(pb, data: bytes) -> Optional[Axes]:
-    import json
-
     record = pb.Record()
     record.ParseFromString(data)
     if record.WhichOneof("record_type") != "history":

@@ -1,23 +1,11 @@
 """``WandbWriter``: Weights & Biases (``pip install 'rlearn[wandb]'``).
 
-Every write is one ``run.log(row)`` whose row holds ``train_iter``, ``envstep`` and every value that is not
-None under its final name (``loss_avg``, ``evaluator/episode_return_mean``). Both axes are explicit:
-``envstep`` and ``train_iter`` are declared with ``define_metric`` and every other metric uses ``envstep`` as
-its step metric (``define_metric("*", step_metric="envstep")``); W&B's own implicit ``_step`` is never
-used as an axis (it restarts in each offline session). Switch a chart's x-axis to ``train_iter`` in the UI.
-The resolved config is the run's config. On resume the same run continues (run id in the checkpoint and in
-``<work_dir>/wandb_run.json``; see :mod:`rlearn.writers.tracking`).
-
-W&B's service writes the run's transaction log in 32 KiB blocks and reports no error to this process
-(:mod:`rlearn.writers.wandb_log`), so a row counts as logged only once it is read back from that file:
-
-* the rows not yet read back are the writer's *pending* rows; a checkpoint keeps them, and a resumed run logs
-  those the transaction logs lack before going on, so a ``kill -9`` loses no row;
-* ``wandb_run.json`` records only positions read back, and a resume takes the last row the transaction logs
-  hold (not what the killed process handed to ``run.log``);
-* with less than :attr:`WandbWriter.MIN_FREE_BYTES` free where W&B writes, :meth:`WandbWriter.flush` raises
-  ``OSError`` (ENOSPC) before W&B loses rows silently, and :meth:`WandbWriter.close` raises when the finished
-  run's log lacks rows it was given: the learner reports the writer at ERROR and switches it off.
+Every write is one ``run.log`` of ``train_iter``, ``envstep`` and every value that is not None; every metric
+uses ``envstep`` as its step metric (W&B's ``_step`` restarts in each offline session). The resolved config
+is the run's config; on resume the same run continues (:mod:`rlearn.writers.tracking`). A row counts as
+logged only once it is read back from W&B's transaction log (:mod:`rlearn.writers.wandb_log`): a checkpoint
+keeps the rows not read back yet and a resumed run logs those the logs lack; a nearly full disk or rows
+missing at :meth:`WandbWriter.close` raise ``OSError``. See docs/writers.md.
 """
 
 from __future__ import annotations
@@ -89,7 +77,7 @@ class WandbWriter(TrackingWriter):
 
     def _directory(self) -> Optional[str]:
         """Where W&B keeps its folder ``wandb/``: ``dir``, else ``WANDB_DIR`` (read at each start: wandb reads
-        it once per process), else the work dir; None: the current directory (W&B's default)."""
+        it once per process), else the work dir; None: the current directory."""
         return self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
 
     def _wandb_folder(self) -> Path:
@@ -147,8 +135,8 @@ class WandbWriter(TrackingWriter):
         return self._durable if self._log is not None else self._logged
 
     def _restore_logged(self) -> None:
-        """Resume: the last row the run's transaction logs hold (what the killed process handed to W&B and W&B
-        never wrote is logged again); ``wandb_run.json`` when this wandb cannot read them or finds none."""
+        """Resume from the last row the run's transaction logs hold; ``wandb_run.json`` when this wandb cannot
+        read them or finds none."""
         super()._restore_logged()
         if self.run_id is None:
             return
@@ -160,8 +148,8 @@ class WandbWriter(TrackingWriter):
             self._logged = self._durable = found
 
     def flush(self) -> None:
-        """Read back what W&B wrote, update ``wandb_run.json``, and raise ``OSError`` (ENOSPC) when the disk
-        W&B writes to has less than :attr:`MIN_FREE_BYTES` free (its service would lose rows silently)."""
+        """Read back what W&B wrote, update ``wandb_run.json``; ``OSError`` (ENOSPC) when the disk W&B writes
+        to has less than :attr:`MIN_FREE_BYTES` free (its service would lose rows silently)."""
         if not self._started:
             return
         self._read_back()
@@ -177,8 +165,8 @@ class WandbWriter(TrackingWriter):
                           f"(W&B drops rows there without an error; its transaction log holds {held})", str(folder))
 
     def _check_finished(self) -> None:
-        """Wait until the finished run's transaction log holds every row this process logged (W&B's service
-        writes it after ``finish()`` returns); ``OSError`` naming the rows it lacks otherwise."""
+        """Wait until the finished run's transaction log holds every row logged (W&B's service writes it
+        after ``finish()`` returns); ``OSError`` naming the rows it lacks otherwise."""
         deadline = time.monotonic() + (0.0 if self._disk_full else self.FINISH_TIMEOUT_S)
         while self._pending and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -193,8 +181,8 @@ class WandbWriter(TrackingWriter):
                           str(self._log.path))
 
     def state_dict(self) -> Dict[str, Any]:
-        """The tracking state plus ``pending``: the rows W&B has not written yet, which a resume logs again
-        if the transaction logs still lack them."""
+        """The tracking state plus ``pending``: the rows W&B has not written yet (a resume logs those the
+        transaction logs lack)."""
         self._read_back()
         state = super().state_dict()
         state["pending"] = [[*position, row] for position, row in self._replay + self._pending]
