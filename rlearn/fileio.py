@@ -7,6 +7,7 @@ writes left; :func:`check_writable` probes a directory at start-up. See docs/rel
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -17,14 +18,8 @@ import time
 from pathlib import Path
 from typing import List, Optional, Union
 
-__all__ = [
-    "FileWriteError",
-    "atomic_write_bytes",
-    "check_writable",
-    "clean_stale_temp_files",
-    "pid_alive",
-    "temp_file_owner",
-]
+__all__ = ["FileWriteError", "atomic_write_bytes", "check_writable", "clean_stale_temp_files", "pid_alive",
+           "temp_file_owner"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -75,16 +70,12 @@ class FileWriteError(OSError):
 
 
 def _fsync_dir(directory: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # platforms without directory file descriptors
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # platforms without directory file descriptors
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _temp_suffix() -> str:
@@ -166,10 +157,8 @@ def check_writable(directory: PathLike) -> Path:
         os.unlink(probe)
     except OSError as exc:
         if probe is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(probe)
-            except OSError:
-                pass
         raise FileWriteError(directory, exc, "the directory is not writable (nothing was written there)") from exc
     return directory
 

@@ -23,15 +23,8 @@ from typing import Callable, Optional, Tuple, Union
 
 from rlearn.fileio import pid_alive
 
-__all__ = [
-    "LOCK_NAME",
-    "LockHolder",
-    "WorkDirBusyError",
-    "WorkDirError",
-    "WorkDirLock",
-    "claim_free_work_dir",
-    "existing_run",
-]
+__all__ = ["LOCK_NAME", "LockHolder", "WorkDirBusyError", "WorkDirError", "WorkDirLock", "claim_free_work_dir",
+           "existing_run"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -124,8 +117,6 @@ class WorkDirLock:
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             fd = self._open_locked()
-        except WorkDirError:
-            raise
         except OSError as exc:
             raise WorkDirError(f"work dir {self.work_dir}: cannot create the lock file {self.path}: {exc.strerror or exc}") from exc
         # a clean release removes the file: a holder recorded in it died without releasing

@@ -72,14 +72,6 @@ def _full_name(group: str, short: str) -> str:
     return short if group == DEFAULT_GROUP else f"{group}/{short}"
 
 
-def _rank(group: str, first_seen: List[str]) -> Tuple[int, int]:
-    if group in GROUP_ORDER:
-        return (0, GROUP_ORDER.index(group))
-    if group in LAST_GROUPS:
-        return (2, LAST_GROUPS.index(group))
-    return (1, first_seen.index(group))
-
-
 def grouped_columns(
     scalars: Mapping[str, ScalarValue], known: Optional[Dict[str, List[str]]] = None
 ) -> List[Tuple[str, List[Tuple[str, str]]]]:
@@ -101,8 +93,9 @@ def grouped_columns(
     fixed = GROUP_ORDER + LAST_GROUPS
     first_seen = [g for g in known if g not in fixed]
     first_seen += [g for g in groups if g not in first_seen and g not in fixed]
+    order = [*GROUP_ORDER, *first_seen, *LAST_GROUPS]
     out: List[Tuple[str, List[Tuple[str, str]]]] = []
-    for group in sorted(groups, key=lambda g: _rank(g, first_seen)):
+    for group in sorted(groups, key=order.index):
         values = groups[group]
         columns: List[Tuple[str, str]] = []
         placed = set()

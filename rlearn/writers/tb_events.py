@@ -106,10 +106,7 @@ def read_records(path: Union[str, os.PathLike]) -> EventFile:
 
 def iter_events(path: Union[str, os.PathLike]) -> Iterator[event_pb2.Event]:
     """The events of one file (damaged records skipped, see :func:`read_records`)."""
-    for data in read_records(path).records:
-        event = event_pb2.Event()
-        event.ParseFromString(data)
-        yield event
+    return (event_pb2.Event.FromString(data) for data in read_records(path).records)
 
 
 def event_files(logdir: Union[str, os.PathLike]) -> List[Path]:
@@ -142,15 +139,9 @@ class RewindReport:
         return sum(len(found) for found in self.corrupt_records.values())
 
 
-def rewind_event_files(
-    logdir: Union[str, os.PathLike],
-    train_iter: int,
-    envstep: int,
-    points: Optional[Mapping[str, List[int]]] = None,
-    skip: Tuple[Union[str, os.PathLike], ...] = (),
-    logger: Optional[logging.Logger] = None,
-    drop_prefixes: Tuple[str, ...] = (),
-) -> RewindReport:
+def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep: int,
+                       points: Optional[Mapping[str, List[int]]] = None, skip: Tuple[Union[str, os.PathLike], ...] = (),
+                       logger: Optional[logging.Logger] = None, drop_prefixes: Tuple[str, ...] = ()) -> RewindReport:
     """Remove from the event files under ``logdir`` every point written after a checkpoint.
 
     A value of tag ``T`` at step ``s`` (files in TensorBoard's reading order) is kept when:
@@ -175,16 +166,12 @@ def rewind_event_files(
         if drop_prefixes and tag.startswith(drop_prefixes):
             return False
         entry = points.get(tag)
-        if entry is not None:
-            last_step, count = int(entry[0]), int(entry[1])
-            if step < last_step:
-                return True
-            if step > last_step:
-                return False
-            seen_at_last[tag] = seen_at_last.get(tag, 0) + 1
-            return seen_at_last[tag] <= count
-        limit = envstep if tag.split("/", 1)[0].endswith("_step") else train_iter  # ``<group>_step/...``
-        return step <= limit
+        if entry is None:
+            return step <= (envstep if tag.split("/", 1)[0].endswith("_step") else train_iter)  # ``<group>_step/...``
+        if step != int(entry[0]):
+            return step < int(entry[0])
+        seen_at_last[tag] = seen_at_last.get(tag, 0) + 1
+        return seen_at_last[tag] <= int(entry[1])
 
     for path in event_files(logdir):
         if path.resolve() in skipped:
@@ -208,9 +195,6 @@ def rewind_event_files(
             kept = [value for value in event.summary.value if keep(value.tag, event.step)]
             for value in kept:
                 report.kept[value.tag] = report.kept.get(value.tag, 0) + 1
-                entry = points.get(value.tag)
-                if entry is not None and event.step == int(entry[0]):
-                    report.kept_at_last[value.tag] = report.kept_at_last.get(value.tag, 0) + 1
             removed = len(event.summary.value) - len(kept)
             if removed == 0:
                 out.append(raw)  # unchanged records are copied as stored: no checksum to recompute
@@ -225,6 +209,7 @@ def rewind_event_files(
             # the temporary name must not contain "tfevents", or TensorBoard would read it
             atomic_write_bytes(path, b"".join(out), tmp_prefix=".rlearn-rewind-")
             report.files_rewritten.append(path)
+    report.kept_at_last = {tag: min(seen, int(points[tag][1])) for tag, seen in seen_at_last.items()}
     if logger is not None:
         for path, why in report.skipped.items():
             logger.warning("TensorBoard rewind: left %s untouched: %s", path, why)

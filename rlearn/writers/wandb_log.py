@@ -51,21 +51,14 @@ class TransactionLog:
         rows: List[Axes] = []
         try:
             store.open_for_scan(str(self.path))
-        except (AssertionError, OSError, ValueError):  # the header is not complete yet
-            store.close()
-            return []
-        try:
             if self.offset:
                 store.seek(self.offset)
-            while True:
-                data = store.scan_data()
-                if data is None:
-                    break
+            while (data := store.scan_data()) is not None:
                 self.offset = store.get_offset()
                 axes = _row_axes(pb, data)
                 if axes is not None:
                     rows.append(axes)
-        except (AssertionError, OSError, ValueError):  # a block being written, or damage: stop before it
+        except (AssertionError, OSError, ValueError):  # the header or a block being written, or damage: stop there
             pass
         finally:
             store.close()
