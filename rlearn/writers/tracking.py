@@ -54,8 +54,7 @@ class TrackingWriter(Writer, abc.ABC):
         self._config: Optional[Mapping[str, Any]] = None
         self._logged: Optional[Position] = None  # last position logged to the service
         self._saved: Optional[Position] = None  # the position in the state file
-        self._at: Tuple[int, int] = (-1, -1)
-        self._k = 0
+        self._position: Position = (-1, -1, 0)  # of the last write
 
     # ----------------------------------------------------------------------------------- subclass API
     @abc.abstractmethod
@@ -101,8 +100,7 @@ class TrackingWriter(Writer, abc.ABC):
         if path.exists() and self._saved == position:
             return
         state = {"run_id": self.run_id, "logged": list(position) if position else None}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, json.dumps(state).encode("utf-8"), tmp_prefix=f".{path.name}.")
+        atomic_write_bytes(path, json.dumps(state).encode("utf-8"))
         self._saved = position
 
     def _restore_logged(self) -> None:
@@ -130,15 +128,12 @@ class TrackingWriter(Writer, abc.ABC):
     # ---------------------------------------------------------------------------------------- Writer
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Log one row (values that are not None) unless an earlier process already logged this position."""
-        at = (int(step_iter), int(step_env))
-        self._k = self._k + 1 if at == self._at else 0
-        self._at = at
-        position = (at[0], at[1], self._k)
+        self._position = position = next_position(self._position, int(step_iter), int(step_env))
         if self._logged is not None and position <= self._logged:
             return  # logged before the resume
         row = {name: plain_number(value) for name, value in scalars.items() if value is not None}
         self._ensure_started()
-        self._log_row(row, at[0], at[1])
+        self._log_row(row, position[0], position[1])
         self._logged = position
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
@@ -173,7 +168,7 @@ class TrackingWriter(Writer, abc.ABC):
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run to continue and the last row's position."""
-        return {"run_id": self.run_id, "at": [self._at[0], self._at[1], self._k]}
+        return {"run_id": self.run_id, "at": list(self._position)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue run ``state["run_id"]``, counting positions from the checkpoint's."""
@@ -181,13 +176,19 @@ class TrackingWriter(Writer, abc.ABC):
         if state.get("run_id"):
             self.run_id = str(state["run_id"])
         if state.get("at"):
-            self._at, self._k = (int(state["at"][0]), int(state["at"][1])), int(state["at"][2])
+            self._position = tuple(int(v) for v in state["at"])  # type: ignore[assignment]
         self._resuming = True
 
     def rewind(self, step_iter: int, step_env: int) -> None:
         """Resume: continue the same run, skipping the rows already logged (see the module doc)."""
         self._resuming = True
         self._restore_logged()
+
+
+def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Position:
+    """The position of a row at (``step_iter``, ``step_env``) written after the row at ``last``."""
+    k = last[2] + 1 if last is not None and last[:2] == (step_iter, step_env) else 0
+    return step_iter, step_env, k
 
 
 def require(module: str, extra: str) -> Any:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.writers.base import count, list_of, optional
-from rlearn.writers.tracking import Position, TrackingWriter, require
+from rlearn.writers.tracking import Position, TrackingWriter, next_position, require
 from rlearn.writers.wandb_log import LogUnreadable, TransactionLog, last_position
 
 __all__ = ["WandbWriter"]
@@ -71,8 +71,6 @@ class WandbWriter(TrackingWriter):
         self._replay: List[Pending] = []  # a checkpoint's pending rows, logged again if the logs lack them
         self._durable: Optional[Position] = None  # the last position read back
         self._log: Optional[TransactionLog] = None
-        self._log_at: Tuple[int, int] = (-1, -1)
-        self._log_k = 0
         self._disk_full = False
 
     def _directory(self) -> Optional[str]:
@@ -99,8 +97,6 @@ class WandbWriter(TrackingWriter):
         # mode="disabled" writes nothing: there is no transaction log to read back
         disabled = self.run.settings.mode == "disabled"
         self._log = None if disabled else TransactionLog(self.run.settings.sync_file)
-        if self._durable is not None:  # rows of this process at the last position read back continue its k
-            self._log_at, self._log_k = (self._durable[0], self._durable[1]), self._durable[2]
         replay, self._replay = self._replay, []
         for position, row in replay:  # rows a killed process handed to W&B and W&B never wrote
             if self._logged is None or position > self._logged:
@@ -112,7 +108,7 @@ class WandbWriter(TrackingWriter):
                  position: Optional[Position] = None) -> None:
         self.run.log({"train_iter": step_iter, "envstep": step_env, **row})
         if self._log is not None:
-            self._pending.append((position or (step_iter, step_env, self._k), dict(row)))
+            self._pending.append((position or self._position, dict(row)))
 
     # ------------------------------------------------------------------------------------- durability
     def _read_back(self) -> None:
@@ -124,10 +120,8 @@ class WandbWriter(TrackingWriter):
         except LogUnreadable:  # a wandb without the reader: trust run.log as earlier rlearn versions did
             self._log, self._pending = None, []
             return
-        for at in rows:
-            self._log_k = self._log_k + 1 if at == self._log_at else 0
-            self._log_at = at
-            self._durable = (at[0], at[1], self._log_k)
+        for at in rows:  # rows at the last position read back continue its k
+            self._durable = next_position(self._durable, *at)
         if rows:
             self._pending = [(position, row) for position, row in self._pending if position > self._durable]
 
