@@ -70,15 +70,10 @@ class CsvWriter(RowFileWriter):
         return _csv_text([self._cells(row)])
 
     def _columns_for(self, rows: List[Row]) -> List[str]:
-        columns = list(self.columns or FIRST_COLUMNS)
-        known = set(columns)
-        for row in rows:
-            for name in row:
-                if name not in known:
-                    known.add(name)
-                    columns.append(name)
-        self.columns = columns
-        return columns
+        """The header, widened by the names of ``rows`` it lacks (in the order they appear)."""
+        names = (name for row in rows for name in row)
+        self.columns = list(dict.fromkeys([*(self.columns or FIRST_COLUMNS), *names]))
+        return self.columns
 
     def _before_append(self, row: Row) -> None:
         """Widen the header (rewriting the file once) when ``row`` has a name it lacks; write the header of

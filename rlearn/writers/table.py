@@ -72,9 +72,8 @@ def _full_name(group: str, short: str) -> str:
     return short if group == DEFAULT_GROUP else f"{group}/{short}"
 
 
-def grouped_columns(
-    scalars: Mapping[str, ScalarValue], known: Optional[Dict[str, List[str]]] = None
-) -> List[Tuple[str, List[Tuple[str, str]]]]:
+def grouped_columns(scalars: Mapping[str, ScalarValue],
+                    known: Optional[Dict[str, List[str]]] = None) -> List[Tuple[str, List[Tuple[str, str]]]]:
     """``[(group, [(short name, text), ...]), ...]`` of one write, groups in display order.
 
     ``known`` (updated in place): group -> the names shown so far, in their order; a known name missing
@@ -90,9 +89,7 @@ def grouped_columns(
             names = known.setdefault(group, [])
             if short not in names:
                 names.append(short)
-    fixed = GROUP_ORDER + LAST_GROUPS
-    first_seen = [g for g in known if g not in fixed]
-    first_seen += [g for g in groups if g not in first_seen and g not in fixed]
+    first_seen = [g for g in dict.fromkeys([*known, *groups]) if g not in GROUP_ORDER + LAST_GROUPS]
     order = [*GROUP_ORDER, *first_seen, *LAST_GROUPS]
     out: List[Tuple[str, List[Tuple[str, str]]]] = []
     for group in sorted(groups, key=order.index):
