@@ -57,8 +57,7 @@ class FileWriteError(OSError):
         super().__init__(code, reason, str(path))
         self.path = Path(path)
         self.kept = kept
-        name = errno.errorcode.get(code, "") if code is not None else ""
-        hint = _HINTS.get(code) if code is not None else None
+        name, hint = errno.errorcode.get(code, ""), _HINTS.get(code)
         detail = f"{reason} ({name})" if name else reason
         self.message = f"cannot write {path}: {detail}" + (f": {hint}" if hint else "") + f"; {kept}"
 
@@ -214,11 +213,8 @@ def clean_stale_temp_files(directory: PathLike, recursive: bool = True, min_age:
             stale = not pid_alive(pid) or age >= live_owner_max_age
         else:
             stale = age >= min_age
-        if not stale:
-            continue
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        removed.append(path)
+        if stale:
+            with contextlib.suppress(OSError):  # vanished meanwhile, or not ours to remove
+                path.unlink()
+                removed.append(path)
     return removed

@@ -79,14 +79,6 @@ class TrackingWriter(Writer, abc.ABC):
         """``<work_dir>/<kind>_run.json``: ``{"run_id": ..., "logged": [train_iter, envstep, k]}``."""
         return None if self.work_dir is None else self.work_dir / f"{self.kind}_run.json"
 
-    def _read_state_file(self) -> Dict[str, Any]:
-        if self.state_file is None:
-            return {}
-        try:
-            return json.loads(self.state_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-
     def _durable_position(self) -> Optional[Position]:
         """The last position the service holds for sure (what the state file records): every row logged,
         for a service whose log call returns once the row is stored (MLflow)."""
@@ -106,7 +98,10 @@ class TrackingWriter(Writer, abc.ABC):
     def _restore_logged(self) -> None:
         """Resume: the run id (unless the checkpoint gave one) and the last position logged, from
         ``<kind>_run.json``."""
-        saved = self._read_state_file()
+        try:
+            saved = json.loads(self.state_file.read_text(encoding="utf-8")) if self.state_file else {}
+        except (OSError, ValueError):
+            saved = {}
         if self.run_id is None:
             self.run_id = saved.get("run_id")
         if saved.get("run_id") == self.run_id and saved.get("logged") and self._logged is None:

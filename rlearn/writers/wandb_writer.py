@@ -78,9 +78,6 @@ class WandbWriter(TrackingWriter):
         it once per process), else the work dir; None: the current directory."""
         return self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
 
-    def _wandb_folder(self) -> Path:
-        return Path(self._directory() or os.getcwd()) / "wandb"
-
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
         wandb = require("wandb", "wandb")
         directory = self._directory()
@@ -135,7 +132,7 @@ class WandbWriter(TrackingWriter):
         if self.run_id is None:
             return
         try:
-            found = last_position(self._wandb_folder(), self.run_id)
+            found = last_position(Path(self._directory() or os.getcwd()) / "wandb", self.run_id)
         except LogUnreadable:
             return
         if found is not None:
