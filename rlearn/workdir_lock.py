@@ -178,12 +178,9 @@ class WorkDirLock:
 
     def _busy(self, holder: Optional[LockHolder]) -> WorkDirBusyError:
         who = holder.describe() if holder is not None else "PID unknown: its lock file is empty or unreadable"
-        return WorkDirBusyError(
-            f"work dir {self.work_dir} is in use by a live run ({who}); two runs never share a work dir: wait "
-            f"for it to end or stop it, or choose another --work-dir",
-            self.work_dir,
-            holder,
-        )
+        message = (f"work dir {self.work_dir} is in use by a live run ({who}); two runs never share a work dir: wait "
+                   "for it to end or stop it, or choose another --work-dir")
+        return WorkDirBusyError(message, self.work_dir, holder)
 
     def release(self) -> None:
         """Release the lock and remove the lock file (nothing happens when not held)."""
@@ -223,11 +220,8 @@ def existing_run(work_dir: PathLike) -> Optional[str]:
     return None
 
 
-def claim_free_work_dir(
-    default: PathLike,
-    holds_run: Callable[[Path], Optional[str]] = existing_run,
-    max_tries: int = 10_000,
-) -> Tuple[Path, WorkDirLock]:
+def claim_free_work_dir(default: PathLike, holds_run: Callable[[Path], Optional[str]] = existing_run,
+                        max_tries: int = 10_000) -> Tuple[Path, WorkDirLock]:
     """Lock and return the first of ``default``, ``<default>_2``, ``<default>_3``... that is free.
 
     Free: not locked by a live run, a directory (or absent), and holding no run (``holds_run`` returns

@@ -221,5 +221,6 @@ def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep
             logger.info("TensorBoard rewind to train_iter=%d envstep=%d: removed %d point(s) written after the "
                         "checkpoint from %d event file(s)%s", train_iter, envstep, report.points_removed,
                         len(report.files_rewritten),
-                        "".join(f"; dropped damaged tail of {p.name} ({why})" for p, why in report.damaged_tails.items()))
+                        "".join(f"; dropped damaged tail of {path.name} ({why})"
+                                for path, why in report.damaged_tails.items()))
     return report
