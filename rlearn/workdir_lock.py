@@ -78,16 +78,8 @@ def _read_fd(fd: int) -> bytes:
 
 
 class WorkDirLock:
-    """Exclusive lock of a work directory (``<work_dir>/.lock``), as a context manager or with
-    :meth:`acquire` / :meth:`release`.
-
-    Example::
-
-        with WorkDirLock("work_dirs/td3") as lock:
-            if lock.took_over:
-                logger.info("took over the lock left by %s", lock.took_over.describe())
-            ...  # the run
-    """
+    """Exclusive lock of a work directory (``<work_dir>/.lock``), as a context manager
+    (``with WorkDirLock(work_dir) as lock: ...``) or with :meth:`acquire` / :meth:`release`."""
 
     def __init__(self, work_dir: PathLike) -> None:
         self.work_dir = Path(work_dir)

@@ -33,9 +33,6 @@ class JsonlWriter(RowFileWriter):
                 entries.append(last)
         return entries, torn
 
-    def render(self, rows: List[Row]) -> str:
-        return "".join(map(self.encode_row, rows))
-
     def encode_row(self, row: Row) -> str:
         return json.dumps(row, separators=(", ", ": ")) + "\n"
 

@@ -56,8 +56,8 @@ def plain_number(value: Any) -> Union[int, float]:
 class RowFileWriter(Writer, abc.ABC):
     """One row per write appended to ``path``; rewound on resume by row count (see the module doc).
 
-    Subclasses implement :meth:`parse`, :meth:`render` and :meth:`encode_row`; a format with a header may
-    widen it in :meth:`_before_append`.
+    Subclasses implement :meth:`parse` and :meth:`encode_row`; a format with a header also :meth:`render`,
+    and may widen the header in :meth:`_before_append`.
 
     Args:
         path: the file (``<work_dir>/metrics.jsonl``, ``<work_dir>/metrics.csv``).
@@ -86,9 +86,9 @@ class RowFileWriter(Writer, abc.ABC):
         """The rows of a file's ``text`` in order, a :class:`DamagedLine` in place of each line that is not
         a row, and whether a damaged last row without its newline (a crash mid-write) was left out."""
 
-    @abc.abstractmethod
     def render(self, rows: List[Row]) -> str:
-        """The text of a file holding ``rows`` (with its header, for formats that have one)."""
+        """The text of a file holding ``rows`` (a format with a header adds it)."""
+        return "".join(map(self.encode_row, rows))
 
     @abc.abstractmethod
     def encode_row(self, row: Row) -> str:
