@@ -60,21 +60,19 @@ class TBWriter:
         self.points: PointTable = points if points is not None else {}
         self.totals: Dict[str, int] = totals if totals is not None else {}
         self._file: Optional[BinaryIO] = None
-        self._path: Optional[Path] = None
         self._unsynced = False
 
     @property
     def event_file(self) -> Optional[str]:
         """Path of the event file currently open, or None when closed."""
-        return str(self._path) if self._file is not None else None
+        return self._file.name if self._file is not None else None
 
     def _write(self, event: event_pb2.Event) -> None:
         if self._file is None:
             self.logdir.mkdir(parents=True, exist_ok=True)
             now = time.time()
             name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{time.time_ns()}"
-            self._path = self.logdir / name
-            self._file = open(self._path, "wb")
+            self._file = open(self.logdir / name, "wb")
             header = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
             self._file.write(encode_record(header.SerializeToString()))
         self._file.write(encode_record(event.SerializeToString()))

@@ -257,20 +257,17 @@ class WandbWriter(TrackingWriter):
             self._read_back()
         self._save_state_file()
         if self._pending and self._log is not None:
-            first, last = self._pending[0][0], self._pending[-1][0]
-            count = len(self._pending)
-            self._pending = []
-            raise OSError(errno.EIO, f"W&B did not write {count} row(s) of this run (train_iter {first[0]} to "
-                          f"{last[0]}) to {self._log.path} (a full disk? see its logs/debug-internal.log)",
+            missing, self._pending = self._pending, []
+            raise OSError(errno.EIO, f"W&B did not write {len(missing)} row(s) of this run (train_iter "
+                          f"{missing[0][0][0]} to {missing[-1][0][0]}) to {self._log.path} (a full disk? see its "
+                          "logs/debug-internal.log)",
                           str(self._log.path))
 
     def state_dict(self) -> Dict[str, Any]:
         """The tracking state plus ``pending``: the rows W&B has not written yet (a resume logs those the
         transaction logs lack)."""
         self._read_back()
-        state = super().state_dict()
-        state["pending"] = [[*position, row] for position, row in self._replay + self._pending]
-        return state
+        return {**super().state_dict(), "pending": [[*position, row] for position, row in self._replay + self._pending]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
