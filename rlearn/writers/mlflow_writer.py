@@ -57,9 +57,8 @@ class MlflowWriter(TrackingWriter):
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         if run_id is not None:
             self.client.update_run(run_id, status="RUNNING")
-            held = self.client.get_run(run_id).data.metrics
             self._held_steps = {key: max((p.step for p in self.client.get_metric_history(run_id, key)), default=-1)
-                                for key in held}
+                                for key in self.client.get_run(run_id).data.metrics}
         else:
             experiment = self.client.get_experiment_by_name(self.experiment_name)
             experiment_id = (experiment.experiment_id if experiment is not None

@@ -242,11 +242,8 @@ class TableWriter(Writer):
         width = self.width if self.width is not None else shutil.get_terminal_size((120, 24)).columns
         blocks = grouped_columns(scalars, self._known)
         groups = {group_of(name)[0] if "/" in name else None for name in scalars}
-        group = next(iter(groups)) if len(groups) == 1 else None
-        heading = f"train_iter {step_iter}  envstep {step_env}"
-        if group:
-            heading = f"{group} at {heading}"
-        return f"{heading}\n{horizontal_tables(blocks, width)}"
+        by = f"{next(iter(groups))} at " if len(groups) == 1 and None not in groups else ""  # one group's write
+        return f"{by}train_iter {step_iter}  envstep {step_env}\n{horizontal_tables(blocks, width)}"
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Log the table of one write (see the module docstring for the layout)."""
