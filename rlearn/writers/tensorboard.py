@@ -66,11 +66,12 @@ class TensorBoardWriter(Writer):
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """``iter`` tag at ``step_iter`` and ``step`` tag at ``step_env`` for every value that is not None."""
+        add_scalar = self._events.add_scalar
         for name, value in scalars.items():
             if value is not None:
                 iter_tag, step_tag = tb_tags(name)
-                self._events.add_scalar(iter_tag, value, step_iter)
-                self._events.add_scalar(step_tag, value, step_env)
+                add_scalar(iter_tag, value, step_iter)
+                add_scalar(step_tag, value, step_env)
 
     def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
         """The episode as an animated GIF in the Images dashboard, on the env-step axis only: ``evaluator/video``
