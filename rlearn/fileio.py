@@ -191,9 +191,7 @@ def clean_stale_temp_files(directory: PathLike, recursive: bool = True, min_age:
     removed once unmodified for ``min_age`` seconds; one whose PID is alive (perhaps reused) once it is
     ``live_owner_max_age`` seconds old. Returns the removed paths.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
+    directory = Path(directory)  # a missing directory has no entries
     entries = directory.rglob(".*.tmp") if recursive else directory.glob(".*.tmp")
     host, me, now = _host_tag(), os.getpid(), time.time()
     removed: List[Path] = []

@@ -111,10 +111,7 @@ def iter_events(path: Union[str, os.PathLike]) -> Iterator[event_pb2.Event]:
 
 def event_files(logdir: Union[str, os.PathLike]) -> List[Path]:
     """Every TensorBoard event file under ``logdir`` (recursively), in the order TensorBoard reads them."""
-    logdir = Path(logdir)
-    if not logdir.is_dir():
-        return []
-    return sorted(p for p in logdir.rglob("*") if p.is_file() and "tfevents" in p.name)
+    return sorted(p for p in Path(logdir).rglob("*") if p.is_file() and "tfevents" in p.name)
 
 
 # ---------------------------------------------------------------------------------------- rewinding

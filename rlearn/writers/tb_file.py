@@ -1,10 +1,8 @@
 """``TBWriter``: one TensorBoard event file written synchronously in the caller's thread, counting points.
 
 Unlike ``tensorboardX.SummaryWriter`` (a background thread), a flushed event is in the file, so a checkpoint
-never counts a point that is not on disk; and the per-tag point counts let a resume drop exactly the points
-written after the checkpoint (:func:`rlearn.writers.tb_events.rewind_event_files`). The summaries are
-tensorboardX's own; the file is the TFRecord format: ``uint64 length | uint32 masked crc32c(length) | data |
-uint32 masked crc32c(data)``.
+never counts a point that is not on disk; the per-tag point counts let a resume drop exactly the points
+written after it. The summaries are tensorboardX's own, the framing TFRecord's.
 """
 
 from __future__ import annotations
