@@ -1,36 +1,25 @@
 """Writing files so that a crash never leaves half of one, and saying clearly why a write failed.
 
-* :func:`atomic_write_bytes`: a temporary file in the same directory, fsync, rename. A kill or an error
-  mid-write leaves the previous file intact; a failed write raises :class:`FileWriteError`, whose one-line
-  message names the path, the cause (disk full, read-only file system, no permission...) and what was kept.
-* :func:`clean_stale_temp_files`: removes the temporary files that interrupted writes (``kill -9``, power
-  loss) left behind, and only those: the temporary name carries the writer's PID and host, so a file
-  that a live process is still writing is never touched.
-* :func:`check_writable`: a start-up probe (create, write, fsync and remove a file), so that a read-only
-  or full directory is reported before the run starts, not at its first checkpoint.
-
-Used by checkpoints (:mod:`rlearn.checkpoint`) and the TensorBoard rewind (:mod:`rlearn.writers.tb_events`).
+:func:`atomic_write_bytes` replaces a file atomically (temporary file, fsync, rename) and raises
+:class:`FileWriteError` with a one-line message; :func:`clean_stale_temp_files` removes what interrupted
+writes left; :func:`check_writable` probes a directory at start-up. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-import stat
 import re
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import List, Optional, Union
 
-__all__ = [
-    "FileWriteError",
-    "atomic_write_bytes",
-    "check_writable",
-    "clean_stale_temp_files",
-    "temp_file_owner",
-]
+__all__ = ["FileWriteError", "atomic_write_bytes", "check_writable", "clean_stale_temp_files", "pid_alive",
+           "temp_file_owner"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -59,8 +48,7 @@ _LEGACY_TEMP_RE = re.compile(r"^\.(?:.+\.pt\.|rlearn-rewind-)[a-z0-9_]{8}\.tmp$"
 class FileWriteError(OSError):
     """Writing a file failed; ``str()`` is one line naming the path, the cause and what was kept.
 
-    An :class:`OSError` (``errno``, ``strerror`` and ``filename`` are those of the failure), so code that
-    catches ``OSError`` keeps working.
+    An :class:`OSError` (``errno``, ``strerror`` and ``filename`` are those of the failure).
     """
 
     def __init__(self, path: PathLike, cause: BaseException, kept: str) -> None:
@@ -69,8 +57,7 @@ class FileWriteError(OSError):
         super().__init__(code, reason, str(path))
         self.path = Path(path)
         self.kept = kept
-        name = errno.errorcode.get(code, "") if code is not None else ""
-        hint = _HINTS.get(code) if code is not None else None
+        name, hint = errno.errorcode.get(code, ""), _HINTS.get(code)
         detail = f"{reason} ({name})" if name else reason
         self.message = f"cannot write {path}: {detail}" + (f": {hint}" if hint else "") + f"; {kept}"
 
@@ -78,42 +65,24 @@ class FileWriteError(OSError):
         return self.message
 
     def __reduce__(self):  # pickle (multiprocessing, torch.distributed) with the message intact
-        return (_rebuild_file_write_error, (str(self.path), self.errno, self.strerror, self.kept, self.message))
-
-
-def _rebuild_file_write_error(path: str, code: Optional[int], reason: str, kept: str, message: str) -> FileWriteError:
-    error = FileWriteError(path, OSError(code, reason) if code is not None else OSError(reason), kept)
-    error.message = message
-    return error
+        return (type(self), (self.path, OSError(self.errno, self.strerror), self.kept))
 
 
 def _fsync_dir(directory: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # platforms without directory file descriptors
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # platforms without directory file descriptors
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _temp_suffix() -> str:
     return f".rlearn-{os.getpid()}-{_host_tag()}.tmp"
 
 
-def _target_mode(path: Path) -> Optional[int]:
-    """The permission bits of ``path`` if it exists (a rewrite keeps them), else None."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return None
-
-
 def _umask() -> int:
-    """The process umask (read without changing it where /proc allows)."""
+    """The process umask (read without changing it where /proc allows: other threads may create files)."""
     try:
         with open("/proc/self/status", encoding="ascii") as handle:
             for line in handle:
@@ -129,24 +98,23 @@ def _umask() -> int:
 def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = None) -> Path:
     """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``.
 
-    The bytes go to a temporary file in the same directory (same file system), which is flushed,
-    fsynced and renamed over ``path``; then the directory is fsynced. The temporary file is named
-    ``<tmp_prefix><random>.rlearn-<pid>-<host>.tmp`` (default prefix ``.<name>.``), so that
-    :func:`clean_stale_temp_files` can tell the leftovers of a killed writer from a live write. A rewritten
+    The bytes go to ``<tmp_prefix><random>.rlearn-<pid>-<host>.tmp`` (default prefix ``.<name>.``) in the
+    same directory, which is fsynced and renamed over ``path``; then the directory is fsynced. A rewritten
     file keeps its permission bits; a new one gets ``0o666`` less the umask, like ``open()``.
 
-    On any error the temporary file is removed and ``path`` is left untouched; an :class:`OSError`
-    (disk full, read-only file system, no permission, I/O error) is raised as :class:`FileWriteError`,
-    whose message names ``path`` and says what was kept. Other exceptions (``KeyboardInterrupt``...)
-    propagate unchanged.
+    Raises:
+        FileWriteError: on an :class:`OSError`; the temporary file is removed and ``path`` left untouched.
+            Other exceptions (``KeyboardInterrupt``...) propagate unchanged.
     """
     path = Path(path)
     prefix = tmp_prefix if tmp_prefix is not None else f".{path.name}."
-    existed = False
+    mode: Optional[int] = None
     tmp_name: Optional[str] = None
     try:
-        mode = _target_mode(path)
-        existed = mode is not None
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            pass
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=_temp_suffix(), dir=path.parent)
         os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())  # mkstemp makes it 0600
@@ -166,21 +134,15 @@ def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = 
                 leftover = f" (could not remove the temporary file {tmp_name}: {unlink_exc.strerror})"
         if not isinstance(exc, OSError) or isinstance(exc, FileWriteError):
             raise
-        if existed:
-            kept = f"its previous content is kept unchanged{leftover}"
-        else:
-            kept = f"nothing was written{leftover}"
-        raise FileWriteError(path, exc, kept) from exc
+        kept = "its previous content is kept unchanged" if mode is not None else "nothing was written"
+        raise FileWriteError(path, exc, kept + leftover) from exc
     _fsync_dir(path.parent)
     return path
 
 
 def check_writable(directory: PathLike) -> Path:
-    """Check at start-up that files can be created in ``directory`` (created if missing).
-
-    Creates, writes, fsyncs and removes a probe file. Raises :class:`FileWriteError` naming the
-    directory and the cause (read-only file system, no permission, disk full...). Returns the directory.
-    """
+    """Check at start-up that files can be created in ``directory`` (created if missing) with a probe file
+    (create, write, fsync, remove); :class:`FileWriteError` naming the directory and the cause otherwise."""
     directory = Path(directory)
     probe: Optional[str] = None
     try:
@@ -194,13 +156,9 @@ def check_writable(directory: PathLike) -> Path:
         os.unlink(probe)
     except OSError as exc:
         if probe is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(probe)
-            except OSError:
-                pass
-        raise FileWriteError(
-            directory, exc, "the directory is not writable (nothing was written there)"
-        ) from exc
+        raise FileWriteError(directory, exc, "the directory is not writable (nothing was written there)") from exc
     return directory
 
 
@@ -210,12 +168,11 @@ def temp_file_owner(name: str) -> Optional[tuple]:
     match = _TEMP_RE.match(name)
     if match:
         return int(match.group("pid")), match.group("host")
-    if _LEGACY_TEMP_RE.match(name):
-        return None, None
-    return None
+    return (None, None) if _LEGACY_TEMP_RE.match(name) else None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (owned by any user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -225,25 +182,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_stale_temp_files(
-    directory: PathLike,
-    recursive: bool = True,
-    min_age: float = 60.0,
-    live_owner_max_age: float = 86400.0,
-) -> List[Path]:
+def clean_stale_temp_files(directory: PathLike, recursive: bool = True, min_age: float = 60.0,
+                           live_owner_max_age: float = 86400.0) -> List[Path]:
     """Remove the temporary files that interrupted :func:`atomic_write_bytes` calls left in ``directory``.
 
-    Only names matching rlearn's temporary pattern are considered. A file is removed when its writer is
-    provably gone: the PID in its name is not running on this host. When that cannot be proven (the
-    file names this process's own PID, as after a container restart, another host, or it comes from an
-    older rlearn that did not record the PID) it is removed once it has not been modified for
-    ``min_age`` seconds; a file whose PID is alive (perhaps reused by an unrelated process) once it is
-    ``live_owner_max_age`` seconds old. Returns the removed paths (files that vanish meanwhile or cannot
-    be removed are skipped).
+    A file is removed when the PID in its name is not running on this host. When that cannot be proven
+    (this process's own PID, as after a container restart; another host; an older rlearn's name) it is
+    removed once unmodified for ``min_age`` seconds; one whose PID is alive (perhaps reused) once it is
+    ``live_owner_max_age`` seconds old. Returns the removed paths.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
+    directory = Path(directory)  # a missing directory has no entries
     entries = directory.rglob(".*.tmp") if recursive else directory.glob(".*.tmp")
     host, me, now = _host_tag(), os.getpid(), time.time()
     removed: List[Path] = []
@@ -252,22 +200,19 @@ def clean_stale_temp_files(
         if owner is None:
             continue
         try:
-            stat = path.lstat()
+            info = path.lstat()
         except FileNotFoundError:
             continue
-        if not path.is_file() or path.is_symlink():
+        if not stat.S_ISREG(info.st_mode):
             continue
-        age = now - stat.st_mtime
+        age = now - info.st_mtime
         pid, pid_host = owner
         if pid is not None and pid_host == host and pid != me:
-            stale = not _pid_alive(pid) or age >= live_owner_max_age
+            stale = not pid_alive(pid) or age >= live_owner_max_age
         else:
             stale = age >= min_age
-        if not stale:
-            continue
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        removed.append(path)
+        if stale:
+            with contextlib.suppress(OSError):  # vanished meanwhile, or not ours to remove
+                path.unlink()
+                removed.append(path)
     return removed

@@ -1,21 +1,15 @@
 """One live run per work directory: :class:`WorkDirLock` and :func:`claim_free_work_dir`.
 
-A run takes an exclusive lock on ``<work_dir>/.lock`` before it writes anything there and keeps it until
-it ends. The lock is an ``fcntl.flock`` on that file: the kernel releases it whenever the process ends,
-however it ends (``kill -9`` included), so a crashed run never blocks the next one. The file holds the
-holder's PID, host, start time and command line (JSON), so that a refused run can say who holds the
-directory; a file left behind by a dead run is simply taken over (:attr:`WorkDirLock.took_over`).
-
-On file systems without ``flock`` (some parallel file systems mounted without lock support) the lock
-falls back to checking the PID in the file (same host only, not atomic), with
-:attr:`WorkDirLock.exclusive` False.
-
-Processes forked while the lock is held (vector-environment workers) share it: it is released when the
-last of them exits.
+A run holds an ``fcntl.flock`` on ``<work_dir>/.lock`` for its whole life; the kernel releases it however
+the process ends, so a crashed run never blocks the next one. The file records the holder (PID, host,
+start time, command line) for the refusal message. File systems without ``flock`` fall back to checking
+that PID (same host only, not atomic; :attr:`WorkDirLock.exclusive` False). Processes forked while the
+lock is held share it. See docs/reliability.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -25,17 +19,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
-__all__ = [
-    "LOCK_NAME",
-    "LockHolder",
-    "WorkDirBusyError",
-    "WorkDirError",
-    "WorkDirLock",
-    "claim_free_work_dir",
-    "existing_run",
-]
+from rlearn.fileio import pid_alive
+
+__all__ = ["LOCK_NAME", "LockHolder", "WorkDirBusyError", "WorkDirError", "WorkDirLock", "claim_free_work_dir",
+           "existing_run"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -73,15 +62,7 @@ class LockHolder:
 
     def alive(self) -> Optional[bool]:
         """Whether the process runs; None when it is on another host (cannot tell)."""
-        if self.host != socket.gethostname():
-            return None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(self.pid) if self.host == socket.gethostname() else None
 
 
 def _parse_holder(text: bytes) -> Optional[LockHolder]:
@@ -93,27 +74,12 @@ def _parse_holder(text: bytes) -> Optional[LockHolder]:
 
 
 def _read_fd(fd: int) -> bytes:
-    chunks: List[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 65536, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
+    return os.pread(fd, os.fstat(fd).st_size, 0)
 
 
 class WorkDirLock:
-    """Exclusive lock of a work directory (``<work_dir>/.lock``), as a context manager or with
-    :meth:`acquire` / :meth:`release`.
-
-    Example::
-
-        with WorkDirLock("work_dirs/td3") as lock:
-            if lock.took_over:
-                logger.info("took over the lock left by %s", lock.took_over.describe())
-            ...  # the run
-    """
+    """Exclusive lock of a work directory (``<work_dir>/.lock``), as a context manager
+    (``with WorkDirLock(work_dir) as lock: ...``) or with :meth:`acquire` / :meth:`release`."""
 
     def __init__(self, work_dir: PathLike) -> None:
         self.work_dir = Path(work_dir)
@@ -143,17 +109,12 @@ class WorkDirLock:
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             fd = self._open_locked()
-        except WorkDirError:
-            raise
         except OSError as exc:
             raise WorkDirError(f"work dir {self.work_dir}: cannot create the lock file {self.path}: {exc.strerror or exc}") from exc
-        previous = _parse_holder(_read_fd(fd))
-        if previous is not None:  # a clean release removes the file: its holder died without releasing
-            self.took_over = previous
+        # a clean release removes the file: a holder recorded in it died without releasing
+        self.took_over = _parse_holder(_read_fd(fd))
         holder = LockHolder(os.getpid(), socket.gethostname(), time.time(), tuple(sys.argv))
-        self._record = json.dumps(
-            {"pid": holder.pid, "host": holder.host, "started": holder.started, "argv": list(holder.argv)}
-        ).encode("utf-8")
+        self._record = json.dumps(dataclasses.asdict(holder)).encode("utf-8")
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, self._record, 0)
@@ -209,12 +170,9 @@ class WorkDirLock:
 
     def _busy(self, holder: Optional[LockHolder]) -> WorkDirBusyError:
         who = holder.describe() if holder is not None else "PID unknown: its lock file is empty or unreadable"
-        return WorkDirBusyError(
-            f"work dir {self.work_dir} is in use by a live run ({who}); two runs never share a work dir: wait "
-            f"for it to end or stop it, or choose another --work-dir",
-            self.work_dir,
-            holder,
-        )
+        message = (f"work dir {self.work_dir} is in use by a live run ({who}); two runs never share a work dir: wait "
+                   "for it to end or stop it, or choose another --work-dir")
+        return WorkDirBusyError(message, self.work_dir, holder)
 
     def release(self) -> None:
         """Release the lock and remove the lock file (nothing happens when not held)."""
@@ -240,14 +198,6 @@ class WorkDirLock:
         if getattr(self, "_fd", None) is not None:
             os.close(self._fd)
 
-    @staticmethod
-    def read_holder(work_dir: PathLike) -> Optional[LockHolder]:
-        """What ``<work_dir>/.lock`` says (a live holder or one that died), None without a readable file."""
-        try:
-            return _parse_holder((Path(work_dir) / LOCK_NAME).read_bytes())
-        except OSError:
-            return None
-
 
 def existing_run(work_dir: PathLike) -> Optional[str]:
     """Why ``work_dir`` already holds a run (``"<dir>/ckpt holds checkpoints"``, ``"<dir>/tb holds
@@ -262,17 +212,13 @@ def existing_run(work_dir: PathLike) -> Optional[str]:
     return None
 
 
-def claim_free_work_dir(
-    default: PathLike,
-    holds_run: Callable[[Path], Optional[str]] = existing_run,
-    max_tries: int = 10_000,
-) -> Tuple[Path, WorkDirLock]:
+def claim_free_work_dir(default: PathLike, holds_run: Callable[[Path], Optional[str]] = existing_run,
+                        max_tries: int = 10_000) -> Tuple[Path, WorkDirLock]:
     """Lock and return the first of ``default``, ``<default>_2``, ``<default>_3``... that is free.
 
     Free: not locked by a live run, a directory (or absent), and holding no run (``holds_run`` returns
-    None; default: no checkpoint and no TensorBoard event). The lock is taken *before* the directory is
-    inspected and is returned held, so processes started at the same moment never get the same
-    directory. The caller releases the lock when its run ends.
+    None). The lock is taken *before* the directory is inspected and returned held, so processes started
+    at the same moment never get the same directory; the caller releases it when its run ends.
     """
     default = Path(default)
     for n in range(1, max_tries + 1):

@@ -1,11 +1,8 @@
 """Writers: where the numbers of the metric path go (the log table, TensorBoard, JSON lines, CSV, W&B, MLflow).
 
-``Writer`` is the interface (docs/writers.md); :class:`TableWriter` prints horizontal tables into a
-logger, :class:`TensorBoardWriter` writes event files on two x axes (``tb_events`` holds the event-file
-machinery it uses: a synchronous writer and the rewind on resume), :class:`JsonlWriter` and
-:class:`CsvWriter` append one row per write to ``metrics.jsonl`` / ``metrics.csv``; ``WandbWriter``
-(:mod:`rlearn.writers.wandb_writer`; :mod:`rlearn.writers.wandb_log` reads back what W&B really wrote) and
-``MlflowWriter`` (:mod:`rlearn.writers.mlflow_writer`) need their optional extras. :func:`build_writers` builds them from ``learner.writers``.
+``Writer`` is the interface; :func:`build_writers` builds the writers ``learner.writers`` names. ``WandbWriter``
+and ``MlflowWriter`` (in :mod:`rlearn.writers.wandb_writer` / :mod:`rlearn.writers.mlflow_writer`) need their
+optional extras. See docs/writers.md.
 """
 
 from rlearn.writers.base import ScalarValue, Writer

@@ -1,17 +1,17 @@
 """``Writer``: the one interface between the metric path and an output format.
 
-The learner's metric path ends in a list of writers (``learner.writers``): every set of numbers that is
-shown (a periodic log, an evaluation result) goes to each writer with ``write_scalars(scalars, step_iter,
-step_env)``. Names are final (``loss_avg``, ``collector/episode_return_avg``,
-``evaluator/episode_return_mean``, ``throughput/env_steps_per_sec``): a writer decides how to lay them out
-(a table column, a TensorBoard tag), never what they mean. See docs/writers.md.
+Every set of numbers the learner shows (a periodic log, an evaluation result) goes to each writer of
+``learner.writers`` with ``write_scalars(scalars, step_iter, step_env)``. Names are final (``loss_avg``,
+``evaluator/episode_return_mean``): a writer decides how to lay them out, never what they mean. See
+docs/writers.md.
 """
 
 from __future__ import annotations
 
 import abc
-import numbers
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from rlearn.config.spec import is_int
 
 __all__ = ["Writer", "ScalarValue", "StateCheck", "count", "text", "optional", "list_of", "table_of"]
 
@@ -25,8 +25,7 @@ StateCheck = Callable[[Any], str]
 
 def count(value: Any) -> str:
     """A count: an int >= 0 (not a bool)."""
-    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
-    return "" if ok else f"must be an int >= 0, got {value!r}"
+    return "" if is_int(value) and value >= 0 else f"must be an int >= 0, got {value!r}"
 
 
 def text(value: Any) -> str:
@@ -61,15 +60,13 @@ def table_of(check: StateCheck) -> StateCheck:
 class Writer(abc.ABC):
     """Where the numbers of the metric path go.
 
-    Subclasses implement :meth:`write_scalars` and :meth:`write_text`; :meth:`flush`, :meth:`close` and
-    :meth:`rewind` do nothing by default (right for a writer that keeps no file). A writer that must
-    remember something across a resume (e.g. how many points each TensorBoard tag has) returns it from
-    :meth:`state_dict`; the learner saves it in every checkpoint under the writer's :attr:`name` and
-    hands it back to :meth:`load_state_dict` before calling :meth:`rewind`.
+    Subclasses implement :meth:`write_scalars` and :meth:`write_text`; the other methods do nothing by
+    default. A writer that must remember something across a resume returns it from :meth:`state_dict`; the
+    learner saves it in every checkpoint under :attr:`name` and hands it back to :meth:`load_state_dict`
+    before calling :meth:`rewind`.
     """
 
-    #: the keys of :meth:`state_dict` a checkpoint may hold, each with its check; required keys are listed in
-    #: :attr:`REQUIRED_STATE` (see :meth:`check_state`)
+    #: the keys :meth:`state_dict` may hold, each with its check; the required ones in :attr:`REQUIRED_STATE`
     STATE_FIELDS: Mapping[str, StateCheck] = {}
     REQUIRED_STATE: Sequence[str] = ()
 
@@ -80,31 +77,25 @@ class Writer(abc.ABC):
 
     @abc.abstractmethod
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
-        """Write one set of named numbers measured at train iteration ``step_iter`` and env step ``step_env``.
-
-        ``scalars`` keeps the order in which the names should be shown. A ``None`` value means the
-        statistic has no value at this point: show it as missing (``-``) or leave it out, never as 0.
-        """
+        """Write one set of named numbers measured at train iteration ``step_iter`` and env step ``step_env``,
+        in the order to show them. A ``None`` value has no value at this point: show it as missing (``-``)
+        or leave it out, never as 0."""
 
     @abc.abstractmethod
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """Write a piece of text (a config, a note) under ``tag`` at train iteration ``step_iter``."""
 
     def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
-        """Record the run's resolved config (called when a run starts or resumes). Default: nothing.
-
-        ``config`` is the nested dict of :func:`rlearn.config.load_config`; TensorBoard shows it as text,
-        W&B and MLflow record it as the run's config / parameters."""
+        """Record the run's resolved config (the nested dict of :func:`rlearn.config.load_config`) when a run
+        starts or resumes."""
 
     def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
-        """Record the run's hyper-parameters (flat ``{"policy.lr": 0.001, ...}``, values bool, number or
-        str) with its final ``metrics`` (``{"evaluator/episode_return_mean": ...}``), once when a run ends,
-        so that runs can be compared side by side (TensorBoard's HParams tab). Default: nothing."""
+        """Record the run's flat hyper-parameters (``{"policy.lr": 0.001}``) with its final ``metrics``, once
+        when a run ends, so that runs can be compared side by side (TensorBoard's HParams tab)."""
 
     def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
         """Show a recorded episode (``frames``: H x W x 3 uint8 arrays, played at ``fps``) under the final
-        name ``name`` (``evaluator/video``), measured at (``step_iter``, ``step_env``). Default: nothing
-        (the MP4 file is the video; TensorBoard also shows it, see docs/evaluation.md)."""
+        name ``name`` (``evaluator/video``)."""
 
     def flush(self) -> None:
         """Make everything written so far durable (called by the learner after each write)."""
@@ -113,9 +104,8 @@ class Writer(abc.ABC):
         """Release files; a later write may open new ones."""
 
     def rewind(self, step_iter: int, step_env: int) -> None:
-        """Resume: drop everything this writer wrote after train iteration ``step_iter`` / env step
-        ``step_env`` (what a crashed run wrote after its last checkpoint), so the resumed run adds no
-        duplicate point. The default keeps everything (right for a log that is only appended to)."""
+        """Resume: drop everything written after train iteration ``step_iter`` / env step ``step_env`` (what
+        a crashed run wrote after its last checkpoint), so the resumed run adds no duplicate point."""
 
     def state_dict(self) -> Optional[dict]:
         """What a resumed run needs to :meth:`rewind` exactly; None (the default) for a stateless writer."""
@@ -125,10 +115,8 @@ class Writer(abc.ABC):
         """Restore what :meth:`state_dict` returned (called on resume, before :meth:`rewind`)."""
 
     def check_state(self, state: Any) -> str:
-        """Why ``state`` (read from a checkpoint) cannot be loaded by :meth:`load_state_dict`, or '' when it
-        can: a dict with every key of :attr:`REQUIRED_STATE`, each known key passing its check in
-        :attr:`STATE_FIELDS`. The learner calls it for every writer before it loads anything, and
-        :meth:`load_state_dict` implementations call :meth:`require_state` first."""
+        """Why ``state`` (read from a checkpoint) cannot be loaded, or '' when it can: a dict with every key
+        of :attr:`REQUIRED_STATE`, each known key passing its check in :attr:`STATE_FIELDS`."""
         if not isinstance(state, Mapping):
             return f"its state must be a dict, got {type(state).__name__}"
         missing = [key for key in self.REQUIRED_STATE if key not in state]
@@ -138,7 +126,8 @@ class Writer(abc.ABC):
                      if key in state and (why := check(state[key]))), "")
 
     def require_state(self, state: Any) -> None:
-        """Raise ``ValueError`` naming this writer when :meth:`check_state` finds a problem."""
+        """Raise ``ValueError`` naming this writer when :meth:`check_state` finds a problem (call it first in
+        :meth:`load_state_dict`)."""
         problem = self.check_state(state)
         if problem:
             raise ValueError(f"writer {self.name}: {problem}")

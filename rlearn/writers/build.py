@@ -1,11 +1,8 @@
 """Building the writers a config names: ``learner.writers = ["table", "tensorboard", "jsonl"]``.
 
-An item is a writer name or a dict ``dict(type=NAME, **options)`` (``dict(type="wandb", project="pendulum",
-mode="offline")``). Names: ``table`` (:class:`TableWriter` into the logger), ``tensorboard``
-(:class:`TensorBoardWriter`, ``<work_dir>/tb``), ``jsonl`` (:class:`JsonlWriter`,
-``<work_dir>/metrics.jsonl``), ``csv`` (:class:`CsvWriter`, ``<work_dir>/metrics.csv``), ``wandb``
-(:class:`WandbWriter`) and ``mlflow`` (:class:`MlflowWriter`). Writers of files are left out when the
-learner has no work dir.
+An item is a writer name or ``dict(type=NAME, **options)`` (``dict(type="wandb", project="pendulum")``).
+The file writers (``tensorboard`` in ``<work_dir>/tb``, ``jsonl`` and ``csv`` in ``<work_dir>/metrics.*``)
+are left out when the learner has no work dir.
 """
 
 from __future__ import annotations
@@ -16,37 +13,26 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from rlearn.config.writer_specs import DEFAULT_WRITERS, WRITER_NAMES, check_writer_specs
 from rlearn.writers.base import Writer
+from rlearn.writers.csv_file import CsvWriter
+from rlearn.writers.jsonl import JsonlWriter
+from rlearn.writers.mlflow_writer import MlflowWriter
+from rlearn.writers.table import TableWriter
+from rlearn.writers.tensorboard import TensorBoardWriter
+from rlearn.writers.wandb_writer import WandbWriter
 
 __all__ = ["WRITER_NAMES", "DEFAULT_WRITERS", "build_writer", "build_writers", "check_writer_specs"]
 
 #: writers that need a work dir (left out without one)
 _FILE_WRITERS = ("tensorboard", "jsonl", "csv")
-
-
-def _factories() -> Dict[str, Callable[..., Writer]]:
-    from rlearn.writers.csv_file import CsvWriter
-    from rlearn.writers.jsonl import JsonlWriter
-    from rlearn.writers.table import TableWriter
-    from rlearn.writers.tensorboard import TensorBoardWriter
-
-    def wandb(work_dir, logger, **options):
-        from rlearn.writers.wandb_writer import WandbWriter
-
-        return WandbWriter(work_dir, logger=logger, **options)
-
-    def mlflow(work_dir, logger, **options):
-        from rlearn.writers.mlflow_writer import MlflowWriter
-
-        return MlflowWriter(work_dir, logger=logger, **options)
-
-    return {
-        "table": lambda work_dir, logger, **options: TableWriter(logger, **options),
-        "tensorboard": lambda work_dir, logger, **options: TensorBoardWriter(work_dir / "tb", logger=logger, **options),
-        "jsonl": lambda work_dir, logger, **options: JsonlWriter(work_dir / "metrics.jsonl", logger=logger, **options),
-        "csv": lambda work_dir, logger, **options: CsvWriter(work_dir / "metrics.csv", logger=logger, **options),
-        "wandb": wandb,
-        "mlflow": mlflow,
-    }
+#: per name: ``(work_dir, logger, **options) -> writer``
+_FACTORIES: Dict[str, Callable[..., Writer]] = {
+    "table": lambda work_dir, logger, **options: TableWriter(logger, **options),
+    "tensorboard": lambda work_dir, logger, **options: TensorBoardWriter(work_dir / "tb", logger=logger, **options),
+    "jsonl": lambda work_dir, logger, **options: JsonlWriter(work_dir / "metrics.jsonl", logger=logger, **options),
+    "csv": lambda work_dir, logger, **options: CsvWriter(work_dir / "metrics.csv", logger=logger, **options),
+    "wandb": WandbWriter,
+    "mlflow": MlflowWriter,
+}
 
 
 def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path], logger: logging.Logger) -> Optional[Writer]:
@@ -58,13 +44,12 @@ def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path], 
     """
     options = dict(spec) if isinstance(spec, Mapping) else {"type": spec}
     name = options.pop("type", None)
-    problem = check_writer_specs([name])
-    if problem is not None:
+    if check_writer_specs([name]) is not None:
         raise ValueError(f"learner.writers: {spec!r} is not a writer: use one of {', '.join(WRITER_NAMES)}")
     if work_dir is None and name in _FILE_WRITERS:
         return None
     try:
-        return _factories()[name](Path(work_dir) if work_dir is not None else None, logger, **options)
+        return _FACTORIES[name](Path(work_dir) if work_dir is not None else None, logger, **options)
     except TypeError as exc:
         raise TypeError(f"learner.writers: bad options for the {name!r} writer {options}: {exc}") from exc
 
@@ -72,6 +57,5 @@ def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path], 
 def build_writers(specs: Sequence[Union[str, Mapping[str, Any]]], work_dir: Union[str, Path, None],
                   logger: logging.Logger) -> List[Writer]:
     """The writers of ``specs`` in order (see :func:`build_writer`)."""
-    work_dir = Path(work_dir) if work_dir is not None else None
-    writers = [build_writer(spec, work_dir, logger) for spec in specs]
+    writers = [build_writer(spec, Path(work_dir) if work_dir is not None else None, logger) for spec in specs]
     return [writer for writer in writers if writer is not None]

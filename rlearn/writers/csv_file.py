@@ -1,12 +1,8 @@
 """``CsvWriter``: ``<work_dir>/metrics.csv``, one row per write under a header that grows.
 
-The header is ``train_iter,envstep,time`` and then every name in the order it first appeared. A value
-missing from a write (an empty window, an evaluation row without the learner's columns) is an empty cell.
-When a write brings a name the header does not have yet, the file is rewritten once with the wider header
-(atomically: temporary file, fsync, rename), the earlier rows getting empty cells in the new column; after
-that rows are appended again. So the file is always one valid CSV table that ``csv.DictReader`` (or
-pandas) reads whole. New names appear in the first logs of a run (declared keys show from the first log
-on), so rewrites are rare and cheap. On resume the header and the rows are rewound to the checkpoint.
+The header is ``train_iter,envstep,time``, then every name in the order it first appeared; a value missing
+from a write is an empty cell. A write that brings a new name rewrites the file once (atomically) with the
+wider header, so the file is always one CSV table ``csv.DictReader`` reads whole. See docs/writers.md.
 """
 
 from __future__ import annotations
@@ -14,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from rlearn.writers.base import list_of, optional, text
 from rlearn.writers.rowfile import FIRST_COLUMNS, DamagedLine, Entry, Row, RowFileWriter
@@ -33,6 +29,12 @@ def _cell(value: Union[int, float]) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def _csv_text(lines: Iterable[List[str]]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(lines)
+    return out.getvalue()
+
+
 class CsvWriter(RowFileWriter):
     """A CSV table whose header grows when a new name appears (see the module doc).
 
@@ -49,45 +51,29 @@ class CsvWriter(RowFileWriter):
     # ------------------------------------------------------------------------------------- format
     def parse(self, text: str) -> Tuple[List[Entry], bool]:
         lines = text.split("\n")
-        tail = lines.pop()
-        torn = bool(tail)
+        torn = bool(lines.pop())
         if not lines:
             return [], torn
         header = next(csv.reader([lines[0]]))
-        entries: List[Entry] = []
-        for number, line in enumerate(lines[1:], start=2):
-            if line:
-                entries.append(_parse_row(header, line, number))
+        entries = [_parse_row(header, line, number) for number, line in enumerate(lines[1:], start=2) if line]
         if self.columns is None:
             self.columns = header
         return entries, torn
 
+    def _cells(self, row: Row) -> List[str]:
+        return [_cell(row[name]) if name in row else "" for name in self.columns or ()]
+
     def render(self, rows: List[Row]) -> str:
-        columns = self._columns_for(rows)
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_cell(row[name]) if name in row else "" for name in columns])
-        return out.getvalue()
+        return _csv_text([self._columns_for(rows), *map(self._cells, rows)])
 
     def encode_row(self, row: Row) -> str:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerow(
-            [_cell(row[name]) if name in row else "" for name in self.columns or ()]
-        )
-        return out.getvalue()
+        return _csv_text([self._cells(row)])
 
     def _columns_for(self, rows: List[Row]) -> List[str]:
-        columns = list(self.columns or FIRST_COLUMNS)
-        known = set(columns)
-        for row in rows:
-            for name in row:
-                if name not in known:
-                    known.add(name)
-                    columns.append(name)
-        self.columns = columns
-        return columns
+        """The header, widened by the names of ``rows`` it lacks (in the order they appear)."""
+        names = (name for row in rows for name in row)
+        self.columns = list(dict.fromkeys([*(self.columns or FIRST_COLUMNS), *names]))
+        return self.columns
 
     def _before_append(self, row: Row) -> None:
         """Widen the header (rewriting the file once) when ``row`` has a name it lacks; write the header of
@@ -101,9 +87,7 @@ class CsvWriter(RowFileWriter):
     # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """``{"rows": rows written, "columns": the header}``: what :meth:`rewind` restores."""
-        state = super().state_dict()
-        state["columns"] = list(self.columns or FIRST_COLUMNS)
-        return state
+        return {**super().state_dict(), "columns": list(self.columns or FIRST_COLUMNS)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)

@@ -3,12 +3,9 @@
 Each line is one write of the metric path (a periodic log or an evaluation)::
 
     {"train_iter": 100, "envstep": 100, "time": 1795555943.39, "loss_avg": 1.5, "collector/episode_return_avg": -1203.4}
-    {"train_iter": 100, "envstep": 100, "time": 1795555944.02, "evaluator/episode_return_mean": -1180.2, ...}
 
-``train_iter`` and ``envstep`` are the two x axes, ``time`` the wall clock (seconds since the epoch); then
-every statistic that has a value, under its final name. A statistic without a value in its window is
-absent from the line (never 0, never null). Non-finite evaluation numbers are written as Python's ``json``
-writes them (``NaN``, ``Infinity``), which ``json.loads`` reads back. ``rlearn plot`` reads this file.
+A statistic without a value is absent from its line (never 0, never null); non-finite numbers are written
+as ``json`` writes them (``NaN``, ``Infinity``). ``rlearn plot`` reads this file. See docs/writers.md.
 """
 
 from __future__ import annotations
@@ -25,12 +22,9 @@ class JsonlWriter(RowFileWriter):
     """One JSON object per line (see the module doc); rewound on resume (:meth:`RowFileWriter.rewind`)."""
 
     def parse(self, text: str) -> Tuple[List[Entry], bool]:
-        entries: List[Entry] = []
         lines = text.split("\n")
         tail = lines.pop()  # "" when the text ends with a newline
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                entries.append(_parse_line(line, number))
+        entries = [_parse_line(line, number) for number, line in enumerate(lines, start=1) if line.strip()]
         torn = False
         if tail.strip():  # a last line without its newline: complete if it parses, else what a crash left
             last = _parse_line(tail, len(lines) + 1)
@@ -38,9 +32,6 @@ class JsonlWriter(RowFileWriter):
             if not torn:
                 entries.append(last)
         return entries, torn
-
-    def render(self, rows: List[Row]) -> str:
-        return "".join(self.encode_row(row) for row in rows)
 
     def encode_row(self, row: Row) -> str:
         return json.dumps(row, separators=(", ", ": ")) + "\n"

@@ -1,15 +1,9 @@
 """``MlflowWriter``: MLflow tracking (``pip install 'rlearn[mlflow]'``).
 
-Every value is a metric at ``step = train_iter`` under its final name (``loss_avg``,
-``evaluator/episode_return_mean``); the env-step axis is the metric ``envstep``, also at ``step =
-train_iter``, logged once per distinct (train_iter, envstep). So ``MlflowClient.get_metric_history(run,
-"envstep")`` maps every train iteration to its env step, and any metric's env-step curve is its history
-joined with that one on ``step``. Each point's timestamp is the wall clock of the write. The resolved
-config is logged as parameters (dotted keys, ``policy.lr``; lists and dicts as JSON). On resume the same run
-continues (run id in the checkpoint and in ``<work_dir>/mlflow_run.json``; see
-:mod:`rlearn.writers.tracking`), and a metric is not logged again at a step the run already holds (a kill in
-the middle of one batch leaves part of a row logged); parameters already logged keep their value (MLflow
-cannot change them), a changed one is warned about by name.
+Every value is a metric at ``step = train_iter`` under its final name; the env-step axis is the metric
+``envstep`` at the same step, logged once per distinct (train_iter, envstep). The resolved config is logged
+as parameters (dotted keys; lists and dicts as JSON). On resume the same run continues
+(:mod:`rlearn.writers.tracking`), logging no metric at a step the run already holds. See docs/writers.md.
 """
 
 from __future__ import annotations
@@ -63,9 +57,8 @@ class MlflowWriter(TrackingWriter):
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         if run_id is not None:
             self.client.update_run(run_id, status="RUNNING")
-            held = self.client.get_run(run_id).data.metrics
             self._held_steps = {key: max((p.step for p in self.client.get_metric_history(run_id, key)), default=-1)
-                                for key in held}
+                                for key in self.client.get_run(run_id).data.metrics}
         else:
             experiment = self.client.get_experiment_by_name(self.experiment_name)
             experiment_id = (experiment.experiment_id if experiment is not None

@@ -1,15 +1,9 @@
-"""``RowFileWriter``: the shared part of the JSON-lines and CSV writers (one row per write, rewind on resume).
+"""``RowFileWriter``: the shared part of the JSON-lines and CSV writers (one row per write, rewound on resume).
 
-A row-file writer appends one text row per :meth:`~rlearn.writers.Writer.write_scalars` call to one file in
-the work dir, with the columns ``train_iter``, ``envstep`` and ``time`` (wall clock, seconds since the
-epoch) first, then every value that is not None. Its checkpoint state is the number of rows it had written
-(:meth:`RowFileWriter.state_dict`); on resume :meth:`RowFileWriter.rewind` keeps exactly those rows and
-drops the ones a crashed run wrote after the checkpoint, so the resumed run adds no duplicate row. A file
-is only ever replaced atomically (temporary file, fsync, rename: :func:`rlearn.fileio.atomic_write_bytes`).
-
-A damaged row in the middle of the file (bit rot, a stray edit) is skipped with a warning naming the file and
-the line, and the rows after it are kept: the writer goes on (the file is rewritten without that row when
-the writer opens it or rewinds it); readers such as ``rlearn plot`` read around it.
+Each row holds ``train_iter``, ``envstep`` and ``time`` (wall clock, seconds since the epoch), then every
+value that is not None. The checkpoint state is the number of rows written; on resume
+:meth:`RowFileWriter.rewind` keeps exactly those. A damaged row is skipped with a warning naming the file
+and the line, the rows after it kept. The file is only ever replaced atomically.
 """
 
 from __future__ import annotations
@@ -62,18 +56,18 @@ def plain_number(value: Any) -> Union[int, float]:
 class RowFileWriter(Writer, abc.ABC):
     """One row per write appended to ``path``; rewound on resume by row count (see the module doc).
 
-    Subclasses implement :meth:`parse` (file text -> rows) and :meth:`render` (rows -> file text) and
-    :meth:`encode_row` (one appended row); a format with a header may widen it in :meth:`_before_append`.
+    Subclasses implement :meth:`parse` and :meth:`encode_row`; a format with a header also :meth:`render`,
+    and may widen the header in :meth:`_before_append`.
 
     Args:
         path: the file (``<work_dir>/metrics.jsonl``, ``<work_dir>/metrics.csv``).
-        logger: where :meth:`rewind` reports the rows it dropped (None: nowhere).
+        logger: where damaged rows and :meth:`rewind` are reported (None: nowhere).
         clock: the wall clock of the ``time`` column (seconds since the epoch).
     """
 
     STATE_FIELDS = {"rows": count}
     REQUIRED_STATE = ("rows",)
-    #: seconds between two fsyncs in :meth:`flush`
+    #: seconds between two fsyncs in :meth:`flush` (an fsync per log would cost more than the write)
     FSYNC_EVERY_S = 30.0
 
     def __init__(self, path: Union[str, os.PathLike], logger: Any = None,
@@ -92,9 +86,9 @@ class RowFileWriter(Writer, abc.ABC):
         """The rows of a file's ``text`` in order, a :class:`DamagedLine` in place of each line that is not
         a row, and whether a damaged last row without its newline (a crash mid-write) was left out."""
 
-    @abc.abstractmethod
     def render(self, rows: List[Row]) -> str:
-        """The text of a file holding ``rows`` (with its header, for formats that have one)."""
+        """The text of a file holding ``rows`` (a format with a header adds it)."""
+        return "".join(map(self.encode_row, rows))
 
     @abc.abstractmethod
     def encode_row(self, row: Row) -> str:
@@ -104,19 +98,22 @@ class RowFileWriter(Writer, abc.ABC):
         """Called before ``row`` is appended (the CSV writer widens its header here)."""
 
     # ----------------------------------------------------------------------------------------- files
-    def read(self) -> Tuple[List[Row], List[str]]:
-        """The rows now in the file (none if it does not exist) and one ``<file>:<line>: ...`` message per
-        damaged line skipped."""
+    def _load(self) -> Tuple[Optional[str], List[Entry], bool]:
+        """The file's text (None when it does not exist) and what :meth:`parse` makes of it."""
         try:
             text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
-            return [], []
-        entries = self.parse(text)[0]
+            return None, [], False
+        return (text, *self.parse(text))
+
+    def read(self) -> Tuple[List[Row], List[str]]:
+        """The rows now in the file (none if it does not exist) and one ``<file>:<line>: ...`` message per
+        damaged line skipped."""
+        entries = self._load()[1]
         return _rows(entries), self._damaged_messages(entries)
 
     def read_rows(self) -> List[Row]:
-        """The rows now in the file (none if it does not exist); damaged lines are skipped, each with a
-        warning on the logger."""
+        """The rows now in the file; damaged lines are skipped, each with a warning on the logger."""
         rows, problems = self.read()
         self._warn(problems)
         return rows
@@ -133,16 +130,12 @@ class RowFileWriter(Writer, abc.ABC):
     def _open(self) -> IO[str]:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                text = self.path.read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                text = ""
-            entries, torn = self.parse(text)
+            text, entries, torn = self._load()
             rows = _rows(entries)
             problems = self._damaged_messages(entries)
             self._warn(problems)
             if torn or problems or (text and not text.endswith("\n")):  # never append to a half-written last row
-                atomic_write_bytes(self.path, self.render(rows).encode("utf-8"), tmp_prefix=f".{self.path.name}.")
+                atomic_write_bytes(self.path, self.render(rows).encode("utf-8"))
             if self.rows_written is None:
                 self.rows_written = len(rows)
             self._file = open(self.path, "a", encoding="utf-8", newline="")
@@ -152,13 +145,13 @@ class RowFileWriter(Writer, abc.ABC):
         """Replace the file by ``rows`` atomically (an open handle is reopened on the new file)."""
         was_open = self._file is not None
         self.close()
-        atomic_write_bytes(self.path, self.render(rows).encode("utf-8"), tmp_prefix=f".{self.path.name}.")
+        atomic_write_bytes(self.path, self.render(rows).encode("utf-8"))
         if was_open:
             self._open()
 
     def _time_of(self, scalars: Mapping[str, ScalarValue]) -> float:
-        """The wall time of one write: the same for every row writer the learner hands the same ``scalars``
-        to (the learner passes one mapping to all its writers), so JSONL and CSV rows agree exactly."""
+        """The wall time of one write, the same for every row writer the learner hands the same ``scalars``
+        to, so that JSONL and CSV rows agree exactly."""
         global _LAST_WRITE
         if self.clock is not time.time:
             return round(float(self.clock()), 6)
@@ -182,10 +175,8 @@ class RowFileWriter(Writer, abc.ABC):
         """Nothing: a row file holds numbers only (the config is ``<work_dir>/config.py``)."""
 
     def flush(self) -> None:
-        """Hand what was written to the OS (a crash of the process loses nothing); fsync at most every
-        :attr:`FSYNC_EVERY_S` seconds here, and always in :meth:`state_dict` (a checkpoint) and :meth:`close`,
-        so that the rows a checkpoint counts survive a power loss too. An fsync per log would cost more
-        than the rest of the write (about 5 ms)."""
+        """Hand what was written to the OS; fsync at most every :attr:`FSYNC_EVERY_S` seconds here, and
+        always in :meth:`state_dict` (a checkpoint) and :meth:`close`."""
         if self._file is not None:
             self._file.flush()
             if time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S:
@@ -207,8 +198,7 @@ class RowFileWriter(Writer, abc.ABC):
                 self._file = None
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"rows": rows written so far}``: what :meth:`rewind` keeps on resume (the file is fsynced
-        first: the learner asks for this state when it saves a checkpoint)."""
+        """``{"rows": rows written so far}``, after an fsync of the file."""
         self._sync()
         if self.rows_written is None:
             self.rows_written = len(self.read_rows())
@@ -220,22 +210,15 @@ class RowFileWriter(Writer, abc.ABC):
         self.rows_written = int(state["rows"])
 
     def rewind(self, step_iter: int, step_env: int) -> None:
-        """Drop the rows written after the checkpoint.
-
-        With a row count from :meth:`load_state_dict`: exactly the rows past it. Without one (a checkpoint
-        written before this writer was configured): the rows whose ``train_iter`` is beyond ``step_iter``.
-        A damaged last row (a crash mid-write) goes too. A damaged row among the kept ones is dropped with a
-        warning naming the file and the line (it still counts as one of the checkpoint's rows, so the rows
-        after it stay in place). The file is replaced only when something changes.
-        """
+        """Drop the rows written after the checkpoint: those past the restored row count, or without one (a
+        checkpoint from before this writer was configured) those beyond ``step_iter``. A damaged last row
+        goes too; a damaged row among the kept ones is dropped with a warning but still counts as one of
+        the checkpoint's rows. The file is replaced only when something changes."""
         self.close()
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
+        text, entries, damaged = self._load()
+        if text is None:
             self.rows_written = 0
             return
-        entries, damaged = self.parse(text)
-        rows = _rows(entries)
         if self.rows_written is not None:
             kept_entries = entries[: self.rows_written]
         else:
@@ -247,7 +230,7 @@ class RowFileWriter(Writer, abc.ABC):
             if self.logger is not None:
                 self.logger.info(
                     "%s: rewound to train_iter=%d envstep=%d: dropped %d row(s) written after the checkpoint%s",
-                    self.path.name, step_iter, step_env, len(rows) - len(kept),
+                    self.path.name, step_iter, step_env, len(_rows(entries)) - len(kept),
                     " and a damaged last row" if damaged else "",
                 )
         self.rows_written = len(kept)

@@ -1,27 +1,18 @@
 """``TableWriter``: every write as a compact horizontal table (names across, values below) in a logger.
 
-A write of ``{"loss_avg": 5.5, "aux_avg": None, "collector/epsilon_avg": 0.25,
-"throughput/iters_per_sec": 1843.2}`` at train iteration 10 and env step 70 logs::
+A write of ``{"loss_avg": 5.5, "aux_avg": None, "collector/epsilon_avg": 0.25}`` at train iteration 10 and
+env step 70 logs::
 
     train_iter 10  envstep 70
     learner     loss_avg  aux_avg
                      5.5        -
     collector   epsilon_avg
                        0.25
-    throughput  iters_per_sec
-                       1843.2
 
-Names are grouped by their prefix (the part before the first ``/``): one *block* of two lines per group
-(``learner`` for names without a prefix, then ``collector``, ``evaluator``, any other group in the order
-first seen, ``throughput`` and ``time`` last), the group on the left and the rest of the name as the column header.
-A block wider than the terminal continues in another block of the same group. Values have 5 significant
-digits (:func:`format_value`); ``None`` shows as ``-``.
-
-Columns keep their place: a name the writer has shown once stays in its group's block, as ``-`` when a
-later write lacks it (``<key>_nonfinite`` columns excepted: they show only when non-zero, next to their
-``<key>_avg``). A write whose names all belong to one group (``evaluator/...``) is headed by that group
-(``evaluator at train_iter 10  envstep 70``). :func:`parse_table` reads a table back into
-``{full name: text}``, :func:`parse_log_tables` every table of a log file. See docs/reading-the-logs.md.
+One block per name prefix (``learner`` for names without one; ``collector``, ``evaluator`` first,
+``throughput`` and ``time`` last), wrapped to the terminal width; a name shown once keeps its column (``-``
+when a later write lacks it). :func:`parse_table` / :func:`parse_log_tables` read tables back. See
+docs/reading-the-logs.md.
 """
 
 from __future__ import annotations
@@ -34,21 +25,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tabulate import tabulate
 
+from rlearn.config.spec import is_int
 from rlearn.writers.base import ScalarValue, Writer
 
-__all__ = [
-    "TableWriter",
-    "format_value",
-    "horizontal_tables",
-    "column_width",
-    "group_of",
-    "grouped_columns",
-    "parse_table",
-    "parse_log_tables",
-    "EMPTY",
-    "GROUP_ORDER",
-    "LAST_GROUPS",
-]
+__all__ = ["TableWriter", "format_value", "horizontal_tables", "column_width", "group_of", "grouped_columns",
+           "parse_table", "parse_log_tables", "EMPTY", "GROUP_ORDER", "LAST_GROUPS"]
 
 #: shown for a statistic without a value (an empty window)
 EMPTY = "-"
@@ -91,17 +72,8 @@ def _full_name(group: str, short: str) -> str:
     return short if group == DEFAULT_GROUP else f"{group}/{short}"
 
 
-def _rank(group: str, first_seen: List[str]) -> Tuple[int, int]:
-    if group in GROUP_ORDER:
-        return (0, GROUP_ORDER.index(group))
-    if group in LAST_GROUPS:
-        return (2, LAST_GROUPS.index(group))
-    return (1, first_seen.index(group))
-
-
-def grouped_columns(
-    scalars: Mapping[str, ScalarValue], known: Optional[Dict[str, List[str]]] = None
-) -> List[Tuple[str, List[Tuple[str, str]]]]:
+def grouped_columns(scalars: Mapping[str, ScalarValue],
+                    known: Optional[Dict[str, List[str]]] = None) -> List[Tuple[str, List[Tuple[str, str]]]]:
     """``[(group, [(short name, text), ...]), ...]`` of one write, groups in display order.
 
     ``known`` (updated in place): group -> the names shown so far, in their order; a known name missing
@@ -117,11 +89,10 @@ def grouped_columns(
             names = known.setdefault(group, [])
             if short not in names:
                 names.append(short)
-    fixed = GROUP_ORDER + LAST_GROUPS
-    first_seen = [g for g in known if g not in fixed]
-    first_seen += [g for g in groups if g not in first_seen and g not in fixed]
+    first_seen = [g for g in dict.fromkeys([*known, *groups]) if g not in GROUP_ORDER + LAST_GROUPS]
+    order = [*GROUP_ORDER, *first_seen, *LAST_GROUPS]
     out: List[Tuple[str, List[Tuple[str, str]]]] = []
-    for group in sorted(groups, key=lambda g: _rank(g, first_seen)):
+    for group in sorted(groups, key=order.index):
         values = groups[group]
         columns: List[Tuple[str, str]] = []
         placed = set()
@@ -146,12 +117,8 @@ def column_width(column: Tuple[str, str]) -> int:
 
 def _segment(label: str, columns: List[Tuple[str, str]]) -> Tuple[str, str]:
     """The two lines of one group's columns: ``label  name ...`` over ``       value ...``."""
-    body = tabulate(
-        [[name for name, _ in columns], [value for _, value in columns]],
-        tablefmt="plain",
-        disable_numparse=True,
-        colalign=("right",) * len(columns),
-    )
+    body = tabulate([[name for name, _ in columns], [value for _, value in columns]], tablefmt="plain",
+                    disable_numparse=True, colalign=("right",) * len(columns))
     header, values = body.split("\n")
     return f"{label}{_GAP}{header}", f"{' ' * len(label)}{_GAP}{values}"
 
@@ -160,21 +127,14 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
     """Render ``[(group, [(name, value), ...]), ...]`` as rows of two lines (the group and the names, then
     the values), each at most ``width`` characters where possible.
 
-    Groups flow left to right: a group starts on the current row (after `` | ``) if all of it still fits
-    there, or -- a group too wide for any row -- if its label and first column fit; else on a new row. A
-    group whose columns do not fit continues on the next row under its label again (so a group is split
-    only when it is wider than a whole row). Row-starting labels are padded to the same width so their columns start together.
+    A group starts on the current row (after `` | ``) if all of it still fits there, or -- a group too wide
+    for any row -- if its label and first column fit; else on a new row. A group whose columns do not fit
+    continues on the next row under its label again. Row-starting labels are padded to the same width.
     """
     label_width = max((len(group) for group, _ in blocks), default=0)
     rows: List[List[Tuple[str, str]]] = []  # each row: its segments (header line, value line)
     row: List[Tuple[str, str]] = []
     used = 0
-
-    def close(label: str, chunk: List[Tuple[str, str]]) -> None:
-        nonlocal row, used
-        if chunk:
-            row.append(_segment(label, chunk))
-
     for group, columns in blocks:
         chunk: List[Tuple[str, str]] = []
         label = group
@@ -190,12 +150,13 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
         for column in columns:
             need = column_width(column)
             if chunk and used + need > width:
-                close(label, chunk)
+                row.append(_segment(label, chunk))
                 rows.append(row)
                 row, chunk, used, label = [], [], label_width, group.ljust(label_width)
             chunk.append(column)
             used += need
-        close(label, chunk)
+        if chunk:
+            row.append(_segment(label, chunk))
     if row:
         rows.append(row)
     lines: List[str] = []
@@ -269,7 +230,7 @@ class TableWriter(Writer):
     """
 
     def __init__(self, logger: logging.Logger, width: Optional[int] = None) -> None:
-        if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 20):
+        if width is not None and not (is_int(width) and width >= 20):
             raise ValueError(f"TableWriter width must be an int >= 20 or None, got {width!r}")
         self.logger = logger
         self.width = width
@@ -281,11 +242,8 @@ class TableWriter(Writer):
         width = self.width if self.width is not None else shutil.get_terminal_size((120, 24)).columns
         blocks = grouped_columns(scalars, self._known)
         groups = {group_of(name)[0] if "/" in name else None for name in scalars}
-        group = next(iter(groups)) if len(groups) == 1 else None
-        heading = f"train_iter {step_iter}  envstep {step_env}"
-        if group:
-            heading = f"{group} at {heading}"
-        return f"{heading}\n{horizontal_tables(blocks, width)}"
+        by = f"{next(iter(groups))} at " if len(groups) == 1 and None not in groups else ""  # one group's write
+        return f"{by}train_iter {step_iter}  envstep {step_env}\n{horizontal_tables(blocks, width)}"
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Log the table of one write (see the module docstring for the layout)."""

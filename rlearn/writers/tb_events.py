@@ -1,10 +1,8 @@
-"""TensorBoard event files: reading them back, checking them, and the rewind used on resume.
+"""TensorBoard event files: reading them back (checksums checked) and the rewind used on resume.
 
-:func:`rewind_event_files` is run when a checkpoint is loaded: it rewrites the event files in the
-TensorBoard directory so that only the points written before the checkpoint remain, and the resumed run
-adds the rest, with no duplicated and no missing point. Event files are TFRecord files (see
-:mod:`rlearn.writers.tb_file`, which writes them; :class:`TBWriter` is importable from here too) and each
-record is a serialized ``Event`` protocol buffer.
+:func:`rewind_event_files` rewrites the event files so that only the points written before a checkpoint
+remain: the resumed run adds the rest, with no duplicated and no missing point. :mod:`rlearn.writers.tb_file`
+writes the files (:class:`TBWriter` is importable from here too).
 """
 
 from __future__ import annotations
@@ -21,15 +19,11 @@ from tensorboardX.proto import event_pb2
 from rlearn.fileio import atomic_write_bytes
 from rlearn.writers.tb_file import _CRC, _HEADER, PointTable, TBWriter, encode_record, masked_crc32c
 
-__all__ = ["TBWriter", "PointTable", "EventFile", "EventFileError", "RewindReport", "read_records", "iter_events",
-           "encode_record", "event_files", "rewind_event_files"]
+__all__ = ["TBWriter", "PointTable", "EventFile", "RewindReport", "read_records", "iter_events", "encode_record",
+           "event_files", "rewind_event_files"]
 
 
 # ---------------------------------------------------------------------------------------- reading
-class EventFileError(ValueError):
-    """An event file is not a valid TFRecord file."""
-
-
 @dataclass
 class EventFile:
     """The valid records of one event file, the damaged ones skipped in the middle, and a damaged tail."""
@@ -63,11 +57,8 @@ def _record_at(blob: bytes, offset: int) -> Tuple[Optional[int], str]:
 
 
 def _next_record(blob: bytes, offset: int) -> Optional[int]:
-    """Offset of the first valid record after ``offset``, or None.
-
-    A record starts with its length as 8 little-endian bytes; no event is 2**40 bytes long, so the
-    header's last three bytes are zero: only those positions are checked (both checksums must hold).
-    """
+    """Offset of the first valid record after ``offset``, or None. No event is 2**40 bytes long, so only
+    the positions whose 8-byte length ends in three zero bytes are checked (both checksums must hold)."""
     search = offset + 1
     while True:
         zeros = blob.find(b"\x00\x00\x00", search + 5)
@@ -82,11 +73,9 @@ def _next_record(blob: bytes, offset: int) -> Optional[int]:
 def read_records(path: Union[str, os.PathLike]) -> EventFile:
     """Read the TFRecord records of ``path``, checking both CRCs of each.
 
-    A record that fails a check is skipped: reading resumes at the next valid record (the same record's
-    end when its length is intact, else the next position where a whole record checks out). A damaged
-    region with valid records after it is listed in :attr:`EventFile.corrupt`; one at the end of the file
-    (what a crash mid-write leaves) is :attr:`EventFile.damaged_tail`. Each description says what was
-    wrong and where.
+    A record that fails a check is skipped, reading resuming at the next valid record (the record's own end
+    when its length is intact). A damaged region with valid records after it goes to
+    :attr:`EventFile.corrupt`, one at the end of the file to :attr:`EventFile.damaged_tail`.
     """
     path = Path(path)
     blob = path.read_bytes()
@@ -117,27 +106,15 @@ def read_records(path: Union[str, os.PathLike]) -> EventFile:
 
 def iter_events(path: Union[str, os.PathLike]) -> Iterator[event_pb2.Event]:
     """The events of one file (damaged records skipped, see :func:`read_records`)."""
-    for data in read_records(path).records:
-        event = event_pb2.Event()
-        event.ParseFromString(data)
-        yield event
+    return (event_pb2.Event.FromString(data) for data in read_records(path).records)
 
 
 def event_files(logdir: Union[str, os.PathLike]) -> List[Path]:
     """Every TensorBoard event file under ``logdir`` (recursively), in the order TensorBoard reads them."""
-    logdir = Path(logdir)
-    if not logdir.is_dir():
-        return []
-    return sorted(p for p in logdir.rglob("*") if p.is_file() and "tfevents" in p.name)
+    return sorted(p for p in Path(logdir).rglob("*") if p.is_file() and "tfevents" in p.name)
 
 
 # ---------------------------------------------------------------------------------------- rewinding
-def _axis_is_step(tag: str) -> bool:
-    """``learner_step/x``, ``collector_step/x``, ``evaluator_step/x``: the env-step axis."""
-    head = tag.split("/", 1)[0]
-    return head.endswith("_step")
-
-
 @dataclass
 class RewindReport:
     """What :func:`rewind_event_files` changed."""
@@ -159,33 +136,23 @@ class RewindReport:
         return sum(len(found) for found in self.corrupt_records.values())
 
 
-def rewind_event_files(
-    logdir: Union[str, os.PathLike],
-    train_iter: int,
-    envstep: int,
-    points: Optional[Mapping[str, List[int]]] = None,
-    skip: Tuple[Union[str, os.PathLike], ...] = (),
-    logger: Optional[logging.Logger] = None,
-    drop_prefixes: Tuple[str, ...] = (),
-) -> RewindReport:
+def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep: int,
+                       points: Optional[Mapping[str, List[int]]] = None, skip: Tuple[Union[str, os.PathLike], ...] = (),
+                       logger: Optional[logging.Logger] = None, drop_prefixes: Tuple[str, ...] = ()) -> RewindReport:
     """Remove from the event files under ``logdir`` every point written after a checkpoint.
 
-    Rules, per summary value of tag ``T`` at step ``s``, files taken in TensorBoard's reading order:
+    A value of tag ``T`` at step ``s`` (files in TensorBoard's reading order) is kept when:
 
-    * ``T`` in ``points`` (the table :class:`TBWriter` kept up to the checkpoint), with last step ``L``
-      and ``n`` points at ``L``: keep if ``s < L``; at ``s == L`` keep the first ``n``; drop if ``s > L``.
-      This is exact even when the env-step counter did not move between two logs.
-    * any other tag (first written after the checkpoint, or by another writer): drop if ``s`` is beyond
-      the checkpoint on the tag's axis: ``envstep`` for ``*_step/...`` tags, ``train_iter`` otherwise.
+    * ``T`` is in ``points`` (the table :class:`TBWriter` kept up to the checkpoint) with last step ``L`` and
+      ``n`` points at ``L``: ``s < L``, or ``s == L`` for the first ``n`` (exact even when the env-step
+      counter did not move between two logs);
+    * any other tag: ``s`` is not beyond the checkpoint on the tag's axis (``envstep`` for ``*_step/...``
+      tags, ``train_iter`` otherwise).
 
-    Events without summaries (file version, session logs, graphs) are kept. A damaged or truncated last
-    record (a crash mid-write) is dropped. A damaged record in the middle of a file (bit rot, a disk
-    error) is dropped too, and the valid records after it are kept: each is counted in the report and
-    warned about on ``logger``. A file that changes is replaced atomically (temporary file in
-    the same directory, fsync, rename); unchanged files are not touched. ``skip`` lists files to leave
-    alone (the event file the current writer has open). Every value whose tag starts with one of
-    ``drop_prefixes`` is dropped whatever its step (the HParams summaries, rewritten when the resumed run
-    ends).
+    Values whose tag starts with one of ``drop_prefixes`` are dropped whatever their step; events without
+    summaries are kept. Damaged records are dropped (counted in the report and warned about on ``logger``),
+    the valid records after them kept. Changed files are replaced atomically, unchanged ones not touched;
+    ``skip`` lists files to leave alone (the event file the current writer has open).
     """
     points = points or {}
     skipped = {Path(p).resolve() for p in skip}
@@ -196,16 +163,12 @@ def rewind_event_files(
         if drop_prefixes and tag.startswith(drop_prefixes):
             return False
         entry = points.get(tag)
-        if entry is not None:
-            last_step, count = int(entry[0]), int(entry[1])
-            if step < last_step:
-                return True
-            if step > last_step:
-                return False
-            seen_at_last[tag] = seen_at_last.get(tag, 0) + 1
-            return seen_at_last[tag] <= count
-        limit = envstep if _axis_is_step(tag) else train_iter
-        return step <= limit
+        if entry is None:
+            return step <= (envstep if tag.split("/", 1)[0].endswith("_step") else train_iter)  # ``<group>_step/...``
+        if step != int(entry[0]):
+            return step < int(entry[0])
+        seen_at_last[tag] = seen_at_last.get(tag, 0) + 1
+        return seen_at_last[tag] <= int(entry[1])
 
     for path in event_files(logdir):
         if path.resolve() in skipped:
@@ -229,9 +192,6 @@ def rewind_event_files(
             kept = [value for value in event.summary.value if keep(value.tag, event.step)]
             for value in kept:
                 report.kept[value.tag] = report.kept.get(value.tag, 0) + 1
-                entry = points.get(value.tag)
-                if entry is not None and event.step == int(entry[0]):
-                    report.kept_at_last[value.tag] = report.kept_at_last.get(value.tag, 0) + 1
             removed = len(event.summary.value) - len(kept)
             if removed == 0:
                 out.append(raw)  # unchanged records are copied as stored: no checksum to recompute
@@ -246,25 +206,18 @@ def rewind_event_files(
             # the temporary name must not contain "tfevents", or TensorBoard would read it
             atomic_write_bytes(path, b"".join(out), tmp_prefix=".rlearn-rewind-")
             report.files_rewritten.append(path)
+    report.kept_at_last = {tag: min(seen, int(points[tag][1])) for tag, seen in seen_at_last.items()}
     if logger is not None:
         for path, why in report.skipped.items():
             logger.warning("TensorBoard rewind: left %s untouched: %s", path, why)
         for path, found in report.corrupt_records.items():
-            logger.warning(
-                "TensorBoard rewind: %s had %d damaged record(s) in the middle (%s); dropped them (the points "
-                "they held are lost) and kept the valid records after them",
-                path,
-                len(found),
-                "; ".join(found),
-            )
-    if logger is not None and (report.files_rewritten or report.damaged_tails):
-        logger.info(
-            "TensorBoard rewind to train_iter=%d envstep=%d: removed %d point(s) written after the checkpoint "
-            "from %d event file(s)%s",
-            train_iter,
-            envstep,
-            report.points_removed,
-            len(report.files_rewritten),
-            "".join(f"; dropped damaged tail of {p.name} ({why})" for p, why in report.damaged_tails.items()),
-        )
+            logger.warning("TensorBoard rewind: %s had %d damaged record(s) in the middle (%s); dropped them (the "
+                           "points they held are lost) and kept the valid records after them",
+                           path, len(found), "; ".join(found))
+        if report.files_rewritten or report.damaged_tails:
+            logger.info("TensorBoard rewind to train_iter=%d envstep=%d: removed %d point(s) written after the "
+                        "checkpoint from %d event file(s)%s", train_iter, envstep, report.points_removed,
+                        len(report.files_rewritten),
+                        "".join(f"; dropped damaged tail of {path.name} ({why})"
+                                for path, why in report.damaged_tails.items()))
     return report

@@ -1,19 +1,8 @@
 """``TBWriter``: one TensorBoard event file written synchronously in the caller's thread, counting points.
 
-Why not the stock ``tensorboardX.SummaryWriter``? Two reasons:
-
-* its events go through a background thread, so ``flush()`` does not wait for queued events: a checkpoint
-  taken right after a flush could claim points that never reached the disk. :class:`TBWriter` writes each
-  event in the caller's thread (a buffered file write); ``flush(sync=False)`` hands them to the OS (a crash
-  of the process loses nothing) and ``flush()`` also fsyncs (a power loss loses nothing);
-* on resume we must know which points belong to the run *before* the checkpoint. :class:`TBWriter`
-  counts, for each tag, the last step written and how many points it has at that step; the learner stores
-  that table in the checkpoint (see :func:`rlearn.writers.tb_events.rewind_event_files`).
-
-Only public parts of tensorboardX are used: the summary builders of ``tensorboardX.summary`` (the ones
-``SummaryWriter`` calls, so a point is the same protocol buffer either way; a test compares both files) and
-the ``Event`` / ``Summary`` protocol buffers. The file is the documented TFRecord format: each record is
-``uint64 length (LE) | uint32 masked crc32c(length) | data | uint32 masked crc32c(data)``.
+Unlike ``tensorboardX.SummaryWriter`` (a background thread), a flushed event is in the file, so a checkpoint
+never counts a point that is not on disk; the per-tag point counts let a resume drop exactly the points
+written after it. The summaries are tensorboardX's own, the framing TFRecord's.
 """
 
 from __future__ import annotations
@@ -54,16 +43,13 @@ def encode_record(data: bytes) -> bytes:
 class TBWriter:
     """TensorBoard event file writer with synchronous writes and per-tag point counts.
 
+    The file is opened at the first write (named as tensorboardX names it, plus a nanosecond suffix that
+    keeps files opened within one second in creation order); a closed writer opens a new one.
+
     Args:
         logdir: directory of the event files (``<work_dir>/tb``).
-        points: the table to update, shared with the learner so that it survives the writer being
-            closed and reopened (each open writes a new event file).
-        totals: per tag, every point written (what a resume expects the event files to hold), shared the
-            same way.
-
-    The file is opened at the first write and named as tensorboardX names it, with a nanosecond suffix that
-    keeps files opened within the same second distinct and in creation order. A closed writer opens a new
-    file at its next write.
+        points: the table of :attr:`points` to update (kept across close and reopen).
+        totals: per tag, every point written (what a resume expects the event files to hold).
     """
 
     def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None,
@@ -72,21 +58,19 @@ class TBWriter:
         self.points: PointTable = points if points is not None else {}
         self.totals: Dict[str, int] = totals if totals is not None else {}
         self._file: Optional[BinaryIO] = None
-        self._path: Optional[Path] = None
         self._unsynced = False
 
     @property
     def event_file(self) -> Optional[str]:
         """Path of the event file currently open, or None when closed."""
-        return str(self._path) if self._file is not None else None
+        return self._file.name if self._file is not None else None
 
     def _write(self, event: event_pb2.Event) -> None:
         if self._file is None:
             self.logdir.mkdir(parents=True, exist_ok=True)
             now = time.time()
             name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{time.time_ns()}"
-            self._path = self.logdir / name
-            self._file = open(self._path, "wb")
+            self._file = open(self.logdir / name, "wb")
             header = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
             self._file.write(encode_record(header.SerializeToString()))
         self._file.write(encode_record(event.SerializeToString()))

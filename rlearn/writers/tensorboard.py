@@ -1,20 +1,9 @@
 """``TensorBoardWriter``: every scalar on two x axes, train iterations and env steps.
 
 A name ``k`` becomes ``learner_iter/k`` (step = train iteration) and ``learner_step/k`` (step = env steps
-collected); a grouped name ``g/k`` becomes ``g_iter/k`` and ``g_step/k``::
-
-    loss_avg                       -> learner_iter/loss_avg,               learner_step/loss_avg
-    collector/episode_return_avg   -> collector_iter/episode_return_avg,   collector_step/episode_return_avg
-    evaluator/episode_return_mean  -> evaluator_iter/episode_return_mean,  evaluator_step/episode_return_mean
-    throughput/env_steps_per_sec   -> throughput_iter/env_steps_per_sec,   throughput_step/env_steps_per_sec
-
-A ``None`` value gets no point (TensorBoard joins the neighbours), never a 0. Events are written
-synchronously and handed to the OS by :meth:`TensorBoardWriter.flush` after every write (a crash of the
-process loses nothing); the file is fsynced at most every ``FSYNC_EVERY_S`` seconds there, and always when
-a checkpoint takes the writer's state and at :meth:`~TensorBoardWriter.close`, so the points a checkpoint
-counts survive a power loss (see :mod:`rlearn.writers.tb_events`); the
-per-tag point counts are the writer's checkpoint state, and :meth:`TensorBoardWriter.rewind` uses them on
-resume to drop exactly the points written after the checkpoint.
+collected); a grouped name ``g/k`` becomes ``g_iter/k`` and ``g_step/k``. A ``None`` value gets no point,
+never a 0. The per-tag point counts are the writer's checkpoint state: :meth:`TensorBoardWriter.rewind`
+uses them on resume to drop exactly the points written after the checkpoint. See docs/writers.md.
 """
 
 from __future__ import annotations
@@ -48,8 +37,8 @@ def tb_tags(name: str) -> Tuple[str, str]:
 class TensorBoardWriter(Writer):
     """Writes scalars to TensorBoard event files under ``logdir`` on both x axes.
 
-    The event file is opened at the first write (so a writer that never writes leaves no directory), and
-    a write after :meth:`close` opens a new file.
+    The event file is opened at the first write (a writer that never writes leaves no directory); a write
+    after :meth:`close` opens a new file.
 
     Args:
         logdir: the event-file directory (``<work_dir>/tb``).
@@ -57,40 +46,32 @@ class TensorBoardWriter(Writer):
     """
 
     STATE_FIELDS = {"points": table_of(list_of(count, 2)), "totals": table_of(count)}
-    #: the longest time between two fsyncs of the event file in :meth:`flush` (an fsync costs about 5 ms, more
-    #: than the rest of a log's writes together)
+    #: the longest time between two fsyncs of the event file in :meth:`flush` (an fsync costs about 5 ms)
     FSYNC_EVERY_S = 30.0
 
     def __init__(self, logdir: Union[str, os.PathLike], logger: Optional[logging.Logger] = None) -> None:
         self.logdir = Path(logdir)
         self.logger = logger
         self._synced_at = time.monotonic()
+        self._events = TBWriter(self.logdir)
         #: per tag: ``[last step written, points written at that step]`` (kept across close/reopen)
-        self.points: PointTable = {}
+        self.points: PointTable = self._events.points
         #: per tag: every point written (checked on resume: what the event files must still hold)
-        self.totals: Dict[str, int] = {}
-        self._writer: Optional[TBWriter] = None
+        self.totals: Dict[str, int] = self._events.totals
 
     @property
     def event_file(self) -> Optional[str]:
         """The event file currently open, or None."""
-        return self._writer.event_file if self._writer is not None else None
-
-    def _open(self) -> TBWriter:
-        if self._writer is None:
-            self._writer = TBWriter(self.logdir, points=self.points, totals=self.totals)
-        return self._writer
+        return self._events.event_file
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """``iter`` tag at ``step_iter`` and ``step`` tag at ``step_env`` for every value that is not None."""
-        writer = None
+        add_scalar = self._events.add_scalar
         for name, value in scalars.items():
-            if value is None:
-                continue
-            writer = writer or self._open()
-            iter_tag, step_tag = tb_tags(name)
-            writer.add_scalar(iter_tag, value, step_iter)
-            writer.add_scalar(step_tag, value, step_env)
+            if value is not None:
+                iter_tag, step_tag = tb_tags(name)
+                add_scalar(iter_tag, value, step_iter)
+                add_scalar(step_tag, value, step_env)
 
     def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
         """The episode as an animated GIF in the Images dashboard, on the env-step axis only: ``evaluator/video``
@@ -100,11 +81,11 @@ class TensorBoardWriter(Writer):
         from rlearn.video import encode_gif
 
         gif, height, width = encode_gif(frames, fps)
-        self._open().add_gif(tb_tags(name)[1], gif, height, width, step_env)
+        self._events.add_gif(tb_tags(name)[1], gif, height, width, step_env)
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """A TensorBoard text summary (the TEXT dashboard) at step ``step_iter``."""
-        self._open().add_text(tag, text, step_iter)
+        self._events.add_text(tag, text, step_iter)
 
     def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
         """The resolved config as the text summary ``config`` (TEXT dashboard) at step ``step_iter``, one key
@@ -112,61 +93,49 @@ class TensorBoardWriter(Writer):
         from rlearn.config import format_config
 
         text = format_config(config, comments=False)
-        self._open().add_text("config", "\n".join("    " + line for line in text.splitlines()), step_iter)
+        self._events.add_text("config", "\n".join("    " + line for line in text.splitlines()), step_iter)
 
     def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
-        """An HParams session in this run's own directory (not a sub-run), so that ``tensorboard --logdir``
-        over several work dirs lists one row per run in the HParams tab.
-
-        Writes the plugin's experiment, session-start (``hparams``; values that are not bool, number or
-        str are written as their ``repr``) and session-end summaries, and each metric as the scalar
-        ``hparams/<name>`` at ``step_iter`` (the HParams tab reads a metric's last value). A resumed run
-        drops these in :meth:`rewind` and writes them again when it ends.
-        """
+        """An HParams session in this run's own directory (so that ``tensorboard --logdir`` over several work
+        dirs lists one row per run), each metric the scalar ``hparams/<name>`` at ``step_iter``; hparams
+        that are not bool, number or str are written as their ``repr``. A resumed run drops these in
+        :meth:`rewind` and writes them again when it ends."""
         from tensorboardX.summary import hparams as hparams_summaries
 
-        clean: Dict[str, Any] = {}
-        for name, value in hparams.items():
-            clean[name] = value if isinstance(value, (bool, int, float, str)) else repr(value)
+        clean = {name: value if isinstance(value, (bool, int, float, str)) else repr(value)
+                 for name, value in hparams.items()}
         tags = {name: f"{HPARAMS_METRIC_PREFIX}{name}" for name in metrics}
-        experiment, start, end = hparams_summaries(clean, {tags[name]: value for name, value in metrics.items()})
-        writer = self._open()
-        for summary in (experiment, start, end):
-            writer.add_summary(summary, step_iter)
+        for summary in hparams_summaries(clean, {tags[name]: value for name, value in metrics.items()}):
+            self._events.add_summary(summary, step_iter)
         for name, value in metrics.items():
-            writer.add_scalar(tags[name], value, step_iter)
+            self._events.add_scalar(tags[name], value, step_iter)
 
     def flush(self) -> None:
         """Hand the written events to the OS; fsync the event file if the last fsync is ``FSYNC_EVERY_S``
         seconds old."""
-        if self._writer is not None:
-            self._writer.flush(sync=self._sync_due())
-
-    def _sync_due(self) -> bool:
         if time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S:
-            self._synced_at = time.monotonic()
-            return True
-        return False
+            self._sync()
+        else:
+            self._events.flush(sync=False)
+
+    def _sync(self) -> None:
+        self._events.flush(sync=True)
+        self._synced_at = time.monotonic()
 
     def close(self) -> None:
         """Flush, fsync and close the event file; a later write opens a new one."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-            self._synced_at = time.monotonic()
+        self._events.close()
+        self._synced_at = time.monotonic()
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"points": {tag: [last step, points at it]}, "totals": {tag: points}}``: what :meth:`rewind` needs
-        after a resume. A checkpoint asks for it, so the event file is fsynced first: every point it counts
-        is on disk."""
-        if self._writer is not None:
-            self._writer.flush(sync=True)
-            self._synced_at = time.monotonic()
+        """``{"points": {tag: [last step, points at it]}, "totals": {tag: points}}``, after an fsync of the
+        event file (a checkpoint asks for it: every point it counts is on disk)."""
+        self._sync()
         return {"points": copy.deepcopy(self.points), "totals": dict(self.totals)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the point counts of a checkpoint (the open event file, if any, keeps the same tables); a
-        checkpoint without ``totals`` (an older rlearn) checks only the points at each tag's last step."""
+        """Restore the point counts of a checkpoint; one without ``totals`` (an older rlearn) checks only the
+        points at each tag's last step."""
         self.require_state(state)
         points: Mapping[str, List[int]] = state.get("points", {})
         self.points.clear()
@@ -176,11 +145,9 @@ class TensorBoardWriter(Writer):
 
     def rewind(self, step_iter: int, step_env: int) -> RewindReport:
         """Remove from the event files every point written after (``step_iter``, ``step_env``), using the
-        point counts of :meth:`load_state_dict` (see :func:`~rlearn.writers.tb_events.rewind_event_files`);
-        the file this writer has open is left alone.
-
-        Points the checkpoint counts that the event files no longer hold (a file overwritten or damaged
-        since) are a WARNING naming the damaged files, how many points were lost and of which tags."""
+        point counts of :meth:`load_state_dict` (:func:`~rlearn.writers.tb_events.rewind_event_files`); the
+        file this writer has open is left alone. Points the checkpoint counts that the event files no longer
+        hold are a WARNING naming the damaged files and the tags."""
         current = self.event_file
         for table in (self.points, self.totals):
             for tag in [tag for tag in table if tag.startswith(HPARAMS_METRIC_PREFIX)]:

@@ -1,21 +1,15 @@
 """``TrackingWriter``: the shared part of the experiment-tracking writers (W&B, MLflow).
 
-A tracking service keeps one *run* per training run. The writer starts it at its first write, or, when the
-training run resumes from a checkpoint, continues the same run: the run id is kept in the checkpoint (the
-writer's :meth:`~TrackingWriter.state_dict`) and in ``<work_dir>/<kind>_run.json`` with the position of the
-last row logged.
-
-Such services cannot delete points, so a resume cannot rewind them as the TensorBoard and JSON-lines
-writers do. Instead, on resume the rows that the earlier process had already logged are not logged again:
-a row is identified by its position ``(train_iter, envstep, k)`` (``k``: its index among the rows written
-at that same train iteration and env step), and rows at or before the last logged position are skipped.
-The run so has no duplicate and no missing point; between the checkpoint and the crash it keeps the numbers
-the earlier process measured (the same as the resumed run's when the run is deterministic).
+The writer starts a tracking run at its first write, or continues the same run when training resumes (run
+id in the checkpoint and in ``<work_dir>/<kind>_run.json``). Such services cannot delete points, so instead
+of a rewind the rows an earlier process already logged are skipped: a row's position is ``(train_iter,
+envstep, k)`` (``k``: its index among the rows at that train iteration and env step). See docs/writers.md.
 """
 
 from __future__ import annotations
 
 import abc
+import importlib
 import json
 import os
 from pathlib import Path
@@ -39,8 +33,7 @@ class MissingExtraError(ConfigError):
 class TrackingWriter(Writer, abc.ABC):
     """Starts or continues one tracking run and logs each write as one row (see the module doc).
 
-    Subclasses implement :meth:`_start` (start or continue the run, returning its id), :meth:`_log_row`,
-    :meth:`_log_config` and :meth:`_finish`.
+    Subclasses implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config` and :meth:`_finish`.
 
     Args:
         work_dir: where ``<kind>_run.json`` is kept (None: only the checkpoint holds the run id).
@@ -61,8 +54,7 @@ class TrackingWriter(Writer, abc.ABC):
         self._config: Optional[Mapping[str, Any]] = None
         self._logged: Optional[Position] = None  # last position logged to the service
         self._saved: Optional[Position] = None  # the position in the state file
-        self._at: Tuple[int, int] = (-1, -1)
-        self._k = 0
+        self._position: Position = (-1, -1, 0)  # of the last write
 
     # ----------------------------------------------------------------------------------- subclass API
     @abc.abstractmethod
@@ -87,18 +79,9 @@ class TrackingWriter(Writer, abc.ABC):
         """``<work_dir>/<kind>_run.json``: ``{"run_id": ..., "logged": [train_iter, envstep, k]}``."""
         return None if self.work_dir is None else self.work_dir / f"{self.kind}_run.json"
 
-    def _read_state_file(self) -> Dict[str, Any]:
-        path = self.state_file
-        if path is None or not path.exists():
-            return {}
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-
     def _durable_position(self) -> Optional[Position]:
-        """The last position the service holds for sure: what the state file may record. A service whose
-        log call returns once the row is stored (MLflow) holds every row logged; W&B overrides this."""
+        """The last position the service holds for sure (what the state file records): every row logged,
+        for a service whose log call returns once the row is stored (MLflow)."""
         return self._logged
 
     def _save_state_file(self) -> None:
@@ -109,14 +92,16 @@ class TrackingWriter(Writer, abc.ABC):
         if path.exists() and self._saved == position:
             return
         state = {"run_id": self.run_id, "logged": list(position) if position else None}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, json.dumps(state).encode("utf-8"), tmp_prefix=f".{path.name}.")
+        atomic_write_bytes(path, json.dumps(state).encode("utf-8"))
         self._saved = position
 
     def _restore_logged(self) -> None:
-        """Resume: the run id (unless the checkpoint gave one) and the last position the earlier process
-        logged, from ``<kind>_run.json``."""
-        saved = self._read_state_file()
+        """Resume: the run id (unless the checkpoint gave one) and the last position logged, from
+        ``<kind>_run.json``."""
+        try:
+            saved = json.loads(self.state_file.read_text(encoding="utf-8")) if self.state_file else {}
+        except (OSError, ValueError):
+            saved = {}
         if self.run_id is None:
             self.run_id = saved.get("run_id")
         if saved.get("run_id") == self.run_id and saved.get("logged") and self._logged is None:
@@ -138,15 +123,12 @@ class TrackingWriter(Writer, abc.ABC):
     # ---------------------------------------------------------------------------------------- Writer
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Log one row (values that are not None) unless an earlier process already logged this position."""
-        at = (int(step_iter), int(step_env))
-        self._k = self._k + 1 if at == self._at else 0
-        self._at = at
-        position = (at[0], at[1], self._k)
+        self._position = position = next_position(self._position, int(step_iter), int(step_env))
         if self._logged is not None and position <= self._logged:
             return  # logged before the resume
         row = {name: plain_number(value) for name, value in scalars.items() if value is not None}
         self._ensure_started()
-        self._log_row(row, at[0], at[1])
+        self._log_row(row, position[0], position[1])
         self._logged = position
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
@@ -166,8 +148,7 @@ class TrackingWriter(Writer, abc.ABC):
             self._save_state_file()
 
     def close(self) -> None:
-        """Finish the run in this process (a later write continues it); then check that the service holds
-        every row logged (:meth:`_check_finished`)."""
+        """Finish the run in this process (a later write continues it), then :meth:`_check_finished`."""
         if self._started:
             self._started = False
             self._resuming = True
@@ -178,13 +159,11 @@ class TrackingWriter(Writer, abc.ABC):
             self._check_finished()
 
     def _check_finished(self) -> None:
-        """Raise ``OSError`` naming what is missing when the finished run lacks rows it was given. Default:
-        nothing to check (the log calls raise on failure)."""
+        """Raise ``OSError`` naming the rows the finished run lacks. Default: nothing (log calls raise)."""
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run a resumed training run continues and
-        the position of the last row written."""
-        return {"run_id": self.run_id, "at": [self._at[0], self._at[1], self._k]}
+        """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run to continue and the last row's position."""
+        return {"run_id": self.run_id, "at": list(self._position)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue run ``state["run_id"]``, counting positions from the checkpoint's."""
@@ -192,7 +171,7 @@ class TrackingWriter(Writer, abc.ABC):
         if state.get("run_id"):
             self.run_id = str(state["run_id"])
         if state.get("at"):
-            self._at, self._k = (int(state["at"][0]), int(state["at"][1])), int(state["at"][2])
+            self._position = tuple(int(v) for v in state["at"])  # type: ignore[assignment]
         self._resuming = True
 
     def rewind(self, step_iter: int, step_env: int) -> None:
@@ -201,10 +180,14 @@ class TrackingWriter(Writer, abc.ABC):
         self._restore_logged()
 
 
+def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Position:
+    """The position of a row at (``step_iter``, ``step_env``) written after the row at ``last``."""
+    k = last[2] + 1 if last is not None and last[:2] == (step_iter, step_env) else 0
+    return step_iter, step_env, k
+
+
 def require(module: str, extra: str) -> Any:
     """Import ``module`` or raise :class:`MissingExtraError` saying ``pip install 'rlearn[<extra>]'``."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -217,9 +200,5 @@ def flat_params(config: Mapping[str, Any]) -> Dict[str, str]:
     """The config flattened to dotted keys, values as text (lists and dicts as JSON)."""
     from rlearn.config import flatten
 
-    out: Dict[str, str] = {}
-    for key, value in flatten(config).items():
-        out[key] = value if isinstance(value, str) else json.dumps(value, default=repr)
-    return out
-
-
+    return {key: value if isinstance(value, str) else json.dumps(value, default=repr)
+            for key, value in flatten(config).items()}

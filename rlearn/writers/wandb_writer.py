@@ -1,28 +1,20 @@
 """``WandbWriter``: Weights & Biases (``pip install 'rlearn[wandb]'``).
 
-Every write is one ``run.log(row)`` whose row holds ``train_iter``, ``envstep`` and every value that is not
-None under its final name (``loss_avg``, ``evaluator/episode_return_mean``). Both axes are explicit:
-``envstep`` and ``train_iter`` are declared with ``define_metric`` and every other metric uses ``envstep`` as
-its step metric (``define_metric("*", step_metric="envstep")``); W&B's own implicit ``_step`` is never
-used as an axis (it restarts in each offline session). Switch a chart's x-axis to ``train_iter`` in the UI.
-The resolved config is the run's config. On resume the same run continues (run id in the checkpoint and in
-``<work_dir>/wandb_run.json``; see :mod:`rlearn.writers.tracking`).
+Every write is one ``run.log`` of ``train_iter``, ``envstep`` and every value that is not None; every metric
+uses ``envstep`` as its step metric (W&B's ``_step`` restarts in each offline session). The resolved config
+is the run's config; on resume the same run continues (:mod:`rlearn.writers.tracking`).
 
-W&B's service writes the run's transaction log in 32 KiB blocks and reports no error to this process
-(:mod:`rlearn.writers.wandb_log`), so a row counts as logged only once it is read back from that file:
-
-* the rows not yet read back are the writer's *pending* rows; a checkpoint keeps them, and a resumed run logs
-  those the transaction logs lack before going on, so a ``kill -9`` loses no row;
-* ``wandb_run.json`` records only positions read back, and a resume takes the last row the transaction logs
-  hold (not what the killed process handed to ``run.log``);
-* with less than :attr:`WandbWriter.MIN_FREE_BYTES` free where W&B writes, :meth:`WandbWriter.flush` raises
-  ``OSError`` (ENOSPC) before W&B loses rows silently, and :meth:`WandbWriter.close` raises when the finished
-  run's log lacks rows it was given: the learner reports the writer at ERROR and switches it off.
+W&B's service writes each run's transaction log (``run-<id>.wandb``) in 32 KiB blocks and reports no write
+error to this process, so a row counts as logged only once it is read back from that file with W&B's own
+reader (:class:`TransactionLog`): a checkpoint keeps the rows not read back yet and a resumed run logs those
+the logs lack; a nearly full disk or rows missing at :meth:`WandbWriter.close` raise ``OSError``. See
+docs/writers.md.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import time
@@ -30,15 +22,104 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.writers.base import count, list_of, optional
-from rlearn.writers.tracking import Position, TrackingWriter, require
-from rlearn.writers.wandb_log import LogUnreadable, TransactionLog, last_position
+from rlearn.writers.tracking import Position, TrackingWriter, next_position, require
 
-__all__ = ["WandbWriter"]
+__all__ = ["WandbWriter", "TransactionLog", "LogUnreadable", "last_position", "transaction_logs"]
 
+Axes = Tuple[int, int]
 #: a row handed to W&B and not read back from its transaction log yet
 Pending = Tuple[Position, Dict[str, Union[int, float]]]
 
 
+# --------------------------------------------------------------------------- W&B's transaction logs
+class LogUnreadable(ImportError):
+    """This wandb has no reader for its transaction logs."""
+
+
+def _reader():
+    try:
+        from wandb.proto import wandb_internal_pb2
+        from wandb.sdk.internal import datastore
+    except ImportError as exc:  # a wandb without the reader: the caller falls back to its own bookkeeping
+        raise LogUnreadable(f"this wandb cannot read its transaction logs ({exc})") from exc
+    return datastore, wandb_internal_pb2
+
+
+class TransactionLog:
+    """Reads the rows of one transaction log as W&B's service writes it, each row once.
+
+    Args:
+        path: the ``run-<id>.wandb`` file (it may not exist yet).
+    """
+
+    def __init__(self, path: Union[str, Path]) -> None:
+        self.path = Path(path)
+        self.offset = 0  # where the next unread record starts (0: the file's header is not read yet)
+
+    def new_rows(self) -> List[Axes]:
+        """``(train_iter, envstep)`` of every history row written to the file since the last call (rows without
+        both, logged by other code, are left out). A record that is not complete yet is read next time."""
+        datastore, pb = _reader()
+        if not self.path.is_file() or self.path.stat().st_size <= max(self.offset, 7):
+            return []
+        store = datastore.DataStore()
+        rows: List[Axes] = []
+        try:
+            store.open_for_scan(str(self.path))
+            if self.offset:
+                store.seek(self.offset)
+            while (data := store.scan_data()) is not None:
+                self.offset = store.get_offset()
+                axes = _row_axes(pb, data)
+                if axes is not None:
+                    rows.append(axes)
+        except (AssertionError, OSError, ValueError):  # the header or a block being written, or damage: stop there
+            pass
+        finally:
+            store.close()
+        return rows
+
+
+def _row_axes(pb, data: bytes) -> Optional[Axes]:
+    record = pb.Record()
+    record.ParseFromString(data)
+    if record.WhichOneof("record_type") != "history":
+        return None
+    values = {}
+    for item in record.history.item:
+        key = item.key or "/".join(item.nested_key)  # newer W&B versions fill nested_key only
+        if key in ("train_iter", "envstep"):
+            values[key] = item.value_json
+    if len(values) != 2:
+        return None
+    return int(json.loads(values["train_iter"])), int(json.loads(values["envstep"]))
+
+
+def transaction_logs(wandb_dir: Union[str, Path], run_id: str) -> List[Path]:
+    """Every transaction log of run ``run_id`` under ``wandb_dir`` (the ``wandb`` folder W&B creates), one per
+    session (offline or online)."""
+    root = Path(wandb_dir)
+    if not root.is_dir():
+        return []
+    found = {path.resolve(): path for path in root.glob(f"*-{run_id}*/run-{run_id}.wandb") if path.is_file()}
+    return sorted(found.values())
+
+
+def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Tuple[int, int, int]]:
+    """The position ``(train_iter, envstep, k)`` of the last row that run ``run_id`` holds over all its
+    transaction logs (``k``: rows at that same train iteration and env step, minus one), or None when no log
+    holds a row. Rows are never logged twice, so counting them gives ``k`` whatever the sessions' order."""
+    counts: Dict[Axes, int] = {}
+    for path in transaction_logs(wandb_dir, run_id):
+        for axes in TransactionLog(path).new_rows():
+            counts[axes] = counts.get(axes, 0) + 1
+    if not counts:
+        return None
+    last = max(counts)
+    return last[0], last[1], counts[last] - 1
+
+
+# ------------------------------------------------------------------------------------------ writer
 def _pending_row(value: Any) -> str:
     """A row W&B had not written at the checkpoint: ``[train_iter, envstep, k, {name: value}]``."""
     if not isinstance(value, (list, tuple)) or len(value) != 4 or not isinstance(value[3], Mapping):
@@ -83,17 +164,12 @@ class WandbWriter(TrackingWriter):
         self._replay: List[Pending] = []  # a checkpoint's pending rows, logged again if the logs lack them
         self._durable: Optional[Position] = None  # the last position read back
         self._log: Optional[TransactionLog] = None
-        self._log_at: Tuple[int, int] = (-1, -1)
-        self._log_k = 0
         self._disk_full = False
 
     def _directory(self) -> Optional[str]:
         """Where W&B keeps its folder ``wandb/``: ``dir``, else ``WANDB_DIR`` (read at each start: wandb reads
-        it once per process), else the work dir; None: the current directory (W&B's default)."""
+        it once per process), else the work dir; None: the current directory."""
         return self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
-
-    def _wandb_folder(self) -> Path:
-        return Path(self._directory() or os.getcwd()) / "wandb"
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
         wandb = require("wandb", "wandb")
@@ -111,8 +187,6 @@ class WandbWriter(TrackingWriter):
         # mode="disabled" writes nothing: there is no transaction log to read back
         disabled = self.run.settings.mode == "disabled"
         self._log = None if disabled else TransactionLog(self.run.settings.sync_file)
-        if self._durable is not None:  # rows of this process at the last position read back continue its k
-            self._log_at, self._log_k = (self._durable[0], self._durable[1]), self._durable[2]
         replay, self._replay = self._replay, []
         for position, row in replay:  # rows a killed process handed to W&B and W&B never wrote
             if self._logged is None or position > self._logged:
@@ -124,7 +198,7 @@ class WandbWriter(TrackingWriter):
                  position: Optional[Position] = None) -> None:
         self.run.log({"train_iter": step_iter, "envstep": step_env, **row})
         if self._log is not None:
-            self._pending.append((position or (step_iter, step_env, self._k), dict(row)))
+            self._pending.append((position or self._position, dict(row)))
 
     # ------------------------------------------------------------------------------------- durability
     def _read_back(self) -> None:
@@ -136,10 +210,8 @@ class WandbWriter(TrackingWriter):
         except LogUnreadable:  # a wandb without the reader: trust run.log as earlier rlearn versions did
             self._log, self._pending = None, []
             return
-        for at in rows:
-            self._log_k = self._log_k + 1 if at == self._log_at else 0
-            self._log_at = at
-            self._durable = (at[0], at[1], self._log_k)
+        for at in rows:  # rows at the last position read back continue its k
+            self._durable = next_position(self._durable, *at)
         if rows:
             self._pending = [(position, row) for position, row in self._pending if position > self._durable]
 
@@ -147,21 +219,21 @@ class WandbWriter(TrackingWriter):
         return self._durable if self._log is not None else self._logged
 
     def _restore_logged(self) -> None:
-        """Resume: the last row the run's transaction logs hold (what the killed process handed to W&B and W&B
-        never wrote is logged again); ``wandb_run.json`` when this wandb cannot read them or finds none."""
+        """Resume from the last row the run's transaction logs hold; ``wandb_run.json`` when this wandb cannot
+        read them or finds none."""
         super()._restore_logged()
         if self.run_id is None:
             return
         try:
-            found = last_position(self._wandb_folder(), self.run_id)
+            found = last_position(Path(self._directory() or os.getcwd()) / "wandb", self.run_id)
         except LogUnreadable:
             return
         if found is not None:
             self._logged = self._durable = found
 
     def flush(self) -> None:
-        """Read back what W&B wrote, update ``wandb_run.json``, and raise ``OSError`` (ENOSPC) when the disk
-        W&B writes to has less than :attr:`MIN_FREE_BYTES` free (its service would lose rows silently)."""
+        """Read back what W&B wrote, update ``wandb_run.json``; ``OSError`` (ENOSPC) when the disk W&B writes
+        to has less than :attr:`MIN_FREE_BYTES` free (its service would lose rows silently)."""
         if not self._started:
             return
         self._read_back()
@@ -177,28 +249,25 @@ class WandbWriter(TrackingWriter):
                           f"(W&B drops rows there without an error; its transaction log holds {held})", str(folder))
 
     def _check_finished(self) -> None:
-        """Wait until the finished run's transaction log holds every row this process logged (W&B's service
-        writes it after ``finish()`` returns); ``OSError`` naming the rows it lacks otherwise."""
+        """Wait until the finished run's transaction log holds every row logged (W&B's service writes it
+        after ``finish()`` returns); ``OSError`` naming the rows it lacks otherwise."""
         deadline = time.monotonic() + (0.0 if self._disk_full else self.FINISH_TIMEOUT_S)
         while self._pending and time.monotonic() < deadline:
             time.sleep(0.05)
             self._read_back()
         self._save_state_file()
         if self._pending and self._log is not None:
-            first, last = self._pending[0][0], self._pending[-1][0]
-            count = len(self._pending)
-            self._pending = []
-            raise OSError(errno.EIO, f"W&B did not write {count} row(s) of this run (train_iter {first[0]} to "
-                          f"{last[0]}) to {self._log.path} (a full disk? see its logs/debug-internal.log)",
+            missing, self._pending = self._pending, []
+            raise OSError(errno.EIO, f"W&B did not write {len(missing)} row(s) of this run (train_iter "
+                          f"{missing[0][0][0]} to {missing[-1][0][0]}) to {self._log.path} (a full disk? see its "
+                          "logs/debug-internal.log)",
                           str(self._log.path))
 
     def state_dict(self) -> Dict[str, Any]:
-        """The tracking state plus ``pending``: the rows W&B has not written yet, which a resume logs again
-        if the transaction logs still lack them."""
+        """The tracking state plus ``pending``: the rows W&B has not written yet (a resume logs those the
+        transaction logs lack)."""
         self._read_back()
-        state = super().state_dict()
-        state["pending"] = [[*position, row] for position, row in self._replay + self._pending]
-        return state
+        return {**super().state_dict(), "pending": [[*position, row] for position, row in self._replay + self._pending]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
