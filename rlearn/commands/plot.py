@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.commands import fail
+from rlearn.experiments.scores import X_COLUMNS, interpolate, series
 
 HELP = "plot learning curves from work dirs' metrics.jsonl (mean and band over seeds) into a PNG"
 
 #: ``--x`` choices -> the metrics.jsonl column
-X_COLUMNS = {"envstep": "envstep", "iter": "train_iter", "time": "time"}
 X_LABELS = {"envstep": "env steps", "iter": "train iterations", "time": "wall time"}
 DEFAULT_KEY = "evaluator/episode_return_mean"
 #: config keys that do not make two runs different experiments: the seed and the name, where the numbers
@@ -119,38 +119,6 @@ def load_run(work_dir: Path) -> Run:
     return Run(work_dir, name, config, rows)
 
 
-def series(rows: Sequence[Mapping[str, Any]], key: str, x: str = "envstep") -> Tuple[List[float], List[float]]:
-    """The ``(xs, ys)`` of ``key`` in a run's rows, sorted by x: rows without ``key`` (or with a non-finite
-    value) are skipped; of several rows at the same x the last one counts; ``x="time"`` is seconds since
-    the run's first row."""
-    column = X_COLUMNS[x]
-    points: Dict[float, float] = {}
-    start = None
-    for row in rows:
-        if start is None and column in row:
-            start = float(row[column])
-        value = row.get(key)
-        if value is None or column not in row or not math.isfinite(float(value)):
-            continue
-        at = float(row[column]) - (start if x == "time" else 0.0)
-        points[at] = float(value)
-    xs = sorted(points)
-    return xs, [points[v] for v in xs]
-
-
-def _interp(xs: List[float], ys: List[float], at: float) -> Optional[float]:
-    """``ys`` at ``at``, linear between neighbours; None outside ``[xs[0], xs[-1]]``."""
-    import bisect
-
-    if not xs or at < xs[0] or at > xs[-1]:
-        return None
-    i = bisect.bisect_left(xs, at)
-    if xs[i] == at:
-        return ys[i]
-    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-    return y0 + (y1 - y0) * (at - x0) / (x1 - x0)
-
-
 def aggregate(runs: Sequence[Tuple[List[float], List[float]]], band: str = "minmax") -> Tuple[List[float], ...]:
     """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)`` series: at each x of their union, the runs
     whose range covers it, linearly interpolated. ``band``: ``minmax`` (low = min, high = max), ``std`` (mean
@@ -158,7 +126,7 @@ def aggregate(runs: Sequence[Tuple[List[float], List[float]]], band: str = "minm
     grid = sorted({v for xs, _ in runs for v in xs})
     out: Tuple[List[float], ...] = ([], [], [], [], [])
     for at in grid:
-        values = [v for v in (_interp(xs, ys, at) for xs, ys in runs) if v is not None]
+        values = [v for v in (interpolate(xs, ys, at) for xs, ys in runs) if v is not None]
         mean = sum(values) / len(values)
         if band == "minmax":
             low, high = min(values), max(values)

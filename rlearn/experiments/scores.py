@@ -9,18 +9,51 @@ are aligned as ``rlearn plot`` does (:func:`align`); wall time is seconds since 
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.experiments.child import ExperimentError, mean_return
 
-__all__ = ["RunScores", "Experiment", "load_experiment", "align", "time_grid"]
+__all__ = ["RunScores", "Experiment", "load_experiment", "align", "time_grid", "series", "interpolate"]
 
 Series = Tuple[List[float], List[float]]
+#: the x axes a curve can have, and the row column each reads
+X_COLUMNS = {"envstep": "envstep", "iter": "train_iter", "time": "time"}
+
+
+def series(rows: Sequence[Mapping[str, Any]], key: str, x: str = "envstep") -> Tuple[List[float], List[float]]:
+    """The ``(xs, ys)`` of ``key`` in a run's rows, sorted by x: rows without ``key`` (or with a non-finite
+    value) are skipped; of several rows at the same x the last one counts; ``x="time"`` is seconds since
+    the run's first row."""
+    column = X_COLUMNS[x]
+    points: Dict[float, float] = {}
+    start = None
+    for row in rows:
+        if start is None and column in row:
+            start = float(row[column])
+        value = row.get(key)
+        if value is None or column not in row or not math.isfinite(float(value)):
+            continue
+        at = float(row[column]) - (start if x == "time" else 0.0)
+        points[at] = float(value)
+    xs = sorted(points)
+    return xs, [points[v] for v in xs]
+
+
+def interpolate(xs: List[float], ys: List[float], at: float) -> Optional[float]:
+    """``ys`` at ``at``, linear between neighbours; None outside ``[xs[0], xs[-1]]``."""
+    if not xs or at < xs[0] or at > xs[-1]:
+        return None
+    i = bisect.bisect_left(xs, at)
+    if xs[i] == at:
+        return ys[i]
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (at - x0) / (x1 - x0)
 
 
 @dataclass
@@ -64,7 +97,6 @@ def _is_run(path: Path) -> bool:
 
 def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[str] = None) -> RunScores:
     """The scores of one work dir (see the module doc)."""
-    from rlearn.commands.plot import series
     from rlearn.hooks.eval_state import read_evaluations
     from rlearn.writers.jsonl import read_jsonl
 
@@ -138,8 +170,6 @@ def _config_facts(exp_dir: Path, first_run: Path) -> Tuple[Optional[str], Option
 def align(runs: Sequence[Series], grid: Optional[Sequence[float]] = None) -> Tuple[List[float], List[List[float]]]:
     """``(grid, values)`` with ``values[r][i]`` run ``r``'s curve at ``grid[i]`` (linear interpolation). The
     grid (default: the union of the runs' x values) is cut to the range that every run covers."""
-    from rlearn.commands.plot import _interp
-
     if not runs or any(not xs for xs, _ in runs):
         raise ExperimentError("a curve needs at least one point in every run")
     low = max(xs[0] for xs, _ in runs)
@@ -148,7 +178,7 @@ def align(runs: Sequence[Series], grid: Optional[Sequence[float]] = None) -> Tup
         grid = sorted({x for xs, _ in runs for x in xs if low <= x <= high})
     else:
         grid = [x for x in grid if low <= x <= high]
-    values = [[_interp(xs, ys, x) for x in grid] for xs, ys in runs]
+    values = [[interpolate(xs, ys, x) for x in grid] for xs, ys in runs]
     return list(grid), values  # type: ignore[return-value]
 
 
