@@ -98,8 +98,13 @@ class SACPolicy(OffPolicyActorCritic):
         return self.log_alpha.detach().exp()
 
     def _monitor_vars_learn(self) -> List[str]:
-        sparse = ["actor_loss", "entropy", "alpha", *(["alpha_loss"] if self.autotune else []), "cur_lr_actor"]
-        return CRITIC_KEYS + sparse
+        return CRITIC_KEYS + self._actor_keys()
+
+    def _monitor_periods_learn(self) -> Dict[str, int]:
+        return dict.fromkeys(self._actor_keys(), self.policy_frequency)  # reported at actor updates only
+
+    def _actor_keys(self) -> List[str]:
+        return ["actor_loss", "entropy", "alpha", *(["alpha_loss"] if self.autotune else []), "cur_lr_actor"]
 
     def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         obs, action, reward, next_obs, terminated = self._check_batch(data)

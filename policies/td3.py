@@ -31,6 +31,8 @@ from rlearn.trace import span  # a shared no-op context manager while tracing is
 
 __all__ = ["TD3Policy", "Actor"]
 
+ACTOR_KEYS = ("actor_loss", "cur_lr_actor")
+
 
 class Actor(MLP):
     """Deterministic policy ``obs [B, o] -> action [B, a]`` in normalised units ``[-1, 1]`` (tanh output)."""
@@ -71,7 +73,10 @@ class TD3Policy(OffPolicyActorCritic):
         self._init_threads(self.actor_update_freq)
 
     def _monitor_vars_learn(self) -> List[str]:
-        return [*CRITIC_KEYS, "actor_loss", "cur_lr_actor"]
+        return [*CRITIC_KEYS, *ACTOR_KEYS]
+
+    def _monitor_periods_learn(self) -> Dict[str, int]:
+        return dict.fromkeys(ACTOR_KEYS, self.actor_update_freq)  # reported at actor updates only
 
     def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
         """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates."""

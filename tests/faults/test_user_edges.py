@@ -239,6 +239,23 @@ def test_ppg_aux_losses_are_not_called_never_reported_when_log_freq_is_below_n_p
     assert "aux_value_loss_avg" in log
 
 
+
+@pytest.mark.parametrize("config, period_key", [("td3_pendulum", "actor_update_freq"), ("sac_pendulum", "policy_frequency")])
+def test_delayed_actor_keys_are_not_called_never_reported_when_log_freq_is_below_their_period(tmp_path, config,
+                                                                                            period_key):
+    from rlearn.config import load_config
+    from rlearn.run import train
+
+    cfg = load_config(config, overrides=[
+        f"policy.{period_key}=8", "policy.learning_starts=16", "policy.batch_size=8", "policy.hidden_sizes=[8]",
+        "buffer.size=64", "learner.log_freq=2", "learner.monitor_window=null", "learner.hooks=[]",
+        "train.max_env_steps=40", "eval.freq=null", "eval.episodes=1", "checkpoint.freq=null"])
+    result = train(cfg, work_dir=tmp_path / "w", progress=False)
+    assert result.train_iter == 24
+    log = result.log_file.read_text()
+    assert "never been reported" not in log  # it was warned at iteration 4, before the first actor update (8)
+    assert "actor_loss_avg" in log
+
 class RarePolicy(Policy):
     """Reports ``rare`` every 6th iteration (declared period 6) and ``ghost`` (period 6) never."""
 
