@@ -5,25 +5,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from rlearn.config.errors import ConfigError
+from rlearn.values import is_int, is_real
 
 __all__ = ["Key", "option", "section", "one_of", "non_empty", "is_int", "is_real"]
 
 Check = Callable[[Any], Optional[str]]  # returns a complaint ("must be ..."), or None when the value is fine
-
-
-def is_int(value: Any) -> bool:
-    """An integer that is not a bool (``True`` is an ``int`` to Python, never to a config)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def is_real(value: Any) -> bool:
-    """A real number that is not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def one_of(*choices: Any) -> Check:

@@ -114,7 +114,7 @@ def get_tracer() -> Optional[Tracer]:
 
 def set_clock_offset(offset_ns: int, error_ns: int) -> None:
     """Record this rank's wall clock minus rank 0's, with its error bound, both in nanoseconds (``rlearn trace``
-    subtracts it). Called before :func:`enable`, the offset goes into the next session's header."""
+    subtracts it). Called before :func:`enable`, the offset goes into the header of the recording it starts."""
     global _pending_offset
     if _tracer is not None:
         _tracer.set_clock_offset(offset_ns, error_ns)

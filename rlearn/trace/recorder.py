@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from rlearn.values import is_int, is_real
+
 #: version of the records format, written in every header
 RECORDS_VERSION = 1
 #: monotonic clock used for ``start`` / ``end`` / ``t``
@@ -29,16 +31,6 @@ MONOTONIC_CLOCK = time.perf_counter_ns
 DEFAULT_LANE = "main"
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def is_int(value: Any) -> bool:
-    """An integer that is not a bool (as :func:`rlearn.config.spec.is_int`, which would import torch here)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def is_real(value: Any) -> bool:
-    """A real number that is not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def records_path(work_dir: PathLike, rank: int) -> Path:

@@ -31,7 +31,7 @@ class Session:
         return int(self.header["rank"])
 
     def to_wall_ns(self, mono_ns: int) -> int:
-        """A monotonic time of this session as rank 0's wall clock (anchor plus clock-offset correction)."""
+        """A monotonic time of this recording as rank 0's wall clock (anchor plus clock-offset correction)."""
         return self.header["anchor_wall_ns"] + (mono_ns - self.header["anchor_mono_ns"]) - self.clock_offset_ns
 
 
