@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rlearn.trace.lanes import assign_lanes, lane_label
-from rlearn.trace.recorder import PathLike, is_int
+from rlearn.trace.recorder import PathLike
 from rlearn.trace.records import RecordsError, RecordsFile, read_records
+from rlearn.values import is_int
 
 #: lanes shown first, in this order; any other lane follows in alphabetical order
 LANE_ORDER = ("collector", "learner", "ppg", "evaluator", "checkpoint")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from rlearn.trace.recorder import RECORDS_VERSION, PathLike, is_int, is_real
+from rlearn.trace.recorder import RECORDS_VERSION, PathLike
+from rlearn.values import is_int, is_real
 
 __all__ = ["Session", "RecordsFile", "RecordsError", "read_records"]
 

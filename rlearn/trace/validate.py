@@ -15,7 +15,8 @@ import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Set, Tuple
 
-from rlearn.trace.recorder import PathLike, is_int, is_real
+from rlearn.trace.recorder import PathLike
+from rlearn.values import is_int, is_real
 
 ALLOWED_PHASES = ("X", "C", "M")
 METADATA_NAMES = ("process_name", "process_sort_index", "thread_name", "thread_sort_index")
