@@ -112,6 +112,7 @@ class DQNPolicy(Policy):
         self.q_net = QNetwork(self.obs_dim, self.n_actions, cfg["hidden_sizes"]).to(self.device)
         self.q_target = copy.deepcopy(self.q_net)
         self.q_target.requires_grad_(False)
+        self._online_params, self._target_params = list(self.q_net.parameters()), list(self.q_target.parameters())
         self.optimizer = make_adam(self.q_net.parameters(), lr=cfg["lr"], device=self.device, eps=cfg["adam_eps"])
         self.update_count = 0  # train iterations done; decides the target updates
 
@@ -168,11 +169,10 @@ class DQNPolicy(Policy):
     @torch.no_grad()
     def update_target(self) -> None:
         """``theta' <- theta' + tau (theta - theta')``: a hard copy for ``tau = 1``."""
-        online, target = list(self.q_net.parameters()), list(self.q_target.parameters())
         if self.tau == 1.0:
-            foreach.copy_(target, online)
+            foreach.copy_(self._target_params, self._online_params)
         else:
-            polyak_update_(target, online, self.tau)
+            polyak_update_(self._target_params, self._online_params, self.tau)
 
     # ---------------------------------------------------------------------------------------- collect
     def epsilon(self, envstep: int) -> float:
