@@ -13,7 +13,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
 
 from rlearn.checkpoint import find_resume_checkpoint
 from rlearn.config import ConfigError, default_work_dir
-from rlearn.workdir_lock import WorkDirBusyError, WorkDirError, WorkDirLock, claim_free_work_dir, existing_run
+from rlearn.workdir_lock import WorkDirError, WorkDirLock, claim_free_work_dir, existing_run
 
 __all__ = ["WorkDir", "check_directory", "check_not_in_use", "choose_work_dir", "latest_run_dir", "resume_checkpoint"]
 
@@ -105,9 +105,7 @@ def _lock(path: Path) -> WorkDirLock:
     """Rank 0's lock on an explicit (or resumed) work dir; a live run holding it is a one-line ConfigError."""
     try:
         return WorkDirLock(path).acquire()
-    except WorkDirBusyError as exc:
-        raise ConfigError(f"{exc}; wait for it to end, or choose another --work-dir") from exc
-    except WorkDirError as exc:
+    except WorkDirError as exc:  # a busy work dir's message already says what to do
         raise ConfigError(str(exc)) from exc
 
 

@@ -30,8 +30,10 @@ def tiny_cfg(*overrides: str) -> dict:
 def test_a_work_dir_held_by_a_live_run_is_refused_and_freed_after_the_run(tmp_path):
     held = WorkDirLock(tmp_path / "run").acquire()  # another live run (this process) holds it
     try:
-        with pytest.raises(ConfigError, match=r"in use by a live run .*PID .*choose another --work-dir"):
+        with pytest.raises(ConfigError, match=r"in use by a live run .*PID .*choose another --work-dir") as refused:
             Trainer(tiny_cfg(), work_dir=tmp_path / "run")
+        message = str(refused.value)
+        assert message.count("choose another --work-dir") == 1 and message.count("wait") == 1, message
         with pytest.raises(ConfigError, match="in use by a live run"):  # --resume of a running run too
             Trainer(tiny_cfg(), work_dir=tmp_path / "run", resume=True)
     finally:
