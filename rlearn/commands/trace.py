@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if result.torn_lines:
         print(f"note: skipped {result.torn_lines} partially written record line(s) "
               "(a process stopped while writing)")
-    for info in result.ranks:
-        if info.clock_offset_ns or info.clock_error_ns:
+    for info in result.ranks:  # rank 0 is the reference clock the others are corrected to
+        if info.rank != 0 and (info.clock_offset_ns or info.clock_error_ns):
             print(f"rank {info.rank}: clock offset {info.clock_offset_ns / 1e3:.1f} us "
                   f"+- {info.clock_error_ns / 1e3:.1f} us corrected")
     if not args.no_summary:

@@ -34,6 +34,8 @@ def measure_clock_offset(rounds: int = 7) -> ClockOffset:
         skews.append(time.perf_counter_ns() - before)
         stamps = all_gather_object(stamp)
         diffs.append(stamps[get_rank()] - stamps[0])
+    if get_rank() == 0:  # the reference clock: its offset to itself is exactly 0
+        return ClockOffset(0, 0)
     offset = int(statistics.median(diffs))
     spread = (max(diffs) - min(diffs)) // 2
     return ClockOffset(offset_ns=offset, error_ns=int(spread + min(skews)))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.trace.lanes import assign_lanes, lane_label
 from rlearn.trace.recorder import PathLike
@@ -203,9 +203,25 @@ def select_iterations(intervals: Sequence[Interval], counters: Sequence[CounterS
                               f"{min(numbers)}..{max(numbers)}")
     kept = [i for i in intervals if i.rank in windows
             and windows[i.rank][0] <= i.start and i.end <= windows[i.rank][1]]
-    kept_counters = [c for c in counters if c.rank in windows
-                     and windows[c.rank][0] <= c.t <= windows[c.rank][1]]
-    return kept, kept_counters
+    return kept, _counters_in(counters, windows)
+
+
+def _counters_in(counters: Sequence[CounterSample], windows: Mapping[int, Tuple[int, int]]) -> List[CounterSample]:
+    """The counter samples inside each rank's window, plus, per counter, the last sample before the window (its
+    value holds until the next sample, so it is the value when the window opens; a rate is stamped at the start
+    of the interval it measures), moved to the window's start."""
+    kept: List[CounterSample] = []
+    opening: Dict[Tuple[int, str], CounterSample] = {}
+    for sample in counters:
+        if sample.rank not in windows:
+            continue
+        low, high = windows[sample.rank]
+        key = (sample.rank, sample.name)
+        if sample.t < low and (key not in opening or opening[key].t <= sample.t):
+            opening[key] = sample
+        elif low <= sample.t <= high:
+            kept.append(sample)
+    return [replace(sample, t=windows[sample.rank][0]) for sample in opening.values()] + kept
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -258,8 +274,9 @@ def to_chrome_trace(intervals: Sequence[Interval], counters: Sequence[CounterSam
     events.sort(key=lambda e: (e["ts"], -e.get("dur", 0.0)))
     other = {"generator": "rlearn trace", "base_wall_time_ns": str(base)}
     for info in ranks:
-        other[f"rank {info.rank}"] = (f"host {info.hostname}, pid {','.join(map(str, info.pids))}, clock offset "
-                                      f"{info.clock_offset_ns} ns +- {info.clock_error_ns} ns")
+        clock = ("reference clock" if info.rank == 0
+                 else f"clock offset {info.clock_offset_ns} ns +- {info.clock_error_ns} ns")
+        other[f"rank {info.rank}"] = f"host {info.hostname}, pid {','.join(map(str, info.pids))}, {clock}"
     return {"traceEvents": metadata + events, "displayTimeUnit": "ms", "otherData": other}
 
 

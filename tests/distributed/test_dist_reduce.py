@@ -149,4 +149,4 @@ def test_two_gloo_processes_reduce_by_presence():
         assert merged["aux"].avg == 7.0 and merged["aux"].count == 1
         # same machine, same clock: the offset is within its own error bound of zero
         assert abs(offset.offset_ns) <= offset.error_ns + 5_000_000
-    assert results[0][2].offset_ns == 0
+    assert results[0][2] == ClockOffset(0, 0)  # rank 0 is the reference clock: no offset, no error

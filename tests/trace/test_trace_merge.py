@@ -201,12 +201,31 @@ def test_iteration_filter_keeps_what_lies_inside_the_iterations(tmp_path):
     # window: start of iter 1 (12 ms) .. end of iter 2 (29 ms); the collect at 20 ms lies inside it
     assert kept == [("collector/collect", 8), ("learner/forward", 1), ("learner/forward", 11),
                     ("learner/iteration", 0), ("learner/iteration", 10)]
-    assert [c.value for c in result.counters] == [1.0, 2.0]
+    # the sample at 9 ms (0.0) is the counter's value when the window opens: kept, at the window's start
+    assert [(c.value, (c.t - result.intervals[0].start) // MS) for c in result.counters] == [(0.0, 0), (1.0, 7),
+                                                                                             (2.0, 17)]
     assert validate_trace(result.trace) == []
     assert min(e["ts"] for e in x_events(result.trace)) == 0.0  # times restart at the window
     assert {(i.name, i.args.get("iter")) for i in merge_work_dir(tmp_path, from_iter=3).intervals} == {
         ("collector/collect", None), ("learner/forward", None), ("learner/iteration", 3), ("learner/iteration", 4)}
     assert {i.args.get("iter") for i in merge_work_dir(tmp_path, to_iter=0).intervals} == {0, None}
+
+
+def test_iteration_filter_keeps_the_throughput_counters_of_the_selected_iterations(tmp_path):
+    """As the learner records them: a log after iterations 2, 4 and 6 stamps the rate of the iterations since the
+    previous log at that previous log (the interval's start), i.e. between two iteration spans."""
+    spans, counters = [], []
+    for i in range(1, 7):  # iteration i: [10i, 10i+8] ms; the log after it at 10i+9 ms
+        spans.append(("learner/iteration", "learner", 10 * i * MS, (10 * i + 8) * MS, {"iter": i}))
+    for log, since in ((2, 0), (4, 29), (6, 49)):  # iterations 1-2, 3-4, 5-6; rate = 100 x the log's iteration
+        counters.append(("throughput/iters_per_sec", since * MS, 100.0 * log))
+    write_rank(tmp_path, 0, spans=spans, counters=counters)
+    selected = merge_work_dir(tmp_path, from_iter=3, to_iter=4)
+    assert [(c.name, c.value) for c in selected.counters] == [("throughput/iters_per_sec", 400.0)]
+    assert selected.counters[0].t == selected.intervals[0].start  # shown from the window's start
+    assert [c.value for c in merge_work_dir(tmp_path, from_iter=3, to_iter=6).counters] == [400.0, 600.0]
+    assert [c.value for c in merge_work_dir(tmp_path, from_iter=1, to_iter=2).counters] == [200.0]
+    assert validate_trace(selected.trace) == []
 
 
 def test_iteration_filter_errors(tmp_path):
@@ -416,3 +435,20 @@ def test_nesting_is_checked_in_integer_nanoseconds():
     trace["traceEvents"][5].update(ts=0.1, dur=0.2)          # 100 ns .. 300 ns
     trace["traceEvents"][4].update(ts=0.1, dur=0.1 + 0.1)    # 0.2000000000000000111 us
     assert validate_trace(trace) == []
+
+
+def test_rank_0_is_the_reference_clock_and_gets_no_error_bound(tmp_path):
+    """``rlearn trace`` prints the correction of the other ranks only; rank 0 is the clock they are corrected to."""
+    import subprocess
+    import sys
+
+    write_rank(tmp_path, 0, spans=[("a/x", "a", 0, MS)], offset=(0, 4_000))  # a start-up that measured rank 0 too
+    write_rank(tmp_path, 1, spans=[("a/x", "a", 0, MS)], offset=(2 * MS, 3_000))
+    done = subprocess.run([sys.executable, "-m", "rlearn", "trace", str(tmp_path), "--no-summary"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "rank 1: clock offset 2000.0 us +- 3.0 us corrected" in done.stdout
+    assert "rank 0: clock" not in done.stdout
+    other = json.loads((tmp_path / "trace.json").read_text())["otherData"]
+    assert other["rank 0"] == "host host0, pid 1000, reference clock"
+    assert other["rank 1"] == f"host host1, pid 1001, clock offset {2 * MS} ns +- 3000 ns"
