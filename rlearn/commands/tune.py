@@ -1,7 +1,8 @@
 """``rlearn tune CONFIG --space SPACE.py --trials N [--jobs K] [--storage URL] [--out DIR]``: an Optuna study.
 
 Each trial is an ordinary ``rlearn train`` in its own process and work dir, pruned early when it lags; the
-study lives in ``DIR/study.db`` unless ``--storage`` names another Optuna RDB. Exit codes: 0 when the study
+study lives in ``DIR/study.journal`` (several tuners may share it) unless ``--storage`` names an Optuna RDB
+(PostgreSQL for many machines) or another journal file. Exit codes: 0 when the study
 has its trials, 1 when trials kept failing, 2 for a mistake, 130 / 143 after Ctrl-C / SIGTERM. See
 docs/experiments.md.
 """
@@ -9,6 +10,7 @@ docs/experiments.md.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,7 +22,7 @@ EPILOG = """\
 examples:
   rlearn tune dqn_cartpole --space examples/dqn_space.py --trials 20 --jobs 2 --set train.max_env_steps=20000
   rlearn tune dqn_cartpole --space examples/dqn_space.py --trials 20 --storage postgresql://user:pw@db/optuna
-  optuna-dashboard sqlite:///experiments/dqn_cartpole_tune/study.db
+  optuna-dashboard experiments/dqn_cartpole_tune/study.journal
   rlearn train experiments/dqn_cartpole_tune/best_config.py
 """
 
@@ -32,12 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a Python file defining space(trial) -> {dotted.key: value} (and optionally pruner(), "
                              "sampler())")
     parser.add_argument("--trials", type=int, required=True, metavar="N",
-                        help="trials the study should have (complete, pruned or running), across restarts and machines")
+                        help="trials the study should have (complete, pruned, running or queued), counting every "
+                             "tuner working on it: restarts, other processes and machines")
     parser.add_argument("--jobs", type=int, default=1, metavar="K",
                         help="trials at once on this machine (default 1); each gets cores/K torch threads at most")
     parser.add_argument("--storage", default=None, metavar="URL",
-                        help="an Optuna RDB URL, e.g. postgresql://user:password@host/db (default: "
-                             "sqlite:///<out>/study.db)")
+                        help="an Optuna RDB URL, e.g. postgresql://user:password@host/db, or a journal file path "
+                             "(default: <out>/study.journal)")
     parser.add_argument("--study-name", default=None, metavar="NAME", help="default: the config's exp_name")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="the experiment dir (default: experiments/<exp_name>_tune)")
@@ -45,14 +48,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override base config values for every trial, as for rlearn train")
     parser.add_argument("--startup-trials", type=int, default=5, metavar="N",
                         help="the median pruner prunes nothing until N trials have finished (default 5)")
-    parser.add_argument("--warmup-steps", type=int, default=0, metavar="STEPS",
-                        help="the median pruner prunes no evaluation before this env step (default 0)")
+    parser.add_argument("--warmup-steps", type=int, default=None, metavar="STEPS",
+                        help="the median pruner prunes no evaluation before this env step (default: the policy's "
+                             "learning_starts plus one eval.freq, so that learning has started)")
     parser.add_argument("--sampler-seed", type=int, default=None, metavar="S", help="seed of the TPE sampler")
+    parser.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS",
+                        help="each running trial's heartbeat interval (default 10); a trial without one for 6 "
+                             "intervals (a killed worker) is taken over by another tuner of the study")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the study; the exit code."""
+    from rlearn.executables import shell_command
     from rlearn.experiments.child import ExperimentError
 
     try:
@@ -64,18 +72,32 @@ def run(args: argparse.Namespace) -> int:
     try:
         tuner = Tuner(args.config, Path(args.space), args.trials, Path(args.out) if args.out else None, args.storage,
                       args.jobs, args.overrides, args.study_name, args.startup_trials, args.warmup_steps,
-                      args.sampler_seed)
+                      args.sampler_seed, args.heartbeat)
     except ExperimentError as exc:
         return fail("tune", exc)
     result = tuner.run(display_enabled=False if args.no_progress else None)
     print(f"study {result.study_name!r} ({result.storage}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items())))
+    if tuner.fatal:
+        return fail("tune", tuner.fatal)
     if tuner.aborted:
         print(f"rlearn tune: stopped: {tuner.aborted}", file=sys.stderr)
     if result.best_number is not None:
         print(f"  best: trial {result.best_number}, last evaluation return {result.best_value:.4g}, {result.best_params}")
-        print(f"  best config: {result.best_config}    (train it: rlearn train {result.best_config})")
+        print(f"  best config: {result.best_config}    (train it: {shell_command('rlearn', 'train', result.best_config)})")
+        print(f"  report: {shell_command('rlearn', 'report', result.exp_dir)}")
     if result.exit_code in (130, 143):
         print("  continue with the same command")
-    print(f"  dashboard: optuna-dashboard {result.storage}")
+    print(f"  dashboard: {dashboard_command(result.storage)}")
     return result.exit_code
+
+
+def dashboard_command(storage: str) -> str:
+    """The optuna-dashboard command for ``storage`` when it is installed, else how to install it."""
+    from rlearn.executables import shell_command
+
+    beside = Path(sys.executable).parent / "optuna-dashboard"
+    if beside.is_file() or shutil.which("optuna-dashboard"):
+        return shell_command("optuna-dashboard", storage)
+    return ("optuna-dashboard shows the study; install it with: "
+            + shell_command("pip", "install", "-c", "constraints.txt", "-e", ".[dashboard]"))

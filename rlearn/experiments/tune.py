@@ -1,26 +1,30 @@
 """``rlearn tune``: an Optuna study whose trials are ordinary ``rlearn train`` runs.
 
-The experiment dir holds ``config.py`` (the base config), ``tune.json`` (storage URL, study name, space file,
-overrides), ``study.db`` (the SQLite study; any Optuna RDB URL with ``--storage``), one work dir
-``trial_<n>/`` per trial and ``best_config.py`` (the best trial's full config, trainable as is).
+The experiment dir holds ``config.py`` (the base config), ``tune.json`` (study name and identity, storage,
+space file, overrides), ``study.journal`` (the study, an Optuna journal file that several processes share
+safely; any Optuna RDB URL with ``--storage``), one work dir ``trial_<n>/`` per trial and ``best_config.py``
+(the best trial's full config, trainable as is). A dir belongs to one study: another ``--study-name``, or a
+storage whose study was emptied or replaced, is refused, so a trial's work dir never holds another's run.
 
 ``SPACE.py`` defines ``space(trial)`` returning ``--set`` overrides sampled with the Optuna trial, and may
 define ``pruner()`` and ``sampler()`` (default ``MedianPruner`` and ``TPESampler``). Each trial runs in its own
-process; a worker thread per job reports each evaluation's mean return to Optuna and, when the pruner says
-so, stops the trial (it saves a checkpoint) and notes it in the trial's log and TensorBoard. A finished
-trial's objective is its last evaluation's mean return (maximised). Started again, the study resumes the
-trials this machine was running and asks new ones until ``trials`` are complete, pruned or running.
+process; a worker thread per job reports its evaluations' mean returns to Optuna on a fixed env-step grid
+(the base config's ``eval.freq``) and, when the pruner says so, stops the trial (it saves a checkpoint) and
+notes it in the trial's log and TensorBoard. A finished trial's objective is its last evaluation's mean return
+(maximised). Several tuners (processes, machines, Slurm jobs) may work on one study: see
+:mod:`rlearn.experiments.study` for how trials are shared, kept alive and taken over.
 """
 
 from __future__ import annotations
 
-import socket
+import shutil
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.experiments.child import (
     CONSOLE_LOG, EXPERIMENT_CONFIG, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
@@ -28,6 +32,10 @@ from rlearn.experiments.child import (
     thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay
+from rlearn.experiments.study import (
+    COUNTED_STATES, HEARTBEAT_ATTR, WORKER_ATTR, DirLock, is_surplus, open_storage, requeue, retry_abandoned,
+    storage_error, storage_label, worker_identity,
+)
 
 __all__ = ["Tuner", "TuneResult", "load_space", "override_text", "TUNE_FILE", "BEST_CONFIG"]
 
@@ -35,6 +43,10 @@ TUNE_FILE = "tune.json"
 BEST_CONFIG = "best_config.py"
 #: consecutive failed trials after which the study stops (a broken space or config fails every trial)
 MAX_FAILURES_IN_A_ROW = 3
+#: a running trial whose heartbeat is older than this many heartbeat intervals is taken over by another worker
+GRACE_BEATS = 6
+#: the study's user attribute that tells it apart from a study of the same name created anew
+STUDY_ID_ATTR = "rlearn_study_id"
 
 
 @dataclass
@@ -95,68 +107,141 @@ class Tuner:
     """An Optuna study over ``config`` (see the module doc).
 
     Args:
-        trials: complete + pruned (+ running) trials the study should reach.
+        trials: complete + pruned (+ running or queued) trials the study should reach, counting every worker's.
         exp_dir: the experiment dir (default ``experiments/<exp_name>_tune``).
-        storage: an Optuna RDB URL (default ``sqlite:///<exp_dir>/study.db``).
-        jobs: trials at once on this machine.
+        storage: an Optuna RDB URL or a journal file path (default: the journal file ``<exp_dir>/study.journal``).
+        jobs: trials at once in this process.
         study_name: default: the config's ``exp_name``.
         startup_trials, warmup_steps: the default ``MedianPruner``'s ``n_startup_trials`` and
-            ``n_warmup_steps`` (env steps).
+            ``n_warmup_steps`` (env steps; default: the policy's ``learning_starts`` plus one pruning step).
         sampler_seed: seed of the default ``TPESampler`` (a continued study seeds it with ``sampler_seed +
             trials so far``, so it does not repeat the first trials' parameters).
+        heartbeat_s: how often a running trial's heartbeat is renewed; a trial without one for
+            ``GRACE_BEATS`` times as long is retried by another worker.
     """
 
     def __init__(self, config: str, space_file: Path, trials: int, exp_dir: Optional[Path] = None,
                  storage: Optional[str] = None, jobs: int = 1, overrides: Sequence[str] = (),
-                 study_name: Optional[str] = None, startup_trials: int = 5, warmup_steps: int = 0,
-                 sampler_seed: Optional[int] = None) -> None:
+                 study_name: Optional[str] = None, startup_trials: int = 5, warmup_steps: Optional[int] = None,
+                 sampler_seed: Optional[int] = None, heartbeat_s: float = 10.0) -> None:
         import optuna
 
-        if trials < 1 or jobs < 1:
-            raise ExperimentError(f"--trials and --jobs must be >= 1, got {trials} and {jobs}")
+        _check_numbers(trials=trials, jobs=jobs, startup_trials=startup_trials, warmup_steps=warmup_steps,
+                       sampler_seed=sampler_seed, heartbeat=heartbeat_s)
         self.trials, self.jobs = trials, jobs
+        self.heartbeat_s, self.grace_s = float(heartbeat_s), GRACE_BEATS * float(heartbeat_s)
         self.space = load_space(Path(space_file))
         self.cfg = load_experiment_config(config, overrides)
         self.exp_dir = Path(exp_dir) if exp_dir is not None else Path("experiments") / f"{self.cfg['exp_name']}_tune"
-        state = open_experiment_dir(self.exp_dir, self.cfg, TUNE_FILE)
-        created = state is None
-        if state is None:
-            state = {"config": config, "overrides": list(overrides), "space": str(space_file),
-                     "storage": storage or f"sqlite:///{(self.exp_dir / 'study.db').resolve()}",
-                     "study_name": study_name or self.cfg["exp_name"]}
-        elif storage is not None and storage != state["storage"]:
-            raise ExperimentError(f"{self.exp_dir} tunes the study in {state['storage']}, not {storage}; give the same "
-                                  "--storage or another --out")
-        save_manifest(self.exp_dir, TUNE_FILE, state)
-        self.storage_url, self.study_name = state["storage"], study_name or state["study_name"]
-        self.thread_overrides, self.thread_env = thread_settings(self.cfg["num_threads"], jobs)
+        self.budget = int(self.cfg["train"]["max_env_steps"])
+        self.grid = int(self.cfg["eval"].get("freq") or self.budget)
+        self.learning_starts = int(self.cfg.get("policy", {}).get("learning_starts", 0) or 0)
+        self.warmup_steps = self.learning_starts + self.grid if warmup_steps is None else warmup_steps
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        pruner = self.space.pruner() if self.space.pruner else optuna.pruners.MedianPruner(
-            n_startup_trials=startup_trials, n_warmup_steps=warmup_steps)
-        sampler = self.space.sampler() if self.space.sampler else optuna.samplers.TPESampler(seed=sampler_seed)
-        engine_kwargs = {"connect_args": {"timeout": 60}} if self.storage_url.startswith("sqlite") else {}
+        pruner, sampler = self._pruner(startup_trials), self._sampler(sampler_seed)
+        self.notes: List[str] = []
+        created = not self.exp_dir.exists()
         try:
-            storage = optuna.storages.RDBStorage(self.storage_url, engine_kwargs=engine_kwargs)
-            self.study = optuna.create_study(storage=storage, study_name=self.study_name, direction="maximize",
-                                             load_if_exists=True, sampler=sampler, pruner=pruner)
-        except Exception as exc:  # noqa: BLE001 - a wrong URL, an unreachable database, a missing driver
-            if created:  # leave nothing behind, so that the same command with a working --storage starts afresh
-                for name in (TUNE_FILE, EXPERIMENT_CONFIG):
-                    (self.exp_dir / name).unlink(missing_ok=True)
-                if not any(self.exp_dir.iterdir()):
-                    self.exp_dir.rmdir()
-            raise ExperimentError(f"--storage {self.storage_url}: {type(exc).__name__}: "
-                                  f"{' '.join(str(exc).split())[:300]}") from exc
+            self.exp_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ExperimentError(f"--out {str(self.exp_dir)!r}: cannot be created ({exc.strerror})") from exc
+        if not self.exp_dir.is_dir():
+            raise ExperimentError(f"--out {str(self.exp_dir)!r} is not a directory")
+        self._dir_lock = DirLock(self.exp_dir)
+        with self._dir_lock:
+            try:
+                state = self._open_dir(config, overrides, storage, study_name, space_file)
+                self.storage_label = storage_label(state["storage"], self.exp_dir)
+                self.study = _create_study(open_storage(state["storage"], self.exp_dir), state["study_name"],
+                                           self.storage_label, sampler, pruner)
+                self._check_identity(state)
+            except ExperimentError:
+                if created:  # leave nothing behind: the same command with a working --storage starts afresh
+                    shutil.rmtree(self.exp_dir, ignore_errors=True)
+                raise
+        self.storage_url, self.study_name = state["storage"] or self.storage_label, state["study_name"]
         asked = len(self.study.get_trials(deepcopy=False))
         if sampler_seed is not None and asked and not self.space.sampler:
             # a seeded sampler started again would draw the first trials' parameters again: go on from the
             # number of trials the study has (a different stream for each restart)
             self.study.sampler = optuna.samplers.TPESampler(seed=sampler_seed + asked)
-        self.host = socket.gethostname()
+        self.thread_overrides, self.thread_env = thread_settings(self.cfg["num_threads"], jobs)
+        self.me = worker_identity()
         self._lock = threading.Lock()
         self._failures_in_a_row = 0
         self.aborted: Optional[str] = None
+        self.fatal: Optional[str] = None
         self._running: Dict[int, TrainProcess] = {}
+        self._active: Dict[int, int] = {}  # trial id -> number, of the trials this process runs
+
+    # ----------------------------------------------------------------------------- opening
+    def _pruner(self, startup_trials: int) -> Any:
+        import optuna
+
+        if not self.space.pruner:
+            return optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=self.warmup_steps)
+        return _made_by(self.space, "pruner", optuna.pruners.BasePruner)
+
+    def _sampler(self, seed: Optional[int]) -> Any:
+        import optuna
+
+        if not self.space.sampler:
+            return optuna.samplers.TPESampler(seed=seed)
+        return _made_by(self.space, "sampler", optuna.samplers.BaseSampler)
+
+    def _open_dir(self, config: str, overrides: Sequence[str], storage: Optional[str], study_name: Optional[str],
+                  space_file: Path) -> Dict[str, Any]:
+        """The manifest of the experiment dir (new: written, with the base config); refuses another study."""
+        if not (self.exp_dir / TUNE_FILE).is_file():
+            if any(p.name != DirLock.NAME for p in self.exp_dir.iterdir()):
+                raise ExperimentError(f"{str(self.exp_dir)!r} exists and is not a tuning dir (no {TUNE_FILE}); choose "
+                                      "an empty or new directory")
+            dump_experiment_config(self.cfg, self.exp_dir / EXPERIMENT_CONFIG)
+            state = {"config": config, "overrides": list(overrides), "space": str(space_file), "storage": storage,
+                     "study_name": study_name or self.cfg["exp_name"]}
+            save_manifest(self.exp_dir, TUNE_FILE, state)
+            return state
+        state = open_experiment_dir(self.exp_dir, self.cfg, TUNE_FILE)
+        if not isinstance(state, dict) or not isinstance(state.get("study_name"), str):
+            raise ExperimentError(f"{self.exp_dir / TUNE_FILE}: not a tuning manifest; move it away to start afresh")
+        if study_name is not None and study_name != state["study_name"]:
+            raise ExperimentError(f"{self.exp_dir} holds the trials of study {state['study_name']!r}; study "
+                                  f"{study_name!r} needs its own --out (or leave out --study-name to continue)")
+        state["storage"] = self._own_storage(state.get("storage"))
+        if storage is not None and storage != state["storage"] and storage_label(storage, self.exp_dir) != \
+                storage_label(state["storage"], self.exp_dir):
+            raise ExperimentError(f"{self.exp_dir} tunes the study in {storage_label(state['storage'], self.exp_dir)}, "
+                                  f"not {storage_label(storage, self.exp_dir)}; give the same --storage or another --out")
+        return state
+
+    def _own_storage(self, stored: Optional[str]) -> Optional[str]:
+        """A copied dir keeps using its own study: an SQLite file of the original's dir is replaced by the
+        copy's own (older dirs wrote absolute ``sqlite:///`` URLs)."""
+        if not stored or not stored.startswith("sqlite:///"):
+            return stored
+        path, own = Path(stored[len("sqlite:///"):]), self.exp_dir / "study.db"
+        if path.name == own.name and own.is_file() and path.parent.resolve() != self.exp_dir.resolve():
+            self.notes.append(f"{self.exp_dir} is a copy of {path.parent}: it continues its own study in {own}")
+            return f"sqlite:///{own.resolve()}"
+        return stored
+
+    def _check_identity(self, state: Dict[str, Any]) -> None:
+        """The study must be the one this dir's trials belong to (not emptied, replaced or recreated)."""
+        found = self.study.user_attrs.get(STUDY_ID_ATTR)
+        if state.get("study_id"):
+            if found != state["study_id"]:
+                raise ExperimentError(
+                    f"{self.storage_label} does not hold the study whose trials are in {self.exp_dir} (study "
+                    f"{state['study_name']!r} was emptied, replaced or recreated there); choose another --out")
+        else:
+            if found is None:
+                if not self.study.get_trials(deepcopy=False) and any(self.exp_dir.glob("trial_*")):
+                    raise ExperimentError(f"{self.storage_label} has no trials of study {state['study_name']!r} but "
+                                          f"{self.exp_dir} holds trial dirs of it; choose another --out")
+                found = uuid.uuid4().hex
+                self.study.set_user_attr(STUDY_ID_ATTR, found)
+            state["study_id"] = found
+        save_manifest(self.exp_dir, TUNE_FILE, state)
 
     def trial_dir(self, number: int) -> Path:
         return self.exp_dir / f"trial_{number}"
@@ -165,84 +250,119 @@ class Tuner:
         return load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)
 
     # ----------------------------------------------------------------------------- choosing trials
-    def _counted(self) -> int:
-        from optuna.trial import TrialState
+    def _next(self, stop: StopSignals, display: ExperimentDisplay) -> Optional[Any]:
+        """The next trial to run (a queued retry first, else a new one); None when the study has its trials
+        and no other worker's trial may still need taking over."""
+        while True:
+            with self._lock:
+                if stop.requested or self.aborted or self.fatal:
+                    return None
+                with self._dir_lock:
+                    for number in retry_abandoned(self.study, self.me, self.grace_s):
+                        display.note(f"trial {number}: its worker is gone; queued again (it resumes from its checkpoint)")
+                    trials = self.study.get_trials(deepcopy=False)
+                    counted = sum(t.state.name in COUNTED_STATES for t in trials)
+                    if counted < self.trials or any(t.state.name == "WAITING" for t in trials):
+                        trial = self.study.ask()
+                        self._claim(trial)
+                        frozen = self.study._storage.get_trial(trial._trial_id)
+                        if "failed_trial" in frozen.system_attrs or not is_surplus(self.study, trial.number, self.trials):
+                            return trial
+                        self._release(trial)  # another worker asked the last one at the same moment
+                        self.study._storage.set_trial_user_attr(trial._trial_id, "surplus", True)
+                        self.study.tell(trial, state=_state("FAIL"))
+                        continue
+                    if not any(t.state.name == "RUNNING" and t._trial_id not in self._active for t in trials):
+                        return None
+            time.sleep(min(2.0, self.heartbeat_s))  # other workers' trials: wait until they end or are abandoned
 
-        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
-        return len(self.study.get_trials(deepcopy=False, states=states))
+    def _claim(self, trial: Any) -> None:
+        storage = self.study._storage
+        storage.set_trial_user_attr(trial._trial_id, WORKER_ATTR, self.me)
+        storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time())
+        self._active[trial._trial_id] = trial.number
 
-    def _orphans(self) -> List[Any]:
-        """Trials of this machine and dir left RUNNING by a killed tuner (resumed first)."""
-        from optuna.trial import TrialState
+    def _release(self, trial: Any) -> None:
+        self._active.pop(trial._trial_id, None)
 
-        found = []
-        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            attrs = frozen.user_attrs
-            if attrs.get("host") == self.host and Path(attrs.get("work_dir", "")).resolve().parent == self.exp_dir.resolve():
-                found.append(frozen)
-        return found
-
-    def _next(self, orphans: List[Any], stop: StopSignals) -> Optional[Any]:
-        """The next trial to run: an orphan to resume, or a new one asked from the study; None when done."""
-        import optuna
-
-        with self._lock:
-            if stop.requested or self.aborted:
-                return None
-            if orphans:
-                frozen = orphans.pop(0)
-                return optuna.trial.Trial(self.study, frozen._trial_id), frozen
-            if self._counted() >= self.trials:
-                return None
-            return self.study.ask(), None
+    def _beat(self, done: threading.Event) -> None:
+        """Renew the heartbeat of this process's running trials every ``heartbeat_s``."""
+        while not done.wait(self.heartbeat_s):
+            for trial_id in list(self._active):
+                try:
+                    self.study._storage.set_trial_user_attr(trial_id, HEARTBEAT_ATTR, time.time())
+                except Exception:  # noqa: BLE001 - finished meanwhile, or the storage is away for a moment
+                    pass
 
     # ----------------------------------------------------------------------------- one trial
-    def _run_trial(self, trial: Any, frozen: Any, stop: StopSignals, display: ExperimentDisplay) -> None:
-        from optuna.trial import TrialState
-
-        work_dir = self.trial_dir(trial.number)
-        try:
-            if frozen is None:
+    def _run_trial(self, trial: Any, stop: StopSignals, display: ExperimentDisplay) -> None:
+        frozen = self.study._storage.get_trial(trial._trial_id)
+        retry_of = frozen.system_attrs.get("failed_trial")
+        if retry_of is None:
+            work_dir = self.trial_dir(trial.number)
+            if work_dir.exists() and any(work_dir.iterdir()):
+                raise ExperimentError(f"{work_dir} already holds a run that is not trial {trial.number} of study "
+                                      f"{self.study_name!r} in {self.storage_label}; choose another --out")
+            try:
                 overrides = _sampled_overrides(self.space, trial)
-            else:
-                overrides = list(frozen.user_attrs.get("overrides", []))
-            budget = self._trial_config(overrides)["train"]["max_env_steps"]
-        except ExperimentError as exc:
-            self._fail(trial, f"trial {trial.number}: {exc}", display)
-            return
-        if frozen is None:
-            for key, value in (("work_dir", str(work_dir.resolve())), ("host", self.host), ("overrides", overrides)):
+            except ExperimentError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the user's space() failed: a mistake in SPACE.py
+                raise ExperimentError(f"{self.space.path}: space(trial) raised {type(exc).__name__}: "
+                                      f"{' '.join(str(exc).split())}") from exc
+            self._trial_config(overrides)  # a sampled value the config refuses: ExperimentError naming it
+            for key, value in (("work_dir", str(work_dir.resolve())), ("host", self.me["host"]),
+                               ("overrides", overrides)):
                 trial.set_user_attr(key, value)
-            reported: Dict[int, float] = {}
             display.note(f"trial {trial.number}: {' '.join(overrides)} -> {work_dir}")
         else:
-            reported = dict(frozen.intermediate_values)
+            work_dir = self.exp_dir / Path(frozen.user_attrs.get("work_dir", f"trial_{retry_of}")).name
+            overrides = list(frozen.user_attrs.get("overrides", []))
+            display.note(f"trial {trial.number}: trial {retry_of} again, in {work_dir}")
         process = start_run(self.exp_dir, work_dir, ["--set", *overrides, *self.thread_overrides], self.thread_env,
                             display.note, f"trial {trial.number}")
         if process is None:
+            self._requeue(trial)
             return
         with self._lock:
             self._running[trial.number] = process
+        try:
+            pruned_at, code = self._follow(trial, process, stop)
+        finally:
+            with self._lock:
+                self._running.pop(trial.number, None)
+        self._finish(trial, work_dir, process, pruned_at, code, stop, display)
+
+    def _follow(self, trial: Any, process: TrainProcess, stop: StopSignals) -> Tuple[Optional[Tuple[int, float, int]], int]:
+        """Report the run's evaluations on the pruning grid until it ends; (where it was pruned, exit code)."""
+        reported: Dict[int, float] = {}
         pruned_at = None
         forwarded = 0
-        while process.poll() is None:
+        while True:
+            ended = process.poll() is not None
             forwarded = stop.forward([process], forwarded)  # Ctrl-C / SIGTERM of the tuner: checkpoint and stop
+            if self.fatal and not forwarded:
+                process.send(15)
+                forwarded = -1
             for row in process.evaluations.new_rows():
-                step, value = int(row["envstep"]), mean_return(row)
-                if value is None or step in reported or pruned_at is not None:
+                envstep, value = int(row["envstep"]), mean_return(row)
+                step = envstep // self.grid * self.grid  # the grid: the same steps whatever n_envs or chunking
+                if value is None or step <= 0 or step in reported or pruned_at is not None:
                     continue
                 trial.report(value, step)
                 reported[step] = value
-                if step < budget and trial.should_prune():  # the final evaluation: nothing left to save
-                    pruned_at = (step, value, int(row.get("train_iter", 0)))
+                if envstep < self.budget and trial.should_prune():  # the final evaluation: nothing left to save
+                    pruned_at = (envstep, value, int(row.get("train_iter", 0)))
                     process.send(15)  # SIGTERM: the run saves a checkpoint and stops
+            if ended:
+                return pruned_at, process.wait()
             time.sleep(0.5)
-        code = process.wait()
-        with self._lock:
-            self._running.pop(trial.number, None)
+
+    def _finish(self, trial: Any, work_dir: Path, process: TrainProcess, pruned_at: Optional[Tuple[int, float, int]],
+                code: int, stop: StopSignals, display: ExperimentDisplay) -> None:
         if pruned_at is not None:
             self._mark_pruned(trial, work_dir, *pruned_at)
-            self.study.tell(trial, state=TrialState.PRUNED)
+            self.study.tell(trial, state=_state("PRUNED"))
             display.note(f"trial {trial.number}: pruned at envstep {pruned_at[0]} (evaluation return {pruned_at[1]:.4g})")
         elif code == 0:
             final = _last_evaluation(work_dir)
@@ -252,17 +372,25 @@ class Tuner:
             self.study.tell(trial, final)
             self._failures_in_a_row = 0
             display.note(f"trial {trial.number}: finished, last evaluation return {final:.4g}")
-        elif code in INTERRUPTED_CODES and stop.requested:
+        elif code in INTERRUPTED_CODES and (stop.requested or self.fatal):
+            self._requeue(trial)
             display.note(f"trial {trial.number}: stopped (checkpoint saved); the next `rlearn tune` resumes it")
+            return
         else:
             self._fail(trial, f"trial {trial.number}: rlearn train exited with {code}: {process.last_error()} "
                               f"(see {work_dir / CONSOLE_LOG})", display)
+            return
+        self._release(trial)
+
+    def _requeue(self, trial: Any) -> None:
+        """Fail ``trial`` and queue a copy that resumes its work dir (a stopped trial is never left RUNNING)."""
+        self._release(trial)
+        requeue(self.study, self.study._storage.get_trial(trial._trial_id))
 
     def _fail(self, trial: Any, message: str, display: ExperimentDisplay) -> None:
-        from optuna.trial import TrialState
-
+        self._release(trial)
         trial.set_user_attr("error", message)
-        self.study.tell(trial, state=TrialState.FAIL)
+        self.study.tell(trial, state=_state("FAIL"))
         display.note(message)
         with self._lock:
             self._failures_in_a_row += 1
@@ -270,7 +398,8 @@ class Tuner:
                 self.aborted = f"{MAX_FAILURES_IN_A_ROW} trials in a row failed (the last: {message})"
 
     def _mark_pruned(self, trial: Any, work_dir: Path, step: int, value: float, train_iter: int) -> None:
-        """Say in the trial's own log and TensorBoard that it was pruned, and add its HParams row."""
+        """Say in the trial's own log and TensorBoard that it was pruned, and add its HParams row. The run's
+        own "resume with: ... --resume" hint is taken out: a pruned trial is finished for its study."""
         import runpy
 
         from rlearn.config import flatten
@@ -278,9 +407,10 @@ class Tuner:
 
         exp_name = self.cfg["exp_name"]
         message = (f"pruned by rlearn tune: trial {trial.number} of study {self.study_name!r}, evaluation return "
-                   f"{value:.4g} at envstep {step} (the pruner stopped it; the run saved a checkpoint)")
+                   f"{value:.4g} at envstep {step} (the pruner stopped it; it is not to be resumed)")
         stamp = time.strftime("%m/%d %H:%M:%S")
         for log in (work_dir / f"{exp_name}.log", work_dir / CONSOLE_LOG):
+            _drop_resume_hint(log)
             with open(log, "a", encoding="utf-8") as handle:
                 handle.write(f"{stamp} - {exp_name} - WARNING - {message}\n")
         cfg = runpy.run_path(str(work_dir / EXPERIMENT_CONFIG))["config"]
@@ -292,46 +422,88 @@ class Tuner:
             writer.close()
 
     # ----------------------------------------------------------------------------- the study
-    def _worker(self, orphans: List[Any], stop: StopSignals, display: ExperimentDisplay) -> None:
-        while True:
-            picked = self._next(orphans, stop)
-            if picked is None:
-                return
-            self._run_trial(*picked, stop, display)
+    def _worker(self, stop: StopSignals, display: ExperimentDisplay) -> None:
+        """Run trials until there are none to run; a mistake (space, config, storage) stops the study, its
+        trial failed (a mistake of SPACE.py or the config) or queued again (an interrupted run)."""
+        trial = None
+        try:
+            while True:
+                trial = self._next(stop, display)
+                if trial is None:
+                    return
+                self._run_trial(trial, stop, display)
+                trial = None
+        except ExperimentError as exc:
+            self._stop_study(str(exc), trial, display)
+        except Exception as exc:  # noqa: BLE001 - the storage failed: one line, no thread traceback
+            self._stop_study(f"{self.storage_label}: {storage_error(exc, self.storage_label)}", trial, display)
+
+    def _stop_study(self, message: str, trial: Any, display: ExperimentDisplay) -> None:
+        with self._lock:
+            self.fatal = self.fatal or message
+        if trial is not None and trial._trial_id in self._active:
+            self._release(trial)
+            try:
+                trial.set_user_attr("error", message)
+                self.study.tell(trial, state=_state("FAIL"))
+            except Exception:  # noqa: BLE001 - the storage itself failed; its heartbeat ends, another worker retries it
+                pass
 
     def run(self, display_enabled: Optional[bool] = None) -> TuneResult:
         """Run trials until the study has ``trials`` of them (see the module doc)."""
-        orphans = self._orphans()
+        beating = threading.Event()
         with StopSignals() as stop, ExperimentDisplay(self.trials, f"tune {self.study_name}", unit="trial",
                                                       enabled=display_enabled) as display:
-            display.note(f"study {self.study_name!r} in {self.storage_url}: {self._counted()} of {self.trials} trials "
-                         f"so far, {len(orphans)} to resume; {self.jobs} at a time")
-            workers = [threading.Thread(target=self._worker, args=(orphans, stop, display), daemon=True)
-                       for _ in range(self.jobs)]
+            for note in self.notes:
+                display.note(note)
+            counts = self._counts()
+            display.note(f"study {self.study_name!r} in {self.storage_label}: {_counted(counts)} of {self.trials} "
+                         f"trials so far, {counts.get('waiting', 0)} queued; {self.jobs} at a time; pruning from envstep "
+                         f"{self.warmup_steps} on a grid of {self.grid} env steps")
+            heart = threading.Thread(target=self._beat, args=(beating,), daemon=True)
+            heart.start()
+            workers = [threading.Thread(target=self._worker, args=(stop, display), daemon=True) for _ in range(self.jobs)]
             for worker in workers:
                 worker.start()
             while any(w.is_alive() for w in workers):
                 for worker in workers:
                     worker.join(timeout=0.5)
-                counts = self._counts()
-                display.update(counts.get("complete", 0) + counts.get("pruned", 0), self._status())
-        best_config = self.write_best_config()
-        code = 128 + stop.received[0] if stop.requested else 1 if self.aborted else 0
-        top = self._best()
-        return TuneResult(self.exp_dir, self._counts(), top.number if top else None, top.value if top else None,
-                          dict(top.params) if top else {}, best_config, code, self.study_name, self.storage_url)
+                try:
+                    counts = self._counts()
+                except Exception:  # noqa: BLE001 - a storage error: the workers report it
+                    continue
+                display.update(counts.get("complete", 0) + counts.get("pruned", 0), self._status(counts))
+            beating.set()
+        best_config, top = None, None
+        if not self.fatal:
+            try:
+                best_config, top, counts = self.write_best_config(), self._best(), self._counts()
+            except Exception as exc:  # noqa: BLE001
+                self.fatal = f"{self.storage_label}: {storage_error(exc, self.storage_label)}"
+        code = 2 if self.fatal else 128 + stop.received[0] if stop.requested else 1 if self.aborted else 0
+        return TuneResult(self.exp_dir, counts, top.number if top else None, top.value if top else None,
+                          dict(top.params) if top else {}, best_config, code, self.study_name, self.storage_label)
 
     def _counts(self) -> Dict[str, int]:
-        return dict(Counter(t.state.name.lower() for t in self.study.get_trials(deepcopy=False)))
+        """Trials by state; a failed trial that was queued again counts as ``retried``, a surplus one not at all."""
+        trials = self.study.get_trials(deepcopy=False)
+        retried = {n for t in trials for n in t.system_attrs.get("retry_history", [])}
+        counts: Counter = Counter()
+        for t in trials:
+            state = t.state.name.lower()
+            if state == "fail" and t.user_attrs.get("surplus"):
+                continue
+            counts["retried" if state == "fail" and t.number in retried else state] += 1
+        return dict(counts)
 
     def _best(self) -> Optional[Any]:
         """The complete trial with the highest value; None before any completed."""
         complete = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
         return max(complete, key=lambda t: t.value, default=None)
 
-    def _status(self) -> str:
+    def _status(self, counts: Mapping[str, int]) -> str:
         best = self._best()
-        return (f"best {best.value:.4g} (trial {best.number}), " if best else "") + f"{len(self._running)} running"
+        return (f"best {best.value:.4g} (trial {best.number}), " if best else "") + f"{len(self._running)} running here"
 
     def write_best_config(self) -> Optional[Path]:
         """``best_config.py``: the base config with the best complete trial's overrides (not its thread cap);
@@ -341,6 +513,67 @@ class Tuner:
             return None
         cfg = self._trial_config(best.user_attrs.get("overrides", []))
         return dump_experiment_config(cfg, self.exp_dir / BEST_CONFIG)
+
+
+def _counted(counts: Mapping[str, int]) -> int:
+    return sum(counts.get(state.lower(), 0) for state in COUNTED_STATES)
+
+
+def _state(name: str) -> Any:
+    from optuna.trial import TrialState
+
+    return TrialState[name]
+
+
+def _check_numbers(**values: Any) -> None:
+    """One line naming the option whose value cannot be used."""
+    minimum = {"trials": 1, "jobs": 1, "startup_trials": 0, "warmup_steps": 0, "sampler_seed": 0}
+    for name, value in values.items():
+        if value is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        if name == "heartbeat":
+            if not value > 0:
+                raise ExperimentError(f"{option} must be > 0 seconds, got {value}")
+        elif value < minimum[name]:
+            raise ExperimentError(f"{option} must be >= {minimum[name]}, got {value}")
+        elif name == "sampler_seed" and value >= 2 ** 32:
+            raise ExperimentError(f"{option} must be below 2**32, got {value}")
+
+
+def _made_by(space: Space, name: str, kind: type) -> Any:
+    """What ``SPACE.py``'s ``pruner()`` / ``sampler()`` returns, checked to be an Optuna ``kind``."""
+    try:
+        made = getattr(space, name)()
+    except Exception as exc:  # noqa: BLE001 - the user's function failed: a mistake in SPACE.py
+        raise ExperimentError(f"{space.path}: {name}() raised {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+    if not isinstance(made, kind):
+        raise ExperimentError(f"{space.path}: {name}() must return an optuna.{kind.__module__.split('.')[1]}."
+                              f"{kind.__name__}, got {type(made).__name__}")
+    return made
+
+
+def _create_study(storage: Any, name: str, label: str, sampler: Any, pruner: Any) -> Any:
+    import optuna
+
+    try:
+        return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
+                                   sampler=sampler, pruner=pruner)
+    except Exception as exc:  # noqa: BLE001 - an unreachable, locked or foreign database
+        raise ExperimentError(f"--storage {label}: {storage_error(exc, label)}") from exc
+
+
+def _drop_resume_hint(log: Path) -> None:
+    """Remove the "resume with:" line a stopped run writes at its end."""
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    except OSError:
+        return
+    kept = [line for line in lines[-20:] if "resume with: " not in line]
+    if len(kept) != len(lines[-20:]):
+        from rlearn.fileio import atomic_write_bytes
+
+        atomic_write_bytes(log, "".join(lines[:-20] + kept).encode("utf-8"))
 
 
 def _last_evaluation(work_dir: Path) -> Optional[float]:
