@@ -63,6 +63,25 @@ def resolve_env_spec(env_id: str) -> EnvSpec:
                          "environment.") from exc
 
 
+#: what to install for the environments of an optional gymnasium dependency, by entry-point package
+INSTALL_HINTS = {"gymnasium.envs.mujoco": 'MuJoCo, which is not installed: pip install -e ".[mujoco]"'}
+
+
+def check_dependencies(spec: EnvSpec) -> None:
+    """Import the module of ``spec``'s entry point, so that a missing optional dependency (MuJoCo, Box2D...)
+    is a ``ValueError`` that says what to install, before any environment or worker process starts."""
+    if not isinstance(spec.entry_point, str) or ":" not in spec.entry_point:
+        return
+    try:
+        gym.envs.registration.load_env_creator(spec.entry_point)
+    except gym.error.DependencyNotInstalled as exc:
+        module = spec.entry_point.split(":")[0]
+        hint = next((text for package, text in INSTALL_HINTS.items()
+                     if module == package or module.startswith(package + ".")), None)
+        raise ValueError(f"environment {spec.id!r} needs {hint}" if hint else
+                         f"environment {spec.id!r} needs a package that is not installed: {exc}") from None
+
+
 def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], seed: Optional[int]) -> gym.Env:
     """Build one sub-environment (behind an :class:`~rlearn.env.checks.ObservationShapeCheck`) and seed it
     (runs in the worker process for asynchronous envs)."""
@@ -91,6 +110,7 @@ def make_env_fn(env_id: EnvId, seed: Optional[int] = None,
         raise TypeError(f"env_kwargs must be a mapping, got {type(env_kwargs).__name__}")
     if isinstance(env_id, str):
         target: Union[EnvSpec, EnvFactory] = resolve_env_spec(env_id)
+        check_dependencies(target)
     elif isinstance(env_id, EnvSpec) or callable(env_id):
         target = env_id
     else:

@@ -15,6 +15,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from rlearn.env import DEFAULT_ASYNC_CONTEXT, derive_seed, make_env_fn, make_vector_env, observation_dtype, register_env
+from rlearn.env import vector_env as vector_env_module
 from rlearn.env.vector_env import check_same_step_autoreset
 
 
@@ -255,3 +256,19 @@ def test_copy_false_returns_the_vector_envs_own_batch(asynchronous):
     finally:
         shared.close()
         copied.close()
+
+
+def test_missing_optional_dependency_says_what_to_install(tmp_path, monkeypatch):
+    """An environment whose module needs an uninstalled package fails before any env is built, with a
+    ValueError naming the id and carrying gymnasium's install hint; MuJoCo's names rlearn's extra."""
+    (tmp_path / "needs_box_thing.py").write_text(
+        "from gymnasium import error\nraise error.DependencyNotInstalled('Box thing is not installed, run `pip install box`')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(gym.registry, "NeedsBox-v0", gym.envs.registration.EnvSpec("NeedsBox-v0", "needs_box_thing:Env"))
+    with pytest.raises(ValueError) as info:
+        make_vector_env("NeedsBox-v0", 2)
+    assert str(info.value) == ("environment 'NeedsBox-v0' needs a package that is not installed: Box thing is not "
+                               "installed, run `pip install box`")
+    monkeypatch.setitem(vector_env_module.INSTALL_HINTS, "needs_box_thing", "the box extra: pip install box")
+    with pytest.raises(ValueError, match=r"^environment 'NeedsBox-v0' needs the box extra: pip install box$"):
+        make_env_fn("NeedsBox-v0")
