@@ -35,6 +35,9 @@ class MlflowWriter(TrackingWriter):
     """
 
     kind = "mlflow"
+    #: seconds the start-up check waits for an ``http(s)`` tracking server to answer (MLflow itself retries
+    #: a server that is down for about 4 minutes per call)
+    CONNECT_TIMEOUT_S = 5.0
 
     def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None,
                  tracking_uri: Optional[str] = None, experiment_name: str = "rlearn", run_name: Optional[str] = None,
@@ -55,6 +58,7 @@ class MlflowWriter(TrackingWriter):
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        self._check_server(self.client.tracking_uri)
         if run_id is not None:
             self.client.update_run(run_id, status="RUNNING")
             self._held_steps = {key: max((p.step for p in self.client.get_metric_history(run_id, key)), default=-1)
@@ -69,6 +73,23 @@ class MlflowWriter(TrackingWriter):
         if config is not None:
             self._log_config(config)
         return run_id
+
+    def _check_server(self, uri: str) -> None:
+        """``OSError`` naming ``uri`` when an ``http(s)`` tracking server gives no answer within
+        :attr:`CONNECT_TIMEOUT_S` (one request, no retry; any HTTP answer will do). Other stores are local."""
+        if not uri.lower().startswith(("http://", "https://")):
+            return
+        from mlflow.utils.credentials import get_default_host_creds
+        from mlflow.utils.rest_utils import http_request
+
+        try:
+            http_request(get_default_host_creds(uri), "/api/2.0/mlflow/experiments/get-by-name", "GET",
+                         max_retries=0, timeout=self.CONNECT_TIMEOUT_S, raise_on_status=False,
+                         params={"experiment_name": self.experiment_name})
+        except Exception as exc:  # noqa: BLE001 - MLflow wraps every connection error in MlflowException
+            why = _unreachable(exc, self.CONNECT_TIMEOUT_S)
+            raise OSError(f"MLflow tracking server {uri} cannot be reached ({why}); is it running, and is "
+                          "tracking_uri right?") from None  # the reason is in the message
 
     def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int) -> None:
         from mlflow.entities import Metric
@@ -101,3 +122,15 @@ class MlflowWriter(TrackingWriter):
     def _finish(self) -> None:
         if self.client is not None and self.run_id is not None:
             self.client.set_terminated(self.run_id)
+
+
+def _unreachable(exc: BaseException, timeout_s: float) -> str:
+    """Why a request to the tracking server failed, in a few words."""
+    text = f"{exc} {exc.__cause__ or ''}"
+    if "timed out" in text.lower() or "timeout" in type(exc.__cause__).__name__.lower():
+        return f"no answer within {timeout_s:g} s"
+    for marker, reason in (("Connection refused", "connection refused"), ("NameResolution", "unknown host"),
+                           ("Name or service not known", "unknown host"), ("SSL", "TLS error")):
+        if marker in text:
+            return reason
+    return text.strip()[:200]

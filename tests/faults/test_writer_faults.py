@@ -409,3 +409,28 @@ def test_mlflow_logs_no_metric_twice_after_a_kill_inside_a_batch(tmp_path, monke
     history, _, _ = mlflow_history(uri, first.run_id)
     assert history == {"envstep": [(10, 70.0), (20, 140.0), (30, 210.0)], "a": [(10, 1.0), (20, 3.0), (30, 5.0)],
                        "b": [(10, 2.0), (20, 4.0), (30, 6.0)]}
+
+
+def test_an_mlflow_server_that_is_down_is_reported_at_start_up_and_the_run_goes_on(tmp_path):
+    """Before: MLflow retried the refused connection for about 4 minutes without a word, then the writer went off."""
+    pytest.importorskip("mlflow")
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    work = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "rlearn", "train", str(ROOT / "examples" / "custom_policy.py"), "--work-dir", str(work),
+         "--set", "env.num_envs=2", "policy.rollout_steps=16", "train.max_env_steps=64", "eval.freq=none",
+         f'learner.writers=["table","jsonl",{{"type":"mlflow","tracking_uri":"{uri}"}}]'],
+        capture_output=True, text=True, cwd=ROOT, timeout=150)  # MLflow's own retries took ~245 s
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = (work / "reinforce_cartpole.log").read_text().splitlines()
+    errors = [n for n, line in enumerate(log) if " - ERROR - " in line]
+    assert len(errors) == 1 and (f"writer MlflowWriter failed in write_config (OSError: MLflow tracking server {uri} "
+                                 "cannot be reached (connection refused)") in log[errors[0]]
+    starting = next(n for n, line in enumerate(log) if "starting, work dir" in line)
+    assert errors[0] < starting  # at start-up, before the first iteration
+    assert {row["train_iter"] for row in read_jsonl(work / "metrics.jsonl")} == {2}  # training went on
+    assert any("writer off:  MlflowWriter could not write (OSError: MLflow tracking server" in line for line in log)

@@ -136,3 +136,49 @@ def test_wandb_disabled_mode_writes_nothing_and_reports_nothing(tmp_path, wandb_
     writer.close()  # no OSError, no wait for rows that are never written
     assert time.monotonic() - started < writer.FINISH_TIMEOUT_S
     assert json.loads((tmp_path / "work" / "wandb_run.json").read_text())["logged"] == [30, 210, 0]
+
+
+@pytest.fixture
+def silent_server():
+    """A loopback port that accepts connections and never answers (a hung tracking server)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def closed_port_uri() -> str:
+    """``http://127.0.0.1:<port>`` of a loopback port nothing listens on (connections are refused)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_mlflow_server_that_refuses_is_reported_at_start_naming_it(tmp_path):
+    pytest.importorskip("mlflow")
+    from rlearn.writers.mlflow_writer import MlflowWriter
+
+    uri = closed_port_uri()
+    writer = MlflowWriter(tmp_path / "work", tracking_uri=uri)
+    with pytest.raises(OSError) as refused:
+        writer.write_config(CONFIG, 0)
+    assert str(refused.value) == (f"MLflow tracking server {uri} cannot be reached (connection refused); "
+                                  "is it running, and is tracking_uri right?")
+    assert writer.run_id is None and not (tmp_path / "work" / "mlflow_run.json").exists()
+
+
+def test_mlflow_server_that_never_answers_is_given_up_after_the_bounded_check(tmp_path, silent_server):
+    pytest.importorskip("mlflow")
+    from rlearn.writers.mlflow_writer import MlflowWriter
+
+    writer = MlflowWriter(tmp_path / "work", tracking_uri=silent_server)
+    writer.CONNECT_TIMEOUT_S = 0.5
+    with pytest.raises(OSError) as silent:
+        writer.write_scalars({"loss_avg": 1.0}, 1, 8)
+    assert str(silent.value) == (f"MLflow tracking server {silent_server} cannot be reached (no answer within "
+                                 "0.5 s); is it running, and is tracking_uri right?")
