@@ -8,7 +8,6 @@ band. :func:`prepare_curves` prepares the data, :func:`plot_curves` draws; see d
 from __future__ import annotations
 
 import argparse
-import ast
 import io
 import json
 import math
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.commands import fail
-from rlearn.experiments.scores import X_COLUMNS, interpolate, series
+from rlearn.experiments.scores import X_COLUMNS, interpolate, read_config_literal, series
 
 HELP = "plot learning curves from work dirs' metrics.jsonl (mean and band over seeds) into a PNG"
 
@@ -67,27 +66,6 @@ class Curve:
     high: List[float]
     count: List[int]
     runs: List[str] = field(default_factory=list)
-
-
-def read_config_literal(path: Path) -> Dict[str, Any]:
-    """The dict of ``config = {...}`` in a ``config.py`` as rlearn writes it (a literal; the names ``inf`` and
-    ``nan`` it defines are read as the floats), without executing anything. ValueError for anything else."""
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
-    found = [node.value for node in tree.body if isinstance(node, ast.Assign)
-             and any(isinstance(target, ast.Name) and target.id == "config" for target in node.targets)]
-    if not found:
-        raise ValueError("no 'config = {...}' assignment")
-
-    class _Floats(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id in ("inf", "nan"):
-                return ast.copy_location(ast.Constant(float(node.id)), node)
-            return node
-
-    value = ast.literal_eval(_Floats().visit(found[-1]))
-    if not isinstance(value, dict):
-        raise ValueError(f"'config' is a {type(value).__name__}, not a dict")
-    return value
 
 
 def load_run(work_dir: Path) -> Run:

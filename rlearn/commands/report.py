@@ -7,6 +7,7 @@ one line for a missing package, an empty dir or a bad option. See docs/experimen
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rlearn.commands import fail
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compute and write the report; the exit code."""
     from rlearn.experiments.child import ExperimentError
-    from rlearn.experiments.report import ReportOptions, build_report, verdict, write_report
+    from rlearn.experiments.report import ReportOptions, build_report, verdict, warnings_of, write_report
     from rlearn.experiments.sweep import train_episodes_key
 
     if args.train_episodes is not None and args.train_key is not None:
@@ -67,9 +68,15 @@ def run(args: argparse.Namespace) -> int:
         experiments, sections = build_report([Path(d) for d in args.exp_dirs], options)
     except ExperimentError as exc:
         return fail("report", exc)
-    report = write_report(experiments, sections, options, Path(args.output))
+    for line in warnings_of(experiments, sections):
+        print(f"rlearn report: warning: {line}", file=sys.stderr)
+    try:
+        report = write_report(experiments, sections, options, Path(args.output))
+    except OSError as exc:
+        return fail("report", f"cannot write the report into {args.output}: {exc.strerror or exc}")
     print(f"wrote {report}")
     for section in sections:
         for (x, y), e in section.improvement.items():
-            print(f"  {section.kind}: {verdict(x, y, e).replace('**', '')}")
+            runs = (len(section.scores[x]), len(section.scores[y]))
+            print(f"  {section.kind}: {verdict(x, y, e, runs).replace('**', '')}")
     return 0

@@ -65,8 +65,9 @@ def plot_profiles(profiles: Mapping[str, Tuple[np.ndarray, np.ndarray]], taus: S
 
 
 def plot_curves(curves: Mapping[str, Tuple[List[float], np.ndarray, np.ndarray]], out: Path, xlabel: str,
-                ylabel: str, time_axis: bool = False) -> Path:
-    """IQM curves with their CI bands: ``{experiment: (xs, iqm, 2 x len(xs) CI)}``."""
+                ylabel: str, time_axis: bool = False, notes: Sequence[str] = ()) -> Path:
+    """IQM curves with their CI bands: ``{experiment: (xs, iqm, 2 x len(xs) CI)}``; ``notes`` (what a curve
+    leaves out) are written below the axes."""
     fig = _figure(6.5, 4.0)
     ax = fig.add_subplot()
     colors = _colors(list(curves))
@@ -80,6 +81,8 @@ def plot_curves(curves: Mapping[str, Tuple[List[float], np.ndarray, np.ndarray]]
         ax.fill_between(x, ci[0], ci[1], color=colors[name], alpha=0.2, linewidth=0)
     ax.set_xlabel(xlabel + unit)
     ax.set_ylabel(f"IQM of {ylabel}")
+    if notes:
+        fig.text(0.01, 0.005, "\n".join(f"left out: {n}" for n in notes), fontsize="x-small", va="bottom", wrap=True)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     return _save(fig, out)

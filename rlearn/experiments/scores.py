@@ -1,10 +1,15 @@
-"""The scores of the runs of experiment dirs, read from what every run writes.
+"""The scores of the runs of experiment dirs, read from what every run writes, as data: nothing in an
+experiment dir is executed (``config.py`` is read as a literal, :mod:`rlearn.experiments.membership`).
 
 A run's **evaluation score** is the mean return of its last evaluation (``evaluations.jsonl``); its optional
 **training score** is the last value of a ``metrics.jsonl`` key (by default the mean return of the last N
 training episodes, logged by ``rlearn sweep --train-episodes N``). An experiment dir holds runs as
-sub-directories (any work dir with a ``metrics.jsonl`` or ``evaluations.jsonl``) or is a single run. Curves
-are aligned as ``rlearn plot`` does (:func:`align`); wall time is seconds since the run's first record.
+sub-directories (any work dir with a ``metrics.jsonl`` or ``evaluations.jsonl``) or is a single run; a work
+dir of another experiment is left out (:func:`~rlearn.experiments.membership.check_membership`). A row of
+the wrong shape is skipped with a ``<file>:<line>: ...`` problem. Curves are aligned as ``rlearn plot`` does
+(:func:`align`). Time is the run's **training time**: the train time its log rows measure
+(``throughput/iters_per_sec``) plus evaluations and checkpoints, so the pauses of a run interrupted and
+resumed do not count; a run without those rows falls back to seconds since its first record.
 """
 
 from __future__ import annotations
@@ -15,32 +20,41 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rlearn.experiments.child import ExperimentError, mean_return
+from rlearn.experiments.child import ExperimentError
+from rlearn.experiments.membership import check_membership, read_config_literal
 
-__all__ = ["RunScores", "Experiment", "load_experiment", "align", "time_grid", "series", "interpolate"]
+__all__ = ["RunScores", "Experiment", "load_experiment", "load_run", "align", "time_grid", "series", "interpolate",
+           "read_config_literal", "read_rows", "number"]
 
 Series = Tuple[List[float], List[float]]
 #: the x axes a curve can have, and the row column each reads
 X_COLUMNS = {"envstep": "envstep", "iter": "train_iter", "time": "time"}
 
 
+def number(value: Any) -> Optional[float]:
+    """``value`` as a float when it is a JSON number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
 def series(rows: Sequence[Mapping[str, Any]], key: str, x: str = "envstep") -> Tuple[List[float], List[float]]:
-    """The ``(xs, ys)`` of ``key`` in a run's rows, sorted by x: rows without ``key`` (or with a non-finite
-    value) are skipped; of several rows at the same x the last one counts; ``x="time"`` is seconds since
-    the run's first row."""
+    """The ``(xs, ys)`` of ``key`` in a run's rows, sorted by x: rows without ``key`` (or with a value that
+    is not a finite number) are skipped; of several rows at the same x the last one counts; ``x="time"`` is
+    seconds since the run's first row."""
     column = X_COLUMNS[x]
     points: Dict[float, float] = {}
     start = None
     for row in rows:
-        if start is None and column in row:
-            start = float(row[column])
-        value = row.get(key)
-        if value is None or column not in row or not math.isfinite(float(value)):
+        at = number(row.get(column))
+        if start is None and at is not None:
+            start = at
+        value = number(row.get(key))
+        if value is None or at is None or not math.isfinite(value):
             continue
-        at = float(row[column]) - (start if x == "time" else 0.0)
-        points[at] = float(value)
+        points[at - (start if x == "time" and start is not None else 0.0)] = value
     xs = sorted(points)
     return xs, [points[v] for v in xs]
 
@@ -56,10 +70,75 @@ def interpolate(xs: List[float], ys: List[float], at: float) -> Optional[float]:
     return y0 + (y1 - y0) * (at - x0) / (x1 - x0)
 
 
+def read_rows(path: Path, problems: List[str]) -> List[Tuple[int, Dict[str, Any]]]:
+    """``(line number, row)`` of each JSON object line of a JSON-lines file; a line that is not a JSON object
+    is skipped with a ``<file>:<line>: ...`` entry in ``problems`` (a partly written last line silently)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        problems.append(f"{path}: cannot be read ({exc.strerror or exc}); its rows are left out")
+        return []
+    lines = text.split("\n")
+    rows = []
+    for number_, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            if number_ < len(lines):  # the last piece without a newline is a row still being written
+                problems.append(f"{path}:{number_}: not a JSON row; skipped")
+            continue
+        if not isinstance(row, dict):
+            problems.append(f"{path}:{number_}: a JSON {type(row).__name__}, not a row object; skipped")
+            continue
+        rows.append((number_, row))
+    return rows
+
+
+def _evaluation_problem(row: Mapping[str, Any]) -> Optional[str]:
+    """What is wrong with an ``evaluations.jsonl`` row (None when it is usable)."""
+    for key in ("envstep", "time"):
+        if number(row.get(key)) is None:
+            return f"'{key}' is {row.get(key, '<absent>')!r}, not a number"
+    returns = row.get("returns")
+    if not isinstance(returns, list) or any(number(r) is None for r in returns):
+        return f"'returns' is {str(returns)[:60]}, not a list of numbers"
+    if "train_iter" in row and number(row["train_iter"]) is None:
+        return f"'train_iter' is {row['train_iter']!r}, not a number"
+    return None
+
+
+def training_clock(metrics: Sequence[Mapping[str, Any]]) -> Optional[Callable[[float], float]]:
+    """``train_iter -> seconds of training time`` from a run's log rows (train time from
+    ``throughput/iters_per_sec``, plus ``time/eval_s`` and ``time/checkpoint_s``), linear between log rows;
+    None when the rows carry no throughput."""
+    cumulative: Dict[float, float] = {0.0: 0.0}
+    total, previous = 0.0, 0.0
+    for row in metrics:
+        rate, at = number(row.get("throughput/iters_per_sec")), number(row.get("train_iter"))
+        if rate is None or at is None or not math.isfinite(rate) or rate <= 0:
+            continue
+        if at > previous:
+            total += (at - previous) / rate
+        total += sum(max(0.0, number(row.get(k)) or 0.0) for k in ("time/eval_s", "time/checkpoint_s")
+                     if math.isfinite(number(row.get(k)) or 0.0))
+        previous = max(previous, at)
+        cumulative[at] = total
+    if len(cumulative) == 1:
+        return None
+    xs = sorted(cumulative)
+    ys = [cumulative[x] for x in xs]
+    return lambda it: interpolate(xs, ys, min(max(it, xs[0]), xs[-1])) or 0.0
+
+
 @dataclass
 class RunScores:
     """One run (its work dir ``path``): final scores (None where missing), ``(xs, values)`` curves over env
-    steps and over seconds since its first record, its last env step, and its status in ``sweep.json``."""
+    steps and over seconds of training time (``clock`` ``"training"``; ``"wall"``: since its first record,
+    pauses included), its last env step, and its status in ``sweep.json``."""
 
     path: Path
     eval_score: Optional[float]
@@ -70,6 +149,8 @@ class RunScores:
     train_by_time: Series = field(default_factory=lambda: ([], []))
     envstep: int = 0
     status: Optional[str] = None
+    clock: str = "wall"
+    problems: List[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -78,13 +159,17 @@ class RunScores:
 
 @dataclass
 class Experiment:
-    """The runs of one experiment dir, labelled for the report."""
+    """The runs of one experiment dir, labelled for the report: what its config says (environment, policy,
+    budget; None when no run has a readable config), the runs left out and the problems met reading it."""
 
     label: str
     path: Path
     runs: List[RunScores]
     env_id: Optional[str] = None
     max_env_steps: Optional[int] = None
+    policy: Optional[str] = None
+    left_out: List[str] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
 
 
 def _natural_key(path: Path) -> Tuple:
@@ -95,97 +180,125 @@ def _is_run(path: Path) -> bool:
     return (path / "metrics.jsonl").is_file() or (path / "evaluations.jsonl").is_file()
 
 
-def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[str] = None) -> RunScores:
-    """The scores of one work dir (see the module doc)."""
-    from rlearn.hooks.eval_state import read_evaluations
-    from rlearn.writers.jsonl import read_jsonl
+def _mean(values: Sequence[float]) -> Optional[float]:
+    return sum(values) / len(values) if values else None
 
-    metrics = read_jsonl(work_dir / "metrics.jsonl") if (work_dir / "metrics.jsonl").is_file() else []
-    evaluations = read_evaluations(work_dir / "evaluations.jsonl") if (work_dir / "evaluations.jsonl").is_file() else []
-    times = [float(r["time"]) for r in (metrics[:1] + evaluations[:1]) if "time" in r]
-    start = min(times) if times else 0.0
+
+def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[str] = None) -> RunScores:
+    """The scores of one work dir (see the module doc); rows it could not use are in ``problems``."""
+    work_dir = Path(work_dir)
+    problems: List[str] = []
+    metrics = [row for _, row in read_rows(work_dir / "metrics.jsonl", problems)]
+    evaluations = []
+    for line, row in read_rows(work_dir / "evaluations.jsonl", problems):
+        problem = _evaluation_problem(row)
+        if problem:
+            problems.append(f"{work_dir / 'evaluations.jsonl'}:{line}: {problem}; skipped")
+        else:
+            evaluations.append(row)
+    clock = training_clock(metrics)
+    if clock is not None and any(number(r.get("train_iter")) is None for r in evaluations):
+        clock = None
+    times = [number(r.get("time")) for r in metrics[:1] + evaluations[:1]]
+    start = min((t for t in times if t is not None), default=0.0)
+
+    def when(row: Mapping[str, Any]) -> float:
+        return clock(float(row["train_iter"])) if clock is not None else float(row["time"]) - start
+
     by_step: Dict[float, float] = {}
     by_time: Dict[float, float] = {}
     for row in evaluations:
-        mean = mean_return(row)
-        if mean is not None:
+        mean = _mean([float(v) for v in row["returns"]])
+        if mean is not None and math.isfinite(mean):
             by_step[float(row["envstep"])] = mean
-            by_time[float(row["time"]) - start] = mean
+            by_time[when(row)] = mean
     eval_by_step = (sorted(by_step), [by_step[k] for k in sorted(by_step)])
     eval_by_time = (sorted(by_time), [by_time[k] for k in sorted(by_time)])
-    eval_score = mean_return(evaluations[-1]) if evaluations else None
-    run = RunScores(work_dir, eval_score, None, eval_by_step, eval_by_time, status=status)
-    run.envstep = int(max([r.get("envstep", 0) for r in metrics + evaluations], default=0))
+    eval_score = _mean([float(v) for v in evaluations[-1]["returns"]]) if evaluations else None
+    run = RunScores(work_dir, eval_score, None, eval_by_step, eval_by_time, status=status,
+                    clock="training" if clock is not None else "wall", problems=problems)
+    run.envstep = int(max([number(r.get("envstep")) or 0 for r in metrics + evaluations], default=0))
     if train_key is not None:
-        run.train_by_step = series(metrics, train_key, "envstep")
-        xs, ys = [], []
-        for row in metrics:
-            value = row.get(train_key)
-            if value is not None and "time" in row and math.isfinite(float(value)):
-                xs.append(float(row["time"]) - start)
-                ys.append(float(value))
-        run.train_by_time = (xs, ys)
+        xs_step: List[float] = []
+        xs_time: List[float] = []
+        ys: List[float] = []
+        for line, row in read_rows(work_dir / "metrics.jsonl", []):
+            if train_key not in row:
+                continue
+            value, step = number(row[train_key]), number(row.get("envstep"))
+            if value is None or step is None or (clock is None and number(row.get("time")) is None) \
+                    or (clock is not None and number(row.get("train_iter")) is None):
+                problems.append(f"{work_dir / 'metrics.jsonl'}:{line}: {train_key!r} is {str(row[train_key])[:60]} "
+                                f"(envstep {row.get('envstep', '<absent>')!r}), not a number at an env step; skipped")
+                continue
+            if not math.isfinite(value):
+                continue
+            xs_step.append(step)
+            xs_time.append(when(row))
+            ys.append(value)
+        last_at: Dict[float, float] = {}
+        for x, y in zip(xs_step, ys):
+            last_at[x] = y
+        run.train_by_step = (sorted(last_at), [last_at[x] for x in sorted(last_at)])
+        run.train_by_time = (xs_time, ys)
         run.train_score = run.train_by_step[1][-1] if run.train_by_step[1] else None
     return run
 
 
+def _statuses(exp_dir: Path) -> Dict[str, str]:
+    """``{work dir name: status}`` from ``sweep.json`` (empty when missing or not of that shape)."""
+    try:
+        runs = json.loads((exp_dir / "sweep.json").read_text(encoding="utf-8")).get("runs", {})
+        return {str(r.get("work_dir")): str(r.get("status")) for r in runs.values() if isinstance(r, dict)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
 def load_experiment(exp_dir: Path, train_key: Optional[str] = None, label: Optional[str] = None) -> Experiment:
-    """The runs of ``exp_dir`` (ExperimentError when it holds none)."""
+    """The runs of ``exp_dir`` that belong to it (ExperimentError when it holds none)."""
     exp_dir = Path(exp_dir)
     if not exp_dir.is_dir():
         raise ExperimentError(f"{exp_dir}: no such directory")
-    statuses: Dict[str, str] = {}
-    manifest = exp_dir / "sweep.json"
-    if manifest.is_file():
-        try:
-            runs = json.loads(manifest.read_text(encoding="utf-8")).get("runs", {})
-            statuses = {str(r.get("work_dir")): str(r.get("status")) for r in runs.values()}
-        except (OSError, json.JSONDecodeError, AttributeError):
-            statuses = {}
+    statuses = _statuses(exp_dir)
     if _is_run(exp_dir):
         dirs = [exp_dir]
     else:
         dirs = sorted((p for p in exp_dir.iterdir() if p.is_dir() and _is_run(p)), key=_natural_key)
     if not dirs:
         raise ExperimentError(f"{exp_dir}: no runs (no sub-directory with a metrics.jsonl or evaluations.jsonl)")
-    runs = [load_run(d, train_key, statuses.get(d.name)) for d in dirs]
-    env_id, max_steps = _config_facts(exp_dir, dirs[0])
-    return Experiment(label or exp_dir.name, exp_dir, runs, env_id, max_steps)
+    membership = check_membership(exp_dir, dirs)
+    if not membership.kept:
+        raise ExperimentError(f"{exp_dir}: none of its {len(dirs)} runs belongs to the experiment of "
+                              f"{membership.source} ({membership.left_out[0]})")
+    runs = [load_run(d, train_key, statuses.get(d.name)) for d in membership.kept]
+    budget = membership.fact("train.max_env_steps")
+    return Experiment(label or exp_dir.name, exp_dir, runs, membership.fact("env.id"),
+                      budget if isinstance(budget, (int, float)) else None, membership.fact("policy.type"),
+                      left_out=membership.left_out, problems=membership.warnings + [p for r in runs for p in r.problems])
 
 
-def _config_facts(exp_dir: Path, first_run: Path) -> Tuple[Optional[str], Optional[int]]:
-    """The environment id and ``train.max_env_steps`` from the experiment's (or its first run's) config.py."""
-    import runpy
-
-    for candidate in (exp_dir / "config.py", first_run / "config.py"):
-        if candidate.is_file():
-            try:
-                cfg = runpy.run_path(str(candidate))["config"]
-                return str(cfg["env"]["id"]), int(cfg["train"]["max_env_steps"])
-            except Exception:  # noqa: BLE001 - only labels are lost
-                continue
-    return None, None
-
-
-def align(runs: Sequence[Series], grid: Optional[Sequence[float]] = None) -> Tuple[List[float], List[List[float]]]:
+def align(runs: Sequence[Series], grid: Optional[Sequence[float]] = None,
+          hold_last: bool = False) -> Tuple[List[float], List[List[float]]]:
     """``(grid, values)`` with ``values[r][i]`` run ``r``'s curve at ``grid[i]`` (linear interpolation). The
-    grid (default: the union of the runs' x values) is cut to the range that every run covers."""
+    grid (default: the union of the runs' x values) is cut to the range that every run covers; with
+    ``hold_last`` a run that ended keeps its last value up to the end of the longest run."""
     if not runs or any(not xs for xs, _ in runs):
         raise ExperimentError("a curve needs at least one point in every run")
     low = max(xs[0] for xs, _ in runs)
-    high = min(xs[-1] for xs, _ in runs)
+    high = max(xs[-1] for xs, _ in runs) if hold_last else min(xs[-1] for xs, _ in runs)
     if grid is None:
         grid = sorted({x for xs, _ in runs for x in xs if low <= x <= high})
     else:
         grid = [x for x in grid if low <= x <= high]
-    values = [[interpolate(xs, ys, x) for x in grid] for xs, ys in runs]
+    values = [[interpolate(xs, ys, min(x, xs[-1]) if hold_last else x) for x in grid] for xs, ys in runs]
     return list(grid), values  # type: ignore[return-value]
 
 
-def time_grid(runs: Sequence[Series], points: int = 50) -> List[float]:
-    """``points`` evenly spaced seconds over the range every run covers (one point when they share one)."""
+def time_grid(runs: Sequence[Series], points: int = 50, hold_last: bool = False) -> List[float]:
+    """``points`` evenly spaced seconds over the range every run covers (up to the longest run's end with
+    ``hold_last``; one point when the range is a point)."""
     low = max(xs[0] for xs, _ in runs)
-    high = min(xs[-1] for xs, _ in runs)
+    high = max(xs[-1] for xs, _ in runs) if hold_last else min(xs[-1] for xs, _ in runs)
     if high <= low:
         return [low] if high == low else []
     return [low + (high - low) * i / (points - 1) for i in range(points)]

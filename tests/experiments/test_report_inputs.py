@@ -1,0 +1,179 @@
+"""``rlearn report`` on experiment dirs it did not write itself: it runs no code from them, leaves out runs
+that do not belong, says what the runs really did and what its statistics can and cannot tell, and names the
+file and line of a row it cannot use (CLI as a subprocess, as a user runs it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rliable")
+
+from rlearn.config import dump_config, load_config  # noqa: E402
+
+REPS = 50
+
+
+def rlearn(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rlearn", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def write_evaluations(work_dir: Path, rows) -> None:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    (work_dir / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def eval_rows(final: float, steps=(3072, 6144), start: float = 1000.0):
+    return [{"envstep": s, "train_iter": s // 256, "time": start + 10.0 * (i + 1), "returns": [final * (i + 1) / len(steps)] * 2,
+             "lengths": [10, 10]} for i, s in enumerate(steps)]
+
+
+@pytest.fixture(scope="module")
+def configs():
+    """Resolved configs as a sweep writes them: the experiment's, and a foreign algorithm's."""
+    ppo = load_config("ppo_cartpole", overrides=["train.max_env_steps=6000"])
+    return {"ppo": ppo, "dqn": load_config("dqn_cartpole")}
+
+
+def sweep_dir(root: Path, cfg, finals, name: str = "ppo_sweep") -> Path:
+    """A sweep dir: ``config.py``, ``sweep.json`` and one run per final return, each with its config."""
+    exp = root / name
+    exp.mkdir(parents=True)
+    dump_config(cfg, exp / "config.py")
+    runs = {}
+    for seed, final in enumerate(finals):
+        work = exp / f"seed_{seed}"
+        write_evaluations(work, eval_rows(final))
+        dump_config({**cfg, "seed": seed}, work / "config.py")
+        runs[str(seed)] = {"status": "finished", "work_dir": work.name, "attempts": 1, "wall_s": 1.0, "exit_code": 0}
+    (exp / "sweep.json").write_text(json.dumps({"config": "ppo_cartpole", "overrides": [], "seeds": list(range(len(finals))),
+                                                "runs": runs}))
+    return exp
+
+
+def test_report_runs_no_code_from_the_dirs_it_reads(tmp_path, configs):
+    exp = sweep_dir(tmp_path, configs["ppo"], [100.0, 200.0, 300.0])
+    marker = tmp_path / "code_ran"
+    planted = f"open({str(marker)!r}, 'w').close()\n"
+    for config in (exp / "config.py", exp / "seed_0" / "config.py"):
+        config.write_text(planted + config.read_text())
+    done = rlearn("report", str(exp), "-o", str(tmp_path / "out"), "--reps", str(REPS))
+    assert not marker.exists(), "rlearn report executed a config.py of the dir it read"
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "CartPole-v1" in text and "3 runs (3 finished)" in text  # the config literals read as data
+    # a config.py that is code and no literal at all: that run cannot be told to belong, and still nothing runs
+    (exp / "seed_1" / "config.py").write_text(planted + "config = dict(exp_name='x')\n")
+    done = rlearn("report", str(exp), "-o", str(tmp_path / "out"), "--reps", str(REPS))
+    assert not marker.exists()
+    assert done.returncode == 0, done.stderr
+    assert f"{exp / 'seed_1' / 'config.py'} is not a config rlearn wrote" in done.stderr
+    assert f"{exp / 'seed_1'}: left out, it has no config.py that rlearn wrote" in done.stderr
+
+
+def test_a_run_of_another_experiment_is_left_out_and_named(tmp_path, configs):
+    exp = sweep_dir(tmp_path, configs["ppo"], [100.0, 200.0, 300.0])
+    foreign = exp / "seed_9"  # a DQN run copied in: another algorithm and budget
+    write_evaluations(foreign, eval_rows(14.0))
+    dump_config(configs["dqn"], foreign / "config.py")
+    other_lr = exp / "old_lr"  # a leftover of the same algorithm with another learning rate
+    write_evaluations(other_lr, eval_rows(500.0))
+    dump_config({**configs["ppo"], "policy": {**configs["ppo"]["policy"], "lr": 0.5}}, other_lr / "config.py")
+    done = rlearn("report", str(exp), "-o", str(tmp_path / "out"), "--reps", str(REPS))
+    assert done.returncode == 0, done.stderr
+    assert f"{foreign}: left out, not a run of this experiment" in done.stderr
+    assert "policy.type: 'ppo' -> 'dqn'" in done.stderr
+    assert f"{other_lr}: left out, not a run of this experiment (policy.lr: 0.001 -> 0.5)" in done.stderr
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert scores["sections"]["evaluation"]["scores"]["ppo_sweep"] == [100.0, 200.0, 300.0]
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "3 runs (3 finished)" in text
+    # the runs did 6144 env steps (whole rollouts), not the configured 6000
+    assert "6144 env steps per run (train.max_env_steps 6000)" in text
+    assert "seed_9" in text and "left out" in text
+
+
+def test_iqm_is_described_as_what_it_is_and_few_runs_give_no_verdict(tmp_path, configs):
+    a = sweep_dir(tmp_path, configs["ppo"], [100.0, 110.0, 120.0], "lr_a")
+    b = sweep_dir(tmp_path, configs["ppo"], [300.0, 310.0, 320.0], "lr_b")
+    done = rlearn("report", str(a), str(b), "-o", str(tmp_path / "out"), "--reps", str(REPS))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "mean of the middle 50 % of runs" not in text
+    assert "with 3 runs nothing is trimmed: the IQM is the plain mean" in text
+    assert "unreliable" in text and "at least 10 runs" in text
+    # every run of lr_b beats every run of lr_a: P = 0 in every resample, a collapsed interval, no verdict
+    assert "beats" not in text and "beats" not in done.stdout
+    assert "collapsed" in text and "collapsed" in done.stdout
+
+
+def test_nan_returns_are_left_out_and_all_nan_is_one_line(tmp_path):
+    exp = tmp_path / "nan_exp"
+    write_evaluations(exp / "seed_0", eval_rows(100.0))
+    write_evaluations(exp / "seed_1", eval_rows(200.0))
+    write_evaluations(exp / "seed_2", [{"envstep": 100, "time": 1.0, "returns": [float("nan")], "lengths": [1]}])
+    done = rlearn("report", str(exp), "-o", str(tmp_path / "out"), "--reps", str(REPS))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "seed_2: left out" in done.stderr and "nan" in done.stderr
+    only_nan = tmp_path / "all_nan"
+    for seed in range(2):
+        write_evaluations(only_nan / f"seed_{seed}", [{"envstep": 100, "time": 1.0, "returns": [float("nan")], "lengths": [1]}])
+    done = rlearn("report", str(only_nan), "-o", str(tmp_path / "out2"), "--reps", str(REPS))
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("rlearn report: error: no run has a finite")
+
+
+WRONG_ROWS = [
+    '[1, 2, 3]',
+    '"text"',
+    '{"time": 5.0, "returns": [1.0]}',
+    '{"envstep": "a lot", "time": 5.0, "returns": [1.0]}',
+    '{"envstep": 100, "time": 5.0, "returns": "many"}',
+    '{"envstep": 100, "time": 5.0, "returns": ["x", 2]}',
+    '{"envstep": 100, "time": 5.0, "returns": [[1.0], [2.0]]}',
+    '{"envstep": 100, "time": {"s": 1}, "returns": [1.0]}',
+    '{"envstep": true, "time": 5.0, "returns": [1.0]}',
+    'null',
+]
+
+
+def test_evaluation_rows_of_the_wrong_shape_are_named_by_file_and_line(tmp_path):
+    exp = tmp_path / "exp"
+    bad_files = []
+    for seed, bad in enumerate(WRONG_ROWS):
+        write_evaluations(exp / f"seed_{seed}", eval_rows(100.0 + seed))
+        path = exp / f"seed_{seed}" / "evaluations.jsonl"
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join([lines[0], bad, lines[1]]) + "\n")
+        bad_files.append(path)
+    done = rlearn("report", str(exp), "-o", str(tmp_path / "out"), "--reps", str(REPS))
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    for path in bad_files:
+        assert f"{path}:2: " in done.stderr and "skipped" in done.stderr, path
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert scores["sections"]["evaluation"]["scores"]["exp"] == [100.0 + seed for seed in range(len(WRONG_ROWS))]
+
+
+def test_a_bad_train_key_value_is_named_by_file_and_line(tmp_path):
+    exp = tmp_path / "exp"
+    for seed in range(2):
+        work = exp / f"seed_{seed}"
+        write_evaluations(work, eval_rows(100.0))
+        rows = [{"train_iter": 1, "envstep": 100, "time": 1.0, "collector/episode_return_last5": 10.0 + seed},
+                {"train_iter": 2, "envstep": 200, "time": 2.0, "collector/episode_return_last5": "abc" if seed else 11.0},
+                {"train_iter": 3, "envstep": 300, "time": 3.0, "collector/episode_return_last5": [1, 2] if seed else 12.0}]
+        (work / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = rlearn("report", str(exp), "-o", str(tmp_path / "out"), "--reps", str(REPS), "--train-episodes", "5")
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    metrics = exp / "seed_1" / "metrics.jsonl"
+    assert f"{metrics}:2: " in done.stderr and f"{metrics}:3: " in done.stderr
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert scores["sections"]["training"]["scores"]["exp"] == [12.0, 11.0]
