@@ -177,3 +177,43 @@ def test_a_bad_train_key_value_is_named_by_file_and_line(tmp_path):
     assert f"{metrics}:2: " in done.stderr and f"{metrics}:3: " in done.stderr
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert scores["sections"]["training"]["scores"]["exp"] == [12.0, 11.0]
+
+
+def write_timed_run(work_dir: Path, final: float, seconds_per_iter: float, pause_after_iter=None, pause_s=0.0) -> None:
+    """A run as it writes its rows: a log every 4 iterations with its throughput, an evaluation every 8
+    (the last one returns ``final``); with ``pause_after_iter`` it was stopped there and resumed ``pause_s``
+    seconds later."""
+    work_dir.mkdir(parents=True)
+    metrics, evaluations = [], []
+    clock = 1000.0
+    for it in range(4, 33, 4):
+        clock += 4 * seconds_per_iter
+        if pause_after_iter is not None and it == pause_after_iter + 4:
+            clock += pause_s
+        metrics.append({"train_iter": it, "envstep": it * 100, "time": clock, "throughput/iters_per_sec": 1 / seconds_per_iter,
+                        "time/eval_s": 0.0, "time/checkpoint_s": 0.0})
+        if it % 8 == 0:
+            returns = [final * it / 32] * 2
+            evaluations.append({"envstep": it * 100, "train_iter": it, "time": clock, "returns": returns, "lengths": [1, 1]})
+    (work_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
+    (work_dir / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evaluations))
+
+
+def test_the_time_axis_is_training_time_so_a_resumed_experiment_keeps_its_curve(tmp_path):
+    from rlearn.experiments.report import TIME_AXIS, ReportOptions, build_report
+
+    resumed, plain = tmp_path / "resumed", tmp_path / "plain"
+    write_timed_run(resumed / "seed_0", 100.0, 1.0)
+    write_timed_run(resumed / "seed_1", 200.0, 1.0, pause_after_iter=16, pause_s=5000.0)  # stopped, resumed later
+    write_timed_run(plain / "seed_0", 300.0, 2.0)
+    write_timed_run(plain / "seed_1", 400.0, 1.5)
+    _, sections = build_report([resumed, plain], ReportOptions(reps=REPS))
+    section = sections[0]
+    assert section.time_axis == TIME_AXIS
+    xs, iqm, _ = section.curves["time"]["resumed"]
+    # 32 iterations at 1 s each, the 5000 s pause not counted; the IQM of two runs is their mean
+    assert xs[0] == 8.0 and xs[-1] == 32.0 and iqm[-1] == pytest.approx(150.0)
+    assert list(iqm) == pytest.approx([150.0 * x / 32 for x in xs])  # each run's return grows linearly in training time
+    xs, iqm, _ = section.curves["time"]["plain"]
+    # the faster run ended at 48 s and keeps its final score until the slower one ends at 64 s
+    assert xs[-1] == 64.0 and iqm[-1] == pytest.approx(350.0)
