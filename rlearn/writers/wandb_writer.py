@@ -14,6 +14,7 @@ docs/writers.md.
 from __future__ import annotations
 
 import errno
+import inspect
 import json
 import os
 import shutil
@@ -119,6 +120,47 @@ def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Tuple[in
     return last[0], last[1], counts[last] - 1
 
 
+# ----------------------------------------------------------------------------------------- options
+#: ``wandb.init`` arguments the writer sets itself (to start or continue the run)
+_OWN_INIT_ARGS = ("id", "resume", "config", "reinit")
+#: the writer's options that are W&B settings, with the setting's name
+_SETTINGS = {"project": "project", "entity": "entity", "name": "run_name", "group": "run_group", "tags": "run_tags",
+             "mode": "mode", "dir": "root_dir", "notes": "run_notes", "job_type": "run_job_type"}
+
+
+def check_options(wandb: Any, options: Mapping[str, Any], init_kwargs: Mapping[str, Any]) -> None:
+    """Check the writer's options as ``wandb.init`` would at the first write, but when the writer is built:
+    ``TypeError`` for an option ``wandb.init`` does not take or the writer sets itself, ``ValueError`` naming the
+    option whose value W&B's own settings refuse (``mode="offlinee"``)."""
+    known = set(inspect.signature(wandb.init).parameters) - set(options)
+    for option in init_kwargs:
+        if option in _OWN_INIT_ARGS:
+            raise TypeError(f"WandbWriter sets wandb.init's {option!r} itself (to start or continue the run); "
+                            "leave it out")
+        if option not in known:
+            raise TypeError(f"WandbWriter got an unknown option {option!r}: its options are "
+                            f"{', '.join(options)} and wandb.init's "
+                            f"{', '.join(sorted(known - set(_OWN_INIT_ARGS)))}")
+    given = {**options, **init_kwargs}
+    settings = {_SETTINGS[key]: value for key, value in given.items() if key in _SETTINGS and value is not None}
+    checks = [(None, settings)]
+    if isinstance(given.get("settings"), Mapping):
+        checks.append(("settings", dict(given["settings"])))
+    for option, values in checks:
+        try:
+            wandb.Settings(**values)
+        except ValueError as exc:  # pydantic's ValidationError
+            problem = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
+            field, *where = problem["loc"]
+            if option is None:
+                option = next(key for key, name in _SETTINGS.items() if name == field)
+            else:
+                where = [field, *where]
+            detail = "".join(f"item {part}: " if isinstance(part, int) else f"{part}: " for part in where)
+            raise ValueError(f"WandbWriter option {option}={given[option]!r} is refused by W&B: "
+                             f"{detail}{problem['msg']}") from None
+
+
 # ------------------------------------------------------------------------------------------ writer
 def _pending_row(value: Any) -> str:
     """A row W&B had not written at the checkpoint: ``[train_iter, envstep, k, {name: value}]``."""
@@ -153,7 +195,8 @@ class WandbWriter(TrackingWriter):
                  tags: Optional[Sequence[str]] = None, mode: Optional[str] = None, dir: Optional[str] = None,
                  **init_kwargs: Any) -> None:
         super().__init__(work_dir, logger)
-        require("wandb", "wandb")  # fail when the run is built, not at its first log
+        check_options(require("wandb", "wandb"), dict(project=project, entity=entity, name=name, group=group,
+                                                      tags=tags, mode=mode, dir=dir), init_kwargs)
         self.project, self.entity, self.group, self.mode = project, entity, group, mode
         self.run_name = name if name is not None else (self.work_dir.name if self.work_dir is not None else None)
         self.tags = list(tags) if tags else None

@@ -434,3 +434,22 @@ def test_an_mlflow_server_that_is_down_is_reported_at_start_up_and_the_run_goes_
     assert errors[0] < starting  # at start-up, before the first iteration
     assert {row["train_iter"] for row in read_jsonl(work / "metrics.jsonl")} == {2}  # training went on
     assert any("writer off:  MlflowWriter could not write (OSError: MLflow tracking server" in line for line in log)
+
+
+@pytest.mark.parametrize("option, message", [
+    ('"mode":"offlinee"', "rlearn train: error: learner: WandbWriter option mode='offlinee' is refused by W&B: "),
+    ('"projet":"x"', "rlearn train: error: learner: learner.writers: bad options for the 'wandb' writer "
+                     "{'projet': 'x'}: WandbWriter got an unknown option 'projet'"),
+])
+def test_a_bad_wandb_option_is_a_config_error_before_training(tmp_path, option, message):
+    """Before: the option reached wandb.init at the first write: an ERROR with a traceback, a run without W&B, rc 0."""
+    pytest.importorskip("wandb")
+    work = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "rlearn", "train", str(ROOT / "examples" / "custom_policy.py"), "--work-dir", str(work),
+         "--set", "train.max_env_steps=64", "eval.freq=none", f'learner.writers=["table",{{"type":"wandb",{option}}}]'],
+        capture_output=True, text=True, cwd=ROOT, timeout=150, env={**__import__("os").environ, "WANDB_MODE": "offline"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1].startswith(message), done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not (work / "ckpt").exists() and not (work / "wandb").exists()  # stopped before training

@@ -182,3 +182,23 @@ def test_mlflow_server_that_never_answers_is_given_up_after_the_bounded_check(tm
         writer.write_scalars({"loss_avg": 1.0}, 1, 8)
     assert str(silent.value) == (f"MLflow tracking server {silent_server} cannot be reached (no answer within "
                                  "0.5 s); is it running, and is tracking_uri right?")
+
+
+@pytest.mark.parametrize("options, error, message", [
+    (dict(mode="offlinee"), ValueError, "WandbWriter option mode='offlinee' is refused by W&B: Input should be "
+                                        "'online', 'offline', 'shared', 'disabled', 'dryrun' or 'run'"),
+    (dict(project=3), ValueError, "WandbWriter option project=3 is refused by W&B: Input should be a valid string"),
+    (dict(tags=["a", 3]), ValueError, "WandbWriter option tags=['a', 3] is refused by W&B: item 1: Input should "
+                                      "be a valid string"),
+    (dict(settings={"x_no_such_setting": 1}), ValueError, "WandbWriter option settings={'x_no_such_setting': 1} "
+                                                          "is refused by W&B: x_no_such_setting: Extra inputs are not permitted"),
+    (dict(projet="x"), TypeError, "WandbWriter got an unknown option 'projet'"),
+    (dict(resume="must"), TypeError, "WandbWriter sets wandb.init's 'resume' itself"),
+])
+def test_wandb_options_are_checked_when_the_writer_is_built(tmp_path, wandb_env, options, error, message):
+    from rlearn.writers.wandb_writer import WandbWriter
+
+    with pytest.raises(error) as refused:
+        WandbWriter(tmp_path / "work", **options)
+    assert str(refused.value).startswith(message), str(refused.value)
+    assert not (tmp_path / "work").exists() and not list(wandb_env.iterdir())  # nothing started, nothing written
