@@ -49,6 +49,15 @@ def _finite_sum(arrays: List[np.ndarray]) -> bool:
         return math.isfinite(values.sum(dtype=np.float64))
 
 
+class ReplayBatch(dict):
+    """A minibatch drawn from a :class:`ReplayBuffer` (what :meth:`~ReplayBuffer.sample` returns): a plain dict
+    of tensors whose values :meth:`ReplayBuffer.add` checked when they entered (shapes, dtypes, finite values,
+    0/1 ``terminated`` flags), so a learner need not test them again (for NaN: a host sync per batch on an
+    accelerator). :func:`rlearn.rl.check_replay_batch` skips that test for it; any other mapping is tested."""
+
+    __slots__ = ()
+
+
 def _check_int(value: Any, what: str, low: int) -> None:
     if not is_int(value) or value < low:
         raise ValueError(f"{what} must be an int >= {low}, got {value!r}")
@@ -183,9 +192,10 @@ class ReplayBuffer:
         self._castable.add((key, dtype))
 
     # --------------------------------------------------------------------------------------- sample
-    def sample(self, batch_size: int) -> Dict[str, torch.Tensor]:
+    def sample(self, batch_size: int) -> ReplayBatch:
         """A batch of ``batch_size`` transitions drawn uniformly with replacement: CPU tensors ``[B, ...]`` of
-        every field that own their memory, float32 except integer (discrete) actions, which are int64."""
+        every field that own their memory, float32 except integer (discrete) actions, which are int64. Nothing
+        is checked again here (:meth:`add` did): the batch is a :class:`ReplayBatch` that says so."""
         if type(batch_size) is not int or batch_size < 1:  # the common case without an ABC check
             _check_int(batch_size, "ReplayBuffer.sample: batch_size", 1)
         if self._size == 0:
@@ -201,10 +211,10 @@ class ReplayBuffer:
         index = self._rng.integers(0, self._size, size=int(batch_size))
         return self.gather(index)
 
-    def gather(self, index: np.ndarray) -> Dict[str, torch.Tensor]:
+    def gather(self, index: np.ndarray) -> ReplayBatch:
         """The transitions at storage positions ``index`` (ints in ``[0, len(self))``), as :meth:`sample`
         returns them."""
-        batch = {}
+        batch = ReplayBatch()
         for key, store in self._storage.items():
             picked = store.take(index, axis=0)
             want = self._sample_dtypes[key]
@@ -241,7 +251,8 @@ class ReplayBuffer:
         size = ahead.batch_size
         drawn = draws.draw_batches(self._rng, self._size, size, count)
         fields = {key: tensor.split(size) for key, tensor in self.gather(drawn.values.reshape(-1)).items()}
-        ahead.batches = [{key: parts[i] for key, parts in fields.items()} for i in range(count - 1, -1, -1)]
+        ahead.batches = [ReplayBatch({key: parts[i] for key, parts in fields.items()})
+                         for i in range(count - 1, -1, -1)]
         ahead.chunk_taken, ahead.drawn = 0, drawn
 
     def _drop_prefetch(self) -> None:

@@ -8,6 +8,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 
+from rlearn.buffer.replay import ReplayBatch
+
 __all__ = ["BATCH_KEYS", "check_replay_batch", "host_values"]
 
 #: what ``ReplayBuffer.sample`` hands ``_forward_learn``
@@ -29,7 +31,8 @@ def check_replay_batch(data: Any, owner: str, device: torch.device, obs_shape: S
     Observations come back flattened to ``[B, obs_dim]``, continuous actions (``n_actions`` None) to ``[B, dim]``,
     all float32; discrete actions as int64 indices ``[B]``. Every problem raises naming ``owner`` and the key:
     not a dict, a missing key, a wrong type, dtype or shape, an index out of range, a NaN/inf value (one sum over
-    every float finds those: one host transfer per batch).
+    every float finds those: one host transfer per batch). A :class:`~rlearn.buffer.ReplayBatch` (what
+    ``ReplayBuffer.sample`` returns) skips the NaN/inf test: ``ReplayBuffer.add`` checked its values.
     """
     name = f"{owner}._forward_learn"
     if not isinstance(data, abc.Mapping):  # collections.abc's: a third of typing.Mapping's check time
@@ -59,13 +62,14 @@ def check_replay_batch(data: Any, owner: str, device: torch.device, obs_shape: S
         if value.dtype != dtype or value.device != device:  # each call costs a dispatch
             value = value.to(device, dtype, non_blocking=True)
         out.append(value.reshape(batch, -1) if len(shape) > 1 else value)
+    if isinstance(data, ReplayBatch):  # drawn from a ReplayBuffer, whose add() checked its values
+        if discrete:
+            _check_indices(out[1], name, n_actions, None)
+        return tuple(out)
     floats = [t for key, t in zip(BATCH_KEYS, out) if not (discrete and key == "action")]
     total = torch.cat([t.reshape(-1) for t in floats]).sum()
     if discrete:
-        low, high = torch.aminmax(out[1])
-        total, low, high = host_values([total, low, high])
-        if low < 0 or high >= n_actions:
-            raise ValueError(f"{name}: batch['action'] holds indices outside [0, {n_actions})")
+        total = _check_indices(out[1], name, n_actions, total)
     else:
         total = total.item()
     if not math.isfinite(total):
@@ -73,3 +77,13 @@ def check_replay_batch(data: Any, owner: str, device: torch.device, obs_shape: S
         if bad:
             raise ValueError(f"{name}: non-finite values (NaN/inf) in batch {bad}; nothing was updated")
     return tuple(out)
+
+
+def _check_indices(action: torch.Tensor, name: str, n_actions: int, total: Optional[torch.Tensor]) -> Any:
+    """Refuse discrete actions outside ``[0, n_actions)``; fetches ``total`` (if any) in the same host transfer
+    and returns its value."""
+    low, high = torch.aminmax(action)
+    values = host_values([low, high] if total is None else [low, high, total])
+    if values[0] < 0 or values[1] >= n_actions:
+        raise ValueError(f"{name}: batch['action'] holds indices outside [0, {n_actions})")
+    return values[2] if total is not None else None
