@@ -11,17 +11,18 @@ from typing import Any, Dict, Optional, Tuple
 
 from rlearn import trace
 from rlearn.hooks.base import Hook, Priority, optional_int_arg
+from rlearn.monitor.statistics import RESERVED_NAMES
 from rlearn.registry import HOOKS
 from rlearn.trace.recorder import MONOTONIC_CLOCK
 from rlearn.writers.base import ScalarValue
-from rlearn.writers.table import EMPTY, TableWriter, format_value
+from rlearn.writers.table import TableWriter, format_value
 
 __all__ = ["LogShowHook", "THROUGHPUT_KEYS", "PAUSE_KEYS", "format_value"]
 
 #: the throughput names written beside the statistics (TensorBoard: ``throughput_iter/...``, ``throughput_step/...``)
-THROUGHPUT_KEYS = ("throughput/iters_per_sec", "throughput/env_steps_per_sec")
+THROUGHPUT_KEYS = RESERVED_NAMES[3:5]
 #: what the throughput leaves out: pause kind -> the name of its seconds in the interval (written after the throughput)
-PAUSE_KEYS = {"eval": "time/eval_s", "checkpoint": "time/checkpoint_s"}
+PAUSE_KEYS = dict(zip(("eval", "checkpoint"), RESERVED_NAMES[5:7]))
 
 
 @HOOKS.register
@@ -147,21 +148,9 @@ class LogShowHook(Hook):
     def _warn_never_reported(self, learner: Any) -> None:
         periods = getattr(learner.policy, "monitor_periods", None)  # key -> iterations between reports
         periods = dict(periods()) if callable(periods) else {}
-        for key in learner.monitor_vars():
-            if key in self._warned_never or learner.ever_reported(key):
-                continue
-            if learner.train_iter < max(learner.monitor.window_size(key), periods.get(key, 1)):
-                continue  # its own window, or the period the policy declares, has not elapsed yet: it may not be due
-            self._warned_never.add(key)
-            owner = learner.monitor_var_owner(key)
-            period_hint = (f"declare its period in {type(learner.policy).__name__}._monitor_periods_learn() and "
-                           if owner.endswith("._monitor_vars_learn()") else "")
-            learner.logger.warning(
-                "declared monitor key %r has never been reported after %d iterations: %s. It is declared by %s: "
-                "if it is never produced, remove it there; if it is reported rarely, %sgive it a window of at "
-                "least its period (learner.monitor_windows).",
-                key, learner.train_iter, _where_missing(learner.writers), owner, period_hint,
-            )
+        learner.metrics.warned_never |= self._warned_never
+        learner.metrics.warn_never_reported(learner.train_iter, periods, type(learner.policy).__name__)
+        self._warned_never = set(learner.metrics.warned_never)
 
     def state_dict(self) -> Dict[str, Any]:
         """Number of logs so far and the keys already warned about (so a resumed run does not repeat)."""
@@ -171,12 +160,3 @@ class LogShowHook(Hook):
         self.logs = int(state["logs"])
         self._warned_never = set(state["warned_never"])
 
-
-def _where_missing(writers: Any) -> str:
-    """What a key without a value looks like in the writers that are on."""
-    tables = [writer.name for writer in writers if isinstance(writer, TableWriter)]
-    others = [writer.name for writer in writers if not isinstance(writer, TableWriter)]
-    parts = [f"the table ({', '.join(tables)}) shows {EMPTY!r}"] if tables else []
-    if others:
-        parts.append(f"{', '.join(others)} write no point for it")
-    return "; ".join(parts) if parts else "no writer is on (learner.writers), so it is shown nowhere"

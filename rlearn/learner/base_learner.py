@@ -13,17 +13,18 @@ from __future__ import annotations
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
 from rlearn.hooks.base import HookManager, build_hook
 from rlearn.config import ConfigError, is_int, resolve_section, undeclared_window_warnings
 from rlearn.learner.checkpoints import LearnerCheckpoints
-from rlearn.learner.metric_path import MetricPath
-from rlearn.logging import LogProcessor, MessageHub, get_logger
-from rlearn.monitor import TickMonitor
+from rlearn.logging import MessageHub, get_logger
+from rlearn.monitor import IrregularKey, LogProcessor, LogProcessorConfigError, Metrics, TickMonitor
+from rlearn.monitor.metrics import HOOK_OWNER
 from rlearn.registry import defined_at
 from rlearn.trace import get_tracer, span
 from rlearn.writers import Writer, build_writers
+from rlearn.writers.base import ScalarValue
 
 __all__ = ["BaseLearner", "LearnerConfigError"]
 
@@ -34,7 +35,7 @@ class LearnerConfigError(ConfigError):
     """A learner config key is unknown or has a bad value; the message names it (``learner.log_freq``)."""
 
 
-class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
+class BaseLearner(LearnerCheckpoints, HookManager):
     """Runs train iterations of a policy, monitors their metrics and saves/loads checkpoints.
 
     Args:
@@ -53,10 +54,10 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
     Attributes:
         train_iter: completed train iterations.
         envstep: env steps collected so far (global across ranks), as passed to :meth:`train`.
-        monitor: the :class:`~rlearn.monitor.TickMonitor` (one tick per iteration).
-        statistics: the statistics step, a :class:`~rlearn.logging.LogProcessor` configured by
-            ``learner.log_processor.custom_cfg`` (``<key>_avg`` for every key by default).
-        writers: the list of :class:`~rlearn.writers.Writer` every shown number goes to.
+        metrics: the run's :class:`~rlearn.monitor.Metrics` (declared keys, recording, statistics, writers);
+            ``monitor`` (its :class:`~rlearn.monitor.TickMonitor`, one tick per iteration), ``statistics`` (its
+            :class:`~rlearn.logging.LogProcessor`, ``learner.log_processor.custom_cfg``) and ``writers`` (the
+            list of :class:`~rlearn.writers.Writer` every shown number goes to) are its parts.
         message_hub: a :class:`~rlearn.logging.MessageHub` whose ``update_scalar`` records into :attr:`monitor`;
             runtime info: ``train_iter``, ``envstep``, ``lr``, ``rank``, ``world_size``, ``work_dir``, ``policy``.
         run_config: optional full run config (set by the pipeline); saved in checkpoints when not None.
@@ -90,37 +91,31 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
 
         self.train_iter = 0
         self.envstep = 0
-        self.monitor = TickMonitor(window_size=self.cfg["monitor_window"], window_sizes=self.cfg["monitor_windows"])
-
-        try:
-            self.statistics = LogProcessor(custom_cfg=self.cfg["log_processor"].get("custom_cfg") or [])
-        except ValueError as exc:
-            raise LearnerConfigError(f"learner.log_processor.{exc}") from exc
-        self.statistics.prepare(self.monitor)  # last_n rings and since-start sums fill from the first value
+        monitor = TickMonitor(window_size=self.cfg["monitor_window"], window_sizes=self.cfg["monitor_windows"])
         if writers is None:  # the writers ``learner.writers`` names, on rank 0 only
             writers = build_writers(self.cfg["writers"], self.work_dir, self.logger) if rank == 0 else []
-        self.writers: List[Writer] = list(writers)
-        #: writers disabled after an error: name -> the error (see rlearn.learner.metric_path.call_writers)
-        self.failed_writers: Dict[str, str] = {}
-        for writer in self.writers:
-            if not isinstance(writer, Writer):
-                raise TypeError(f"learner writers must be rlearn.writers.Writer instances, got {type(writer).__name__}")
-
-        self._policy_vars: List[str] = list(policy.monitor_vars())
-        collect = getattr(policy, "monitor_vars_collect", None)
-        self._collect_vars = {f"collector/{key}" for key in (collect() if callable(collect) else ())}
-        self._lr_keys: Dict[str, str] = self._learner_lr_keys()
-        self._extra_vars: List[str] = []
-        self._declared = set(self._policy_vars) | set(self._lr_keys.values())
-        self._warned_undeclared: set = set()
-        self._reported_anywhere: set = set()  # declared keys some rank has reported (multi-process runs)
+        try:
+            statistics = LogProcessor(custom_cfg=self.cfg["log_processor"].get("custom_cfg") or [])
+            self.metrics = Metrics(monitor, statistics, writers, self.logger, self.cfg["strict"], rank)
+            name = type(policy).__name__
+            collect = getattr(policy, "monitor_vars_collect", None)
+            collect_keys = [IrregularKey(f"collector/{k}") if isinstance(k, IrregularKey) else f"collector/{k}"
+                            for k in (collect() if callable(collect) else ())]
+            learn_keys = [key for key in policy.monitor_vars() if key not in set(collect_keys)]
+            self.metrics.declare(learn_keys, f"{name}._monitor_vars_learn()")
+            self.metrics.declare(collect_keys, f"{name}._monitor_vars_collect()")
+            self._lr_keys: Dict[str, str] = self._learner_lr_keys()
+            self.metrics.declare(list(self._lr_keys.values()), "the learner")
+        except LogProcessorConfigError as exc:
+            raise LearnerConfigError(f"learner.log_processor.{exc}") from exc
+        self._learn_owner = f"{name}._monitor_vars_learn()"
         self._states: Dict[str, Any] = {}
         self._tick_pending = False
         self._windows_checked = False
 
         # the current hub: MessageHub.get_current_instance().update_scalar(...) from anywhere records here
         self.message_hub = MessageHub.get_instance(f"rlearn.learner.{next(_hub_ids)}")
-        self.message_hub.attach(self.monitor, self.record, live_info={
+        self.message_hub.attach(monitor, self.record, live_info={
             "train_iter": (lambda: self.train_iter, True), "envstep": (lambda: self.envstep, True),
             "lr": (self._current_lrs, False)})
         self._publish_info()
@@ -196,14 +191,11 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
             )
         self._record_lrs()
         try:
-            if type(info) is dict and info.keys() <= self._declared:  # _record's fast path, without its owner string
-                self.monitor.update(info)
-            else:
-                self._record(info, f"{type(self.policy).__name__}._monitor_vars_learn()")
-        except TypeError as exc:  # a value that is not a scalar: name the method that returned it
+            self.metrics.record(info, self._learn_owner)
+        except (TypeError, ValueError) as exc:  # a value that is not a scalar: name the method that returned it
             method = getattr(type(self.policy), "_forward_learn", None)
-            raise TypeError(f"{type(self.policy).__name__}._forward_learn ({defined_at(method)}) returned a bad "
-                            f"value: {exc}") from exc
+            raise type(exc)(f"{type(self.policy).__name__}._forward_learn ({defined_at(method)}) returned a bad "
+                            f"key or value: {exc}") from exc
         self.train_iter += 1
         self._tick_pending = True
         try:
@@ -222,3 +214,114 @@ class BaseLearner(MetricPath, LearnerCheckpoints, HookManager):
                        for name, key in self._lr_keys.items() if name in optimizers}
             if lr_info:
                 self.monitor.update(lr_info)
+
+    def _learner_lr_keys(self) -> Dict[str, str]:
+        """optimizer name -> the learner's own lr key (empty if the policy reports its own cur_lr*)."""
+        if any(key.startswith("cur_lr") for key in self.metrics.keys()):
+            return {}
+        names = list(self.policy.optimizers())
+        return {names[0]: "cur_lr"} if len(names) == 1 else {name: f"cur_lr_{name}" for name in names}
+
+    # ------------------------------------------------------------------------- the metric path (self.metrics)
+    @property
+    def monitor(self) -> TickMonitor:
+        return self.metrics.monitor
+
+    @property
+    def statistics(self) -> LogProcessor:
+        return self.metrics.statistics
+
+    @property
+    def writers(self) -> List[Writer]:
+        return self.metrics.writers.writers
+
+    @property
+    def failed_writers(self) -> Dict[str, str]:
+        """Writers disabled after an error: name -> the error."""
+        return self.metrics.writers.failed
+
+    def monitor_vars(self) -> List[str]:
+        """Declared monitor keys in declaration order: the policy's (learn keys, then its collect keys as
+        ``collector/<key>``), the learner's ``cur_lr`` keys, then those of :meth:`declare_monitor_vars`."""
+        return self.metrics.keys()
+
+    def monitor_var_owner(self, key: str) -> str:
+        """Where ``key`` is declared, for messages (``<Policy>._monitor_vars_learn()``, ``the learner``...)."""
+        return self.metrics.owner(key)
+
+    def irregular_keys(self) -> Set[str]:
+        """The declared keys reported only when something happens (:func:`rlearn.monitor.irregular`)."""
+        return self.metrics.irregular_keys()
+
+    def ever_reported(self, key: str) -> bool:
+        return self.metrics.ever_reported(key)
+
+    def declare_monitor_vars(self, keys: Iterable[str], irregular: bool = False) -> None:
+        """Declare keys recorded by hooks or the pipeline (``data_time``, ``collector/episode_return``...);
+        ``irregular=True``: reported only when something happens. A bad key raises ``TypeError``/``ValueError``,
+        a key whose default name a ``custom_cfg`` entry takes :class:`LearnerConfigError`."""
+        try:
+            self.metrics.declare(keys, HOOK_OWNER, irregular)
+        except LogProcessorConfigError as exc:
+            raise LearnerConfigError(f"learner.log_processor.{exc}") from exc
+
+    def record(self, info: Mapping[str, Any]) -> None:
+        """Record ``info`` (keys of hooks or the pipeline) at the current tick (:meth:`Metrics.record`)."""
+        self.metrics.record(info)
+
+    def record_collect(self, metrics: Mapping[str, Any]) -> None:
+        """Record the policy's collect-side metrics (``CollectResult.metrics``: a scalar or the list of values
+        of one collect call per key) at the current tick, as ``collector/<key>``; all-or-nothing."""
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"learner.record_collect expects a dict key -> values, got {type(metrics).__name__}")
+        self.metrics.record_columns({f"collector/{key}": list(v) if isinstance(v, (list, tuple)) else [v]
+                                     for key, v in metrics.items()}, f"{type(self.policy).__name__}._monitor_vars_collect()")
+
+    def last_tick(self) -> int:
+        """The monitor tick of the last completed iteration: the current tick inside ``after_iter`` hooks, the one
+        before it once :meth:`train` has returned; the final log of a run ends its windows there."""
+        return self.monitor.tick_count if self._tick_pending else self.monitor.tick_count - 1
+
+    def metric_keys(self, keys: Union[None, str, Sequence[str]] = None) -> List[str]:
+        return self.metrics.metric_keys(keys)
+
+    def log_metrics(self, keys: Union[None, str, Sequence[str]] = None, end: Optional[int] = None,
+                    extra: Optional[Mapping[str, ScalarValue]] = None) -> Dict[str, ScalarValue]:
+        """Write ``extra`` and the statistics of ``keys`` at (``train_iter``, ``envstep``) (:meth:`Metrics.log`)."""
+        return self.metrics.log(self.train_iter, self.envstep, keys, end, extra)
+
+    def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: Optional[int] = None,
+                      step_env: Optional[int] = None) -> None:
+        """Hand ``scalars`` (final names) to every writer at (``step_iter``, ``step_env``), default now."""
+        self.metrics.writers.write_scalars(scalars, self.train_iter if step_iter is None else step_iter,
+                                           self.envstep if step_env is None else step_env)
+
+    def write_text(self, tag: str, text: str, step_iter: Optional[int] = None) -> None:
+        self.metrics.writers.write_text(tag, text, self._at(step_iter))
+
+    def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: Optional[int] = None,
+                    step_env: Optional[int] = None) -> None:
+        """A recorded episode (H x W x 3 uint8 ``frames`` at ``fps``) under ``name`` to every writer."""
+        self.metrics.writers.write_video(name, frames, fps, self._at(step_iter), self.envstep if step_env is None else step_env)
+
+    def write_config(self, config: Optional[Mapping[str, Any]] = None, step_iter: Optional[int] = None) -> None:
+        """The run's resolved config (default :attr:`run_config`) to every writer, when a run starts or resumes."""
+        config = self.run_config if config is None else config
+        if config is not None:
+            self.metrics.writers.write_config(config, self._at(step_iter))
+
+    def write_hparams(self, metrics: Mapping[str, float], hparams: Optional[Mapping[str, Any]] = None) -> None:
+        """The hyper-parameters (default: :attr:`run_config` flattened) and final ``metrics`` to every writer."""
+        if hparams is None and self.run_config is not None:
+            from rlearn.config import flatten
+
+            hparams = flatten(self.run_config)
+        if hparams is not None:
+            self.metrics.writers.write_hparams(hparams, dict(metrics), self.train_iter)
+
+    def close(self) -> None:
+        """Close every writer (a later write opens new files)."""
+        self.metrics.writers.close()
+
+    def _at(self, step_iter: Optional[int]) -> int:
+        return self.train_iter if step_iter is None else step_iter

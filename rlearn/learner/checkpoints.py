@@ -13,8 +13,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Union
 from rlearn import __version__
 from rlearn.checkpoint import files as ckpt
 from rlearn.checkpoint.fit import check_policy_state, listing
-from rlearn.learner.metric_path import call_writers, unique_names
-from rlearn.writers import TensorBoardWriter
+from rlearn.writers.base import unique_names
 
 __all__ = ["LearnerCheckpoints"]
 
@@ -52,14 +51,12 @@ class LearnerCheckpoints:
             "envstep": self.envstep,
             "saved_at": time.time(),
             "learner": {
-                "monitor": self.monitor.state_dict(),
+                **self.metrics.state_dict(),
                 "tick_pending": self._tick_pending,
-                "message_hub": self.message_hub.state_dict(),
-                "warned_undeclared": sorted(self._warned_undeclared),
-                "extra_monitor_vars": list(self._extra_vars),
+                "message_hub": self._hub_state(),
                 "writers": {
                     name: state
-                    for name, writer in self._stateful_writers().items()
+                    for name, writer in self.metrics.writers.by_name().items()
                     if (state := writer.state_dict()) is not None
                 },
             },
@@ -69,6 +66,12 @@ class LearnerCheckpoints:
             "rng": ckpt.capture_rng_state(),
             "config": copy.deepcopy(dict(self.run_config)) if self.run_config is not None else None,
         }
+
+    def _hub_state(self) -> Dict[str, Any]:
+        """The message hub's state with its scalar histories as plain containers (safe loading)."""
+        state = self.message_hub.state_dict()
+        state["log_scalars"] = {key: buffer.state_dict() for key, buffer in state["log_scalars"].items()}
+        return state
 
     def save_checkpoint(self, path: Union[str, Path, None] = None, copies: Sequence[Union[str, Path]] = ()) -> Path:
         """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``)
@@ -83,7 +86,7 @@ class LearnerCheckpoints:
                 raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
             path = self.work_dir / "ckpt" / f"iteration_{self.train_iter}.pt"
         path = Path(path)
-        call_writers(self, "flush")
+        self.metrics.writers.flush()
         checkpoint = self.checkpoint_dict()
         self.call_hook("before_save_checkpoint", checkpoint)
         data = ckpt.serialize_checkpoint(checkpoint)
@@ -121,7 +124,7 @@ class LearnerCheckpoints:
 
         learner_state = checkpoint["learner"]
         apply("the policy", lambda: self.policy.load_state_dict(checkpoint["policy"]))
-        apply("the monitor", lambda: self.monitor.load_state_dict(learner_state["monitor"]))
+        apply("the monitor", lambda: self.metrics.load_state_dict(learner_state))
         configured = {key: self.cfg["monitor_windows"].get(key, self.cfg["monitor_window"]) for key in self.monitor_vars()}
         restored = {key: self.monitor.window_size(key) for key in configured}
         if configured != restored:
@@ -140,17 +143,13 @@ class LearnerCheckpoints:
         apply("the RNG states", lambda: ckpt.restore_rng_state(checkpoint["rng"]))
         self.train_iter = int(checkpoint["train_iter"])
         self.envstep = int(checkpoint["envstep"])
-        self._warned_undeclared = set(learner_state.get("warned_undeclared", ()))
-        self.declare_monitor_vars(learner_state.get("extra_monitor_vars", ()))
         writer_states = dict(learner_state.get("writers", {}))
-        if "tb_points" in learner_state:  # checkpoints written before writers existed
-            writer_states.setdefault(TensorBoardWriter.__name__, {"points": learner_state["tb_points"]})
-        for name, writer in self._stateful_writers().items():
+        for name, writer in self.metrics.writers.by_name().items():
             if name in writer_states:
                 apply(f"writer {name}", lambda w=writer, n=name: w.load_state_dict(writer_states[n]))
         self._publish_info()
         if rewind_tensorboard:
-            call_writers(self, "rewind", self.train_iter, self.envstep)
+            self.metrics.writers.rewind(self.train_iter, self.envstep)
         self.call_hook("after_load_checkpoint", checkpoint)
         self.logger.info("resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep)
         return checkpoint
@@ -160,7 +159,7 @@ class LearnerCheckpoints:
         saved = learner_state.get("writers", {}) if isinstance(learner_state, Mapping) else {}
         if not isinstance(saved, Mapping):
             return [f"the writers' states are a {type(saved).__name__}, not a dict"]
-        return [f"writer {name}: {problem}" for name, writer in self._stateful_writers().items()
+        return [f"writer {name}: {problem}" for name, writer in self.metrics.writers.by_name().items()
                 if name in saved and (problem := writer.check_state(saved[name]))]
 
     def _check_compatible(self, path: Path, checkpoint: Mapping[str, Any]) -> None:

@@ -9,40 +9,52 @@ import threading
 import warnings
 from collections import OrderedDict
 from types import MappingProxyType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from rlearn.monitor import HistoryBuffer
 from rlearn.monitor.history_buffer import check_count, check_value
+from rlearn.monitor.scalars import check_key
 
 
 __all__ = ["MessageHub"]
 
-_STATE_VERSION = 2
 _MISSING = object()
 
 
 class MessageHub:
     """Where the components of a run publish scalars and runtime state.
 
+    Args:
+        name: the hub's name (:attr:`instance_name`).
+        log_scalars: ``{key: HistoryBuffer}`` to start from.
+        runtime_info: ``{key: value}`` to start from.
+        resumed_keys: ``{key: bool}``: whether :meth:`state_dict` saves that scalar or info key (default True).
+
     *Scalars* (:meth:`update_scalar(s) <update_scalar>`, :meth:`get_scalar`, :attr:`log_scalars`): in a
     run (:meth:`attach`) they go into the run's monitor at the current train iteration, like a policy's
     keys; outside a run the hub keeps a :class:`~rlearn.monitor.HistoryBuffer` per key. *Runtime info*
-    is a dict; keys set with ``resumed=True`` survive a resume. :meth:`get_instance` and
-    :meth:`get_current_instance` give shared hubs; ``MessageHub(name)`` a private one.
+    is a dict. :meth:`get_instance` and :meth:`get_current_instance` give shared hubs; ``MessageHub(name)``
+    a private one.
     """
 
     _instances: "OrderedDict[str, MessageHub]" = OrderedDict()
     _lock = threading.RLock()
     DEFAULT_NAME = "rlearn"
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, log_scalars: Optional[Mapping[str, HistoryBuffer]] = None,
+                 runtime_info: Optional[Mapping[str, Any]] = None, resumed_keys: Optional[Mapping[str, bool]] = None) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"MessageHub name must be a non-empty str; got {name!r}")
         self.instance_name = name
-        self._runtime_info: Dict[str, Any] = OrderedDict()
-        self._resumed_keys: Set[str] = set()
-        self._log_scalars: Dict[str, HistoryBuffer] = OrderedDict()  # outside a run only
-        self._resumed_scalars: Set[str] = set()
+        self._log_scalars: Dict[str, HistoryBuffer] = OrderedDict(_mapping("log_scalars", log_scalars))
+        self._runtime_info: Dict[str, Any] = OrderedDict(_mapping("runtime_info", runtime_info))
+        self._resumed_keys: Dict[str, bool] = OrderedDict(_mapping("resumed_keys", resumed_keys))
+        for key, buffer in self._log_scalars.items():
+            if not isinstance(buffer, HistoryBuffer):
+                raise TypeError(f"MessageHub log_scalars[{key!r}] must be a HistoryBuffer; got {type(buffer).__name__}")
+        for key in self._resumed_keys:
+            if key not in self._log_scalars and key not in self._runtime_info:
+                raise KeyError(f"MessageHub resumed_keys names {key!r}, which is neither in log_scalars nor in runtime_info")
         self._monitor: Any = None  # the run's TickMonitor once attached
         self._record: Optional[Callable[[Mapping[str, Any]], None]] = None
         self._live: Dict[str, Tuple[Callable[[], Any], bool]] = {}
@@ -65,7 +77,7 @@ class MessageHub:
 
     @classmethod
     def get_instance(cls, name: str, **kwargs: Any) -> "MessageHub":
-        """The hub called ``name``, created if new (a hub takes its name only: ``kwargs`` raise ``TypeError``)."""
+        """The hub called ``name``, created if new or if ``kwargs`` (those of :class:`MessageHub`) are given."""
         with cls._lock:
             hub = cls._instances.get(name)
             if hub is None or kwargs:
@@ -95,7 +107,7 @@ class MessageHub:
             if buffer is None:
                 buffer = self._log_scalars[key] = HistoryBuffer()
             buffer.update(value, count)
-            (self._resumed_scalars.add if resumed else self._resumed_scalars.discard)(key)
+            self._resumed_keys[key] = bool(resumed)
             return
         if not (type(count) is int and count == 1) and check_count(count) != 1.0:
             raise ValueError(f"update_scalar({key!r}, count={count!r}): in a run every recorded value counts once "
@@ -147,7 +159,7 @@ class MessageHub:
         """Set runtime information ``key`` to ``value``; ``resumed=False``: not saved by :meth:`state_dict`."""
         _check_key(key)
         self._runtime_info[key] = value
-        (self._resumed_keys.add if resumed else self._resumed_keys.discard)(key)
+        self._resumed_keys[key] = bool(resumed)
 
     def update_info_dict(self, info_dict: Mapping[str, Any], resumed: bool = True) -> None:
         """:meth:`update_info` for every item of ``info_dict`` (all keys are checked first)."""
@@ -167,7 +179,7 @@ class MessageHub:
     def pop_info(self, key: str, default: Any = _MISSING) -> Any:
         """Remove runtime information ``key`` and return its value (``default``, or ``KeyError``, if missing)."""
         if key in self._runtime_info:
-            self._resumed_keys.discard(key)
+            self._resumed_keys.pop(key, None)
             return self._runtime_info.pop(key)
         if default is not _MISSING:
             return default
@@ -178,53 +190,60 @@ class MessageHub:
         """Read-only view of the runtime information (the run's live keys read now)."""
         if not self._live:
             return MappingProxyType(self._runtime_info)
-        return MappingProxyType({**self._runtime_info, **{k: get() for k, (get, _) in self._live.items()}})
+        return MappingProxyType({**self._runtime_info.copy(), **{k: get() for k, (get, _) in self._live.items()}})
 
     @property
     def resumed_keys(self) -> List[str]:
         """The runtime-info keys that :meth:`state_dict` saves, in insertion order."""
         live = [k for k, (_, resumed) in self._live.items() if resumed]
-        return [k for k in self._runtime_info if k in self._resumed_keys and k not in self._live] + live
+        return [k for k in list(self._runtime_info) if self._resumed_keys.get(k) and k not in self._live] + live
 
     def state_dict(self) -> Dict[str, Any]:
-        """The runtime info and scalars set with ``resumed=True`` (a value deepcopy refuses: left out, warned)."""
+        """``log_scalars`` (copies of the ``HistoryBuffer`` s), ``runtime_info`` and ``resumed_keys`` set with
+        ``resumed=True``, as MMEngine's; a value deepcopy refuses is left out, with a warning."""
         info: Dict[str, Any] = {}
         for key in self.resumed_keys:
             try:
                 info[key] = copy.deepcopy(self.get_info(key))
             except Exception as exc:  # noqa: BLE001 - anything deepcopy refuses is skipped, not fatal
                 warnings.warn(f"MessageHub {self.instance_name!r}: runtime info {key!r} is not saved ({exc})")
-        scalars = {k: b.state_dict() for k, b in self._log_scalars.items() if k in self._resumed_scalars}
-        return {"version": _STATE_VERSION, "runtime_info": info, "log_scalars": scalars}
+        scalars = {k: copy.deepcopy(b) for k, b in list(self._log_scalars.items()) if self._resumed_keys.get(k)}
+        return {"log_scalars": scalars, "runtime_info": info, "resumed_keys": dict.fromkeys([*scalars, *info], True)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` (other keys are kept); all checked first, a bad state changes nothing."""
+        """Restore :meth:`state_dict` (other keys are kept; a scalar may also be a ``HistoryBuffer.state_dict()``);
+        all checked first, a bad state changes nothing."""
         if not isinstance(state, Mapping):
             raise TypeError(f"MessageHub state must be a mapping; got {type(state).__name__}")
-        if "runtime_info" not in state:
-            raise KeyError("MessageHub state is missing runtime_info")
-        if state.get("version", _STATE_VERSION) not in (1, _STATE_VERSION):
-            raise ValueError(f"MessageHub state version {state.get('version')!r} is not supported")
-        info = state["runtime_info"]
-        if not isinstance(info, Mapping):
-            raise TypeError("MessageHub state: 'runtime_info' must be a mapping")
-        for key in info:
-            _check_key(key)
-        scalars = state.get("log_scalars", {}) if state.get("version") != 1 else {}
-        if not isinstance(scalars, Mapping):
-            raise TypeError("MessageHub state: 'log_scalars' must be a mapping")
-        buffers = {_check_key(key) or key: HistoryBuffer.from_state_dict(dict(buffer)) for key, buffer in scalars.items()}
-        self._runtime_info.update(copy.deepcopy(dict(info)))
-        self._resumed_keys.update(info)
+        missing = [key for key in ("log_scalars", "runtime_info") if key not in state]
+        if missing:
+            raise KeyError(f"MessageHub state is missing {', '.join(missing)}")
+        info, scalars = state["runtime_info"], state["log_scalars"]
+        if not isinstance(info, Mapping) or not isinstance(scalars, Mapping):
+            raise TypeError("MessageHub state: 'runtime_info' and 'log_scalars' must be mappings")
+        buffers = {_check_key(key): b if isinstance(b, HistoryBuffer) else HistoryBuffer.from_state_dict(dict(b))
+                   for key, b in scalars.items()}
+        info = {_check_key(key): value for key, value in info.items()}
+        self._runtime_info.update(copy.deepcopy(info))
+        self._resumed_keys.update(dict.fromkeys(info, True))
         for key, buffer in buffers.items():
             if self._record is None:
-                self._log_scalars[key] = buffer
-                self._resumed_scalars.add(key)
+                self._log_scalars[key] = copy.deepcopy(buffer)
+                self._resumed_keys[key] = True
 
 
-def _check_key(key: Any) -> None:
+def _mapping(name: str, value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"MessageHub {name} must be a dict; got {type(value).__name__}")
+    return value
+
+
+def _check_key(key: Any) -> str:
     if not isinstance(key, str) or not key:
         raise TypeError(f"key must be a non-empty str; got {key!r}")
+    return check_key(key)
 
 
 def _missing(key: Any, what: str, known: Mapping[str, Any], hub: str) -> KeyError:

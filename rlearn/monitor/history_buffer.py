@@ -17,7 +17,7 @@ import numpy as np
 from rlearn.config.spec import is_int
 from rlearn.monitor.scalars import to_float
 
-__all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS"]
+__all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS", "dd_add", "dd_div"]
 
 MAX_MAGNITUDE = 1e290
 _BLOCK = 256
@@ -59,6 +59,29 @@ def _dd_minus(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any) -> Tuple[Any, Any]:
     lo = ((a_hi - (s - bp)) + (-b_hi - bp)) + (a_lo - b_lo)
     hi = s + lo
     return hi, lo - (hi - s)
+
+
+def dd_add(a_hi: float, a_lo: float, b_hi: float, b_lo: float) -> Tuple[float, float]:
+    """``(a_hi + a_lo) + (b_hi + b_lo)`` of double-doubles, renormalised (TwoSum)."""
+    return _dd_minus(a_hi, a_lo, -b_hi, -b_lo)
+
+
+_SPLIT = 134217729.0  # 2**27 + 1: Dekker's split of a double into two 26-bit halves
+
+
+def dd_div(hi: float, lo: float, n: float) -> float:
+    """``(hi + lo) / n`` correctly rounded (but for ties): the quotient of ``hi`` corrected by the exact
+    remainder (Dekker's product); the one division of every mean in rlearn."""
+    q = hi / n
+    if not -1e290 < q < 1e290 or not -1e290 < n < 1e290:  # the split would overflow: plain division
+        return (hi + lo) / n
+    t = _SPLIT * q
+    qh = t - (t - q)
+    t = _SPLIT * n
+    nh = t - (t - n)
+    p = q * n
+    e = ((qh * nh - p) + qh * (n - nh) + (q - qh) * nh) + (q - qh) * (n - nh)  # q * n == p + e exactly
+    return q + (((hi - p) - e) + lo) / n
 
 
 def _finite_extreme(x: np.ndarray, smallest: bool) -> float:
@@ -262,7 +285,7 @@ class HistoryBuffer:
         if hi == 0.0:
             return math.nan
         vhi, vlo = _dd_minus(self._th, self._tl, self._ph.item(j), self._pl.item(j))
-        return (vhi + vlo) / (hi + lo)
+        return dd_div(vhi, vlo, hi) if lo == 0.0 else (vhi + vlo) / (hi + lo)
 
     def min(self, window_size: Optional[int] = None) -> float:
         """Smallest finite value among the last ``window_size`` updates (NaN if none is finite)."""

@@ -8,12 +8,12 @@ dtype). :func:`to_floats` copies the accelerator tensors of one update to the ho
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Container, Dict, Iterable, List, Tuple
 
 import numpy as np
 import torch
 
-__all__ = ["to_float", "to_floats", "is_scalar"]
+__all__ = ["to_float", "to_floats", "is_scalar", "check_key"]
 
 _NUMPY_KINDS = "biuf"  # bool, signed int, unsigned int, float
 #: read CPU tensors one by one with ``item()``; tests turn it off to exercise the accelerator path
@@ -84,52 +84,52 @@ def is_scalar(value: Any) -> bool:
     return True
 
 
-def to_floats(items: Iterable[Tuple[str, Any]],
-              check_key: Optional[Callable[[Any], None]] = None) -> List[Tuple[str, float]]:
-    """``(key, float)`` for every ``(key, value)``, accelerator tensors copied once per device; raises
-    (naming the key) before returning anything. ``check_key`` gets every key that is not a non-empty str."""
+def check_key(key: Any) -> str:
+    """``key`` if it is a monitor key: a non-empty printable str (a table cell, a CSV column, a JSON name on
+    one line); ``TypeError``/``ValueError`` naming it otherwise."""
+    if isinstance(key, str) and key.isprintable() and key:
+        return key
+    if not isinstance(key, str):
+        raise TypeError(f"monitor keys must be strings, got {type(key).__name__}: {key!r}")
+    if not key:
+        raise ValueError("monitor keys must be non-empty strings, got ''")
+    bad = next(c for c in key if not c.isprintable())
+    raise ValueError(f"monitor key {key!r} contains a control character ({bad!r}): a key is one cell of the table "
+                     "and one column of metrics.csv; use printable characters only")
+
+
+def to_floats(items: Iterable[Tuple[str, Any]], known: Container[str] = ()) -> List[Tuple[str, float]]:
+    """``(key, float)`` for every ``(key, value)`` (keys not in ``known`` checked by :func:`check_key`);
+    tensors off the CPU are copied to the host with one transfer per device. Raises, naming the key,
+    before returning anything."""
     out: List[Tuple[str, Any]] = []
-    tensors: Optional[Dict[int, torch.Tensor]] = None  # accelerator tensors, by position in out
-    cpu_direct = CPU_DIRECT
+    pending: Dict[torch.device, List[Tuple[int, torch.Tensor]]] = {}
     for key, value in items:
-        if (type(key) is not str or not key) and check_key is not None:
+        if key not in known:
             check_key(key)
-        cls = type(value)
-        if cls is float:
+        if type(value) is float:
             out.append((key, value))
-        elif cls is torch.Tensor or isinstance(value, torch.Tensor):
-            if value.is_cpu and cpu_direct:
-                try:  # the common case: item() of a one-element float tensor is a float
-                    number = value.item()
-                except RuntimeError:  # several elements: to_float names the key and the shape
-                    number = None
-                out.append((key, number if type(number) is float else to_float(value, key)))
-            else:  # accelerator: copied to the host together with the others, below
-                _check_tensor(key, value)
-                if tensors is None:
-                    tensors = {}
-                tensors[len(out)] = value
-                out.append((key, None))
+        elif isinstance(value, torch.Tensor) and not (value.is_cpu and CPU_DIRECT):
+            _check_tensor(key, value)
+            pending.setdefault(value.device, []).append((len(out), value))
+            out.append((key, None))
         else:
             out.append((key, to_float(value, key)))
-    if tensors is not None:
-        by_device: Dict[torch.device, List[int]] = {}
-        for index, tensor in tensors.items():
-            by_device.setdefault(tensor.device, []).append(index)
+    for tensors in pending.values():
         try:
-            for indices in by_device.values():
-                for index, number in zip(indices, batched_to_floats([tensors[i] for i in indices])):
-                    out[index] = (out[index][0], number)
+            numbers = batched_to_floats([t for _, t in tensors])
         except (RuntimeError, NotImplementedError) as exc:  # e.g. meta tensors, a failed device copy
-            names = ", ".join(repr(out[i][0]) for i in tensors)
+            names = ", ".join(repr(out[i][0]) for i, _ in tensors)
             raise TypeError(f"monitor values for {names}: cannot copy the tensors to the host ({exc})") from exc
+        for (index, _), number in zip(tensors, numbers):
+            out[index] = (out[index][0], number)
     return out
 
 
 def batched_to_floats(tensors: List[torch.Tensor]) -> List[float]:
-    """One host copy for one-element tensors of one device: concatenate (in a common dtype), ``tolist()``."""
-    flat = [t.detach().reshape(1) for t in tensors]
+    """One host copy for one-element tensors of one device: stack (in a common dtype), ``tolist()``."""
+    flat = [t.detach().reshape(()) for t in tensors]
     if len({t.dtype for t in flat}) > 1:
         common = torch.float32 if flat[0].device.type == "mps" else torch.float64  # MPS has no float64
         flat = [t.to(common) for t in flat]
-    return [float(v) for v in torch.cat(flat).tolist()]
+    return [float(v) for v in torch.stack(flat).tolist()]

@@ -1,5 +1,4 @@
-"""Validation of a ``TickMonitor`` state dict: version 3, and versions 1 and 2 as saved by earlier rlearn
-(format: docs/monitoring.md, "Saving and restoring")."""
+"""Validation of a ``TickMonitor`` state dict (format: docs/monitoring.md, "Saving and restoring")."""
 
 from __future__ import annotations
 
@@ -7,7 +6,8 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from rlearn.config.spec import is_int, is_real
-from rlearn.monitor.window import KeyWindow, LastN, SinceStart, Stat, Tracked
+from rlearn.monitor.scalars import check_key
+from rlearn.monitor.window import KeyWindow, LastN, SinceStart, Tracked, WindowStat
 
 __all__ = ["STATE_VERSION", "parse_state", "positive_int", "check_key"]
 
@@ -18,13 +18,6 @@ def positive_int(what: str, value: Any) -> int:
     if not is_int(value) or value < 1:
         raise ValueError(f"{what} must be a positive int, got {value!r}")
     return int(value)
-
-
-def check_key(key: Any) -> None:
-    if not isinstance(key, str):
-        raise TypeError(f"monitor keys must be strings, got {type(key).__name__}: {key!r}")
-    if not key:
-        raise ValueError("monitor keys must be non-empty strings, got ''")
 
 
 def _error(message: str) -> ValueError:
@@ -38,9 +31,8 @@ def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWind
     missing = [field for field in ("tick_count", "window_size", "window_sizes", "keys") if field not in state]
     if missing:
         raise _error(f"not a TickMonitor state: missing {', '.join(repr(m) for m in missing)}")
-    version = state.get("version", 1)
-    if version not in (1, 2, STATE_VERSION):
-        raise _error(f"unsupported state version {version!r} (this rlearn reads versions 1 to {STATE_VERSION})")
+    if state.get("version") != STATE_VERSION:
+        raise _error(f"unsupported state version {state.get('version')!r} (this rlearn reads version {STATE_VERSION})")
     tick = state["tick_count"]
     if not is_int(tick) or tick < 0:
         raise _error(f"'tick_count' must be an int >= 0, got {tick!r}")
@@ -88,21 +80,15 @@ def _name(key: Any, where: str) -> str:
 
 
 def _window(where: str, record: Mapping[str, Any], tick: int, size: int) -> KeyWindow:
-    """The window a state record describes (``values``/``nonfinite``, or version 1-2 ``entries``/``edge``)."""
-    if "entries" in record:
-        entries = record["entries"]
-        if not isinstance(entries, (list, tuple)):
-            raise _error(f"{where}: 'entries' must be a list, got {type(entries).__name__}")
-        pairs, bad = _from_entries(where, ([record["edge"]] if record.get("edge") is not None else []) + list(entries))
-    else:
-        pairs, bad = record.get("values", []), record.get("nonfinite", [])
-        if not isinstance(pairs, (list, tuple)) or not isinstance(bad, (list, tuple)):
-            raise _error(f"{where}: 'values' and 'nonfinite' must be lists")
-        for i, pair in enumerate(pairs):
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and is_int(pair[0]) and is_real(pair[1])
-                    and math.isfinite(pair[1])):
-                raise _error(f"{where} value {i}: expected [tick, finite number], got {pair!r}")
-        pairs = [(int(t), float(v)) for t, v in pairs]
+    """The window a state record describes (``values``, ``nonfinite``)."""
+    pairs, bad = record.get("values", []), record.get("nonfinite", [])
+    if not isinstance(pairs, (list, tuple)) or not isinstance(bad, (list, tuple)):
+        raise _error(f"{where}: 'values' and 'nonfinite' must be lists")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and is_int(pair[0]) and is_real(pair[1])
+                and math.isfinite(pair[1])):
+            raise _error(f"{where} value {i}: expected [tick, finite number], got {pair!r}")
+    pairs = [(int(t), float(v)) for t, v in pairs]
     for what, ticks in (("value", [t for t, _ in pairs]), ("nonfinite", bad)):
         for i, t in enumerate(ticks):
             if not is_int(t) or not tick - size <= t <= tick:
@@ -112,37 +98,19 @@ def _window(where: str, record: Mapping[str, Any], tick: int, size: int) -> KeyW
     return KeyWindow.load(size, tick, pairs, [int(t) for t in bad])
 
 
-def _from_entries(where: str, entries: List[Any]) -> Tuple[List[Tuple[int, float]], List[int]]:
-    """Values and non-finite ticks with the per-tick aggregates of a version 1-2 state."""
-    pairs: List[Tuple[int, float]] = []
-    bad: List[int] = []
-    for i, raw in enumerate(entries):
-        if not isinstance(raw, (list, tuple)) or len(raw) not in (6, 8):
-            raise _error(f"{where} entry {i}: expected [tick, sum, count, min, max, nonfinite, sumsq, last], got {raw!r}")
-        t, total, count, low, high, nonfinite = raw[:6]
-        if not is_int(count) or count < 0 or not is_int(nonfinite) or nonfinite < 0 or count + nonfinite == 0:
-            raise _error(f"{where} entry {i}: count and nonfinite must be ints >= 0, not both 0; got {count!r}, {nonfinite!r}")
-        if not all(is_real(v) for v in (total, low, high)):
-            raise _error(f"{where} entry {i}: sum, min and max must be numbers, got {total!r}, {low!r}, {high!r}")
-        if count and (not all(math.isfinite(v) for v in (total, low, high)) or low > high):
-            raise _error(f"{where} entry {i}: sum/min/max must be finite with min <= max, got {total}, {low}, {high}")
-        values = [total] if count == 1 else [low, high] if count == 2 else []
-        if count > 2:
-            values = [low] + [(total - low - high) / (count - 2)] * (count - 2) + [high]
-        pairs += [(t, float(v)) for v in values]
-        bad += [t] * nonfinite
-    return pairs, bad
-
-
-def _parse_stat(where: str, raw: Any) -> Stat:
-    if not isinstance(raw, (list, tuple)) or len(raw) != 7:
-        raise _error(f"{where}: expected [sum, count, min, max, nonfinite, sumsq, last], got {raw!r}")
-    total, count, low, high, bad, squares, last = raw
+def _parse_stat(where: str, raw: Any) -> WindowStat:
+    if not isinstance(raw, (list, tuple)) or len(raw) != 8:
+        raise _error(f"{where}: expected [sum, count, min, max, nonfinite, sumsq, last, sum_lo], got {raw!r}")
+    total, count, low, high, bad, squares, last, low_part = raw
     if not (is_int(count) and count >= 0 and is_int(bad) and bad >= 0):
         raise _error(f"{where}: count and nonfinite must be ints >= 0, got {count!r}, {bad!r}")
-    if not all(is_real(v) for v in (total, low, high, squares)) or not (last is None or is_real(last)):
-        raise _error(f"{where}: sum, min, max, sumsq and last must be numbers, got {raw!r}")
-    return (float(total), int(count), float(low), float(high), int(bad), float(squares), None if last is None else float(last))
+    numbers = (total, squares, low_part) + ((low, high, last) if count else ())
+    if not all(is_real(v) for v in numbers) or not count and (low, high, last) != (None, None, None):
+        raise _error(f"{where}: sum, sumsq, sum_lo (and with values min, max, last) must be numbers, got {raw!r}")
+    if not count:
+        return WindowStat(0.0, 0, None, None, int(bad))
+    return WindowStat(float(total), int(count), float(low), float(high), int(bad), float(squares), float(last), None,
+                      float(low_part))
 
 
 def _parse_tracked(raw: Any, tick: int) -> Dict[str, Tracked]:
@@ -162,7 +130,6 @@ def _parse_tracked(raw: Any, tick: int) -> Dict[str, Tracked]:
                 size = positive_int(f"{where} window size", int(size_text))
             except (TypeError, ValueError) as exc:
                 raise _error(f"{where}: bad window size {size_text!r} ({exc})") from None
-            window = {"entries": window} if isinstance(window, (list, tuple)) else window  # versions 1-2: entries
             if not isinstance(window, Mapping):
                 raise _error(f"{where} window {size}: expected a dict, got {window!r}")
             tracked.windows[size] = _window(f"{where} window {size}", window, tick, size)

@@ -3,17 +3,15 @@ The windows live in ``window.py``, the state dict is read back by ``state.py``."
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from rlearn.config.spec import is_int
-from rlearn.monitor import scalars
-from rlearn.monitor.state import STATE_VERSION, check_key, parse_state, positive_int
-from rlearn.monitor.window import EMPTY_STAT, INF, KeyWindow, Stat, Tracked, WindowStat
+from rlearn.monitor.scalars import check_key, to_floats
+from rlearn.monitor.state import STATE_VERSION, parse_state, positive_int
+from rlearn.monitor.window import EMPTY, KeyWindow, Tracked, WindowStat
 
 __all__ = ["TickMonitor"]
-
-_ONLY_FLOAT = {float}
 
 
 class TickMonitor:
@@ -26,7 +24,8 @@ class TickMonitor:
     A key's statistics look at the values recorded during its last ``window_size(key)`` ticks, the
     current one included; ``avg``/``min``/``max`` are None (never 0) without a finite value, NaN and inf
     are counted by :meth:`nonfinite`. ``end``, the last tick of a window, is None (the current tick) or
-    ``tick_count - 1`` (the tick just completed); any other raises ``ValueError``. Example::
+    ``tick_count - 1`` (the tick just completed); any other raises ``ValueError``. Recording and
+    :meth:`state_dict` may run in different threads. Example::
 
         monitor = TickMonitor(window_size=20)
         for it in range(40):               # one train iteration per tick
@@ -46,6 +45,7 @@ class TickMonitor:
         self._last: Dict[str, Optional[float]] = {}
         self._tracked: Dict[str, Tracked] = {}
         self._tick = 0
+        self._lock = threading.RLock()  # recording (any thread) against state_dict / load_state_dict
         if window_sizes is not None:
             if not isinstance(window_sizes, Mapping):
                 raise TypeError(f"TickMonitor window_sizes must be a mapping key -> int, got {window_sizes!r}")
@@ -72,14 +72,13 @@ class TickMonitor:
 
     def set_window_size(self, key: str, size: int) -> None:
         """Set the window of ``key``; growing brings back no value that had already left the old one."""
-        check_key(key)
-        self._sizes[key] = size = positive_int(f"TickMonitor window size of {key!r}", size)
+        self._sizes[check_key(key)] = size = positive_int(f"TickMonitor window size of {key!r}", size)
         self._resize(key, size)
 
     def set_default_window_size(self, size: int) -> None:
         """Set the window of every key without a window of its own (as :meth:`set_window_size` does)."""
         size = positive_int("TickMonitor window_size", size)
-        for key in self._windows:
+        for key in list(self._windows):
             if key not in self._sizes:
                 self._resize(key, size)
         self._default_size = size
@@ -89,8 +88,7 @@ class TickMonitor:
         if window is not None:
             now = self._tick
             # the ticks still in the old window, and the one before a shrunk window (for end=tick_count-1)
-            first = max(now - window.size + 1, now - size)
-            resized = KeyWindow.load(size, now, *window.dump(now, first))
+            resized = KeyWindow.load(size, now, *window.dump(now, max(now - window.size + 1, now - size)))
             resized.total_bad = window.total_bad
             self._windows[key] = resized
 
@@ -107,19 +105,14 @@ class TickMonitor:
 
     def update(self, info: Mapping[str, Any]) -> None:
         """Record every value of ``info`` at the current tick (all count); a bad key or value raises,
-        naming the key, before anything is recorded."""
-        # the common case, a dict of Python floats for keys already seen (so valid keys), needs no check
-        if type(info) is dict and set(map(type, info.values())) == _ONLY_FLOAT and info.keys() <= self._windows.keys():
-            self._add(info.items(), info)
-        else:
-            if not isinstance(info, dict) and not isinstance(info, Mapping):  # dict first: the ABC check is slow
-                raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
-            items = scalars.to_floats(info.items(), check_key)
-            self._add(items, items)
+        naming the key, before anything is recorded. Tensors: one host copy per device."""
+        if not isinstance(info, Mapping):
+            raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
+        self._add(to_floats(info.items(), self._windows))
 
     def update_columns(self, columns: Mapping[str, Sequence[Any]]) -> None:
         """Record a list (or tuple) of values per key at the current tick, in order; all-or-nothing."""
-        if not isinstance(columns, dict) and not isinstance(columns, Mapping):
+        if not isinstance(columns, Mapping):
             raise TypeError(f"TickMonitor.update_columns expects a dict key -> list of scalars, got {type(columns).__name__}")
         pairs = []
         for key, values in columns.items():
@@ -128,28 +121,20 @@ class TickMonitor:
                 raise TypeError(f"TickMonitor.update_columns: the values of {key!r} must be a list or tuple, "
                                 f"got {type(values).__name__}")
             pairs.extend((key, value) for value in values)
-        items = scalars.to_floats(pairs, check_key)
-        self._add(items, items)
+        self._add(to_floats(pairs, self._windows))
 
-    def _add(self, items: Any, recorded: Any) -> None:
-        """Record validated ``(key, float)`` items (``recorded``: the same, for the last values)."""
-        windows = self._windows
-        tick = self._tick
-        for key, value in items:
-            window = windows.get(key)
-            if window is None:
-                window = windows[key] = KeyWindow(self._sizes.get(key, self._default_size), tick)
-            if tick >= window.end or value - value:  # a new block, or NaN/inf (x - x is NaN: truthy)
-                window.add(tick, value)
-            else:  # window.add() inlined: this is the per-iteration hot path
-                window.ticks.append(tick)
-                window.vals.append(value)
-        self._last.update(recorded)
-        if self._tracked:
-            tracked = self._tracked
+    def _add(self, items: List[Any]) -> None:
+        """Record checked ``(key, float)`` items at the current tick."""
+        tick, windows, tracked = self._tick, self._windows, self._tracked
+        with self._lock:
             for key, value in items:
-                if key in tracked:
+                window = windows.get(key)
+                if window is None:
+                    window = windows[key] = KeyWindow(self._sizes.get(key, self._default_size), tick)
+                window.add(tick, value)
+                if tracked and key in tracked:
                     tracked[key].add(tick, value)
+            self._last.update(items)
 
     def _end(self, end: Optional[int]) -> int:
         if end is None:
@@ -163,66 +148,28 @@ class TickMonitor:
 
     def avg(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Mean of the finite values of ``key`` in its window; None if there are none (never 0)."""
-        window = self._windows.get(key)
-        if window is None:
-            if end is not None:
-                self._end(end)  # validated all the same
-            return None
-        now = self._tick
-        if end is not None and (type(end) is not int or end != now) and self._end(end) != now:
-            stat = window.stat(now, end)
-            return stat[0] / stat[1] if stat[1] else None
-        # the running sum of the open block plus the closed block's suffix sum: every log calls it for every key
-        if now >= window.end:
-            window.roll(now)
-        vals = window.vals
-        count = len(vals)
-        done = window.o_sum_n
-        if done == count:
-            total = window.o_sum
-        else:
-            window.o_sum = total = window.o_sum + (vals[done] if done + 1 == count else sum(vals[done:]))
-            window.o_sum_n = count
-        c_ticks = window.c_ticks
-        if c_ticks and c_ticks[-1] > now - window.size:
-            first = bisect_right(c_ticks, now - window.size)
-            suffix = window.c_suf or window._suffix_sums()
-            total = suffix[first] + total
-            count += len(c_ticks) - first
-        return total / count if count else None
-
-    def _stat(self, key: str, end: Optional[int]) -> Stat:
-        end = self._end(end)
-        window = self._windows.get(key)
-        return EMPTY_STAT if window is None else window.stat(self._tick, end)
+        return self.window_stat(key, end).avg
 
     def sum(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Sum of the finite values of ``key`` in its window; None if there are none."""
-        stat = self._stat(key, end)
-        return stat[0] if stat[1] else None
+        stat = self.window_stat(key, end)
+        return stat.sum + stat.sum_lo if stat.count else None
 
     def min(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Smallest finite value of ``key`` in its window; None if there are none."""
-        low = self._stat(key, end)[2]
-        return None if low == INF else low
+        return self.window_stat(key, end).min
 
     def max(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """Largest finite value of ``key`` in its window; None if there are none."""
-        high = self._stat(key, end)[3]
-        return None if high == -INF else high
+        return self.window_stat(key, end).max
 
     def count(self, key: str, end: Optional[int] = None) -> int:
         """Number of finite values of ``key`` in its window."""
-        window = self._windows.get(key)
-        if end is None and window is not None:
-            return window.count(self._tick)
-        return self._stat(key, end)[1]
+        return self.window_stat(key, end).count
 
     def nonfinite(self, key: str, end: Optional[int] = None) -> int:
         """Number of NaN/inf values of ``key`` in its window (they are left out of avg/min/max)."""
-        end = self._end(end)
-        window = self._windows.get(key)
-        return 0 if window is None else window.nonfinite(self._tick, end)
+        return self.window_stat(key, end).nonfinite
 
     def nonfinite_total(self, key: str) -> int:
         """Number of NaN/inf values of ``key`` ever recorded (since construction or the loaded state)."""
@@ -232,9 +179,7 @@ class TickMonitor:
     def last(self, key: str, end: Optional[int] = None) -> Optional[float]:
         """The most recent value of ``key`` (NaN/inf included; None if never recorded); with ``end``, the
         most recent finite value in the window ending there."""
-        if end is None:
-            return self._last.get(key)
-        return self._stat(key, end)[6]
+        return self._last.get(key) if end is None else self.window_stat(key, end).last
 
     def window_stat(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
                     last_n: Optional[int] = None, since_start: bool = False) -> WindowStat:
@@ -244,12 +189,11 @@ class TickMonitor:
         end = self._end(end)
         store = self._kept(key, window, last_n, since_start)
         if store is None:
-            stat = EMPTY_STAT
-        elif last_n is not None:
-            stat = store.stat(last_n, end)
-        else:
-            stat = store.stat(end) if since_start else store.stat(self._tick, end)
-        return WindowStat.from_tuple(stat)
+            return EMPTY
+        with self._lock:
+            if last_n is not None:
+                return store.stat(last_n, end)
+            return store.stat(end) if since_start else store.stat(self._tick, end)
 
     def window_values(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
                       last_n: Optional[int] = None) -> List[float]:
@@ -258,7 +202,8 @@ class TickMonitor:
         store = self._kept(key, window, last_n, False)
         if store is None:
             return []
-        return store.values(last_n, end) if last_n is not None else store.values(self._tick, end)
+        with self._lock:
+            return store.values(last_n, end) if last_n is not None else store.values(self._tick, end)
 
     def _kept(self, key: str, window: Optional[int], last_n: Optional[int], since_start: bool) -> Any:
         """What holds the window asked for (None: a key never recorded); ``ValueError`` if it was not kept."""
@@ -292,32 +237,31 @@ class TickMonitor:
     def state_dict(self) -> Dict[str, Any]:
         """The clock, the window sizes and every key's window values (those of the tick that just left it
         included) and what :meth:`keep` asked for, in plain Python types (docs/monitoring.md)."""
-        now = self._tick
-        keys = []
-        for key, window in self._windows.items():
-            values, bad = window.dump(now, now - window.size)
-            keys.append({"key": key, "values": values, "nonfinite": bad, "last": self._last.get(key),
-                         "nonfinite_total": window.total_bad})
-        tracked = {}
-        for key, kept in self._tracked.items():
-            tracked[key] = {
+        with self._lock:
+            now = self._tick
+            keys = []
+            for key, window in self._windows.items():
+                values, bad = window.dump(now, now - window.size)
+                keys.append({"key": key, "values": values, "nonfinite": bad, "last": self._last.get(key),
+                             "nonfinite_total": window.total_bad})
+            tracked = {key: {
                 "windows": {str(size): dict(zip(("values", "nonfinite"), w.dump(now, now - size)))
                             for size, w in kept.windows.items()},
                 "last_n": None if kept.last_n is None else kept.last_n.state(),
                 "since_start": None if kept.since_start is None else kept.since_start.state(),
-            }
-        return {"version": STATE_VERSION, "tick_count": now, "window_size": self._default_size,
-                "window_sizes": dict(self._sizes), "keys": keys, "tracked": tracked}
+            } for key, kept in self._tracked.items()}
+            return {"version": STATE_VERSION, "tick_count": now, "window_size": self._default_size,
+                    "window_sizes": dict(self._sizes), "keys": keys, "tracked": tracked}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (of any version); what :meth:`keep` asked for stays kept. A malformed
-        state raises ``ValueError`` naming the field and leaves the monitor unchanged."""
+        """Restore a :meth:`state_dict`; what :meth:`keep` asked for stays kept. A malformed state raises
+        ``ValueError`` naming the field and leaves the monitor unchanged."""
         tick, default_size, sizes, windows, lasts, tracked = parse_state(state)
-        for key, kept in self._tracked.items():  # what was asked for before the load stays asked for
-            loaded = tracked.setdefault(key, Tracked())
-            for size in kept.windows:
-                loaded.want(tick, window=size)
-            loaded.want(tick, None, None if kept.last_n is None else kept.last_n.n, kept.since_start is not None)
-        self._tick, self._default_size, self._sizes = tick, default_size, sizes
-        self._windows, self._last, self._tracked = windows, lasts, tracked
-
+        with self._lock:
+            for key, kept in self._tracked.items():  # what was asked for before the load stays asked for
+                loaded = tracked.setdefault(key, Tracked())
+                for size in kept.windows:
+                    loaded.want(tick, window=size)
+                loaded.want(tick, None, None if kept.last_n is None else kept.last_n.n, kept.since_start is not None)
+            self._tick, self._default_size, self._sizes = tick, default_size, sizes
+            self._windows, self._last, self._tracked = windows, lasts, tracked

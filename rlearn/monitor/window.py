@@ -1,10 +1,11 @@
 """What a monitored key keeps: its tick window (:class:`KeyWindow`), on request other windows, its last
 ``n`` values (:class:`LastN`) and aggregates since the start (:class:`SinceStart`), gathered in
-:class:`Tracked`; and a window's mergeable aggregate (:class:`WindowStat`).
+:class:`Tracked`; and the one aggregate type, :class:`WindowStat`, which also merges ranks by presence.
 
 A :class:`KeyWindow` holds an *open* block (values before ``end = start + size``, running aggregates) and
-the previous, *closed* one, read from suffix aggregates: recording is two list appends, a query O(log size),
-and nothing is subtracted, so sums do not drift (docs/monitoring.md).
+the previous, *closed* one, read from suffix aggregates: recording is two list appends, a query O(log size).
+Every sum is a double-double (TwoSum), so a window mean is the correctly rounded mean of its values
+(docs/monitoring.md).
 """
 
 from __future__ import annotations
@@ -12,26 +13,22 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass, replace
-from itertools import accumulate
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from rlearn.monitor.history_buffer import HistoryBuffer
+from rlearn.monitor.history_buffer import HistoryBuffer, dd_add, dd_div
 
-__all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "Stat", "EMPTY_STAT", "INF"]
+__all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "EMPTY", "INF"]
 
 INF = math.inf
-#: a window's aggregate: (sum, count, min, max, nonfinite, sum of squares, last finite value or None)
-Stat = Tuple[float, int, float, float, int, float, Optional[float]]
-EMPTY_STAT: Stat = (0.0, 0, INF, -INF, 0, 0.0, None)
 
 
 @dataclass(frozen=True)
 class WindowStat:
-    """Aggregate of one window on one rank, or merged over ranks (``rlearn.distributed``).
+    """Aggregate of one window on one rank, or merged over ranks (:meth:`merge`).
 
-    ``sum``/``count``/``sumsq``/``min``/``max``/``last`` are over the finite values (None, never 0, when
-    ``count == 0``), ``nonfinite`` counts NaN/inf; ``values`` are the finite values, oldest first, when a
-    registered statistic needs them.
+    ``sum`` (+ ``sum_lo``, its low part)/``count``/``sumsq``/``min``/``max``/``last`` are over the finite
+    values (None, never 0, when ``count == 0``), ``nonfinite`` counts NaN/inf; ``values`` are the finite
+    values, oldest first, when a registered statistic needs them.
     """
 
     sum: float
@@ -42,14 +39,7 @@ class WindowStat:
     sumsq: float = 0.0
     last: Optional[float] = None
     values: Optional[Tuple[float, ...]] = None
-
-    @classmethod
-    def from_tuple(cls, stat: Sequence[Any]) -> "WindowStat":
-        """From ``(sum, count, min, max, nonfinite, sumsq, last)`` with min/max +-inf when count is 0."""
-        total, count, low, high, nonfinite, squares, last = stat
-        if not count:
-            return cls(0.0, 0, None, None, int(nonfinite), 0.0, None)
-        return cls(float(total), int(count), float(low), float(high), int(nonfinite), float(squares), last)
+    sum_lo: float = 0.0
 
     def with_values(self, values: Sequence[float]) -> "WindowStat":
         """This aggregate carrying ``values`` (the window's finite values) as well."""
@@ -57,8 +47,8 @@ class WindowStat:
 
     @property
     def avg(self) -> Optional[float]:
-        """Mean of the finite values, or None when there are none (never 0)."""
-        return self.sum / self.count if self.count else None
+        """Correctly rounded mean of the finite values, or None when there are none (never 0)."""
+        return dd_div(self.sum, self.sum_lo, self.count) if self.count else None
 
     @property
     def std(self) -> Optional[float]:
@@ -66,33 +56,90 @@ class WindowStat:
         it loses digits when the spread is tiny next to the mean. None when there are no values."""
         if not self.count:
             return None
-        mean = self.sum / self.count
-        return math.sqrt(max(0.0, self.sumsq / self.count - mean * mean))
+        mean = self.avg
+        return math.sqrt(max(0.0, self.sumsq / self.count - mean * mean))  # type: ignore[operator]
 
     def statistic(self, method: str) -> Optional[float]:
         """``mean`` / ``min`` / ``max`` / ``current`` / ``std`` (None when count is 0) or ``count`` (an int)."""
-        if method == "count":
-            return self.count
-        if method not in ("mean", "min", "max", "current", "std"):
+        attribute = _ATTRIBUTES.get(method)
+        if attribute is None:
             raise ValueError(f"unknown statistic {method!r}; use mean, min, max, current, count or std")
-        if not self.count:
-            return None
-        return {"mean": self.avg, "min": self.min, "max": self.max, "current": self.last, "std": self.std}[method]
+        return getattr(self, attribute)
+
+    def merge(self, newer: "WindowStat") -> "WindowStat":
+        """The aggregate of two disjoint groups of values, ``newer`` holding the later (or higher-rank) ones."""
+        if not self.count and not self.nonfinite:
+            return newer
+        hi, lo = dd_add(self.sum, self.sum_lo, newer.sum, newer.sum_lo)
+        values = None if self.values is None and newer.values is None else (self.values or ()) + (newer.values or ())
+        return WindowStat(hi, self.count + newer.count, _pick(min, self.min, newer.min), _pick(max, self.max, newer.max),
+                          self.nonfinite + newer.nonfinite, self.sumsq + newer.sumsq,
+                          self.last if newer.last is None else newer.last, values, lo)
+
+    @staticmethod
+    def merge_ranks(per_rank: Iterable[Mapping[str, "WindowStat"]]) -> Dict[str, "WindowStat"]:
+        """Merge the summaries of several ranks (rank order) by presence: a key reported by 3 of 4 ranks is
+        averaged over those 3; ``last`` is the lowest rank's that has one; keys in first-seen order."""
+        merged: Dict[str, WindowStat] = {}
+        for stats in per_rank:
+            for key, stat in stats.items():
+                if not isinstance(stat, WindowStat):
+                    raise TypeError(f"window stats for {key!r} must be WindowStat, got {type(stat).__name__}")
+                old = merged.get(key)
+                merged[key] = stat if old is None else replace(old.merge(stat), last=old.last if old.last is not None else stat.last)
+        return merged
+
+    @classmethod
+    def of(cls, values: Sequence[float], nonfinite: int = 0) -> "WindowStat":
+        """The aggregate of finite ``values`` (oldest first) and ``nonfinite`` NaN/inf."""
+        if not values:
+            return cls(0.0, 0, None, None, nonfinite)
+        hi, lo = _fold(values)
+        return cls(hi, len(values), min(values), max(values), nonfinite, math.fsum([v * v for v in values]), values[-1], None, lo)
+
+    def state(self) -> List[Any]:
+        return [self.sum, self.count, self.min, self.max, self.nonfinite, self.sumsq, self.last, self.sum_lo]
 
 
-def _suffix(values: List[Any], func: Any = None, neutral: Any = 0.0) -> List[Any]:
-    """``out[i]`` = ``values[i]`` combined (``func``, default +) with every later value; ``out[-1]`` = neutral."""
-    out = list(accumulate(reversed(values), func))
-    out.reverse()
-    out.append(neutral)
+EMPTY = WindowStat(0.0, 0, None, None)
+_ATTRIBUTES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
+
+
+def _pick(fn: Any, a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return b if a is None else a if b is None else fn(a, b)
+
+
+def _fold(values: Iterable[float], hi: float = 0.0, lo: float = 0.0) -> Tuple[float, float]:
+    """``(hi, lo)`` + every value, a double-double (TwoSum; the low parts summed apart)."""
+    for v in values:
+        s = hi + v
+        b = s - hi
+        lo += (hi - (s - b)) + (v - b)
+        hi = s
+    return hi, lo
+
+
+def _suffixes(vals: List[float]) -> List[Tuple[float, float, float, float, float]]:
+    """``out[i]`` = (sum hi, sum lo, min, max, sum of squares) of ``vals[i:]``; ``out[-1]`` empty."""
+    out = [(0.0, 0.0, INF, -INF, 0.0)] * (len(vals) + 1)
+    hi = lo = sq = 0.0
+    low, high = INF, -INF
+    for i in range(len(vals) - 1, -1, -1):
+        v = vals[i]
+        s = hi + v
+        b = s - hi
+        lo += (hi - (s - b)) + (v - b)
+        hi = s
+        low, high, sq = min(low, v), max(high, v), sq + v * v
+        out[i] = (hi, lo, low, high, sq)
     return out
 
 
 class KeyWindow:
-    """The window of one key (module docstring); ``TickMonitor.update``/``avg`` inline its hot paths."""
+    """The window of one key (module docstring)."""
 
-    __slots__ = ("size", "end", "ticks", "vals", "bad", "o_n", "o_sum", "o_sum_n", "o_lo", "o_hi", "o_sq",
-                 "c_ticks", "c_vals", "c_bad", "c_suf", "c_rest", "total_bad")
+    __slots__ = ("size", "end", "ticks", "vals", "bad", "o_n", "o_hi", "o_lo", "o_min", "o_max", "o_sq",
+                 "c_ticks", "c_vals", "c_bad", "c_suf", "total_bad")
 
     def __init__(self, size: int, now: int) -> None:
         self.size = size
@@ -100,8 +147,7 @@ class KeyWindow:
         self.c_ticks: List[int] = []
         self.c_vals: List[float] = []
         self.c_bad: List[int] = []
-        self.c_suf: Optional[List[float]] = None  # suffix sums of the closed block
-        self.c_rest: Optional[Tuple[List[float], List[float], List[float]]] = None  # suffix min, max, squares
+        self.c_suf: Optional[List[Tuple[float, float, float, float, float]]] = None
         self.ticks: List[int] = []
         self.vals: List[float] = []
         self.bad: List[int] = []
@@ -109,21 +155,16 @@ class KeyWindow:
 
     def _open(self, now: int) -> None:
         self.end = now + self.size
-        self.o_sum, self.o_sum_n = 0.0, 0  # running sum of the first o_sum_n open values
-        self.o_n, self.o_lo, self.o_hi, self.o_sq = 0, INF, -INF, 0.0  # min, max, squares of the first o_n
+        self.o_n, self.o_hi, self.o_lo, self.o_min, self.o_max, self.o_sq = 0, 0.0, 0.0, INF, -INF, 0.0
 
     def roll(self, now: int) -> None:
         """Start a new open block at ``now`` (>= ``end``); the open block becomes the closed one."""
-        old = (self.c_ticks, self.c_vals, self.c_bad)  # recycled for the new open block
-        for part in old:
-            part.clear()
         if now - self.size < self.end:  # some of the open block is in the window ending at now or now - 1
             self.c_ticks, self.c_vals, self.c_bad = self.ticks, self.vals, self.bad
-            self.ticks, self.vals, self.bad = old
-        else:  # everything has left the window
-            for part in (self.ticks, self.vals, self.bad):
-                part.clear()
-        self.c_suf = self.c_rest = None
+        else:
+            self.c_ticks, self.c_vals, self.c_bad = [], [], []
+        self.ticks, self.vals, self.bad = [], [], []
+        self.c_suf = None
         self._open(now)
 
     def add(self, tick: int, value: float) -> None:
@@ -137,65 +178,42 @@ class KeyWindow:
             self.bad.append(tick)
             self.total_bad += 1
 
-    def _first_closed(self, end: int) -> int:
-        """Index of the first closed value in the window ending at ``end`` (len if none)."""
-        c_ticks, limit = self.c_ticks, end - self.size
-        return len(c_ticks) if not c_ticks or c_ticks[-1] <= limit else bisect_right(c_ticks, limit)
-
-    def _kept(self, end: int) -> int:
-        """Number of open values recorded at ticks ``<= end``."""
-        ticks = self.ticks
-        return len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
-
-    def count(self, now: int) -> int:
-        """Number of finite values in the window ending at ``now`` (the current tick)."""
+    def stat(self, now: int, end: int) -> WindowStat:
+        """The aggregate of the window ending at ``end`` (``now``, the current tick, or ``now - 1``)."""
         if now >= self.end:
             self.roll(now)
-        return len(self.vals) + len(self.c_vals) - self._first_closed(now)
-
-    def _suffix_sums(self) -> List[float]:
-        self.c_suf = _suffix(self.c_vals)
-        return self.c_suf
-
-    def stat(self, now: int, end: int) -> Stat:
-        """Every aggregate of the window ending at ``end`` (``now``, the current tick, or ``now - 1``)."""
-        if now >= self.end:
-            self.roll(now)
-        vals, kept = self.vals, self._kept(end)
-        if kept == len(vals):  # every open value is in: the running aggregates
-            if self.o_sum_n != kept:
-                self.o_sum += sum(vals[self.o_sum_n:])
-                self.o_sum_n = kept
+        vals, ticks = self.vals, self.ticks
+        kept = len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
+        if kept == len(vals):  # every open value is in: the running aggregates, brought up to date
             if self.o_n != kept:
                 new = vals[self.o_n:]
-                self.o_lo, self.o_hi = min(self.o_lo, min(new)), max(self.o_hi, max(new))
-                self.o_sq += sum([v * v for v in new])
+                self.o_hi, self.o_lo = _fold(new, self.o_hi, self.o_lo)
+                self.o_min, self.o_max = min(self.o_min, min(new)), max(self.o_max, max(new))
+                self.o_sq += math.fsum([v * v for v in new])
                 self.o_n = kept
-            total, low, high, squares = self.o_sum, self.o_lo, self.o_hi, self.o_sq
+            hi, lo, low, high, sq = self.o_hi, self.o_lo, self.o_min, self.o_max, self.o_sq
         else:  # leave out the values recorded after ``end``
             head = vals[:kept]
-            total, squares = sum(head), sum([v * v for v in head])
-            low, high = (min(head), max(head)) if head else (INF, -INF)
-        first = self._first_closed(end)
-        if first < len(self.c_vals):
+            hi, lo = _fold(head)
+            low, high, sq = min(head, default=INF), max(head, default=-INF), math.fsum([v * v for v in head])
+        c_ticks, limit = self.c_ticks, end - self.size
+        first = len(c_ticks) if not c_ticks or c_ticks[-1] <= limit else bisect_right(c_ticks, limit)
+        if first < len(c_ticks):
             if self.c_suf is None:
-                self._suffix_sums()
-            if self.c_rest is None:
-                self.c_rest = (_suffix(self.c_vals, min, INF), _suffix(self.c_vals, max, -INF),
-                               _suffix([v * v for v in self.c_vals]))
-            suf_lo, suf_hi, suf_sq = self.c_rest
-            total, low, high, squares = self.c_suf[first] + total, min(suf_lo[first], low), max(suf_hi[first], high), suf_sq[first] + squares  # type: ignore[index]
-        count = kept + len(self.c_vals) - first
-        last = vals[kept - 1] if kept else (self.c_vals[-1] if first < len(self.c_vals) else None)
-        return total, count, low, high, self.nonfinite(now, end), squares, last
+                self.c_suf = _suffixes(self.c_vals)
+            c_hi, c_lo, c_low, c_high, c_sq = self.c_suf[first]
+            hi, lo = dd_add(c_hi, c_lo, hi, lo)
+            low, high, sq = min(c_low, low), max(c_high, high), c_sq + sq
+        count = kept + len(c_ticks) - first
+        if not count:
+            return WindowStat(0.0, 0, None, None, self.nonfinite(end))
+        last = vals[kept - 1] if kept else self.c_vals[-1]
+        return WindowStat(hi, count, low, high, self.nonfinite(end), sq, last, None, lo)
 
-    def nonfinite(self, now: int, end: int) -> int:
-        """Number of NaN/inf values in the window ending at ``end`` (``now``, the current tick, or ``now - 1``)."""
-        if now >= self.end:
-            self.roll(now)
-        bad = self.bad
+    def nonfinite(self, end: int) -> int:
+        """Number of NaN/inf values in the window ending at ``end`` (after :meth:`stat` rolled it)."""
+        bad, c_bad = self.bad, self.c_bad
         count = len(bad) if not bad or bad[-1] <= end else bisect_right(bad, end)
-        c_bad = self.c_bad
         if c_bad and c_bad[-1] > end - self.size:
             count += len(c_bad) - bisect_right(c_bad, end - self.size)
         return count
@@ -204,16 +222,15 @@ class KeyWindow:
         """The finite values of the window ending at ``end`` (``now`` or ``now - 1``), oldest first."""
         if now >= self.end:
             self.roll(now)
-        return self.c_vals[self._first_closed(end):] + self.vals[: self._kept(end)]
+        return ([v for t, v in zip(self.c_ticks, self.c_vals) if t > end - self.size]
+                + [v for t, v in zip(self.ticks, self.vals) if t <= end])
 
     def dump(self, now: int, first_tick: int) -> Tuple[List[List[Any]], List[int]]:
         """``([[tick, value], ...], [tick of each non-finite value, ...])`` from ``first_tick`` to ``now``."""
         if now >= self.end:
             self.roll(now)
-        start = bisect_right(self.c_ticks, first_tick - 1)
-        pairs = [[t, v] for t, v in zip(self.c_ticks[start:], self.c_vals[start:])]
-        pairs += [[t, v] for t, v in zip(self.ticks, self.vals)]
-        return pairs, self.c_bad[bisect_right(self.c_bad, first_tick - 1):] + self.bad
+        pairs = [[t, v] for t, v in zip(self.c_ticks + self.ticks, self.c_vals + self.vals) if t >= first_tick]
+        return pairs, [t for t in self.c_bad + self.bad if t >= first_tick]
 
     @classmethod
     def load(cls, size: int, now: int, pairs: Sequence[Sequence[Any]], bad: Sequence[int]) -> "KeyWindow":
@@ -224,18 +241,6 @@ class KeyWindow:
         for tick, value in items:
             window.add(tick, value)
         return window  # its total_bad: the loaded non-finite values
-
-
-def merge_stats(a: Stat, b: Stat) -> Stat:
-    """The aggregate of two disjoint groups of values; ``b`` holds the newer ones."""
-    last = b[6] if b[6] is not None else a[6]
-    return a[0] + b[0], a[1] + b[1], min(a[2], b[2]), max(a[3], b[3]), a[4] + b[4], a[5] + b[5], last
-
-
-def _value_stat(value: float) -> Stat:
-    if value - value == 0.0:
-        return (value, 1, value, value, 0, value * value, value)
-    return (0.0, 0, INF, -INF, 1, 0.0, None)
 
 
 class LastN:
@@ -249,26 +254,19 @@ class LastN:
 
     def add(self, tick: int, value: float) -> None:
         self.buffer.update(value)
-        if tick == self.tick:
-            self.at_tick += 1
-        else:
-            self.tick, self.at_tick = tick, 1
+        self.tick, self.at_tick = tick, self.at_tick + 1 if tick == self.tick else 1
 
     def grow(self, n: int) -> "LastN":
         """A ring of ``n >= self.n`` values holding the same values (the older ones are gone for good)."""
         return LastN(n, self.buffer.data[0].tolist(), self.tick, self.at_tick)
 
-    def stat(self, n: int, end: int) -> Stat:
+    def stat(self, n: int, end: int) -> WindowStat:
         """Aggregate of the last ``n`` values minus those recorded after ``end``."""
         values = self._kept(n, end)
         finite = [v for v in values if v - v == 0.0]
-        if not finite:
-            return (0.0, 0, INF, -INF, len(values), 0.0, None)
-        squares = math.fsum([v * v for v in finite])
-        return math.fsum(finite), len(finite), min(finite), max(finite), len(values) - len(finite), squares, finite[-1]
+        return WindowStat.of(finite, len(values) - len(finite))
 
     def _kept(self, n: int, end: int) -> List[float]:
-        """The last ``n`` values (NaN/inf included) minus those recorded after ``end``, oldest first."""
         values = self.buffer.window(n)[0].tolist() if len(self.buffer) else []
         return values[: max(0, len(values) - self.at_tick)] if self.tick > end else values
 
@@ -283,23 +281,20 @@ class LastN:
 class SinceStart:
     """Running aggregates of every value of a key since the run started, the current tick kept apart."""
 
-    def __init__(self, before: Stat = EMPTY_STAT, tick: int = -1, current: Stat = EMPTY_STAT) -> None:
-        self.before = before  # the values of the ticks before ``tick``
-        self.tick = tick
-        self.current = current  # the values of ``tick``
+    def __init__(self, before: WindowStat = EMPTY, tick: int = -1, current: WindowStat = EMPTY) -> None:
+        self.before, self.tick, self.current = before, tick, current
 
     def add(self, tick: int, value: float) -> None:
         if tick != self.tick:
-            self.before = merge_stats(self.before, self.current)
-            self.tick, self.current = tick, EMPTY_STAT
-        self.current = merge_stats(self.current, _value_stat(value))
+            self.before, self.tick, self.current = self.before.merge(self.current), tick, EMPTY
+        self.current = self.current.merge(WindowStat.of([value]) if value - value == 0.0 else WindowStat.of([], 1))
 
-    def stat(self, end: int) -> Stat:
+    def stat(self, end: int) -> WindowStat:
         """Aggregate of every value recorded at ticks ``<= end``."""
-        return self.before if self.tick > end else merge_stats(self.before, self.current)
+        return self.before if self.tick > end else self.before.merge(self.current)
 
     def state(self) -> Dict[str, Any]:
-        return {"before": list(self.before), "tick": self.tick, "current": list(self.current)}
+        return {"before": self.before.state(), "tick": self.tick, "current": self.current.state()}
 
 
 class Tracked:
@@ -318,10 +313,8 @@ class Tracked:
         if window is not None and window not in self.windows:
             self.windows[window] = KeyWindow(window, now)
         if last_n is not None:
-            if self.last_n is None:
-                self.last_n = LastN(last_n)
-            elif self.last_n.n < last_n:
-                self.last_n = self.last_n.grow(last_n)
+            if self.last_n is None or self.last_n.n < last_n:
+                self.last_n = LastN(last_n) if self.last_n is None else self.last_n.grow(last_n)
         if since_start and self.since_start is None:
             self.since_start = SinceStart()
 

@@ -9,11 +9,13 @@ docs/writers.md.
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+import logging
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from rlearn.config.spec import is_int
 
-__all__ = ["Writer", "ScalarValue", "StateCheck", "count", "text", "optional", "list_of", "table_of"]
+__all__ = ["Writer", "WriterFanout", "ScalarValue", "StateCheck", "count", "text", "optional", "list_of", "table_of",
+           "unique_names"]
 
 #: a value handed to a writer; ``None`` means "no value in the window" (shown as ``-``, never written as 0)
 ScalarValue = Optional[Union[int, float]]
@@ -131,3 +133,85 @@ class Writer(abc.ABC):
         problem = self.check_state(state)
         if problem:
             raise ValueError(f"writer {self.name}: {problem}")
+
+
+def unique_names(objects: Iterable[Any], name: Callable[[Any], str]) -> Dict[str, Any]:
+    """``{name(obj): obj}`` in order, a repeated name getting the suffix ``.2``, ``.3``..."""
+    named: Dict[str, Any] = {}
+    for obj in objects:
+        key, suffix = name(obj), 2
+        while key in named:
+            key, suffix = f"{name(obj)}.{suffix}", suffix + 1
+        named[key] = obj
+    return named
+
+
+class WriterFanout:
+    """The writers a run's numbers go to, called through one typed method per kind of output.
+
+    A writer that raises ``Exception`` (a full disk, a tracking service's error) is reported once on
+    ``logger`` with its traceback, closed as far as it can be, removed from :attr:`writers` and listed in
+    :attr:`failed` (name -> error); the run and the other writers go on.
+    """
+
+    def __init__(self, writers: Iterable[Writer], logger: logging.Logger) -> None:
+        self.writers: List[Writer] = list(writers)
+        for writer in self.writers:
+            if not isinstance(writer, Writer):
+                raise TypeError(f"learner writers must be rlearn.writers.Writer instances, got {type(writer).__name__}")
+        self.failed: Dict[str, str] = {}
+        self.logger = logger
+
+    def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
+        """:meth:`Writer.write_scalars` on every writer, then :meth:`flush`."""
+        self._each("write_scalars", lambda writer: writer.write_scalars(scalars, step_iter, step_env))
+        self.flush()
+
+    def write_text(self, tag: str, text: str, step_iter: int) -> None:
+        self._each("write_text", lambda writer: writer.write_text(tag, text, step_iter))
+        self.flush()
+
+    def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
+        self._each("write_video", lambda writer: writer.write_video(name, frames, fps, step_iter, step_env))
+        self.flush()
+
+    def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
+        self._each("write_config", lambda writer: writer.write_config(config, step_iter))
+        self.flush()
+
+    def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
+        self._each("write_hparams", lambda writer: writer.write_hparams(hparams, metrics, step_iter))
+        self.flush()
+
+    def flush(self) -> None:
+        self._each("flush", lambda writer: writer.flush())
+
+    def close(self) -> None:
+        self._each("close", lambda writer: writer.close())
+
+    def rewind(self, step_iter: int, step_env: int) -> None:
+        self._each("rewind", lambda writer: writer.rewind(step_iter, step_env))
+
+    def by_name(self) -> Dict[str, Writer]:
+        """The writers by :attr:`Writer.name` (a repeated name gets ``.2``, ``.3``...), for checkpoints."""
+        return unique_names(self.writers, lambda writer: writer.name)
+
+    def _each(self, what: str, call: Callable[[Writer], None]) -> None:
+        for writer in list(self.writers):
+            try:
+                call(writer)
+            except Exception as exc:  # noqa: BLE001 - any writer error: disable that writer only
+                self._disable(writer, what, exc)
+
+    def _disable(self, writer: Writer, what: str, exc: Exception) -> None:
+        if writer in self.writers:
+            self.writers.remove(writer)
+        self.failed[writer.name] = f"{type(exc).__name__}: {exc}"
+        self.logger.error(
+            "writer %s failed in %s (%s: %s): it is disabled for the rest of this run; training and the other "
+            "writers go on (the checkpoints still hold every number's state)", writer.name, what,
+            type(exc).__name__, exc, exc_info=exc)
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - it already failed; release what can be released
+            pass

@@ -5,6 +5,7 @@ patience, evaluations.jsonl, resume, and when videos are recorded."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -19,8 +20,8 @@ from rlearn.checkpoint import read_checkpoint
 from rlearn.hooks import EvalHook, EvalState, Hook, HookManager
 from rlearn.hooks.eval import EVAL_TB_KEYS, EvalProgress, read_evaluations
 from rlearn.learner import BaseLearner
-from rlearn.learner.metric_path import MetricPath
 from rlearn.writers import Writer
+from rlearn.writers.base import WriterFanout
 from rlearn.writers.tensorboard import tb_tags
 from rlearn.run import RunState
 
@@ -61,7 +62,7 @@ class FakeWriter(Writer):
 class FakeLearner(HookManager):
     """What EvalHook reads from a learner: counters, rank, logger, writers (through write_scalars), call_hook."""
 
-    write_scalars = MetricPath.write_scalars
+    write_scalars = BaseLearner.write_scalars
 
     def __init__(self, rank: int = 0, world_size: int = 1, writer: Optional[FakeWriter] = None) -> None:
         super().__init__()
@@ -70,7 +71,8 @@ class FakeLearner(HookManager):
         self.rank, self.world_size = rank, world_size
         self.logger = logging.getLogger("rlearn.test.eval_hook")
         self.logger.setLevel(logging.INFO)
-        self.writers = [writer] if writer is not None else []
+        self.metrics = SimpleNamespace(writers=WriterFanout([writer] if writer is not None else [], self.logger))
+        self.writers = self.metrics.writers.writers
 
 
 class Order(Hook):

@@ -432,7 +432,7 @@ def test_undeclared_key_of_a_hook_names_declare_monitor_vars(caplog, logger):
     assert message.endswith("add it to learner.declare_monitor_vars()") and "_monitor_vars_learn" not in message
 
 
-def test_writer_state_in_checkpoints_and_legacy_tb_points(tmp_path):
+def test_writer_state_in_checkpoints(tmp_path):
     from rlearn.checkpoint import files as ckpt
 
     learner = make(work_dir=tmp_path)
@@ -445,13 +445,8 @@ def test_writer_state_in_checkpoints_and_legacy_tb_points(tmp_path):
     assert saved["TensorBoardWriter"]["points"]["learner_iter/loss_avg"] == [1, 1]
     assert saved["TensorBoardWriter"]["points"]["learner_step/loss_avg"] == [5, 1]
 
-    # a checkpoint of a build before writers stored the same table as learner.tb_points
-    old = ckpt.read_checkpoint(path)
-    old["learner"]["tb_points"] = old["learner"].pop("writers")["TensorBoardWriter"]["points"]
-    legacy = tmp_path / "legacy.pt"
-    ckpt.atomic_write_bytes(legacy, ckpt.serialize_checkpoint(old))
     other = make(work_dir=tmp_path / "other")
-    other.load_checkpoint(legacy, rewind_tensorboard=False)
+    other.load_checkpoint(path, rewind_tensorboard=False)
     assert other.writers[1].points["learner_step/loss_avg"] == [5, 1]
 
 

@@ -87,19 +87,19 @@ def test_load_state_dict_rejects_corrupt_state_without_changes():
     good = hub.state_dict()
     corrupt_states = [
         ({"log_scalars": {}}, KeyError, "runtime_info"),
-        ({"runtime_info": []}, TypeError, "mapping"),
-        ({"runtime_info": {3: 1}}, TypeError, "key"),
-        ({**good, "version": 99}, ValueError, "version"),
+        ({"runtime_info": {}}, KeyError, "log_scalars"),
+        ({"log_scalars": {}, "runtime_info": []}, TypeError, "mapping"),
+        ({"log_scalars": {}, "runtime_info": {3: 1}}, TypeError, "key"),
+        ({"log_scalars": {"x": {"max_length": 2}}, "runtime_info": {}}, KeyError, "log_history"),
     ]
     target = MessageHub("target")
     target.update_info("iter", 70)
     for state, error, match in corrupt_states:
         with pytest.raises(error, match=match):
             target.load_state_dict(state)
-    assert dict(target.runtime_info) == {"iter": 70}
-    # a version-1 state (with the old scalar histories) still restores its runtime info
-    target.load_state_dict({"version": 1, "log_scalars": {"train/x": {}}, "runtime_info": {"iter": 5}})
-    assert target.get_info("iter") == 5
+    assert dict(target.runtime_info) == {"iter": 70} and not target.log_scalars
+    target.load_state_dict(good)
+    assert target.get_info("iter") == 3
 
 
 def test_state_dict_skips_runtime_info_that_cannot_be_copied():

@@ -382,9 +382,11 @@ def test_mmengine_state_dict_load_state_dict_and_pickle():
     message_hub.update_info('iter', 1, resumed=True)
     message_hub.update_info('tensor', [1, 2, 3], resumed=False)
     state_dict = message_hub.state_dict()
-    # plain containers (checkpoints load with weights_only=True): the buffer's state, not the buffer
-    assert state_dict['log_scalars']['loss']['log_history'] == [0.1] and 'lr' not in state_dict['log_scalars']
-    assert state_dict['runtime_info'] == {'iter': 1}
+    # as in MMEngine: copies of the HistoryBuffers, and the keys that are saved
+    assert isinstance(state_dict['log_scalars']['loss'], HistoryBuffer) and 'lr' not in state_dict['log_scalars']
+    assert state_dict['log_scalars']['loss'] is not message_hub.get_scalar('loss')
+    assert [a.tolist() for a in state_dict['log_scalars']['loss'].data] == [[0.1], [1.0]]
+    assert state_dict['runtime_info'] == {'iter': 1} and state_dict['resumed_keys'] == {'loss': True, 'iter': True}
     for name in ('test_load_state_dict2', 'test_load_state_dict3'):
         restored = MessageHub.get_instance(name)
         restored.load_state_dict(state_dict)

@@ -235,20 +235,20 @@ def test_bad_keys_and_info():
 
 
 def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch):
-    """Pretend CPU tensors live on an accelerator: they must be concatenated and read with one tolist(),
+    """Pretend CPU tensors live on an accelerator: they must be stacked and read with one tolist(),
     never with one item() per key."""
     monkeypatch.setattr(scalars, "CPU_DIRECT", False)
-    calls = {"cat": 0}
-    real_cat = torch.cat
+    calls = {"stack": 0}
+    real_stack = torch.stack
 
-    def counting_cat(*args, **kwargs):
-        calls["cat"] += 1
-        return real_cat(*args, **kwargs)
+    def counting_stack(*args, **kwargs):
+        calls["stack"] += 1
+        return real_stack(*args, **kwargs)
 
     def no_item(self):
         raise AssertionError("item() called: one device sync per key")
 
-    monkeypatch.setattr(torch, "cat", counting_cat)
+    monkeypatch.setattr(torch, "stack", counting_stack)
     monkeypatch.setattr(torch.Tensor, "item", no_item)
     monitor = TickMonitor()
     info = {f"loss{i}": torch.tensor(float(i) / 4) for i in range(12)}
@@ -256,7 +256,7 @@ def test_accelerator_tensors_are_copied_with_one_transfer_per_update(monkeypatch
     info["flag"] = torch.tensor(True)
     info["plain"] = 2.0
     monitor.update(info)
-    assert calls["cat"] == 1
+    assert calls["stack"] == 1
     assert [monitor.last(f"loss{i}") for i in range(12)] == [i / 4 for i in range(12)]
     assert (monitor.last("count"), monitor.last("flag"), monitor.last("plain")) == (3.0, 1.0, 2.0)
 
@@ -608,23 +608,6 @@ def test_keep_other_windows_last_n_and_since_start_survive_a_resume():
         monitor.window_stat("other", since_start=True)
     with pytest.raises(ValueError, match="at most one"):
         monitor.window_stat("r", window=5, last_n=3)
-
-
-def test_version_1_states_still_load():
-    old = {
-        "version": 1, "tick_count": 5, "window_size": 3, "window_sizes": {},
-        "keys": [{"key": "x", "entries": [[3, 4.0, 2, 1.0, 3.0, 0], [5, 2.0, 1, 2.0, 2.0, 1]], "last": 2.0,
-                  "nonfinite_total": 1}],
-    }
-    monitor = TickMonitor()
-    monitor.load_state_dict(old)
-    assert monitor.avg("x") == 2.0 and monitor.count("x") == 3 and monitor.nonfinite("x") == 1
-    # the tick with two values (sum 4, min 1, max 3) comes back as exactly those: 1 and 3
-    assert monitor.window_stat("x").last == 2.0 and monitor.window_stat("x").sumsq == 1.0 + 9.0 + 4.0
-    assert monitor.window_values("x") == [1.0, 3.0, 2.0]
-    three = dict(old, keys=[dict(old["keys"][0], entries=[[5, 9.0, 3, 1.0, 5.0, 0, 35.0, 5.0]])])
-    monitor.load_state_dict(three)  # a version-2 tick of three values: same sum, count, min and max
-    assert monitor.window_values("x") == [1.0, 3.0, 5.0] and monitor.window_stat("x").count == 3
 
 
 # ------------------------------------------------------------------------------------ update_columns
