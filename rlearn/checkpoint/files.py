@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import io
 import logging
+import math
 import os
 import pickle
 import random
@@ -33,6 +34,8 @@ FORMAT_VERSION = 1
 #: top-level keys every rlearn checkpoint has
 REQUIRED_SECTIONS = ("format", "format_version", "rlearn_version", "policy_class", "train_iter", "envstep", "learner",
                      "policy", "hooks", "states", "rng")
+#: the sections :func:`read_checkpoint` always returns
+HEADER = ("format", "format_version", "train_iter", "envstep")
 #: value of the ``format`` key: tells an rlearn checkpoint from any other torch file
 FORMAT_TAG = "rlearn.checkpoint"
 
@@ -85,28 +88,54 @@ def encode_state(obj: Any, where: str = "checkpoint") -> Any:
     )
 
 
-def decode_state(obj: Any) -> Any:
-    """Invert :func:`encode_state`."""
+def decode_state(obj: Any, where: str = "") -> Any:
+    """Invert :func:`encode_state`. A tagged entry that contradicts itself (an array whose shape needs more
+    values than it holds, an unknown dtype) raises :class:`CheckpointError` naming its dotted path ``where``."""
     if isinstance(obj, Mapping):
         kind = obj.get(_TYPE_KEY)
         if kind == "ndarray":
-            data = obj["data"]
-            if isinstance(data, torch.Tensor):
-                array = data.numpy()
-            else:
-                array = np.frombuffer(data, dtype=np.dtype(obj["dtype"])).copy()
-            return array.astype(np.dtype(obj["dtype"]), copy=False).reshape(obj["shape"])
+            return _decode_array(obj, where or "the checkpoint")
         if kind == "npscalar":
-            return decode_state(obj["value"])[()]
+            return decode_state(obj.get("value"), where)[()]
         if kind == "deque":
-            return collections.deque((decode_state(v) for v in obj["items"]), maxlen=obj["maxlen"])
-        out = {key: decode_state(value) for key, value in obj.items()}
+            items, maxlen = obj.get("items"), obj.get("maxlen")
+            if not isinstance(items, list) or not (maxlen is None or is_int(maxlen) and maxlen >= 0):
+                raise CheckpointError(f"{where or 'the checkpoint'}: a deque needs a list of items and a maxlen "
+                                      f"(None or an int >= 0), got maxlen {maxlen!r}")
+            return collections.deque((decode_state(v, f"{where}[{i}]") for i, v in enumerate(items)), maxlen=maxlen)
+        out = {key: decode_state(value, f"{where}.{key}" if where else str(key)) for key, value in obj.items()}
         return collections.OrderedDict(out) if isinstance(obj, collections.OrderedDict) else out
     if isinstance(obj, list):
-        return [decode_state(v) for v in obj]
+        return [decode_state(v, f"{where}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, tuple):
-        return tuple(decode_state(v) for v in obj)
+        return tuple(decode_state(v, f"{where}[{i}]") for i, v in enumerate(obj))
     return obj
+
+
+def _decode_array(obj: Mapping[str, Any], where: str) -> np.ndarray:
+    """A numpy array from its stored form, after checking that dtype, shape and data agree."""
+    shape, data = obj.get("shape"), obj.get("data")
+    try:
+        dtype = np.dtype(obj.get("dtype"))
+    except (TypeError, ValueError):
+        raise CheckpointError(f"{where}: array dtype {obj.get('dtype')!r} is not a numpy dtype") from None
+    if not isinstance(shape, (tuple, list)) or not all(is_int(n) and n >= 0 for n in shape):
+        raise CheckpointError(f"{where}: array shape must be a list of ints >= 0, got {shape!r}")
+    if isinstance(data, torch.Tensor):
+        held = data.numel()
+    elif isinstance(data, bytes) and dtype.itemsize:
+        held = len(data) // dtype.itemsize if len(data) % dtype.itemsize == 0 else -1
+    else:
+        raise CheckpointError(f"{where}: array data must be a tensor or bytes, got {type(data).__name__}")
+    needed = math.prod(shape)
+    if needed != held:
+        raise CheckpointError(f"{where}: an array of shape {tuple(shape)} needs {needed} values, the checkpoint "
+                              f"holds {held if held >= 0 else 'a partial one'}")
+    try:
+        array = data.numpy() if isinstance(data, torch.Tensor) else np.frombuffer(data, dtype=dtype).copy()
+        return array.astype(dtype, copy=False).reshape(tuple(shape))
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"{where}: cannot rebuild the array ({type(exc).__name__}: {exc})") from None
 
 
 # ------------------------------------------------------------------------------------------- RNG state
@@ -146,12 +175,16 @@ def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
 
 
 # -------------------------------------------------------------------------------------------- reading
-def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None) -> Dict[str, Any]:
+def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None,
+                    sections: Optional[Iterable[str]] = None) -> Dict[str, Any]:
     """Load and check an rlearn checkpoint file; every problem is a :class:`CheckpointError` naming it.
 
     Checks the zip archive's CRCs and the stored SHA-256 digest (a file without one loads with a warning on
     ``logger``, default ``rlearn.checkpoint``), unpickles with ``weights_only=True``, and checks the format tag,
     version and required sections. The file is opened once, so what was verified is what is loaded.
+
+    ``sections``: only these top-level sections (and :data:`HEADER`) are decoded and returned, so a damaged
+    entry elsewhere (a replay buffer's) cannot stop a reader that does not need it (``rlearn eval``).
     """
     path = Path(path)
     if not path.exists():
@@ -205,7 +238,11 @@ def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None) -> 
             "zip checksums were checked, but its content cannot be verified",
             path,
         )
-    return decode_state(raw)
+    wanted = raw if sections is None else {key: raw[key] for key in (*HEADER, *sections) if key in raw}
+    try:
+        return decode_state(wanted)
+    except CheckpointError as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------------ directory

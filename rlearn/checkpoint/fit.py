@@ -7,6 +7,7 @@ compared with the live policy first, and :func:`policy_state_problems` names eac
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Dict, List, Mapping
 
@@ -173,18 +174,44 @@ def optimizer_problems(name: str, saved: Any, optimizer: torch.optim.Optimizer) 
         g, param = params[saved_id]
         problems += _state_problems(f"{where}: parameter {saved_id} (group {g}, shape {_shape(param)})", state,
                                     param, optimizer.state.get(param, {}), param_shaped)
+    if not problems and saved["state"] and type(optimizer) in _PARAM_SHAPED:
+        problems += _trial_step_problems(where, saved, optimizer)
     return problems
 
 
-def policy_state_problems(policy: Any, saved: Any) -> List[str]:
+def _trial_step_problems(where: str, saved: Mapping[str, Any], optimizer: torch.optim.Optimizer) -> List[str]:
+    """One step of a copy of ``optimizer`` (copies of its parameters, zero gradients) loaded with a copy of
+    ``saved``: the saved settings decide which state a step reads (``amsgrad=True`` reads ``max_exp_avg_sq``,
+    a centered RMSprop ``grad_avg``), and torch loads a state that lacks it without a word."""
+    groups = [{**{key: value for key, value in group.items() if key != "params"},
+               "params": [param.detach().clone().requires_grad_(param.requires_grad) for param in group["params"]]}
+              for group in optimizer.param_groups]
+    try:
+        trial = type(optimizer)(groups)
+        trial.load_state_dict(copy.deepcopy(dict(saved)))
+        for group in trial.param_groups:
+            for param in group["params"]:
+                param.grad = torch.zeros_like(param)
+        trial.step()
+    except KeyError as exc:
+        return [f"{where}: a step with the checkpoint's settings needs state entry {exc.args[0]!r}, which the "
+                "checkpoint lacks"]
+    except Exception as exc:  # noqa: BLE001 - whatever torch.optim refuses, the real step would refuse too
+        return [f"{where}: cannot take a step with the checkpoint's state and settings ({type(exc).__name__}: {exc})"]
+    return []
+
+
+def policy_state_problems(policy: Any, saved: Any, networks_only: bool = False) -> List[str]:
     """Every way the saved ``policy.state_dict()`` ``saved`` does not fit ``policy``: networks (missing,
-    unexpected, shapes) and optimizers (groups, parameters, state shapes and dtypes, settings). Empty when
-    it fits."""
+    unexpected, shapes) and, unless ``networks_only``, optimizers (groups, parameters, state shapes and dtypes,
+    settings, and a trial step on copies). Empty when it fits."""
     if not isinstance(saved, Mapping):
         return [f"the policy state is a {type(saved).__name__}, not a dict"]
     problems: List[str] = []
-    for section, owned, check in (("modules", policy.modules(), module_problems),
-                                  ("optimizers", policy.optimizers(), optimizer_problems)):
+    sections = [("modules", policy.modules(), module_problems)]
+    if not networks_only:
+        sections.append(("optimizers", policy.optimizers(), optimizer_problems))
+    for section, owned, check in sections:
         saved_section = saved.get(section, {})
         if not isinstance(saved_section, Mapping):
             problems.append(f"policy section {section!r} is a {type(saved_section).__name__}, not a dict")
@@ -206,9 +233,9 @@ def listing(problems: List[str], shown: int = 5) -> str:
     return "; ".join(problems[:shown]) + more
 
 
-def check_policy_state(path: Any, policy: Any, saved: Any) -> None:
+def check_policy_state(path: Any, policy: Any, saved: Any, networks_only: bool = False) -> None:
     """Raise :class:`CheckpointError` naming checkpoint ``path`` and every mismatch
     (:func:`policy_state_problems`) unless ``saved`` fits ``policy``."""
-    problems = policy_state_problems(policy, saved)
+    problems = policy_state_problems(policy, saved, networks_only)
     if problems:
         raise CheckpointError(f"checkpoint {path} does not fit policy {type(policy).__qualname__}: {listing(problems)}")

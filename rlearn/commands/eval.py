@@ -68,7 +68,8 @@ def _load(path: Path, allow_imports: bool = False) -> Tuple[Dict[str, Any], Dict
     from rlearn.config import ConfigError, imports_named, resolve_config
 
     try:
-        checkpoint = read_checkpoint(path)
+        # only what playing the policy needs: a damaged entry elsewhere (the replay buffer) cannot stop it
+        checkpoint = read_checkpoint(path, sections=("policy_class", "policy", "config", "eval_progress"))
     except CheckpointError as exc:
         raise EvalCommandError(str(exc)) from exc
     saved = checkpoint.get("config")
@@ -127,12 +128,13 @@ def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Option
         if type(policy).__qualname__ != checkpoint["policy_class"]:
             raise EvalCommandError(f"checkpoint {path}: holds a {checkpoint['policy_class']} policy but its config "
                                    f"builds {type(policy).__qualname__}")
-        try:
-            check_policy_state(path, policy, checkpoint["policy"])
+        try:  # the networks are all that playing needs: the optimizers' state is neither checked nor loaded
+            check_policy_state(path, policy, checkpoint["policy"], networks_only=True)
         except CheckpointError as exc:
             raise EvalCommandError(str(exc)) from exc
         try:
-            policy.load_state_dict(checkpoint["policy"])
+            for name, network in policy.modules().items():
+                network.load_state_dict(checkpoint["policy"]["modules"][name])
         except Exception as exc:
             raise EvalCommandError(f"checkpoint {path}: cannot load the policy ({type(exc).__name__}: {exc})") from exc
         evaluator = Evaluator(eval_env, policy, episodes, seed=seed)

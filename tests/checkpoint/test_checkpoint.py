@@ -528,3 +528,51 @@ def test_checkpoint_mount_points_and_window_change_warning(tmp_path, caplog):
     assert other.monitor.window_size("loss") == 15
     warnings = [r.getMessage() for r in caplog.records if "monitor windows differ" in r.getMessage()]
     assert len(warnings) == 1 and "loss: 15 (config 5)" in warnings[0]
+
+
+def _with_raw(saved, path, change):
+    """``saved`` rewritten to ``path`` after ``change(raw)`` on its stored (encoded) form, with a valid digest."""
+    from rlearn.checkpoint.integrity import append_digest
+
+    raw = torch.load(saved, weights_only=True)
+    change(raw)
+    buffer = io.BytesIO()
+    torch.save(raw, buffer)
+    append_digest(buffer)
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"shape": (10**10, 3)}, r"states\.buffer\.obs: an array of shape \(10000000000, 3\) needs 30000000000 values, "
+                             r"the checkpoint holds 6"),
+    ({"shape": (2, -3)}, r"states\.buffer\.obs: array shape must be a list of ints >= 0, got \(2, -3\)"),
+    ({"shape": "2x3"}, r"states\.buffer\.obs: array shape must be a list of ints >= 0, got '2x3'"),
+    ({"dtype": "<no"}, r"states\.buffer\.obs: array dtype '<no' is not a numpy dtype"),
+    ({"data": "abc"}, r"states\.buffer\.obs: array data must be a tensor or bytes, got str"),
+])
+def test_a_stored_array_that_contradicts_itself_is_a_checkpoint_error_naming_it(tmp_path, saved, entry, message):
+    """A digest-valid file whose array entry claims another shape used to raise ValueError from numpy."""
+    learner = make_learner(tmp_path / "b")
+    learner.register_state("buffer", ArrayState())
+
+    def claim(raw):
+        raw["states"]["buffer"]["obs"].update(entry)
+
+    path = _with_raw(learner.save_checkpoint(), tmp_path / "crafted.pt", claim)
+    with pytest.raises(CheckpointError, match=rf"^checkpoint {path}: {message}$"):
+        ckpt.read_checkpoint(path)
+    # what a reader of the policy alone needs is still there
+    policy_only = ckpt.read_checkpoint(path, sections=("policy",))
+    assert set(policy_only) == {"policy", "format", "format_version", "train_iter", "envstep"}
+    assert torch.equal(policy_only["policy"]["modules"]["net"]["weight"], learner.policy.net.weight)
+
+
+class ArrayState:
+    """A registered state holding a numpy array (as a replay buffer does)."""
+
+    def state_dict(self):
+        return {"obs": np.arange(6, dtype=np.float32).reshape(2, 3)}
+
+    def load_state_dict(self, state):
+        self.obs = state["obs"]

@@ -124,6 +124,10 @@ OPTIMIZER_DAMAGE = {
     "a missing lr": (
         lambda ck: _adam(ck)["param_groups"][0].pop("lr"),
         r"param group 0 has no 'lr' in the checkpoint"),
+    "amsgrad switched on without its state": (
+        lambda ck: _adam(ck)["param_groups"][0].update(amsgrad=True),
+        r"optimizer 'actor': a step with the checkpoint's settings needs state entry 'max_exp_avg_sq', which the "
+        r"checkpoint lacks"),
     "a missing optimizer": (
         lambda ck: ck["policy"]["optimizers"].pop("critic"),
         r"optimizer 'critic' missing from the checkpoint"),
@@ -233,3 +237,108 @@ def test_settings_torch_accepts_in_either_form_are_not_refused():
     saved["param_groups"][0]["fused"] = "yes"
     assert optimizer_problems("opt", saved, fused) == [
         "optimizer 'opt': param group 0: fused must be a bool (or None) like the optimizer's True, got 'yes'"]
+
+
+@pytest.mark.parametrize("make, change, entry", [
+    (lambda params: torch.optim.RMSprop(params, centered=False), dict(centered=True), "grad_avg"),
+    (lambda params: torch.optim.RMSprop(params), dict(momentum=0.9), "momentum_buffer"),
+    (lambda params: torch.optim.AdamW(params), dict(amsgrad=True), "max_exp_avg_sq"),
+])
+def test_settings_that_need_state_the_checkpoint_lacks_are_refused(make, change, entry):
+    """A saved param group may switch on a setting whose step reads state the saved state lacks: torch loads it,
+    and the first step fails (KeyError) after the run has rewound its writers and rewritten config.py."""
+    net = torch.nn.Linear(2, 2)
+    optimizer = make(net.parameters())
+    net(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    saved = copy.deepcopy(optimizer.state_dict())
+    live = make(torch.nn.Linear(2, 2).parameters())
+    assert optimizer_problems("opt", saved, live) == []
+    saved["param_groups"][0].update(change)
+    assert optimizer_problems("opt", saved, live) == [
+        f"optimizer 'opt': a step with the checkpoint's settings needs state entry {entry!r}, which the checkpoint "
+        "lacks"]
+    assert live.state_dict()["state"] == {}  # the check stepped a copy
+
+
+def test_a_trial_step_leaves_the_saved_state_untouched(saved):
+    checkpoint = read_checkpoint(saved)
+    state = checkpoint["policy"]["optimizers"]["actor"]
+    before = copy.deepcopy(state)
+    learner = _learner(None)
+    assert optimizer_problems("actor", state, learner.policy.actor_opt) == []
+    assert all(torch.equal(before["state"][i][k], v) for i in before["state"] for k, v in state["state"][i].items())
+
+
+# --------------------------------------------------------------------------- crafted files, from the command line
+def _rlearn(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-m", "rlearn", *map(str, args)], capture_output=True, text=True,
+                          cwd=root, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    """A short DQN run whose Adam has stepped and whose checkpoint holds a replay buffer."""
+    work = tmp_path_factory.mktemp("dqn") / "run"
+    done = _rlearn("train", "dqn_cartpole", "--work-dir", work, "--set", "train.max_env_steps=64",
+                   "policy.learning_starts=16", "eval.freq=none", "eval.episodes=1", "policy.hidden_sizes=[8]")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return work
+
+
+def _crafted_copy(dqn_run, tmp_path, change):
+    """A copy of the run whose ``latest.pt`` (the only checkpoint left) holds ``change(raw)``, digest valid."""
+    import io
+    import shutil
+
+    from rlearn.checkpoint.integrity import append_digest
+
+    work = tmp_path / "run"
+    shutil.copytree(dqn_run, work)
+    for path in work.glob("ckpt/*.pt"):
+        if path.name != "latest.pt":
+            path.unlink()
+    raw = torch.load(work / "ckpt" / "latest.pt", weights_only=True)
+    change(raw)
+    buffer = io.BytesIO()
+    torch.save(raw, buffer)
+    append_digest(buffer)
+    (work / "ckpt" / "latest.pt").write_bytes(buffer.getvalue())
+    return work
+
+
+def _amsgrad(raw):
+    raw["policy"]["optimizers"]["q"]["param_groups"][0]["amsgrad"] = True
+
+
+def _huge_buffer(raw):
+    raw["states"]["replay_buffer"]["data"]["obs"]["shape"] = (10**10, 3)
+
+
+@pytest.mark.parametrize("change, message", [
+    (_amsgrad, "optimizer 'q': a step with the checkpoint's settings needs state entry 'max_exp_avg_sq', which "
+               "the checkpoint lacks"),
+    (_huge_buffer, "states.replay_buffer.data.obs: an array of shape (10000000000, 3) needs 30000000000 values"),
+])
+def test_a_crafted_checkpoint_is_refused_by_resume_in_one_line_and_eval_still_plays_it(dqn_run, tmp_path, change,
+                                                                                       message):
+    """Before: the amsgrad flag passed the check, the run rewound its writers and rewrote config.py, then died at the
+    first step (KeyError); the array raised ValueError outside the checkpoint errors, in --resume and in eval."""
+    work = _crafted_copy(dqn_run, tmp_path, change)
+    before = {path: path.read_bytes() for path in work.rglob("*") if path.is_file()}
+    done = _rlearn("train", work / "config.py", "--work-dir", work, "--resume", "--set", "train.max_env_steps=512")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert message in done.stderr
+    after = {path: path.read_bytes() for path in work.rglob("*") if path.is_file()}
+    log = work / "dqn_cartpole.log"  # the log may say why the resume stopped, after what it held
+    assert after.pop(log).startswith(before.pop(log))
+    assert after == before  # nothing else changed: config.py, metrics, event files, checkpoints
+    played = _rlearn("eval", work / "ckpt" / "latest.pt", "--episodes", "1")
+    assert played.returncode == 0, played.stderr[-3000:]
+    assert "episode_return: mean" in played.stdout
