@@ -56,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each running trial's heartbeat interval (default 10); a trial without one for 6 "
                              "intervals (a killed worker) is taken over by another tuner of the study")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
+    slurm = parser.add_argument_group("Slurm (docs/cluster.md)")
+    slurm.add_argument("--launcher", choices=("local", "slurm"), default="local",
+                       help="local: tune in this process (default); slurm: submit --workers tuners as one job array")
+    slurm.add_argument("--workers", type=int, default=1, metavar="N", help="with --launcher slurm: tuners to submit")
+    slurm.add_argument("--slurm", dest="slurm_options", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                       help="as for rlearn sweep: partition=, time=, cpus_per_task=, mem=, array_parallelism=, extra=, ...")
+    slurm.add_argument("--dry-run", action="store_true", help="with --launcher slurm: print the sbatch script only")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
                       args.sampler_seed, args.heartbeat)
     except ExperimentError as exc:
         return fail("tune", exc)
+    if args.launcher == "slurm":
+        return submit_workers(args, tuner)
+    if args.slurm_options or args.dry_run or args.workers != 1:
+        return fail("tune", "--workers, --slurm and --dry-run go with --launcher slurm")
     result = tuner.run(display_enabled=False if args.no_progress else None)
     print(f"study {result.study_name!r} ({result.storage}): "
           + ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items())))
@@ -101,3 +112,36 @@ def dashboard_command(storage: str) -> str:
         return shell_command("optuna-dashboard", storage)
     return ("optuna-dashboard shows the study; install it with: "
             + shell_command("pip", "install", "-c", "constraints.txt", "-e", ".[dashboard]"))
+
+
+def submit_workers(args: argparse.Namespace, tuner: "object") -> int:
+    """``--launcher slurm``: the study and its dir are ready (checked here); submit ``--workers`` tasks, each
+    ``rlearn tune`` of the same study with this command's options (paths made absolute for the nodes)."""
+    from rlearn.experiments.child import ExperimentError
+
+    if args.workers < 1:
+        return fail("tune", f"--workers must be >= 1, got {args.workers}")
+    try:
+        from rlearn.experiments.slurm import parse_slurm_options, submit_tune_workers
+    except ImportError as exc:
+        return fail("tune", f"--launcher slurm needs submitit ({exc}); install it with: pip install 'rlearn[slurm]'")
+    config = str(Path(args.config).resolve()) if Path(args.config).is_file() else args.config
+    argv = ["tune", config, "--space", str(Path(args.space).resolve()), "--trials", str(args.trials), "--jobs",
+            str(args.jobs), "--out", str(Path(tuner.exp_dir).resolve()), "--startup-trials", str(args.startup_trials),
+            "--heartbeat", str(args.heartbeat), "--no-progress"]
+    for option, value in (("--storage", args.storage), ("--study-name", args.study_name),
+                          ("--warmup-steps", args.warmup_steps)):
+        if value is not None:
+            argv += [option, str(value)]
+    if args.overrides:
+        argv += ["--set", *args.overrides]
+    try:
+        message, _ = submit_tune_workers(argv, tuner.exp_dir, args.workers, parse_slurm_options(args.slurm_options),
+                                         args.dry_run, args.sampler_seed)
+    except ExperimentError as exc:
+        return fail("tune", exc)
+    print(message)
+    if not args.dry_run:
+        print(f"  logs: {Path(tuner.exp_dir) / 'slurm' / 'logs'}; trials: {Path(tuner.exp_dir)}/trial_<n>/")
+        print(f"  state of the study: {dashboard_command(tuner.storage_url)}")
+    return 0

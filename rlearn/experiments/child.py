@@ -122,8 +122,10 @@ class TrainProcess:
     """``python -m rlearn train CONFIG --work-dir WORK_DIR --no-progress [ARGS]`` in its own process, with
     ``env`` added to this process's environment (thread caps)."""
 
-    def __init__(self, config: Path, work_dir: Path, args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, config: Path, work_dir: Path, args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
+                 ignored_signals: Sequence[int] = ()) -> None:
         self.work_dir = Path(work_dir)
+        self.ignored_signals = tuple(ignored_signals)  # e.g. Slurm's warning signal, meant for the task, not the run
         self.argv = [sys.executable, "-m", "rlearn", "train", str(config), "--work-dir", str(self.work_dir),
                      "--no-progress", *args]
         self.env = {**os.environ, **(env or {}), "RLEARN_NO_PROGRESS": "1"}
@@ -137,12 +139,19 @@ class TrainProcess:
         """Start the process (console output appended to ``console.log`` in the work dir)."""
         from rlearn.run.signals import stop_with_parent
 
+        ignored = self.ignored_signals
+
+        def prepare() -> None:  # in the child before exec: SIGTERM when we die; ignored signals stay ignored
+            stop_with_parent()
+            for signum in ignored:
+                signal.signal(signum, signal.SIG_IGN)
+
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with open(self.work_dir / CONSOLE_LOG, "ab") as console:
             console.write(f"$ {' '.join(self.argv)}\n".encode())
             console.flush()
             self._process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
-                                             env=self.env, start_new_session=True, preexec_fn=stop_with_parent)
+                                             env=self.env, start_new_session=True, preexec_fn=prepare)
         self.started_at = time.monotonic()
         return self
 
@@ -309,7 +318,7 @@ def clear_unresumable(work_dir: Path) -> bool:
 
 
 def start_run(exp_dir: Path, work_dir: Path, args: Sequence[str], env: Mapping[str, str],
-              note: Callable[[str], None], name: str) -> Optional[TrainProcess]:
+              note: Callable[[str], None], name: str, ignored_signals: Sequence[int] = ()) -> Optional[TrainProcess]:
     """Start ``rlearn train`` of the experiment's ``config.py`` in ``work_dir`` once no live process holds it,
     resumed from its checkpoint or else from scratch (:func:`clear_unresumable`); each step is told to
     ``note`` as ``"<name>: ..."``. None when the dir stays busy."""
@@ -325,7 +334,7 @@ def start_run(exp_dir: Path, work_dir: Path, args: Sequence[str], env: Mapping[s
         note(f"{name}: resuming {work_dir}")
     elif clear_unresumable(work_dir):
         note(f"{name}: {work_dir} had no checkpoint; starting it again from scratch")
-    return TrainProcess(Path(exp_dir) / EXPERIMENT_CONFIG, work_dir, args, env=env).start()
+    return TrainProcess(Path(exp_dir) / EXPERIMENT_CONFIG, work_dir, args, env=env, ignored_signals=ignored_signals).start()
 
 
 def dump_experiment_config(cfg: Mapping[str, Any], path: Path) -> Path:

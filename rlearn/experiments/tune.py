@@ -229,6 +229,10 @@ class Tuner:
         """The study must be the one this dir's trials belong to (not emptied, replaced or recreated)."""
         found = self.study.user_attrs.get(STUDY_ID_ATTR)
         if state.get("study_id"):
+            mine = self.exp_dir.resolve()
+            if found is not None and found != state["study_id"] and any(
+                    Path(t.user_attrs.get("work_dir", "/")).parent == mine for t in self.study.get_trials(deepcopy=False)):
+                state["study_id"] = found  # two workers created the study at once: the last one's mark stays
             if found != state["study_id"]:
                 raise ExperimentError(
                     f"{self.storage_label} does not hold the study whose trials are in {self.exp_dir} (study "
