@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
-from rlearn.nn import QEnsemble, ThreadChooser
+from rlearn.nn import MLP, QEnsemble, ThreadChooser
 from rlearn.optim import make_adam
 from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
 from rlearn.rl.advantages import compute_gae
@@ -30,7 +30,7 @@ from rlearn.trace import span
 
 __all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic", "CRITIC_KEYS"]
 
-#: the keys every iteration of TD3 and SAC reports, from :meth:`OffPolicyActorCritic.critic_info`
+#: the keys every iteration of TD3 and SAC reports, from :meth:`OffPolicyActorCritic.update_critic`
 CRITIC_KEYS = ["critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "target_q_value", "td_error",
                "cur_lr_critic"]
 
@@ -74,10 +74,16 @@ class OffPolicyActorCritic(Policy):
         self.torch_rng.manual_seed(int(self.np_random.integers(2**62)))
         self.update_count = 0  # critic updates done
 
-    def _init_networks(self, make_actor: Callable[[], torch.nn.Module]) -> None:
-        """``actor`` (``make_actor()``) and the twin ``critic`` (a :class:`QEnsemble`) from the policy seed, in the
-        ``precision`` compute dtype; ``critic_target``; their Adam optimizers (``lr_actor``, ``lr_critic``)."""
+    def _init_networks(self, make_actor: Callable[[], torch.nn.Module], actor_outputs: int,
+                       actor_target: bool = False) -> None:
+        """``actor`` (``make_actor()``, an MLP with ``actor_outputs`` outputs) and the twin ``critic`` (a
+        :class:`QEnsemble`) from the policy seed, in the ``precision`` compute dtype; ``critic_target``; their Adam
+        optimizers (``lr_actor``, ``lr_critic``). First, :meth:`check_network_memory` for them (and an actor
+        target network if the subclass makes one)."""
         cfg = self.cfg
+        actor = MLP.parameter_count([self.obs_dim, *cfg["hidden_sizes"], actor_outputs])
+        critic = MLP.parameter_count([self.obs_dim + self.act_dim, *cfg["hidden_sizes"], 1], ensemble=2)
+        self.check_network_memory(trained=actor + critic, frozen=critic + (actor if actor_target else 0))
         with self.seeded_init():
             self.actor = make_actor().to(self.device)
             self.critic = QEnsemble(self.obs_dim, self.act_dim, cfg["hidden_sizes"]).to(self.device)
@@ -111,27 +117,21 @@ class OffPolicyActorCritic(Policy):
         """``(obs [B, o], action [B, a], reward [B], next_obs [B, o], terminated [B])``, checked."""
         return check_replay_batch(data, type(self).__name__, self.device, self.obs_shape, self.act_shape)
 
-    def update_critic(self, obs: torch.Tensor, action: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """One step of the critic optimizer on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``.
-
-        Returns ``[MSE_1, MSE_2, mean Q1, mean Q2, mean y, mean |Q1 - y|, mean |Q2 - y|]`` for the reports.
-        """
+    def update_critic(self, obs: torch.Tensor, action: torch.Tensor, y: torch.Tensor) -> Dict[str, Any]:
+        """One step of the critic optimizer on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``; returns the
+        :data:`CRITIC_KEYS` by name (0-d tensors, the learning rate a float)."""
         with span("learner/forward", lane="learner"):
             q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
             # one loss over both rows: twice the mean over [2, B] of squared errors = MSE(Q1, y) + MSE(Q2, y)
             critic_loss = 2.0 * F.mse_loss(q, y.expand_as(q))
         self.optimize(critic_loss, self.critic_optimizer)
-        with torch.no_grad():  # one mean over the stacked rows [error^2 (2), Q (2), y, |error| (2)]
+        with torch.no_grad():
             q = q.detach()
             error = q - y
-            return torch.cat([error.square(), q, y.unsqueeze(0), error.abs()]).mean(1)
-
-    def critic_info(self, values: Sequence[float]) -> Dict[str, float]:
-        """The :data:`CRITIC_KEYS` from the host values of :meth:`update_critic`'s statistics."""
-        info = dict(zip(CRITIC_KEYS[:5], values[:5]))
-        info["td_error"] = 0.5 * (values[5] + values[6])  # over both critics
-        info["cur_lr_critic"] = self.critic_optimizer.param_groups[0]["lr"]
-        return info
+            mse, q_mean, abs_error = torch.stack([error.square(), q, error.abs()]).mean(-1)  # each [2]: per critic
+        return {"critic_loss": mse[0], "critic_twin_loss": mse[1], "q_value": q_mean[0], "q_value_twin": q_mean[1],
+                "target_q_value": y.mean(), "td_error": abs_error.mean(),  # td_error: over both critics
+                "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"]}
 
     def _actor_numpy(self, obs: np.ndarray) -> np.ndarray:
         """The actor's output for observations ``[N, *obs_shape]`` as float64 ``[N, ...]`` (a tuple of outputs

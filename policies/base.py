@@ -28,6 +28,9 @@ from rlearn.trace import span  # a shared no-op context manager while tracing is
 
 Scalar = Any  # int | float | numpy scalar | one-element torch.Tensor
 
+#: the share of the available memory a policy's networks and their optimizer state may take
+NETWORK_MEMORY_FRACTION = 0.5
+
 
 class PolicyConfigError(ConfigError, KeyError):
     """A policy configuration names a key the policy does not know, or has a bad value; the message names
@@ -132,6 +135,22 @@ class Policy(abc.ABC):
             if self.seed is not None:
                 torch.manual_seed(self.seed)
             yield
+
+    def check_network_memory(self, trained: int, frozen: int = 0, key: str = "hidden_sizes") -> None:
+        """Refuse, before they are allocated, networks that cannot fit: ``trained`` float32 parameters (each
+        with a gradient and Adam's two moments: 16 bytes) plus ``frozen`` ones (target networks: 4 bytes) must
+        take at most :data:`NETWORK_MEMORY_FRACTION` of the memory available to the policy's device (the
+        machine's or container's on the CPU, as for the replay buffer; the free memory of a CUDA device). Else a
+        :class:`PolicyConfigError` naming ``policy.<key>`` and the estimate."""
+        needed = 4 * (4 * trained + frozen)
+        available = _available_memory(self.device)
+        if available is not None and needed > NETWORK_MEMORY_FRACTION * available:
+            gib = 2.0 ** 30
+            raise PolicyConfigError(
+                f"{type(self).__name__}: config key 'policy.{key}' is {self.cfg.get(key)!r}: the networks would take "
+                f"about {needed / gib:.1f} GiB (parameters, gradients and Adam state), more than "
+                f"{NETWORK_MEMORY_FRACTION:.0%} of the {available / gib:.1f} GiB available on {self.device}; "
+                f"lower policy.{key}")
 
     # ------------------------------------------------------------------ learn
     @abc.abstractmethod
@@ -317,6 +336,17 @@ class Policy(abc.ABC):
         self.load_extra_state(state.get("extra", {}))
         if "np_random" in state:
             self.np_random.bit_generator.state = state["np_random"]
+
+
+def _available_memory(device: torch.device) -> Optional[int]:
+    """Bytes the policy's networks may still take on ``device`` (None where unknown)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type == "cpu":
+        from rlearn.run.build import available_memory  # the replay buffer's check reads the same
+
+        return available_memory()
+    return None
 
 
 def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[int]:

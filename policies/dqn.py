@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -31,11 +31,13 @@ from torch import nn
 
 from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
+from rlearn.nn import MLP
 from rlearn.optim import foreach, make_adam, polyak_update_
+from rlearn.registry import register_policy
 from rlearn.rl.acting import box_observation_shape, obs_tensor
-from rlearn.rl.replay_batch import check_replay_batch, host_values
+from rlearn.rl.replay_batch import check_replay_batch
 
-__all__ = ["DQNPolicy", "QNetwork", "linear_epsilon", "host_values"]
+__all__ = ["DQNPolicy", "linear_epsilon"]
 
 _LOSSES = {"huber": F.smooth_l1_loss, "mse": F.mse_loss}
 
@@ -48,29 +50,7 @@ def linear_epsilon(envstep: int, initial: float, final: float, steps: int) -> fl
     return float(initial + (final - initial) * (envstep / steps))
 
 
-class QNetwork(nn.Module):
-    """``obs [B, obs_dim] -> Q [B, n_actions]``: an MLP with ReLU hidden layers (``nn.Linear`` initialisation),
-    run with ``F.linear`` on the layers' parameters (a module call per layer costs as much as a small product)."""
-
-    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int]) -> None:
-        super().__init__()
-        sizes = [obs_dim, *hidden_sizes, n_actions]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        *hidden, (weight, bias) = self.linear_parameters()
-        x = obs
-        for w, b in hidden:
-            x = F.linear(x, w, b).relu_()  # in place: the product's backward needs its inputs, not its output
-        return F.linear(x, weight, bias)
-
-    def linear_parameters(self) -> List[Tuple[torch.Tensor, torch.Tensor]]:
-        """``[(layer.weight, layer.bias), ...]`` for the layers in order: the live parameters, read from
-        ``_parameters`` without ``nn.Module.__getattr__``'s cost per name."""
-        return [(layer._parameters["weight"], layer._parameters["bias"])
-                for layer in self._modules["layers"]._modules.values()]
-
-
+@register_policy("dqn")
 class DQNPolicy(Policy):
     """DQN / double DQN for ``Discrete`` action spaces and ``Box`` observations (flattened); see the module
     docstring for the algorithm and docs/dqn.md for the configuration."""
@@ -109,7 +89,10 @@ class DQNPolicy(Policy):
         self.max_grad_norm = cfg["max_grad_norm"]
         self.target_update_interval, self.tau = cfg["target_update_interval"], cfg["tau"]
 
-        self.q_net = QNetwork(self.obs_dim, self.n_actions, cfg["hidden_sizes"]).to(self.device)
+        sizes = [self.obs_dim, *cfg["hidden_sizes"], self.n_actions]  # Q(s, .): a ReLU MLP
+        q_parameters = MLP.parameter_count(sizes)
+        self.check_network_memory(trained=q_parameters, frozen=q_parameters)
+        self.q_net = MLP(sizes).to(self.device)
         self.q_target = copy.deepcopy(self.q_net)
         self.q_target.requires_grad_(False)
         self._online_params, self._target_params = list(self.q_net.parameters()), list(self.q_target.parameters())
@@ -146,9 +129,8 @@ class DQNPolicy(Policy):
         grad_norm = self.optimize(loss, self.optimizer, max_grad_norm=self.max_grad_norm or math.inf)
 
         self.update_count += 1
-        # one host transfer for the four statistics (not one per key)
-        values = host_values([loss.detach(), q.detach().mean(), target_q.mean(), grad_norm])
-        info: Dict[str, Any] = dict(zip(("q_loss", "q_value", "target_q_value", "grad_norm"), values))
+        info: Dict[str, Any] = {"q_loss": loss.detach(), "q_value": q.detach().mean(), "target_q_value": target_q.mean(),
+                                "grad_norm": grad_norm}
         if self.update_count % self.target_update_interval == 0:
             self.update_target()
             info["target_sync"] = 1

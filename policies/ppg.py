@@ -16,17 +16,21 @@ The auxiliary losses are reported once per ``n_pi`` iterations: give the learner
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from policies.actor_critic import OnPolicyActorCritic
-from policies.ppo import clipped_surrogate_loss, hidden_layers, normalize, orthogonal_linear
+from policies.ppo import clipped_surrogate_loss, normalize
 from rlearn.config import option
+from rlearn.nn import MLP
 from rlearn.optim import make_adam
+from rlearn.registry import register_policy
 from rlearn.rl.advantages import explained_variance
 from rlearn.rl.heads import categorical_kl, categorical_log_prob_entropy, gaussian_kl, gaussian_log_prob_entropy
+from rlearn.rl.means import StepMeans
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -46,18 +50,13 @@ def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, di
 # ------------------------------------------------------------------------------------------- networks
 
 
-def trunk(in_dim: int, hidden_sizes: Sequence[int], activation: str) -> Tuple[nn.Sequential, int]:
-    """The hidden layers (orthogonal init, ``nn.Tanh`` or ``nn.ReLU``) as one module; returns it and its width."""
-    layers, width = hidden_layers(in_dim, hidden_sizes, {"tanh": nn.Tanh, "relu": nn.ReLU}[activation])
-    return nn.Sequential(*layers), width
-
-
 class PolicyNetwork(nn.Module):
     """Policy trunk with two heads: action-distribution parameters and the auxiliary value.
 
     ``forward(obs) -> (dist_params, aux_value)``: ``dist_params`` are logits ``[B, n]`` for discrete
     actions, ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]`` for continuous ones (the log-std is
-    one learned vector shared by every state).
+    one learned vector shared by every state). Orthogonal initialisation as in the PPO reference code: gain
+    sqrt(2) in the trunk, 0.01 for the action head, 1 for the value head.
     """
 
     def __init__(
@@ -65,9 +64,11 @@ class PolicyNetwork(nn.Module):
         continuous: bool, init_log_std: float,
     ) -> None:
         super().__init__()
-        self.trunk, width = trunk(obs_dim, hidden_sizes, activation)
-        self.action_head = orthogonal_linear(width, n_outputs, 0.01)
-        self.aux_value_head = orthogonal_linear(width, 1, 1.0)
+        width = hidden_sizes[-1]
+        self.trunk = MLP([obs_dim, *hidden_sizes], activation, output_activation=activation, init="orthogonal",
+                         output_gain=math.sqrt(2.0))
+        self.action_head = MLP([width, n_outputs], init="orthogonal", output_gain=0.01)
+        self.aux_value_head = MLP([width, 1], init="orthogonal", output_gain=1.0)
         self.log_std = nn.Parameter(torch.full((n_outputs,), float(init_log_std))) if continuous else None
 
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -78,22 +79,21 @@ class PolicyNetwork(nn.Module):
         return params, self.aux_value_head(features).squeeze(-1)
 
 
-class ValueNetwork(nn.Module):
-    """The separate value network ``V(obs) -> [B]``."""
+class ValueNetwork(MLP):
+    """The separate value network ``V(obs) -> [B]`` (orthogonal initialisation, output gain 1)."""
 
     def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], activation: str) -> None:
-        super().__init__()
-        self.trunk, width = trunk(obs_dim, hidden_sizes, activation)
-        self.head = orthogonal_linear(width, 1, 1.0)
+        super().__init__([obs_dim, *hidden_sizes, 1], activation, init="orthogonal", output_gain=1.0)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.head(self.trunk(obs)).squeeze(-1)
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(obs).squeeze(-1)
 
 
 # --------------------------------------------------------------------------------------------- policy
 
 
 
+@register_policy("ppg")
 class PPGPolicy(OnPolicyActorCritic):
     """Phasic Policy Gradient for ``Discrete`` and ``Box`` action spaces (see the module docstring), with three
     Adam optimizers: ``policy`` (PPO epochs), ``value`` (value network) and ``aux`` (auxiliary phase)."""
@@ -117,6 +117,9 @@ class PPGPolicy(OnPolicyActorCritic):
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
+        policy_net = MLP.parameter_count([obs_dim, *cfg["hidden_sizes"], n_outputs + 1]) + n_outputs
+        value_net = MLP.parameter_count([obs_dim, *cfg["hidden_sizes"], 1])
+        self.check_network_memory(trained=2 * policy_net + value_net)  # the policy network has two Adams
         with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
             self.policy_net = PolicyNetwork(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
@@ -165,14 +168,14 @@ class PPGPolicy(OnPolicyActorCritic):
     def _monitor_periods_learn(self) -> Dict[str, int]:
         return dict.fromkeys(("aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss"), self.cfg["n_pi"])
 
-    def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
+    def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, Any]:
         """One policy iteration on a rollout of ``[T, N, ...]`` tensors, plus the auxiliary phase every
         ``n_pi``-th call. Returns the info dict described in the module docstring."""
         cur_lr = self.policy_optimizer.param_groups[0]["lr"]  # as set by the learner's LR scheduler, if any
 
         # 1. advantages and value targets with the networks that collected the rollout
         batch = self._advantage_batch(data, self.value_net)
-        info = {"explained_variance": explained_variance(batch["value"], batch["target"])}
+        info: Dict[str, Any] = {"explained_variance": explained_variance(batch["value"], batch["target"])}
 
         # 2.-3. policy phase: PPO epochs on the policy network, then value-network epochs
         info.update(self._policy_epochs(batch))
@@ -188,10 +191,11 @@ class PPGPolicy(OnPolicyActorCritic):
                 info.update(self._auxiliary_phase())
         return info
 
-    def _policy_epochs(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, float]:
-        """``e_policy`` epochs of the clipped PPO objective; returns minibatch means of the statistics."""
+    def _policy_epochs(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """``e_policy`` epochs of the clipped PPO objective; returns minibatch means of the statistics (none
+        for ``e_policy = 0``: the policy network is not trained)."""
         clip = self._clip_ratio()
-        stats: List[torch.Tensor] = []
+        steps = StepMeans()
         for _ in range(self.cfg["e_policy"]):
             for idx_t in self._minibatch_indices(len(batch["obs"]), self.cfg["minibatch_size"]):
                 with span("learner/forward", lane="learner"):
@@ -203,13 +207,10 @@ class PPGPolicy(OnPolicyActorCritic):
                     entropy = entropy.mean()
                     loss = policy_loss - self.cfg["entropy_coef"] * entropy
                 self.optimize(loss, self.policy_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
-                stats.append(torch.stack([policy_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
-        if not stats:  # e_policy == 0: the policy network is not trained this iteration
-            return {}
-        means = torch.stack(stats).mean(0).tolist()
-        return dict(zip(("policy_loss", "entropy", "approx_kl", "clipfrac"), means))
+                steps.add(policy_loss=policy_loss, entropy=entropy, approx_kl=approx_kl, clipfrac=clipfrac)
+        return steps.means()
 
-    def _value_epochs(self, obs: torch.Tensor, target: torch.Tensor, epochs: int) -> float:
+    def _value_epochs(self, obs: torch.Tensor, target: torch.Tensor, epochs: int) -> torch.Tensor:
         """``epochs`` epochs of value regression ``0.5 * (V(obs) - target)^2``; returns the mean loss."""
         losses: List[torch.Tensor] = []
         for _ in range(epochs):
@@ -220,10 +221,10 @@ class PPGPolicy(OnPolicyActorCritic):
                 losses.append(loss.detach())
         if not losses:  # e_value == 0: report the loss of the untouched value network
             with torch.no_grad():
-                return (0.5 * (self.value_net(obs) - target).pow(2).mean()).item()
-        return torch.stack(losses).mean().item()
+                return 0.5 * (self.value_net(obs) - target).pow(2).mean()
+        return torch.stack(losses).mean()
 
-    def _auxiliary_phase(self) -> Dict[str, float]:
+    def _auxiliary_phase(self) -> Dict[str, torch.Tensor]:
         """``e_aux`` epochs of auxiliary value distillation + behavioural cloning over every stored
         observation, plus value-network training on the same targets; then clears the store."""
         obs = torch.cat(self._aux_obs)
@@ -231,7 +232,7 @@ class PPGPolicy(OnPolicyActorCritic):
         with torch.no_grad():  # pi_old: the full distribution of every stored observation, before the phase
             old_params = torch.cat([self.policy_net(chunk)[0] for chunk in obs.split(4096)])
         beta = self.cfg["beta_clone"]
-        stats: List[torch.Tensor] = []
+        steps = StepMeans()
         for _ in range(self.cfg["e_aux"]):
             for idx_t in self._minibatch_indices(len(obs), self.cfg["aux_minibatch_size"]):
                 with span("learner/forward", lane="learner"):
@@ -243,11 +244,10 @@ class PPGPolicy(OnPolicyActorCritic):
                 with span("learner/forward", lane="learner"):
                     value_loss = 0.5 * (self.value_net(obs[idx_t]) - targets[idx_t]).pow(2).mean()
                 self.optimize(value_loss, self.value_optimizer, max_grad_norm=self.cfg["max_grad_norm"])
-                stats.append(torch.stack([aux_value_loss.detach(), bc_loss.detach(), auxiliary_loss.detach()]))
+                steps.add(aux_value_loss=aux_value_loss, behavioral_cloning_loss=bc_loss, auxiliary_loss=auxiliary_loss)
         self._aux_obs.clear()
         self._aux_targets.clear()
-        means = torch.stack(stats).mean(0).tolist()
-        return dict(zip(("aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss"), means))
+        return steps.means()
 
     # ------------------------------------------------------------------------------------ state
     def extra_state(self) -> Dict[str, Any]:

@@ -17,7 +17,6 @@ docs/ppo.md; what PPO shares with PPG is :class:`policies.actor_critic.OnPolicyA
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
@@ -28,9 +27,12 @@ from torch import nn
 from policies.actor_critic import OnPolicyActorCritic
 from rlearn.config import option
 from rlearn.distributed.utils import is_distributed
+from rlearn.nn import MLP
 from rlearn.optim import make_adam
+from rlearn.registry import register_policy
 from rlearn.rl.advantages import explained_variance
 from rlearn.rl.heads import categorical_log_prob_entropy, gaussian_log_prob_entropy
+from rlearn.rl.means import StepMeans
 from rlearn.trace import span
 
 # ----------------------------------------------------------------------------------------------- math
@@ -80,90 +82,41 @@ def normalize(advantage: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------- networks
 
 
-#: elements from which the CPU tanh is computed through sigmoid (measured break-even: about [64, 64])
-SIGMOID_TANH_MIN_NUMEL = 8192
-
-
-def tanh(x: torch.Tensor) -> torch.Tensor:
-    """``tanh(x)``; on the CPU, for tensors of at least :data:`SIGMOID_TANH_MIN_NUMEL` elements, computed as
-    ``2 sigmoid(2x) - 1`` (the same function within float rounding; torch's CPU ``tanh`` kernel measured 2-3x
-    slower than its ``sigmoid``)."""
-    if x.device.type == "cpu" and x.numel() >= SIGMOID_TANH_MIN_NUMEL:
-        return torch.sigmoid(x + x).mul(2.0).sub_(1.0)  # x + x: no scalar-to-tensor conversion
-    return torch.tanh(x)
-
-
-class Tanh(nn.Module):
-    """The :func:`tanh` activation as a module (what ``nn.Tanh`` computes)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return tanh(x)
-
-
-_ACTIVATIONS = {"tanh": (Tanh, tanh), "relu": (nn.ReLU, torch.relu)}
-
-
-def orthogonal_linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
-    """A linear layer with orthogonal weights (``gain``) and zero bias, as in the PPO reference code."""
-    layer = nn.Linear(in_dim, out_dim)
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
-
-
-def hidden_layers(in_dim: int, hidden_sizes: Sequence[int], act_cls: type) -> Tuple[List[nn.Module], int]:
-    """``orthogonal_linear`` (gain sqrt(2)) and ``act_cls()`` per hidden size; returns them and the last width."""
-    layers: List[nn.Module] = []
-    for size in hidden_sizes:
-        layers += [orthogonal_linear(in_dim, size, math.sqrt(2.0)), act_cls()]
-        in_dim = size
-    return layers, in_dim
-
-
-def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str, out_dim: int, out_gain: float) -> nn.Sequential:
-    layers, width = hidden_layers(in_dim, hidden_sizes, _ACTIVATIONS[activation][0])
-    return nn.Sequential(*layers, orthogonal_linear(width, out_dim, out_gain))
-
-
 class ActorCritic(nn.Module):
-    """An actor MLP (logits or Gaussian means; output gain 0.01) and a critic MLP (``V(s)``; gain 1) sharing no
-    layers, plus the state-independent ``log_std`` for continuous actions. ``forward(obs) -> (dist_params,
-    value [B])``; it and :meth:`value` run the ``nn.Sequential`` s' layers with ``F.linear``, without a module
-    call per layer."""
+    """An actor MLP (logits or Gaussian means) and a critic MLP (``V(s)``) sharing no layers, orthogonally
+    initialised as in the PPO reference code (hidden gain sqrt(2), output gain 0.01 for the actor and 1 for the
+    critic), plus the state-independent ``log_std`` for continuous actions. ``forward(obs) -> (dist_params,
+    value [B])``."""
 
     def __init__(
         self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
         continuous: bool, init_log_std: float,
     ) -> None:
         super().__init__()
-        self.actor = _mlp(obs_dim, hidden_sizes, activation, n_outputs, 0.01)
-        self.critic = _mlp(obs_dim, hidden_sizes, activation, 1, 1.0)
+        self.actor = MLP([obs_dim, *hidden_sizes, n_outputs], activation, init="orthogonal", output_gain=0.01)
+        self.critic = MLP([obs_dim, *hidden_sizes, 1], activation, init="orthogonal", output_gain=1.0)
         self.log_std = nn.Parameter(torch.full((n_outputs,), float(init_log_std))) if continuous else None
-        self._activation = _ACTIVATIONS[activation][1]
-        # plain lists (not registered again): the linear layers of each network
-        self._linears = {"actor": list(self.actor[0::2]), "critic": list(self.critic[0::2])}
 
-    def _run(self, net: str, x: torch.Tensor) -> torch.Tensor:
-        """``self.<net>(x)``: its linear layers with the activation between them."""
-        linears = self._linears[net]
-        for i, layer in enumerate(linears):
-            x = F.linear(x, layer.weight, layer.bias)
-            if i < len(linears) - 1:
-                x = self._activation(x)
-        return x
+    @staticmethod
+    def parameter_count(obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], continuous: bool) -> int:
+        """The number of parameters of ``ActorCritic(obs_dim, n_outputs, hidden_sizes, ...)``."""
+        return (MLP.parameter_count([obs_dim, *hidden_sizes, n_outputs]) + MLP.parameter_count([obs_dim, *hidden_sizes, 1])
+                + (n_outputs if continuous else 0))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._run("critic", obs).squeeze(-1)
+        return self.critic(obs).squeeze(-1)
 
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        return self._run("actor", obs), self.value(obs)
+        return self.actor(obs), self.value(obs)
 
 
 # --------------------------------------------------------------------------------------------- policy
 
+#: reported by every update: minibatch means
 _EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
+@register_policy("ppo")
 class PPOPolicy(OnPolicyActorCritic):
     """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring);
     one Adam optimizer, ``"ac"``, whose learning rate an ``LRSchedulerHook`` may decay."""
@@ -190,6 +143,7 @@ class PPOPolicy(OnPolicyActorCritic):
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
+        self.check_network_memory(ActorCritic.parameter_count(obs_dim, n_outputs, cfg["hidden_sizes"], not self.discrete))
         with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
             self.ac = ActorCritic(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
@@ -225,17 +179,17 @@ class PPOPolicy(OnPolicyActorCritic):
             keys.append("early_stop_epoch")
         return keys
 
-    def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, float]:
+    def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, Any]:
         """One PPO update on a rollout of ``[T, N, ...]`` tensors; returns the info dict described in the
         module docstring."""
         # 1. advantages and value targets with the critic that collected the rollout
         batch = self._advantage_batch(data, self.ac.value)
-        info: Dict[str, float] = {"explained_variance": explained_variance(batch["value"], batch["target"])}
+        info: Dict[str, Any] = {"explained_variance": explained_variance(batch["value"], batch["target"])}
         # 2.-3. epochs of minibatch steps, stopped early by target_kl
         info.update(self._update(batch))
         return info
 
-    def _update(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+    def _update(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
         """``epochs`` passes of minibatch gradient steps on the PPO loss; returns the minibatch means of the
         statistics (and ``early_stop_epoch`` if ``target_kl`` stopped the update)."""
         cfg = self.cfg
@@ -244,8 +198,8 @@ class PPOPolicy(OnPolicyActorCritic):
         normalize_each = cfg["normalize_advantage"] and cfg["minibatch_size"] < len(batch["obs"])
         if cfg["normalize_advantage"] and not normalize_each:
             batch = dict(batch, advantage=normalize(batch["advantage"]))
-        stats: List[torch.Tensor] = []
-        info: Dict[str, float] = {}
+        steps = StepMeans()
+        info: Dict[str, Any] = {}
         for epoch in range(cfg["epochs"]):
             for mb in self._minibatches(batch):
                 with span("learner/forward", lane="learner"):
@@ -258,14 +212,15 @@ class PPOPolicy(OnPolicyActorCritic):
                     loss = policy_loss + cfg["value_coef"] * v_loss
                     if cfg["entropy_coef"]:  # (without a bonus, no backward pass through the entropy)
                         loss = loss - cfg["entropy_coef"] * entropy
-                stats.append(torch.stack([policy_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clipfrac]))
+                steps.add(policy_loss=policy_loss, value_loss=v_loss, entropy=entropy, approx_kl=approx_kl,
+                          clipfrac=clipfrac)
                 if target_kl is not None and self._kl_over_ranks(approx_kl) > 1.5 * target_kl:
                     info["early_stop_epoch"] = epoch + 1  # this minibatch is not stepped; no further epochs
                     break
                 self.optimize(loss, self.optimizer, max_grad_norm=cfg["max_grad_norm"])
             if "early_stop_epoch" in info:
                 break
-        info.update(zip(_EVERY_UPDATE, torch.stack(stats).mean(0).tolist()))
+        info.update(steps.means())  # minibatch means, by name
         return info
 
     @staticmethod

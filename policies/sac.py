@@ -31,6 +31,8 @@ from policies.base import PolicyConfigError
 from rlearn.config import option
 from rlearn.nn import MLP, frozen
 from rlearn.optim import make_adam, polyak_update_
+from rlearn.registry import register_policy
+from rlearn.rl.means import StepMeans
 from rlearn.rl.squashed_gaussian import squashed_gaussian_sample
 from rlearn.trace import span
 
@@ -52,6 +54,7 @@ class GaussianActor(MLP):
         return mean, log_std.clamp(self.log_std_min, self.log_std_max)
 
 
+@register_policy("sac")
 class SACPolicy(OffPolicyActorCritic):
     """SAC for any ``Box`` action space with finite bounds; see the module docstring, and :attr:`Config` (or
     docs/configuration.md) for its keys."""
@@ -84,7 +87,7 @@ class SACPolicy(OffPolicyActorCritic):
         target = cfg["target_entropy"]
         self.target_entropy = -float(self.act_dim) if target is None else target
         self._init_networks(lambda: GaussianActor(self.obs_dim, self.act_dim, cfg["hidden_sizes"],
-                                                  cfg["log_std_min"], cfg["log_std_max"]))
+                                                  cfg["log_std_min"], cfg["log_std_max"]), 2 * self.act_dim)
         self.log_alpha = torch.tensor(math.log(cfg["init_alpha"]), device=self.device, requires_grad=self.autotune)
         self._online_params, self._target_params = list(self.critic.parameters()), list(self.critic_target.parameters())
         self.alpha_optimizer: Optional[torch.optim.Optimizer] = None
@@ -106,27 +109,21 @@ class SACPolicy(OffPolicyActorCritic):
     def _actor_keys(self) -> List[str]:
         return ["actor_loss", "entropy", "alpha", *(["alpha_loss"] if self.autotune else []), "cur_lr_actor"]
 
-    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
         obs, action, reward, next_obs, terminated = self._check_batch(data)
         with span("learner/forward", lane="learner"):
             y = self.compute_target(reward, next_obs, terminated, self.sample_noise(action.shape[0]))
-        stats = [self.update_critic(obs, action, y)]
+        info = self.update_critic(obs, action, y)
         self.update_count += 1
-        actor_step = self.update_count % self.policy_frequency == 0
-        if actor_step:
+        if self.update_count % self.policy_frequency == 0:
             # CleanRL's delayed update: policy_frequency actor (and temperature) steps now, none in between
-            stats += [self._update_actor_and_alpha(obs) for _ in range(self.policy_frequency)]
-        polyak_update_(self._target_params, self._online_params, self.tau)  # the target critics, every iteration
-
-        values = torch.cat(stats + ([self.alpha.reshape(1)] if actor_step else [])).tolist()  # one host transfer
-        info = self.critic_info(values)
-        if actor_step:
-            per_update = np.asarray(values[7:-1]).reshape(self.policy_frequency, 3).mean(0)
-            info["actor_loss"], info["entropy"] = float(per_update[0]), float(per_update[1])
-            info["alpha"] = values[-1]
-            if self.autotune:
-                info["alpha_loss"] = float(per_update[2])
+            steps = StepMeans()
+            for _ in range(self.policy_frequency):
+                steps.add(**self._update_actor_and_alpha(obs))
+            info.update(steps.means())  # actor_loss, entropy (, alpha_loss): means over the steps
+            info["alpha"] = self.alpha
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]
+        polyak_update_(self._target_params, self._online_params, self.tau)  # the target critics, every iteration
         return info
 
     def sample_noise(self, batch: int) -> torch.Tensor:
@@ -147,21 +144,22 @@ class SACPolicy(OffPolicyActorCritic):
         q_next = self.critic_target(next_obs, next_action).amin(dim=0)  # clipped double-Q
         return reward + self.gamma * (1.0 - terminated) * (q_next - self.alpha * next_log_prob)
 
-    def _update_actor_and_alpha(self, obs: torch.Tensor) -> torch.Tensor:
+    def _update_actor_and_alpha(self, obs: torch.Tensor) -> Dict[str, torch.Tensor]:
         """One actor step on ``mean(alpha log pi(a~|s) - min_i Q_i(s, a~))`` through the frozen critics, then
         (autotune) one temperature step on ``-log_alpha (mean log pi(a~|s) + target_entropy)``; returns
-        ``[actor_loss, entropy, alpha_loss]`` (``alpha_loss`` is not reported without autotune)."""
+        ``actor_loss``, ``entropy`` and (autotune) ``alpha_loss``."""
         with span("learner/forward", lane="learner"), frozen(self.critic):
             new_action, log_prob = self.sample_action(obs, self.sample_noise(obs.shape[0]))
             min_q = self.critic(obs, new_action).amin(dim=0)
             actor_loss = (self.alpha * log_prob - min_q).mean()
             mean_log_prob = log_prob.detach().mean()
             alpha_loss = -self.log_alpha * (mean_log_prob + self.target_entropy)
-        if self.autotune:  # the two losses share no parameter: one backward gives each its own gradients
-            self.optimize(actor_loss + alpha_loss, self.actor_optimizer, self.alpha_optimizer)
-        else:
+        if not self.autotune:
             self.optimize(actor_loss, self.actor_optimizer)
-        return torch.stack([actor_loss.detach(), -mean_log_prob, alpha_loss.detach()])
+            return {"actor_loss": actor_loss, "entropy": -mean_log_prob}
+        # the two losses share no parameter: one backward gives each its own gradients
+        self.optimize(actor_loss + alpha_loss, self.actor_optimizer, self.alpha_optimizer)
+        return {"actor_loss": actor_loss, "entropy": -mean_log_prob, "alpha_loss": alpha_loss}
 
     # ----------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:

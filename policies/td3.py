@@ -18,7 +18,7 @@ are described in docs/td3.md; what TD3 shares with SAC is :class:`policies.actor
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from policies.actor_critic import CRITIC_KEYS, OffPolicyActorCritic
 from rlearn.config import option
 from rlearn.nn import MLP, frozen
 from rlearn.optim import polyak_update_
+from rlearn.registry import register_policy
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
 
 __all__ = ["TD3Policy", "Actor"]
@@ -35,12 +36,14 @@ ACTOR_KEYS = ("actor_loss", "cur_lr_actor")
 
 
 class Actor(MLP):
-    """Deterministic policy ``obs [B, o] -> action [B, a]`` in normalised units ``[-1, 1]`` (tanh output)."""
+    """Deterministic policy ``obs [B, o] -> action [B, a]`` in normalised units ``[-1, 1]``: a ReLU MLP with a
+    tanh output."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int]) -> None:
         super().__init__([obs_dim, *hidden_sizes, act_dim], output_activation="tanh")
 
 
+@register_policy("td3")
 class TD3Policy(OffPolicyActorCritic):
     """TD3 for any ``Box`` action space; see the module docstring for the algorithm and its reports, and
     :attr:`Config` (or docs/configuration.md) for its keys."""
@@ -66,7 +69,8 @@ class TD3Policy(OffPolicyActorCritic):
         self.target_noise, self.target_noise_clip = cfg["target_noise"], cfg["target_noise_clip"]
 
         self._init_spaces()
-        self._init_networks(lambda: Actor(self.obs_dim, self.act_dim, cfg["hidden_sizes"]))
+        self._init_networks(lambda: Actor(self.obs_dim, self.act_dim, cfg["hidden_sizes"]), self.act_dim,
+                            actor_target=True)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self._online_params = list(self.critic.parameters()) + list(self.actor.parameters())
         self._target_params = list(self.critic_target.parameters()) + list(self.actor_target.parameters())
@@ -78,24 +82,19 @@ class TD3Policy(OffPolicyActorCritic):
     def _monitor_periods_learn(self) -> Dict[str, int]:
         return dict.fromkeys(ACTOR_KEYS, self.actor_update_freq)  # reported at actor updates only
 
-    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
-        """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates."""
+    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
+        """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates; returns
+        the reported values by name (0-d tensors, learning rates as floats)."""
         obs, action, reward, next_obs, terminated = self._check_batch(data)
         with span("learner/forward", lane="learner"):
             y = self.compute_target(reward, next_obs, terminated, self.smoothing_noise(action.shape))
-        stats = self.update_critic(obs, action, y)
+        info = self.update_critic(obs, action, y)
         self.update_count += 1
 
-        actor_step = self.update_count % self.actor_update_freq == 0
-        if actor_step:
-            actor_loss = self._update_actor(obs)
-            polyak_update_(self._target_params, self._online_params, self.tau)  # every target network
-            stats = torch.cat([stats, actor_loss.reshape(1)])
-        values = stats.tolist()  # one host transfer for every reported number
-        info = self.critic_info(values)
-        if actor_step:
-            info["actor_loss"] = values[7]
+        if self.update_count % self.actor_update_freq == 0:
+            info["actor_loss"] = self._update_actor(obs)
             info["cur_lr_actor"] = self.actor_optimizer.param_groups[0]["lr"]
+            polyak_update_(self._target_params, self._online_params, self.tau)  # every target network
         return info
 
     def _update_actor(self, obs: torch.Tensor) -> torch.Tensor:

@@ -11,8 +11,9 @@ Example::
 
     model = MODELS.build({"type": "MLP", "hidden": 64})   # MLP(hidden=64)
 
-Also :data:`HOOKS` and the names ``policy.type`` accepts (:func:`register_policy`, :func:`get_policy_class`);
-the bundled policies are imported on first use, so ``rlearn`` never imports ``policies`` at import time.
+Also :data:`HOOKS` and :data:`POLICIES`, the names ``policy.type`` accepts (:func:`register_policy`,
+:func:`get_policy_class`). The bundled policies register themselves like a user's; ``policies`` is imported where
+a policy type is resolved, never when ``rlearn`` is imported.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import difflib
 import importlib
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar, Union
 
-__all__ = ["Registry", "RegistryError", "HOOKS", "register_policy", "get_policy_class", "registered_policies",
-           "defined_at"]
+__all__ = ["Registry", "RegistryError", "HOOKS", "POLICIES", "register_policy", "get_policy_class",
+           "registered_policies", "defined_at"]
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -141,18 +142,17 @@ class Registry:
 HOOKS = Registry("hook")
 
 
-#: registered policy names -> class, or ``"module:Class"`` strings resolved on first use
-_POLICIES: Dict[str, Any] = {
-    "td3": "policies.td3:TD3Policy",
-    "ppg": "policies.ppg:PPGPolicy",
-    "ppo": "policies.ppo:PPOPolicy",
-    "dqn": "policies.dqn:DQNPolicy",
-    "sac": "policies.sac:SACPolicy",
-}
+#: the registry of policy classes: each bundled policy's module registers it (``@register_policy("td3")``) as it is
+#: imported, as a user's policy registers itself
+POLICIES = Registry("policy")
 
 
 def _policy_base() -> type:
-    return importlib.import_module("policies.base").Policy
+    """``policies.Policy``, with every bundled policy imported (and so registered). Imported here, where a policy
+    type is resolved or registered, never when ``rlearn`` is imported: ``policies`` itself imports ``rlearn``."""
+    import policies
+
+    return policies.Policy
 
 
 def register_policy(name: str) -> Callable[[T], T]:
@@ -161,15 +161,16 @@ def register_policy(name: str) -> Callable[[T], T]:
     def decorator(cls: T) -> T:
         if not (isinstance(cls, type) and issubclass(cls, _policy_base())):
             raise TypeError(f"register_policy({name!r}) expects a Policy subclass, got {cls!r}")
-        _POLICIES[name] = cls
+        POLICIES.register(cls, name=name, force=True)
         return cls
 
     return decorator
 
 
 def registered_policies() -> List[str]:
-    """Names accepted as ``policy.type`` without an import path."""
-    return sorted(_POLICIES)
+    """Names accepted as ``policy.type`` without an import path (the bundled policies' and registered ones)."""
+    _policy_base()
+    return POLICIES.names()
 
 
 def _import_path(path: str) -> Any:
@@ -183,16 +184,16 @@ def get_policy_class(name: str) -> type:
     """Resolve ``policy.type``: a registered name or ``"module:Class"``; unknown names list the known ones."""
     if not isinstance(name, str):
         raise TypeError(f"policy.type must be a string, got {type(name).__name__}")
-    target = _POLICIES.get(name)
-    if target is None and ":" in name:
-        target = name
-    if target is None:
+    base = _policy_base()
+    if name in POLICIES:
+        return POLICIES.get(name)
+    if ":" not in name:
         raise KeyError(
-            f"unknown policy type {name!r}; registered: {', '.join(registered_policies())} "
+            f"unknown policy type {name!r}; registered: {', '.join(POLICIES.names())} "
             "(or give an import path 'package.module:ClassName')"
         )
-    cls = _import_path(target) if isinstance(target, str) else target
-    if not (isinstance(cls, type) and issubclass(cls, _policy_base())):
+    cls = _import_path(name)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
         raise TypeError(f"policy type {name!r} resolves to {cls!r}, which is not a policies.Policy subclass")
     return cls
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from rlearn.nn.relu_grad import relu_backward_
 
 __all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", "mlp", "fused_kernels_enabled",
-           "feature_major", "feature_major_layers"]
+           "feature_major", "feature_major_layers", "plain_mlp", "tanh", "SIGMOID_TANH_MIN_NUMEL"]
 
 
 class Dense(NamedTuple):
@@ -183,8 +183,42 @@ class FeatureMajorMLP(torch.autograd.Function):
         return (grad_x, None, None, *flat)
 
 
-def _plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool) -> torch.Tensor:
-    """The same network with ordinary batch-major autograd operations (the path off the CPU)."""
+#: elements from which the CPU tanh is computed through sigmoid (measured break-even: about [64, 64])
+SIGMOID_TANH_MIN_NUMEL = 8192
+
+
+def tanh(x: torch.Tensor) -> torch.Tensor:
+    """``tanh(x)``; on the CPU, for tensors of at least :data:`SIGMOID_TANH_MIN_NUMEL` elements, computed as
+    ``2 sigmoid(2x) - 1`` (the same function within float rounding; torch's CPU ``tanh`` kernel measured 2-3x
+    slower than its ``sigmoid``)."""
+    if x.device.type == "cpu" and x.numel() >= SIGMOID_TANH_MIN_NUMEL:
+        return torch.sigmoid(x + x).mul(2.0).sub_(1.0)  # x + x: no scalar-to-tensor conversion
+    return torch.tanh(x)
+
+
+def _activate(h: torch.Tensor, activation: Optional[str]) -> torch.Tensor:
+    if activation == "relu":
+        return h.relu_()  # in place: the product's (or the norm's) backward needs its inputs, not its output
+    if activation == "tanh":
+        return tanh(h)
+    return h
+
+
+def _layer_norm(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """Layer norm over the features of ``h``; ``weight``/``bias`` ``[out]``, or stacked ``[n, 1, out]`` (or one
+    member's ``[1, out]``)."""
+    if weight.dim() == 1:
+        return F.layer_norm(h, h.shape[-1:], weight, bias)
+    return torch.addcmul(bias, F.layer_norm(h, h.shape[-1:]), weight)
+
+
+def plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], activation: Optional[str] = "relu",
+              output_activation: Optional[str] = None,
+              norms: Optional[Sequence[Tuple[torch.Tensor, torch.Tensor]]] = None) -> torch.Tensor:
+    """An MLP ``(w_0, b_0, w_1, b_1, ...)`` with ordinary batch-major autograd operations: ``activation``
+    (``"relu"``, ``"tanh"`` or None) after every layer but the last, ``output_activation`` after the last, and
+    with ``norms`` (one ``(weight, bias)`` per hidden layer) a layer norm before each hidden activation.
+    Stacked parameters (``[n, out, in]`` weights, ``[n, out, 1]`` biases) run every member at once."""
     h = x
     last = len(params) // 2 - 1
     for i, (w, b) in enumerate(zip(params[0::2], params[1::2])):
@@ -192,11 +226,13 @@ def _plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: boo
             bias = (b if b.dim() == 3 else b.unsqueeze(-1)).transpose(-1, -2)  # [n, 1, out]
             h = torch.baddbmm(bias, h.expand(w.shape[0], -1, -1) if h.dim() == 2 else h, w.transpose(-1, -2))
         else:
-            h = F.linear(h, w, b.reshape(-1))
+            h = F.linear(h, w, b if b.dim() == 1 else b.reshape(-1))
         if i < last:
-            h = torch.relu(h)
-        elif tanh_output:
-            h = torch.tanh(h)
+            if norms is not None:
+                h = _layer_norm(h, *norms[i])
+            h = _activate(h, activation)
+        else:
+            h = _activate(h, output_activation)
     return h
 
 
@@ -206,7 +242,7 @@ def mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool = Fal
     :class:`FeatureMajorMLP` when a gradient may be needed, the kernels directly when none can be, plain autograd
     operations off the CPU. ``layers``: the parameters' :func:`feature_major_layers`, if the caller keeps them."""
     if not fused_kernels_enabled(x.device):
-        return _plain_mlp(x, params, tanh_output)
+        return plain_mlp(x, params, "relu", "tanh" if tanh_output else None)
     if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):
         return FeatureMajorMLP.apply(x, tanh_output, layers, *params)
     # nothing requires a gradient: no graph would be recorded, so run the kernels without the Function

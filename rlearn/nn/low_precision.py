@@ -15,8 +15,8 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from rlearn.nn.functional import (Dense, FeatureMajorMLP, _as_layers, _plain_mlp, feature_major, fused_kernels_enabled,
-                                  mlp_forward)
+from rlearn.nn.functional import (Dense, FeatureMajorMLP, _as_layers, feature_major, fused_kernels_enabled, mlp_forward,
+                                  plain_mlp)
 
 __all__ = ["low_precision_layers", "mlp_low_precision", "native_bf16_cpu", "COMPUTE_DTYPES"]
 
@@ -55,7 +55,7 @@ def mlp_low_precision(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_outp
     chosen = params if member is None else [p[member] for p in params]
     if not fused_kernels_enabled(x.device):
         with torch.autocast(x.device.type, dtype=dtype):
-            out = _plain_mlp(x, chosen, tanh_output)
+            out = plain_mlp(x, chosen, "relu", "tanh" if tanh_output else None)
         return out.to(x.dtype)
     layers = low_precision_layers(params, dtype, member)
     if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):

@@ -1,7 +1,12 @@
-"""MLP modules whose forward runs the feature-major kernels of :mod:`rlearn.nn.functional`.
+"""The one MLP of rlearn: every bundled policy builds its networks with :class:`MLP` (and :class:`QEnsemble`, the
+twin critics as one stacked MLP).
 
-They are ordinary ``nn.Module`` s (parameters, ``state_dict``, ``.to(device)``, autograd): a policy writes
-its losses on their outputs and calls ``backward()``; the speed is inside :func:`rlearn.nn.functional.mlp`.
+An :class:`MLP` is an ordinary ``nn.Module`` (parameters, ``state_dict``, ``.to(device)``, autograd) that
+computes what ``nn.Sequential(Linear, [LayerNorm], activation, ..., Linear[, output activation])`` computes: a
+policy writes its losses on its outputs and calls ``backward()``. The speed is inside: on the CPU a ReLU MLP
+runs large batches through the feature-major ``FeatureMajorMLP`` autograd Function
+(:mod:`rlearn.nn.functional`), opt-in bf16 products (:mod:`rlearn.nn.low_precision`), and every other network
+through plain autograd operations without a module call per layer.
 """
 
 from __future__ import annotations
@@ -13,18 +18,19 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from rlearn.nn.functional import Dense, feature_major_layers, mlp
+from rlearn.nn.functional import Dense, feature_major_layers, mlp, plain_mlp
 from rlearn.nn.low_precision import COMPUTE_DTYPES, mlp_low_precision
 
-__all__ = ["EnsembleLinear", "EnsembleMLP", "QEnsemble", "MLP", "frozen"]
+__all__ = ["EnsembleLinear", "EnsembleLayerNorm", "MLP", "QEnsemble", "frozen", "ACTIVATIONS", "INITS",
+           "FUSED_MIN_ROWS"]
 
-_OUTPUT_ACTIVATIONS = (None, "tanh")
-
-
-def _check_activation(output_activation: Optional[str]) -> bool:
-    if output_activation not in _OUTPUT_ACTIVATIONS:
-        raise ValueError(f"output_activation must be one of {_OUTPUT_ACTIVATIONS}, got {output_activation!r}")
-    return output_activation == "tanh"
+#: hidden activations (and output activations, besides None) an MLP accepts
+ACTIVATIONS = ("relu", "tanh")
+#: initialisations: each layer type's own (``nn.Linear``'s), or orthogonal weights with zero biases
+INITS = ("default", "orthogonal")
+#: batches from which a ReLU MLP runs the feature-major kernels on the CPU; smaller ones run plain autograd
+#: operations, which measured faster there (e.g. DQN's batches of 32-64, PPO's minibatches of 64)
+FUSED_MIN_ROWS = 256
 
 
 class EnsembleLinear(nn.Module):
@@ -42,17 +48,34 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias.transpose(-1, -2), x, self.weight.transpose(-1, -2))
 
 
+class EnsembleLayerNorm(nn.Module):
+    """``n`` independent ``nn.LayerNorm(features)`` evaluated together on ``x [n, B, features]``: ``weight`` and
+    ``bias`` are ``[n, 1, features]`` (ones and zeros, as ``nn.LayerNorm``'s)."""
+
+    def __init__(self, n: int, features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, 1, features))
+        self.bias = nn.Parameter(torch.zeros(n, 1, features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addcmul(self.bias, nn.functional.layer_norm(x, x.shape[-1:]), self.weight)
+
+
 class _LayerCache:
-    """A network's parameter list and their feature-major views, kept between forward calls (building them
-    costs more than a small layer's arithmetic); :meth:`valid` is False once a parameter was replaced or moved.
-    In-place updates need nothing: the views share the parameters' storage."""
+    """A network's parameter lists and the linear layers' feature-major views, kept between forward calls
+    (building them costs more than a small layer's arithmetic); :meth:`valid` is False once a parameter was
+    replaced or moved. In-place updates need nothing: the views share the parameters' storage."""
 
-    __slots__ = ("slots", "params", "layers", "members")
+    __slots__ = ("slots", "params", "norms", "layers", "members")
 
-    def __init__(self, linears: Sequence[nn.Module]) -> None:
-        self.slots = [(m, name, m._parameters[name]) for m in linears for name in ("weight", "bias")]
-        self.params: List[torch.Tensor] = [p for _, _, p in self.slots]
-        self.slots = [(m, name, p, p.data_ptr()) for m, name, p in self.slots]
+    def __init__(self, linears: Sequence[nn.Module], norms: Sequence[nn.Module]) -> None:
+        pairs = [(m, name, m._parameters[name]) for m in (*linears, *norms) for name in ("weight", "bias")]
+        self.slots = [(m, name, p, p.data_ptr()) for m, name, p in pairs]
+        #: the linear layers' ``[w_0, b_0, w_1, b_1, ...]``
+        self.params: List[torch.Tensor] = [p for _, _, p in pairs[:2 * len(linears)]]
+        #: ``(weight, bias)`` of each hidden layer's norm, or None without layer norms
+        norm_params = [p for _, _, p in pairs[2 * len(linears):]]
+        self.norms = list(zip(norm_params[0::2], norm_params[1::2])) if norms else None
         self.layers = feature_major_layers(self.params)
         self.members: Dict[int, Tuple[List[torch.Tensor], List[Dense]]] = {}
 
@@ -63,7 +86,7 @@ class _LayerCache:
         return True
 
     def member(self, i: int) -> Tuple[List[torch.Tensor], List[Dense]]:
-        """Detached views of stacked member ``i``'s parameters and layers (for use without gradients)."""
+        """Detached views of stacked member ``i``'s linear parameters and layers (for use without gradients)."""
         if i not in self.members:
             with torch.no_grad():
                 params = [p.detach()[i] for p in self.params]
@@ -71,46 +94,121 @@ class _LayerCache:
         return self.members[i]
 
 
-class _CachedLayers(nn.Module):
-    """Base of the MLP modules: :meth:`parameter_list`, :meth:`_cache` (a :class:`_LayerCache`) and the
-    opt-in low-precision compute (:meth:`set_compute_dtype`)."""
+def _check_choice(what: str, value: Any, choices: Sequence[Any]) -> None:
+    if value not in choices:
+        raise ValueError(f"MLP: {what} must be one of {list(choices)}, got {value!r}")
 
+
+class MLP(nn.Module):
+    """A multilayer perceptron ``x [B, sizes[0]] -> [B, sizes[-1]]``.
+
+    Linear layers of widths ``sizes``; after every one but the last, ``activation`` (``"relu"`` or ``"tanh"``),
+    preceded by a ``LayerNorm`` with ``layer_norm=True``; after the last, ``output_activation`` (None, ``"relu"``
+    or ``"tanh"``). ``init="default"`` keeps each layer's own initialisation (``nn.Linear``'s);
+    ``"orthogonal"`` gives orthogonal weights with gain ``gain`` (hidden layers) or ``output_gain`` (the last)
+    and zero biases, layer by layer as each is built.
+
+    ``ensemble=n`` makes ``n`` independent networks of this shape evaluated as one (e.g. twin critics): layer
+    ``i`` is an :class:`EnsembleLinear` (``weight [n, out, in]``, ``bias [n, out, 1]``), ``forward(x)`` takes a
+    shared ``x [B, in]`` or one input per member ``[n, B, in]`` and returns ``[n, B, out]``, and
+    ``forward(x, member=j)`` runs member ``j`` alone (``[B, out]``).
+
+    State-dict keys: ``layers.<i>.weight`` / ``.bias`` and, with layer norms, ``norms.<i>.weight`` / ``.bias``.
+    """
+
+    compute_dtype: Optional[torch.dtype] = None  # None: the parameters' dtype; torch.bfloat16: see set_compute_dtype
     _fm_cache: Optional[_LayerCache] = None
-    #: None: products in the parameters' dtype (fp32); torch.bfloat16: see rlearn.nn.low_precision
-    compute_dtype: Optional[torch.dtype] = None
 
-    def set_compute_dtype(self, dtype: Optional[torch.dtype | str]) -> "_CachedLayers":
+    def __init__(self, sizes: Sequence[int], activation: str = "relu", output_activation: Optional[str] = None,
+                 layer_norm: bool = False, init: str = "default", gain: float = math.sqrt(2.0),
+                 output_gain: float = 1.0, ensemble: Optional[int] = None) -> None:
+        super().__init__()
+        sizes = [int(size) for size in sizes]
+        if len(sizes) < 2 or min(sizes) < 1:
+            raise ValueError(f"MLP needs at least two sizes, each >= 1, got {list(sizes)}")
+        if ensemble is not None and ensemble < 1:
+            raise ValueError(f"MLP: ensemble must be None or >= 1, got {ensemble!r}")
+        _check_choice("activation", activation, ACTIVATIONS)
+        _check_choice("output_activation", output_activation, (None, *ACTIVATIONS))
+        _check_choice("init", init, INITS)
+        self.activation, self.output_activation, self.ensemble = activation, output_activation, ensemble
+        self.layers = nn.ModuleList()
+        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layer = nn.Linear(a, b) if ensemble is None else EnsembleLinear(ensemble, a, b)
+            if init == "orthogonal":  # right after each layer is built (the order of the random draws)
+                _orthogonal_(layer, gain if i < len(sizes) - 2 else output_gain)
+            self.layers.append(layer)
+        self.norms: Optional[nn.ModuleList] = None
+        if layer_norm:
+            self.norms = nn.ModuleList(nn.LayerNorm(b) if ensemble is None else EnsembleLayerNorm(ensemble, b)
+                                       for b in sizes[1:-1])
+        #: whether the feature-major kernels compute this network (ReLU hidden layers, no norm, no or tanh output)
+        self.fusable = activation == "relu" and not layer_norm and output_activation in (None, "tanh") \
+            and len(sizes) > 2
+
+    @staticmethod
+    def parameter_count(sizes: Sequence[int], ensemble: Optional[int] = None, layer_norm: bool = False) -> int:
+        """The number of parameters of ``MLP(sizes, layer_norm=layer_norm, ensemble=ensemble)``, without
+        building it."""
+        count = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+        if layer_norm:
+            count += 2 * sum(sizes[1:-1])
+        return count * (ensemble or 1)
+
+    # ------------------------------------------------------------------------------------------ forward
+    def forward(self, x: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
+        cache = self._cache()
+        if member is not None and self.ensemble is None:
+            raise ValueError("MLP: member= is for an ensemble (MLP(..., ensemble=n))")
+        if self.compute_dtype is not None:
+            return mlp_low_precision(x, cache.params, self.output_activation == "tanh", self.compute_dtype, member)
+        tanh_output = self.output_activation == "tanh"
+        fused = self.fusable and x.dim() > 1 and x.shape[-2] >= FUSED_MIN_ROWS
+        if member is None:
+            if fused:
+                return mlp(x, cache.params, tanh_output, cache.layers)
+            return plain_mlp(x, cache.params, self.activation, self.output_activation, cache.norms)
+        if torch.is_grad_enabled() and any(p.requires_grad for p in cache.params):
+            params: List[torch.Tensor] = [p[member] for p in cache.params]  # graph through the selection
+            if fused:
+                return mlp(x, params, tanh_output)
+            norms = None if cache.norms is None else [(w[member], b[member]) for w, b in cache.norms]
+            return plain_mlp(x, params, self.activation, self.output_activation, norms)
+        params, layers = cache.member(member)  # frozen or no_grad: detached views, no selection recorded
+        if fused:
+            return mlp(x, params, tanh_output, layers)
+        norms = None if cache.norms is None else [(w.detach()[member], b.detach()[member]) for w, b in cache.norms]
+        return plain_mlp(x, params, self.activation, self.output_activation, norms)
+
+    def _cache(self) -> _LayerCache:
+        cache = self._fm_cache
+        if cache is None or not cache.valid():
+            cache = self._fm_cache = _LayerCache(list(self.layers), list(self.norms or ()))
+        return cache
+
+    def parameter_list(self) -> List[torch.Tensor]:
+        """The linear layers' parameters in forward order ``[w_0, b_0, w_1, b_1, ...]``, then the norms'
+        ``[weight_0, bias_0, ...]`` (the same objects as :meth:`parameters`, kept between calls; do not modify
+        the list)."""
+        cache = self._cache()
+        return cache.params + [p for pair in cache.norms or () for p in pair]
+
+    def set_compute_dtype(self, dtype: Optional[torch.dtype | str]) -> "MLP":
         """Run the products in ``dtype`` (``torch.bfloat16`` or ``"bf16"``) with the parameters, their gradients
-        and the optimizer staying in their own dtype (fp32); ``None`` or ``"fp32"``: the default. Returns self."""
+        and the optimizer staying in their own dtype (fp32); ``None`` or ``"fp32"``: the default. Returns self.
+        bf16 is for the feature-major networks (ReLU hidden layers, no layer norm, no or tanh output)."""
         if isinstance(dtype, str):
             if dtype not in COMPUTE_DTYPES:
                 raise ValueError(f"compute dtype must be one of {sorted(COMPUTE_DTYPES)}, got {dtype!r}")
             dtype = COMPUTE_DTYPES[dtype]
         if dtype not in COMPUTE_DTYPES.values():
             raise ValueError(f"compute dtype must be None or torch.bfloat16, got {dtype!r}")
+        if dtype is not None and not self.fusable:
+            raise ValueError("MLP: bf16 compute needs ReLU hidden layers without layer norm and no or a tanh output "
+                             f"(this one: activation={self.activation!r}, output_activation={self.output_activation!r}, "
+                             f"layer_norm={self.norms is not None})")
         self.compute_dtype = dtype
         return self
-
-    def _run(self, x: torch.Tensor, params: List[torch.Tensor], layers: List[Dense], tanh: bool,
-             member: Optional[int] = None) -> torch.Tensor:
-        """The network on ``x`` in the compute dtype (``member``: one stacked member, low precision only)."""
-        if self.compute_dtype is None:
-            return mlp(x, params, tanh, layers)
-        return mlp_low_precision(x, params, tanh, self.compute_dtype, member)
-
-    def _linears(self) -> Sequence[nn.Module]:
-        raise NotImplementedError
-
-    def _cache(self) -> _LayerCache:
-        cache = self._fm_cache
-        if cache is None or not cache.valid():
-            cache = self._fm_cache = _LayerCache(self._linears())
-        return cache
-
-    def parameter_list(self) -> List[torch.Tensor]:
-        """The network's parameters in forward order ``[w_0, b_0, w_1, b_1, ...]`` (the same objects as
-        :meth:`parameters`, kept between calls; do not modify the list)."""
-        return self._cache().params
 
     def __getstate__(self) -> Dict[str, Any]:  # deepcopy and pickle: the copy builds its own cache
         state = super().__getstate__()
@@ -118,69 +216,26 @@ class _CachedLayers(nn.Module):
         return state
 
 
-class EnsembleMLP(_CachedLayers):
-    """``n`` independent ReLU MLPs with layer widths ``sizes``, evaluated as one (e.g. twin critics): one
-    batched product per layer (:class:`EnsembleLinear` weights). ``forward(x [B, in] (shared) or [n, B, in])
-    -> [n, B, out]``; ``forward(x, member=i) -> [B, out]`` runs member ``i`` alone."""
-
-    def __init__(self, n: int, sizes: Sequence[int], output_activation: Optional[str] = None) -> None:
-        super().__init__()
-        if n < 1 or len(sizes) < 2:
-            raise ValueError(f"EnsembleMLP needs n >= 1 and at least two sizes, got n={n}, sizes={list(sizes)}")
-        self.n = n
-        self.tanh_output = _check_activation(output_activation)
-        self.layers = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-
-    def _linears(self) -> Sequence[nn.Module]:
-        return list(self.layers)
-
-    def forward(self, x: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
-        cache = self._cache()
-        if member is None:
-            return self._run(x, cache.params, cache.layers, self.tanh_output)
-        if self.compute_dtype is not None:
-            return self._run(x, cache.params, cache.layers, self.tanh_output, member)
-        if torch.is_grad_enabled() and any(p.requires_grad for p in cache.params):
-            return mlp(x, [p[member] for p in cache.params], self.tanh_output)  # graph through the selection
-        params, layers = cache.member(member)  # frozen or no_grad: detached views, no selection recorded
-        return mlp(x, params, self.tanh_output, layers)
+def _orthogonal_(layer: nn.Module, gain: float) -> None:
+    """Orthogonal weights (each member's, for an :class:`EnsembleLinear`) with ``gain``, zero bias."""
+    weight = layer.weight
+    with torch.no_grad():
+        for w in (weight,) if weight.dim() == 2 else weight.unbind(0):
+            nn.init.orthogonal_(w, gain)
+    nn.init.zeros_(layer.bias)
 
 
-class QEnsemble(EnsembleMLP):
-    """``n`` (default 2) Q-networks as one :class:`EnsembleMLP` (the twin critics of TD3 and SAC):
-    ``forward(obs [B, o], action [B, a]) -> [n, B]``, row ``i`` is ``Q_{i+1}``; ``member=0`` gives ``Q1 [B]``."""
+class QEnsemble(MLP):
+    """``n`` (default 2) Q-networks as one stacked :class:`MLP` (the twin critics of TD3 and SAC):
+    ``forward(obs [B, o], action [B, a]) -> [n, B]``, row ``i`` is ``Q_{i+1}``; ``member=0`` gives ``Q1 [B]``.
+    Keyword options are the MLP's (``activation``, ``layer_norm``, ``init``, ...)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2) -> None:
-        super().__init__(n, [obs_dim + act_dim, *hidden_sizes, 1])
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2, **options: Any) -> None:
+        super().__init__([obs_dim + act_dim, *hidden_sizes, 1], ensemble=n, **options)
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, action: torch.Tensor,  # type: ignore[override]
+                member: Optional[int] = None) -> torch.Tensor:
         return super().forward(torch.cat([obs, action], dim=-1), member).squeeze(-1)
-
-
-class MLP(_CachedLayers):
-    """A ReLU MLP ``x [B, sizes[0]] -> [B, sizes[-1]]``, optionally ending in ``tanh``: the parameters of
-    ``net = nn.Sequential(Linear, ReLU, ..., Linear[, Tanh])``, run through :func:`rlearn.nn.functional.mlp`."""
-
-    def __init__(self, sizes: Sequence[int], output_activation: Optional[str] = None) -> None:
-        super().__init__()
-        if len(sizes) < 2:
-            raise ValueError(f"MLP needs at least two sizes, got {list(sizes)}")
-        self.tanh_output = _check_activation(output_activation)
-        layers: List[nn.Module] = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-            layers.append(nn.Linear(a, b))
-            if i < len(sizes) - 2:
-                layers.append(nn.ReLU(inplace=True))
-        if self.tanh_output:
-            layers.append(nn.Tanh())
-        self.net = nn.Sequential(*layers)
-
-    def _linears(self) -> Sequence[nn.Module]:
-        return [m for m in self.net if isinstance(m, nn.Linear)]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        cache = self._cache()
-        return self._run(x, cache.params, cache.layers, self.tanh_output)
 
 
 @contextlib.contextmanager
@@ -188,7 +243,7 @@ def frozen(module: nn.Module) -> Iterator[nn.Module]:
     """Within the block, ``module``'s parameters do not require grad: a loss computed through it sends
     gradients to its *inputs* only (e.g. an actor loss through a critic), and no weight-gradient product of
     ``module`` is computed. The parameters that required grad do so again afterwards."""
-    every = module.parameter_list() if isinstance(module, _CachedLayers) else module.parameters()
+    every = module.parameter_list() if isinstance(module, MLP) else module.parameters()
     params = [p for p in every if p.requires_grad]
     for p in params:
         p.requires_grad_(False)

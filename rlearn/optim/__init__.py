@@ -3,9 +3,8 @@
 """
 
 from rlearn.optim import foreach
-from rlearn.optim.adam_step import AdamStep, direct_step_ok, fused_adam_supported, make_adam
+from rlearn.optim.adam_step import AdamStep, direct_step_ok, make_adam
 from rlearn.optim.clip import clip_grad_norm_
 from rlearn.optim.polyak import polyak_update_
 
-__all__ = ["AdamStep", "make_adam", "fused_adam_supported", "direct_step_ok", "polyak_update_", "clip_grad_norm_",
-           "foreach"]
+__all__ = ["AdamStep", "make_adam", "direct_step_ok", "polyak_update_", "clip_grad_norm_", "foreach"]

@@ -16,7 +16,7 @@ from typing import Any, Iterable, List, Optional, Tuple
 import torch
 from torch.optim import optimizer as _optimizer_module
 
-__all__ = ["AdamStep", "make_adam", "fused_adam_supported", "direct_step_ok"]
+__all__ = ["AdamStep", "make_adam", "direct_step_ok"]
 
 _STATE_KEYS = ("exp_avg", "exp_avg_sq", "step")
 #: the private torch kernels the direct step calls: (Adam, AdamW-style decoupled weight decay)
@@ -62,34 +62,18 @@ def _hooks_detected() -> bool:
     return len(calls) == len(registrations)
 
 
-def _torch_version() -> Tuple[int, int]:
-    """``(major, minor)`` of the running torch (a function, so that tests can pretend another version)."""
-    major, minor = torch.__version__.split("+")[0].split(".")[:2]
-    return int(major), int(minor)
-
-
-def fused_adam_supported(device: torch.device | str) -> bool:
-    """Whether ``torch.optim.Adam(fused=True)`` works for parameters on ``device`` with the running torch:
-    CUDA (and other accelerators) from torch 2.0, the CPU from torch 2.4."""
-    device = torch.device(device)
-    if device.type == "cpu":
-        return _torch_version() >= (2, 4)
-    return _torch_version() >= (2, 0)
-
-
 def make_adam(params: Iterable[torch.nn.Parameter], lr: float, device: torch.device | str = "cpu",
               **kwargs: Any) -> torch.optim.Adam:
-    """``torch.optim.Adam(params, lr, **kwargs)``, fused (one kernel for every parameter) where
-    :func:`fused_adam_supported` says the running torch has the kernel for ``device``."""
-    return torch.optim.Adam(params, lr=lr, fused=fused_adam_supported(device), **kwargs)
+    """``torch.optim.Adam(params, lr, **kwargs)``, fused: one kernel for every parameter (torch >= 2.13 has it for
+    the CPU, CUDA and the other accelerators; ``device`` is where the parameters live)."""
+    return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
 
 
 @functools.lru_cache(maxsize=None)
 def direct_step_ok() -> bool:
     """Once per process: does the direct fused call reproduce ``optimizer.step()`` bit for bit here (three
     steps compared), and are step hooks registered through torch's public API detected and run?"""
-    if not fused_adam_supported("cpu") or not all(
-            hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_")):
+    if not all(hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_")):
         return False
     try:
         if not _hooks_detected():

@@ -1,9 +1,11 @@
 """Reinforcement-learning parts shared by the policies (no networks, no state): advantages, action heads and
-spaces, acting from numpy, and the checks of a replay minibatch or an on-policy rollout.
+spaces, acting from numpy, step statistics (:class:`StepMeans`), and the checks of a replay minibatch or an
+on-policy rollout.
 """
 
 from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
 from rlearn.rl.advantages import compute_gae, explained_variance
+from rlearn.rl.means import StepMeans
 from rlearn.rl.policy_io import ActionSpec, action_spec, sample_categorical
 from rlearn.rl.replay_batch import BATCH_KEYS, check_replay_batch, host_values
 from rlearn.rl.rollout import ROLLOUT_KEYS, check_rollout
@@ -11,5 +13,5 @@ from rlearn.rl.rollout import ROLLOUT_KEYS, check_rollout
 __all__ = [
     "ActionSpec", "action_spec", "sample_categorical", "ROLLOUT_KEYS", "check_rollout", "compute_gae",
     "explained_variance", "BATCH_KEYS", "check_replay_batch", "host_values", "BoxActions", "box_observation_shape",
-    "forward_numpy", "obs_tensor",
+    "forward_numpy", "obs_tensor", "StepMeans",
 ]

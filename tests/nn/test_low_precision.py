@@ -201,7 +201,7 @@ def test_off_the_cpu_path_runs_under_autocast(monkeypatch):
     assert out.dtype == torch.float32
     out.sum().backward()
     assert params[0].grad.dtype == torch.float32
-    ref = nnf._plain_mlp(x, [p.detach() for p in params], False)
+    ref = nnf.plain_mlp(x, [p.detach() for p in params])
     torch.testing.assert_close(out.detach(), ref, rtol=0.05, atol=0.02)
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import rlearn.optim.adam_step as adam_step_module
-from rlearn.optim import AdamStep, direct_step_ok, fused_adam_supported, make_adam, polyak_update_
+from rlearn.optim import AdamStep, direct_step_ok, make_adam, polyak_update_
 
 
 def _net(seed: int = 0) -> nn.Module:
@@ -278,19 +278,15 @@ def test_zero_grad_sets_the_grads_to_none():
 
 
 # ------------------------------------------------------------------------------------- fused or not
-@pytest.mark.parametrize("version, cpu_fused, cuda_fused", [((2, 13), True, True), ((2, 4), True, True),
-                                                            ((2, 3), False, True), ((1, 13), False, False)])
-def test_make_adam_is_fused_only_where_torch_has_the_kernel(monkeypatch, version, cpu_fused, cuda_fused):
-    monkeypatch.setattr(adam_step_module, "_torch_version", lambda: version)
-    assert fused_adam_supported("cpu") is cpu_fused and fused_adam_supported("cuda") is cuda_fused
+def test_make_adam_is_fused_and_steps_directly():
     opt = make_adam(_net().parameters(), lr=1e-3)
-    assert bool(opt.param_groups[0]["fused"]) is cpu_fused and opt.param_groups[0]["lr"] == 1e-3
+    assert opt.param_groups[0]["fused"] is True and opt.param_groups[0]["lr"] == 1e-3
     ref, fast = _net(), _net()
-    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2, fused=cpu_fused)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2, fused=True)
     fast_opt = make_adam(fast.parameters(), lr=1e-2)
     step = AdamStep(fast_opt)
     _step_both(ref, ref_opt, fast, fast_opt, step, range(3), check_each=True)
-    assert step.direct_steps == (2 if cpu_fused else 0)  # non-fused Adam: always step()
+    assert step.direct_steps == 2
 
 
 def test_polyak_update_is_the_formula():

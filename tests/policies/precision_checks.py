@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from tests.policies.reports import host_info
 
 
 def check_bf16_precision(make_policy, make_batch) -> None:
@@ -19,7 +20,7 @@ def check_bf16_precision(make_policy, make_batch) -> None:
         assert getattr(bf16, net).compute_dtype == torch.bfloat16 and getattr(fp32, net).compute_dtype is None
     for i in range(4):
         batch = make_batch(fp32, seed=i)
-        a, b = fp32._forward_learn(batch), bf16._forward_learn(batch)
+        a, b = host_info(fp32._forward_learn(batch)), host_info(bf16._forward_learn(batch))
         assert set(a) == set(b) and all(math.isfinite(v) for v in b.values())
         if i == 0:  # same parameters, same batch: the reports differ by bf16 rounding only
             for key in a:

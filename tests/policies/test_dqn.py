@@ -13,7 +13,9 @@ import torch.nn.functional as F
 from gymnasium import spaces
 
 from policies import PolicyConfigError, get_policy_class
-from policies.dqn import DQNPolicy, QNetwork, linear_epsilon
+from policies.dqn import DQNPolicy, linear_epsilon
+from rlearn.nn import MLP
+from tests.policies.reports import host_info
 
 OBS = spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 ACT = spaces.Discrete(2)
@@ -47,7 +49,7 @@ def same(a: list, b: list) -> bool:
     return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-def set_linear_q(net: QNetwork, weights_per_action) -> None:
+def set_linear_q(net: MLP, weights_per_action) -> None:
     """Make a one-layer Q-network compute ``Q(s, a) = w_a . s`` exactly."""
     layer = net.layers[0]
     with torch.no_grad():
@@ -62,8 +64,8 @@ def hand_made_policy(double_q: bool) -> DQNPolicy:
     obs = spaces.Box(-10.0, 10.0, shape=(2,), dtype=np.float32)
     policy = DQNPolicy({**SMALL, "hidden_sizes": [1], "gamma": 0.5, "double_q": double_q}, obs, ACT, seed=0)
     # replace the networks by linear ones (hidden_sizes must be non-empty, so build them by hand)
-    policy.q_net = QNetwork(2, 2, [])
-    policy.q_target = QNetwork(2, 2, [])
+    policy.q_net = MLP([2, 2])
+    policy.q_target = MLP([2, 2])
     set_linear_q(policy.q_net, [[1.0, 0.0], [0.0, 1.0]])
     set_linear_q(policy.q_target, [[2.0, 0.0], [0.0, -1.0]])
     return policy
@@ -99,9 +101,9 @@ def test_double_and_plain_targets_differ_only_in_the_next_action():
 def test_forward_learn_is_the_textbook_update(loss, double_q):
     """One iteration against an independent recomputation: target, loss, clipped gradient, Adam step."""
     policy = make_policy(double_q=double_q, loss=loss, max_grad_norm=0.01, gamma=0.9)
-    reference_net = QNetwork(3, 2, [16, 16])
+    reference_net = MLP([3, 16, 16, 2])
     reference_net.load_state_dict(policy.q_net.state_dict())
-    reference_target = QNetwork(3, 2, [16, 16])
+    reference_target = MLP([3, 16, 16, 2])
     reference_target.load_state_dict(policy.q_target.state_dict())
     batch = make_batch(policy)
 
@@ -125,7 +127,7 @@ def test_forward_learn_is_the_textbook_update(loss, double_q):
     torch.nn.utils.clip_grad_norm_(reference_net.parameters(), 0.01)
     optimizer.step()
 
-    info = policy._forward_learn(batch)
+    info = host_info(policy._forward_learn(batch))
     assert float(info["q_loss"]) == pytest.approx(float(ref_loss.detach()), rel=1e-5)
     assert float(info["q_value"]) == pytest.approx(float(q.detach().mean()), rel=1e-5)
     assert float(info["target_q_value"]) == pytest.approx(float(np.mean(y)), rel=1e-5, abs=1e-6)
@@ -142,44 +144,30 @@ def test_huber_loss_exact_numbers():
     batch = dict(obs=torch.tensor([[2.0, 0.0], [0.0, 1.0]]), action=torch.tensor([0, 1]),
                  reward=torch.tensor([1.5, 4.0]), next_obs=torch.zeros(2, 2), terminated=torch.zeros(2))
     policy.optimizer = torch.optim.Adam(policy.q_net.parameters(), lr=0.0)
-    info = policy._forward_learn(batch)  # Q(s, a) = [2, 1], y = [1.5, 4]
+    info = host_info(policy._forward_learn(batch))  # Q(s, a) = [2, 1], y = [1.5, 4]
     assert float(info["q_loss"]) == 1.3125
     assert float(info["q_value"]) == 1.5 and float(info["target_q_value"]) == 2.75
     policy.loss_fn = F.mse_loss
-    assert float(policy._forward_learn(batch)["q_loss"]) == (0.25 + 9.0) / 2
+    assert float(host_info(policy._forward_learn(batch))["q_loss"]) == (0.25 + 9.0) / 2
 
 
 def test_no_clipping_reports_the_plain_norm():
     policy = make_policy(max_grad_norm=None, lr=0.0)
-    info = policy._forward_learn(make_batch(policy))
+    info = host_info(policy._forward_learn(make_batch(policy)))
     norm = math.sqrt(sum(float(p.grad.square().sum()) for p in policy.q_net.parameters()))
     assert float(info["grad_norm"]) == pytest.approx(norm, rel=1e-6)
 
 
-def test_qnetwork_is_the_plain_relu_mlp():
-    net = QNetwork(3, 2, [16, 8])
-    reference = torch.nn.Sequential(net.layers[0], torch.nn.ReLU(), net.layers[1], torch.nn.ReLU(), net.layers[2])
-    x = torch.randn(5, 3)
-    torch.testing.assert_close(net(x), reference(x), rtol=0, atol=0)
-
-
-def test_qnetwork_reads_its_live_parameters():
-    """``linear_parameters`` reads the layers' parameter dicts at every call: a replaced layer or parameter is
-    used at once, and the pairs are the very parameters of ``parameters()`` (gradients reach them)."""
-    net = QNetwork(3, 2, [16, 8])
-    assert [p for pair in net.linear_parameters() for p in pair] == list(net.parameters())
-    x = torch.randn(5, 3)
-    net.layers[1] = torch.nn.Linear(16, 8)
-    net.layers[2].weight = torch.nn.Parameter(torch.randn(2, 8))
-    reference = torch.nn.Sequential(net.layers[0], torch.nn.ReLU(), net.layers[1], torch.nn.ReLU(), net.layers[2])
-    torch.testing.assert_close(net(x), reference(x), rtol=0, atol=0)
-    net(x).sum().backward()
-    assert all(p.grad is not None for p in net.parameters())
+def test_the_q_network_is_the_one_relu_mlp():
+    """Q(s, .) is rlearn.nn's MLP (ReLU hidden layers, linear output; tested against nn.Sequential in tests/nn)."""
+    policy = make_policy()
+    assert type(policy.q_net) is MLP and policy.q_net.activation == "relu" and policy.q_net.output_activation is None
+    assert [layer.weight.shape[1] for layer in policy.q_net.layers] == [3, *policy.cfg["hidden_sizes"]]
 
 
 def test_host_values_reads_mixed_dtypes_both_ways():
     """On the CPU one ``item()`` per value, elsewhere one promoting ``stack().tolist()``: the same numbers."""
-    from policies.dqn import host_values
+    from rlearn.rl.replay_batch import host_values
 
     tensors = [torch.tensor(-3), torch.tensor(7), torch.tensor(2.5)]
     assert host_values(tensors) == [-3, 7, 2.5]
@@ -211,21 +199,21 @@ def test_multi_dimensional_observations_are_flattened_like_one_dimensional_ones(
     for i in range(3):
         batch = make_batch(grid, seed=i)
         flat_batch = {**batch, "obs": batch["obs"].reshape(8, 6), "next_obs": batch["next_obs"].reshape(8, 6)}
-        assert grid._forward_learn(batch) == flat._forward_learn(flat_batch)
+        assert host_info(grid._forward_learn(batch)) == host_info(flat._forward_learn(flat_batch))
     assert same(params(grid.q_net), params(flat.q_net))
     obs = np.random.default_rng(0).uniform(-1, 1, size=(5, 2, 3)).astype(np.float32)
     np.testing.assert_array_equal(grid.greedy_actions(obs), flat.greedy_actions(obs.reshape(5, 6)))
     batch = make_batch(grid)
     batch["next_obs"][3, 1, 2] = float("nan")
     with pytest.raises(ValueError, match=r"\['next_obs'\]"):
-        grid._forward_learn(batch)
+        host_info(grid._forward_learn(batch))
 
 
 def test_huge_finite_rewards_are_accepted():
     policy = make_policy(lr=0.0)
     batch = make_batch(policy)
     batch["reward"][:] = 3e38  # finite; their float32 sum would overflow
-    policy._forward_learn(batch)  # not refused as non-finite
+    host_info(policy._forward_learn(batch))  # not refused as non-finite
     assert policy.update_count == 1
 
 
@@ -241,7 +229,7 @@ def test_target_sync_cadence_and_sparse_key(interval):
     assert policy.monitor_vars() == declared + ["collector/epsilon"]
     for i in range(1, 4 * interval + 1):
         before = params(policy.q_target)
-        info = policy._forward_learn(batch)
+        info = host_info(policy._forward_learn(batch))
         synced = i % interval == 0
         assert set(info) <= set(declared)
         assert ("target_sync" in info) == synced, i
@@ -257,9 +245,9 @@ def test_target_sync_cadence_and_sparse_key(interval):
 def test_soft_target_update_with_tau():
     policy = make_policy(target_update_interval=2, tau=0.25)
     batch = make_batch(policy)
-    policy._forward_learn(batch)
+    host_info(policy._forward_learn(batch))
     target_before = params(policy.q_target)
-    info = policy._forward_learn(batch)
+    info = host_info(policy._forward_learn(batch))
     assert info["target_sync"] == 1
     for new, old, online in zip(params(policy.q_target), target_before, params(policy.q_net)):
         torch.testing.assert_close(new, old + 0.25 * (online - old))
@@ -269,7 +257,7 @@ def test_targets_start_as_copies_and_have_no_gradients():
     policy = make_policy()
     assert same(params(policy.q_target), params(policy.q_net))
     assert not any(p.requires_grad for p in policy.q_target.parameters())
-    policy._forward_learn(make_batch(policy))
+    host_info(policy._forward_learn(make_batch(policy)))
     assert all(p.grad is None for p in policy.q_target.parameters())
 
 
@@ -380,7 +368,7 @@ def test_bad_batch_is_refused_before_any_update(mutate, error, match):
     mutate(batch)
     before = params(policy.q_net) + params(policy.q_target)
     with pytest.raises(error, match=match):
-        policy._forward_learn(batch)
+        host_info(policy._forward_learn(batch))
     assert same(before, params(policy.q_net) + params(policy.q_target)) and policy.update_count == 0
 
 
@@ -389,14 +377,14 @@ def test_state_dict_round_trip_continues_identically():
     policy = make_policy(target_update_interval=4)
     batch = make_batch(policy)
     for _ in range(3):
-        policy._forward_learn(batch)
+        host_info(policy._forward_learn(batch))
     stream = io.BytesIO()
     torch.save(policy.state_dict(), stream)
     stream.seek(0)
     clone = make_policy(target_update_interval=4, seed=7)
     clone.load_state_dict(torch.load(stream, weights_only=False))
     assert clone.update_count == 3
-    a, b = policy._forward_learn(batch), clone._forward_learn(batch)
+    a, b = host_info(policy._forward_learn(batch)), host_info(clone._forward_learn(batch))
     assert "target_sync" in a and "target_sync" in b  # the 4th iteration syncs in both
     assert float(a["q_loss"]) == float(b["q_loss"])
     assert same(params(policy.q_net), params(clone.q_net)) and same(params(policy.q_target), params(clone.q_target))
@@ -428,7 +416,7 @@ def test_learns_from_real_replay_samples():
         buffer.add(Collector(env, policy, seed=0).collect(100).transitions)
         batch = buffer.sample(8)
         assert batch["action"].dtype == torch.long
-        info = policy._forward_learn(batch)
+        info = host_info(policy._forward_learn(batch))
         assert math.isfinite(float(info["q_loss"]))
     finally:
         env.close()
@@ -540,9 +528,9 @@ def test_adam_steps_directly_and_matches_plain_adam_over_several_iterations():
     from rlearn.optim import direct_step_ok
 
     policy = make_policy(max_grad_norm=0.05, gamma=0.9, target_update_interval=100)
-    reference = QNetwork(3, 2, [16, 16])
+    reference = MLP([3, 16, 16, 2])
     reference.load_state_dict(policy.q_net.state_dict())
-    target = QNetwork(3, 2, [16, 16])
+    target = MLP([3, 16, 16, 2])
     target.load_state_dict(policy.q_target.state_dict())
     optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2)
     for i in range(4):
@@ -554,8 +542,8 @@ def test_adam_steps_directly_and_matches_plain_adam_over_several_iterations():
         F.smooth_l1_loss(q, y).backward()
         torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)
         optimizer.step()
-        info = policy._forward_learn(batch)
-        assert all(type(value) is float for value in info.values())  # one host transfer, plain floats
+        info = host_info(policy._forward_learn(batch))
+        assert all(type(value) is float or value.dim() == 0 for value in info.values())  # named 0-d tensors
     for mine, ref in zip(policy.q_net.parameters(), reference.parameters()):
         torch.testing.assert_close(mine, ref, rtol=1e-5, atol=1e-6)
     steps = policy.adam_step(policy.optimizer)
@@ -568,8 +556,8 @@ def test_a_replaced_optimizer_is_the_one_that_steps():
     policy = make_policy()
     policy.optimizer = torch.optim.Adam(policy.q_net.parameters(), lr=0.0)
     before = params(policy.q_net)
-    policy._forward_learn(make_batch(policy))
-    policy._forward_learn(make_batch(policy, seed=1))
+    host_info(policy._forward_learn(make_batch(policy)))
+    host_info(policy._forward_learn(make_batch(policy, seed=1)))
     assert same(before, params(policy.q_net))
 
 
@@ -585,7 +573,7 @@ def test_runs_on_cuda_like_on_cpu():
     assert all(p.is_cuda for p in list(gpu.q_net.parameters()) + list(gpu.q_target.parameters()))
     for i in range(3):
         batch = make_batch(cpu, seed=i)
-        info_cpu, info_gpu = cpu._forward_learn(batch), gpu._forward_learn(batch)
+        info_cpu, info_gpu = host_info(cpu._forward_learn(batch)), host_info(gpu._forward_learn(batch))
         assert set(info_gpu) == set(info_cpu)
         for key in info_cpu:
             assert info_gpu[key] == pytest.approx(info_cpu[key], rel=1e-4, abs=1e-6), key

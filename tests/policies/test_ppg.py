@@ -17,6 +17,7 @@ from torch.distributions import Categorical, Normal, kl_divergence
 from policies import PolicyConfigError, get_policy_class, is_scalar
 from policies.ppg import PPGPolicy, behavioral_cloning_kl
 from tests.policies.rollouts import CONTINUOUS, DISCRETE, make_rollout
+from tests.policies.reports import host_info
 
 AUX_KEYS = {"aux_value_loss", "behavioral_cloning_loss", "auxiliary_loss"}
 EVERY_ITER_KEYS = {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "cur_lr"}
@@ -39,7 +40,7 @@ def test_monitor_vars_both_directions(action):
     assert set(declared) == EVERY_ITER_KEYS | AUX_KEYS and len(declared) == 10
     seen = set()
     for it in range(n_pi):
-        info = policy._forward_learn(make_rollout(policy, seed=it))
+        info = host_info(policy._forward_learn(make_rollout(policy, seed=it)))
         assert set(info) <= set(declared), set(info) - set(declared)
         for key, value in info.items():
             assert is_scalar(value) and math.isfinite(float(value)), (key, value)
@@ -51,7 +52,7 @@ def test_aux_phase_every_n_pi_iterations_and_clears_store():
     n_pi = 3
     policy = make_policy(n_pi=n_pi)
     for it in range(1, 3 * n_pi + 2):
-        info = policy._forward_learn(make_rollout(policy, seed=it))
+        info = host_info(policy._forward_learn(make_rollout(policy, seed=it)))
         has_aux = it % n_pi == 0
         assert (AUX_KEYS <= set(info)) == has_aux and (AUX_KEYS & set(info) == set()) == (not has_aux), it
         assert EVERY_ITER_KEYS <= set(info)
@@ -69,9 +70,9 @@ def test_aux_phase_uses_every_stored_observation():
         seen_rows.append(obs.shape[0])
         return original(obs)
 
-    policy._forward_learn(make_rollout(policy, seed=1))
+    host_info(policy._forward_learn(make_rollout(policy, seed=1)))
     policy.policy_net.forward = spy
-    policy._forward_learn(make_rollout(policy, seed=2))
+    host_info(policy._forward_learn(make_rollout(policy, seed=2)))
     # last two calls: pi_old over all 32 stored rows, then one aux minibatch with all 32 rows
     assert seen_rows[-2:] == [2 * 8 * 2, 2 * 8 * 2]
 
@@ -110,7 +111,7 @@ def test_policy_value_targets_bootstrap_from_next_obs():
         (data["reward"] * 0.5).tolist(), data["value"].tolist(), next_value.tolist(),
         data["terminated"].tolist(), data["truncated"].tolist(), 0.9, 0.7,
     )
-    policy._forward_learn(data)
+    host_info(policy._forward_learn(data))
     expected_targets = (torch.tensor(adv) + data["value"]).flatten()
     np.testing.assert_allclose(policy._aux_targets[0].numpy(), expected_targets.numpy(), rtol=1e-5, atol=1e-5)
 
@@ -133,7 +134,7 @@ def test_both_value_heads_regress_on_the_same_stored_targets():
     steps = []
     step = policy.optimize
     policy.optimize = lambda loss, *rest, **kw: steps.append((loss.item(), rest)) or step(loss, *rest, **kw)
-    info = policy._forward_learn(data)
+    info = host_info(policy._forward_learn(data))
     expected_aux = 0.5 * (aux_pred - v_targ).pow(2).mean().item()
     expected_value = 0.5 * (value_pred - v_targ).pow(2).mean().item()
     assert info["aux_value_loss"] == pytest.approx(expected_aux, rel=1e-6)
@@ -219,12 +220,12 @@ def test_bc_loss_finite_for_near_deterministic_policies():
 def test_aux_phase_of_near_deterministic_policy_is_finite():
     policy = make_policy(n_pi=1)
     with torch.no_grad():
-        policy.policy_net.action_head.weight.mul_(1e5)  # logits differ by thousands: probabilities underflow
+        policy.policy_net.action_head.layers[0].weight.mul_(1e5)  # logits differ by thousands: probabilities underflow
     data = make_rollout(policy, seed=3)
     with torch.no_grad():
         probs = torch.softmax(policy.policy_net(data["obs"].flatten(0, 1))[0], -1)
     assert (probs == 0).any(), "the setup must produce probabilities that underflow to exactly 0"
-    info = policy._forward_learn(data)
+    info = host_info(policy._forward_learn(data))
     assert AUX_KEYS <= set(info)
     assert all(math.isfinite(v) for k, v in info.items() if k != "explained_variance"), info
 
@@ -233,8 +234,8 @@ def test_aux_phase_of_near_deterministic_policy_is_finite():
 def test_bc_loss_is_zero_when_policy_cannot_change(action):
     """lr = 0: the policy is unchanged through the auxiliary phase, so KL(pi_old || pi_new) is exactly 0."""
     policy = make_policy(action, n_pi=2, lr=0.0)
-    policy._forward_learn(make_rollout(policy, seed=1))
-    info = policy._forward_learn(make_rollout(policy, seed=2))
+    host_info(policy._forward_learn(make_rollout(policy, seed=1)))
+    info = host_info(policy._forward_learn(make_rollout(policy, seed=2)))
     assert info["behavioral_cloning_loss"] == 0.0
     assert info["auxiliary_loss"] == info["aux_value_loss"] > 0.0
 
@@ -245,12 +246,12 @@ def test_bc_term_keeps_policy_close():
     for beta in (0.0, 100.0):
         policy = make_policy(n_pi=1, beta_clone=beta, e_policy=0, e_aux=8, aux_minibatch_size=4, lr=1e-2)
         with torch.no_grad():
-            policy.policy_net.action_head.weight.mul_(100.0)  # logits that depend on the shared trunk
+            policy.policy_net.action_head.layers[0].weight.mul_(100.0)  # logits that depend on the shared trunk
         data = make_rollout(policy, seed=7)
         obs = data["obs"].flatten(0, 1)
         with torch.no_grad():
             before = policy.policy_net(obs)[0]
-        policy._forward_learn(data)
+        host_info(policy._forward_learn(data))
         with torch.no_grad():
             drift[beta] = behavioral_cloning_kl(before, policy.policy_net(obs)[0], True).mean().item()
     assert drift[100.0] < drift[0.0] / 5
@@ -278,8 +279,8 @@ def test_continuous_actions_clipped_for_env_log_prob_of_unclipped():
 def test_discrete_actions_follow_the_policy_distribution():
     policy = make_policy("discrete")
     with torch.no_grad():
-        policy.policy_net.action_head.bias.copy_(torch.tensor([2.0, 0.0, -1.0]))
-        policy.policy_net.action_head.weight.zero_()
+        policy.policy_net.action_head.layers[0].bias.copy_(torch.tensor([2.0, 0.0, -1.0]))
+        policy.policy_net.action_head.layers[0].weight.zero_()
     obs = np.zeros((20000, 4), np.float32)
     out = policy._forward_collect(obs, envstep=0)
     assert out["action"].dtype == np.int64 and "env_action" not in out
@@ -295,7 +296,7 @@ def test_same_seed_same_behaviour():
     ra, rb = make_rollout(a, seed=1), make_rollout(b, seed=1)
     for key in ra:
         assert torch.equal(ra[key], rb[key]), key
-    assert a._forward_learn(ra) == b._forward_learn(rb)
+    assert host_info(a._forward_learn(ra)) == host_info(b._forward_learn(rb))
 
 
 # ---------------------------------------------------------------------------------------- learning
@@ -303,10 +304,10 @@ def test_cur_lr_is_the_rate_the_iteration_used():
     """A scheduler (the learner's LRSchedulerHook) changes the optimizers' lr between iterations;
     cur_lr reports the rate in effect, not the configured one."""
     policy = make_policy(n_pi=2, lr=1e-3)
-    assert policy._forward_learn(make_rollout(policy, seed=0))["cur_lr"] == 1e-3
+    assert host_info(policy._forward_learn(make_rollout(policy, seed=0)))["cur_lr"] == 1e-3
     for optimizer in policy.optimizers().values():
         optimizer.param_groups[0]["lr"] = 2.5e-4
-    assert policy._forward_learn(make_rollout(policy, seed=1))["cur_lr"] == 2.5e-4
+    assert host_info(policy._forward_learn(make_rollout(policy, seed=1)))["cur_lr"] == 2.5e-4
 
 
 def test_clip_range_follows_lr_only_when_asked():
@@ -329,7 +330,7 @@ def test_policy_phase_improves_advantage_weighted_likelihood():
     obs, act = data["obs"].flatten(0, 1), data["action"].flatten(0, 1).long()
     with torch.no_grad():
         before = Categorical(logits=policy.policy_net(obs)[0]).log_prob(act)
-    policy._forward_learn(data)
+    host_info(policy._forward_learn(data))
     with torch.no_grad():
         after = Categorical(logits=policy.policy_net(obs)[0]).log_prob(act)
     reward = data["reward"].flatten()
@@ -350,7 +351,7 @@ def test_runs_on_cuda_like_on_cpu(action):
     collector = make_policy(action, n_pi=2)  # collects for both, so their generators draw the same minibatches
     for it in range(2):
         data = make_rollout(collector, seed=it)
-        info_cpu, info_gpu = cpu._forward_learn(data), gpu._forward_learn(data)
+        info_cpu, info_gpu = host_info(cpu._forward_learn(data)), host_info(gpu._forward_learn(data))
         assert set(info_gpu) == set(info_cpu) and set(info_gpu) <= set(gpu.monitor_vars())
         for key in info_cpu:
             assert info_gpu[key] == pytest.approx(info_cpu[key], rel=1e-3, abs=1e-5), (it, key)
@@ -379,7 +380,7 @@ def test_adam_step_shortcut_changes_nothing(action):
     for it in range(4):
         data = make_rollout(direct, seed=it)
         make_rollout(plain, seed=it)  # the same draws from plain's generator
-        assert direct._forward_learn(data) == plain._forward_learn(data), it
+        assert host_info(direct._forward_learn(data)) == host_info(plain._forward_learn(data)), it
     assert direct.adam_step(direct.value_optimizer).direct_steps > 0
     assert direct.adam_step(direct.aux_optimizer).direct_steps > 0
     assert plain.adam_step(plain.value_optimizer).direct_steps == plain.adam_step(plain.aux_optimizer).direct_steps == 0
@@ -394,7 +395,7 @@ def test_state_dict_round_trip_mid_cycle_is_exact(action):
     """Resume after 2 of n_pi=3 iterations: the next aux phase uses the restored store, results are identical."""
     policy = make_policy(action, n_pi=3, seed=1)
     for it in range(2):
-        policy._forward_learn(make_rollout(policy, seed=it))
+        host_info(policy._forward_learn(make_rollout(policy, seed=it)))
     buffer = io.BytesIO()
     torch.save(policy.state_dict(), buffer)
     buffer.seek(0)
@@ -402,8 +403,8 @@ def test_state_dict_round_trip_mid_cycle_is_exact(action):
     restored.load_state_dict(torch.load(buffer, weights_only=False))
     assert restored.aux_store_size == 2 and restored.policy_iterations == 2
 
-    info_a = policy._forward_learn(make_rollout(policy, seed=5))
-    info_b = restored._forward_learn(make_rollout(restored, seed=5))
+    info_a = host_info(policy._forward_learn(make_rollout(policy, seed=5)))
+    info_b = host_info(restored._forward_learn(make_rollout(restored, seed=5)))
     assert AUX_KEYS <= set(info_a)
     assert info_a == info_b
     for name, module in policy.modules().items():
@@ -441,13 +442,13 @@ def test_bad_rollout_is_named():
     policy = make_policy()
     data = make_rollout(policy)
     with pytest.raises(KeyError, match="log_prob"):
-        policy._forward_learn({k: v for k, v in data.items() if k != "log_prob"})
+        host_info(policy._forward_learn({k: v for k, v in data.items() if k != "log_prob"}))
     bad = dict(data, reward=data["reward"].clone())
     bad["reward"][3, 1] = float("nan")
     with pytest.raises(ValueError, match="'reward'"):
-        policy._forward_learn(bad)
+        host_info(policy._forward_learn(bad))
     with pytest.raises(ValueError, match="'value'"):
-        policy._forward_learn(dict(data, value=data["value"][:4]))
+        host_info(policy._forward_learn(dict(data, value=data["value"][:4])))
     assert policy.policy_iterations == 0 and policy.aux_store_size == 0  # nothing was half-recorded
 
 
@@ -498,7 +499,7 @@ def test_run_tensorboard_aux_averages_are_real(tmp_path):
         logged = points[f"learner_iter/{key}_avg"]
         assert [step for step, _ in logged] == [16, 32, 48], key
         for step, value in logged:
-            window = [info[key] for info in infos[max(0, step - 32):step] if key in info]
+            window = [float(info[key]) for info in infos[max(0, step - 32):step] if key in info]
             assert len(window) == (min(step, 32) if key in EVERY_ITER_KEYS else min(step, 32) // 16)
             assert value == pytest.approx(sum(window) / len(window), rel=1e-5), (key, step)
     assert all(value > 0 for _, value in points["learner_iter/aux_value_loss_avg"])

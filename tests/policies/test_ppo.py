@@ -24,6 +24,7 @@ from policies.ppo import (
 )
 from rlearn.rl import compute_gae
 from tests.policies.rollouts import CONTINUOUS, DISCRETE, make_rollout
+from tests.policies.reports import host_info
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERY_UPDATE = {"policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance"}
@@ -120,7 +121,7 @@ def test_update_reports_the_losses_of_its_batch(action):
         log_prob, entropy = policy._log_prob_entropy(params, data["action"].flatten(0, 1))
         expected_pl, _, _ = clipped_surrogate_loss(log_prob, data["log_prob"].flatten(), normalize(adv.flatten()), 0.2)
         expected_vl = value_loss(value, data["value"].flatten(), target.flatten(), None)
-    info = policy._forward_learn(data)
+    info = host_info(policy._forward_learn(data))
     assert info["policy_loss"] == pytest.approx(expected_pl.item(), abs=1e-6)
     assert abs(info["policy_loss"]) < 1e-6  # ratio 1: -mean of normalised advantages
     assert info["value_loss"] == pytest.approx(expected_vl.item(), rel=1e-6)
@@ -134,13 +135,13 @@ def test_advantage_normalisation_per_minibatch(minibatch_size):
     surrogate is 0; without it the loss is -mean(A) over the rollout (equal-sized minibatches)."""
     normed = make_policy(lr=0.0, epochs=1, minibatch_size=minibatch_size)
     data = make_rollout(normed, seed=6)
-    assert abs(normed._forward_learn(data)["policy_loss"]) < 1e-6
+    assert abs(host_info(normed._forward_learn(data))["policy_loss"]) < 1e-6
     raw = make_policy(lr=0.0, epochs=1, minibatch_size=minibatch_size, normalize_advantage=False)
     with torch.no_grad():
         next_value = raw.ac.value(data["next_obs"].flatten(0, 1)).view(8, 2)
     adv, _ = compute_gae(data["reward"], data["value"], next_value, data["terminated"], data["truncated"],
                          raw.cfg["gamma"], raw.cfg["gae_lambda"])
-    assert raw._forward_learn(data)["policy_loss"] == pytest.approx(-adv.mean().item(), rel=1e-5)
+    assert host_info(raw._forward_learn(data))["policy_loss"] == pytest.approx(-adv.mean().item(), rel=1e-5)
 
 
 def test_update_improves_advantage_weighted_likelihood_and_fits_values():
@@ -150,7 +151,7 @@ def test_update_improves_advantage_weighted_likelihood_and_fits_values():
     with torch.no_grad():
         before = Categorical(logits=policy.ac.actor(obs)).log_prob(act)
         value_before = policy.ac.value(obs)
-    policy._forward_learn(data)
+    host_info(policy._forward_learn(data))
     with torch.no_grad():
         after = Categorical(logits=policy.ac.actor(obs)).log_prob(act)
         value_after = policy.ac.value(obs)
@@ -178,7 +179,7 @@ def test_monitor_vars_both_directions(action):
     assert set(declared) == EVERY_UPDATE | SPARSE and len(declared) == 7
     seen = set()
     for it in range(3):
-        info = policy._forward_learn(make_rollout(policy, seed=it))
+        info = host_info(policy._forward_learn(make_rollout(policy, seed=it)))
         assert set(info) <= set(declared), set(info) - set(declared)
         assert EVERY_UPDATE <= set(info)
         for key, value in info.items():
@@ -198,7 +199,7 @@ def test_no_early_stop_key_without_target_kl(action):
         policy = make_policy(action, target_kl=target_kl, epochs=3, minibatch_size=4, lr=1e-2)
         steps = count_steps(policy)
         for it in range(3):
-            info = policy._forward_learn(make_rollout(policy, seed=it))
+            info = host_info(policy._forward_learn(make_rollout(policy, seed=it)))
             assert set(info) == EVERY_UPDATE, (target_kl, set(info))
         assert len(steps) == 3 * 3 * 4  # 3 updates x 3 epochs x 16 rows / 4 per minibatch
 
@@ -208,7 +209,7 @@ def test_target_kl_stops_before_the_step_that_would_exceed_it():
     approx_kl > 1.5 * target_kl, so the update stops there: early_stop_epoch = 2 after exactly one step."""
     policy = make_policy(target_kl=1e-7, epochs=5, minibatch_size=1000, lr=1e-2)
     steps = count_steps(policy)
-    info = policy._forward_learn(make_rollout(policy, seed=2))
+    info = host_info(policy._forward_learn(make_rollout(policy, seed=2)))
     assert info["early_stop_epoch"] == 2 and len(steps) == 1
     # the statistics average both evaluated minibatches: the stepped one (kl ~ 0) and the stopping one
     assert info["approx_kl"] > 1.5e-7 / 2
@@ -217,7 +218,7 @@ def test_target_kl_stops_before_the_step_that_would_exceed_it():
 def test_target_kl_stops_inside_the_first_epoch():
     policy = make_policy(target_kl=1e-7, epochs=5, minibatch_size=4, lr=1e-2)
     steps = count_steps(policy)
-    info = policy._forward_learn(make_rollout(policy, seed=2))
+    info = host_info(policy._forward_learn(make_rollout(policy, seed=2)))
     assert info["early_stop_epoch"] == 1 and len(steps) == 1  # the second minibatch already exceeds it
 
 
@@ -226,7 +227,7 @@ def test_same_seed_same_behaviour():
     ra, rb = make_rollout(a, seed=1), make_rollout(b, seed=1)
     for key in ra:
         assert torch.equal(ra[key], rb[key]), key
-    assert a._forward_learn(ra) == b._forward_learn(rb)
+    assert host_info(a._forward_learn(ra)) == host_info(b._forward_learn(rb))
 
 
 # --------------------------------------------------------------------------------------- actions
@@ -251,8 +252,8 @@ def test_continuous_actions_clipped_for_env_log_prob_of_unclipped():
 def test_discrete_actions_follow_the_policy_distribution():
     policy = make_policy("discrete")
     with torch.no_grad():
-        policy.ac.actor[-1].bias.copy_(torch.tensor([2.0, 0.0, -1.0]))
-        policy.ac.actor[-1].weight.zero_()
+        policy.ac.actor.layers[-1].bias.copy_(torch.tensor([2.0, 0.0, -1.0]))
+        policy.ac.actor.layers[-1].weight.zero_()
     obs = np.zeros((20000, 4), np.float32)
     out = policy._forward_collect(obs, envstep=0)
     assert out["action"].dtype == np.int64 and "env_action" not in out
@@ -273,7 +274,7 @@ def test_runs_on_cuda_like_on_cpu(action):
     gpu = PPOPolicy({**SMALL, "target_kl": 1e-7, "minibatch_size": 4}, obs_space, act_space, device="cuda", seed=0)
     assert all(p.is_cuda for p in gpu.ac.parameters())
     data = make_rollout(cpu, seed=1)
-    info_cpu, info_gpu = cpu._forward_learn(data), gpu._forward_learn(data)
+    info_cpu, info_gpu = host_info(cpu._forward_learn(data)), host_info(gpu._forward_learn(data))
     assert set(info_gpu) == set(info_cpu) and set(info_gpu) <= set(gpu.monitor_vars())
     for key in info_cpu:
         assert info_gpu[key] == pytest.approx(info_cpu[key], rel=1e-3, abs=1e-5), key
@@ -285,13 +286,13 @@ def test_runs_on_cuda_like_on_cpu(action):
 @pytest.mark.parametrize("action", ["discrete", "continuous"])
 def test_state_dict_round_trip_is_exact(action):
     policy = make_policy(action, seed=1, minibatch_size=4)
-    policy._forward_learn(make_rollout(policy, seed=0))
+    host_info(policy._forward_learn(make_rollout(policy, seed=0)))
     buffer = io.BytesIO()
     torch.save(policy.state_dict(), buffer)
     buffer.seek(0)
     restored = make_policy(action, seed=99, minibatch_size=4)
     restored.load_state_dict(torch.load(buffer, weights_only=False))
-    assert policy._forward_learn(make_rollout(policy, seed=5)) == restored._forward_learn(make_rollout(restored, seed=5))
+    assert host_info(policy._forward_learn(make_rollout(policy, seed=5))) == host_info(restored._forward_learn(make_rollout(restored, seed=5)))
     for (key, pa), pb in zip(policy.ac.state_dict().items(), restored.ac.state_dict().values()):
         assert torch.equal(pa, pb), key
 
@@ -319,13 +320,13 @@ def test_bad_rollout_is_named():
     data = make_rollout(policy)
     before = [p.clone() for p in policy.ac.parameters()]
     with pytest.raises(KeyError, match="log_prob"):
-        policy._forward_learn({k: v for k, v in data.items() if k != "log_prob"})
+        host_info(policy._forward_learn({k: v for k, v in data.items() if k != "log_prob"}))
     bad = dict(data, reward=data["reward"].clone())
     bad["reward"][3, 1] = float("nan")
     with pytest.raises(ValueError, match="'reward'"):
-        policy._forward_learn(bad)
+        host_info(policy._forward_learn(bad))
     with pytest.raises(ValueError, match="'value'"):
-        policy._forward_learn(dict(data, value=data["value"][:4]))
+        host_info(policy._forward_learn(dict(data, value=data["value"][:4])))
     assert all(torch.equal(a, b) for a, b in zip(before, policy.ac.parameters()))  # nothing was half-trained
 
 
@@ -408,29 +409,22 @@ def test_cartpole_reaches_500_within_100k_steps(tmp_path):
     assert max(returns) == 500.0, returns
 
 
-# ----------------------------------------------------------------------------------------- speed parts
-@pytest.mark.parametrize("shape", [(8, 64), (256, 64), (3, 5000)])
-def test_tanh_is_torch_tanh_in_value_and_gradient(shape):
-    """``policies.ppo.tanh`` (through sigmoid on large CPU tensors, torch.tanh on small ones) against torch.tanh,
-    including saturation at +-30 and the gradient 1 - tanh^2."""
-    x = (torch.randn(shape, generator=torch.Generator().manual_seed(0)) * 3).requires_grad_()
-    with torch.no_grad():
-        x[0, :4] = torch.tensor([30.0, -30.0, 0.0, 1e-4])
-    y = ppo_module.tanh(x)
-    ref_x = x.detach().clone().requires_grad_()
-    ref = torch.tanh(ref_x)
-    torch.testing.assert_close(y, ref, rtol=0, atol=3e-7)
-    weights = torch.randn(shape, generator=torch.Generator().manual_seed(1))
-    (y * weights).sum().backward()
-    (ref * weights).sum().backward()
-    torch.testing.assert_close(x.grad, ref_x.grad, rtol=0, atol=2e-6)
-    assert (x.numel() >= ppo_module.SIGMOID_TANH_MIN_NUMEL) == (shape != (8, 64))
-
-
+# ----------------------------------------------------------------------------------------- networks
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
-def test_actor_critic_forward_is_its_sequentials(activation):
-    """``ActorCritic.forward`` (F.linear calls) computes exactly what calling ``actor`` and ``critic`` does."""
+def test_actor_critic_is_two_orthogonally_initialised_mlps(activation):
+    """Actor and critic are rlearn.nn's MLP with the activation asked for, orthogonal weights (gain sqrt(2),
+    output 0.01 / 1) and zero biases; forward gives both heads."""
+    from rlearn.nn import MLP
+
     net = ppo_module.ActorCritic(4, 3, [64, 64], activation, continuous=False, init_log_std=0.0)
+    assert type(net.actor) is MLP and net.actor.activation == activation and net.critic.activation == activation
+    for mlp, out_gain in ((net.actor, 0.01), (net.critic, 1.0)):
+        for layer, gain in zip(mlp.layers, [math.sqrt(2.0), math.sqrt(2.0), out_gain]):
+            w = layer.weight.detach()
+            rows = min(w.shape)
+            gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+            torch.testing.assert_close(gram, gain**2 * torch.eye(rows), rtol=1e-4, atol=1e-6)
+            assert torch.count_nonzero(layer.bias) == 0
     for batch in (8, 256):
         obs = torch.randn(batch, 4)
         logits, value = net(obs)

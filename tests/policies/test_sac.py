@@ -16,6 +16,7 @@ from gymnasium import spaces
 from policies import PolicyConfigError, get_policy_class
 from policies.sac import SACPolicy
 from tests.policies.precision_checks import check_bf16_precision
+from tests.policies.reports import host_info, is_reported_number
 
 OBS = spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 ACT = spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
@@ -69,7 +70,7 @@ def naive_sample(actor_state: dict, obs: np.ndarray, eps: np.ndarray, act_dim: i
     keys = sorted({int(k.split(".")[1]) for k in actor_state})
     h = obs.astype(np.float64)
     for j, i in enumerate(keys):
-        h = h @ actor_state[f"net.{i}.weight"].double().numpy().T + actor_state[f"net.{i}.bias"].double().numpy()
+        h = h @ actor_state[f"layers.{i}.weight"].double().numpy().T + actor_state[f"layers.{i}.bias"].double().numpy()
         if j < n_layers - 1:
             h = np.maximum(h, 0.0)
     mean, log_std = h[:, :act_dim], np.clip(h[:, act_dim:], lo, hi)
@@ -101,7 +102,7 @@ def test_monitor_vars_both_directions(freq, autotune):
     infos = [policy._forward_learn(batch) for _ in range(3 * freq)]
     for i, info in enumerate(infos, start=1):
         assert set(info) <= set(declared), set(info) - set(declared)
-        assert all(isinstance(v, float) and math.isfinite(v) for v in info.values()), info
+        assert all(is_reported_number(v) and math.isfinite(float(v)) for v in info.values()), info
         assert set(CRITIC_KEYS) <= set(info)
         actor_step = i % freq == 0
         assert set(info) - set(CRITIC_KEYS) == (set(sparse) if actor_step else set()), (i, sorted(info))
@@ -113,10 +114,10 @@ def test_monitor_vars_both_directions(freq, autotune):
 def test_reported_learning_rates_follow_the_optimizers():
     policy = make_policy(policy_frequency=1, lr_actor=1e-3, lr_critic=2e-3)
     batch = make_batch(policy)
-    info = policy._forward_learn(batch)
+    info = host_info(policy._forward_learn(batch))
     assert (info["cur_lr_actor"], info["cur_lr_critic"]) == (1e-3, 2e-3)
     policy.optimizers()["critic"].param_groups[0]["lr"] = 5e-4
-    assert policy._forward_learn(batch)["cur_lr_critic"] == 5e-4
+    assert host_info(policy._forward_learn(batch))["cur_lr_critic"] == 5e-4
 
 
 # ------------------------------------------------------------------------------------- exact numbers
@@ -134,7 +135,7 @@ def test_one_iteration_matches_a_naive_recomputation(learn_threads):
     target0 = {k: v.clone() for k, v in policy.critic_target.state_dict().items()}
     eps_next, eps_pi = draws(policy, 16, 2)
 
-    info = policy._forward_learn(batch)
+    info = host_info(policy._forward_learn(batch))
 
     obs, act = batch["obs"].double().numpy(), batch["action"].double().numpy()
     next_obs, reward, done = (batch[k].double().numpy() for k in ("next_obs", "reward", "terminated"))
@@ -178,7 +179,7 @@ def test_gradients_match_autograd_on_plain_modules():
     eps_next, eps_pi = (torch.randn(33, 2, generator=rng) for _ in range(2))
     y = policy.compute_target(batch["reward"], batch["next_obs"], batch["terminated"], eps_next)
 
-    policy._forward_learn(batch)
+    host_info(policy._forward_learn(batch))
 
     q = critic(batch["obs"], batch["action"])
     ((q - y) ** 2).mean(dim=1).sum().backward()
@@ -198,7 +199,7 @@ def test_gradients_match_autograd_on_plain_modules():
 def test_fixed_alpha_has_no_optimizer_and_does_not_move():
     policy = make_policy(autotune=False, init_alpha=0.25, policy_frequency=1)
     assert set(policy.optimizers()) == {"actor", "critic"} and not policy.log_alpha.requires_grad
-    info = policy._forward_learn(make_batch(policy))
+    info = host_info(policy._forward_learn(make_batch(policy)))
     assert info["alpha"] == pytest.approx(0.25) and "alpha_loss" not in info
 
 
@@ -207,7 +208,7 @@ def test_temperature_follows_the_entropy_target():
     for target, falls in ((-50.0, True), (50.0, False)):
         policy = make_policy(policy_frequency=1, target_entropy=target)
         batch = make_batch(policy)
-        alphas = [policy._forward_learn(batch)["alpha"] for _ in range(5)]
+        alphas = [host_info(policy._forward_learn(batch))["alpha"] for _ in range(5)]
         assert all((b < a) if falls else (b > a) for a, b in zip([1.0] + alphas, alphas)), (target, alphas)
 
 
@@ -221,7 +222,7 @@ def test_delayed_actor_polyak_every_iteration():
     for it in range(1, 8):
         actor, critic_t, alpha = params(policy.actor), params(policy.critic_target), policy.alpha.item()
         steps_before = float(policy.actor_optimizer.state_dict()["state"].get(0, {}).get("step", 0.0))
-        info = policy._forward_learn(batch)
+        info = host_info(policy._forward_learn(batch))
         assert policy.update_count == it
         for old_t, new_t, online in zip(critic_t, params(policy.critic_target), params(policy.critic)):
             torch.testing.assert_close(new_t, old_t + tau * (online - old_t), rtol=1e-6, atol=1e-7)
@@ -246,9 +247,9 @@ def test_plain_autograd_path_gives_the_same_iterations(monkeypatch):
 
     fused, plain = make_policy(policy_frequency=1), make_policy(policy_frequency=1)
     batches = [make_batch(fused, n=33, seed=i) for i in range(3)]
-    infos_fused = [fused._forward_learn(b) for b in batches]
+    infos_fused = [host_info(fused._forward_learn(b)) for b in batches]
     monkeypatch.setattr(nnf, "fused_kernels_enabled", lambda device: False)
-    infos_plain = [plain._forward_learn(b) for b in batches]
+    infos_plain = [host_info(plain._forward_learn(b)) for b in batches]
     for a, b in zip(infos_fused, infos_plain):
         assert a.keys() == b.keys()
         for key in a:
@@ -298,7 +299,7 @@ def test_state_dict_round_trip_continues_identically():
     policy = make_policy(policy_frequency=2)
     batch = make_batch(policy)
     for _ in range(3):  # odd: the next iteration is an actor step only if update_count was restored
-        policy._forward_learn(batch)
+        host_info(policy._forward_learn(batch))
     buffer = io.BytesIO()
     torch.save(policy.state_dict(), buffer)
     buffer.seek(0)
@@ -312,7 +313,7 @@ def test_state_dict_round_trip_continues_identically():
     np.testing.assert_array_equal(policy._forward_eval(obs), restored._forward_eval(obs))
     np.testing.assert_array_equal(policy._forward_collect(obs, 10**6)["action"], restored._forward_collect(obs, 10**6)["action"])
     for _ in range(3):
-        info_a, info_b = policy._forward_learn(batch), restored._forward_learn(batch)
+        info_a, info_b = host_info(policy._forward_learn(batch)), host_info(restored._forward_learn(batch))
         assert info_a == info_b
     assert "alpha_loss" in info_a
     for name in ("actor", "critic", "critic_target"):
@@ -372,7 +373,7 @@ def test_bad_spaces_and_batches():
         batch = make_batch(policy)
         mutate(batch)
         with pytest.raises(error, match=match):
-            policy._forward_learn(batch)
+            host_info(policy._forward_learn(batch))
     assert same(before, params(policy.actor) + params(policy.critic)) and policy.update_count == 0
     assert policy.alpha.item() == 1.0
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from policies import PolicyConfigError, get_policy_class
 from policies.td3 import TD3Policy
 from tests.policies.precision_checks import check_bf16_precision
+from tests.policies.reports import host_info, is_reported_number
 
 OBS = spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
 ACT = spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
@@ -64,7 +65,7 @@ def test_monitor_vars_both_directions(freq):
     infos = [policy._forward_learn(batch) for _ in range(3 * freq)]
     for i, info in enumerate(infos, start=1):
         assert set(info) <= set(declared), set(info) - set(declared)
-        assert all(isinstance(v, float) and math.isfinite(v) for v in info.values()), info
+        assert all(is_reported_number(v) and math.isfinite(float(v)) for v in info.values()), info
         actor_step = i % freq == 0
         assert ("actor_loss" in info) == actor_step and ("cur_lr_actor" in info) == actor_step
     for start in range(len(infos) - freq + 1):
@@ -75,10 +76,10 @@ def test_monitor_vars_both_directions(freq):
 def test_reported_learning_rates_follow_the_optimizers():
     policy = make_policy(actor_update_freq=1, lr_actor=1e-3, lr_critic=2e-3)
     batch = make_batch(policy)
-    info = policy._forward_learn(batch)
+    info = host_info(policy._forward_learn(batch))
     assert (info["cur_lr_actor"], info["cur_lr_critic"]) == (1e-3, 2e-3)
     policy.optimizers()["critic"].param_groups[0]["lr"] = 5e-4  # what an LR scheduler hook does
-    assert policy._forward_learn(batch)["cur_lr_critic"] == 5e-4
+    assert host_info(policy._forward_learn(batch))["cur_lr_critic"] == 5e-4
 
 
 # ---------------------------------------------------------------------------------------- the target
@@ -91,7 +92,7 @@ def _set_linear(layer, weight, bias):
 def test_target_hand_made_case():
     """pi'(s') = 0.9 everywhere; Q1'(s, a) = 2 * relu(sum(s) + a) + 1, Q2'(s, a) = -relu(sum(s) + a) + 3."""
     policy = make_policy(hidden_sizes=[1], gamma=0.5, target_noise=1.0, target_noise_clip=0.3)
-    first, last = policy.actor_target.net[0], policy.actor_target.net[2]
+    first, last = policy.actor_target.layers
     _set_linear(first, np.zeros((1, 3)), [0.0])
     _set_linear(last, [[0.0]], [math.atanh(0.9)])
     layer0, layer1 = policy.critic_target.layers
@@ -128,7 +129,7 @@ def _naive_q(state: dict, prefix: str, member: int, x: np.ndarray) -> np.ndarray
 
 
 def _naive_actor(module: torch.nn.Module, obs: np.ndarray) -> np.ndarray:
-    linears = [m for m in module.net if isinstance(m, torch.nn.Linear)]
+    linears = list(module.layers)
     h = obs.astype(np.float64)
     for i, layer in enumerate(linears):
         h = h @ layer.weight.detach().double().numpy().T + layer.bias.detach().double().numpy()
@@ -150,7 +151,7 @@ def test_forward_learn_matches_naive_recomputation(learn_threads):
     rng.set_state(policy.torch_rng.get_state())
     raw = torch.randn(batch["action"].shape, generator=rng).double().numpy() * 0.6
 
-    info = policy._forward_learn(batch)
+    info = host_info(policy._forward_learn(batch))
 
     obs, act = batch["obs"].double().numpy(), batch["action"].double().numpy()
     next_obs, reward = batch["next_obs"].double().numpy(), batch["reward"].double().numpy()
@@ -181,7 +182,7 @@ def test_actor_loss_uses_the_updated_critic():
     policy = make_policy(actor_update_freq=1)
     batch = make_batch(policy)
     actor_before = copy.deepcopy(policy.actor)
-    info = policy._forward_learn(batch)
+    info = host_info(policy._forward_learn(batch))
     with torch.no_grad():
         q = policy.critic(batch["obs"], actor_before(batch["obs"]))[0]
     assert info["actor_loss"] == pytest.approx(-q.mean().item(), rel=1e-6)
@@ -200,7 +201,7 @@ def test_gradients_of_one_iteration_match_autograd(learn_threads):
     noise = (raw * policy.target_noise).clamp(-policy.target_noise_clip, policy.target_noise_clip)
     y = policy.compute_target(batch["reward"], batch["next_obs"], batch["terminated"], noise)
 
-    policy._forward_learn(batch)
+    host_info(policy._forward_learn(batch))
 
     q = critic(batch["obs"], batch["action"])
     ((q - y) ** 2).mean(dim=1).sum().backward()
@@ -222,7 +223,7 @@ def test_delayed_actor_and_polyak_target_updates():
     for it in range(1, 10):
         actor, critic = params(policy.actor), params(policy.critic)
         actor_t, critic_t = params(policy.actor_target), params(policy.critic_target)
-        info = policy._forward_learn(batch)
+        info = host_info(policy._forward_learn(batch))
         assert policy.update_count == it
         assert not same(critic, params(policy.critic))  # the critics learn every iteration
         if it % 3:
@@ -245,7 +246,7 @@ def test_targets_start_as_copies_and_have_no_gradients():
     assert same(params(policy.actor), params(policy.actor_target))
     assert same(params(policy.critic), params(policy.critic_target))
     assert not any(p.requires_grad for p in policy.actor_target.parameters())
-    policy._forward_learn(make_batch(policy))
+    host_info(policy._forward_learn(make_batch(policy)))
     assert all(p.grad is None for p in policy.critic_target.parameters())
 
 
@@ -254,7 +255,7 @@ def test_learn_threads_give_the_same_updates():
     one, two = make_policy(learn_threads=1, actor_update_freq=1), make_policy(learn_threads=2, actor_update_freq=1)
     for i in range(4):
         batch = make_batch(one, n=33, seed=i)
-        info1, info2 = one._forward_learn(batch), two._forward_learn(batch)
+        info1, info2 = host_info(one._forward_learn(batch)), host_info(two._forward_learn(batch))
         assert info1.keys() == info2.keys()
         for key in info1:
             assert info1[key] == pytest.approx(info2[key], rel=1e-4, abs=1e-6), key
@@ -270,7 +271,7 @@ def test_iteration_runs_with_learn_threads_and_restores_the_callers_count(monkey
     outer = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        policy._forward_learn(make_batch(policy))
+        host_info(policy._forward_learn(make_batch(policy)))
         assert seen == [2] and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(outer)
@@ -280,7 +281,7 @@ def test_learn_threads_none_leaves_the_thread_count_alone():
     policy = make_policy()
     assert policy.cfg["learn_threads"] is None and policy.thread_chooser is None
     outer = torch.get_num_threads()
-    policy._forward_learn(make_batch(policy))
+    host_info(policy._forward_learn(make_batch(policy)))
     assert torch.get_num_threads() == outer
 
 
@@ -303,7 +304,7 @@ def test_td3_steps_its_optimizers_directly():
                  reward=torch.randn(16, generator=gen), next_obs=torch.randn(16, 3, generator=gen),
                  terminated=torch.zeros(16))
     for _ in range(6):
-        policy._forward_learn(batch)
+        host_info(policy._forward_learn(batch))
     assert policy.adam_step(policy.critic_optimizer).direct_steps == 5 and policy.adam_step(policy.actor_optimizer).direct_steps == 2
 
 
@@ -317,7 +318,7 @@ def test_error_in_an_iteration_updates_nothing_and_restores_threads(monkeypatch)
     before = params(policy.critic) + params(policy.actor)
     outer = torch.get_num_threads()
     with pytest.raises(RuntimeError, match="boom in the critic"):
-        policy._forward_learn(make_batch(policy, n=16))
+        host_info(policy._forward_learn(make_batch(policy, n=16)))
     assert torch.get_num_threads() == outer
     assert same(before, params(policy.critic) + params(policy.actor)) and policy.update_count == 0
     assert policy.critic_optimizer.state_dict()["state"] == {}
@@ -331,9 +332,9 @@ def test_plain_autograd_path_gives_the_same_iterations(monkeypatch):
 
     fused, plain = make_policy(actor_update_freq=1), make_policy(actor_update_freq=1)
     batches = [make_batch(fused, n=33, seed=i) for i in range(3)]
-    infos_fused = [fused._forward_learn(b) for b in batches]
+    infos_fused = [host_info(fused._forward_learn(b)) for b in batches]
     monkeypatch.setattr(nnf, "fused_kernels_enabled", lambda device: False)
-    infos_plain = [plain._forward_learn(b) for b in batches]
+    infos_plain = [host_info(plain._forward_learn(b)) for b in batches]
     for a, b in zip(infos_fused, infos_plain):
         assert a.keys() == b.keys()
         for key in a:
@@ -419,7 +420,7 @@ def test_acting_follows_the_actor_module_for_every_input_layout():
     for obs in (obs64.astype(np.float32), obs64, np.asfortranarray(obs64.astype(np.float32)), obs64[::2].astype(np.float32)):
         np.testing.assert_allclose(policy._actor_numpy(obs), module_actions(obs), rtol=1e-5, atol=1e-6)
     before = policy._actor_numpy(obs64.astype(np.float32))
-    policy._forward_learn(make_batch(policy))  # an actor step changes the parameters in place
+    host_info(policy._forward_learn(make_batch(policy)))  # an actor step changes the parameters in place
     after = policy._actor_numpy(obs64.astype(np.float32))
     assert not np.array_equal(before, after)
     np.testing.assert_allclose(after, module_actions(obs64), rtol=1e-5, atol=1e-6)
@@ -474,7 +475,7 @@ def test_multidimensional_box_action_and_observation():
     out = policy._forward_collect(obs, 0)
     assert out["action"].shape == (5, 2, 2) and out["env_action"].shape == (5, 2, 2)
     assert policy._forward_eval(obs).shape == (5, 2, 2)
-    info = policy._forward_learn(make_batch(policy))
+    info = host_info(policy._forward_learn(make_batch(policy)))
     assert math.isfinite(info["critic_loss"])
 
 
@@ -483,7 +484,7 @@ def test_state_dict_round_trip_gives_identical_outputs():
     policy = make_policy(actor_update_freq=2)
     batch = make_batch(policy)
     for _ in range(3):  # odd: the next iteration is an actor step only if update_count was restored
-        policy._forward_learn(batch)
+        host_info(policy._forward_learn(batch))
     buffer = io.BytesIO()
     torch.save(policy.state_dict(), buffer)
     buffer.seek(0)
@@ -493,7 +494,7 @@ def test_state_dict_round_trip_gives_identical_outputs():
     obs = np.random.default_rng(5).uniform(-1, 1, size=(7, 3)).astype(np.float32)
     np.testing.assert_array_equal(policy._forward_eval(obs), restored._forward_eval(obs))
     np.testing.assert_array_equal(policy._forward_collect(obs, 10**6)["action"], restored._forward_collect(obs, 10**6)["action"])
-    info_a, info_b = policy._forward_learn(batch), restored._forward_learn(batch)
+    info_a, info_b = host_info(policy._forward_learn(batch)), host_info(restored._forward_learn(batch))
     assert info_a == info_b and "actor_loss" in info_a
     for name in ("actor", "critic", "actor_target", "critic_target"):
         assert same(params(policy.modules()[name]), params(restored.modules()[name])), name
@@ -560,7 +561,7 @@ def test_bad_batch_is_refused_before_any_update(mutate, error, match):
     mutate(batch)
     before = params(policy.actor) + params(policy.critic) + params(policy.critic_target)
     with pytest.raises(error, match=match):
-        policy._forward_learn(batch)
+        host_info(policy._forward_learn(batch))
     assert same(before, params(policy.actor) + params(policy.critic) + params(policy.critic_target))
     assert policy.update_count == 0
 
