@@ -131,7 +131,10 @@ class Metrics:
         order); a str: those of them that start with it (``"collector/"``); a list: exactly those keys."""
         if keys is not None and not isinstance(keys, str):
             return list(keys)
-        every = [*self._owners, *(key for key in self.monitor.keys() if key not in self._owners)]
+        every = list(self._owners)
+        for key in self.monitor.keys():
+            if key not in self._owners:
+                every.append(key)
         return every if keys is None else [key for key in every if key.startswith(keys)]
 
     def window_stats(self, keys: List[str], end: Optional[int]) -> Dict[str, WindowStat]:

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from rlearn.config.spec import is_int
 from rlearn.monitor.tick_monitor import TickMonitor
 from rlearn.monitor.window import WindowStat
-from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, HistoryBuffer
+from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, HistoryBuffer, dd_div
 from rlearn.monitor.scalars import check_key, to_float
 
 __all__ = ["LogProcessor", "LogProcessorConfigError", "RESERVED_NAMES"]
@@ -199,11 +199,15 @@ class LogProcessor:
         of the windows ending at ``end`` (see ``TickMonitor``)."""
         out: Dict[str, WindowStat] = {}
         owner: Dict[str, str] = {}
-        replacing = {e["data_src"]: e for e in self.custom_cfg if "log_name" not in e}
+        replacing: Dict[str, Any] = {}
+        added: Dict[str, List[Any]] = {}
+        for e in self.custom_cfg:
+            if "log_name" in e:
+                added.setdefault(e["data_src"], []).append(e)
+            else:
+                replacing[e["data_src"]] = e
         for key in keys:
-            chosen = [replacing[key]] if key in replacing else [None]
-            chosen += [e for e in self.custom_cfg if e["data_src"] == key and "log_name" in e]
-            for entry in chosen:
+            for entry in (replacing.get(key), *added.get(key, ())):
                 name = f"{key}_avg" if entry is None else entry["name"]
                 if name in out:
                     raise LogProcessorConfigError(f"output name {name!r} is produced by both {owner[name]} and {key!r}; "
@@ -226,7 +230,10 @@ class LogProcessor:
                 out[f"{previous_key}_nonfinite"] = pending.pop(previous_key)
             if entry is None or "log_name" not in entry:
                 pending[key] = stat.nonfinite  # the key's own (default or replacing) statistic
-            out[name] = stat.statistic("mean") if entry is None else self._value(entry, stat)
+            if entry is None:  # the default statistic, the mean (WindowStat.avg)
+                out[name] = dd_div(stat.sum, stat.sum_lo, stat.count) if stat.count else None
+            else:
+                out[name] = self._value(entry, stat)
             previous_key = key
         if previous_key is not None and pending.get(previous_key):
             out[f"{previous_key}_nonfinite"] = pending[previous_key]

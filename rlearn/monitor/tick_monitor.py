@@ -186,8 +186,11 @@ class TickMonitor:
         """The :class:`~rlearn.monitor.WindowStat` of ``key``'s own window ending at ``end``, or of what
         :meth:`keep` made it keep (``window=w`` ticks, its ``last_n`` values, ``since_start``); a window
         that was not kept raises ``ValueError`` naming the key."""
-        end = self._end(end)
-        store = self._kept(key, window, last_n, since_start)
+        end = self._tick if end is None else self._end(end)
+        if window is None and last_n is None and not since_start:
+            store = self._windows.get(key)  # the key's own window: what every log asks for
+        else:
+            store = self._kept(key, window, last_n, since_start)
         if store is None:
             return EMPTY
         with self._lock:

@@ -179,44 +179,48 @@ class KeyWindow:
             self.total_bad += 1
 
     def stat(self, now: int, end: int) -> WindowStat:
-        """The aggregate of the window ending at ``end`` (``now``, the current tick, or ``now - 1``)."""
+        """The aggregate of the window ending at ``end`` (``now``, the current tick, or ``now - 1``); every log
+        asks it of every key, so it is one function."""
         if now >= self.end:
             self.roll(now)
         vals, ticks = self.vals, self.ticks
         kept = len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
-        if kept == len(vals):  # every open value is in: the running aggregates, brought up to date
-            if self.o_n != kept:
-                new = vals[self.o_n:]
-                self.o_hi, self.o_lo = _fold(new, self.o_hi, self.o_lo)
-                self.o_min, self.o_max = min(self.o_min, min(new)), max(self.o_max, max(new))
-                self.o_sq += math.fsum([v * v for v in new])
-                self.o_n = kept
-            hi, lo, low, high, sq = self.o_hi, self.o_lo, self.o_min, self.o_max, self.o_sq
+        running = kept == len(vals)  # every open value is in: bring the running aggregates up to date
+        if running:
+            start, hi, lo, low, high, sq = self.o_n, self.o_hi, self.o_lo, self.o_min, self.o_max, self.o_sq
         else:  # leave out the values recorded after ``end``
-            head = vals[:kept]
-            hi, lo = _fold(head)
-            low, high, sq = min(head, default=INF), max(head, default=-INF), math.fsum([v * v for v in head])
+            start, hi, lo, low, high, sq = 0, 0.0, 0.0, INF, -INF, 0.0
+        for i in range(start, kept):
+            v = vals[i]
+            s = hi + v
+            b = s - hi
+            lo += (hi - (s - b)) + (v - b)  # TwoSum: the rounding error of hi + v, exactly
+            hi = s
+            low = v if v < low else low
+            high = v if v > high else high
+            sq += v * v
+        if running:
+            self.o_n, self.o_hi, self.o_lo, self.o_min, self.o_max, self.o_sq = kept, hi, lo, low, high, sq
         c_ticks, limit = self.c_ticks, end - self.size
         first = len(c_ticks) if not c_ticks or c_ticks[-1] <= limit else bisect_right(c_ticks, limit)
         if first < len(c_ticks):
             if self.c_suf is None:
                 self.c_suf = _suffixes(self.c_vals)
             c_hi, c_lo, c_low, c_high, c_sq = self.c_suf[first]
-            hi, lo = dd_add(c_hi, c_lo, hi, lo)
-            low, high, sq = min(c_low, low), max(c_high, high), c_sq + sq
+            s = c_hi + hi
+            b = s - c_hi
+            lo += c_lo + ((c_hi - (s - b)) + (hi - b))
+            hi = s
+            low, high, sq = c_low if c_low < low else low, c_high if c_high > high else high, c_sq + sq
+        bad, c_bad = self.bad, self.c_bad
+        nonfinite = len(bad) if not bad or bad[-1] <= end else bisect_right(bad, end)
+        if c_bad and c_bad[-1] > limit:
+            nonfinite += len(c_bad) - bisect_right(c_bad, limit)
         count = kept + len(c_ticks) - first
         if not count:
-            return WindowStat(0.0, 0, None, None, self.nonfinite(end))
+            return WindowStat(0.0, 0, None, None, nonfinite)
         last = vals[kept - 1] if kept else self.c_vals[-1]
-        return WindowStat(hi, count, low, high, self.nonfinite(end), sq, last, None, lo)
-
-    def nonfinite(self, end: int) -> int:
-        """Number of NaN/inf values in the window ending at ``end`` (after :meth:`stat` rolled it)."""
-        bad, c_bad = self.bad, self.c_bad
-        count = len(bad) if not bad or bad[-1] <= end else bisect_right(bad, end)
-        if c_bad and c_bad[-1] > end - self.size:
-            count += len(c_bad) - bisect_right(c_bad, end - self.size)
-        return count
+        return WindowStat(hi, count, low, high, nonfinite, sq, last, None, lo)
 
     def values(self, now: int, end: int) -> List[float]:
         """The finite values of the window ending at ``end`` (``now`` or ``now - 1``), oldest first."""
