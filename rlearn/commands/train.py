@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from typing import Any, Dict, Optional
 
 from rlearn.commands import fail
@@ -78,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         code = _exit_code(exc)
         if code is None or args.debug or os.environ.get("RLEARN_DEBUG", "") not in ("", "0"):
             raise
+        if _said_by_rank_0(exc):
+            return code
         return fail("train", exc, code)
     except KeyboardInterrupt as exc:
         from rlearn.run.signals import StopNow, signal_exit_code
@@ -86,6 +89,22 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"rlearn train: {exc}", file=sys.stderr)  # a second Ctrl-C / SIGTERM: stopped at once
         return signal_exit_code(exc.signum)
+
+
+#: seconds a rank > 0 waits before exiting on an error rank 0 reports, so that rank 0 says it before torchrun
+#: stops every rank because one exited
+RANK_EXIT_GRACE_S = 2.0
+
+
+def _said_by_rank_0(exc: Exception) -> bool:
+    """True on ranks > 0 for an error every rank raises alike (the ranks' configs differ): only rank 0 prints it;
+    this rank waits :data:`RANK_EXIT_GRACE_S` (or until torchrun stops it) so that rank 0 fails first."""
+    from rlearn.run.ranks import RanksDisagree
+
+    if not isinstance(exc, RanksDisagree) or exc.rank == 0:
+        return False
+    time.sleep(RANK_EXIT_GRACE_S)
+    return True
 
 
 def _exit_code(exc: Exception) -> Optional[int]:

@@ -1,12 +1,13 @@
 """Re-launch an ``rlearn`` command through ``torchrun`` on this machine (``rlearn train CONFIG --nproc N``).
 
-:func:`relaunch` runs ``python -m torch.distributed.run --nproc_per_node N ... -m rlearn <same arguments>``,
-which supervises the ranks, and returns its exit code.
+:func:`relaunch` runs ``python -m rlearn.distributed.launch --nproc_per_node N ... -m rlearn <same arguments>``
+(torchrun, which supervises the ranks, through :func:`main`) and returns its exit code.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import socket
@@ -37,7 +38,7 @@ def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Option
         raise ValueError(f"--nproc must be an int >= 1, got {nproc!r}")
     port = find_free_port(master_addr) if master_port is None else int(master_port)
     return [
-        sys.executable, "-m", "torch.distributed.run",
+        sys.executable, "-m", "rlearn.distributed.launch",
         "--nproc_per_node", str(nproc),
         "--master_addr", master_addr,
         "--master_port", str(port),
@@ -101,3 +102,69 @@ def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
             if not forwarded:
                 forwarded = True
                 process.send_signal(signal.SIGINT)
+
+
+#: the exit code of a rank that stopped on a mistake in the config or the checkpoint (one line on its stderr)
+USAGE_ERROR_EXIT = 2
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """torchrun (``python -m torch.distributed.run ARGS``), except when the first rank to fail stopped on a
+    config or checkpoint error (exit code 2, which the rank said in one line): then torchrun's report of it (its
+    ERROR lines, a traceback and a summary box) is left out and the exit code is 2, as in one process."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun_main
+
+    held = _HeldErrors(_handlers_of(logging.getLogger("torch.distributed.elastic")))
+    usage_error = False
+    try:
+        torchrun_main(list(argv) if argv is not None else None)
+    except ChildFailedError as exc:
+        usage_error = exc.get_first_failure()[1].exitcode == USAGE_ERROR_EXIT
+        if not usage_error:
+            raise
+    finally:
+        held.close(show=not usage_error)  # the rank said why; torchrun's report of it would bury that line
+    return USAGE_ERROR_EXIT if usage_error else 0
+
+
+def _handlers_of(logger: Optional[logging.Logger]) -> List[logging.Handler]:
+    """The handlers that write ``logger``'s records (its own and its parents' up to one that does not
+    propagate; torch's loggers have their own)."""
+    found: List[logging.Handler] = []
+    while logger is not None:
+        found += logger.handlers
+        if not logger.propagate:
+            break
+        logger = logger.parent
+    return found
+
+
+class _HeldErrors:
+    """A logging filter on ``handlers`` that holds torchrun's ERROR records (written when a rank fails) until
+    :meth:`close`, so that they can be left out when the rank stopped on a config error."""
+
+    def __init__(self, handlers: Sequence[Any]) -> None:
+        self.handlers = list(handlers)
+        self.records: List[Any] = []
+        for handler in self.handlers:
+            handler.addFilter(self)
+
+    def filter(self, record: Any) -> bool:
+        if record.levelno >= logging.ERROR and record.name.startswith("torch.distributed.elastic"):
+            self.records.append(record)
+            return False
+        return True
+
+    def close(self, show: bool) -> None:
+        """Stop holding; write the held records when ``show``."""
+        for handler in self.handlers:
+            handler.removeFilter(self)
+        records, self.records = self.records, []
+        for record in records if show else ():
+            for handler in self.handlers:
+                handler.handle(record)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

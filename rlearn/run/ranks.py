@@ -11,10 +11,11 @@ from typing import Any, List, Mapping, Optional
 import numpy as np
 
 from rlearn import distributed as dist
+from rlearn.config.errors import ConfigError
 
 __all__ = [
     "RANK_SEED_STRIDE", "derived_seed", "seed_everything", "rederive_rank_streams", "check_ranks_agree", "check_seed",
-    "max_seed", "check_same_config", "config_differences",
+    "max_seed", "check_same_config", "config_differences", "RanksDisagree",
 ]
 
 #: rank ``r`` of a multi-process run seeds everything with ``seed + r * RANK_SEED_STRIDE``
@@ -81,11 +82,20 @@ def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List
     return lines
 
 
+class RanksDisagree(ConfigError):
+    """The ranks resolved different configs. Every rank raises it with the same message, so only rank 0 says it
+    (``rlearn train``); ``rank`` is the rank that raised it."""
+
+    def __init__(self, message: str, rank: int) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
 def check_same_config(cfg: Mapping[str, Any]) -> None:
     """Collective: every rank raises a ConfigError naming the differing keys when the ranks resolved different
     configs (another ``--set``, config file, or environment variable read by it); such ranks would diverge
     silently and then time out in a collective. Only digests are gathered unless they differ."""
-    from rlearn.config import ConfigError, flatten
+    from rlearn.config import flatten
 
     if not dist.is_distributed():
         return
@@ -94,9 +104,9 @@ def check_same_config(cfg: Mapping[str, Any]) -> None:
     if len(set(digests)) == 1:
         return
     differences = config_differences(dist.all_gather_object(flat))
-    raise ConfigError(
+    raise RanksDisagree(
         f"the {len(digests)} ranks were started with different configs; every rank must run the same one (the same "
-        f"config file and --set overrides): {'; '.join(differences)}")
+        f"config file and --set overrides): {'; '.join(differences)}", dist.get_rank())
 
 
 def check_seed(seed: Any, world_size: int) -> None:
