@@ -109,8 +109,9 @@ def get_logger(
     log_file: Optional[Union[str, Path]] = None,
     log_level: Union[str, int] = "INFO",
     distributed: bool = False,
-) -> logging.Logger:
-    """Return the logger ``name`` set up the rlearn way (docs/logging.md, section MMLogger and get_logger).
+) -> "MMLogger":
+    """Return the logger ``name`` (an :class:`MMLogger`) set up the rlearn way (docs/logging.md, section MMLogger
+    and get_logger).
 
     A stdout handler (colours on a terminal; ERROR and above only on ranks other than 0), repeated
     WARNING texts dropped, ``propagate = False``; with ``log_file`` rank 0 appends to it and, with
@@ -120,14 +121,20 @@ def get_logger(
     if not isinstance(name, str) or not name:
         raise ValueError(f"logger name must be a non-empty str; got {name!r}")
     level = _parse_level(log_level)
-    rank = get_rank()
     logger = logging.getLogger(name)
+    if not isinstance(logger, MMLogger):
+        logger.__class__ = MMLogger  # the registered logger of that name becomes an MMLogger (it adds no state)
+    logger.instance_name = name  # type: ignore[attr-defined]
+    _configure(logger, level, log_file, distributed)
+    return logger  # type: ignore[return-value]
+
+
+def _configure(logger: logging.Logger, level: int, log_file: Optional[Union[str, Path]], distributed: bool) -> None:
+    rank = get_rank()
     logger.setLevel(level)
     logger.propagate = False
-
     if not any(isinstance(f, DuplicateWarningFilter) for f in logger.filters):
         logger.addFilter(DuplicateWarningFilter())
-
     ours = [h for h in logger.handlers if getattr(h, _MARK, None)]
     if not any(getattr(h, _MARK) == "stream" for h in ours):
         stream = _StdoutHandler()
@@ -136,7 +143,6 @@ def get_logger(
     for handler in logger.handlers:
         if getattr(handler, _MARK, None) == "stream":
             handler.setLevel(logging.NOTSET if rank == 0 else logging.ERROR)
-
     if log_file is not None and (rank == 0 or distributed):
         path = rank_log_file(log_file, rank).resolve()
         if not any(getattr(h, _MARK, None) == "file" and Path(h.baseFilename) == path for h in ours):
@@ -145,37 +151,44 @@ def get_logger(
             file_handler.setFormatter(RlearnFormatter(color=False))
             setattr(file_handler, _MARK, "file")
             logger.addHandler(file_handler)
-    return logger
 
 
 _current_name: Optional[str] = None
 
 
-def get_instance(name: str, **kwargs: Any) -> logging.Logger:
+def get_instance(name: str, **kwargs: Any) -> "MMLogger":
     """MMEngine's ``MMLogger.get_instance``: the logger ``name``, set up by :func:`get_logger` on the first
     call or any call with ``kwargs``, which becomes the current one."""
     global _current_name
     if kwargs or not MMLogger.check_instance_created(name):
         get_logger(name, **kwargs)
-    logger = logging.getLogger(name)
-    logger.instance_name = name  # type: ignore[attr-defined]
     _current_name = name
-    return logger
+    return logging.getLogger(name)  # type: ignore[return-value]
 
 
-def get_current_instance() -> logging.Logger:
+def get_current_instance() -> "MMLogger":
     """The logger most recently returned by :func:`get_instance` (``'rlearn'``, created, if none)."""
-    return get_instance("rlearn") if _current_name is None else logging.getLogger(_current_name)
+    return get_instance("rlearn" if _current_name is None else _current_name)
 
 
-class MMLogger:
-    """MMEngine's logger class: :func:`get_instance` and :func:`get_current_instance` as static methods.
+class MMLogger(logging.Logger):
+    """MMEngine's logger: a :class:`logging.Logger` whose ``name`` and ``instance_name`` are the name given.
 
+    ``MMLogger(name, log_file=..., log_level=..., distributed=...)`` makes a private logger set up as
+    :func:`get_logger` does; :meth:`get_instance` the shared logger of that name (the current one after).
     Example::
 
         logger = MMLogger.get_instance("rlearn", log_file="work_dirs/exp/exp.log", distributed=True)
         logger.info("this is a test")   # 04/15 14:01:11 - rlearn - INFO - this is a test
     """
+
+    def __init__(self, name: str, log_file: Optional[Union[str, Path]] = None, log_level: Union[str, int] = "INFO",
+                 distributed: bool = False) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"logger name must be a non-empty str; got {name!r}")
+        super().__init__(name)
+        self.instance_name = name
+        _configure(self, _parse_level(log_level), log_file, distributed)
 
     get_instance = staticmethod(get_instance)
     get_current_instance = staticmethod(get_current_instance)

@@ -490,3 +490,37 @@ def test_mmengine_print_log(capsys):
         print_log('welcome', logger=dict)
     with pytest.raises(ValueError):
         print_log('welcome', logger='unknown')
+
+
+# ------------------------------------------------------------------ the class and constructor of MMEngine's seed API
+def test_mmlogger_is_a_logging_logger_named_as_asked(tmp_path):
+    """``get_instance('mmengine', ...)`` is an MMLogger (a ``logging.Logger``) called 'mmengine', the one
+    ``logging.getLogger('mmengine')`` finds; ``MMLogger(name, log_file=...)`` builds a private one."""
+    shared = MMLogger.get_instance('mmengine', log_level='DEBUG')
+    assert isinstance(shared, MMLogger) and isinstance(shared, logging.Logger)
+    assert shared.name == shared.instance_name == 'mmengine' and logging.getLogger('mmengine') is shared
+    assert shared.level == logging.DEBUG and MMLogger.get_current_instance() is shared
+    private = MMLogger(f"private.{uuid.uuid4().hex[:6]}", log_file=str(tmp_path / "own.log"), log_level="WARNING")
+    assert private.name == private.instance_name and private is not logging.getLogger(private.name)
+    private.warning("kept")
+    private.info("below the level")
+    assert (tmp_path / "own.log").read_text().endswith("WARNING - kept\n")
+    _close_handlers(private)
+    _close_handlers(shared)
+
+
+def test_message_hub_takes_scalars_info_and_resumed_keys_at_construction():
+    loss = HistoryBuffer([0.5, 0.25])
+    hub = MessageHub('built', log_scalars=OrderedDict(loss=loss), runtime_info=OrderedDict(task='det', iter=3),
+                     resumed_keys=OrderedDict(task=False))
+    assert hub.instance_name == 'built' and hub.get_scalar('loss') is loss and hub.get_info('task') == 'det'
+    assert hub.state_dict()['runtime_info'] == {}  # as in MMEngine: only keys marked resumed are saved
+    hub.update_info('epoch_like', 1)
+    assert isinstance(hub._resumed_keys, dict) and hub._resumed_keys['task'] is False
+    assert hub._resumed_keys['epoch_like'] is True and hub.state_dict()['runtime_info'] == {'epoch_like': 1}
+    with pytest.raises(TypeError, match=r"log_scalars\['a'\] must be a HistoryBuffer"):  # MMEngine: AssertionError
+        MessageHub('bad', log_scalars=OrderedDict(a=1))
+    with pytest.raises(KeyError, match="'iters'"):  # MMEngine: AssertionError
+        MessageHub('bad', runtime_info=OrderedDict(iter=1), resumed_keys=OrderedDict(iters=False))
+    shared = MessageHub.get_instance(f"with_info.{uuid.uuid4().hex[:6]}", runtime_info={'iter': 7})
+    assert shared.get_info('iter') == 7
