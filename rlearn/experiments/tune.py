@@ -20,72 +20,31 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from rlearn.experiments.child import (
     CONSOLE_LOG, EXPERIMENT_CONFIG, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
-    dump_experiment_config, load_experiment_config, mean_return, open_experiment_dir, save_manifest, start_run,
-    thread_settings,
+    dump_experiment_config, load_experiment_config, mean_return, start_run, thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay
 from rlearn.experiments.study import (
     COUNTED_STATES, HEARTBEAT_ATTR, WORKER_ATTR, DirLock, is_surplus, open_storage, requeue, retry_abandoned,
     storage_error, storage_label, worker_identity,
 )
+from rlearn.experiments.tune_setup import (
+    TUNE_FILE, TuneDir, check_numbers, create_study, load_space, made_by, override_text, sampled_overrides,
+)
 
 __all__ = ["Tuner", "TuneResult", "load_space", "override_text", "TUNE_FILE", "BEST_CONFIG"]
 
-TUNE_FILE = "tune.json"
 BEST_CONFIG = "best_config.py"
 #: consecutive failed trials after which the study stops (a broken space or config fails every trial)
 MAX_FAILURES_IN_A_ROW = 3
 #: a running trial whose heartbeat is older than this many heartbeat intervals is taken over by another worker
 GRACE_BEATS = 6
-#: the study's user attribute that tells it apart from a study of the same name created anew
-STUDY_ID_ATTR = "rlearn_study_id"
-
-
-@dataclass
-class Space:
-    """What ``SPACE.py`` defines: ``space(trial) -> overrides`` and optional ``pruner()`` / ``sampler()``."""
-
-    path: Path
-    space: Callable[[Any], Mapping[str, Any]]
-    pruner: Optional[Callable[[], Any]] = None
-    sampler: Optional[Callable[[], Any]] = None
-
-
-def load_space(path: Path) -> Space:
-    """Import ``SPACE.py`` (ExperimentError naming the file when it cannot be run or has no ``space``)."""
-    from rlearn.config import ConfigError
-    from rlearn.config.loading import import_file
-
-    try:
-        module = import_file(path)
-    except ConfigError as exc:
-        raise ExperimentError(f"--space: {' '.join(str(exc).split())}") from exc
-    space = getattr(module, "space", None)
-    if not callable(space):
-        raise ExperimentError(f"--space {str(path)!r} must define a function space(trial) returning --set overrides, "
-                              "e.g. {'policy.lr': trial.suggest_float('lr', 1e-4, 1e-2, log=True)}")
-    return Space(Path(path), space, getattr(module, "pruner", None), getattr(module, "sampler", None))
-
-
-def override_text(key: str, value: Any) -> str:
-    """``key=value`` as ``--set`` reads it (a string as it is, anything else as its Python literal)."""
-    return f"{key}={value if isinstance(value, str) else repr(value)}"
-
-
-def _sampled_overrides(space: Space, trial: Any) -> List[str]:
-    values = space.space(trial)
-    if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
-        raise ExperimentError(f"{space.path}: space(trial) must return a dict of dotted config keys to values, "
-                              f"got {type(values).__name__}")
-    return [override_text(k, v) for k, v in values.items()]
 
 
 @dataclass
@@ -126,7 +85,7 @@ class Tuner:
                  sampler_seed: Optional[int] = None, heartbeat_s: float = 10.0) -> None:
         import optuna
 
-        _check_numbers(trials=trials, jobs=jobs, startup_trials=startup_trials, warmup_steps=warmup_steps,
+        check_numbers(trials=trials, jobs=jobs, startup_trials=startup_trials, warmup_steps=warmup_steps,
                        sampler_seed=sampler_seed, heartbeat=heartbeat_s)
         self.trials, self.jobs = trials, jobs
         self.heartbeat_s, self.grace_s = float(heartbeat_s), GRACE_BEATS * float(heartbeat_s)
@@ -139,7 +98,8 @@ class Tuner:
         self.warmup_steps = self.learning_starts + self.grid if warmup_steps is None else warmup_steps
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         pruner, sampler = self._pruner(startup_trials), self._sampler(sampler_seed)
-        self.notes: List[str] = []
+        self.dir = TuneDir(self.exp_dir, self.cfg)
+        self.notes = self.dir.notes
         created = not self.exp_dir.exists()
         try:
             self.exp_dir.mkdir(parents=True, exist_ok=True)
@@ -150,11 +110,11 @@ class Tuner:
         self._dir_lock = DirLock(self.exp_dir)
         with self._dir_lock:
             try:
-                state = self._open_dir(config, overrides, storage, study_name, space_file)
+                state = self.dir.open_dir(config, overrides, storage, study_name, space_file)
                 self.storage_label = storage_label(state["storage"], self.exp_dir)
-                self.study = _create_study(open_storage(state["storage"], self.exp_dir), state["study_name"],
-                                           self.storage_label, sampler, pruner)
-                self._check_identity(state)
+                self.study = create_study(open_storage(state["storage"], self.exp_dir), state["study_name"],
+                                          self.storage_label, sampler, pruner)
+                self.dir.check_identity(self.study, self.storage_label, state)
             except ExperimentError:
                 if created:  # leave nothing behind: the same command with a working --storage starts afresh
                     shutil.rmtree(self.exp_dir, ignore_errors=True)
@@ -180,72 +140,14 @@ class Tuner:
 
         if not self.space.pruner:
             return optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=self.warmup_steps)
-        return _made_by(self.space, "pruner", optuna.pruners.BasePruner)
+        return made_by(self.space, "pruner", optuna.pruners.BasePruner)
 
     def _sampler(self, seed: Optional[int]) -> Any:
         import optuna
 
         if not self.space.sampler:
             return optuna.samplers.TPESampler(seed=seed)
-        return _made_by(self.space, "sampler", optuna.samplers.BaseSampler)
-
-    def _open_dir(self, config: str, overrides: Sequence[str], storage: Optional[str], study_name: Optional[str],
-                  space_file: Path) -> Dict[str, Any]:
-        """The manifest of the experiment dir (new: written, with the base config); refuses another study."""
-        if not (self.exp_dir / TUNE_FILE).is_file():
-            if any(p.name != DirLock.NAME for p in self.exp_dir.iterdir()):
-                raise ExperimentError(f"{str(self.exp_dir)!r} exists and is not a tuning dir (no {TUNE_FILE}); choose "
-                                      "an empty or new directory")
-            dump_experiment_config(self.cfg, self.exp_dir / EXPERIMENT_CONFIG)
-            state = {"config": config, "overrides": list(overrides), "space": str(space_file), "storage": storage,
-                     "study_name": study_name or self.cfg["exp_name"]}
-            save_manifest(self.exp_dir, TUNE_FILE, state)
-            return state
-        state = open_experiment_dir(self.exp_dir, self.cfg, TUNE_FILE)
-        if not isinstance(state, dict) or not isinstance(state.get("study_name"), str):
-            raise ExperimentError(f"{self.exp_dir / TUNE_FILE}: not a tuning manifest; move it away to start afresh")
-        if study_name is not None and study_name != state["study_name"]:
-            raise ExperimentError(f"{self.exp_dir} holds the trials of study {state['study_name']!r}; study "
-                                  f"{study_name!r} needs its own --out (or leave out --study-name to continue)")
-        state["storage"] = self._own_storage(state.get("storage"))
-        if storage is not None and storage != state["storage"] and storage_label(storage, self.exp_dir) != \
-                storage_label(state["storage"], self.exp_dir):
-            raise ExperimentError(f"{self.exp_dir} tunes the study in {storage_label(state['storage'], self.exp_dir)}, "
-                                  f"not {storage_label(storage, self.exp_dir)}; give the same --storage or another --out")
-        return state
-
-    def _own_storage(self, stored: Optional[str]) -> Optional[str]:
-        """A copied dir keeps using its own study: an SQLite file of the original's dir is replaced by the
-        copy's own (older dirs wrote absolute ``sqlite:///`` URLs)."""
-        if not stored or not stored.startswith("sqlite:///"):
-            return stored
-        path, own = Path(stored[len("sqlite:///"):]), self.exp_dir / "study.db"
-        if path.name == own.name and own.is_file() and path.parent.resolve() != self.exp_dir.resolve():
-            self.notes.append(f"{self.exp_dir} is a copy of {path.parent}: it continues its own study in {own}")
-            return f"sqlite:///{own.resolve()}"
-        return stored
-
-    def _check_identity(self, state: Dict[str, Any]) -> None:
-        """The study must be the one this dir's trials belong to (not emptied, replaced or recreated)."""
-        found = self.study.user_attrs.get(STUDY_ID_ATTR)
-        if state.get("study_id"):
-            mine = self.exp_dir.resolve()
-            if found is not None and found != state["study_id"] and any(
-                    Path(t.user_attrs.get("work_dir", "/")).parent == mine for t in self.study.get_trials(deepcopy=False)):
-                state["study_id"] = found  # two workers created the study at once: the last one's mark stays
-            if found != state["study_id"]:
-                raise ExperimentError(
-                    f"{self.storage_label} does not hold the study whose trials are in {self.exp_dir} (study "
-                    f"{state['study_name']!r} was emptied, replaced or recreated there); choose another --out")
-        else:
-            if found is None:
-                if not self.study.get_trials(deepcopy=False) and any(self.exp_dir.glob("trial_*")):
-                    raise ExperimentError(f"{self.storage_label} has no trials of study {state['study_name']!r} but "
-                                          f"{self.exp_dir} holds trial dirs of it; choose another --out")
-                found = uuid.uuid4().hex
-                self.study.set_user_attr(STUDY_ID_ATTR, found)
-            state["study_id"] = found
-        save_manifest(self.exp_dir, TUNE_FILE, state)
+        return made_by(self.space, "sampler", optuna.samplers.BaseSampler)
 
     def trial_dir(self, number: int) -> Path:
         return self.exp_dir / f"trial_{number}"
@@ -308,7 +210,7 @@ class Tuner:
                 raise ExperimentError(f"{work_dir} already holds a run that is not trial {trial.number} of study "
                                       f"{self.study_name!r} in {self.storage_label}; choose another --out")
             try:
-                overrides = _sampled_overrides(self.space, trial)
+                overrides = sampled_overrides(self.space, trial)
             except ExperimentError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the user's space() failed: a mistake in SPACE.py
@@ -527,44 +429,6 @@ def _state(name: str) -> Any:
     from optuna.trial import TrialState
 
     return TrialState[name]
-
-
-def _check_numbers(**values: Any) -> None:
-    """One line naming the option whose value cannot be used."""
-    minimum = {"trials": 1, "jobs": 1, "startup_trials": 0, "warmup_steps": 0, "sampler_seed": 0}
-    for name, value in values.items():
-        if value is None:
-            continue
-        option = "--" + name.replace("_", "-")
-        if name == "heartbeat":
-            if not value > 0:
-                raise ExperimentError(f"{option} must be > 0 seconds, got {value}")
-        elif value < minimum[name]:
-            raise ExperimentError(f"{option} must be >= {minimum[name]}, got {value}")
-        elif name == "sampler_seed" and value >= 2 ** 32:
-            raise ExperimentError(f"{option} must be below 2**32, got {value}")
-
-
-def _made_by(space: Space, name: str, kind: type) -> Any:
-    """What ``SPACE.py``'s ``pruner()`` / ``sampler()`` returns, checked to be an Optuna ``kind``."""
-    try:
-        made = getattr(space, name)()
-    except Exception as exc:  # noqa: BLE001 - the user's function failed: a mistake in SPACE.py
-        raise ExperimentError(f"{space.path}: {name}() raised {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
-    if not isinstance(made, kind):
-        raise ExperimentError(f"{space.path}: {name}() must return an optuna.{kind.__module__.split('.')[1]}."
-                              f"{kind.__name__}, got {type(made).__name__}")
-    return made
-
-
-def _create_study(storage: Any, name: str, label: str, sampler: Any, pruner: Any) -> Any:
-    import optuna
-
-    try:
-        return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
-                                   sampler=sampler, pruner=pruner)
-    except Exception as exc:  # noqa: BLE001 - an unreachable, locked or foreign database
-        raise ExperimentError(f"--storage {label}: {storage_error(exc, label)}") from exc
 
 
 def _drop_resume_hint(log: Path) -> None:
