@@ -21,27 +21,81 @@ from rlearn.experiments.child import (
 )
 from rlearn.experiments.display import ExperimentDisplay, format_duration
 
-__all__ = ["Sweep", "SweepResult", "parse_seeds", "train_episodes_key", "SWEEP_FILE", "run_dir_name"]
+__all__ = ["Sweep", "SweepResult", "parse_seeds", "train_episodes_key", "SWEEP_FILE", "run_dir_name", "MAX_SEEDS"]
 
 SWEEP_FILE = "sweep.json"
+#: the most seeds one sweep runs (more is a typo, or a job for several sweeps)
+MAX_SEEDS = 10_000
 #: statuses of a run in ``sweep.json``
 PENDING, RUNNING, DONE, INTERRUPTED, FAILED = "pending", "running", "finished", "interrupted", "failed"
 
 
 def parse_seeds(text: str) -> List[int]:
-    """``"0-9"`` -> 0..9, ``"0,3,7"``, ``"0-4,10"``; a ValueError-like ExperimentError names a bad part."""
-    seeds: List[int] = []
+    """``"0-9"`` -> 0..9, ``"0,3,7"``, ``"0-4,10"`` (each seed once, in order); a ValueError-like
+    ExperimentError names a bad part, or more than :data:`MAX_SEEDS` seeds."""
+    shown = repr(text) if len(str(text)) <= 60 else repr(str(text)[:57] + "...")
+    seeds: Dict[int, None] = {}
     for part in str(text).split(","):
         part = part.strip()
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not match:
-            raise ExperimentError(f"--seeds {text!r}: {part!r} is not a seed or a range (e.g. 0-9 or 0,3,7)")
+            raise ExperimentError(f"--seeds {shown}: {part[:40]!r} is not a seed or a range (e.g. 0-9 or 0,3,7)")
         low = int(match.group(1))
         high = int(match.group(2)) if match.group(2) is not None else low
         if high < low:
-            raise ExperimentError(f"--seeds {text!r}: the range {part!r} is empty")
-        seeds.extend(s for s in range(low, high + 1) if s not in seeds)
-    return seeds
+            raise ExperimentError(f"--seeds {shown}: the range {part!r} is empty")
+        if high - low + 1 > MAX_SEEDS:  # checked before the range is made: parsing stays linear in the seeds kept
+            raise ExperimentError(f"--seeds {shown}: {high - low + 1} seeds; a sweep runs at most {MAX_SEEDS} (split "
+                                  "them into several sweeps)")
+        seeds.update(dict.fromkeys(range(low, high + 1)))
+        if len(seeds) > MAX_SEEDS:
+            raise ExperimentError(f"--seeds {shown}: {len(seeds)} seeds or more; a sweep runs at most {MAX_SEEDS} "
+                                  "(split them into several sweeps)")
+    return list(seeds)
+
+
+def _check_state(state: Any, manifest: Path) -> Dict[str, Any]:
+    """``state`` read from ``sweep.json`` if it has the shape a sweep writes; else ExperimentError naming the
+    file and the first field that is wrong."""
+    def bad(what: str) -> ExperimentError:
+        return ExperimentError(f"{manifest}: {what}; restore it, or move it away to start the sweep afresh")
+
+    def natural(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if not isinstance(state, dict):
+        return_type = type(state).__name__
+        raise bad(f"not a JSON object (a {return_type}) as a sweep writes it")
+    seeds = state.get("seeds")
+    if not isinstance(seeds, list) or not all(natural(s) for s in seeds):
+        raise bad(f"'seeds' must be a list of seeds (integers >= 0), got {str(seeds)[:60]}")
+    runs = state.get("runs")
+    if not isinstance(runs, dict):
+        raise bad(f"'runs' must be an object of seed -> run, got {str(runs)[:60]}")
+    for key, run in runs.items():
+        if not isinstance(run, dict):
+            raise bad(f"run {key!r} must be an object, got {str(run)[:60]}")
+        for field_name, ok in (("status", lambda v: isinstance(v, str)), ("attempts", natural),
+                               ("wall_s", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+                               ("work_dir", lambda v: isinstance(v, str)),
+                               ("exit_code", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)))):
+            if field_name in run and not ok(run[field_name]):
+                raise bad(f"run {key!r}: {field_name!r} is {str(run[field_name])[:40]!r}, not what a sweep writes")
+    if "jobs" in state and not (natural(state["jobs"]) and state["jobs"] >= 1):
+        raise bad(f"'jobs' must be an integer >= 1, got {str(state['jobs'])[:40]!r}")
+    if not isinstance(state.get("overrides", []), list):
+        raise bad("'overrides' must be a list")
+    return state
+
+
+def _check_out(exp_dir: Path) -> None:
+    """ExperimentError when ``exp_dir`` (or a directory above it) is a file."""
+    for candidate in (exp_dir, *exp_dir.parents):
+        if candidate.exists() or candidate.is_symlink():
+            if not candidate.is_dir():
+                where = "is a file" if candidate == exp_dir else f"cannot be created: {str(candidate)!r} is a file"
+                raise ExperimentError(f"--out {str(exp_dir)!r} {where}, not a directory; choose another --out")
+            return
 
 
 def run_dir_name(seed: int) -> str:
@@ -77,24 +131,28 @@ class SweepResult:
 class Sweep:
     """A sweep of ``config`` over ``seeds`` in ``exp_dir`` (see the module doc).
 
+    While it exists, a sweep holds the lock of ``exp_dir`` (``.lock``; :meth:`close` or the end of
+    :meth:`run` releases it): a second sweep on the same dir is refused at once.
+
     Args:
         config: a config file or bundled config name (``rlearn train``'s CONFIG); None continues the
             sweep in ``exp_dir`` with its ``config.py``.
         seeds: the seeds to run (added to those of an existing sweep).
         exp_dir: the experiment dir (default ``experiments/<exp_name>``).
+        jobs: runs at once; None: what the sweep in ``exp_dir`` was last given (stored in ``sweep.json``), else 1.
         train_episodes: also log the mean return of the last N training episodes (``rlearn report
             --train-episodes N`` reads it).
     """
 
     def __init__(self, config: Optional[str], seeds: Sequence[int], exp_dir: Optional[Path] = None,
-                 overrides: Sequence[str] = (), jobs: int = 1, train_episodes: Optional[int] = None) -> None:
-        if jobs < 1:
+                 overrides: Sequence[str] = (), jobs: Optional[int] = None, train_episodes: Optional[int] = None) -> None:
+        if jobs is not None and jobs < 1:
             raise ExperimentError(f"--jobs must be >= 1, got {jobs}")
         if train_episodes is not None and train_episodes < 1:
             raise ExperimentError(f"--train-episodes must be >= 1, got {train_episodes}")
         if config is None and exp_dir is None:
             raise ExperimentError("give CONFIG, or --out of an existing sweep to continue it")
-        self.jobs = jobs
+        self._lock: Any = None
         if config is None:
             config = str(Path(exp_dir) / EXPERIMENT_CONFIG)  # type: ignore[arg-type]
             if not Path(config).is_file():
@@ -103,27 +161,67 @@ class Sweep:
         if train_episodes is not None:
             add_train_episodes_stat(self.cfg, train_episodes)
         self.exp_dir = Path(exp_dir) if exp_dir is not None else Path("experiments") / self.cfg["exp_name"]
-        self.state = self._open(config, list(overrides), list(seeds))
+        _check_out(self.exp_dir)
+        try:
+            self.state = self._open(config, list(overrides), list(seeds), jobs)
+        except OSError as exc:
+            self.close()
+            raise ExperimentError(f"{self.exp_dir}: cannot set up the sweep: {exc.strerror or exc}"
+                                  + (f" ({exc.filename})" if exc.filename else "")) from exc
+        except ExperimentError:
+            self.close()
+            raise
         self.seeds: List[int] = self.state["seeds"]
-        self.thread_overrides, self.thread_env = thread_settings(self.cfg["num_threads"], jobs)
+        self.jobs: int = self.state["jobs"]
+        self.thread_overrides, self.thread_env = thread_settings(self.cfg["num_threads"], self.jobs)
 
     # ------------------------------------------------------------------------------------ the dir
-    def _open(self, config: str, overrides: List[str], seeds: List[int]) -> Dict[str, Any]:
-        """Create the experiment dir, or check that it holds a sweep of the same config; the state."""
+    def _open(self, config: str, overrides: List[str], seeds: List[int], jobs: Optional[int]) -> Dict[str, Any]:
+        """Create the experiment dir, or check that it holds a sweep of the same config; lock it; the state."""
         state = open_experiment_dir(self.exp_dir, self.cfg, SWEEP_FILE)
+        self._take_lock()
         if state is None:
             if not seeds:
                 raise ExperimentError("--seeds is required to start a sweep (e.g. --seeds 0-9)")
             state = {"config": config, "overrides": overrides, "seeds": list(seeds), "runs": {}}
-        state["seeds"] = state["seeds"] + [s for s in seeds if s not in state["seeds"]]
+        state = _check_state(state, self.exp_dir / SWEEP_FILE)
+        state["jobs"] = jobs if jobs is not None else state.get("jobs", 1)
+        known = set(state["seeds"])
+        state["seeds"] = state["seeds"] + [s for s in seeds if s not in known]
+        if len(state["seeds"]) > MAX_SEEDS:
+            raise ExperimentError(f"{self.exp_dir}: {len(state['seeds'])} seeds with the new ones; a sweep runs at most "
+                                  f"{MAX_SEEDS}")
         for seed in state["seeds"]:
             state["runs"].setdefault(str(seed), {"status": PENDING, "work_dir": run_dir_name(seed), "attempts": 0,
                                                  "wall_s": 0.0, "exit_code": None})
         self._save(state)
         return state
 
+    def _take_lock(self) -> None:
+        """Hold ``exp_dir``'s lock; ExperimentError naming the sweep holding it."""
+        from rlearn.workdir_lock import WorkDirBusyError, WorkDirError, WorkDirLock
+
+        try:
+            self._lock = WorkDirLock(self.exp_dir).acquire()
+        except WorkDirBusyError as exc:
+            who = exc.holder.describe() if exc.holder is not None else "its PID is unknown"
+            raise ExperimentError(f"{self.exp_dir} is in use by another rlearn sweep ({who}); wait for it to end or "
+                                  "stop it, or choose another --out") from exc
+        except WorkDirError as exc:
+            raise ExperimentError(str(exc)) from exc
+
+    def close(self) -> None:
+        """Release the experiment dir's lock (idempotent)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
     def _save(self, state: Optional[Dict[str, Any]] = None) -> None:
-        save_manifest(self.exp_dir, SWEEP_FILE, state if state is not None else self.state)
+        try:
+            save_manifest(self.exp_dir, SWEEP_FILE, state if state is not None else self.state)
+        except OSError as exc:
+            raise ExperimentError(f"{self.exp_dir / SWEEP_FILE}: cannot be saved: {exc.strerror or exc}; the runs' "
+                                  "work dirs keep what they recorded") from exc
 
     def run_dir(self, seed: int) -> Path:
         return self.exp_dir / run_dir_name(seed)
@@ -142,12 +240,19 @@ class Sweep:
         return process
 
     def run(self, display_enabled: Optional[bool] = None, poll_s: float = 0.5) -> SweepResult:
-        """Run every unfinished seed, ``jobs`` at a time; returns a :class:`SweepResult`.
+        """Run every unfinished seed, ``jobs`` at a time; returns a :class:`SweepResult`. Releases the lock.
 
         SIGINT / SIGTERM (Ctrl-C): passed on to the running runs, which save a checkpoint and stop; the
         sweep waits for them and returns 130 / 143. An ``rlearn train`` exit code 2 (a mistake in the
-        config) starts no further run.
+        config) starts no further run: the sweep waits for the running ones and returns 2, the others
+        stay pending.
         """
+        try:
+            return self._run(display_enabled, poll_s)
+        finally:
+            self.close()
+
+    def _run(self, display_enabled: Optional[bool], poll_s: float) -> SweepResult:
         started = time.monotonic()
         per_run = int(self.cfg["train"]["max_env_steps"])
         pending = [s for s in self.seeds if self.state["runs"][str(s)]["status"] != DONE]
@@ -193,6 +298,7 @@ class Sweep:
                                  f"(see {process.work_dir / CONSOLE_LOG})")
                     if code == 2 and not fatal:
                         fatal = True  # a mistake in the config: every other run would fail the same way
+                        pending = []  # they stay pending in sweep.json
                         display.note("not starting further runs: fix the config, then run the same command again")
                 steps = done_steps + sum(p.progress() for p in running.values())
                 finished = sum(1 for r in self.state["runs"].values() if r["status"] == DONE)
@@ -200,10 +306,10 @@ class Sweep:
                 if running or pending:
                     time.sleep(poll_s)
         statuses = {s: self.state["runs"][str(s)]["status"] for s in self.seeds}
-        if stop_code is not None:
+        if all(v == DONE for v in statuses.values()):
+            code = 0  # a stop that came after the last run finished stopped nothing
+        elif stop_code is not None:
             code = stop_code
-        elif all(v == DONE for v in statuses.values()):
-            code = 0
         else:
             code = 2 if fatal else 1
         return SweepResult(self.exp_dir, statuses, code, time.monotonic() - started, errors)

@@ -1,0 +1,172 @@
+"""``rlearn sweep`` (local launcher) when things go wrong: a run's config error, two sweeps on one dir, absurd
+seed ranges, a damaged ``sweep.json``, an unusable ``--out``, a full disk; and its printed follow-up commands,
+which must paste and run without an activated venv (CLI as a subprocess, as a user runs it)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlearn.cli import main
+from rlearn.experiments.child import ExperimentError
+from rlearn.experiments.sweep import MAX_SEEDS, Sweep, parse_seeds
+
+#: runs of a few seconds: two evaluations of one episode
+TINY = ["train.max_env_steps=2048", "eval.freq=1024", "eval.episodes=1", "eval.num_envs=1", "learner.log_freq=2"]
+
+
+def sweep_argv(out: Path, seeds: str, *extra: str, jobs: int = 2):
+    return ["sweep", "ppo_cartpole", "--seeds", seeds, "--jobs", str(jobs), "--out", str(out), "--no-progress",
+            "--set", *TINY, *extra]
+
+
+def without_venv() -> dict:
+    """The environment of a shell where the venv is not activated: its bin dir is not on PATH."""
+    venv_bin = os.path.dirname(sys.executable)
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and os.path.abspath(p) != os.path.abspath(venv_bin)]
+    return {**os.environ, "PATH": os.pathsep.join(path or ["/usr/bin", "/bin"])}
+
+
+def printed_command(output: str, marker: str) -> str:
+    line = next(line for line in output.splitlines() if marker in line)
+    return line.split(marker, 1)[1].strip().rstrip(")")
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_printed_commands_run_without_the_venv_and_the_continuation_keeps_jobs_and_the_lock(tmp_path):
+    out = tmp_path / "exp"
+    env = without_venv()
+    first = subprocess.Popen([sys.executable, "-m", "rlearn", *sweep_argv(out, "0-1")], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: all((out / f"seed_{s}" / "console.log").is_file() for s in (0, 1)), 120, "both runs to start")
+        # a second sweep on the same dir is refused at once, in one line
+        second = subprocess.run([sys.executable, "-m", "rlearn", *sweep_argv(out, "0-1")], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert second.stderr.count("\n") == 1 and "is in use by another rlearn sweep" in second.stderr, second.stderr
+        first.send_signal(signal.SIGTERM)
+        output = first.communicate(timeout=120)[0]
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 143, output
+    continuation = printed_command(output, "(or: ")
+    assert continuation.endswith(f"sweep --out {out}") and not continuation.startswith("rlearn "), continuation
+    done = subprocess.run(["bash", "-c", continuation], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 at a time" in done.stdout  # the --jobs the sweep was started with
+    report = printed_command(done.stdout, "report: ")
+    assert not report.startswith("rlearn ")
+    pytest.importorskip("rliable")
+    shown = subprocess.run(["bash", "-c", report + " --reps 20"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert (tmp_path / "report" / "report.md").is_file()
+
+
+def test_a_config_error_in_a_run_ends_the_sweep_with_seeds_pending(tmp_path):
+    out = tmp_path / "exp"
+    done = subprocess.run([sys.executable, "-m", "rlearn", *sweep_argv(out, "0-3", "env.id=NoSuchEnv-v0", jobs=1)],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "seed 0: failed with exit code 2" in done.stdout and "unknown environment id 'NoSuchEnv-v0'" in done.stdout
+    assert "not starting further runs" in done.stdout
+    state = json.loads((out / "sweep.json").read_text())
+    assert [state["runs"][s]["status"] for s in "0123"] == ["failed", "pending", "pending", "pending"]
+
+
+def test_seed_ranges_are_parsed_in_linear_time_and_capped():
+    assert parse_seeds("0-9998,5,9999,3") == list(range(MAX_SEEDS))
+    with pytest.raises(ExperimentError, match=rf"--seeds '0-1000000': 1000001 seeds; a sweep runs at most {MAX_SEEDS}"):
+        parse_seeds("0-1000000")
+    with pytest.raises(ExperimentError, match="at most"):
+        parse_seeds("0-99999999999999999999")
+    with pytest.raises(ExperimentError, match="at most"):
+        parse_seeds(",".join(f"{i}-{i + 5000}" for i in range(0, 40000, 5001)))
+
+
+def test_a_huge_seed_range_is_one_line_at_once(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "rlearn", "sweep", "ppo_cartpole", "--seeds", "0-1000000", "--out",
+                           str(tmp_path / "exp")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "a sweep runs at most" in done.stderr
+
+
+@pytest.fixture
+def continued(tmp_path, capsys):
+    """``rlearn sweep --out DIR`` run in this process on a sweep dir whose ``sweep.json`` the test writes."""
+    out = tmp_path / "exp"
+    Sweep("ppo_cartpole", [0], out).close()  # a sweep dir, nothing run yet
+
+    def run(manifest_text: str):
+        (out / "sweep.json").write_text(manifest_text)
+        code = main(["sweep", "--out", str(out), "--no-progress"])
+        return code, capsys.readouterr()
+
+    return out, run
+
+
+@pytest.mark.parametrize("text, culprit", [
+    ('{"seeds": "abc", "runs": {}}', "'seeds' must be a list of seeds"),
+    ("[]", "not a JSON object"),
+    ('{"seeds": [0], "runs": []}', "'runs' must be an object"),
+    ('{"seeds": [0], "runs": {"0": "done"}}', "run '0' must be an object"),
+    ('{"seeds": [0], "runs": {"0": {"status": 5}}}', "run '0': 'status'"),
+    ('{"seeds": [0, "x"], "runs": {}}', "'seeds' must be a list of seeds"),
+    ('{"seeds": [0], "runs": {}, "jobs": "two"}', "'jobs'"),
+    ('{"seeds": [0], "ru', "cannot be read"),
+])
+def test_a_damaged_or_wrong_shaped_sweep_json_is_one_line(continued, text, culprit):
+    out, run = continued
+    code, captured = run(text)
+    assert code == 2
+    assert captured.err.count("\n") == 1 and captured.err.startswith("rlearn sweep: error: "), captured.err
+    assert str(out / "sweep.json") in captured.err and culprit in captured.err, captured.err
+
+
+def test_an_out_below_a_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    code = main(["sweep", "ppo_cartpole", "--seeds", "0", "--out", str(tmp_path / "file" / "exp"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "is a file" in err and str(tmp_path / "file") in err, err
+
+
+def test_a_full_disk_when_a_sweep_starts_or_continues_is_one_line(tmp_path, capsys, monkeypatch):
+    import rlearn.fileio
+
+    real = rlearn.fileio.atomic_write_bytes
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "exp"
+    with monkeypatch.context() as patch:  # starting: the sweep's config.py cannot be written
+        patch.setattr("pathlib.Path.write_text", lambda *a, **k: full())
+        code = main(["sweep", "ppo_cartpole", "--seeds", "0", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and str(out) in err, err
+    out = tmp_path / "exp2"
+    Sweep("ppo_cartpole", [0], out).close()
+    before = (out / "sweep.json").read_text()
+    monkeypatch.setattr(rlearn.fileio, "atomic_write_bytes", full)  # continuing: sweep.json cannot be saved
+    code = main(["sweep", "--out", str(out), "--seeds", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and "sweep.json" in err, err
+    monkeypatch.setattr(rlearn.fileio, "atomic_write_bytes", real)
+    assert (out / "sweep.json").read_text() == before
