@@ -22,15 +22,17 @@ from rlearn.nn.functional import Dense, feature_major_layers, mlp, plain_mlp
 from rlearn.nn.low_precision import COMPUTE_DTYPES, mlp_low_precision
 
 __all__ = ["EnsembleLinear", "EnsembleLayerNorm", "MLP", "QEnsemble", "frozen", "ACTIVATIONS", "INITS",
-           "FUSED_MIN_ROWS"]
+           "FUSED_MIN_ROWS", "FUSED_MIN_WIDTH"]
 
 #: hidden activations (and output activations, besides None) an MLP accepts
 ACTIVATIONS = ("relu", "tanh")
 #: initialisations: each layer type's own (``nn.Linear``'s), or orthogonal weights with zero biases
 INITS = ("default", "orthogonal")
-#: batches from which a ReLU MLP runs the feature-major kernels on the CPU; smaller ones run plain autograd
-#: operations, which measured faster there (e.g. DQN's batches of 32-64, PPO's minibatches of 64)
+#: a ReLU MLP runs the feature-major kernels on the CPU for batches of at least FUSED_MIN_ROWS rows when a hidden
+#: layer is at least FUSED_MIN_WIDTH wide (TD3's and SAC's networks); narrower networks and smaller batches run
+#: plain autograd operations, which measured faster there (DQN's batches of 64, PPG's 64-wide networks)
 FUSED_MIN_ROWS = 256
+FUSED_MIN_WIDTH = 256
 
 
 class EnsembleLinear(nn.Module):
@@ -142,9 +144,11 @@ class MLP(nn.Module):
         if layer_norm:
             self.norms = nn.ModuleList(nn.LayerNorm(b) if ensemble is None else EnsembleLayerNorm(ensemble, b)
                                        for b in sizes[1:-1])
-        #: whether the feature-major kernels compute this network (ReLU hidden layers, no norm, no or tanh output)
+        #: whether the feature-major kernels can compute this network (ReLU hidden layers, no norm, no or tanh
+        #: output); they do for large batches of a wide one
         self.fusable = activation == "relu" and not layer_norm and output_activation in (None, "tanh") \
             and len(sizes) > 2
+        self._wide = self.fusable and max(sizes[1:-1]) >= FUSED_MIN_WIDTH
 
     @staticmethod
     def parameter_count(sizes: Sequence[int], ensemble: Optional[int] = None, layer_norm: bool = False) -> int:
@@ -163,7 +167,7 @@ class MLP(nn.Module):
         if self.compute_dtype is not None:
             return mlp_low_precision(x, cache.params, self.output_activation == "tanh", self.compute_dtype, member)
         tanh_output = self.output_activation == "tanh"
-        fused = self.fusable and x.dim() > 1 and x.shape[-2] >= FUSED_MIN_ROWS
+        fused = self._wide and x.dim() > 1 and x.shape[-2] >= FUSED_MIN_ROWS
         if member is None:
             if fused:
                 return mlp(x, cache.params, tanh_output, cache.layers)

@@ -14,9 +14,36 @@ from torch import nn
 
 from rlearn.nn import MLP, EnsembleLinear, QEnsemble, frozen
 from rlearn.nn import functional as nnf
+from rlearn.nn import modules as nn_modules
 from rlearn.nn.modules import FUSED_MIN_ROWS
 
 _ACTIVATION_MODULES = {"relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+def build(*args, wide: bool = True, **kwargs) -> MLP:
+    """An MLP that runs the feature-major kernels for FUSED_MIN_ROWS-row batches whatever its width (``wide``),
+    or never (the plain path only)."""
+    saved = nn_modules.FUSED_MIN_WIDTH
+    nn_modules.FUSED_MIN_WIDTH = 1 if wide else 10**9
+    try:
+        return MLP(*args, **kwargs)
+    finally:
+        nn_modules.FUSED_MIN_WIDTH = saved
+
+
+def test_the_fused_path_is_for_wide_relu_networks_and_large_batches(monkeypatch):
+    calls = []
+    apply = nnf.FeatureMajorMLP.apply
+    monkeypatch.setattr(nnf.FeatureMajorMLP, "apply", lambda *args: calls.append(1) or apply(*args))
+    wide, narrow = MLP([3, nn_modules.FUSED_MIN_WIDTH, 2]), MLP([3, nn_modules.FUSED_MIN_WIDTH - 1, 2])
+    for net, rows, expected in ((wide, FUSED_MIN_ROWS, 1), (wide, FUSED_MIN_ROWS - 1, 0), (narrow, FUSED_MIN_ROWS, 0)):
+        calls.clear()
+        net(torch.randn(rows, 3)).sum().backward()
+        assert len(calls) == expected, (net, rows)
+    tanh = MLP([3, nn_modules.FUSED_MIN_WIDTH, 2], "tanh")
+    calls.clear()
+    tanh(torch.randn(FUSED_MIN_ROWS, 3)).sum().backward()
+    assert not calls and not tanh.fusable
 
 
 def sequential_of(net: MLP, member: int | None = None) -> nn.Sequential:
@@ -73,15 +100,17 @@ def _own_grads(net: MLP, member: int | None = None) -> list:
     output_activation=st.sampled_from([None, "relu", "tanh"]),
     layer_norm=st.booleans(),
     init=st.sampled_from(["default", "orthogonal"]),
+    wide=st.booleans(),
     seed=st.integers(0, 2**16),
 )
 def test_mlp_is_the_plain_sequential_with_its_weights(sizes, batch, activation, output_activation, layer_norm, init,
-                                                      seed):
+                                                      wide, seed):
     """Outputs and every parameter's and the input's gradients equal those of nn.Sequential(Linear, [LayerNorm],
     activation, ..., Linear[, activation]) with the same weights, on every path (small batches: plain operations;
     FUSED_MIN_ROWS rows of a ReLU network: the feature-major Function)."""
     torch.manual_seed(seed)
-    net = MLP(sizes, activation, output_activation, layer_norm=layer_norm, init=init, output_gain=0.5).double()
+    net = build(sizes, activation, output_activation, layer_norm=layer_norm, init=init, output_gain=0.5,
+                wide=wide).double()
     if layer_norm:  # norms away from their ones/zeros start, so that their parameters matter
         with torch.no_grad():
             for p in net.norms.parameters():
@@ -109,13 +138,14 @@ def test_mlp_is_the_plain_sequential_with_its_weights(sizes, batch, activation, 
     activation=st.sampled_from(["relu", "tanh"]),
     layer_norm=st.booleans(),
     shared_input=st.booleans(),
+    wide=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_ensemble_members_are_plain_sequentials(n, sizes, batch, activation, layer_norm, shared_input, seed):
+def test_ensemble_members_are_plain_sequentials(n, sizes, batch, activation, layer_norm, shared_input, wide, seed):
     """An ensemble's member j (all at once, or alone with member=j) is the nn.Sequential of its own weights,
     gradients included."""
     torch.manual_seed(seed)
-    net = MLP(sizes, activation, layer_norm=layer_norm, ensemble=n).double()
+    net = build(sizes, activation, layer_norm=layer_norm, ensemble=n, wide=wide).double()
     if layer_norm:
         with torch.no_grad():
             for p in net.norms.parameters():
@@ -244,7 +274,7 @@ def test_kept_views_follow_in_place_updates_and_rebuild_when_parameters_change(b
     """The parameter list and feature-major views a module keeps between calls: in-place updates (optimizer
     steps, load_state_dict) are seen; a replaced parameter, a dtype/device move and a deepcopy rebuild them."""
     torch.manual_seed(0)
-    net = MLP([3, 8, 2], output_activation="tanh")
+    net = build([3, 8, 2], output_activation="tanh")
     x = torch.randn(batch, 3)
 
     def reference(module: MLP, inputs: torch.Tensor) -> torch.Tensor:
@@ -256,7 +286,7 @@ def test_kept_views_follow_in_place_updates_and_rebuild_when_parameters_change(b
         net.layers[0].weight.add_(0.5)  # in place: the views see it, nothing rebuilt
     torch.testing.assert_close(net(x), reference(net, x))
     assert net.parameter_list()[0] is kept[0]
-    other = MLP([3, 8, 2], output_activation="tanh")
+    other = build([3, 8, 2], output_activation="tanh")
     net.load_state_dict(other.state_dict())  # copies in place
     torch.testing.assert_close(net(x), reference(other, x))
     net.load_state_dict(MLP([3, 8, 2], output_activation="tanh").state_dict(), assign=True)  # new Parameters
@@ -279,7 +309,7 @@ def test_kept_views_follow_in_place_updates_and_rebuild_when_parameters_change(b
 def test_ensemble_member_views_without_gradients_and_with():
     """member=i through frozen (detached member views) and with gradients (graph through the selection)."""
     torch.manual_seed(0)
-    ens = MLP([4, 6, 1], ensemble=2)
+    ens = build([4, 6, 1], ensemble=2)
     x = torch.randn(FUSED_MIN_ROWS, 4, requires_grad=True)
     with frozen(ens):
         ens(x, member=1).sum().backward()
@@ -298,7 +328,7 @@ def test_ensemble_member_views_without_gradients_and_with():
 def test_views_made_under_inference_mode_serve_later_training():
     """A module first called under inference_mode (acting) keeps views that a later training step can use."""
     torch.manual_seed(0)
-    actor, critics = MLP([3, 8, 2]), MLP([3, 8, 1], ensemble=2)
+    actor, critics = build([3, 8, 2]), build([3, 8, 1], ensemble=2)
     x = torch.randn(FUSED_MIN_ROWS, 3)
     with torch.inference_mode():
         actor(x), critics(x), critics(x, member=0)

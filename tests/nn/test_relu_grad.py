@@ -18,7 +18,7 @@ def fresh_check():
 
 def _gradients():
     torch.manual_seed(0)
-    actor, critics = MLP([3, 64, 48, 1], output_activation="tanh"), MLP([4, 64, 48, 1], ensemble=2)
+    actor, critics = MLP([3, 256, 48, 1], output_activation="tanh"), MLP([4, 256, 48, 1], ensemble=2)  # feature-major
     x = torch.randn(256, 3, requires_grad=True)
     q = critics(torch.cat([x, actor(x)], dim=1))
     (q.square().mean() + actor(x).sum()).backward()
