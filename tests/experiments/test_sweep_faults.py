@@ -170,3 +170,57 @@ def test_a_full_disk_when_a_sweep_starts_or_continues_is_one_line(tmp_path, caps
     assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and "sweep.json" in err, err
     monkeypatch.setattr(rlearn.fileio, "atomic_write_bytes", real)
     assert (out / "sweep.json").read_text() == before
+
+
+def assert_each_point_once(work_dir: Path, last_iter: int) -> None:
+    """Every log row, evaluation and TensorBoard point of a run exactly once, in order, up to the end."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    rows = [json.loads(line) for line in (work_dir / "metrics.jsonl").read_text().splitlines()]
+    logs = [r["train_iter"] for r in rows if "policy_loss_avg" in r]
+    assert logs == sorted(set(logs)) and logs[-1] == last_iter, logs
+    evals = [json.loads(line)["envstep"] for line in (work_dir / "evaluations.jsonl").read_text().splitlines()]
+    assert evals == sorted(set(evals)) and evals[-1] >= 256 * last_iter, evals
+    acc = EventAccumulator(str(work_dir / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    for tag in ("learner_iter/policy_loss_avg", "evaluator_step/episode_return_mean"):
+        steps = [e.step for e in acc.Scalars(tag)]
+        assert steps == sorted(set(steps)), (tag, steps)
+
+
+def test_sigint_then_sigkill_of_a_sweep_resume_without_duplicates(tmp_path):
+    """Ctrl-C (SIGINT) while the runs train: exit 130, each run saves and stops. Continued, then killed
+    outright (SIGKILL): the kernel sends the runs SIGTERM and they stop. Continued again: every run finishes
+    with each point once."""
+    out = tmp_path / "exp"
+    argv = [sys.executable, "-m", "rlearn", *sweep_argv(out, "0-1", "train.max_env_steps=4096")]
+
+    def rows(seed: int) -> int:
+        path = out / f"seed_{seed}" / "metrics.jsonl"
+        return len(path.read_text().splitlines()) if path.is_file() else 0
+
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: rows(0) >= 2 or rows(1) >= 2, 240, "a run to train")
+        first.send_signal(signal.SIGINT)
+        output = first.communicate(timeout=120)[0]
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 130, output
+    assert "stopped at envstep" in output
+    before = {s: rows(s) for s in (0, 1)}
+    second = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: any(rows(s) > before[s] + 1 for s in (0, 1)), 240, "a resumed run to train")
+        second.kill()  # SIGKILL: no handler runs in the sweep
+        second.communicate(timeout=60)
+    finally:
+        if second.poll() is None:
+            second.kill()
+    third = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stdout + third.stderr
+    state = json.loads((out / "sweep.json").read_text())
+    assert {s: r["status"] for s, r in state["runs"].items()} == {"0": "finished", "1": "finished"}
+    for seed in (0, 1):
+        assert_each_point_once(out / f"seed_{seed}", 16)
