@@ -110,3 +110,47 @@ def test_hooks_registry_holds_the_built_in_hooks():
     import rlearn.hooks  # noqa: F401 - importing registers them
 
     assert {"LRSchedulerHook", "TimerHook"} <= set(HOOKS.names())
+
+
+# ------------------------------------------------------------------------------------------- policies
+def test_rlearn_never_imports_policies_at_import_time():
+    """rlearn's registry and config (which policies.base imports) load without importing ``policies``: no
+    circle at import time; ``policies`` comes in where a policy type is resolved."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rlearn.registry, rlearn.config, rlearn.config.loading, rlearn.config.docs\n"
+            "assert not [m for m in sys.modules if m == 'policies' or m.startswith('policies.')], sorted(sys.modules)\n"
+            "from rlearn.registry import get_policy_class\n"
+            "cls = get_policy_class('td3')\n"
+            "assert cls.__module__ == 'policies.td3' and 'policies' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_bundled_policies_register_themselves_like_a_users():
+    """Every bundled name is a class put there by its module's @register_policy (no table of import strings);
+    a user's policy registers the same way and can take a name over only by registering again."""
+    import policies
+    from rlearn.registry import POLICIES, get_policy_class, register_policy, registered_policies
+
+    bundled = {"td3": policies.TD3Policy, "sac": policies.SACPolicy, "ppo": policies.PPOPolicy,
+               "ppg": policies.PPGPolicy, "dqn": policies.DQNPolicy}
+    assert set(bundled) <= set(registered_policies())
+    for name, cls in bundled.items():
+        assert POLICIES.get(name) is cls and get_policy_class(name) is cls
+
+    @register_policy("registry_test_policy")
+    class Mine(policies.DQNPolicy):
+        pass
+
+    try:
+        assert get_policy_class("registry_test_policy") is Mine and "registry_test_policy" in registered_policies()
+        with pytest.raises(TypeError, match="expects a Policy subclass"):
+            register_policy("not_a_policy")(dict)
+        with pytest.raises(KeyError, match="unknown policy type 'td4'; registered: .*td3"):
+            get_policy_class("td4")
+        with pytest.raises(TypeError, match="not a policies.Policy subclass"):
+            get_policy_class("collections:OrderedDict")
+    finally:
+        POLICIES._entries.pop("registry_test_policy", None)
