@@ -230,7 +230,7 @@ def _few_runs(counts: Dict[str, int]) -> Optional[str]:
     if not few:
         return None
     least = min(few.values())
-    shown = ", ".join(f"{name} {n}" for name, n in few.items())
+    shown = ", ".join(f"{name}: {n} runs" for name, n in few.items())
     return (f"**Few runs** ({shown}): the bootstrap resamples only the scores these runs happened to get, so with "
             f"fewer than {MIN_RUNS} runs per experiment its intervals are unreliable, usually too narrow (with "
             f"{least} runs there are only {math.comb(2 * least - 1, least)} distinct resamples). Run at least "
