@@ -79,7 +79,8 @@ def tiny_overrides(name: str) -> list:
             "eval.episodes=1", "eval.num_envs=1", "learner.log_freq=50", "policy.learn_threads=none"]
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
+@pytest.mark.parametrize("name", [name if "halfcheetah" in name else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in sorted(ZOO)])  # Hopper and Walker2d: with -m slow (~6 s each)
 def test_tiny_run_of_each_mujoco_config(tmp_path, name):
     pytest.importorskip("mujoco", reason='MuJoCo is not installed (pip install -e ".[mujoco]")')
     from rlearn.run import train
