@@ -87,21 +87,34 @@ def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
 
 
 def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
-    """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code. Ctrl-C is
-    passed on to torchrun once; if this process dies, the kernel sends torchrun SIGTERM (:func:`stop_with_parent`)."""
+    """Run ``rlearn <rlearn_args>`` in ``nproc`` processes through ``torchrun``; returns its exit code. Ctrl-C,
+    SIGTERM and SIGHUP are passed on to torchrun once; if this process dies, the kernel sends torchrun SIGTERM
+    (:func:`stop_with_parent`)."""
     if os.environ.get(LAUNCHED_ENV):
         raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
     command = torchrun_command(nproc, rlearn_args)
     env = launch_environment()
     process = subprocess.Popen(command, env=env, preexec_fn=stop_with_parent)
     forwarded = False
-    while True:
-        try:
-            return process.wait()
-        except KeyboardInterrupt:
-            if not forwarded:
-                forwarded = True
-                process.send_signal(signal.SIGINT)
+
+    def forward(signum: int, frame: Any) -> None:  # SIGTERM / SIGHUP: torchrun stops the ranks, which log it
+        nonlocal forwarded
+        if not forwarded:
+            forwarded = True
+            process.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                return process.wait()
+            except KeyboardInterrupt:
+                if not forwarded:
+                    forwarded = True
+                    process.send_signal(signal.SIGINT)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 #: the exit code of a rank that stopped on a mistake in the config or the checkpoint (one line on its stderr)
@@ -109,9 +122,12 @@ USAGE_ERROR_EXIT = 2
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """torchrun (``python -m torch.distributed.run ARGS``), except when the first rank to fail stopped on a
-    config or checkpoint error (exit code 2, which the rank said in one line): then torchrun's report of it (its
-    ERROR lines, a traceback and a summary box) is left out and the exit code is 2, as in one process."""
+    """torchrun (``python -m torch.distributed.run ARGS``), except for the report of two ends that the ranks
+    already said in their logs: when the first rank to fail stopped on a config or checkpoint error (exit code 2,
+    said in one line), torchrun's report of it (its ERROR lines, a traceback and a summary box) is left out and
+    the exit code is 2, as in one process; when torchrun was stopped by a signal (SIGTERM, SIGHUP), it exits with
+    128 + the signal, without a traceback."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun_main
 
@@ -123,6 +139,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         usage_error = exc.get_first_failure()[1].exitcode == USAGE_ERROR_EXIT
         if not usage_error:
             raise
+    except SignalException as exc:  # stopped by a signal: the ranks were stopped too, and each logged why
+        first = exc
+        while isinstance(first.__context__, SignalException):  # a second signal while stopping the ranks
+            first = first.__context__
+        return 128 + int(first.sigval)
     finally:
         held.close(show=not usage_error)  # the rank said why; torchrun's report of it would bury that line
     return USAGE_ERROR_EXIT if usage_error else 0

@@ -74,6 +74,10 @@ class InterruptGuard(_SignalScope):
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise StopNow(signum)
+        self.request(signum)
+
+    def request(self, signum: int) -> None:
+        """Note ``signum`` as the first stop request (a signal received before this guard, during start-up)."""
         self.requested = True
         self.signum = signum
         self.signal_name = signal.Signals(signum).name

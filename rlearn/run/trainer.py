@@ -41,14 +41,9 @@ class Trainer:
                  resume: ResumeArg = None, progress: Optional[bool] = None) -> None:
         self.cfg: Dict[str, Any] = resolve_config(cfg) if isinstance(cfg, Mapping) else load_config(cfg)
         self.exp_name: str = self.cfg["exp_name"]
-        if dist.get_world_size() > 1:
-            stop_with_parent()  # a rank whose launcher dies (even SIGKILLed) gets SIGTERM: no unsupervised ranks
-        # join the process group before touching the disk (single process: nothing happens)
-        joined_before = dist.is_distributed()
-        self.distributed = dist.init_distributed(self.cfg["dist"]["backend"], timeout_s=self.cfg["dist"]["timeout_s"])
-        self._owns_process_group = self.distributed and not joined_before
-        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        self.rank_seed = self.cfg["seed"] + RANK_SEED_STRIDE * self.rank
+        self.distributed = False
+        self._owns_process_group = False
+        self.rank, self.world_size = 0, dist.get_world_size()  # the launcher's WORLD_SIZE before joining
         self.env: Any = None
         self.eval_env: Any = None
         self.tracer: Any = None
@@ -56,24 +51,45 @@ class Trainer:
         self.loop: Any = None
         self.learner: Any = None
         self._closed = False
+        #: a SIGINT / SIGTERM / SIGHUP received during start-up (one process): :meth:`run` stops at its first
+        #: safe point and saves a checkpoint, as it does for a signal during training
+        self._startup_signal: Optional[int] = None
+        # start-up handles the signals as training does: one process notes the first one, a rank stops at once
+        startup = TerminatedByLauncher(True) if self.world_size > 1 else InterruptGuard(True)
         try:
-            check_seed(self.cfg["seed"], self.world_size)
-            check_same_config(self.cfg)  # collective, before any rank touches the disk
-            self.dirs = choose_work_dir(self.cfg, work_dir, resume, self.rank, broadcast=dist.broadcast_object)
-            self.work_dir = self.dirs.path
-            #: this rank's text log: ``<exp_name>.log`` on rank 0, ``<exp_name>_rank<r>.log`` on rank r
-            self.log_file = rank_log_file(self.work_dir / f"{self.exp_name}.log", self.rank)
-            self.resume_path = resume_checkpoint(self.dirs, resume)
-            #: set when the checkpoint's run has nothing left to do: :meth:`run` says so and changes nothing
-            self.complete: Optional[CompleteRun] = (
-                None if self.resume_path is None else inspect_resume(self.resume_path, self.cfg, self.world_size))
-            self.progress_requested = progress
-            if self.complete is None:
-                self._build()
+            with startup:
+                self._start_up(work_dir, resume, progress)
         except BaseException as exc:
             self._log_fatal(exc)
             self.close()
             raise
+        if isinstance(startup, InterruptGuard) and startup.requested:
+            self._startup_signal = startup.signum
+
+    def _start_up(self, work_dir: Union[str, Path, None], resume: ResumeArg, progress: Optional[bool]) -> None:
+        """Join the process group, check the config across ranks, choose the work dir and the checkpoint, build
+        every part."""
+        if self.world_size > 1:
+            stop_with_parent()  # a rank whose launcher dies (even SIGKILLed) gets SIGTERM: no unsupervised ranks
+        # join the process group before touching the disk (single process: nothing happens)
+        joined_before = dist.is_distributed()
+        self.distributed = dist.init_distributed(self.cfg["dist"]["backend"], timeout_s=self.cfg["dist"]["timeout_s"])
+        self._owns_process_group = self.distributed and not joined_before
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.rank_seed = self.cfg["seed"] + RANK_SEED_STRIDE * self.rank
+        check_seed(self.cfg["seed"], self.world_size)
+        check_same_config(self.cfg)  # collective, before any rank touches the disk
+        self.dirs = choose_work_dir(self.cfg, work_dir, resume, self.rank, broadcast=dist.broadcast_object)
+        self.work_dir = self.dirs.path
+        #: this rank's text log: ``<exp_name>.log`` on rank 0, ``<exp_name>_rank<r>.log`` on rank r
+        self.log_file = rank_log_file(self.work_dir / f"{self.exp_name}.log", self.rank)
+        self.resume_path = resume_checkpoint(self.dirs, resume)
+        #: set when the checkpoint's run has nothing left to do: :meth:`run` says so and changes nothing
+        self.complete: Optional[CompleteRun] = (
+            None if self.resume_path is None else inspect_resume(self.resume_path, self.cfg, self.world_size))
+        self.progress_requested = progress
+        if self.complete is None:
+            self._build()
 
     def _build(self) -> None:
         import torch
@@ -192,23 +208,15 @@ class Trainer:
         from rlearn.progress import ProgressBar, progress_wanted
 
         learner = self.learner
-        if self.resume_path is not None:
-            self._resume()
-            self._write_config()  # only now: a refused resume leaves config.py as it was
-        learner.call_hook("before_run")  # hooks declare their monitor keys (TimerHook) and start their clocks
-        learner.check_monitor_windows()  # strict: a misspelt monitor_windows key stops the run before any event
-        learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
-        self.logger.info("exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
-                         self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
-                         f"resuming at envstep {self.envstep}" if self.resume_path else "starting", self.work_dir)
-        if self.dirs.moved_from is not None:
-            self.logger.warning("%s already holds a run: this new run writes to %s (--resume alone continues the "
-                                "most recent run of this exp_name; continue another one with --resume --work-dir "
-                                "DIR)", self.dirs.moved_from, self.work_dir)
-        bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
-                          enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
-        # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once
+        # the guard stays until the last checkpoint is written: a second signal during a slow save stops at once.
+        # A signal before the loop (start-up, the resume, a tracking writer starting) stops it at its first safe
+        # point, with a checkpoint, like a signal during training.
         with InterruptGuard(enabled=not self.distributed) as guard:
+            if self._startup_signal is not None:
+                guard.request(self._startup_signal)
+            self._begin()
+            bar = ProgressBar(self.cfg["train"]["max_env_steps"], self.envstep,
+                              enabled=self.rank == 0 and progress_wanted(self.progress_requested), desc=self.exp_name)
             with bar:
                 stop_reason = self._loop(guard, bar)
                 if stop_reason == INTERRUPTED:
@@ -243,6 +251,24 @@ class Trainer:
             # checkpoint can abort gloo's connection threads ("terminate called without an active exception")
             dist.barrier()
         return result
+
+    def _begin(self) -> None:
+        """Before the loop: load the checkpoint of a resumed run, start the hooks, record the config, say what
+        starts."""
+        learner = self.learner
+        if self.resume_path is not None:
+            self._resume()
+            self._write_config()  # only now: a refused resume leaves config.py as it was
+        learner.call_hook("before_run")  # hooks declare their monitor keys (TimerHook) and start their clocks
+        learner.check_monitor_windows()  # strict: a misspelt monitor_windows key stops the run before any event
+        learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
+        self.logger.info("exp %s: %s on %s x%d, %s, work dir %s", self.exp_name, type(self.policy).__name__,
+                         self.cfg["env"]["id"], self.cfg["env"]["num_envs"],
+                         f"resuming at envstep {self.envstep}" if self.resume_path else "starting", self.work_dir)
+        if self.dirs.moved_from is not None:
+            self.logger.warning("%s already holds a run: this new run writes to %s (--resume alone continues the "
+                                "most recent run of this exp_name; continue another one with --resume --work-dir "
+                                "DIR)", self.dirs.moved_from, self.work_dir)
 
     def _loop(self, guard: InterruptGuard, bar: Any) -> str:
         """Loop steps until done; the stop reason. Between two steps: Ctrl-C, progress, evaluation."""

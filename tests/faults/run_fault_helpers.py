@@ -3,6 +3,7 @@ by the tests with :func:`load`): an environment that turns NaN, and config files
 
 * ``NanObs-v0``: CartPole-like 4-dimensional observations that become NaN at the ``nan_at``-th step of
   each sub-environment (counted since construction), rewards 1, episodes of 20 steps.
+* ``SlowStart-v0``: the same, with a slow construction that says when it starts (signals during start-up).
 """
 
 from __future__ import annotations
@@ -51,8 +52,22 @@ class NanObsEnv(gym.Env):
         return obs, 1.0, False, self.t >= 20, {}
 
 
+class SlowStartEnv(NanObsEnv):
+    """``SlowStart-v0``: ``NanObs-v0`` whose construction (at the run's start-up) creates the file named by
+    ``RLEARN_TEST_STARTUP_MARKER`` and then takes ``RLEARN_TEST_STARTUP_S`` seconds (default 3)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        marker = os.environ.get("RLEARN_TEST_STARTUP_MARKER")
+        if marker:
+            Path(marker).touch()
+            time.sleep(float(os.environ.get("RLEARN_TEST_STARTUP_S", "3")))
+
+
 if "NanObs-v0" not in gym.registry:
     register_env("NanObs-v0", NanObsEnv)
+if "SlowStart-v0" not in gym.registry:
+    register_env("SlowStart-v0", SlowStartEnv)
 
 
 def load(path: Path = HERE) -> Any:

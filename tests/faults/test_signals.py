@@ -182,3 +182,57 @@ def test_ranks_stop_when_their_launcher_is_killed(tmp_path, victim):
         else:
             assert f"rank {rank} of 2 stopped: DistributedError: rank {rank}: terminated by SIGTERM from the launcher" \
                 in text, text[-2000:]
+
+
+# ------------------------------------------------------------------------------------- signals at start-up
+def _started_up_to_the_env(tmp_path, *extra_args, **config):
+    """A probe run on ``SlowStart-v0`` started in its own session; returns it once its start-up builds the env."""
+    import subprocess
+
+    work, marker = tmp_path / "run", tmp_path / "building_envs"
+    path = helpers.probe_config(tmp_path, env=dict(id="SlowStart-v0", num_envs=2), **config)
+    proc = subprocess.Popen([sys.executable, "-m", "rlearn", "train", str(path), "--work-dir", str(work), *extra_args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=helpers.child_env(RLEARN_TEST_STARTUP_MARKER=str(marker), RLEARN_TEST_STARTUP_S="4"))
+    helpers.wait_for(marker.exists, 180, proc, "the start-up to build the environments")
+    return proc, work
+
+
+def test_sighup_during_start_up_stops_at_the_first_safe_point_with_a_checkpoint(tmp_path):
+    """Before: a SIGHUP (a closed terminal) while the run was starting killed it silently, with an empty log."""
+    proc, work = _started_up_to_the_env(tmp_path, checkpoint=dict(freq=None))
+    try:
+        os.killpg(proc.pid, signal.SIGHUP)  # the terminal's whole session, as when it is closed
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 129, stderr[-3000:]
+    assert "Traceback" not in stderr + stdout
+    log = (work / "probe.log").read_text()
+    assert "SIGHUP: stopping at train_iter 0, envstep 0; saving a checkpoint" in log, log[-3000:]
+    saved = read_checkpoint(work / "ckpt" / "latest.pt")
+    assert (saved["train_iter"], saved["envstep"]) == (0, 0)
+    out = helpers.rlearn("train", str(work / "config.py"), "--work-dir", str(work), "--resume", "--set",
+                         "train.max_env_steps=16", "env.id=CartPole-v1", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]  # and it resumes
+    assert read_checkpoint(work / "ckpt" / "latest.pt")["train_iter"] == 2
+
+
+def test_sighup_during_the_start_up_of_ranks_is_logged_by_each_and_ends_the_run(tmp_path):
+    """``rlearn train --nproc 2``: a SIGHUP to the whole session while the ranks build their environments used to
+    end every process silently, leaving empty logs."""
+    proc, work = _started_up_to_the_env(tmp_path, "--nproc", "2")
+    try:
+        os.killpg(proc.pid, signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 129, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    for rank, log in enumerate((work / "probe.log", work / "probe_rank1.log")):
+        assert re.search(rf"rank {rank} of 2 stopped: DistributedError: rank {rank}: terminated by SIG(HUP|TERM)",
+                         log.read_text()), log.read_text()[-2000:]
