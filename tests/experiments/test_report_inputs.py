@@ -75,6 +75,20 @@ def test_report_runs_no_code_from_the_dirs_it_reads(tmp_path, configs):
     assert f"{exp / 'seed_1'}: left out, it has no config.py that rlearn wrote" in done.stderr
 
 
+def test_an_env_id_naming_a_module_imports_nothing(tmp_path, configs):
+    """``env.id`` may name a module to import (``module:Env-v0``); the report looks up the environment's
+    reward threshold only for registered ids, so a module planted beside the runs is never imported."""
+    cfg = {**configs["ppo"], "env": {**configs["ppo"]["env"], "id": "planted_env:Planted-v0"}}
+    exp = sweep_dir(tmp_path, cfg, [100.0, 200.0])
+    marker = tmp_path / "module_imported"
+    (exp / "planted_env.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    done = subprocess.run([sys.executable, "-m", "rlearn", "report", ".", "-o", str(tmp_path / "out"), "--reps", str(REPS)],
+                          cwd=exp, capture_output=True, text=True, timeout=300)
+    assert not marker.exists(), "rlearn report imported a module named in the runs' env.id"
+    assert done.returncode == 0, done.stderr
+    assert "planted_env:Planted-v0" in (tmp_path / "out" / "report.md").read_text()
+
+
 def test_a_run_of_another_experiment_is_left_out_and_named(tmp_path, configs):
     exp = sweep_dir(tmp_path, configs["ppo"], [100.0, 200.0, 300.0])
     foreign = exp / "seed_9"  # a DQN run copied in: another algorithm and budget
@@ -217,3 +231,23 @@ def test_the_time_axis_is_training_time_so_a_resumed_experiment_keeps_its_curve(
     xs, iqm, _ = section.curves["time"]["plain"]
     # the faster run ended at 48 s and keeps its final score until the slower one ends at 64 s
     assert xs[-1] == 64.0 and iqm[-1] == pytest.approx(350.0)
+
+
+def test_a_study_keeps_trials_of_other_parameters_but_not_of_another_environment(tmp_path, configs):
+    """In a study's dir (``tune.json``) trials differ in their parameters by design: they belong when they
+    share the environment, algorithm and budget."""
+    from rlearn.experiments.report import ReportOptions, build_report
+
+    study = tmp_path / "study"
+    study.mkdir()
+    dump_config(configs["ppo"], study / "config.py")
+    (study / "tune.json").write_text("{}")
+    for n, lr in enumerate((1e-3, 3e-4)):
+        write_evaluations(study / f"trial_{n}", eval_rows(100.0 * (n + 1)))
+        dump_config({**configs["ppo"], "policy": {**configs["ppo"]["policy"], "lr": lr}}, study / f"trial_{n}" / "config.py")
+    write_evaluations(study / "trial_2", eval_rows(900.0))
+    dump_config({**configs["ppo"], "env": {**configs["ppo"]["env"], "id": "Acrobot-v1"}}, study / "trial_2" / "config.py")
+    experiments, sections = build_report([study], ReportOptions(reps=REPS))
+    assert sections[0].scores["study"] == [100.0, 200.0]
+    assert experiments[0].left_out == [f"{study / 'trial_2'}: left out, not a run of this experiment "
+                                       "(env.id: 'CartPole-v1' -> 'Acrobot-v1')"]
