@@ -303,3 +303,42 @@ def test_a_damaged_study_file_is_refused_in_one_line(tmp_path, storage):
     done = run(command(out, space, 2, *extra))
     one_line_error(done, str(damaged) if storage == "journal" else f"--storage sqlite:///{damaged}")
     assert (sorted(p.name for p in out.iterdir()) if out.exists() else None) == before
+
+
+def test_abandoned_trials_are_told_by_their_worker_and_heartbeat():
+    """A running trial is taken over only when its worker is gone: its process on this host ended, it is an
+    earlier run of this Slurm task, or its heartbeat is older than the grace period; requeueing is atomic."""
+    from rlearn.experiments.study import (
+        HEARTBEAT_ATTR, WORKER_ATTR, is_abandoned, is_surplus, requeue, worker_identity,
+    )
+
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    storage = study._storage
+    me = worker_identity()
+    now = time.time()
+
+    def frozen(worker, beat):
+        storage.set_trial_user_attr(trial._trial_id, WORKER_ATTR, worker)
+        storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, beat)
+        return storage.get_trial(trial._trial_id)
+
+    assert not is_abandoned(frozen(me, now - 1000), me, 60, now)  # my own trial, whatever its heartbeat
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone = {**me, "pid": dead.pid, "start": "0"}
+    assert is_abandoned(frozen(gone, now), me, 60, now)  # its process on this host has ended
+    elsewhere = {**gone, "host": "another-host"}
+    assert not is_abandoned(frozen(elsewhere, now - 59), me, 60, now)  # another host: alive while it beats
+    assert is_abandoned(frozen(elsewhere, now - 61), me, 60, now)
+    task = {**me, "slurm": "17_3"}
+    assert is_abandoned(frozen({**elsewhere, "slurm": "17_3"}, now), task, 60, now)  # an earlier run of this task
+    assert requeue(study, storage.get_trial(trial._trial_id)) is True
+    assert requeue(study, storage.get_trial(trial._trial_id)) is False  # already taken: never twice
+    states = [(t.number, t.state.name) for t in study.get_trials()]
+    assert states == [(0, "FAIL"), (1, "WAITING")]
+    copy = study.get_trials()[1]
+    assert copy.system_attrs["failed_trial"] == 0 and WORKER_ATTR not in copy.user_attrs
+    assert [study.ask().number for _ in range(3)] == [1, 2, 3]  # the queued copy first
+    # trial 3 beside 1 and 2 (the failed 0 does not count): within 3 trials, beyond 2
+    assert not is_surplus(study, 3, 3) and is_surplus(study, 3, 2)
