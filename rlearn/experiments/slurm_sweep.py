@@ -43,7 +43,9 @@ class SlurmSweep:
         from rlearn.experiments.slurm import QUEUED, RUNNING, read_status, squeue_states
 
         jobs = {seed: self.runs[str(seed)].get("job_id") for seed in self.sweep.seeds}
-        queue = squeue_states([j for j in jobs.values() if j])
+        unfinished = [job for seed, job in jobs.items()
+                      if job and read_status(self.status_file(seed)).get("status") != "finished"]
+        queue = squeue_states(unfinished) if unfinished else {}  # a finished sweep needs no Slurm to be read
         found = {}
         for seed, job in jobs.items():
             status = read_status(self.status_file(seed)).get("status")

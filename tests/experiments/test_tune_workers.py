@@ -290,10 +290,9 @@ def test_a_damaged_study_file_is_refused_in_one_line(tmp_path, storage):
     out = tmp_path / "exp"
     extra = []
     if storage == "journal":
-        out.mkdir()
-        first = run(command(out / "new", space, 1))  # a tuning dir to damage
-        assert first.returncode == 0, first.stdout + first.stderr
-        out = out / "new"
+        from rlearn.experiments.tune import Tuner
+
+        Tuner("ppo_cartpole", space, 1, out, overrides=TINY)  # a tuning dir with its study, to damage
         damaged = out / "study.journal"
     else:
         damaged = tmp_path / "study.db"
