@@ -20,7 +20,7 @@ from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
 from rlearn.nn import MLP, QEnsemble, ThreadChooser
 from rlearn.optim import make_adam
-from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
+from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, host_columns, obs_tensor
 from rlearn.rl.advantages import compute_gae
 from rlearn.rl.heads import gaussian_log_prob_entropy, sample_gaussian
 from rlearn.rl.policy_io import action_spec, sample_categorical
@@ -199,18 +199,13 @@ class OnPolicyActorCritic(Policy):
             params, log_std, value = self._distribution(obs_tensor(obs, self.device))
             if self.discrete:  # inverse-CDF sampling with the policy's own generator
                 action, log_prob = sample_categorical(params, self.np_random)
-                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1)]
-            else:
-                action_t = sample_gaussian(params, log_std, self.np_random)
-                log_prob, _ = gaussian_log_prob_entropy(params, log_std, action_t)
-                columns = [log_prob.unsqueeze(-1), value.unsqueeze(-1), action_t]
-            host = torch.cat(columns, dim=-1).float().cpu().numpy()  # one device-to-host copy per step
-        out = {"log_prob": host[:, 0].copy(), "value": host[:, 1].copy()}
-        if self.discrete:
-            out["action"] = action.astype(np.int64)
-        else:
-            out["action"] = host[:, 2:].copy()
-            out["env_action"] = np.clip(out["action"], self._low, self._high)
+                out = host_columns(log_prob=log_prob, value=value)  # one device-to-host copy per step
+                out["action"] = action.astype(np.int64)
+                return out
+            action_t = sample_gaussian(params, log_std, self.np_random)
+            log_prob, _ = gaussian_log_prob_entropy(params, log_std, action_t)
+            out = host_columns(log_prob=log_prob, value=value, action=action_t)
+        out["env_action"] = np.clip(out["action"], self._low, self._high)
         return out
 
     def _forward_eval(self, obs: np.ndarray) -> np.ndarray:

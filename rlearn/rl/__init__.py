@@ -3,7 +3,7 @@ spaces, acting from numpy, step statistics (:class:`StepMeans`), and the checks 
 on-policy rollout.
 """
 
-from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, obs_tensor
+from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, host_columns, obs_tensor
 from rlearn.rl.advantages import compute_gae, explained_variance
 from rlearn.rl.means import StepMeans
 from rlearn.rl.policy_io import ActionSpec, action_spec, sample_categorical
@@ -13,5 +13,5 @@ from rlearn.rl.rollout import ROLLOUT_KEYS, check_rollout
 __all__ = [
     "ActionSpec", "action_spec", "sample_categorical", "ROLLOUT_KEYS", "check_rollout", "compute_gae",
     "explained_variance", "BATCH_KEYS", "check_replay_batch", "host_values", "BoxActions", "box_observation_shape",
-    "forward_numpy", "obs_tensor", "StepMeans",
+    "forward_numpy", "host_columns", "obs_tensor", "StepMeans",
 ]

@@ -1,16 +1,17 @@
-"""Acting from numpy (:func:`obs_tensor`, :func:`forward_numpy`), ``Box`` actions in normalised units
-``[-1, 1]`` (:class:`BoxActions`) and :func:`box_observation_shape`: what policies share at the environment's edge.
+"""Acting from numpy (:func:`obs_tensor`, :func:`forward_numpy`, :func:`host_columns`), ``Box`` actions in
+normalised units ``[-1, 1]`` (:class:`BoxActions`) and :func:`box_observation_shape`: what policies share at the
+environment's edge.
 """
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-__all__ = ["obs_tensor", "forward_numpy", "BoxActions", "box_observation_shape"]
+__all__ = ["obs_tensor", "forward_numpy", "host_columns", "BoxActions", "box_observation_shape"]
 
 
 def obs_tensor(obs: Any, device: torch.device) -> torch.Tensor:
@@ -31,6 +32,20 @@ def forward_numpy(net: torch.nn.Module, obs: Any, device: torch.device) -> np.nd
         if isinstance(out, tuple):
             out = torch.cat(out, dim=-1)
     return out.cpu().numpy().astype(np.float64)
+
+
+def host_columns(**columns: torch.Tensor) -> Dict[str, np.ndarray]:
+    """Per-row tensors of one device (``[N]`` or ``[N, k]``), copied to the host together (one transfer) and
+    returned by name as float32 numpy arrays of their own shapes (each its own copy)."""
+    parts = [column.unsqueeze(-1) if column.dim() == 1 else column for column in columns.values()]
+    host = torch.cat([part.float() for part in parts], dim=-1).cpu().numpy()
+    out: Dict[str, np.ndarray] = {}
+    start = 0
+    for (name, column), part in zip(columns.items(), parts):
+        block = host[:, start:start + part.shape[-1]]
+        out[name] = (block[:, 0] if column.dim() == 1 else block).copy()
+        start += part.shape[-1]
+    return out
 
 
 def box_observation_shape(space: Any, owner: str) -> Tuple[int, ...]:
