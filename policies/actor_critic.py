@@ -103,14 +103,14 @@ class OffPolicyActorCritic(Policy):
             self.thread_chooser = ThreadChooser(self.cfg["learn_threads"], adaptive=self.cfg["adaptive_threads"],
                                                 probe_every=max(1000, 10 * probe_len), probe_len=probe_len)
 
-    def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+    def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
         """One iteration (``_learn_step``) on a replay minibatch, on the threads :attr:`thread_chooser` picks;
         the caller's thread count is restored afterwards."""
         if self.thread_chooser is None:
             return self._learn_step(data)
         return self.thread_chooser.run(self._learn_step, data)
 
-    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, float]:
+    def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
         raise NotImplementedError
 
     def _check_batch(self, data: Mapping[str, torch.Tensor]) -> Tuple[torch.Tensor, ...]:

@@ -129,8 +129,8 @@ class DQNPolicy(Policy):
         grad_norm = self.optimize(loss, self.optimizer, max_grad_norm=self.max_grad_norm or math.inf)
 
         self.update_count += 1
-        info: Dict[str, Any] = {"q_loss": loss.detach(), "q_value": q.detach().mean(), "target_q_value": target_q.mean(),
-                                "grad_norm": grad_norm}
+        info: Dict[str, Any] = {"q_loss": loss.detach(), "q_value": q.detach().mean(),
+                                "target_q_value": target_q.mean(), "grad_norm": grad_norm}
         if self.update_count % self.target_update_interval == 0:
             self.update_target()
             info["target_sync"] = 1

@@ -100,8 +100,8 @@ class ActorCritic(nn.Module):
     @staticmethod
     def parameter_count(obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], continuous: bool) -> int:
         """The number of parameters of ``ActorCritic(obs_dim, n_outputs, hidden_sizes, ...)``."""
-        return (MLP.parameter_count([obs_dim, *hidden_sizes, n_outputs]) + MLP.parameter_count([obs_dim, *hidden_sizes, 1])
-                + (n_outputs if continuous else 0))
+        return (MLP.parameter_count([obs_dim, *hidden_sizes, n_outputs])
+                + MLP.parameter_count([obs_dim, *hidden_sizes, 1]) + (n_outputs if continuous else 0))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)
@@ -143,7 +143,8 @@ class PPOPolicy(OnPolicyActorCritic):
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
-        self.check_network_memory(ActorCritic.parameter_count(obs_dim, n_outputs, cfg["hidden_sizes"], not self.discrete))
+        self.check_network_memory(
+            trained=ActorCritic.parameter_count(obs_dim, n_outputs, cfg["hidden_sizes"], not self.discrete))
         with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
             self.ac = ActorCritic(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]

@@ -209,8 +209,8 @@ class MLP(nn.Module):
             raise ValueError(f"compute dtype must be None or torch.bfloat16, got {dtype!r}")
         if dtype is not None and not self.fusable:
             raise ValueError("MLP: bf16 compute needs ReLU hidden layers without layer norm and no or a tanh output "
-                             f"(this one: activation={self.activation!r}, output_activation={self.output_activation!r}, "
-                             f"layer_norm={self.norms is not None})")
+                             f"(this one: activation={self.activation!r}, "
+                             f"output_activation={self.output_activation!r}, layer_norm={self.norms is not None})")
         self.compute_dtype = dtype
         return self
 
