@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from rlearn.writers.base import count, list_of, optional
 from rlearn.writers.tracking import Position, TrackingWriter, next_position, require
 
-__all__ = ["WandbWriter", "TransactionLog", "LogUnreadable", "last_position", "transaction_logs"]
+__all__ = ["WandbWriter", "TransactionLog", "LogUnreadable", "last_position", "next_step", "transaction_logs"]
 
 Axes = Tuple[int, int]
 #: a row handed to W&B and not read back from its transaction log yet
@@ -104,6 +104,27 @@ def transaction_logs(wandb_dir: Union[str, Path], run_id: str) -> List[Path]:
         return []
     found = {path.resolve(): path for path in root.glob(f"*-{run_id}*/run-{run_id}.wandb") if path.is_file()}
     return sorted(found.values())
+
+
+def next_step(wandb_dir: Union[str, Path], run_id: str) -> int:
+    """One more than the largest ``_step`` of a history row over every transaction log of run ``run_id`` (0
+    when none holds a row): where a resumed session's ``_step`` continues."""
+    datastore, pb = _reader()
+    last = -1
+    for path in transaction_logs(wandb_dir, run_id):
+        store = datastore.DataStore()
+        try:
+            store.open_for_scan(str(path))
+            while (data := store.scan_data()) is not None:
+                record = pb.Record()
+                record.ParseFromString(data)
+                if record.WhichOneof("record_type") == "history":
+                    last = max(last, record.history.step.num)
+        except (AssertionError, OSError, ValueError):  # a damaged or unfinished end: the rows before it count
+            pass
+        finally:
+            store.close()
+    return last + 1
 
 
 def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Tuple[int, int, int]]:
@@ -208,6 +229,7 @@ class WandbWriter(TrackingWriter):
         self._durable: Optional[Position] = None  # the last position read back
         self._log: Optional[TransactionLog] = None
         self._disk_full = False
+        self._step = 0  # W&B's ``_step`` of the next row: continuous over a resumed run's sessions
 
     def _directory(self) -> Optional[str]:
         """Where W&B keeps its folder ``wandb/``: ``dir``, else ``WANDB_DIR`` (read at each start: wandb reads
@@ -219,11 +241,18 @@ class WandbWriter(TrackingWriter):
         directory = self._directory()
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
+        step = 0
+        if run_id is not None:  # W&B numbers each offline session's rows from 0: go on from the earlier ones
+            try:
+                step = next_step(Path(directory or os.getcwd()) / "wandb", run_id)
+            except LogUnreadable:
+                pass
         self.run = wandb.init(
             project=self.project, entity=self.entity, name=self.run_name, group=self.group, tags=self.tags,
             mode=self.mode, dir=directory, id=run_id, resume="allow" if run_id else None,
             config=dict(config) if config is not None else None, reinit="create_new", **self.init_kwargs,
         )
+        self._step = max(step, int(self.run.step))  # an online resume: the step W&B's server holds
         self.run.define_metric("envstep")
         self.run.define_metric("train_iter")
         self.run.define_metric("*", step_metric="envstep")
@@ -239,7 +268,8 @@ class WandbWriter(TrackingWriter):
 
     def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int,
                  position: Optional[Position] = None) -> None:
-        self.run.log({"train_iter": step_iter, "envstep": step_env, **row})
+        self.run.log({"train_iter": step_iter, "envstep": step_env, **row}, step=self._step)
+        self._step += 1
         if self._log is not None:
             self._pending.append((position or self._position, dict(row)))
 
@@ -250,7 +280,7 @@ class WandbWriter(TrackingWriter):
             return
         try:
             rows = self._log.new_rows()
-        except LogUnreadable:  # a wandb without the reader: trust run.log as earlier rlearn versions did
+        except LogUnreadable:  # a wandb without the reader: trust run.log
             self._log, self._pending = None, []
             return
         for at in rows:  # rows at the last position read back continue its k

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tracking_readers import mlflow_history, wandb_records  # noqa: E402
+from tracking_readers import mlflow_history, wandb_records, wandb_steps  # noqa: E402
 
 WRITES = [
     ({"loss_avg": 1.5, "aux_avg": None}, 10, 70),
@@ -82,6 +82,35 @@ def test_wandb_resume_continues_the_same_run_without_duplicates(tmp_path, wandb_
     assert resumed.run_id == first.run_id
     rows, _, _ = wandb_records(wandb_env, first.run_id)
     assert rows == expected_rows(WRITES)
+    # one continuous history: W&B's step goes on in the resumed session, where it used to restart at 0 (a
+    # later sync of the run replaced the earlier session's history)
+    assert wandb_steps(wandb_env, first.run_id) == [[0, 1, 2], [3]]
+
+
+def test_a_wandb_run_resumed_twice_keeps_one_step_sequence_and_syncs_as_its_fragments(tmp_path, wandb_env):
+    import subprocess
+    import sys
+
+    from rlearn.writers.wandb_writer import WandbWriter
+
+    checkpoint = None
+    for part in (WRITES[:2], WRITES[2:3], WRITES[3:]):  # three sessions, each resumed from the previous end
+        writer = WandbWriter(tmp_path / "work", mode="offline")
+        if checkpoint is not None:
+            writer.load_state_dict(checkpoint)
+            writer.rewind(*checkpoint["at"][:2])
+        run_writes(writer, part)
+        checkpoint = writer.state_dict()
+        writer.close()
+    run_id = writer.run_id
+    assert wandb_steps(wandb_env, run_id) == [[0, 1], [2], [3]]
+    # the documented upload: every fragment of the run, synced in order into the one run
+    fragments = sorted(str(p) for p in (wandb_env / "wandb").glob(f"offline-run-*-{run_id}*"))
+    wandb_cli = [sys.executable, "-c", "import sys; from wandb.cli.cli import cli; sys.exit(cli())"]
+    done = subprocess.run([*wandb_cli, "beta", "sync", "--dry-run", "--id", run_id, *fragments], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert all(fragment in done.stderr + done.stdout for fragment in fragments)
 
 
 def test_mlflow_file_store_both_axes_params_and_resume(tmp_path, mlflow_uri):

@@ -67,3 +67,26 @@ def mlflow_history(tracking_uri: str, run_id: str) -> Tuple[Dict[str, List[Tuple
         points = client.get_metric_history(run_id, key)
         history[key] = [(p.step, p.value) for p in sorted(points, key=lambda p: (p.step, p.timestamp))]
     return history, dict(run.data.params), run.info.status
+
+
+def wandb_steps(wandb_dir: Path, run_id: str) -> List[List[int]]:
+    """Per offline session of run ``run_id`` (in the order they ran), the ``_step`` of each history row, as W&B's
+    own reader (``DataStore``) finds it in the transaction log."""
+    datastore = pytest.importorskip("wandb.sdk.internal.datastore",
+                                    reason="this wandb has no DataStore to read offline run files")
+    import wandb
+    from wandb.proto import wandb_internal_pb2
+
+    wandb.teardown()
+    sessions = []
+    for path in sorted(Path(wandb_dir).glob(f"wandb/offline-run-*-{run_id}*/run-{run_id}.wandb")):
+        store = datastore.DataStore()
+        store.open_for_scan(str(path))
+        steps = []
+        while (data := store.scan_data()) is not None:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(data)
+            if record.WhichOneof("record_type") == "history":
+                steps.append(record.history.step.num)
+        sessions.append(steps)
+    return sessions
