@@ -21,6 +21,7 @@ examples:
   rlearn sweep ppo_cartpole --seeds 0-9 --jobs 2 --out experiments/ppo_cartpole
   rlearn sweep ppo_cartpole --seeds 0-9 --jobs 2 --out experiments/ppo_cartpole   # again: resumes, skips finished
   rlearn sweep examples/custom_policy.py --seeds 0,1,2 --set policy.lr=3e-4 train.max_env_steps=20000
+  rlearn sweep td3_hopper --seeds 0-9 --launcher slurm --slurm partition=cpu time=8:00:00   # docs/cluster.md
   rlearn report experiments/ppo_cartpole experiments/ppg_cartpole -o report/
 """
 

@@ -22,6 +22,7 @@ EPILOG = """\
 examples:
   rlearn tune dqn_cartpole --space examples/dqn_space.py --trials 20 --jobs 2 --set train.max_env_steps=20000
   rlearn tune dqn_cartpole --space examples/dqn_space.py --trials 20 --storage postgresql://user:pw@db/optuna
+  rlearn tune dqn_cartpole --space examples/dqn_space.py --trials 100 --launcher slurm --workers 8 --slurm time=4:00:00
   optuna-dashboard experiments/dqn_cartpole_tune/study.journal
   rlearn train experiments/dqn_cartpole_tune/best_config.py
 """
