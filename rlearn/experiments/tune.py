@@ -243,13 +243,13 @@ class Tuner:
         """Report the run's evaluations on the pruning grid until it ends; (where it was pruned, exit code)."""
         reported: Dict[int, float] = {}
         pruned_at = None
-        forwarded = 0
+        forwarded, told_to_stop = 0, False
         while True:
             ended = process.poll() is not None
             forwarded = stop.forward([process], forwarded)  # Ctrl-C / SIGTERM of the tuner: checkpoint and stop
-            if self.fatal and not forwarded:
-                process.send(15)
-                forwarded = -1
+            if self.fatal and not forwarded and not told_to_stop and pruned_at is None:
+                process.send(15)  # another worker hit a mistake: this run saves a checkpoint and is queued again
+                told_to_stop = True
             for row in process.evaluations.new_rows():
                 envstep, value = int(row["envstep"]), mean_return(row)
                 step = envstep // self.grid * self.grid  # the grid: the same steps whatever n_envs or chunking
