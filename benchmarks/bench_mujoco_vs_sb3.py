@@ -203,6 +203,23 @@ def worker_sb3(algo: str, env: str, steps: int, learning_starts: int, threads: O
 WORKERS = {"rlearn": worker_rlearn, "sb3": worker_sb3}
 
 
+def report(runs: List[Dict[str, Any]], out_file: Path, steps: Any, learning_starts: Any) -> None:
+    """Print the per-pair ratios and the summary of ``runs``; write them with the runs to ``out_file``."""
+    rows = pair_ratios(runs)
+    print("\nper pair (SB3 seconds / rlearn seconds, training):")
+    for row in rows:
+        print(f"  {row['algo']} {row['env']} threads={row['threads']} pair {row['pair']}: rlearn {row['rlearn_s']:.1f} s,"
+              f" SB3 {row['sb3_s']:.1f} s -> {row['ratio']:.2f}x (whole process {row['process_ratio']:.2f}x)")
+    summary = summarise(rows)
+    print("\nsummary:")
+    for entry in summary:
+        print("  " + summary_line(entry))
+    print(f"load after: {load()}")
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(dict(steps=steps, learning_starts=learning_starts, runs=runs, pairs=rows,
+                                        summary=summary), indent=1))
+
+
 def run_worker(library: str, **kwargs: Any) -> Dict[str, Any]:
     """One training run in a fresh Python process; adds its whole wall time (``process_seconds``)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", library, "--worker-args", json.dumps(kwargs)]
@@ -229,11 +246,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--suffix", default="", help="appended to the result file name (e.g. _quick)")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="result files of earlier invocations: report their runs together (written to "
+                             "mujoco_vs_sb3<suffix>.json) instead of training")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(WORKERS[args.worker](**json.loads(args.worker_args))))
+        return 0
+    if args.merge:
+        parts = [json.loads(path.read_text()) for path in args.merge]
+        runs = [run for part in parts for run in part["runs"]]
+        steps, starts = ([part[key] for part in parts] for key in ("steps", "learning_starts"))
+        report(runs, args.out / f"mujoco_vs_sb3{args.suffix}.json", steps[0] if len(set(map(str, steps))) == 1 else steps,
+               starts[0] if len(set(map(str, starts))) == 1 else starts)
         return 0
     if not 0 < args.learning_starts < args.steps:
         parser.error("--learning-starts must be between 0 and --steps")
@@ -268,18 +295,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                   f"{run['load_after']}", flush=True)
                             out_file.write_text(json.dumps(dict(steps=args.steps, learning_starts=args.learning_starts,
                                                                 runs=runs), indent=1))
-    rows = pair_ratios(runs)
-    print("\nper pair (SB3 seconds / rlearn seconds, training):")
-    for row in rows:
-        print(f"  {row['algo']} {row['env']} threads={row['threads']} pair {row['pair']}: rlearn {row['rlearn_s']:.1f} s,"
-              f" SB3 {row['sb3_s']:.1f} s -> {row['ratio']:.2f}x (whole process {row['process_ratio']:.2f}x)")
-    summary = summarise(rows)
-    print("\nsummary:")
-    for entry in summary:
-        print("  " + summary_line(entry))
-    print(f"load after: {load()}")
-    out_file.write_text(json.dumps(dict(steps=args.steps, learning_starts=args.learning_starts, runs=runs,
-                                        pairs=rows, summary=summary), indent=1))
+    report(runs, out_file, args.steps, args.learning_starts)
     return 0
 
 
