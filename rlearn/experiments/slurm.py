@@ -105,7 +105,7 @@ def sbatch_parameters(options: Mapping[str, Any], name: str, tasks: int) -> Dict
     return params
 
 
-def _executor(folder: Path, params: Mapping[str, Any]) -> Any:
+def make_executor(folder: Path, params: Mapping[str, Any]) -> Any:
     executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster="slurm")
     executor.update_parameters(**{f"slurm_{k}": v for k, v in params.items()})
     return executor
@@ -119,6 +119,11 @@ def dry_run_script(folder: Path, params: Mapping[str, Any], tasks: int) -> str:
 
     command = f"{sys.executable} -u -m submitit.core._submit {folder / '%j'}"
     return _make_sbatch_string(command=command, folder=str(folder / "%j"), map_count=tasks, **params)
+
+
+def stop_s(params: Mapping[str, Any]) -> float:
+    """How long a task lets its child save a checkpoint after Slurm's warning: the warning's lead, less 10 s."""
+    return float(max(10, int(params.get("signal_delay_s", 90)) - 10))
 
 
 def _task_id() -> str:
@@ -148,13 +153,15 @@ class _ChildTask(submitit.helpers.Checkpointable):
     checkpoint) and asks to be requeued with the same arguments."""
 
     _process: Any = None
+    #: seconds the child gets to save its checkpoint (the warning comes ``signal_delay_s`` before the end)
+    stop_s: float = 80.0
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         process = self._process
         if process is not None and process.poll() is None:
             process.send(signal.SIGTERM)
             try:
-                process.wait(timeout=max(10, int(os.environ.get("RLEARN_SLURM_STOP_S", "80"))))
+                process.wait(timeout=self.stop_s)
             except subprocess.TimeoutExpired:
                 pass
         self._requeued(*args)
@@ -170,8 +177,8 @@ class SlurmRun(_ChildTask):
     """Task of a sweep's job array: ``rlearn train`` of seed ``seed`` in ``<exp_dir>/seed_<seed>``, resumed from
     its checkpoint when there is one."""
 
-    def __init__(self, exp_dir: Path, cpus: int, num_threads: Optional[int]) -> None:
-        self.exp_dir, self.cpus, self.num_threads = Path(exp_dir).resolve(), cpus, num_threads
+    def __init__(self, exp_dir: Path, cpus: int, num_threads: Optional[int], stop_s: float = 80.0) -> None:
+        self.exp_dir, self.cpus, self.num_threads, self.stop_s = Path(exp_dir).resolve(), cpus, num_threads, stop_s
 
     def status_file(self, seed: int) -> Path:
         return self.exp_dir / SLURM_DIR / f"seed_{seed}.json"
@@ -205,8 +212,8 @@ class SlurmTuneWorker(_ChildTask):
     """Task of ``rlearn tune --launcher slurm``: one ``rlearn tune`` process (``--launcher local``) on the
     shared study; requeued, it resumes the trials it was running."""
 
-    def __init__(self, argv: Sequence[str], cwd: Path, sampler_seed: Optional[int] = None) -> None:
-        self.argv, self.cwd, self.sampler_seed = list(argv), Path(cwd), sampler_seed
+    def __init__(self, argv: Sequence[str], cwd: Path, sampler_seed: Optional[int] = None, stop_s: float = 80.0) -> None:
+        self.argv, self.cwd, self.sampler_seed, self.stop_s = list(argv), Path(cwd), sampler_seed, stop_s
 
     def __call__(self, worker: int) -> int:
         import sys
@@ -269,9 +276,10 @@ def submit_tune_workers(argv: Sequence[str], exp_dir: Path, workers: int, option
     if dry_run:
         return dry_run_script(folder, params, workers), []
     folder.mkdir(parents=True, exist_ok=True)
-    executor = _executor(folder, params)
+    executor = make_executor(folder, params)
     try:
-        jobs = executor.map_array(SlurmTuneWorker(argv, Path.cwd(), sampler_seed), list(range(workers)))
+        worker = SlurmTuneWorker(argv, Path.cwd(), sampler_seed, stop_s(params))
+        jobs = executor.map_array(worker, list(range(workers)))
     except (FileNotFoundError, subprocess.CalledProcessError, submitit.core.utils.FailedJobError) as exc:
         raise ExperimentError(f"sbatch failed: {' '.join(str(exc).split())[:300]}") from exc
     array = jobs[0].job_id.split("_")[0]

@@ -77,7 +77,9 @@ class SlurmSweep:
         a dry run, which submits nothing)."""
         import submitit
 
-        from rlearn.experiments.slurm import LOG_DIR, SLURM_DIR, SlurmRun, _executor, dry_run_script, sbatch_parameters, write_status
+        from rlearn.experiments.slurm import (
+            LOG_DIR, SLURM_DIR, SlurmRun, make_executor, dry_run_script, sbatch_parameters, stop_s, write_status,
+        )
 
         folder = self.exp_dir.resolve() / SLURM_DIR / LOG_DIR
         params = sbatch_parameters(self.options, f"rlearn-{self.exp_dir.name}", len(seeds))
@@ -85,9 +87,10 @@ class SlurmSweep:
             return (f"would submit seeds {', '.join(map(str, seeds))} as tasks 0-{len(seeds) - 1} of one job array:\n"
                     + dry_run_script(folder, params, len(seeds)))
         folder.mkdir(parents=True, exist_ok=True)
-        task = SlurmRun(self.exp_dir, int(self.options.get("cpus_per_task", 1)), self.sweep.cfg.get("num_threads"))
+        task = SlurmRun(self.exp_dir, int(self.options.get("cpus_per_task", 1)), self.sweep.cfg.get("num_threads"),
+                        stop_s(params))
         try:
-            jobs = _executor(folder, params).map_array(task, list(seeds))
+            jobs = make_executor(folder, params).map_array(task, list(seeds))
         except (FileNotFoundError, OSError, submitit.core.utils.FailedJobError) as exc:
             raise ExperimentError(f"sbatch failed: {' '.join(str(exc).split())[:300]}") from exc
         array = jobs[0].job_id.split("_")[0]
