@@ -109,10 +109,17 @@ def to_floats(items: Iterable[Tuple[str, Any]], known: Container[str] = ()) -> L
             check_key(key)
         if type(value) is float:
             out.append((key, value))
-        elif isinstance(value, torch.Tensor) and not (value.is_cpu and CPU_DIRECT):
-            _check_tensor(key, value)
-            pending.setdefault(value.device, []).append((len(out), value))
-            out.append((key, None))
+        elif isinstance(value, torch.Tensor):
+            if value.is_cpu and CPU_DIRECT:  # no device to wait for: item() of a one-element float tensor
+                try:
+                    number = value.item()
+                except RuntimeError:  # several elements: to_float names the key and the shape
+                    number = None
+                out.append((key, number if type(number) is float else to_float(value, key)))
+            else:
+                _check_tensor(key, value)
+                pending.setdefault(value.device, []).append((len(out), value))
+                out.append((key, None))
         else:
             out.append((key, to_float(value, key)))
     for tensors in pending.values():

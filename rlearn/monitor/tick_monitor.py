@@ -106,7 +106,7 @@ class TickMonitor:
     def update(self, info: Mapping[str, Any]) -> None:
         """Record every value of ``info`` at the current tick (all count); a bad key or value raises,
         naming the key, before anything is recorded. Tensors: one host copy per device."""
-        if not isinstance(info, Mapping):
+        if type(info) is not dict and not isinstance(info, Mapping):  # the ABC check is slow: a dict first
             raise TypeError(f"TickMonitor.update expects a dict of scalars, got {type(info).__name__}")
         self._add(to_floats(info.items(), self._windows))
 

@@ -22,7 +22,7 @@ __all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "EMPTY",
 INF = math.inf
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class WindowStat:
     """Aggregate of one window on one rank, or merged over ranks (:meth:`merge`).
 

@@ -152,15 +152,15 @@ def test_a_checkpoint_while_a_thread_records_new_keys():
 
     def hammer():
         i = 0
-        while not stop.is_set():
-            learner.record({f"thread/k{i}": float(i)})
-            learner.message_hub.update_info(f"info{i}", i)
+        while not stop.is_set():  # a new key and a new info key each time, up to 3000, then new values
+            learner.record({f"thread/k{i % 3000}": float(i)})
+            learner.message_hub.update_info(f"info{i % 3000}", i)
             i += 1
 
     thread = threading.Thread(target=hammer)
     thread.start()
     try:
-        for _ in range(200):
+        for _ in range(60):
             state = learner.checkpoint_dict()
             assert state["learner"]["monitor"]["tick_count"] == 1
     finally:
