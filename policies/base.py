@@ -22,6 +22,7 @@ import torch
 from rlearn.config import ConfigError
 from rlearn.config.policy_keys import declaration_defaults, policy_keys, validate_policy_section
 from rlearn.config.spec import is_int
+from rlearn.memory import available_memory
 from rlearn.optim import AdamStep, clip_grad_norm_
 from rlearn.registry import defined_at
 from rlearn.trace import span  # a shared no-op context manager while tracing is off
@@ -343,9 +344,7 @@ def _available_memory(device: torch.device) -> Optional[int]:
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     if device.type == "cpu":
-        from rlearn.run.build import available_memory  # the replay buffer's check reads the same
-
-        return available_memory()
+        return available_memory()  # what the replay buffer's check reads
     return None
 
 

@@ -16,6 +16,7 @@ from rlearn import distributed as dist
 from rlearn.config import ConfigError
 from rlearn.config.spec import is_int
 from rlearn.env.checks import FiniteCheck
+from rlearn.memory import available_memory
 from rlearn.run.loop import EPISODE_KEYS
 from rlearn.run.ranks import derived_seed
 from rlearn.run.signals import workers_ignore_sigint
@@ -143,30 +144,6 @@ def _buffer_dtypes(env: Any) -> Tuple[Any, Any]:
     act_space = env.single_action_space
     return (observation_dtype(env.single_observation_space, "ReplayBuffer"),
             np.float32 if np.issubdtype(act_space.dtype, np.floating) else act_space.dtype)
-
-
-def available_memory() -> Optional[int]:
-    """Bytes of memory this process can still get: the smaller of the machine's available memory
-    (``MemAvailable`` in /proc/meminfo) and what its cgroup (a container's memory limit) has left; None
-    where neither can be read."""
-    limits = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                limits.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file, usage_file in (("memory.max", "memory.current"),  # cgroup v2, then v1
-                                   ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
-        try:
-            limit = (Path("/sys/fs/cgroup") / limit_file).read_text().strip()
-            usage = int((Path("/sys/fs/cgroup") / usage_file).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 2**60:  # "max" or a huge number: no limit
-            limits.append(max(0, int(limit) - usage))
-        break
-    return min(limits) if limits else None
 
 
 def _size_text(n: float) -> str:
