@@ -62,13 +62,15 @@ class ScoreSection:
 
 
 def _default_target(experiments: Sequence[Experiment]) -> Optional[float]:
-    """The environments' common ``reward_threshold`` (gymnasium's registry), or None."""
+    """The environments' common ``reward_threshold`` (gymnasium's registry), or None. Only registered ids
+    are looked up: a ``module:Env-v0`` id would make some gymnasium versions import ``module``."""
     import gymnasium
 
     thresholds = set()
     for exp in experiments:
+        registered = isinstance(exp.env_id, str) and ":" not in exp.env_id
         try:
-            thresholds.add(gymnasium.spec(exp.env_id).reward_threshold if exp.env_id else None)
+            thresholds.add(gymnasium.spec(exp.env_id).reward_threshold if registered else None)
         except Exception:  # noqa: BLE001 - an unregistered env has no threshold
             thresholds.add(None)
     return thresholds.pop() if len(thresholds) == 1 else None
