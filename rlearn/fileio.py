@@ -41,8 +41,6 @@ def _host_tag() -> str:
 
 #: ``<prefix><8 random chars>.rlearn-<pid>-<host>.tmp`` (the random part comes from ``tempfile``)
 _TEMP_RE = re.compile(r"^\..*\.rlearn-(?P<pid>\d+)-(?P<host>[A-Za-z0-9-]*)\.tmp$")
-#: names written by rlearn versions whose temporary names did not carry the PID
-_LEGACY_TEMP_RE = re.compile(r"^\.(?:.+\.pt\.|rlearn-rewind-)[a-z0-9_]{8}\.tmp$")
 
 
 class FileWriteError(OSError):
@@ -163,12 +161,10 @@ def check_writable(directory: PathLike) -> Path:
 
 
 def temp_file_owner(name: str) -> Optional[tuple]:
-    """``(pid, host)`` encoded in an :func:`atomic_write_bytes` temporary name, ``(None, None)`` for a
-    temporary name of an older rlearn (no owner recorded), None if ``name`` is not one of ours."""
+    """``(pid, host)`` encoded in an :func:`atomic_write_bytes` temporary name, None if ``name`` is not one
+    of ours."""
     match = _TEMP_RE.match(name)
-    if match:
-        return int(match.group("pid")), match.group("host")
-    return (None, None) if _LEGACY_TEMP_RE.match(name) else None
+    return (int(match.group("pid")), match.group("host")) if match else None
 
 
 def pid_alive(pid: int) -> bool:
@@ -187,9 +183,9 @@ def clean_stale_temp_files(directory: PathLike, recursive: bool = True, min_age:
     """Remove the temporary files that interrupted :func:`atomic_write_bytes` calls left in ``directory``.
 
     A file is removed when the PID in its name is not running on this host. When that cannot be proven
-    (this process's own PID, as after a container restart; another host; an older rlearn's name) it is
-    removed once unmodified for ``min_age`` seconds; one whose PID is alive (perhaps reused) once it is
-    ``live_owner_max_age`` seconds old. Returns the removed paths.
+    (this process's own PID, as after a container restart; another host) it is removed once unmodified for
+    ``min_age`` seconds; one whose PID is alive (perhaps reused) once it is ``live_owner_max_age`` seconds old.
+    Returns the removed paths.
     """
     directory = Path(directory)  # a missing directory has no entries
     entries = directory.rglob(".*.tmp") if recursive else directory.glob(".*.tmp")
@@ -207,7 +203,7 @@ def clean_stale_temp_files(directory: PathLike, recursive: bool = True, min_age:
             continue
         age = now - info.st_mtime
         pid, pid_host = owner
-        if pid is not None and pid_host == host and pid != me:
+        if pid_host == host and pid != me:
             stale = not pid_alive(pid) or age >= live_owner_max_age
         else:
             stale = age >= min_age

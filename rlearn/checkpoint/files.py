@@ -234,7 +234,7 @@ def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None,
             )
     if digest is None:
         (logger or _log).warning(
-            "checkpoint %s has no integrity digest (written by an older rlearn or re-saved by other code): its "
+            "checkpoint %s has no integrity digest (re-saved by other code than rlearn): its "
             "zip checksums were checked, but its content cannot be verified",
             path,
         )

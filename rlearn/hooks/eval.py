@@ -3,7 +3,7 @@ model, stop at a target or when evaluations stop improving, record raw numbers a
 
 The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each collection and
 :meth:`EvalHook.evaluate_at_end` once the loop is over. :attr:`EvalHook.state` (the last evaluation) is saved
-by the run in ``states["pipeline"]`` (in your own loop: ``learner.register_state("eval", hook.state)``);
+by the run in ``states["run"]`` (in your own loop: ``learner.register_state("eval", hook.state)``);
 :attr:`EvalHook.progress` (the best so far) is saved by the hook as the checkpoint entry ``eval_progress``.
 Files (rank 0): ``ckpt/best.pt``, ``evaluations.jsonl``, ``videos/envstep_<N>.mp4``; see docs/evaluation.md.
 """

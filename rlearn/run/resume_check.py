@@ -81,7 +81,7 @@ def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: i
     checkpoint = read_checkpoint(path)
     state = checkpoint.get("states", {}).get(STATE_NAME)
     state = state if isinstance(state, Mapping) else {}
-    saved_world = state.get("world_size", 1)
+    saved_world = state.get("world_size")
     if is_int(saved_world) and saved_world != world_size:
         raise CheckpointError(f"checkpoint {path}: {world_size_mismatch(saved_world, world_size)}")
     found = _complete(checkpoint, state, cfg)

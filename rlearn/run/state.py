@@ -1,5 +1,4 @@
-"""``RunState``: the run's own counters, saved in every checkpoint under ``states["pipeline"]`` (the name and
-fields older checkpoints have, so they resume unchanged)."""
+"""``RunState``: the run's own counters, saved in every checkpoint under ``states["run"]``."""
 
 from __future__ import annotations
 
@@ -11,12 +10,12 @@ from rlearn.run.off_policy import UpdateSchedule
 __all__ = ["RunState", "STATE_NAME", "world_size_mismatch"]
 
 #: the name of the run's entry in a checkpoint's ``states``
-STATE_NAME = "pipeline"
+STATE_NAME = "run"
 
 
 class RunState:
     """The :class:`EvalState`, the off-policy :class:`UpdateSchedule` and the number of processes (a
-    checkpoint resumes only with the same number; one without the entry was written by one process)."""
+    checkpoint resumes only with the same number)."""
 
     def __init__(self, world_size: int = 1, eval_state: Optional[EvalState] = None,
                  updates: Optional[UpdateSchedule] = None) -> None:
@@ -29,11 +28,11 @@ class RunState:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; wrong keys or another number of processes is a ``ValueError``."""
-        expected = set(EvalState.KEYS) | set(UpdateSchedule.KEYS)
-        if not isinstance(state, Mapping) or set(state) - {"world_size"} != expected:
+        expected = set(EvalState.KEYS) | set(UpdateSchedule.KEYS) | {"world_size"}
+        if not isinstance(state, Mapping) or set(state) != expected:
             keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
-            raise ValueError(f"pipeline state: expected keys {sorted(expected | {'world_size'})}, got {keys}")
-        saved_world = int(state.get("world_size", 1))
+            raise ValueError(f"run state: expected keys {sorted(expected)}, got {keys}")
+        saved_world = int(state["world_size"])
         if saved_world != self.world_size:
             raise ValueError(world_size_mismatch(saved_world, self.world_size))
         self.eval.load_state_dict({key: state[key] for key in EvalState.KEYS})

@@ -127,8 +127,6 @@ class RewindReport:
     skipped: Dict[Path, str] = field(default_factory=dict)
     #: per tag, the points the event files hold after the rewind (the skipped files left out)
     kept: Dict[str, int] = field(default_factory=dict)
-    #: per tag of ``points``, the points kept at its last counted step
-    kept_at_last: Dict[str, int] = field(default_factory=dict)
 
     @property
     def corrupt_count(self) -> int:
@@ -206,7 +204,6 @@ def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep
             # the temporary name must not contain "tfevents", or TensorBoard would read it
             atomic_write_bytes(path, b"".join(out), tmp_prefix=".rlearn-rewind-")
             report.files_rewritten.append(path)
-    report.kept_at_last = {tag: min(seen, int(points[tag][1])) for tag, seen in seen_at_last.items()}
     if logger is not None:
         for path, why in report.skipped.items():
             logger.warning("TensorBoard rewind: left %s untouched: %s", path, why)

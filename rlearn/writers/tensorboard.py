@@ -46,6 +46,7 @@ class TensorBoardWriter(Writer):
     """
 
     STATE_FIELDS = {"points": table_of(list_of(count, 2)), "totals": table_of(count)}
+    REQUIRED_STATE = ("points", "totals")
     #: the longest time between two fsyncs of the event file in :meth:`flush` (an fsync costs about 5 ms)
     FSYNC_EVERY_S = 30.0
 
@@ -134,14 +135,13 @@ class TensorBoardWriter(Writer):
         return {"points": copy.deepcopy(self.points), "totals": dict(self.totals)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the point counts of a checkpoint; one without ``totals`` (an older rlearn) checks only the
-        points at each tag's last step."""
+        """Restore the point counts of a checkpoint."""
         self.require_state(state)
-        points: Mapping[str, List[int]] = state.get("points", {})
+        points: Mapping[str, List[int]] = state["points"]
         self.points.clear()
         self.points.update({str(tag): [int(v[0]), int(v[1])] for tag, v in points.items()})
         self.totals.clear()
-        self.totals.update({str(tag): int(n) for tag, n in (state.get("totals") or {}).items()})
+        self.totals.update({str(tag): int(n) for tag, n in state["totals"].items()})
 
     def rewind(self, step_iter: int, step_env: int) -> RewindReport:
         """Remove from the event files every point written after (``step_iter``, ``step_env``), using the
@@ -163,11 +163,7 @@ class TensorBoardWriter(Writer):
 
     def _report_lost(self, report: RewindReport) -> None:
         """Warn about the points the checkpoint counts that the rewound event files no longer hold."""
-        if self.totals:
-            lost = {tag: n - report.kept.get(tag, 0) for tag, n in self.totals.items() if n > report.kept.get(tag, 0)}
-        else:  # a checkpoint of an older rlearn: only the points at each tag's last step can be checked
-            lost = {tag: count - report.kept_at_last.get(tag, 0) for tag, (_, count) in self.points.items()
-                    if count > report.kept_at_last.get(tag, 0)}
+        lost = {tag: n - report.kept.get(tag, 0) for tag, n in self.totals.items() if n > report.kept.get(tag, 0)}
         if not lost or self.logger is None:
             return
         damaged = [f"{path} ({why})" for path, why in report.damaged_tails.items()]

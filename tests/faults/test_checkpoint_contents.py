@@ -183,6 +183,8 @@ WRITER_DAMAGE = {
     "TensorBoard point count negative": (
         "TensorBoardWriter", lambda s: s["points"].update({"learner_iter/loss_avg": [4, -1]}),
         r"writer TensorBoardWriter: its state's 'points' entry 'learner_iter/loss_avg' item 1 must be an int >= 0"),
+    "TensorBoard totals missing": ("TensorBoardWriter", lambda s: s.pop("totals"),
+                                   r"writer TensorBoardWriter: its state has no 'totals'"),
     "TensorBoard points a list": ("TensorBoardWriter", lambda s: s.update(points=[1, 2]),
                                   r"'points' must be a dict, got list"),
 }

@@ -152,7 +152,7 @@ def test_checkpoint_is_still_a_plain_torch_file(tmp_path, original):
 
 
 def test_checkpoint_without_digest_loads_with_a_warning(tmp_path, original, caplog):
-    """Checkpoints of earlier rlearn versions (no digest member) stay loadable; their CRCs are still checked."""
+    """A checkpoint re-saved by other code (no digest member) stays loadable; its CRCs are still checked."""
     data, content = original
     source = zipfile.ZipFile(io.BytesIO(data))
     out = io.BytesIO()
@@ -166,7 +166,7 @@ def test_checkpoint_without_digest_loads_with_a_warning(tmp_path, original, capl
         assert same(ckpt.read_checkpoint(old), content)
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning == (
-        f"checkpoint {old} has no integrity digest (written by an older rlearn or re-saved by other code): its "
+        f"checkpoint {old} has no integrity digest (re-saved by other code than rlearn): its "
         "zip checksums were checked, but its content cannot be verified"
     )
     start, end = tensor_region(out.getvalue())

@@ -192,17 +192,17 @@ def test_temp_files_of_live_writers_and_foreign_files_are_left_alone(tmp_path):
         live = tmp_path / f".latest.pt.abcd1234.rlearn-{sleeper.pid}-{host}.tmp"
         mine = tmp_path / "tb" / f".rlearn-rewind-efgh5678.rlearn-{os.getpid()}-{host}.tmp"
         other_host = tmp_path / f".iteration_5.pt.ijkl9012.rlearn-1-elsewhere.tmp"
-        legacy = tmp_path / ".iteration_10.pt.mnop3456.tmp"
-        user_files = [tmp_path / ".notes.tmp", tmp_path / "data.tmp", tmp_path / ".latest.pt.abcd.tmp"]
+        user_files = [tmp_path / ".notes.tmp", tmp_path / "data.tmp", tmp_path / ".latest.pt.abcd.tmp",
+                      tmp_path / ".iteration_10.pt.mnop3456.tmp"]  # no rlearn owner in the name: not ours
         mine.parent.mkdir()
-        for path in (live, mine, other_host, legacy, *user_files):
+        for path in (live, mine, other_host, *user_files):
             path.write_bytes(b"x")
         assert clean_stale_temp_files(tmp_path) == []  # all recent, or a live owner, or not ours
         old = time.time() - 120
-        for path in (live, mine, other_host, legacy, *user_files):
+        for path in (live, mine, other_host, *user_files):
             os.utime(path, (old, old))
         # after min_age: files whose owner cannot be proven dead go; the live writer's file stays
-        assert set(clean_stale_temp_files(tmp_path)) == {mine, other_host, legacy}
+        assert set(clean_stale_temp_files(tmp_path)) == {mine, other_host}
         assert clean_stale_temp_files(tmp_path, recursive=False) == []
         assert live.exists() and all(p.exists() for p in user_files)
         ancient = time.time() - 2 * 86400  # a live PID on a file untouched for two days: a reused PID

@@ -187,8 +187,8 @@ def _resume_with(tmp_path, where, value):
 
 @pytest.mark.parametrize("where, value", [
     (("states", "collector", "envstep"), "40"),
-    (("states", "pipeline", "pending_updates"), "x"),
-    (("states", "pipeline", "last_eval_iter"), 2.5),
+    (("states", "run", "pending_updates"), "x"),
+    (("states", "run", "last_eval_iter"), 2.5),
 ])
 def test_checkpoint_counters_of_the_wrong_type(tmp_path, where, value):
     out, latest, tb_before, work = _resume_with(tmp_path, where, value)

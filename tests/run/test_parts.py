@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import signal
 import threading
 from pathlib import Path
@@ -17,16 +16,14 @@ from hypothesis import strategies as st
 
 from rlearn.config import ConfigError, load_config
 from rlearn.distributed import DistributedError
-from rlearn.run import Trainer, train
+from rlearn.run import Trainer
 from rlearn.run.off_policy import OffPolicyLoop, UpdateSchedule
 from rlearn.run.signals import InterruptGuard, TerminatedByLauncher, workers_ignore_sigint
 from rlearn.checkpoint import CheckpointError
 from rlearn.run.workdir import WorkDir, choose_work_dir, resume_checkpoint
 from rlearn.workdir_lock import claim_free_work_dir, existing_run as run_exists
 
-from test_run import expected_updates, reinforce_cfg, scalars, steps, td3_cfg
-
-DATA = Path(__file__).parent / "data"
+from test_run import reinforce_cfg, scalars, steps
 
 
 # ------------------------------------------------------------------------------------------ work dir
@@ -281,49 +278,6 @@ def test_an_eval_hook_from_the_config_replaces_the_default(tmp_path):
     assert trainer.eval_hook.evaluator is trainer.evaluator  # attached by the run
     result = trainer.run()
     assert steps(scalars(result.tb_dir)["evaluator_step/episode_return_mean"]) == [64, 128, 192]
-
-
-# ------------------------------------------------------------------------- checkpoints of rlearn.pipeline
-def pipeline_era_cfg() -> dict:
-    """The config tests/run/data/pipeline_era_td3.pt was written with (by rlearn.pipeline.SerialPipeline,
-    before rlearn.run existed), interrupted by Ctrl-C after iteration 8 with 4 updates pending and one
-    evaluation (envstep 24, iteration 6) done."""
-    return td3_cfg("env.num_envs=2", "train.collect_steps=3", "eval.freq=24", "checkpoint.freq=none")
-
-
-def test_a_checkpoint_written_by_the_old_pipeline_resumes_exactly(tmp_path):
-    old = tmp_path / "old"
-    (old / "ckpt").mkdir(parents=True)
-    shutil.copy(DATA / "pipeline_era_td3.pt", old / "ckpt" / "latest.pt")
-    resumed = train(pipeline_era_cfg(), work_dir=old, resume=True)
-    assert (resumed.train_iter, resumed.envstep) == (expected_updates(60, 2, 3, 20, 1.0), 60) == (42, 60)
-    log = resumed.log_file.read_text()
-    assert "no state for hook" not in log and "not registered" not in log
-    # the evaluation state came back: the next evaluation is at 48 (not at once), then the final one
-    old_points = scalars(old / "tb")
-    assert steps(old_points["evaluator_step/episode_return_mean"]) == [48, 60]
-
-    # the same run interrupted by rlearn.run continues identically
-    from test_run import InterruptAt
-
-    new = tmp_path / "new"
-    trainer = Trainer(pipeline_era_cfg(), work_dir=new)
-    trainer.learner.register_hook(InterruptAt(8))
-    first = trainer.run()
-    assert first.train_iter == 8 and first.last_eval["episode_return_mean"] == pytest.approx(-129.74585700683502)
-    import torch
-
-    saved_old = torch.load(DATA / "pipeline_era_td3.pt", weights_only=False)
-    saved_new = torch.load(new / "ckpt" / "latest.pt", weights_only=False)
-    assert saved_new["states"]["pipeline"] == saved_old["states"]["pipeline"]
-    assert sorted(saved_new["states"]) == sorted(saved_old["states"]) and sorted(saved_new["hooks"]) == sorted(saved_old["hooks"])
-    again = train(pipeline_era_cfg(), work_dir=new, resume=True)
-    new_points = scalars(new / "tb")
-    for tag in ("evaluator_step/episode_return_mean", "learner_iter/critic_loss_avg"):
-        assert new_points[tag][-len(old_points[tag]):] == old_points[tag], tag
-    # the fixture's first 8 iterations ran an older TD3 whose gradients were derived by hand: they differ from
-    # autograd's in the last bits of float32: the same evaluation, equal to float rounding
-    assert again.last_eval == pytest.approx(resumed.last_eval, rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------- build
