@@ -22,7 +22,6 @@ __all__ = ["METRICS", "Estimate", "require_rliable", "aggregate_function", "aggr
 
 #: the aggregate metrics, in the order of :func:`aggregate_function`'s output
 METRICS = ("IQM", "median", "mean", "optimality gap")
-INSTALL_HINT = "pip install 'rlearn[experiments]'"
 
 
 @dataclass
@@ -39,7 +38,11 @@ def require_rliable() -> Tuple[Any, Any]:
     try:
         from rliable import library, metrics
     except ImportError as exc:
-        raise ExperimentError(f"rlearn report needs the rliable package ({exc}); install it with: {INSTALL_HINT}") from exc
+        from rlearn.executables import shell_command
+
+        hint = shell_command("pip", "install", "-c", "constraints.txt", "-e", ".[experiments]")
+        raise ExperimentError(f"rlearn report needs the rliable package ({exc}); install it with: {hint} (in rlearn's "
+                              "source directory)") from exc
     return library, metrics
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,5 +155,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path, exp_dirs, monkeypatch):
     with pytest.raises(ExperimentError, match="LOW < HIGH"):
         build_report(exp_dirs, ReportOptions(normalize=(1.0, 1.0)))
     monkeypatch.setitem(sys.modules, "rliable", None)
-    with pytest.raises(ExperimentError, match=r"pip install 'rlearn\[experiments\]'"):
+    from rlearn.executables import executable
+
+    with pytest.raises(ExperimentError, match="install it with: " + re.escape(f"{executable('pip')} install -c "
+                                                                              "constraints.txt -e '.[experiments]'")):
         build_report(exp_dirs, ReportOptions())
