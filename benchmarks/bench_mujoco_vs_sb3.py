@@ -243,6 +243,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--learning-starts", type=int, default=10_000,
                         help="TD3/SAC: random env steps before learning (the zoo's 10,000)")
     parser.add_argument("--pairs", type=int, default=3, help="pairs per algorithm, task and thread setting")
+    parser.add_argument("--first-pair", type=int, default=0,
+                        help="number the pairs from this one (its parity decides who runs first; its seed is --seed + "
+                             "pair): continues an earlier invocation, reported together with --merge")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--suffix", default="", help="appended to the result file name (e.g. _quick)")
@@ -275,7 +278,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"load before: {load()}; {args.steps} env steps per run, learning after {args.learning_starts} (TD3/SAC)",
           flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_mujoco_") as tmp:
-        for pair in range(args.pairs):
+        for pair in range(args.first_pair, args.first_pair + args.pairs):
             for algo in args.algos:
                 for env in args.envs:
                     for threads in threads_list:
