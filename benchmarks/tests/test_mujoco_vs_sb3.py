@@ -63,3 +63,22 @@ def test_summary_per_algorithm_task_and_threads():
     assert summary_line(summary[1]) == ("TD3 hopper      threads=1       SB3/rlearn 2.00x (pairs 3: 1.20-3.00x; whole "
                                         "process 1.50x), load 2.0-2.0")
     assert summary_line(summary[0]).endswith("load ?")
+
+
+def test_merge_reports_the_runs_of_several_files_together(tmp_path, capsys):
+    import json
+
+    from bench_mujoco_vs_sb3 import main
+
+    first = dict(steps=3000, learning_starts=1500, runs=[run("rlearn", 10.0), run("sb3", 16.0)])
+    second = dict(steps=3000, learning_starts=1500, runs=[run("sb3", 9.0, pair=1), run("rlearn", 6.0, pair=1)])
+    paths = []
+    for name, part in (("a.json", first), ("b.json", second)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(part))
+    assert main(["--merge", *map(str, paths), "--out", str(tmp_path / "out"), "--suffix", "_both"]) == 0
+    merged = json.loads((tmp_path / "out" / "mujoco_vs_sb3_both.json").read_text())
+    assert merged["steps"] == 3000 and len(merged["runs"]) == 4
+    assert [row["ratio"] for row in merged["pairs"]] == [1.6, 1.5]
+    assert merged["summary"][0]["pairs"] == 2 and merged["summary"][0]["median"] == pytest.approx(1.55)
+    assert "SB3/rlearn 1.55x (pairs 2: 1.50-1.60x" in capsys.readouterr().out
