@@ -246,7 +246,7 @@ def test_resume_continues_pending_updates(tmp_path):
     trainer.learner.register_hook(InterruptAt(8))
     first = trainer.run()
     assert first.train_iter == 8
-    assert read_checkpoint(tmp_path / "ckpt" / "latest.pt")["states"]["pipeline"]["pending_updates"] == 4
+    assert read_checkpoint(tmp_path / "ckpt" / "latest.pt")["states"]["run"]["pending_updates"] == 4
     resumed = train(cfg, work_dir=tmp_path, resume=True)
     assert resumed.train_iter == expected_updates(60, 2, 3, 20, 1.0) == 42
     assert resumed.envstep == 60
