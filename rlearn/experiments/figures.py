@@ -81,8 +81,10 @@ def plot_curves(curves: Mapping[str, Tuple[List[float], np.ndarray, np.ndarray]]
         ax.fill_between(x, ci[0], ci[1], color=colors[name], alpha=0.2, linewidth=0)
     ax.set_xlabel(xlabel + unit)
     ax.set_ylabel(f"IQM of {ylabel}")
-    if notes:
-        fig.text(0.01, 0.005, "\n".join(f"left out: {n}" for n in notes), fontsize="x-small", va="bottom", wrap=True)
+    if notes:  # below the axis label, in the space constrained layout keeps for it
+        import textwrap
+
+        fig.supxlabel("\n".join(textwrap.fill(n, 110) for n in notes), fontsize="x-small", ha="left", x=0.01)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize="small")
     return _save(fig, out)

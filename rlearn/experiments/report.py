@@ -135,6 +135,10 @@ def _section(kind: str, experiments: Sequence[Experiment], options: ReportOption
             if grid:
                 grids[name] = grid
                 arrays[name] = np.asarray(values, dtype=np.float64)[:, None, :]  # runs x 1 task x points
+                cut = sum(1 for xs, _ in usable if xs[-1] > grid[-1])
+                if cut:
+                    section.curve_notes.append(f"{axis} curve of {name}: ends at {grid[-1]:g} env steps, where its "
+                                               f"shortest run ends; the later evaluations of {cut} run(s) are not on it")
             else:
                 section.curve_notes.append(f"{axis} curve of {name}: its runs share no range of x; not drawn")
         estimates = stats.iqm_curves(arrays, min(options.reps, options.curve_reps), options.seed)

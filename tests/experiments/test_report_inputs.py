@@ -251,3 +251,15 @@ def test_a_study_keeps_trials_of_other_parameters_but_not_of_another_environment
     assert sections[0].scores["study"] == [100.0, 200.0]
     assert experiments[0].left_out == [f"{study / 'trial_2'}: left out, not a run of this experiment "
                                        "(env.id: 'CartPole-v1' -> 'Acrobot-v1')"]
+
+
+def test_an_env_step_curve_cut_by_a_shorter_run_says_so(tmp_path):
+    from rlearn.experiments.report import ReportOptions, build_report
+
+    exp = tmp_path / "exp"
+    write_evaluations(exp / "seed_0", eval_rows(100.0, steps=(1024, 2048, 3072)))
+    write_evaluations(exp / "seed_1", eval_rows(200.0, steps=(1024, 2048)))  # stopped early
+    _, sections = build_report([exp], ReportOptions(reps=REPS))
+    assert sections[0].curves["envstep"]["exp"][0] == [1024.0, 2048.0]
+    assert sections[0].curve_notes == ["envstep curve of exp: ends at 2048 env steps, where its shortest run ends; "
+                                       "the later evaluations of 1 run(s) are not on it"]
