@@ -188,6 +188,7 @@ def assert_each_point_once(work_dir: Path, last_iter: int) -> None:
         assert steps == sorted(set(steps)), (tag, steps)
 
 
+@pytest.mark.slow  # three sweeps (about 40 s on 2 busy cores); the default suite's SIGTERM test resumes a sweep too
 def test_sigint_then_sigkill_of_a_sweep_resume_without_duplicates(tmp_path):
     """Ctrl-C (SIGINT) while the runs train: exit 130, each run saves and stops. Continued, then killed
     outright (SIGKILL): the kernel sends the runs SIGTERM and they stop. Continued again: every run finishes
