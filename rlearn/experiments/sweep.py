@@ -162,6 +162,8 @@ class Sweep:
             add_train_episodes_stat(self.cfg, train_episodes)
         self.exp_dir = Path(exp_dir) if exp_dir is not None else Path("experiments") / self.cfg["exp_name"]
         _check_out(self.exp_dir)
+        if not seeds and not (self.exp_dir / SWEEP_FILE).is_file():  # before anything is created
+            raise ExperimentError("--seeds is required to start a sweep (e.g. --seeds 0-9)")
         try:
             self.state = self._open(config, list(overrides), list(seeds), jobs)
         except OSError as exc:

@@ -225,3 +225,10 @@ def test_sigint_then_sigkill_of_a_sweep_resume_without_duplicates(tmp_path):
     assert {s: r["status"] for s, r in state["runs"].items()} == {"0": "finished", "1": "finished"}
     for seed in (0, 1):
         assert_each_point_once(out / f"seed_{seed}", 16)
+
+
+def test_a_sweep_without_seeds_creates_nothing(tmp_path, capsys):
+    out = tmp_path / "exp"
+    assert main(["sweep", "ppo_cartpole", "--out", str(out), "--no-progress"]) == 2
+    assert "--seeds is required to start a sweep" in capsys.readouterr().err
+    assert not out.exists()  # so the same command with --seeds starts it
