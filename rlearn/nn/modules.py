@@ -161,28 +161,34 @@ class MLP(nn.Module):
 
     # ------------------------------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
-        cache = self._cache()
         if member is not None and self.ensemble is None:
             raise ValueError("MLP: member= is for an ensemble (MLP(..., ensemble=n))")
         if self.compute_dtype is not None:
-            return mlp_low_precision(x, cache.params, self.output_activation == "tanh", self.compute_dtype, member)
+            tanh_output = self.output_activation == "tanh"
+            return mlp_low_precision(x, self._cache().params, tanh_output, self.compute_dtype, member)
+        if self._wide and x.dim() > 1 and x.shape[-2] >= FUSED_MIN_ROWS:
+            return self._feature_major(x, member)
+        # plain operations: the parameters as they are now (cheaper to read than the kept views are to check)
+        params = [t for layer in self._modules["layers"]._modules.values()
+                  for t in (layer._parameters["weight"], layer._parameters["bias"])]
+        norms = self._modules.get("norms")
+        pairs = None if norms is None else [(n._parameters["weight"], n._parameters["bias"])
+                                            for n in norms._modules.values()]
+        if member is not None:  # without gradients nothing is recorded for the selection
+            params = [p[member] for p in params]
+            pairs = None if pairs is None else [(w[member], b[member]) for w, b in pairs]
+        return plain_mlp(x, params, self.activation, self.output_activation, pairs)
+
+    def _feature_major(self, x: torch.Tensor, member: Optional[int]) -> torch.Tensor:
+        """The network through the feature-major kernels, with the kept parameter views."""
+        cache = self._cache()
         tanh_output = self.output_activation == "tanh"
-        fused = self._wide and x.dim() > 1 and x.shape[-2] >= FUSED_MIN_ROWS
         if member is None:
-            if fused:
-                return mlp(x, cache.params, tanh_output, cache.layers)
-            return plain_mlp(x, cache.params, self.activation, self.output_activation, cache.norms)
+            return mlp(x, cache.params, tanh_output, cache.layers)
         if torch.is_grad_enabled() and any(p.requires_grad for p in cache.params):
-            params: List[torch.Tensor] = [p[member] for p in cache.params]  # graph through the selection
-            if fused:
-                return mlp(x, params, tanh_output)
-            norms = None if cache.norms is None else [(w[member], b[member]) for w, b in cache.norms]
-            return plain_mlp(x, params, self.activation, self.output_activation, norms)
+            return mlp(x, [p[member] for p in cache.params], tanh_output)  # graph through the selection
         params, layers = cache.member(member)  # frozen or no_grad: detached views, no selection recorded
-        if fused:
-            return mlp(x, params, tanh_output, layers)
-        norms = None if cache.norms is None else [(w.detach()[member], b.detach()[member]) for w, b in cache.norms]
-        return plain_mlp(x, params, self.activation, self.output_activation, norms)
+        return mlp(x, params, tanh_output, layers)
 
     def _cache(self) -> _LayerCache:
         cache = self._fm_cache
