@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from rlearn.cli import main
 from rlearn.experiments.child import ExperimentError
 from rlearn.experiments.sweep import MAX_SEEDS, Sweep, parse_seeds
+from test_experiments_sweep import wait_for  # tests/experiments/ is on sys.path (pytest's rootdir insertion)
 
 #: runs of a few seconds: two evaluations of one episode
 TINY = ["train.max_env_steps=2048", "eval.freq=1024", "eval.episodes=1", "eval.num_envs=1", "learner.log_freq=2"]
@@ -40,31 +40,35 @@ def printed_command(output: str, marker: str) -> str:
     return line.split(marker, 1)[1].strip().rstrip(")")
 
 
-def wait_for(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+def signal_when(argv, condition, what: str, signum: int, meanwhile=None, **popen) -> subprocess.Popen:
+    """Start ``argv``; once ``condition()`` holds, call ``meanwhile()`` and send ``signum``; the ended process
+    (its output in ``.output``)."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    try:
+        wait_for(condition, 240, what)
+        if meanwhile is not None:
+            meanwhile()
+        process.send_signal(signum)
+        process.output = process.communicate(timeout=120)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process
 
 
 def test_printed_commands_run_without_the_venv_and_the_continuation_keeps_jobs_and_the_lock(tmp_path):
     out = tmp_path / "exp"
     env = without_venv()
-    first = subprocess.Popen([sys.executable, "-m", "rlearn", *sweep_argv(out, "0-1")], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(lambda: all((out / f"seed_{s}" / "console.log").is_file() for s in (0, 1)), 120, "both runs to start")
-        # a second sweep on the same dir is refused at once, in one line
-        second = subprocess.run([sys.executable, "-m", "rlearn", *sweep_argv(out, "0-1")], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=60)
+    argv = [sys.executable, "-m", "rlearn", *sweep_argv(out, "0-1")]
+
+    def second_sweep() -> None:  # on the same dir: refused at once, in one line
+        second = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 2, second.stdout + second.stderr
         assert second.stderr.count("\n") == 1 and "is in use by another rlearn sweep" in second.stderr, second.stderr
-        first.send_signal(signal.SIGTERM)
-        output = first.communicate(timeout=120)[0]
-    finally:
-        if first.poll() is None:
-            first.kill()
+
+    first = signal_when(argv, lambda: all((out / f"seed_{s}" / "console.log").is_file() for s in (0, 1)),
+                        "both runs to start", signal.SIGTERM, second_sweep, cwd=tmp_path, env=env)
+    output = first.output
     assert first.returncode == 143, output
     continuation = printed_command(output, "(or: ")
     assert continuation.endswith(f"sweep --out {out}") and not continuation.startswith("rlearn "), continuation
@@ -200,25 +204,12 @@ def test_sigint_then_sigkill_of_a_sweep_resume_without_duplicates(tmp_path):
         path = out / f"seed_{seed}" / "metrics.jsonl"
         return len(path.read_text().splitlines()) if path.is_file() else 0
 
-    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(lambda: rows(0) >= 2 or rows(1) >= 2, 240, "a run to train")
-        first.send_signal(signal.SIGINT)
-        output = first.communicate(timeout=120)[0]
-    finally:
-        if first.poll() is None:
-            first.kill()
-    assert first.returncode == 130, output
-    assert "stopped at envstep" in output
+    first = signal_when(argv, lambda: rows(0) >= 2 or rows(1) >= 2, "a run to train", signal.SIGINT)
+    assert first.returncode == 130, first.output
+    assert "stopped at envstep" in first.output
     before = {s: rows(s) for s in (0, 1)}
-    second = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(lambda: any(rows(s) > before[s] + 1 for s in (0, 1)), 240, "a resumed run to train")
-        second.kill()  # SIGKILL: no handler runs in the sweep
-        second.communicate(timeout=60)
-    finally:
-        if second.poll() is None:
-            second.kill()
+    # SIGKILL: no handler runs in the sweep
+    signal_when(argv, lambda: any(rows(s) > before[s] + 1 for s in (0, 1)), "a resumed run to train", signal.SIGKILL)
     third = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert third.returncode == 0, third.stdout + third.stderr
     state = json.loads((out / "sweep.json").read_text())
