@@ -266,6 +266,7 @@ def _markdown(experiments: Sequence[Experiment], sections: Sequence[ScoreSection
     lines += [_header_line(exp) for exp in experiments]
     for exp in experiments:
         lines += [f"\nLeft out: {item}" for item in exp.left_out]
+        lines += [f"\nNot read: {item}" for item in exp.problems]
     for section in sections:
         counts = {name: len(values) for name, values in section.scores.items()}
         title = "last evaluation's mean return" if section.kind == "evaluation" else f"last value of `{options.train_key}`"

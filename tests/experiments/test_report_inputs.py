@@ -169,8 +169,10 @@ def test_evaluation_rows_of_the_wrong_shape_are_named_by_file_and_line(tmp_path)
     done = rlearn("report", str(exp), "-o", str(tmp_path / "out"), "--reps", str(REPS))
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr
+    report = (tmp_path / "out" / "report.md").read_text()
     for path in bad_files:
         assert f"{path}:2: " in done.stderr and "skipped" in done.stderr, path
+        assert f"Not read: {path}:2: " in report
     scores = json.loads((tmp_path / "out" / "scores.json").read_text())
     assert scores["sections"]["evaluation"]["scores"]["exp"] == [100.0 + seed for seed in range(len(WRONG_ROWS))]
 
