@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a config file or bundled config name (as for rlearn train); omit it to continue the "
                              "sweep in --out")
     parser.add_argument("--seeds", default=None, metavar="SEEDS",
-                        help="the seeds: a range 0-9, a list 0,3,7, or both 0-4,10 (added to an existing sweep's)")
+                        help="the seeds: a range 0-9, a list 0,3,7, or both 0-4,10 (added to an existing sweep's; at most 10000)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="runs at once (default 1; continuing a sweep: what it was started with); each gets "
                              "cores/N torch threads at most")
