@@ -222,9 +222,9 @@ def plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], activation: Optio
     h = x
     last = len(params) // 2 - 1
     for i, (w, b) in enumerate(zip(params[0::2], params[1::2])):
-        if w.dim() == 3:
-            bias = (b if b.dim() == 3 else b.unsqueeze(-1)).transpose(-1, -2)  # [n, 1, out]
-            h = torch.baddbmm(bias, h.expand(w.shape[0], -1, -1) if h.dim() == 2 else h, w.transpose(-1, -2))
+        if w.dim() == 3:  # w @ h^T per member: the gradients come out in the parameters' own layout (as DDP wants)
+            h_t = h.t().expand(w.shape[0], -1, -1) if h.dim() == 2 else h.transpose(-1, -2)
+            h = torch.baddbmm(b if b.dim() == 3 else b.unsqueeze(-1), w, h_t).transpose(-1, -2)
         else:
             h = F.linear(h, w, b if b.dim() == 1 else b.reshape(-1))
         if i < last:

@@ -352,3 +352,17 @@ def test_q_ensemble_is_n_q_networks_of_the_concatenated_obs_and_action():
         expected = sequential_of(q, member=i)(x).squeeze(-1)
         torch.testing.assert_close(out[i], expected)
         torch.testing.assert_close(q(obs, action, member=i), expected)
+
+
+@pytest.mark.parametrize("ensemble", [None, 2])
+@pytest.mark.parametrize("layer_norm", [False, True])
+@pytest.mark.parametrize("batch", [8, FUSED_MIN_ROWS])
+def test_gradients_have_the_parameters_own_strides(ensemble, layer_norm, batch):
+    """Every parameter's gradient is laid out like the parameter itself, size-1 dimensions included: DDP copies
+    gradients into buckets of the parameters' layout and warns (a slower copy) otherwise."""
+    torch.manual_seed(0)
+    for wide in (True, False):
+        net = build([3, 16, 16, 1], layer_norm=layer_norm, ensemble=ensemble, wide=wide)
+        net(torch.randn(batch, 3)).square().sum().backward()
+        for name, p in net.named_parameters():
+            assert p.grad.stride() == p.stride(), (name, p.grad.stride(), p.stride())
