@@ -47,7 +47,7 @@ def test_instances_current_and_default():
     assert MessageHub.get_current_instance() is second and not MessageHub.check_instance_created("private")
     assert private is not MessageHub.get_instance("private")
     with pytest.raises(TypeError):
-        MessageHub.get_instance("c", max_state_length=5)  # a hub takes its name only
+        MessageHub.get_instance("c", max_state_length=5)  # not an option of MessageHub
     with pytest.raises(TypeError, match="name"):
         MessageHub("")
 
