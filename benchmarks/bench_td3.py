@@ -204,7 +204,8 @@ def make_rlearn_stepper(learn_threads: int, adaptive: bool = True, policy_class:
 
     def run(n: int) -> None:
         for i in range(n):
-            policy._forward_learn(batches[i % len(batches)])
+            info = policy._forward_learn(batches[i % len(batches)])
+            [float(value) for value in info.values()]  # read on the host, as the monitor does
 
     return run
 
