@@ -68,16 +68,15 @@ class _LayerCache:
     (building them costs more than a small layer's arithmetic); :meth:`valid` is False once a parameter was
     replaced or moved. In-place updates need nothing: the views share the parameters' storage."""
 
-    __slots__ = ("slots", "params", "norms", "layers", "members")
+    __slots__ = ("slots", "params", "norm_params", "layers", "members")
 
     def __init__(self, linears: Sequence[nn.Module], norms: Sequence[nn.Module]) -> None:
         pairs = [(m, name, m._parameters[name]) for m in (*linears, *norms) for name in ("weight", "bias")]
         self.slots = [(m, name, p, p.data_ptr()) for m, name, p in pairs]
         #: the linear layers' ``[w_0, b_0, w_1, b_1, ...]``
         self.params: List[torch.Tensor] = [p for _, _, p in pairs[:2 * len(linears)]]
-        #: ``(weight, bias)`` of each hidden layer's norm, or None without layer norms
-        norm_params = [p for _, _, p in pairs[2 * len(linears):]]
-        self.norms = list(zip(norm_params[0::2], norm_params[1::2])) if norms else None
+        #: the layer norms' ``[weight_0, bias_0, ...]``
+        self.norm_params: List[torch.Tensor] = [p for _, _, p in pairs[2 * len(linears):]]
         self.layers = feature_major_layers(self.params)
         self.members: Dict[int, Tuple[List[torch.Tensor], List[Dense]]] = {}
 
@@ -198,10 +197,10 @@ class MLP(nn.Module):
 
     def parameter_list(self) -> List[torch.Tensor]:
         """The linear layers' parameters in forward order ``[w_0, b_0, w_1, b_1, ...]``, then the norms'
-        ``[weight_0, bias_0, ...]`` (the same objects as :meth:`parameters`, kept between calls; do not modify
-        the list)."""
+        ``[weight_0, bias_0, ...]``: the same objects as :meth:`parameters`, from the kept list (no walk of the
+        module tree)."""
         cache = self._cache()
-        return cache.params + [p for pair in cache.norms or () for p in pair]
+        return cache.params + cache.norm_params
 
     def set_compute_dtype(self, dtype: Optional[torch.dtype | str]) -> "MLP":
         """Run the products in ``dtype`` (``torch.bfloat16`` or ``"bf16"``) with the parameters, their gradients
