@@ -12,7 +12,8 @@ Threads: ``default`` is how each library runs out of the box (rlearn: the config
 with ``torch.set_num_threads(1)`` (rlearn: ``num_threads=1 policy.learn_threads=none``): the same CPU time.
 
 Timed: the training seconds inside each process (rlearn's ``Trainer.run`` minus its final evaluation, SB3's
-``learn``), and the whole process's wall time (imports and setup included). Ratio = SB3 seconds / rlearn seconds
+``learn``), their CPU time (all threads; less sensitive to other processes on a shared machine), and the
+whole process's wall time (imports and setup included). Ratio = SB3 seconds / rlearn seconds
 (> 1: rlearn is faster). The load average is printed before and after every run; on a shared machine a pair
 whose load changed is noisy, so read the median of several pairs.
 
@@ -102,13 +103,16 @@ def pair_ratios(runs: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
                          rlearn_s=ours["train_seconds"], sb3_s=theirs["train_seconds"],
                          ratio=theirs["train_seconds"] / ours["train_seconds"],
                          process_ratio=theirs["process_seconds"] / ours["process_seconds"],
+                         cpu_ratio=(theirs["train_cpu_seconds"] / ours["train_cpu_seconds"]
+                                    if "train_cpu_seconds" in ours and "train_cpu_seconds" in theirs else None),
                          load_1min=[float(text.split()[0]) for text in loads if text != "?"]))
     return rows
 
 
 def summarise(rows: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     """Per (algorithm, task, threads): the number of pairs, the median, lowest and highest training ratio, the
-    median whole-process ratio and the range of the 1-minute load averages seen."""
+    median whole-process ratio, the median CPU-time ratio (None where the runs did not record it) and the range
+    of the 1-minute load averages seen."""
     groups: Dict[tuple, List[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["algo"], row["env"], row["threads"]), []).append(row)
@@ -116,9 +120,11 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     for (algo, env, threads), members in sorted(groups.items()):
         ratios = [row["ratio"] for row in members]
         loads = [value for row in members for value in row["load_1min"]]
+        cpu = [row["cpu_ratio"] for row in members if row.get("cpu_ratio") is not None]
         out.append(dict(algo=algo, env=env, threads=threads, pairs=len(members), median=statistics.median(ratios),
                         low=min(ratios), high=max(ratios),
                         process_median=statistics.median(row["process_ratio"] for row in members),
+                        cpu_median=statistics.median(cpu) if cpu else None,
                         load_low=min(loads) if loads else None, load_high=max(loads) if loads else None))
     return out
 
@@ -128,7 +134,8 @@ def summary_line(entry: Mapping[str, Any]) -> str:
     loads = "?" if entry["load_low"] is None else f"{entry['load_low']:.1f}-{entry['load_high']:.1f}"
     return (f"{entry['algo'].upper():3s} {entry['env']:11s} threads={entry['threads']:7s} SB3/rlearn "
             f"{entry['median']:.2f}x (pairs {entry['pairs']}: {entry['low']:.2f}-{entry['high']:.2f}x; whole process "
-            f"{entry['process_median']:.2f}x), load {loads}")
+            f"{entry['process_median']:.2f}x" + (f"; CPU time {entry['cpu_median']:.2f}x" if entry.get("cpu_median")
+                                                 else "") + f"), load {loads}")
 
 
 # ------------------------------------------------------------------------------------------ workers
@@ -165,10 +172,11 @@ def worker_rlearn(algo: str, env: str, steps: int, learning_starts: int, threads
             spent["eval"] += time.perf_counter() - begin
 
     pipeline.evaluator.evaluate = timed_evaluate
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.process_time()
     result = pipeline.run()
     seconds = time.perf_counter() - begin - spent["eval"]
-    return dict(train_seconds=seconds, envstep=int(result.envstep), train_iter=int(result.train_iter))
+    return dict(train_seconds=seconds, train_cpu_seconds=time.process_time() - cpu, envstep=int(result.envstep),
+                train_iter=int(result.train_iter))
 
 
 def worker_sb3(algo: str, env: str, steps: int, learning_starts: int, threads: Optional[int], seed: int,
@@ -195,9 +203,10 @@ def worker_sb3(algo: str, env: str, steps: int, learning_starts: int, threads: O
             kwargs["policy_kwargs"].pop("activation")]
     model_cls = {"td3": TD3, "sac": SAC, "ppo": PPO}[algo]
     model = model_cls("MlpPolicy", env_id, seed=seed, device="cpu", verbose=0, **kwargs)
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps)
-    return dict(train_seconds=time.perf_counter() - begin, envstep=int(model.num_timesteps))
+    return dict(train_seconds=time.perf_counter() - begin, train_cpu_seconds=time.process_time() - cpu,
+                envstep=int(model.num_timesteps))
 
 
 WORKERS = {"rlearn": worker_rlearn, "sb3": worker_sb3}
@@ -209,7 +218,8 @@ def report(runs: List[Dict[str, Any]], out_file: Path, steps: Any, learning_star
     print("\nper pair (SB3 seconds / rlearn seconds, training):")
     for row in rows:
         print(f"  {row['algo']} {row['env']} threads={row['threads']} pair {row['pair']}: rlearn {row['rlearn_s']:.1f} s,"
-              f" SB3 {row['sb3_s']:.1f} s -> {row['ratio']:.2f}x (whole process {row['process_ratio']:.2f}x)")
+              f" SB3 {row['sb3_s']:.1f} s -> {row['ratio']:.2f}x (whole process {row['process_ratio']:.2f}x"
+              + (f", CPU time {row['cpu_ratio']:.2f}x)" if row.get("cpu_ratio") else ")"))
     summary = summarise(rows)
     print("\nsummary:")
     for entry in summary:
@@ -294,7 +304,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             runs.append(run)
                             print(f"pair {pair} {algo} {env} threads={run['threads']:7s} {library:6s} "
                                   f"{run['train_seconds']:7.1f} s training ({run['envstep'] / run['train_seconds']:.0f}"
-                                  f" env steps/s), {run['process_seconds']:.1f} s process; load {before} -> "
+                                  f" env steps/s, {run['train_cpu_seconds']:.1f} s CPU), {run['process_seconds']:.1f} s "
+                                  f"process; load {before} -> "
                                   f"{run['load_after']}", flush=True)
                             out_file.write_text(json.dumps(dict(steps=args.steps, learning_starts=args.learning_starts,
                                                                 runs=runs), indent=1))

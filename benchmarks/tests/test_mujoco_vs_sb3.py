@@ -48,6 +48,11 @@ def test_pair_ratios_are_sb3_over_rlearn_and_skip_incomplete_pairs():
     rows = pair_ratios(runs)
     assert [(row["pair"], row["ratio"], row["process_ratio"]) for row in rows] == [(0, 1.5, 2.0), (1, 0.5, 14.0 / 18.0)]
     assert rows[0]["load_1min"] == [3.0, 3.0, 4.5, 4.5] and rows[0]["rlearn_s"] == 10.0 and rows[0]["sb3_s"] == 15.0
+    assert rows[0]["cpu_ratio"] is None  # runs that did not record their CPU time
+    ours, theirs = run("rlearn", 10.0), run("sb3", 12.0)
+    ours["train_cpu_seconds"], theirs["train_cpu_seconds"] = 8.0, 14.0
+    summary = summarise(pair_ratios([ours, theirs]))
+    assert summary[0]["cpu_median"] == 1.75 and "; CPU time 1.75x), load" in summary_line(summary[0])
 
 
 def test_summary_per_algorithm_task_and_threads():
