@@ -155,19 +155,16 @@ def test_a_config_naming_code_by_import_path_needs_allow_imports_too():
         "custom_imports 'my_pkg.extra'", "policy.type 'my_pkg.agents:MyPolicy'", "env.id 'my_pkg.envs:Maze-v0'"]
 
 
-def test_an_optimizer_state_that_does_not_fit_exits_2(run_dir, tmp_path):
-    import torch
-
+def test_eval_reads_the_networks_only_and_plays_despite_an_optimizer_state_that_does_not_fit(run_dir, tmp_path):
     from rlearn.checkpoint import read_checkpoint, serialize_checkpoint
 
     checkpoint = read_checkpoint(run_dir / "ckpt" / "latest.pt")
     (name, optimizer), *_ = sorted(checkpoint["policy"]["optimizers"].items())
-    optimizer["param_groups"][0]["lr"] = "fast"
+    optimizer["param_groups"][0]["lr"] = "fast"  # --resume refuses it; playing does not need it
     path = _write(tmp_path / "bad_lr.pt", serialize_checkpoint(checkpoint))
     out = rlearn("eval", str(path), "--allow-imports")
-    assert out.returncode == 2
-    assert out.stderr.startswith(f"rlearn eval: error: checkpoint {path} does not fit policy ReinforcePolicy: "
-                                 f"optimizer {name!r}: param group 0: lr must be a finite number")
+    assert out.returncode == 0, out.stderr
+    assert "episode_return: mean" in out.stdout
 
 
 def test_bad_arguments_exit_2(capsys):
