@@ -196,12 +196,9 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
     return torch.tanh(x)
 
 
-def _activate(h: torch.Tensor, activation: Optional[str]) -> torch.Tensor:
-    if activation == "relu":
-        return h.relu_()  # in place: the product's (or the norm's) backward needs its inputs, not its output
-    if activation == "tanh":
-        return tanh(h)
-    return h
+#: the activations by name: ReLU in place (the product's or the norm's backward needs its inputs, not its
+#: output), tanh through :func:`tanh`, None for none
+_ACTIVATIONS = {"relu": torch.Tensor.relu_, "tanh": tanh, None: None}
 
 
 def _layer_norm(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -219,20 +216,25 @@ def plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], activation: Optio
     (``"relu"``, ``"tanh"`` or None) after every layer but the last, ``output_activation`` after the last, and
     with ``norms`` (one ``(weight, bias)`` per hidden layer) a layer norm before each hidden activation.
     Stacked parameters (``[n, out, in]`` weights, ``[n, out, 1]`` biases) run every member at once."""
+    hidden, output = _ACTIVATIONS[activation], _ACTIVATIONS[output_activation]
+    # every layer has the first one's layout (a method call on a Parameter costs a dispatch check: ask once)
+    stacked, flat_bias = params[0].dim() == 3, params[1].dim() == 1
     h = x
     last = len(params) // 2 - 1
-    for i, (w, b) in enumerate(zip(params[0::2], params[1::2])):
-        if w.dim() == 3:  # w @ h^T per member: the gradients come out in the parameters' own layout (as DDP wants)
+    for i in range(last + 1):
+        w, b = params[2 * i], params[2 * i + 1]
+        if stacked:  # w @ h^T per member: the gradients come out in the parameters' own layout (as DDP wants)
             h_t = h.t().expand(w.shape[0], -1, -1) if h.dim() == 2 else h.transpose(-1, -2)
             h = torch.baddbmm(b if b.dim() == 3 else b.unsqueeze(-1), w, h_t).transpose(-1, -2)
         else:
-            h = F.linear(h, w, b if b.dim() == 1 else b.reshape(-1))
+            h = F.linear(h, w, b if flat_bias else b.reshape(-1))
         if i < last:
             if norms is not None:
                 h = _layer_norm(h, *norms[i])
-            h = _activate(h, activation)
-        else:
-            h = _activate(h, output_activation)
+            if hidden is not None:
+                h = hidden(h)
+        elif output is not None:
+            h = output(h)
     return h
 
 

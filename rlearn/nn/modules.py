@@ -168,8 +168,9 @@ class MLP(nn.Module):
         if self._wide and x.dim() > 1 and x.shape[-2] >= FUSED_MIN_ROWS:
             return self._feature_major(x, member)
         # plain operations: the parameters as they are now (cheaper to read than the kept views are to check)
-        params = [t for layer in self._modules["layers"]._modules.values()
-                  for t in (layer._parameters["weight"], layer._parameters["bias"])]
+        params = []
+        for layer in self._modules["layers"]._modules.values():
+            params += (layer._parameters["weight"], layer._parameters["bias"])
         norms = self._modules.get("norms")
         pairs = None if norms is None else [(n._parameters["weight"], n._parameters["bias"])
                                             for n in norms._modules.values()]
