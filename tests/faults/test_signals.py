@@ -220,6 +220,7 @@ def test_sighup_during_start_up_stops_at_the_first_safe_point_with_a_checkpoint(
     assert read_checkpoint(work / "ckpt" / "latest.pt")["train_iter"] == 2
 
 
+@pytest.mark.slow
 def test_sighup_during_the_start_up_of_ranks_is_logged_by_each_and_ends_the_run(tmp_path):
     """``rlearn train --nproc 2``: a SIGHUP to the whole session while the ranks build their environments used to
     end every process silently, leaving empty logs."""
