@@ -22,7 +22,7 @@ from rlearn.logging import MessageHub, get_logger
 from rlearn.monitor import IrregularKey, LogProcessor, LogProcessorConfigError, Metrics, TickMonitor
 from rlearn.monitor.metrics import HOOK_OWNER
 from rlearn.registry import defined_at
-from rlearn.trace import get_tracer, span
+from rlearn.trace import span
 from rlearn.writers import Writer, build_writers
 from rlearn.writers.base import ScalarValue
 
@@ -144,16 +144,6 @@ class BaseLearner(LearnerCheckpoints, HookManager):
             self.logger.warning(message)
 
     # ---------------------------------------------------------------------------------------- train
-    def _set_envstep(self, envstep: Any) -> None:
-        if not is_int(envstep):
-            raise TypeError(f"envstep must be an int, got {envstep!r}")
-        if envstep < self.envstep:
-            raise ValueError(
-                f"envstep went backwards: {int(envstep)} < {self.envstep} (the learner's env-step axis must "
-                "not decrease; pass the collector's total env steps)"
-            )
-        self.envstep = int(envstep)
-
     def _publish_info(self) -> None:
         """Runtime info of this process (also re-published after a checkpoint replaced the hub's)."""
         work_dir = None if self.work_dir is None else str(self.work_dir)
@@ -171,20 +161,18 @@ class BaseLearner(LearnerCheckpoints, HookManager):
         not counted. After-iter hooks see this iteration's values in the window; the tick comes last.
         """
         if envstep is not None:
-            if type(envstep) is int and envstep >= self.envstep:  # the common case, checked by _set_envstep otherwise
-                self.envstep = envstep
-            else:
-                self._set_envstep(envstep)
+            if not is_int(envstep):
+                raise TypeError(f"envstep must be an int, got {envstep!r}")
+            if envstep < self.envstep:
+                raise ValueError(f"envstep went backwards: {int(envstep)} < {self.envstep} (the learner's env-step "
+                                 "axis must not decrease; pass the collector's total env steps)")
+            self.envstep = int(envstep)
         self.call_hook("before_iter")
         if not self._windows_checked:  # hooks have declared their keys by now
             self.check_monitor_windows()
-        if get_tracer() is None:
+        # ``iter``: the 1-based number of this iteration, which ``rlearn trace --from-iter/--to-iter`` filters on
+        with span("learner/iteration", lane="learner", iter=self.train_iter + 1):
             info = self.policy._forward_learn(data)
-        else:
-            # ``iter`` is the 1-based number this iteration will have (TensorBoard step, iteration_<n>.pt),
-            # which ``rlearn trace --from-iter/--to-iter`` filters on.
-            with span("learner/iteration", lane="learner", iter=self.train_iter + 1):
-                info = self.policy._forward_learn(data)
         if not isinstance(info, dict) and not isinstance(info, Mapping):  # the dict test first: it is cheaper
             raise TypeError(
                 f"{type(self.policy).__name__}._forward_learn must return a dict of scalars, got {type(info).__name__}"

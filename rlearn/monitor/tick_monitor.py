@@ -21,21 +21,10 @@ class TickMonitor:
         window_size: default window, in ticks, of every key.
         window_sizes: per-key windows (``{"aux_loss": 50}``), overriding ``window_size``.
 
-    A key's statistics look at the values recorded during its last ``window_size(key)`` ticks, the
-    current one included; ``avg``/``min``/``max`` are None (never 0) without a finite value, NaN and inf
-    are counted by :meth:`nonfinite`. ``end``, the last tick of a window, is None (the current tick) or
-    ``tick_count - 1`` (the tick just completed); any other raises ``ValueError``. Recording and
-    :meth:`state_dict` may run in different threads. Example::
-
-        monitor = TickMonitor(window_size=20)
-        for it in range(40):               # one train iteration per tick
-            info = {"loss": 1.0}
-            if it % 10 == 0:               # a periodic key
-                info["aux_loss"] = float(it)
-            monitor.update(info)
-            if it == 39:                   # log time: the window is ticks 20..39
-                print(monitor.count("loss"), monitor.count("aux_loss"), monitor.avg("aux_loss"))  # 20 2 25.0
-            monitor.tick()
+    A key's statistics cover the values recorded during its last ``window_size(key)`` ticks, the current one
+    included; ``avg``/``min``/``max`` are None (never 0) without a finite value, NaN/inf are counted apart
+    (:meth:`nonfinite`). ``end`` is None (the current tick) or ``tick_count - 1``. Recording and
+    :meth:`state_dict` may run in different threads. Example: docs/monitoring.md.
     """
 
     def __init__(self, window_size: int = 20, window_sizes: Optional[Mapping[str, int]] = None) -> None:
