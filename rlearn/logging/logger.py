@@ -176,10 +176,6 @@ class MMLogger(logging.Logger):
 
     ``MMLogger(name, log_file=..., log_level=..., distributed=...)`` makes a private logger set up as
     :func:`get_logger` does; :meth:`get_instance` the shared logger of that name (the current one after).
-    Example::
-
-        logger = MMLogger.get_instance("rlearn", log_file="work_dirs/exp/exp.log", distributed=True)
-        logger.info("this is a test")   # 04/15 14:01:11 - rlearn - INFO - this is a test
     """
 
     def __init__(self, name: str, log_file: Optional[Union[str, Path]] = None, log_level: Union[str, int] = "INFO",

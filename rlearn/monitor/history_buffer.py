@@ -100,11 +100,8 @@ class HistoryBuffer:
     ``mean(w)`` is ``sum(values) / sum(counts)`` over the last ``w`` updates (all when None); ``mean``,
     ``min`` and ``max`` skip non-finite values (counted by :meth:`nonfinite`), NaN when none is finite.
     A statistic of an empty buffer raises ``ValueError``. :meth:`statistics` calls one by name from the
-    registry :meth:`register_statistics` adds to (that of ``LogProcessor``'s ``method_name``). Example::
-
-        >>> buf = HistoryBuffer([1, 2, 3], [1, 1, 1])
-        >>> buf.mean(2), buf.min(), buf.max(2), buf.statistics('mean', 2)
-        (2.5, 1.0, 3.0, 2.5)
+    registry :meth:`register_statistics` adds to (that of ``LogProcessor``'s ``method_name``). Example:
+    docs/logging.md, section HistoryBuffer.
     """
 
     _statistics_methods: Dict[str, Callable[..., Any]] = {}

@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from rlearn.config.spec import is_int
 from rlearn.monitor.tick_monitor import TickMonitor
-from rlearn.monitor.window import WindowStat
-from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, HistoryBuffer, dd_div
+from rlearn.monitor.window import SUFFIXES, WindowStat
+from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, HistoryBuffer
 from rlearn.monitor.scalars import check_key, to_float
 
 __all__ = ["LogProcessor", "LogProcessorConfigError", "RESERVED_NAMES"]
@@ -19,7 +19,6 @@ __all__ = ["LogProcessor", "LogProcessorConfigError", "RESERVED_NAMES"]
 #: names every row already has (the writers' own columns) or that the log hook writes beside the statistics
 RESERVED_NAMES = ("train_iter", "envstep", "time", "throughput/iters_per_sec", "throughput/env_steps_per_sec",
                   "time/eval_s", "time/checkpoint_s")
-SUFFIXES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
 _FIELDS = ("data_src", "method_name", "log_name", "window_size", "last_n")
 
 
@@ -51,12 +50,6 @@ class LogProcessor:
             'global', last_n=int)`` (docs/logging.md, section LogProcessor). ``method_name`` comes from
             ``HistoryBuffer``'s registry; without ``log_name`` an entry replaces the key's default
             ``f"{key}_avg"``, with it it adds ``log_name``.
-
-    Example: ``collector/episode_return`` as its mean (the default) and the max of the last 100 episodes::
-
-        LogProcessor(custom_cfg=[dict(data_src="collector/episode_return", method_name="max",
-                                      log_name="episode_return_max100", last_n=100)])
-        # -> 'collector/episode_return_avg', 'collector/episode_return_max100'
 
     Errors in an entry raise :class:`LogProcessorConfigError` (a ``ValueError``) naming its index and field.
     """
@@ -230,10 +223,7 @@ class LogProcessor:
                 out[f"{previous_key}_nonfinite"] = pending.pop(previous_key)
             if entry is None or "log_name" not in entry:
                 pending[key] = stat.nonfinite  # the key's own (default or replacing) statistic
-            if entry is None:  # the default statistic, the mean (WindowStat.avg)
-                out[name] = dd_div(stat.sum, stat.sum_lo, stat.count) if stat.count else None
-            else:
-                out[name] = self._value(entry, stat)
+            out[name] = stat.avg if entry is None else self._value(entry, stat)
             previous_key = key
         if previous_key is not None and pending.get(previous_key):
             out[f"{previous_key}_nonfinite"] = pending[previous_key]

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.monitor.history_buffer import HistoryBuffer, dd_add, dd_div
 
-__all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "EMPTY", "INF"]
+__all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "EMPTY", "INF", "SUFFIXES"]
 
 INF = math.inf
 
@@ -61,7 +61,7 @@ class WindowStat:
 
     def statistic(self, method: str) -> Optional[float]:
         """``mean`` / ``min`` / ``max`` / ``current`` / ``std`` (None when count is 0) or ``count`` (an int)."""
-        attribute = _ATTRIBUTES.get(method)
+        attribute = SUFFIXES.get(method)
         if attribute is None:
             raise ValueError(f"unknown statistic {method!r}; use mean, min, max, current, count or std")
         return getattr(self, attribute)
@@ -102,7 +102,8 @@ class WindowStat:
 
 
 EMPTY = WindowStat(0.0, 0, None, None)
-_ATTRIBUTES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
+#: a built-in statistic -> its WindowStat attribute, also the suffix of its default output name (``<key>_avg``)
+SUFFIXES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
 
 
 def _pick(fn: Any, a: Optional[float], b: Optional[float]) -> Optional[float]:
