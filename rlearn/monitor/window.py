@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from rlearn.monitor.history_buffer import HistoryBuffer, dd_add, dd_div
+from rlearn.monitor.history_buffer import dd_add, dd_div
 
 __all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "EMPTY", "INF", "SUFFIXES"]
 
@@ -249,21 +250,21 @@ class KeyWindow:
 
 
 class LastN:
-    """The last ``n`` values of a key (NaN/inf included, they count as values), in a HistoryBuffer ring."""
+    """The last ``n`` values of a key (NaN/inf included, they count as values), oldest first."""
 
-    def __init__(self, n: int, values: Optional[List[float]] = None, tick: int = -1, at_tick: int = 0) -> None:
+    def __init__(self, n: int, values: Iterable[float] = (), tick: int = -1, at_tick: int = 0) -> None:
         self.n = n
-        self.buffer = HistoryBuffer(values or (), max_length=n)
+        self.ring: Deque[float] = deque(values, maxlen=n)
         self.tick = tick  # tick of the newest value
         self.at_tick = at_tick  # how many of the newest values were recorded at ``tick``
 
     def add(self, tick: int, value: float) -> None:
-        self.buffer.update(value)
+        self.ring.append(value)
         self.tick, self.at_tick = tick, self.at_tick + 1 if tick == self.tick else 1
 
     def grow(self, n: int) -> "LastN":
         """A ring of ``n >= self.n`` values holding the same values (the older ones are gone for good)."""
-        return LastN(n, self.buffer.data[0].tolist(), self.tick, self.at_tick)
+        return LastN(n, self.ring, self.tick, self.at_tick)
 
     def stat(self, n: int, end: int) -> WindowStat:
         """Aggregate of the last ``n`` values minus those recorded after ``end``."""
@@ -272,7 +273,7 @@ class LastN:
         return WindowStat.of(finite, len(values) - len(finite))
 
     def _kept(self, n: int, end: int) -> List[float]:
-        values = self.buffer.window(n)[0].tolist() if len(self.buffer) else []
+        values = list(self.ring)[-n:]
         return values[: max(0, len(values) - self.at_tick)] if self.tick > end else values
 
     def values(self, n: int, end: int) -> List[float]:
@@ -280,7 +281,7 @@ class LastN:
         return [v for v in self._kept(n, end) if v - v == 0.0]
 
     def state(self) -> Dict[str, Any]:
-        return {"n": self.n, "values": self.buffer.data[0].tolist(), "tick": self.tick, "at_tick": self.at_tick}
+        return {"n": self.n, "values": list(self.ring), "tick": self.tick, "at_tick": self.at_tick}
 
 
 class SinceStart:

@@ -578,6 +578,20 @@ def test_end_leaves_out_the_current_tick_and_bad_ends_raise():
             monitor.window_stat("x", end=end)
 
 
+def test_a_kept_last_n_ring_takes_every_value_the_window_takes():
+    """A huge finite value (beyond HistoryBuffer's averaging limit) is recorded in the key's window and in its
+    last-n ring alike: the update does not raise half-way, and both report it."""
+    monitor = TickMonitor(window_size=5)
+    monitor.keep("x", last_n=3)
+    monitor.update({"x": 1e300})
+    monitor.update({"x": 2.0})
+    assert monitor.window_stat("x").max == monitor.window_stat("x", last_n=3).max == 1e300
+    assert monitor.window_stat("x", last_n=3).count == monitor.count("x") == 2
+    fresh = TickMonitor(window_size=5)
+    fresh.load_state_dict(monitor.state_dict())
+    assert fresh.window_stat("x", last_n=3).max == 1e300
+
+
 def test_keep_other_windows_last_n_and_since_start_survive_a_resume():
     monitor = TickMonitor(window_size=2)
     monitor.keep("r", window=5)
