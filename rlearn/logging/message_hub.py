@@ -110,8 +110,7 @@ class MessageHub:
             self._resumed_keys[key] = bool(resumed)
             return
         if not (type(count) is int and count == 1) and check_count(count) != 1.0:
-            raise ValueError(f"update_scalar({key!r}, count={count!r}): in a run every recorded value counts once "
-                             "(windows average the values of their train iterations); record the per-sample value with count=1")
+            raise _counts_once(key, count)
         self._record({key: value})
 
     def update_scalars(self, log_dict: Mapping[str, Any], resumed: bool = True) -> None:
@@ -129,8 +128,9 @@ class MessageHub:
                 items.append((key, item, 1))
         for key, value, count in items:  # the values are checked before anything is recorded
             check_value(value, f"value of {key!r}")
-            check_count(count, f"count of {key!r}")
-        if self._record is not None and all(type(c) is int and c == 1 for _, _, c in items):
+            if check_count(count, f"count of {key!r}") != 1.0 and self._record is not None:
+                raise _counts_once(key, count)
+        if self._record is not None:
             self._record({key: value for key, value, _ in items})  # one tick update: all-or-nothing
             return
         for key, value, count in items:
@@ -230,6 +230,11 @@ class MessageHub:
             if self._record is None:
                 self._log_scalars[key] = copy.deepcopy(buffer)
                 self._resumed_keys[key] = True
+
+
+def _counts_once(key: str, count: Any) -> ValueError:
+    return ValueError(f"update_scalar({key!r}, count={count!r}): in a run every recorded value counts once (windows "
+                      "average the values of their train iterations); record the per-sample value with count=1")
 
 
 def _mapping(name: str, value: Any) -> Mapping[str, Any]:

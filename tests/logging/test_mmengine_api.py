@@ -364,6 +364,9 @@ def test_mmengine_get_scalar_and_update_scalars(in_a_run):
     if in_a_run:  # every value counts once in a train iteration's window (docs/logging.md)
         with pytest.raises(ValueError, match=r"update_scalar\('loss_iou', count=2\): in a run every recorded value counts once"):
             message_hub.update_scalars(dict(loss_iou=dict(value=1, count=2)))
+        with pytest.raises(ValueError, match=r"update_scalar\('loss_iou', count=2\)"):  # nothing of it is recorded
+            message_hub.update_scalars(dict(loss=9.0, loss_iou=dict(value=1, count=2)))
+        assert message_hub.get_scalar('loss').current() == 1
     else:
         message_hub.update_scalars(dict(loss_iou=dict(value=1, count=2)))
         assert message_hub.get_scalar('loss_iou').mean() == 0.5
