@@ -17,7 +17,7 @@ import numpy as np
 from rlearn.config.spec import is_int
 from rlearn.monitor.scalars import to_float
 
-__all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS", "dd_add", "dd_div"]
+__all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS", "SUFFIXES", "dd_add", "dd_div"]
 
 MAX_MAGNITUDE = 1e290
 
@@ -341,5 +341,7 @@ class HistoryBuffer:
             return cls(state["log_history"], state["count_history"], max_length=state["max_length"])
 
 
-BUILTIN_STATISTICS = {name: getattr(HistoryBuffer, name) for name in ("mean", "min", "max", "current", "count", "std")}
+#: the built-in statistics: name -> the WindowStat attribute that holds it, also the suffix of its output name
+SUFFIXES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
+BUILTIN_STATISTICS = {name: getattr(HistoryBuffer, name) for name in SUFFIXES}
 HistoryBuffer._statistics_methods.update(BUILTIN_STATISTICS)

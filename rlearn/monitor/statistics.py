@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from rlearn.config.spec import is_int
 from rlearn.monitor.tick_monitor import TickMonitor
-from rlearn.monitor.window import SUFFIXES, WindowStat
-from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, HistoryBuffer
+from rlearn.monitor.window import WindowStat
+from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, SUFFIXES, HistoryBuffer
 from rlearn.monitor.scalars import check_key, to_float
 
 __all__ = ["LogProcessor", "LogProcessorConfigError", "RESERVED_NAMES"]

@@ -16,9 +16,9 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from rlearn.monitor.history_buffer import dd_add, dd_div
+from rlearn.monitor.history_buffer import SUFFIXES, dd_add, dd_div
 
-__all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "EMPTY", "INF", "SUFFIXES"]
+__all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "Tracked", "EMPTY", "INF"]
 
 INF = math.inf
 
@@ -103,8 +103,6 @@ class WindowStat:
 
 
 EMPTY = WindowStat(0.0, 0, None, None)
-#: a built-in statistic -> its WindowStat attribute, also the suffix of its default output name (``<key>_avg``)
-SUFFIXES = {"mean": "avg", "min": "min", "max": "max", "current": "last", "count": "count", "std": "std"}
 
 
 def _pick(fn: Any, a: Optional[float], b: Optional[float]) -> Optional[float]:
