@@ -20,6 +20,8 @@ from rlearn.monitor.scalars import to_float
 __all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS", "SUFFIXES", "dd_add", "dd_div"]
 
 MAX_MAGNITUDE = 1e290
+_BLOCK = 256
+_SMALL = 64  # windows up to this size: plain Python min/max
 
 
 def _describe(value: Any) -> str:
@@ -152,6 +154,8 @@ class HistoryBuffer:
         self._cap = cap
         self._v, self._c = np.zeros(cap), np.zeros(cap)
         self._ph, self._pl, self._qh, self._ql = (np.zeros(cap + 1) for _ in range(4))  # prefix sums
+        self._bmin, self._bmax = np.zeros(cap // _BLOCK), np.zeros(cap // _BLOCK)  # per-block finite extremes
+        self._blocks = 0  # blocks whose extremes are computed
         self._a = self._b = 0  # the retained slice
         self._th = self._tl = self._tch = self._tcl = 0.0  # the prefix sums at _b, as Python floats
         self._n = 0  # updates ever made (the update number of the next one)
@@ -161,18 +165,18 @@ class HistoryBuffer:
         """Grow the arrays (doubling) or move the retained slice to the front, its prefix sums re-based to 0."""
         a, b, n = self._a, self._b, self._b - self._a
         if self._cap < self._cap_final:
-            old, updates, bad = self._arrays, self._n, self._bad
+            old, blocks, updates, bad = self._arrays, self._blocks, self._n, self._bad
             self._allocate(min(self._cap_final, 2 * self._cap))
             for new, arr in zip(self._arrays, old):
                 new[: len(arr)] = arr
-            self._a, self._b, self._n, self._bad = a, b, updates, bad
+            self._a, self._b, self._blocks, self._n, self._bad = a, b, blocks, updates, bad
         else:
             self._v[:n], self._c[:n] = self._v[a:b], self._c[a:b]
             ph, pl = _dd_minus(self._ph[a: b + 1], self._pl[a: b + 1], self._ph[a], self._pl[a])
             qh, ql = _dd_minus(self._qh[a: b + 1], self._ql[a: b + 1], self._qh[a], self._ql[a])
             self._ph[: n + 1], self._pl[: n + 1], self._qh[: n + 1], self._ql[: n + 1] = ph, pl, qh, ql
             del self._bad[: bisect.bisect_left(self._bad, self._n - n)]  # those that left the history
-            self._a, self._b = 0, n
+            self._a, self._b, self._blocks = 0, n, 0
         self._th, self._tl, self._tch, self._tcl = (x.item(self._b) for x in (self._ph, self._pl, self._qh, self._ql))
 
     def update(self, value: Any, count: Any = 1) -> None:
@@ -244,7 +248,7 @@ class HistoryBuffer:
 
     @property
     def _arrays(self) -> Tuple[np.ndarray, ...]:
-        return self._v, self._c, self._ph, self._pl, self._qh, self._ql
+        return self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._bmin, self._bmax
 
     def _window(self, window_size: Optional[int], allow_empty: bool = False) -> int:
         """Validate ``window_size`` and return the number of entries it covers (clipped to the history)."""
@@ -304,7 +308,30 @@ class HistoryBuffer:
         return float(values.std()) if values.size else math.nan
 
     def _extreme(self, window_size: Optional[int], smallest: bool) -> float:
-        best = _finite_extreme(self._v[self._b - self._window(window_size): self._b], smallest)
+        w = window_size if type(window_size) is int and 0 < window_size <= self._b - self._a else self._window(window_size)
+        a, b = self._b - w, self._b
+        if w <= _SMALL:
+            values = self._v[a:b].tolist()
+            if self._bad and self._bad[-1] >= self._n - w:
+                values = [x for x in values if x - x == 0.0]
+                if not values:
+                    return math.nan
+            return min(values) if smallest else max(values)
+        first, last = -(-a // _BLOCK), b // _BLOCK
+        if last - first < 4:
+            best = _finite_extreme(self._v[a:b], smallest)
+        else:
+            if self._blocks < last:  # compute the extremes of the blocks filled since (written once)
+                rows = self._v[self._blocks * _BLOCK: last * _BLOCK].reshape(-1, _BLOCK)
+                finite = np.isfinite(rows)
+                self._bmin[self._blocks: last] = np.where(finite, rows, math.inf).min(axis=1)
+                self._bmax[self._blocks: last] = np.where(finite, rows, -math.inf).max(axis=1)
+                self._blocks = last
+            pick = min if smallest else max
+            middle = (self._bmin if smallest else self._bmax)[first:last]
+            best = pick(float(middle.min() if smallest else middle.max()),
+                        _finite_extreme(self._v[a: first * _BLOCK], smallest),
+                        _finite_extreme(self._v[last * _BLOCK: b], smallest))
         return best if best - best == 0.0 else math.nan
 
     @classmethod

@@ -216,7 +216,7 @@ def test_memory_is_bounded_over_1e5_updates():
     for i in range(100_000):
         buffer.update(float(i) if i % 100 else math.nan)
     assert len(buffer) == 1000
-    assert buffer.nbytes < 60_000  # 6 float64 arrays of 1125 slots + NaN update numbers
+    assert buffer.nbytes < 60_000  # 6 float64 arrays of 1125 slots + block extremes + NaN update numbers
     assert buffer.mean() == pytest.approx(np.mean([i for i in range(99_000, 100_000) if i % 100]))
     assert buffer.nonfinite() == 10
     # steady state: later updates allocate nothing that stays (arrays replaced by re-basing included)
@@ -332,7 +332,7 @@ def test_matches_naive_reference(max_length, stream, windows, initial):
     checks=st.integers(2, 6),
 )
 def test_long_streams_match_naive_reference(seed, max_length, n, nonfinite_rate, checks):
-    """Long streams exercise growth and compaction with re-basing."""
+    """Long streams exercise growth, compaction with re-basing and the cached min/max blocks."""
     rng = np.random.default_rng(seed)
     values = rng.normal(size=n) * 10.0 ** rng.integers(-3, 9, size=n)
     bad = rng.random(n) < nonfinite_rate
@@ -350,11 +350,11 @@ def test_long_streams_match_naive_reference(seed, max_length, n, nonfinite_rate,
 
 
 def test_cached_block_extremes_follow_overwrites():
-    """Min/max over long windows follow the ring as it is overwritten and compacted."""
+    """Min/max over long windows reuse per-block extremes; every overwrite must invalidate them."""
     rng = np.random.default_rng(7)
     buffer, naive = HistoryBuffer(max_length=2048), NaiveBuffer(2048)
     for step in range(12_000):
-        # a rising trend makes the oldest values the minimum, so stale values would show
+        # a rising trend makes the oldest values the minimum, so stale cached blocks would show
         v = step + float(rng.normal())
         buffer.update(v, 1.0)
         naive.update(v, 1.0)
