@@ -24,6 +24,11 @@ def _td3_sb3_over_rlearn() -> float:
     return rows["SB3"]["median_pair_ratio"]
 
 
+def _mujoco_one_thread(algo: str) -> float:
+    return next(entry["median"] for entry in _load("mujoco_vs_sb3_quick.json")["summary"]
+                if (entry["algo"], entry["env"], entry["threads"]) == (algo, "halfcheetah", "1"))
+
+
 HEADLINES = {
     "TD3 SB3 / rlearn": (_td3_sb3_over_rlearn, "SB3 / rlearn **{:.2f}x**"),
     "SAC median": (lambda: _load("sac_bench.json")["median_ratio"], "median **{:.2f}x**"),
@@ -33,6 +38,9 @@ HEADLINES = {
                             "median **{:.2f}x**"),
     "PPO Pendulum pair": (lambda: _load("ppo_bench.json")["pendulum_speed_pair"]["report"]["speed_ratio_median"],
                           "**{:.2f}x**"),
+    "MuJoCo TD3 HalfCheetah": (lambda: _mujoco_one_thread("td3"), "TD3 HalfCheetah-v5 **{:.2f}x**"),
+    "MuJoCo SAC HalfCheetah": (lambda: _mujoco_one_thread("sac"), "SAC HalfCheetah-v5 **{:.2f}x**"),
+    "MuJoCo PPO HalfCheetah": (lambda: _mujoco_one_thread("ppo"), "PPO HalfCheetah-v5 **{:.2f}x**"),
     "PPG env steps/s": (lambda: _load("ppg_bench.json")["cartpole"]["report"]["steps_per_s_ratio_ppg_over_sb3"],
                         "env steps/s **{:.2f}x**"),
     "PPG time to 475": (lambda: _load("ppg_bench.json")["cartpole"]["report"]["time_to_target_ratio_ppg_over_sb3"],
