@@ -150,7 +150,8 @@ class WriterFanout:
     """The writers a run's numbers go to, called through one typed method per kind of output.
 
     A writer that raises ``Exception`` (a full disk, a tracking service's error) is reported once on
-    ``logger`` with its traceback, closed as far as it can be, removed from :attr:`writers` and listed in
+    ``logger`` (with its traceback, except for an ``OSError`` such as an unreachable server or a full disk,
+    which its one line says), closed as far as it can be, removed from :attr:`writers` and listed in
     :attr:`failed` (name -> error); the run and the other writers go on.
     """
 
@@ -210,7 +211,7 @@ class WriterFanout:
         self.logger.error(
             "writer %s failed in %s (%s: %s): it is disabled for the rest of this run; training and the other "
             "writers go on (the checkpoints still hold every number's state)", writer.name, what,
-            type(exc).__name__, exc, exc_info=exc)
+            type(exc).__name__, exc, exc_info=None if isinstance(exc, OSError) else exc)
         try:
             writer.close()
         except Exception:  # noqa: BLE001 - it already failed; release what can be released

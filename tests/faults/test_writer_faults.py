@@ -430,6 +430,7 @@ def test_an_mlflow_server_that_is_down_is_reported_at_start_up_and_the_run_goes_
     errors = [n for n, line in enumerate(log) if " - ERROR - " in line]
     assert len(errors) == 1 and (f"writer MlflowWriter failed in write_config (OSError: MLflow tracking server {uri} "
                                  "cannot be reached (connection refused)") in log[errors[0]]
+    assert not log[errors[0] + 1].startswith(("Traceback", " "))  # one line: the error says it all, no traceback
     starting = next(n for n, line in enumerate(log) if "starting, work dir" in line)
     assert errors[0] < starting  # at start-up, before the first iteration
     assert {row["train_iter"] for row in read_jsonl(work / "metrics.jsonl")} == {2}  # training went on

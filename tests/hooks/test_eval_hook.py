@@ -246,7 +246,7 @@ def learner_with_hook(work_dir: Path, returns=(1.0,)):
     learner = BaseLearner(TinyPolicy(None, None, None), {"log_freq": 5}, work_dir=work_dir)
     hook = EvalHook(FakeEvaluator(returns), freq=20)
     learner.register_hook(hook)
-    learner.register_state("pipeline", RunState(1, hook.state))
+    learner.register_state("run", RunState(1, hook.state))
     return learner, hook
 
 
@@ -256,8 +256,8 @@ def test_state_round_trip_through_a_checkpoint(tmp_path):
     hook.evaluate_if_due(learner)
     path = learner.save_checkpoint()
     saved = torch.load(path, weights_only=False)
-    # stored as the run's checkpoints always stored it: in states["pipeline"], not as a hook entry
-    assert {k: saved["states"]["pipeline"][k] for k in EvalState.KEYS} == {
+    # stored as the run's checkpoints always stored it: in states["run"], not as a hook entry
+    assert {k: saved["states"]["run"][k] for k in EvalState.KEYS} == {
         "last_eval_envstep": 45, "last_eval_iter": 1, "last_eval": hook.state.last_result}
     assert "EvalHook" not in saved["hooks"]
 
@@ -374,7 +374,7 @@ def learner_with_best(work_dir: Path, returns, **kwargs):
     learner = BaseLearner(TinyPolicy(None, None, None), {"log_freq": 5}, work_dir=work_dir)
     hook = EvalHook(EpisodeEvaluator(returns), freq=10, **kwargs)
     learner.register_hook(hook)
-    learner.register_state("pipeline", RunState(1, hook.state))
+    learner.register_state("run", RunState(1, hook.state))
     return learner, hook
 
 
@@ -399,7 +399,7 @@ def test_best_pt_holds_the_policy_of_the_best_evaluation(tmp_path):
     assert torch.equal(best["policy"]["modules"]["net"]["weight"], torch.full((1, 2), 20.0))
     assert best["eval_progress"] == {"best_return": 3.0, "best_envstep": 20, "best_iter": 0, "evals_since_best": 0,
                                      "last_video_envstep": None}
-    assert best["states"]["pipeline"]["last_eval"]["episode_return_mean"] == 3.0
+    assert best["states"]["run"]["last_eval"]["episode_return_mean"] == 3.0
     assert not (tmp_path / "ckpt" / "latest.pt").exists()  # best.pt is written alone
     rows = read_evaluations(tmp_path / "evaluations.jsonl")
     assert [(r["envstep"], r["train_iter"], r["returns"], r["lengths"]) for r in rows] == [
