@@ -241,3 +241,41 @@ def test_docs_check_fails_when_a_declaration_changes(tmp_path, monkeypatch, caps
     with pytest.raises(ValueError, match="lacks the markers"):
         config_docs.main(["--check", "--path", str(doc)])
 
+
+
+@pytest.mark.docs
+def test_write_your_own_policy_documents_every_option_argument_with_its_real_message():
+    """The option() reference in docs/write-your-own-policy.md: one row per argument, messages as rlearn says them."""
+    import inspect
+    from pathlib import Path
+    from rlearn.config import non_empty, one_of, option
+    from rlearn.config.policy_keys import policy_keys
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "write-your-own-policy.md").read_text(encoding="utf-8")
+    section = text.split("### `option()`: every argument", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    documented = {name.strip("` ") for row in rows for name in row.split("|")[1].split(",")}
+    assert documented == set(inspect.signature(option).parameters)
+
+    class Declared:
+        @dataclasses.dataclass
+        class Config:
+            lr: float = option(3e-4, "Adam learning rate", gt=0)
+            tau: float = option(0.005, "Polyak factor", gt=0, le=1)
+            beta: float = option(1.0, "a weight", finite=True)
+            hidden_sizes: list[int] = option([64, 64], "hidden layer widths", items=dict(ge=1))
+            windows: dict[str, int] = option({}, "windows", items=dict(ge=1))
+            precision: str = option("fp32", "precision", check=one_of("fp32", "bf16"))
+            names: list[str] = option(["a"], "names", check=non_empty)
+            gamma: float = option(0.99, "discount", ge=0, le=1, expected="a discount in [0, 1]")
+            target: int | None = option(None, "target", same_as="lr")
+
+    keys = policy_keys(Declared)
+    for key, value in [("lr", 0), ("tau", 2), ("beta", float("nan")), ("hidden_sizes", [64, 0]),
+                       ("precision", "fp16"), ("gamma", "x"), ("lr", True)]:
+        with pytest.raises(ConfigError) as refused:
+            keys[f"policy.{key}"].validate(value)
+        assert str(refused.value) in " ".join(section.split()), str(refused.value)
+    with pytest.raises(ConfigError, match=r"'policy.windows.loss' must be >= 1"):
+        keys["policy.windows"].validate({"loss": 0})
+    assert keys["policy.lr"].validate(1) == 1.0 and keys["policy.hidden_sizes"].validate((3, 4)) == [3, 4]
