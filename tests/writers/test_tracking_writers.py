@@ -82,8 +82,8 @@ def test_wandb_resume_continues_the_same_run_without_duplicates(tmp_path, wandb_
     assert resumed.run_id == first.run_id
     rows, _, _ = wandb_records(wandb_env, first.run_id)
     assert rows == expected_rows(WRITES)
-    # one continuous history: W&B's step goes on in the resumed session, where it used to restart at 0 (a
-    # later sync of the run replaced the earlier session's history)
+    # one continuous history: W&B's step goes on in the resumed process's folder instead of restarting at 0
+    # (a sync of a folder numbered from 0 would replace the earlier folder's history)
     assert wandb_steps(wandb_env, first.run_id) == [[0, 1, 2], [3]]
 
 
