@@ -82,7 +82,7 @@ def tiny_overrides(name: str) -> list:
 @pytest.mark.parametrize("name", [name if "halfcheetah" in name else pytest.param(name, marks=pytest.mark.slow)
                                   for name in sorted(ZOO)])  # Hopper and Walker2d: with -m slow (~6 s each)
 def test_tiny_run_of_each_mujoco_config(tmp_path, name):
-    pytest.importorskip("mujoco", reason='MuJoCo is not installed (pip install -e ".[mujoco]")')
+    pytest.importorskip("gymnasium.envs.mujoco.mujoco_rendering", reason='the mujoco extra is not installed (pip install -e ".[mujoco]")')
     from rlearn.run import train
 
     cfg = load_config(name, overrides=tiny_overrides(name))
@@ -101,7 +101,7 @@ def test_tiny_run_of_each_mujoco_config(tmp_path, name):
 
 
 def test_rlearn_train_mujoco_config_from_the_command_line(tmp_path):
-    pytest.importorskip("mujoco", reason='MuJoCo is not installed (pip install -e ".[mujoco]")')
+    pytest.importorskip("gymnasium.envs.mujoco.mujoco_rendering", reason='the mujoco extra is not installed (pip install -e ".[mujoco]")')
     work = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "rlearn", "train", "sac_halfcheetah", "--work-dir", str(work),
                            "--no-progress", "--set", *tiny_overrides("sac_halfcheetah")],
