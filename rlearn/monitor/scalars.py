@@ -15,62 +15,42 @@ import torch
 
 __all__ = ["to_float", "to_floats", "is_scalar", "check_key"]
 
-_NUMPY_KINDS = "biuf"  # bool, signed int, unsigned int, float
 #: read CPU tensors one by one with ``item()``; tests turn it off to exercise the accelerator path
 CPU_DIRECT = True
 
 
-def _kind(value: Any) -> str:
+def _not_scalar(key: str, value: Any, detail: str = "") -> TypeError:
     cls = type(value)
-    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-
-
-def not_scalar(key: str, value: Any, detail: str = "") -> TypeError:
-    """The ``TypeError`` for a value of ``key`` that is not a scalar."""
-    return TypeError(
-        f"monitor value for {key!r} must be a scalar (a Python number, a numpy scalar or one-element "
-        f"array, or a one-element tensor), got {_kind(value)}{detail}"
-    )
-
-
-def _int_to_float(key: str, value: int) -> float:
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(f"monitor value for {key!r} is an int too large for a float: {value}") from None
+    kind = cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return TypeError(f"monitor value for {key!r} must be a scalar (a Python number, a numpy scalar or one-element "
+                     f"array, or a one-element tensor), got {kind}{detail}")
 
 
 def _check_tensor(key: str, value: torch.Tensor) -> None:
     if value.numel() != 1 or value.is_complex():
-        raise not_scalar(key, value, f" of shape {tuple(value.shape)} and dtype {value.dtype}")
+        raise _not_scalar(key, value, f" of shape {tuple(value.shape)} and dtype {value.dtype}")
 
 
 def to_float(value: Any, key: str = "value") -> float:
     """``value`` as a Python float; ``TypeError`` naming ``key`` and the type/shape if it is no scalar."""
-    cls = type(value)
-    if cls is float:
+    if type(value) is float:
         return value
-    if cls is int or cls is bool:
-        return _int_to_float(key, value)
     if isinstance(value, torch.Tensor):
         _check_tensor(key, value)
-        return float(value.detach().reshape(()).item())
-    if isinstance(value, np.ndarray):
-        if value.size != 1 or value.dtype.kind not in _NUMPY_KINDS:
-            raise not_scalar(key, value, f" of shape {value.shape} and dtype {value.dtype}")
+        return float(value.item())
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.size != 1 or value.dtype.kind not in "biuf":
+            shape = f" of shape {value.shape}" if isinstance(value, np.ndarray) else ""
+            raise _not_scalar(key, value, f"{shape} and dtype {value.dtype}" if shape else f" of dtype {value.dtype}")
         return float(value.reshape(-1)[0])
-    if isinstance(value, np.generic):
-        if value.dtype.kind not in _NUMPY_KINDS:
-            raise not_scalar(key, value, f" of dtype {value.dtype}")
-        return float(value)
-    if isinstance(value, numbers.Real):
-        if isinstance(value, numbers.Integral):
-            return _int_to_float(key, int(value))
-        try:
-            return float(value)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise not_scalar(key, value, f" ({exc})") from None
-    raise not_scalar(key, value)
+    if not isinstance(value, numbers.Real):
+        raise _not_scalar(key, value)
+    try:
+        return float(int(value) if isinstance(value, numbers.Integral) else value)
+    except OverflowError:
+        raise ValueError(f"monitor value for {key!r} is too large for a float: {value}") from None
+    except (TypeError, ValueError) as exc:
+        raise _not_scalar(key, value, f" ({exc})") from None
 
 
 def is_scalar(value: Any) -> bool:
@@ -107,28 +87,19 @@ def to_floats(items: Iterable[Tuple[str, Any]], known: Container[str] = ()) -> L
     for key, value in items:
         if key not in known:
             check_key(key)
-        if type(value) is float:
-            out.append((key, value))
-        elif isinstance(value, torch.Tensor):
-            if value.is_cpu and CPU_DIRECT:  # no device to wait for: item() of a one-element float tensor
-                try:
-                    number = value.item()
-                except RuntimeError:  # several elements: to_float names the key and the shape
-                    number = None
-                out.append((key, number if type(number) is float else to_float(value, key)))
-            else:
-                _check_tensor(key, value)
-                pending.setdefault(value.device, []).append((len(out), value))
-                out.append((key, None))
-        else:
-            out.append((key, to_float(value, key)))
+        if isinstance(value, torch.Tensor) and not (value.is_cpu and CPU_DIRECT):
+            _check_tensor(key, value)
+            pending.setdefault(value.device, []).append((len(out), value))
+        elif type(value) is not float:
+            value = to_float(value, key)
+        out.append((key, value))
     for tensors in pending.values():
         try:
-            numbers = batched_to_floats([t for _, t in tensors])
+            numbers_ = batched_to_floats([t for _, t in tensors])
         except (RuntimeError, NotImplementedError) as exc:  # e.g. meta tensors, a failed device copy
             names = ", ".join(repr(out[i][0]) for i, _ in tensors)
             raise TypeError(f"monitor values for {names}: cannot copy the tensors to the host ({exc})") from exc
-        for (index, _), number in zip(tensors, numbers):
+        for (index, _), number in zip(tensors, numbers_):
             out[index] = (out[index][0], number)
     return out
 

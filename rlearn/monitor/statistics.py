@@ -1,5 +1,5 @@
 """``LogProcessor``: which statistics of each monitored key are shown (MMEngine's ``custom_cfg``,
-docs/logging.md): mergeable :class:`~rlearn.monitor.WindowStat` per output name, then the numbers.
+docs/logging.md): a mergeable :class:`~rlearn.monitor.WindowStat` per output name, then the numbers.
 A registered statistic is called on a ``HistoryBuffer`` of the window's values."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import copy
 import inspect
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from rlearn.config.spec import is_int
-from rlearn.monitor.tick_monitor import TickMonitor
-from rlearn.monitor.window import WindowStat
 from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, SUFFIXES, HistoryBuffer
 from rlearn.monitor.scalars import check_key, to_float
+from rlearn.monitor.tick_monitor import TickMonitor
+from rlearn.monitor.window import WindowStat
+from rlearn.values import is_int
 
 __all__ = ["LogProcessor", "LogProcessorConfigError", "RESERVED_NAMES"]
 
@@ -22,22 +22,22 @@ RESERVED_NAMES = ("train_iter", "envstep", "time", "throughput/iters_per_sec", "
 _FIELDS = ("data_src", "method_name", "log_name", "window_size", "last_n")
 
 
+class LogProcessorConfigError(ValueError):
+    """A ``LogProcessor`` configuration is invalid; the message names the entry index and the field."""
+
+
+def _registered(name: str) -> Any:
+    """The registered statistic ``name`` unless it is a built-in one (those read the aggregate)."""
+    method = HistoryBuffer._statistics_methods.get(name)
+    return None if method is BUILTIN_STATISTICS.get(name) else method
+
+
 def _arguments(method: Any, extra: Mapping[str, Any], count: int) -> Dict[str, Any]:
     """A registered statistic's keyword arguments: the entry's extra fields, ``window_size`` if it takes one."""
     params = inspect.signature(method).parameters.values()
     if any(p.name == "window_size" or p.kind is p.VAR_KEYWORD for p in params):
         return {"window_size": count, **extra}
     return dict(extra)
-
-
-class LogProcessorConfigError(ValueError):
-    """A ``LogProcessor`` configuration is invalid; the message names the entry index and the field."""
-
-
-def _registered(name: str) -> Any:
-    """The registered statistic ``name`` unless it is a built-in one."""
-    method = HistoryBuffer._statistics_methods.get(name)
-    return None if method is BUILTIN_STATISTICS.get(name) else method
 
 
 class LogProcessor:
@@ -71,86 +71,69 @@ class LogProcessor:
             self.add(entry)
 
     def add(self, entry: Mapping[str, Any]) -> None:
-        """Add one ``custom_cfg`` entry (validated against the entries already there)."""
-        checked = self._check_entry(len(self.custom_cfg), entry)
-        self._check_name(checked)
-        self.custom_cfg.append(checked)
-
-    def _check_entry(self, index: int, entry: Mapping[str, Any]) -> Dict[str, Any]:
+        """Add one ``custom_cfg`` entry (validated, also against the entries already there)."""
+        index = len(self.custom_cfg)
         where = f"custom_cfg[{index}]"
         if not isinstance(entry, Mapping):
             raise LogProcessorConfigError(f"{where} must be a dict; got {type(entry).__name__}")
         entry = dict(copy.deepcopy(entry))
-        for field in ("data_src", "method_name"):
-            if field not in entry:
-                raise LogProcessorConfigError(f"{where} is missing the required field {field!r}: {entry}")
         for field in ("data_src", "method_name", "log_name"):
-            if field in entry and (not isinstance(entry[field], str) or not entry[field]):
+            if field not in entry:
+                if field != "log_name":
+                    raise LogProcessorConfigError(f"{where} is missing the required field {field!r}: {entry}")
+            elif not isinstance(entry[field], str) or not entry[field]:
                 raise LogProcessorConfigError(f"{where}: {field} must be a non-empty str; got {entry[field]!r}")
-            if field in entry and field != "method_name":
+            elif field != "method_name":
                 try:
                     check_key(entry[field])
                 except ValueError as exc:
                     raise LogProcessorConfigError(f"{where}: {field}: {exc}") from None
-        where = f"{where} (data_src={entry['data_src']!r})"
-        method = HistoryBuffer._statistics_methods.get(entry["method_name"])
+        src, name = entry["data_src"], entry["method_name"]
+        where = f"{where} (data_src={src!r})"
+
+        def fail(message: str) -> LogProcessorConfigError:
+            return LogProcessorConfigError(f"{where}: {message}")
+
+        method = HistoryBuffer._statistics_methods.get(name)
         if method is None:
-            raise LogProcessorConfigError(
-                f"{where}: method_name {entry['method_name']!r} is unknown; the registered statistics are "
-                f"{', '.join(HistoryBuffer._statistics_methods)} (add one with @HistoryBuffer.register_statistics)")
+            raise fail(f"method_name {name!r} is unknown; the registered statistics are "
+                       f"{', '.join(HistoryBuffer._statistics_methods)} (add one with @HistoryBuffer.register_statistics)")
         if "window_size" in entry and "last_n" in entry:
-            raise LogProcessorConfigError(f"{where}: window_size and last_n are exclusive; give one of them")
+            raise fail("window_size and last_n are exclusive; give one of them")
         window = entry.get("window_size")
         if window is not None and window != "global" and (not is_int(window) or window < 1):
             hint = " ('epoch' windows are not supported: rlearn counts train iterations)" if window == "epoch" else ""
-            raise LogProcessorConfigError(f"{where}: window_size must be a positive int or 'global'; got {window!r}{hint}")
-        n = entry.get("last_n", 1)
-        if not is_int(n) or n < 1:
-            raise LogProcessorConfigError(f"{where}: last_n must be a positive int; got {n!r}")
+            raise fail(f"window_size must be a positive int or 'global'; got {window!r}{hint}")
+        if not is_int(entry.get("last_n", 1)) or entry.get("last_n", 1) < 1:
+            raise fail(f"last_n must be a positive int; got {entry['last_n']!r}")
         extra = {k: v for k, v in entry.items() if k not in _FIELDS}
-        if _registered(entry["method_name"]) is None:
-            if extra:
-                raise LogProcessorConfigError(f"{where}: unknown field(s) {sorted(map(str, extra))}; the fields are "
-                                              f"{list(_FIELDS)} (a registered statistic takes its own)")
-        else:
+        if _registered(name) is None and extra:
+            raise fail(f"unknown field(s) {sorted(map(str, extra))}; the fields are {list(_FIELDS)} "
+                       "(a registered statistic takes its own)")
+        if _registered(name) is not None:
             if window == "global":
-                raise LogProcessorConfigError(f"{where}: window_size='global' keeps aggregates, not values; the "
-                                              f"registered statistic {entry['method_name']!r} needs an int window_size or last_n")
+                raise fail(f"window_size='global' keeps aggregates, not values; the registered statistic {name!r} "
+                           "needs an int window_size or last_n")
             try:
                 inspect.signature(method).bind(None, **_arguments(method, extra, 0))
             except TypeError as exc:
-                raise LogProcessorConfigError(f"{where}: the fields do not fit the statistic {entry['method_name']!r}"
-                                              f"{inspect.signature(method)}: {exc}") from None
-        entry["name"] = self._output_name(entry)
-        entry["index"] = index
-        if entry["name"] in RESERVED_NAMES:
-            raise LogProcessorConfigError(f"{where}: log_name {entry['name']!r} is a reserved column name (every row "
-                                          f"has {', '.join(RESERVED_NAMES)}); choose another")
-        return entry
-
-    @staticmethod
-    def _output_name(entry: Mapping[str, Any]) -> str:
-        src = entry["data_src"]
-        if "log_name" not in entry:
-            return f"{src}_{SUFFIXES.get(entry['method_name'], entry['method_name'])}"
-        name = entry["log_name"]
-        if "/" not in name and "/" in src:
-            name = f"{src.rsplit('/', 1)[0]}/{name}"
-        return name
-
-    def _check_name(self, entry: Mapping[str, Any]) -> None:
-        where = f"custom_cfg[{entry['index']}] (data_src={entry['data_src']!r})"
+                raise fail(f"the fields do not fit the statistic {name!r}{inspect.signature(method)}: {exc}") from None
+        output = entry.get("log_name", f"{src}_{SUFFIXES.get(name, name)}")
+        if "log_name" in entry and "/" not in output and "/" in src:
+            output = f"{src.rsplit('/', 1)[0]}/{output}"
+        if output in RESERVED_NAMES:
+            raise fail(f"log_name {output!r} is a reserved column name (every row has {', '.join(RESERVED_NAMES)}); "
+                       "choose another")
         for other in self.custom_cfg:
-            if "log_name" not in entry and "log_name" not in other and other["data_src"] == entry["data_src"]:
-                raise LogProcessorConfigError(
-                    f"{where}: method_name: custom_cfg[{other['index']}] already replaces the statistic of "
-                    f"{entry['data_src']!r}; give one of them a log_name to add it instead")
-            if other["name"] == entry["name"]:
-                raise LogProcessorConfigError(f"{where}: log_name: custom_cfg[{other['index']}] already produces "
-                                              f"{entry['name']!r}; choose another log_name")
-            if "log_name" in entry and entry["name"] == f"{other['data_src']}_avg":
-                raise LogProcessorConfigError(f"{where}: log_name {entry['name']!r} is the default name of "
-                                              f"{other['data_src']!r}; choose another")
+            if "log_name" not in entry and "log_name" not in other and other["data_src"] == src:
+                raise fail(f"method_name: custom_cfg[{other['index']}] already replaces the statistic of {src!r}; give "
+                           "one of them a log_name to add it instead")
+            if other["name"] == output:
+                raise fail(f"log_name: custom_cfg[{other['index']}] already produces {output!r}; choose another log_name")
+            if "log_name" in entry and output == f"{other['data_src']}_avg":
+                raise fail(f"log_name {output!r} is the default name of {other['data_src']!r}; choose another")
+        entry.update(name=output, index=index)
+        self.custom_cfg.append(entry)
 
     def check_keys(self, keys: Sequence[str]) -> None:
         """Refuse an entry whose output name is the default name (``<key>_avg``) of one of ``keys`` (the
@@ -169,44 +152,39 @@ class LogProcessor:
         if self.window_size is not None and monitor.default_window_size != self.window_size:
             monitor.set_default_window_size(self.window_size)
         for entry in self.custom_cfg:
-            window = entry.get("window_size")
+            key, window = entry["data_src"], entry.get("window_size")
             if window == "global":
-                monitor.keep(entry["data_src"], since_start=True)
-            elif window is not None and window != monitor.window_size(entry["data_src"]):
-                monitor.keep(entry["data_src"], window=window)
+                monitor.keep(key, since_start=True)
+            elif window is not None and window != monitor.window_size(key):
+                monitor.keep(key, window=window)
             elif "last_n" in entry:
-                monitor.keep(entry["data_src"], last_n=entry["last_n"])
+                monitor.keep(key, last_n=entry["last_n"])
 
-    @staticmethod
-    def _stat(monitor: TickMonitor, entry: Mapping[str, Any], end: Optional[int]) -> WindowStat:
-        key, window = entry["data_src"], entry.get("window_size")
-        options = dict(window=None if window in (None, "global") else window, last_n=entry.get("last_n"),
-                       since_start=window == "global")
-        stat = monitor.window_stat(key, end, **options)
-        if _registered(entry["method_name"]) is not None:  # it needs the values themselves
-            stat = stat.with_values(monitor.window_values(key, end, window=options["window"], last_n=options["last_n"]))
-        return stat
+    def _entries(self, key: str) -> List[Optional[Dict[str, Any]]]:
+        """The entries that show ``key``, in display order: the replacing one (None: the default mean), additions."""
+        own = [e for e in self.custom_cfg if e["data_src"] == key]
+        return [next((e for e in own if "log_name" not in e), None)] + [e for e in own if "log_name" in e]
 
     def window_stats(self, monitor: TickMonitor, keys: Sequence[str], end: Optional[int] = None) -> Dict[str, WindowStat]:
         """Output name -> partial aggregate for ``keys`` in display order (a key's default, then its additions),
         of the windows ending at ``end`` (see ``TickMonitor``)."""
         out: Dict[str, WindowStat] = {}
         owner: Dict[str, str] = {}
-        replacing: Dict[str, Any] = {}
-        added: Dict[str, List[Any]] = {}
-        for e in self.custom_cfg:
-            if "log_name" in e:
-                added.setdefault(e["data_src"], []).append(e)
-            else:
-                replacing[e["data_src"]] = e
         for key in keys:
-            for entry in (replacing.get(key), *added.get(key, ())):
+            for entry in self._entries(key) if self.custom_cfg else (None,):
                 name = f"{key}_avg" if entry is None else entry["name"]
                 if name in out:
                     raise LogProcessorConfigError(f"output name {name!r} is produced by both {owner[name]} and {key!r}; "
                                                   "rename one of them (custom_cfg log_name)")
-                out[name] = monitor.window_stat(key, end) if entry is None else self._stat(monitor, entry, end)
                 owner[name] = repr(key)
+                if entry is None:
+                    out[name] = monitor.window_stat(key, end)
+                    continue
+                window = entry.get("window_size")
+                options = dict(window=None if window in (None, "global") else window, last_n=entry.get("last_n"))
+                out[name] = monitor.window_stat(key, end, since_start=window == "global", **options)
+                if _registered(entry["method_name"]) is not None:  # it needs the values themselves
+                    out[name] = out[name].with_values(monitor.window_values(key, end, **options))
         return out
 
     def values(self, stats: Mapping[str, WindowStat]) -> Dict[str, Union[float, int, None]]:
@@ -214,19 +192,18 @@ class LogProcessor:
         entries where its own window holds NaN/inf."""
         entries = {e["name"]: e for e in self.custom_cfg}
         out: Dict[str, Union[float, int, None]] = {}
-        pending: Dict[str, int] = {}
-        previous_key: Optional[str] = None
+        pending: Optional[tuple] = None  # (key, NaN/inf count of its own statistic) until its last entry
         for name, stat in stats.items():
             entry = entries.get(name)
             key = entry["data_src"] if entry else (name[: -len("_avg")] if name.endswith("_avg") else name)
-            if previous_key is not None and key != previous_key and pending.get(previous_key):
-                out[f"{previous_key}_nonfinite"] = pending.pop(previous_key)
-            if entry is None or "log_name" not in entry:
-                pending[key] = stat.nonfinite  # the key's own (default or replacing) statistic
+            if pending is not None and pending[0] != key:
+                out[f"{pending[0]}_nonfinite"] = pending[1]
+                pending = None
+            if (entry is None or "log_name" not in entry) and stat.nonfinite:
+                pending = (key, stat.nonfinite)
             out[name] = stat.avg if entry is None else self._value(entry, stat)
-            previous_key = key
-        if previous_key is not None and pending.get(previous_key):
-            out[f"{previous_key}_nonfinite"] = pending[previous_key]
+        if pending is not None:
+            out[f"{pending[0]}_nonfinite"] = pending[1]
         return out
 
     @staticmethod
