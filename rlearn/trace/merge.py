@@ -1,10 +1,8 @@
 """Merge every rank's records into one Chrome Trace Event JSON (the format Perfetto and chrome://tracing open).
 
-:func:`load_records` reads ``<work_dir>/trace/rank<r>.jsonl``; :func:`collect` puts every time on rank 0's wall
-clock (the session's anchor, minus the rank's clock offset); :func:`select_iterations` keeps learner iterations
-``from_iter..to_iter``; :func:`to_chrome_trace` writes ``X`` spans, ``C`` counters and ``M`` metadata, with
-``pid = rank + 1`` (Perfetto treats pid 0 as the kernel's idle process), one ``tid`` per lane, unique across the
-trace, and overlapping-but-not-nested spans on extra lanes (:mod:`rlearn.trace.lanes`).
+Every time goes on rank 0's wall clock (the session's anchor, minus the rank's clock offset); ``pid = rank + 1``
+(Perfetto treats pid 0 as the kernel's idle process), one ``tid`` per lane, unique across the trace, and
+overlapping-but-not-nested spans go on extra lanes (:mod:`rlearn.trace.lanes`).
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ ITER_LANE = "learner"
 _RANK_FILE = re.compile(r"^rank(\d+)\.jsonl$")
 
 
-class TraceMergeError(ValueError):
-    """The records cannot be merged as asked (no records, unknown rank, empty iteration range...)."""
+#: the records cannot be merged as asked (no records, unknown rank, empty iteration range...)
+TraceMergeError = RecordsError
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,6 @@ class MergeResult:
         return sum(info.torn_lines for info in self.ranks)
 
 
-# ---------------------------------------------------------------------------------------------- reading
 def trace_dir(work_dir: PathLike) -> Path:
     """The folder holding the rank files: ``<work_dir>/trace``, or ``work_dir`` itself if it holds them."""
     work_dir = Path(work_dir)
@@ -104,22 +101,14 @@ def trace_dir(work_dir: PathLike) -> Path:
                           "with rank<r>.jsonl files (was the run started with profile=True or RLEARN_PROFILE=1?)")
 
 
-def find_records(work_dir: PathLike) -> Dict[int, Path]:
-    """``{rank: path}`` of every ``rank<r>.jsonl`` under the work dir (see :func:`trace_dir`)."""
-    folder = trace_dir(work_dir)
-    found = {}
-    for path in folder.iterdir():
-        match = _RANK_FILE.match(path.name)
-        if match and path.is_file():
-            found[int(match.group(1))] = path
-    if not found:
-        raise TraceMergeError(f"no rank<r>.jsonl files in {str(folder)!r}")
-    return dict(sorted(found.items()))
-
-
 def load_records(work_dir: PathLike, ranks: Optional[Iterable[int]] = None) -> List[RecordsFile]:
-    """Read the records of ``ranks`` (all by default); an unknown rank raises :class:`TraceMergeError`."""
-    available = find_records(work_dir)
+    """Read the ``rank<r>.jsonl`` files of ``ranks`` (all by default) under the work dir (see :func:`trace_dir`);
+    an unknown rank raises :class:`TraceMergeError`."""
+    folder = trace_dir(work_dir)
+    matches = ((_RANK_FILE.match(path.name), path) for path in folder.iterdir() if path.is_file())
+    available = dict(sorted((int(match.group(1)), path) for match, path in matches if match))
+    if not available:
+        raise TraceMergeError(f"no rank<r>.jsonl files in {str(folder)!r}")
     wanted = sorted(set(ranks)) if ranks is not None else list(available)
     missing = [rank for rank in wanted if rank not in available]
     if missing:
@@ -163,7 +152,6 @@ def collect(files: Sequence[RecordsFile]) -> Tuple[List[Interval], List[CounterS
     return intervals, counters, infos
 
 
-# ---------------------------------------------------------------------------------------------- selection
 def iteration_number(interval: Interval) -> Optional[int]:
     """The learner iteration an interval marks: its integer ``iter`` arg on the ``learner`` lane, else None."""
     number = interval.args.get(ITER_ARG)
@@ -224,14 +212,8 @@ def _counters_in(counters: Sequence[CounterSample], windows: Mapping[int, Tuple[
     return [replace(sample, t=windows[sample.rank][0]) for sample in opening.values()] + kept
 
 
-# ---------------------------------------------------------------------------------------------- output
 def _lane_sort_key(lane: str) -> Tuple[int, str]:
     return (LANE_ORDER.index(lane), "") if lane in LANE_ORDER else (len(LANE_ORDER), lane)
-
-
-def _us(ns: int) -> float:
-    """Nanoseconds as microseconds (exact to the nanosecond after the viewer's own rounding)."""
-    return ns / 1000
 
 
 def to_chrome_trace(intervals: Sequence[Interval], counters: Sequence[CounterSample],
@@ -264,12 +246,12 @@ def to_chrome_trace(intervals: Sequence[Interval], counters: Sequence[CounterSam
                 next_tid += 1
             for span, sub in zip(spans, sub_lanes):
                 event = {"ph": "X", "name": span.name, "cat": lane, "pid": pid, "tid": tids[sub],
-                         "ts": _us(span.start - base), "dur": _us(span.duration)}
+                         "ts": (span.start - base) / 1000, "dur": span.duration / 1000}
                 if span.args:
                     event["args"] = span.args
                 events.append(event)
     for sample in counters:
-        events.append({"ph": "C", "name": sample.name, "pid": sample.rank + 1, "ts": _us(sample.t - base),
+        events.append({"ph": "C", "name": sample.name, "pid": sample.rank + 1, "ts": (sample.t - base) / 1000,
                        "args": {"value": sample.value}})
     events.sort(key=lambda e: (e["ts"], -e.get("dur", 0.0)))
     other = {"generator": "rlearn trace", "base_wall_time_ns": str(base)}
@@ -282,14 +264,13 @@ def to_chrome_trace(intervals: Sequence[Interval], counters: Sequence[CounterSam
 
 def merge_work_dir(work_dir: PathLike, ranks: Optional[Iterable[int]] = None, from_iter: Optional[int] = None,
                    to_iter: Optional[int] = None) -> MergeResult:
-    """Read and merge the records of a work dir (the steps of the module docstring); ``ranks`` limits which
-    ranks are included."""
+    """Read and merge the records of a work dir: the ``ranks`` (all by default), learner iterations
+    ``from_iter..to_iter`` (see :func:`select_iterations`)."""
     intervals, counters, infos = collect(load_records(work_dir, ranks))
     intervals, counters = select_iterations(intervals, counters, from_iter, to_iter)
     return MergeResult(to_chrome_trace(intervals, counters, infos), intervals, counters, infos)
 
 
-# ---------------------------------------------------------------------------------------------- files
 def write_trace(trace: Dict[str, Any], path: PathLike) -> Path:
     """Write ``trace`` as JSON, gzip-compressed (one stream) when ``path`` ends in ``.gz``; return the path.
     Written under a temporary name and renamed, so an interrupted write never replaces an older trace."""
@@ -303,10 +284,3 @@ def write_trace(trace: Dict[str, Any], path: PathLike) -> Path:
     partial.replace(path)
     return path
 
-
-def load_trace(path: PathLike) -> Dict[str, Any]:
-    """Read a trace written by :func:`write_trace` (gzip detected by its magic bytes)."""
-    raw = Path(path).read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return json.loads(raw)

@@ -1,11 +1,6 @@
-"""Per-process timeline recorder (the reader of its records is :mod:`rlearn.trace.records`).
-
-A :class:`Tracer` appends one JSON object per line to ``<work_dir>/trace/rank<r>.jsonl``: a ``header`` when a
-session starts (rank, pid, hostname and an *anchor*: a wall-clock and a monotonic reading taken together), then
-``span`` records (``name``, ``lane``, ``start`` / ``end`` in :func:`time.perf_counter_ns`, OS thread ``tid``,
-optional ``args``), ``counter`` records (``name``, ``t``, ``value``) and ``clock_offset`` records. Records are
-written in batches (every ``flush_every`` records, at least once a second, on close and at exit), so a killed
-process keeps everything up to the last write; a resumed run appends a new session to the same file.
+"""Per-process timeline recorder: a :class:`Tracer` appends one JSON object per line to
+``<work_dir>/trace/rank<r>.jsonl`` (format: docs/timeline-traces.md; reader: :mod:`rlearn.trace.records`), in
+batches, so a killed process keeps everything up to the last write.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from rlearn.values import is_int, is_real
+from rlearn.values import check_int, is_int, is_real
 
 #: version of the records format, written in every header
 RECORDS_VERSION = 1
@@ -36,14 +31,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 def records_path(work_dir: PathLike, rank: int) -> Path:
     """Where rank ``rank`` writes its records: ``<work_dir>/trace/rank<rank>.jsonl``."""
     return Path(work_dir) / "trace" / f"rank{rank}.jsonl"
-
-
-def take_anchor() -> Tuple[int, int]:
-    """A ``(wall_ns, mono_ns)`` pair read together (the monotonic reading is the midpoint around the wall one)."""
-    before = MONOTONIC_CLOCK()
-    wall = time.time_ns()
-    after = MONOTONIC_CLOCK()
-    return wall, (before + after) // 2
 
 
 def default_lane(name: str) -> str:
@@ -62,33 +49,23 @@ def _item(value: Any, what: str) -> Any:
         raise TypeError(f"{what} must be a scalar, got {type(value).__name__} with several elements") from None
 
 
-def check_arg(span: str, key: str, value: Any) -> Any:
-    """A span arg as a JSON-ready ``str``, ``bool``, ``None``, int or finite float; raises ``TypeError`` /
-    ``ValueError`` naming the span and the arg."""
-    value = _item(value, f"span {span!r}: arg {key!r}")
-    if value is None or isinstance(value, (str, bool)):
-        return value
-    if is_int(value):
-        return int(value)
+def _finite(value: Any, what: str, expected: str = "a real number") -> float:
+    """``value`` (already :func:`_item`'d) as a finite float; TypeError / ValueError naming ``what``."""
     if not is_real(value):
-        raise TypeError(f"span {span!r}: arg {key!r} must be a str, bool, None or a real number, "
-                        f"got {type(value).__name__}")
+        raise TypeError(f"{what} must be {expected}, got {type(value).__name__}")
     if not math.isfinite(value):
-        raise ValueError(f"span {span!r}: arg {key!r} is not finite ({value!r})")
+        raise ValueError(f"{what} is not finite ({value!r})")
     return float(value)
 
 
-def check_counter_value(name: str, value: Any) -> float:
-    """``value`` as a finite float; raises ``TypeError``/``ValueError`` naming the counter."""
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"counter name must be a non-empty str, got {name!r}")
-    number = _item(value, f"counter {name!r}: value")
-    if not is_real(number):
-        raise TypeError(f"counter {name!r}: value must be a real number, got {type(value).__name__}")
-    number = float(number)
-    if not math.isfinite(number):
-        raise ValueError(f"counter {name!r}: value is not finite ({number!r})")
-    return number
+def check_arg(span: str, key: str, value: Any) -> Any:
+    """A span arg as a JSON-ready ``str``, ``bool``, ``None``, int or finite float; raises ``TypeError`` /
+    ``ValueError`` naming the span and the arg."""
+    what = f"span {span!r}: arg {key!r}"
+    value = _item(value, what)
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    return int(value) if is_int(value) else _finite(value, what, "a str, bool, None or a real number")
 
 
 class Span:
@@ -116,10 +93,8 @@ class Span:
         if exc_type is not None:
             error = json.dumps(exc_type.__name__)
             args = f'{args[:-1]},"error":{error}}}' if args else f'{{"error":{error}}}'
-        if args is None:
-            tracer._write(f'{self._prefix}"start":{self._start},"end":{end},"tid":{tid}}}\n', end)
-        else:
-            tracer._write(f'{self._prefix}"start":{self._start},"end":{end},"tid":{tid},"args":{args}}}\n', end)
+        args = "" if args is None else f',"args":{args}'
+        tracer._write(f'{self._prefix}"start":{self._start},"end":{end},"tid":{tid}{args}}}\n', end)
 
 
 class Tracer:
@@ -135,16 +110,12 @@ class Tracer:
 
     def __init__(self, work_dir: PathLike, rank: int = 0, *, flush_every: int = 256,
                  flush_interval: float = 1.0, clock_offset: Optional[Tuple[int, int]] = None) -> None:
-        if not is_int(rank) or rank < 0:
-            raise ValueError(f"trace rank must be a non-negative int, got {rank!r}")
-        if not is_int(flush_every) or flush_every < 1:
-            raise ValueError(f"flush_every must be a positive int, got {flush_every!r}")
+        self.rank = check_int("trace rank", rank, 0)
+        self.flush_every = check_int("flush_every", flush_every)
         if not (is_real(flush_interval) and flush_interval >= 0):
             raise ValueError(f"flush_interval must be a non-negative number of seconds, got {flush_interval!r}")
-        self.rank = int(rank)
         self.path = records_path(work_dir, self.rank)
         self.pid = os.getpid()
-        self.flush_every = flush_every
         self._flush_interval_ns = int(flush_interval * 1e9)
         self._lock = threading.Lock()
         self._buffer: List[str] = []
@@ -154,9 +125,14 @@ class Tracer:
         self.closed = False  # close() was called: later records are ignored
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")
-        if self._file.tell() > 0 and not _ends_with_newline(self.path):
-            self._file.write("\n")  # keep a torn last line of a killed session on its own line
-        self.anchor_wall_ns, self.anchor_mono_ns = take_anchor()
+        if self._file.tell() > 0:
+            with open(self.path, "rb") as handle:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    self._file.write("\n")  # keep a torn last line of a killed session on its own line
+        before = MONOTONIC_CLOCK()  # the anchor: a wall-clock reading and the monotonic one around it
+        self.anchor_wall_ns = time.time_ns()
+        self.anchor_mono_ns = (before + MONOTONIC_CLOCK()) // 2
         header: Dict[str, Any] = {
             "type": "header", "version": RECORDS_VERSION, "rank": self.rank, "pid": self.pid,
             "hostname": socket.gethostname(), "clock": "perf_counter_ns",
@@ -169,7 +145,6 @@ class Tracer:
         self._last_flush = MONOTONIC_CLOCK()
         atexit.register(self.close)
 
-    # ------------------------------------------------------------------ recording
     def span(self, name: str, lane: Optional[str] = None, args: Optional[Mapping[str, Any]] = None) -> Span:
         """A context manager recording the interval it encloses as phase ``name`` on ``lane`` (default: the part
         of ``name`` before ``/``) with ``args`` (see :func:`rlearn.trace.span`); a body that raises adds an
@@ -202,16 +177,17 @@ class Tracer:
                 parts.append(encoded_key + str(value))
             elif kind is float and math.isfinite(value):
                 parts.append(encoded_key + repr(value))
-            elif kind is str:
-                parts.append(encoded_key + json.dumps(value))
-            else:  # bool, None, numpy / torch scalars, or bad input (raises naming the span and arg)
-                parts.append(encoded_key + json.dumps(check_arg(name, key, value)))
+            else:  # str; bool, None, numpy / torch scalars, or bad input (raises naming the span and arg)
+                parts.append(encoded_key + json.dumps(value if kind is str else check_arg(name, key, value)))
         return "{" + ",".join(parts) + "}"
 
     def counter(self, name: str, value: Any, t: Optional[int] = None) -> None:
         """Record a sample of counter ``name`` at ``t`` (an int of :data:`MONOTONIC_CLOCK`, not in the future;
         None: now). A viewer holds the value until the next sample, so stamp a rate at its interval's *start*."""
-        number = check_counter_value(name, value)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"counter name must be a non-empty str, got {name!r}")
+        what = f"counter {name!r}: value"
+        number = _finite(_item(value, what), what)
         now = MONOTONIC_CLOCK()
         if t is None:
             t = now
@@ -226,7 +202,6 @@ class Tracer:
         self._write(f'{{"type":"clock_offset","offset_ns":{offset_ns},"error_ns":{error_ns}}}\n', MONOTONIC_CLOCK())
         self.flush()
 
-    # ------------------------------------------------------------------ output
     def _write(self, line: str, now: int) -> None:
         """Buffer one record line (``now``: its monotonic time) and write the batch when it is due. Lock-free:
         ``list.append`` is atomic, and :meth:`_flush_locked` removes only the lines it wrote."""
@@ -278,8 +253,3 @@ def _check_offset(offset_ns: Any, error_ns: Any) -> Tuple[int, int]:
         raise ValueError(f"clock error_ns must be >= 0, got {error_ns}")
     return int(offset_ns), int(error_ns)
 
-
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"

@@ -1,6 +1,6 @@
 """Reading a rank's timeline records (``<work_dir>/trace/rank<r>.jsonl``, written by
-:class:`rlearn.trace.recorder.Tracer`): sessions, spans, counters and clock offsets, with every malformed
-line reported by file and line number (:class:`RecordsError`), except the torn lines a killed process leaves.
+:class:`rlearn.trace.recorder.Tracer`), with every malformed line reported by file and line number
+(:class:`RecordsError`), except the torn lines a killed process leaves.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from rlearn.trace.recorder import RECORDS_VERSION, PathLike
 from rlearn.values import is_int, is_real
 
 __all__ = ["Session", "RecordsFile", "RecordsError", "read_records"]
+
+
+class RecordsError(ValueError):
+    """Trace records that are corrupt (the message names the file and line) or cannot be merged as asked."""
 
 
 @dataclass
@@ -45,10 +49,6 @@ class RecordsFile:
     torn_lines: int = 0  # partially written lines (a process killed mid-write) that were skipped
 
 
-class RecordsError(ValueError):
-    """A records file is corrupt (names the file and the line)."""
-
-
 _HEADER_KEYS = ("rank", "pid", "anchor_wall_ns", "anchor_mono_ns")
 #: how a header line the tracer started to write begins
 _TORN_HEADER = b'{"type":"header"'
@@ -59,8 +59,7 @@ def read_records(path: PathLike) -> RecordsFile:
     line, or right before a header; in a file without a session only the start of a header); anything else
     malformed raises :class:`RecordsError` naming the file and line number."""
     path = Path(path)
-    with open(path, "rb") as handle:
-        raw_lines = handle.read().split(b"\n")
+    raw_lines = path.read_bytes().split(b"\n")
     sessions: List[Session] = []
     torn = 0
     pending_torn: Optional[int] = None  # line number of an unparsable line awaiting its excuse
@@ -90,17 +89,16 @@ def read_records(path: PathLike) -> RecordsFile:
                 raise RecordsError(f"{where}: records format version {version!r} is newer than this rlearn "
                                    f"reads ({RECORDS_VERSION}); upgrade rlearn")
             session = Session(header=record)
+            sessions.append(session)
             if "clock_offset_ns" in record:
                 session.clock_offset_ns = _int_field(record, "clock_offset_ns", where)
                 session.clock_error_ns = _int_field(record, "clock_error_ns", where)
-            sessions.append(session)
             continue
         if not sessions:
             raise RecordsError(f"{where}: record before any header")
         session = sessions[-1]
         if kind == "span":
-            start, end = _int_field(record, "start", where), _int_field(record, "end", where)
-            if end < start:
+            if _int_field(record, "start", where) > _int_field(record, "end", where):
                 raise RecordsError(f"{where}: span ends before it starts")
             if not isinstance(record.get("name"), str) or not isinstance(record.get("lane"), str):
                 raise RecordsError(f"{where}: span needs string 'name' and 'lane'")

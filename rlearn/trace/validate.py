@@ -185,16 +185,10 @@ def read_trace_file(path: PathLike) -> Tuple[Any, List[str]]:
         return None, [f"{path}: not valid JSON ({exc})"]
 
 
-def validate_trace_file(path: PathLike) -> List[str]:
-    """Problems of a trace file: the file checks of :func:`read_trace_file`, then :func:`validate_trace`."""
-    obj, problems = read_trace_file(path)
-    return problems if obj is None else validate_trace(obj)
-
-
 def check_trace_file(path: PathLike) -> Dict[str, Any]:
     """Load and validate a trace file; return the trace, or raise :class:`TraceValidationError`."""
     obj, problems = read_trace_file(path)
-    problems = problems or validate_trace(obj)
     if problems:
         raise TraceValidationError(problems)
+    check_trace(obj)
     return obj

@@ -13,11 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlearn.trace.lanes import assign_lanes, lane_label
-from rlearn.trace.merge import (Interval, TraceMergeError, load_trace, merge_work_dir, select_iterations,
-                                write_trace)
+from rlearn.trace.merge import Interval, TraceMergeError, merge_work_dir, select_iterations, write_trace
 from rlearn.trace.summary import format_summary, summarize, wall_time_ns
-from rlearn.trace.validate import (TraceValidationError, check_trace, check_trace_file, validate_trace,
-                                   validate_trace_file)
+from rlearn.trace.validate import TraceValidationError, check_trace, check_trace_file, validate_trace
 
 MS = 1_000_000  # ns
 
@@ -329,9 +327,9 @@ def test_gzip_round_trip_single_stream(tmp_path):
     gz = write_trace(trace, tmp_path / "out" / "trace.json.gz")
     raw = gz.read_bytes()
     assert raw[:2] == b"\x1f\x8b"
-    assert json.loads(gzip.decompress(raw)) == trace == load_trace(gz) == check_trace_file(gz)
+    assert json.loads(gzip.decompress(raw)) == trace == check_trace_file(gz)
     plain = write_trace(trace, tmp_path / "trace.json")
-    assert json.loads(plain.read_text()) == trace and validate_trace_file(plain) == []
+    assert json.loads(plain.read_text()) == trace == check_trace_file(plain)
     assert not list(tmp_path.rglob("*.partial"))
 
 
@@ -346,10 +344,9 @@ def test_file_level_problems(tmp_path):
     }
     for name, (data, message) in cases.items():
         (tmp_path / name).write_bytes(data)
-        problems = validate_trace_file(tmp_path / name)
-        assert len(problems) == 1 and message in problems[0], (name, problems)
-        with pytest.raises(TraceValidationError, match=message):
+        with pytest.raises(TraceValidationError, match=message) as caught:
             check_trace_file(tmp_path / name)
+        assert len(caught.value.problems) == 1 and message in caught.value.problems[0], (name, caught.value.problems)
 
 
 # ------------------------------------------------------------------------------------------ validator
