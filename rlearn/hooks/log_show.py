@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from rlearn import trace
-from rlearn.hooks.base import Hook, Priority, optional_int_arg
+from rlearn.hooks.base import Hook, Priority
 from rlearn.monitor.statistics import RESERVED_NAMES
 from rlearn.registry import HOOKS
 from rlearn.trace.recorder import MONOTONIC_CLOCK
 from rlearn.writers.base import ScalarValue
+from rlearn.values import check_int
 from rlearn.writers.table import TableWriter, format_value
 
 __all__ = ["LogShowHook", "THROUGHPUT_KEYS", "PAUSE_KEYS", "format_value"]
@@ -43,10 +44,9 @@ class LogShowHook(Hook):
     DEFAULT_PRIORITY = Priority.BELOW_NORMAL
 
     def __init__(self, freq: Optional[int] = None, width: Optional[int] = None) -> None:
-        self.freq = optional_int_arg("LogShowHook", "freq", freq)
-        self.width = optional_int_arg("LogShowHook", "width", width, minimum=20)
+        self.freq = check_int("LogShowHook freq", freq, optional=True)
+        self.width = check_int("LogShowHook width", width, 20, optional=True)
         self.logs = 0
-        self._warned_never: set = set()
         # (perf_counter_ns, train_iter, envstep) of the end of the previous log, and the paused time since then
         self._since: Optional[Tuple[int, int, int]] = None
         self._paused_ns: Dict[str, int] = dict.fromkeys(PAUSE_KEYS, 0)
@@ -83,7 +83,7 @@ class LogShowHook(Hook):
         if learner.rank != 0:
             return
         if self.logs >= 1:
-            self._warn_never_reported(learner)
+            learner.metrics.warn_never_reported(learner.train_iter, learner.policy)
         learner.close()  # flushes and closes the writers; a later write opens new files
 
     def _pause_clock(self, kind: str) -> None:
@@ -115,7 +115,7 @@ class LogShowHook(Hook):
         if learner.rank == 0:
             self.logs += 1
             if self.logs >= 2:
-                self._warn_never_reported(learner)
+                learner.metrics.warn_never_reported(learner.train_iter, learner.policy)
         return values
 
     def final_log(self, learner: Any) -> Optional[Dict[str, ScalarValue]]:
@@ -145,18 +145,9 @@ class LogShowHook(Hook):
         values.update({name: paused[kind] / 1e9 for kind, name in PAUSE_KEYS.items()})
         return values
 
-    def _warn_never_reported(self, learner: Any) -> None:
-        periods = getattr(learner.policy, "monitor_periods", None)  # key -> iterations between reports
-        periods = dict(periods()) if callable(periods) else {}
-        learner.metrics.warned_never |= self._warned_never
-        learner.metrics.warn_never_reported(learner.train_iter, periods, type(learner.policy).__name__)
-        self._warned_never = set(learner.metrics.warned_never)
-
     def state_dict(self) -> Dict[str, Any]:
-        """Number of logs so far and the keys already warned about (so a resumed run does not repeat)."""
-        return {"logs": self.logs, "warned_never": sorted(self._warned_never)}
+        """The number of logs so far (the keys already warned about are in the learner's metrics state)."""
+        return {"logs": self.logs}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.logs = int(state["logs"])
-        self._warned_never = set(state["warned_never"])
-

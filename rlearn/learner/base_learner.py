@@ -213,10 +213,12 @@ class BaseLearner(LearnerCheckpoints, HookManager):
     # ------------------------------------------------------------------------- the metric path (self.metrics)
     @property
     def monitor(self) -> TickMonitor:
+        """The run's store (``metrics.monitor``)."""
         return self.metrics.monitor
 
     @property
     def statistics(self) -> LogProcessor:
+        """Which statistics each key shows (``metrics.statistics``)."""
         return self.metrics.statistics
 
     @property
@@ -241,9 +243,6 @@ class BaseLearner(LearnerCheckpoints, HookManager):
         """The declared keys reported only when something happens (:func:`rlearn.monitor.irregular`)."""
         return self.metrics.irregular_keys()
 
-    def ever_reported(self, key: str) -> bool:
-        return self.metrics.ever_reported(key)
-
     def declare_monitor_vars(self, keys: Iterable[str], irregular: bool = False) -> None:
         """Declare keys recorded by hooks or the pipeline (``data_time``, ``collector/episode_return``...);
         ``irregular=True``: reported only when something happens. A bad key raises ``TypeError``/``ValueError``,
@@ -262,8 +261,8 @@ class BaseLearner(LearnerCheckpoints, HookManager):
         of one collect call per key) at the current tick, as ``collector/<key>``; all-or-nothing."""
         if not isinstance(metrics, Mapping):
             raise TypeError(f"learner.record_collect expects a dict key -> values, got {type(metrics).__name__}")
-        self.metrics.record_columns({f"collector/{key}": list(v) if isinstance(v, (list, tuple)) else [v]
-                                     for key, v in metrics.items()}, f"{type(self.policy).__name__}._monitor_vars_collect()")
+        self.metrics.record({f"collector/{key}": list(v) if isinstance(v, (list, tuple)) else [v] for key, v in metrics.items()},
+                            f"{type(self.policy).__name__}._monitor_vars_collect()", columns=True)
 
     def last_tick(self) -> int:
         """The monitor tick of the last completed iteration: the current tick inside ``after_iter`` hooks, the one

@@ -1,13 +1,6 @@
-"""``Metrics``: the metric path of a learner, from "a policy returned a dict" to "the writers received rows".
-
-::
-
-    record(info) / record_columns(columns)   key bookkeeping (declared? strict?)  ->  TickMonitor windows
-    log(keys, end, extra)                    LogProcessor statistics (WindowStat per output name)
-                                             -> WindowStat.merge_ranks (multi-process: one all_gather)
-                                             -> final numbers -> WriterFanout.write_scalars -> every writer
-
-The learner owns one (``learner.metrics``) and forwards its public methods; the log hook calls :meth:`log`.
+"""``Metrics``: a learner's metric path, from "a policy returned a dict" to "the writers received rows"
+(docs/architecture.md): key bookkeeping -> :class:`TickMonitor` windows; at a log, :class:`LogProcessor`
+statistics -> :meth:`WindowStat.merge_ranks` (one ``all_gather`` in a multi-process run) -> the writers.
 """
 
 from __future__ import annotations
@@ -96,30 +89,17 @@ class Metrics:
         return key in self._reported_anywhere or self.monitor.last(key) is not None
 
     # ------------------------------------------------------------------------------------ recording
-    def record(self, info: Mapping[str, Any], owner: str = HOOK_OWNER) -> None:
-        """Record ``info`` at the current tick. An undeclared key is recorded, with one warning per key saying to
-        add it to ``owner``; with ``strict`` it is a ``ValueError`` and nothing of ``info`` is recorded (a bad
-        value too, a ``TypeError`` naming the key)."""
-        undeclared = self._undeclared(info, owner)
-        self.monitor.update(info)
-        self._warn_undeclared(undeclared, owner)
-
-    def record_columns(self, columns: Mapping[str, Sequence[Any]], owner: str) -> None:
-        """Record a list of values per key at the current tick, as :meth:`record` does."""
-        undeclared = self._undeclared(columns, owner)
-        self.monitor.update_columns(columns)
-        self._warn_undeclared(undeclared, owner)
-
-    def _undeclared(self, info: Mapping[str, Any], owner: str) -> List[str]:
+    def record(self, info: Mapping[str, Any], owner: str = HOOK_OWNER, columns: bool = False) -> None:
+        """Record ``info`` (``columns``: a list of values per key) at the current tick. An undeclared key is
+        recorded, with one warning per key saying to add it to ``owner``; with ``strict`` it is a ``ValueError``
+        and nothing of ``info`` is recorded (a bad value too, a ``TypeError`` naming the key)."""
         if not isinstance(info, Mapping):
             raise TypeError(f"learner.record expects a dict of scalars, got {type(info).__name__}")
         undeclared = [key for key in info if key not in self._owners]
         if undeclared and self.strict:
             raise ValueError(f"undeclared monitor key(s) {', '.join(map(repr, undeclared))} (strict mode): add them "
                              f"to {owner}; nothing of this update was recorded")
-        return undeclared
-
-    def _warn_undeclared(self, undeclared: List[str], owner: str) -> None:
+        (self.monitor.update_columns if columns else self.monitor.update)(info)
         for key in undeclared:
             if key not in self.warned_undeclared:
                 self.warned_undeclared.add(key)
@@ -165,9 +145,11 @@ class Metrics:
         self.writers.write_scalars(values, step_iter, step_env)
         return values
 
-    def warn_never_reported(self, train_iter: int, periods: Mapping[str, int], policy: str) -> None:
+    def warn_never_reported(self, train_iter: int, policy: Any) -> None:
         """Warn once per declared key that has had no value on any rank although ``train_iter`` has reached its
-        window and its declared period (``periods``); irregular keys are never warned about."""
+        window and the period ``policy.monitor_periods()`` declares for it; irregular keys are never warned about."""
+        periods = getattr(policy, "monitor_periods", None)  # key -> iterations between reports
+        periods = dict(periods()) if callable(periods) else {}
         for key in self._owners:
             if key in self.warned_never or key in self._irregular or self.ever_reported(key):
                 continue
@@ -175,7 +157,8 @@ class Metrics:
                 continue  # its own window, or the period the policy declares, has not elapsed yet: it may not be due
             self.warned_never.add(key)
             owner = self.owner(key)
-            hint = f"declare its period in {policy}._monitor_periods_learn() and " if owner.endswith("_learn()") else ""
+            hint = (f"declare its period in {type(policy).__name__}._monitor_periods_learn() and "
+                    if owner.endswith("_learn()") else "")
             self.logger.warning(
                 "declared monitor key %r has never been reported after %d iterations: %s. It is declared by %s: if it "
                 "is never produced, remove it there; if it is reported rarely, %sgive it a window of at least its "
@@ -196,13 +179,13 @@ class Metrics:
     def state_dict(self) -> Dict[str, Any]:
         """The monitor's windows, the keys declared by hooks and the keys already warned about."""
         return {"monitor": self.monitor.state_dict(),
-                "warned_undeclared": sorted(list(self.warned_undeclared)),
+                "warned_undeclared": sorted(self.warned_undeclared), "warned_never": sorted(self.warned_never),
                 "extra_monitor_vars": [key for key, owner in list(self._owners.items()) if owner == HOOK_OWNER],
-                "irregular_monitor_vars": sorted(list(self._irregular))}
+                "irregular_monitor_vars": sorted(self._irregular)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.monitor.load_state_dict(state["monitor"])
         self.warned_undeclared = set(state.get("warned_undeclared", ()))
-        irregular_keys = set(state.get("irregular_monitor_vars", ()))
+        self.warned_never = set(state.get("warned_never", ()))
         for key in state.get("extra_monitor_vars", ()):
-            self.declare([key], irregular=key in irregular_keys)
+            self.declare([key], irregular=key in state.get("irregular_monitor_vars", ()))
