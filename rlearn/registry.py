@@ -1,19 +1,13 @@
-"""A small name -> class registry, so that configs can name the objects they want built.
-
-Example::
-
-    from rlearn.registry import Registry
+"""A name -> class registry, so that configs can name the objects they want built::
 
     MODELS = Registry("model")
 
-    @MODELS.register                 # registered under its class name, "MLP" (or: @MODELS.register("mlp"))
+    @MODELS.register                 # under its class name, "MLP" (or: @MODELS.register("mlp"))
     class MLP: ...
 
     model = MODELS.build({"type": "MLP", "hidden": 64})   # MLP(hidden=64)
 
-Also :data:`HOOKS` and :data:`POLICIES`, the names ``policy.type`` accepts (:func:`register_policy`,
-:func:`get_policy_class`). The bundled policies register themselves like a user's; ``policies`` is imported where
-a policy type is resolved, never when ``rlearn`` is imported.
+:data:`HOOKS` holds the hooks, :data:`POLICIES` the names ``policy.type`` accepts (:func:`register_policy`).
 """
 
 from __future__ import annotations
@@ -29,7 +23,8 @@ T = TypeVar("T", bound=Callable[..., Any])
 
 
 class RegistryError(KeyError, ValueError):
-    """An unknown name (or a missing ``type``) in a registry; catchable as ``KeyError`` or ``ValueError``."""
+    """An unknown name (or a missing ``type``) in a registry. A ``KeyError`` too: ``build_hook`` and
+    ``Registry.get`` have raised ``KeyError`` for unknown names, and callers catch that."""
 
     def __str__(self) -> str:  # KeyError would otherwise print the repr of the message
         return str(self.args[0]) if self.args else ""
@@ -64,33 +59,24 @@ class Registry:
             name = getattr(obj, "__name__", None)
         if not isinstance(name, str) or not name:
             raise TypeError(f"{self.name} registry: the name must be a non-empty str, got {name!r}")
-        if name in self._entries and not force and self._entries[name] is not obj:
-            raise ValueError(
-                f"{self.name} registry: the name {name!r} is already taken by {self._describe(self._entries[name])}; "
-                "pick another name or pass force=True to replace it"
-            )
+        taken = self._entries.get(name, obj)
+        if taken is not obj and not force:
+            owner = ".".join(filter(None, (getattr(taken, "__module__", None),
+                                           getattr(taken, "__qualname__", repr(taken)))))
+            raise ValueError(f"{self.name} registry: the name {name!r} is already taken by {owner}; "
+                             "pick another name or pass force=True to replace it")
         self._entries[name] = obj
         return obj
-
-    @staticmethod
-    def _describe(obj: Any) -> str:
-        module = getattr(obj, "__module__", None)
-        qualname = getattr(obj, "__qualname__", repr(obj))
-        return f"{module}.{qualname}" if module else qualname
 
     def get(self, name: str) -> Callable[..., Any]:
         """The class registered as ``name``; :class:`RegistryError` (a KeyError) listing the known names."""
         if not isinstance(name, str):
             raise TypeError(f"{self.name} registry: names are strings, got {name!r}")
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise RegistryError(self._unknown_message(name)) from None
-
-    def _unknown_message(self, name: str) -> str:
-        close = difflib.get_close_matches(name, self.names(), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        return f"unknown {self.name} type {name!r}.{hint} {self._known()}"
+        if name not in self._entries:
+            close = difflib.get_close_matches(name, self.names(), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise RegistryError(f"unknown {self.name} type {name!r}.{hint} {self._known()}")
+        return self._entries[name]
 
     def _known(self) -> str:
         return f"Known {self.name} types: {', '.join(self.names()) or '(none registered)'}"
@@ -112,24 +98,19 @@ class Registry:
         return f"Registry({self.name!r}, names={self.names()})"
 
     def build(self, cfg: Mapping[str, Any], **overrides: Any) -> Any:
-        """Build ``cfg["type"]`` with the other entries of ``cfg`` (and ``overrides``) as keyword arguments.
-
-        A missing or unknown ``type`` raises :class:`RegistryError`; arguments the class does not accept a
-        ``TypeError`` naming the type and the config.
-        """
+        """Build ``cfg["type"]`` with the other entries of ``cfg`` (and ``overrides``) as keyword arguments; a
+        missing or unknown ``type`` is a :class:`RegistryError`, a bad argument a ``TypeError`` naming both."""
         if not isinstance(cfg, Mapping):
             raise TypeError(f"{self.name} config must be a dict with a 'type' key, got {type(cfg).__name__}: {cfg!r}")
         if "type" not in cfg:
             raise RegistryError(f"{self.name} config {dict(cfg)!r} has no 'type' key. {self._known()}")
-        kind = cfg["type"]
-        if isinstance(kind, str):
-            factory = self.get(kind)
-            type_name = kind
-        elif callable(kind) and kind in self._entries.values():
-            factory = kind
-            type_name = getattr(kind, "__name__", repr(kind))
+        factory = type_name = cfg["type"]
+        if isinstance(type_name, str):
+            factory = self.get(type_name)
+        elif callable(factory) and factory in self._entries.values():
+            type_name = getattr(factory, "__name__", repr(factory))
         else:
-            raise RegistryError(f"{self.name} config 'type' must be a registered name, got {kind!r}. {self._known()}")
+            raise RegistryError(f"{self.name} config 'type' must be a registered name, got {factory!r}. {self._known()}")
         kwargs = {key: value for key, value in cfg.items() if key != "type"}
         kwargs.update(overrides)
         try:  # also a non-str argument name
@@ -140,16 +121,13 @@ class Registry:
 
 #: registry of hook classes (``rlearn.hooks``); ``rlearn.hooks.build_hook`` builds from it
 HOOKS = Registry("hook")
-
-
-#: the registry of policy classes: each bundled policy's module registers it (``@register_policy("td3")``) as it is
-#: imported, as a user's policy registers itself
+#: the policy classes: each bundled policy's module registers itself (``@register_policy("td3")``), as a user's does
 POLICIES = Registry("policy")
 
 
 def _policy_base() -> type:
-    """``policies.Policy``, with every bundled policy imported (and so registered). Imported here, where a policy
-    type is resolved or registered, never when ``rlearn`` is imported: ``policies`` itself imports ``rlearn``."""
+    """``policies.Policy``, with every bundled policy imported (and so registered); never imported with
+    ``rlearn``, since ``policies`` itself imports ``rlearn``."""
     import policies
 
     return policies.Policy
@@ -173,13 +151,6 @@ def registered_policies() -> List[str]:
     return POLICIES.names()
 
 
-def _import_path(path: str) -> Any:
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"policy import path must look like 'package.module:ClassName', got {path!r}")
-    return getattr(importlib.import_module(module_name), attr)
-
-
 def get_policy_class(name: str) -> type:
     """Resolve ``policy.type``: a registered name or ``"module:Class"``; unknown names list the known ones."""
     if not isinstance(name, str):
@@ -192,7 +163,10 @@ def get_policy_class(name: str) -> type:
             f"unknown policy type {name!r}; registered: {', '.join(POLICIES.names())} "
             "(or give an import path 'package.module:ClassName')"
         )
-    cls = _import_path(name)
+    module_name, _, attr = name.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"policy import path must look like 'package.module:ClassName', got {name!r}")
+    cls = getattr(importlib.import_module(module_name), attr)
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise TypeError(f"policy type {name!r} resolves to {cls!r}, which is not a policies.Policy subclass")
     return cls
