@@ -22,8 +22,9 @@ from rlearn.writers.tb_file import _CRC, _HEADER, PointTable, TBWriter, encode_r
 __all__ = ["TBWriter", "PointTable", "EventFile", "RewindReport", "read_records", "iter_events", "encode_record",
            "event_files", "rewind_event_files"]
 
+_FRAME = _HEADER.size + _CRC.size  # the length and its checksum, before a record's data
 
-# ---------------------------------------------------------------------------------------- reading
+
 @dataclass
 class EventFile:
     """The valid records of one event file, the damaged ones skipped in the middle, and a damaged tail."""
@@ -39,19 +40,16 @@ class EventFile:
 
 def _record_at(blob: bytes, offset: int) -> Tuple[Optional[int], str]:
     """``(end, "")`` for a valid record starting at ``offset``, else ``(None, what is wrong)``."""
-    if len(blob) - offset < _HEADER.size + _CRC.size:
+    if len(blob) - offset < _FRAME:
         return None, "truncated record header"
     header = blob[offset : offset + _HEADER.size]
-    (length,) = _HEADER.unpack(header)
-    (header_crc,) = _CRC.unpack_from(blob, offset + _HEADER.size)
-    if header_crc != masked_crc32c(header):
+    if _CRC.unpack_from(blob, offset + _HEADER.size)[0] != masked_crc32c(header):
         return None, "bad length checksum"
-    start = offset + _HEADER.size + _CRC.size
-    end = start + length
+    start = offset + _FRAME
+    end = start + _HEADER.unpack(header)[0]
     if end + _CRC.size > len(blob):
         return None, "truncated record"
-    (data_crc,) = _CRC.unpack_from(blob, end)
-    if data_crc != masked_crc32c(blob[start:end]):
+    if _CRC.unpack_from(blob, end)[0] != masked_crc32c(blob[start:end]):
         return None, "bad data checksum"
     return end + _CRC.size, ""
 
@@ -64,10 +62,9 @@ def _next_record(blob: bytes, offset: int) -> Optional[int]:
         zeros = blob.find(b"\x00\x00\x00", search + 5)
         if zeros < 0:
             return None
-        candidate = zeros - 5
-        if _record_at(blob, candidate)[0] is not None:
-            return candidate
-        search = candidate + 1
+        if _record_at(blob, zeros - 5)[0] is not None:
+            return zeros - 5
+        search = zeros - 4
 
 
 def read_records(path: Union[str, os.PathLike]) -> EventFile:
@@ -77,21 +74,19 @@ def read_records(path: Union[str, os.PathLike]) -> EventFile:
     when its length is intact). A damaged region with valid records after it goes to
     :attr:`EventFile.corrupt`, one at the end of the file to :attr:`EventFile.damaged_tail`.
     """
-    path = Path(path)
-    blob = path.read_bytes()
-    result = EventFile(path)
+    blob = Path(path).read_bytes()
+    result = EventFile(Path(path))
     offset = 0
     while offset < len(blob):
         end, problem = _record_at(blob, offset)
         if end is not None:
-            result.records.append(blob[offset + _HEADER.size + _CRC.size : end - _CRC.size])
+            result.records.append(blob[offset + _FRAME : end - _CRC.size])
             result.raw.append(blob[offset:end])
             offset = end
             continue
         resume = None
         if problem == "bad data checksum":  # the length is intact: the record ends where it says
-            (length,) = _HEADER.unpack_from(blob, offset)
-            after = offset + _HEADER.size + _CRC.size + length + _CRC.size
+            after = offset + _FRAME + _HEADER.unpack_from(blob, offset)[0] + _CRC.size
             if after == len(blob) or _record_at(blob, after)[0] is not None:
                 resume = after
         if resume is None:
@@ -114,7 +109,6 @@ def event_files(logdir: Union[str, os.PathLike]) -> List[Path]:
     return sorted(p for p in Path(logdir).rglob("*") if p.is_file() and "tfevents" in p.name)
 
 
-# ---------------------------------------------------------------------------------------- rewinding
 @dataclass
 class RewindReport:
     """What :func:`rewind_event_files` changed."""
@@ -162,7 +156,7 @@ def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep
             return False
         entry = points.get(tag)
         if entry is None:
-            return step <= (envstep if tag.split("/", 1)[0].endswith("_step") else train_iter)  # ``<group>_step/...``
+            return step <= (envstep if tag.split("/", 1)[0].endswith("_step") else train_iter)
         if step != int(entry[0]):
             return step < int(entry[0])
         seen_at_last[tag] = seen_at_last.get(tag, 0) + 1
@@ -184,9 +178,6 @@ def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep
             report.corrupt_records[path] = list(content.corrupt)
         out: List[bytes] = []
         for event, raw in zip(events, content.raw):
-            if not event.HasField("summary"):
-                out.append(raw)
-                continue
             kept = [value for value in event.summary.value if keep(value.tag, event.step)]
             for value in kept:
                 report.kept[value.tag] = report.kept.get(value.tag, 0) + 1

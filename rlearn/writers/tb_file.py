@@ -1,8 +1,7 @@
 """``TBWriter``: one TensorBoard event file written synchronously in the caller's thread, counting points.
 
 Unlike ``tensorboardX.SummaryWriter`` (a background thread), a flushed event is in the file, so a checkpoint
-never counts a point that is not on disk; the per-tag point counts let a resume drop exactly the points
-written after it. The summaries are tensorboardX's own, the framing TFRecord's.
+never counts a point that is not on disk. The summaries are tensorboardX's own, the framing TFRecord's.
 """
 
 from __future__ import annotations
@@ -49,14 +48,14 @@ class TBWriter:
     Args:
         logdir: directory of the event files (``<work_dir>/tb``).
         points: the table of :attr:`points` to update (kept across close and reopen).
-        totals: per tag, every point written (what a resume expects the event files to hold).
     """
 
-    def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None,
-                 totals: Optional[Dict[str, int]] = None) -> None:
+    def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None) -> None:
         self.logdir = Path(logdir)
+        #: per tag: ``[last step written, points written at that step]`` (what the rewind keeps)
         self.points: PointTable = points if points is not None else {}
-        self.totals: Dict[str, int] = totals if totals is not None else {}
+        #: per tag: every point written (what a resume expects the event files to hold)
+        self.totals: Dict[str, int] = {}
         self._file: Optional[BinaryIO] = None
         self._unsynced = False
 
@@ -65,7 +64,8 @@ class TBWriter:
         """Path of the event file currently open, or None when closed."""
         return self._file.name if self._file is not None else None
 
-    def _write(self, event: event_pb2.Event) -> None:
+    def add_summary(self, summary: Summary, global_step: int, walltime: Optional[float] = None) -> None:
+        """Write ``summary`` at ``global_step`` (not counted as a point)."""
         if self._file is None:
             self.logdir.mkdir(parents=True, exist_ok=True)
             now = time.time()
@@ -73,14 +73,10 @@ class TBWriter:
             self._file = open(self.logdir / name, "wb")
             header = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
             self._file.write(encode_record(header.SerializeToString()))
-        self._file.write(encode_record(event.SerializeToString()))
-        self._unsynced = True
-
-    def add_summary(self, summary: Summary, global_step: int, walltime: Optional[float] = None) -> None:
-        """Write ``summary`` at ``global_step`` (not counted as a point)."""
         event = event_pb2.Event(summary=summary, wall_time=time.time() if walltime is None else walltime)
         event.step = int(global_step)
-        self._write(event)
+        self._file.write(encode_record(event.SerializeToString()))
+        self._unsynced = True
 
     def add_scalar(self, tag: str, scalar_value: Any, global_step: int, walltime: Optional[float] = None) -> None:
         """As ``SummaryWriter.add_scalar`` (the same summary); also counts the point for the rewind."""
@@ -92,15 +88,13 @@ class TBWriter:
         self.add_summary(text(tag, text_string), global_step)
 
     def add_gif(self, tag: str, gif: bytes, height: int, width: int, step: int) -> None:
-        """An animated GIF as an image summary of ``tag`` at ``step`` (TensorBoard's Images dashboard plays
-        it: what ``add_video`` writes, without needing moviepy); counted like a scalar point."""
+        """An animated GIF as an image summary (what ``add_video`` writes, without moviepy); counted as a point."""
         image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
         self.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
         self.count_point(tag, int(step))
 
     def count_point(self, tag: str, step: int) -> None:
-        """Count one point of ``tag`` at ``step`` in :attr:`points` (what the rewind keeps) and in
-        :attr:`totals`."""
+        """Count one point of ``tag`` at ``step`` in :attr:`points` and :attr:`totals`."""
         self.totals[tag] = self.totals.get(tag, 0) + 1
         entry = self.points.get(tag)
         if entry is not None and entry[0] == step:
@@ -109,8 +103,8 @@ class TBWriter:
             self.points[tag] = [step, 1]
 
     def flush(self, sync: bool = True) -> None:
-        """Hand every event written so far to the OS; with ``sync`` (the default) also fsync the file
-        (about 5 ms), unless nothing was written since the last fsync."""
+        """Hand every event written so far to the OS; with ``sync`` also fsync the file (about 5 ms), unless
+        nothing was written since the last fsync."""
         if self._file is None:
             return
         self._file.flush()

@@ -8,15 +8,13 @@ uses them on resume to drop exactly the points written after the checkpoint. See
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import time
-from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.writers.base import ScalarValue, Writer, count, list_of, table_of
-from rlearn.writers.tb_events import PointTable, RewindReport, TBWriter, rewind_event_files
+from rlearn.writers.tb_events import RewindReport, TBWriter, rewind_event_files
 
 __all__ = ["TensorBoardWriter", "tb_tags", "HPARAMS_METRIC_PREFIX"]
 
@@ -34,7 +32,7 @@ def tb_tags(name: str) -> Tuple[str, str]:
     return f"{group}_iter/{rest}", f"{group}_step/{rest}"
 
 
-class TensorBoardWriter(Writer):
+class TensorBoardWriter(TBWriter, Writer):
     """Writes scalars to TensorBoard event files under ``logdir`` on both x axes.
 
     The event file is opened at the first write (a writer that never writes leaves no directory); a write
@@ -51,50 +49,37 @@ class TensorBoardWriter(Writer):
     FSYNC_EVERY_S = 30.0
 
     def __init__(self, logdir: Union[str, os.PathLike], logger: Optional[logging.Logger] = None) -> None:
-        self.logdir = Path(logdir)
+        super().__init__(logdir)
         self.logger = logger
         self._synced_at = time.monotonic()
-        self._events = TBWriter(self.logdir)
-        #: per tag: ``[last step written, points written at that step]`` (kept across close/reopen)
-        self.points: PointTable = self._events.points
-        #: per tag: every point written (checked on resume: what the event files must still hold)
-        self.totals: Dict[str, int] = self._events.totals
-
-    @property
-    def event_file(self) -> Optional[str]:
-        """The event file currently open, or None."""
-        return self._events.event_file
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """``iter`` tag at ``step_iter`` and ``step`` tag at ``step_env`` for every value that is not None."""
-        add_scalar = self._events.add_scalar
         for name, value in scalars.items():
             if value is not None:
                 iter_tag, step_tag = tb_tags(name)
-                add_scalar(iter_tag, value, step_iter)
-                add_scalar(step_tag, value, step_env)
+                self.add_scalar(iter_tag, value, step_iter)
+                self.add_scalar(step_tag, value, step_env)
 
     def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
-        """The episode as an animated GIF in the Images dashboard, on the env-step axis only: ``evaluator/video``
-        becomes the tag ``evaluator_step/video`` at step ``step_env`` (frames shrunk to at most
-        :data:`rlearn.video.GIF_MAX_SIDE` pixels a side by :func:`rlearn.video.encode_gif`). A resumed run
-        drops a video written after its checkpoint like any point."""
+        """The episode as an animated GIF (:func:`rlearn.video.encode_gif`) in the Images dashboard, on the
+        env-step axis only: ``evaluator/video`` becomes the tag ``evaluator_step/video`` at step ``step_env``."""
         from rlearn.video import encode_gif
 
         gif, height, width = encode_gif(frames, fps)
-        self._events.add_gif(tb_tags(name)[1], gif, height, width, step_env)
+        self.add_gif(tb_tags(name)[1], gif, height, width, step_env)
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """A TensorBoard text summary (the TEXT dashboard) at step ``step_iter``."""
-        self._events.add_text(tag, text, step_iter)
+        self.add_text(tag, text, step_iter)
 
     def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
-        """The resolved config as the text summary ``config`` (TEXT dashboard) at step ``step_iter``, one key
-        per line as in ``<work_dir>/config.py``."""
+        """The resolved config as the text summary ``config`` at step ``step_iter``, one key per line as in
+        ``<work_dir>/config.py``."""
         from rlearn.config import format_config
 
         text = format_config(config, comments=False)
-        self._events.add_text("config", "\n".join("    " + line for line in text.splitlines()), step_iter)
+        self.add_text("config", "\n".join("    " + line for line in text.splitlines()), step_iter)
 
     def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
         """An HParams session in this run's own directory (so that ``tensorboard --logdir`` over several work
@@ -107,71 +92,53 @@ class TensorBoardWriter(Writer):
                  for name, value in hparams.items()}
         tags = {name: f"{HPARAMS_METRIC_PREFIX}{name}" for name in metrics}
         for summary in hparams_summaries(clean, {tags[name]: value for name, value in metrics.items()}):
-            self._events.add_summary(summary, step_iter)
+            self.add_summary(summary, step_iter)
         for name, value in metrics.items():
-            self._events.add_scalar(tags[name], value, step_iter)
+            self.add_scalar(tags[name], value, step_iter)
 
-    def flush(self) -> None:
-        """Hand the written events to the OS; fsync the event file if the last fsync is ``FSYNC_EVERY_S``
-        seconds old."""
-        if time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S:
-            self._sync()
-        else:
-            self._events.flush(sync=False)
-
-    def _sync(self) -> None:
-        self._events.flush(sync=True)
-        self._synced_at = time.monotonic()
-
-    def close(self) -> None:
-        """Flush, fsync and close the event file; a later write opens a new one."""
-        self._events.close()
-        self._synced_at = time.monotonic()
+    def flush(self, sync: Optional[bool] = None) -> None:
+        """Hand the written events to the OS; fsync the event file when ``sync``, or (None) when the last
+        fsync is :attr:`FSYNC_EVERY_S` seconds old."""
+        if sync is None:
+            sync = time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S
+        super().flush(sync)
+        if sync:
+            self._synced_at = time.monotonic()
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"points": {tag: [last step, points at it]}, "totals": {tag: points}}``, after an fsync of the
-        event file (a checkpoint asks for it: every point it counts is on disk)."""
-        self._sync()
-        return {"points": copy.deepcopy(self.points), "totals": dict(self.totals)}
+        event file (every point a checkpoint counts is on disk)."""
+        self.flush(sync=True)
+        return {"points": {tag: list(entry) for tag, entry in self.points.items()}, "totals": dict(self.totals)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the point counts of a checkpoint."""
         self.require_state(state)
-        points: Mapping[str, List[int]] = state["points"]
-        self.points.clear()
-        self.points.update({str(tag): [int(v[0]), int(v[1])] for tag, v in points.items()})
-        self.totals.clear()
-        self.totals.update({str(tag): int(n) for tag, n in state["totals"].items()})
+        self.points = {str(tag): [int(v[0]), int(v[1])] for tag, v in state["points"].items()}
+        self.totals = {str(tag): int(n) for tag, n in state["totals"].items()}
 
     def rewind(self, step_iter: int, step_env: int) -> RewindReport:
         """Remove from the event files every point written after (``step_iter``, ``step_env``), using the
         point counts of :meth:`load_state_dict` (:func:`~rlearn.writers.tb_events.rewind_event_files`); the
         file this writer has open is left alone. Points the checkpoint counts that the event files no longer
         hold are a WARNING naming the damaged files and the tags."""
-        current = self.event_file
         for table in (self.points, self.totals):
             for tag in [tag for tag in table if tag.startswith(HPARAMS_METRIC_PREFIX)]:
                 del table[tag]
         report = rewind_event_files(
-            self.logdir, step_iter, step_env, points=self.points, skip=(current,) if current else (), logger=self.logger,
-            drop_prefixes=("_hparams_/", HPARAMS_METRIC_PREFIX),
+            self.logdir, step_iter, step_env, points=self.points, logger=self.logger,
+            skip=(self.event_file,) if self.event_file else (), drop_prefixes=("_hparams_/", HPARAMS_METRIC_PREFIX),
         )
-        self._report_lost(report)
-        self.totals.clear()
-        self.totals.update(report.kept)
-        return report
-
-    def _report_lost(self, report: RewindReport) -> None:
-        """Warn about the points the checkpoint counts that the rewound event files no longer hold."""
         lost = {tag: n - report.kept.get(tag, 0) for tag, n in self.totals.items() if n > report.kept.get(tag, 0)}
-        if not lost or self.logger is None:
-            return
-        damaged = [f"{path} ({why})" for path, why in report.damaged_tails.items()]
-        damaged += [f"{path} ({'; '.join(found)})" for path, found in report.corrupt_records.items()]
-        shown = sorted(lost.items(), key=lambda item: (-item[1], item[0]))
-        self.logger.warning(
-            "TensorBoard: the checkpoint counts %d point(s) of %d tag(s) that the event files in %s no longer hold; "
-            "they are lost (damaged: %s): %s%s", sum(lost.values()), len(lost), self.logdir,
-            "; ".join(damaged) or "a file removed or replaced", ", ".join(f"{tag} ({n})" for tag, n in shown[:8]),
-            f" and {len(shown) - 8} more tag(s)" if len(shown) > 8 else "",
-        )
+        if lost and self.logger is not None:
+            damaged = [f"{path} ({why})" for path, why in report.damaged_tails.items()]
+            damaged += [f"{path} ({'; '.join(found)})" for path, found in report.corrupt_records.items()]
+            shown = sorted(lost.items(), key=lambda item: (-item[1], item[0]))
+            self.logger.warning(
+                "TensorBoard: the checkpoint counts %d point(s) of %d tag(s) that the event files in %s no longer "
+                "hold; they are lost (damaged: %s): %s%s", sum(lost.values()), len(lost), self.logdir,
+                "; ".join(damaged) or "a file removed or replaced", ", ".join(f"{tag} ({n})" for tag, n in shown[:8]),
+                f" and {len(shown) - 8} more tag(s)" if len(shown) > 8 else "",
+            )
+        self.totals = dict(report.kept)
+        return report
