@@ -1,7 +1,4 @@
-"""The hook core: ``Hook`` (mount points), ``Priority``, ``HookManager`` (register / call) and ``build_hook``.
-
-Hooks run in priority order (lower first; equal priorities in registration order). See docs/hooks.md.
-"""
+"""The hook core: ``Hook``, ``Priority``, ``HookManager`` and ``build_hook`` (see docs/hooks.md)."""
 
 from __future__ import annotations
 
@@ -10,8 +7,8 @@ import difflib
 import enum
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 
-from rlearn.config.spec import is_int
 from rlearn.registry import HOOKS, Registry
+from rlearn.values import check_int, is_int
 
 __all__ = ["Hook", "Priority", "get_priority", "HookManager", "HOOKS", "build_hook", "MOUNT_POINTS", "PriorityLike"]
 
@@ -34,10 +31,8 @@ PriorityLike = Union[int, str, Priority]
 
 
 def get_priority(priority: PriorityLike) -> int:
-    """Normalise a :class:`Priority`, a name (any case) or an int 0..100 to an int.
-
-    An unknown name or an int out of range is a ``ValueError``; any other type is a ``TypeError``.
-    """
+    """A :class:`Priority`, a name (any case) or an int 0..100 as an int: ``ValueError`` for an unknown name or an
+    int out of range, ``TypeError`` for any other type."""
     if isinstance(priority, bool):
         raise TypeError(f"hook priority must be a Priority, a name or an int 0..100, not a bool ({priority!r})")
     if is_int(priority):
@@ -61,8 +56,7 @@ def get_priority(priority: PriorityLike) -> int:
 class Hook:
     """Base class of hooks: every mount point is a method that does nothing by default.
 
-    Each mount point receives the learner; the checkpoint points also the checkpoint dict. A hook with state
-    implements ``state_dict()`` / ``load_state_dict(state)`` (checkpoints store it under the class name).
+    A hook with state implements ``state_dict()`` / ``load_state_dict(state)`` (saved under its class name).
     ``priority`` is reserved (set at registration); a subclass chooses its default with ``DEFAULT_PRIORITY``.
     """
 
@@ -131,16 +125,14 @@ class Hook:
 
 
 def _check_int(name: str, value: Any) -> None:
+    # any int: n <= 0 is valid and never fires, and a float n is a TypeError (check_int's ValueError would not be)
     if not is_int(value):
         raise TypeError(f"{name} must be an int, got {value!r}")
 
 
 def optional_int_arg(owner: str, name: str, value: Any, minimum: int = 1) -> Optional[int]:
-    """A hook's constructor argument that is None or an int >= ``minimum``; else a ``ValueError`` naming both."""
-    if value is None or (is_int(value) and value >= minimum):
-        return value
-    expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-    raise ValueError(f"{owner} {name} must be {expected} or None, got {value!r}")
+    """``check_int(f"{owner} {name}", value, minimum, optional=True)``."""
+    return check_int(f"{owner} {name}", value, minimum, optional=True)
 
 
 #: every mount point name :meth:`HookManager.call_hook` accepts
@@ -155,8 +147,7 @@ class HookManager:
 
     def __init__(self) -> None:
         super().__init__()
-        self._hooks: List[Hook] = []
-        self._hook_priorities: List[int] = []  # parallel to _hooks, sorted: bisect keeps ties stable
+        self._hooks: List[Hook] = []  # sorted by priority; insort_right keeps ties in registration order
         #: mount point -> the hooks that implement it, in calling order (rebuilt after each registration)
         self._mounted: Dict[str, List[Hook]] = {}
 
@@ -180,10 +171,8 @@ class HookManager:
                 "(use the DEFAULT_PRIORITY class attribute)"
             )
         value = get_priority(hook.DEFAULT_PRIORITY if priority is None else priority)
-        index = bisect.bisect_right(self._hook_priorities, value)
         hook.priority = value  # type: ignore[attr-defined]
-        self._hooks.insert(index, hook)
-        self._hook_priorities.insert(index, value)
+        bisect.insort_right(self._hooks, hook, key=lambda h: h.priority)
         self._mounted = {}
 
     def hooks_at(self, name: str) -> List[Hook]:
@@ -206,10 +195,7 @@ class HookManager:
 
     def call_hook(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call ``hook.<name>(self, *args, **kwargs)`` for every hook of :meth:`hooks_at` in order."""
-        mounted = self._mounted.get(name)
-        if mounted is None:
-            mounted = self._hooks_at(name)
-        for hook in mounted:
+        for hook in self._hooks_at(name):
             getattr(hook, name)(self, *args, **kwargs)
 
     def get_hook(self, which: Union[str, Type[Hook]]) -> Hook:
@@ -226,24 +212,18 @@ class HookManager:
 
 
 def build_hook(cfg: Mapping[str, Any], registry: Registry = HOOKS) -> Tuple[Hook, int]:
-    """Build a hook from a config dict: ``type`` (a registered name), optional ``priority`` (default: the
-    class's ``DEFAULT_PRIORITY``), and the constructor's arguments. Returns ``(hook, priority)``.
-
-    An unknown type raises :class:`rlearn.registry.RegistryError`; a bad priority ``ValueError``/``TypeError``
-    before anything is built. Example::
-
-        hook, priority = build_hook(dict(type="LogShowHook", freq=100, priority="BELOW_NORMAL"))
-        learner.register_hook(hook, priority)
-    """
+    """``(hook, priority)`` from a config dict: ``type`` (a registered name), optional ``priority`` (default: the
+    class's ``DEFAULT_PRIORITY``) and the constructor's arguments. An unknown type raises
+    :class:`rlearn.registry.RegistryError`; a bad priority ``ValueError``/``TypeError`` before anything is built."""
     if not isinstance(cfg, Mapping):
         raise TypeError(f"a hook config must be a dict with a 'type' key, got {type(cfg).__name__}: {cfg!r}")
     args = dict(cfg)
-    raw_priority = args.pop("priority", None)
+    priority = args.pop("priority", None)
     kind = args.get("type")
     # an unknown type is reported before the priority is looked at
     cls = registry.get(kind) if isinstance(kind, str) else kind if isinstance(kind, type) else None
     try:
-        priority = get_priority(raw_priority if raw_priority is not None else getattr(cls, "DEFAULT_PRIORITY", Priority.NORMAL))
+        priority = get_priority(getattr(cls, "DEFAULT_PRIORITY", Priority.NORMAL) if priority is None else priority)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"hook config {dict(cfg)!r}: {exc}") from exc
     hook = registry.build(args)

@@ -1,25 +1,23 @@
-"""``CheckpointHook``: periodic and final checkpoints in ``<work_dir>/ckpt``.
-
-Each save writes ``iteration_<n>.pt`` and ``latest.pt`` (the same bytes) atomically, then deletes the
-oldest ``iteration_*.pt`` beyond ``keep``. See docs/checkpoints.md for the content and for resuming.
-"""
+"""``CheckpointHook``: periodic and final checkpoints in ``<work_dir>/ckpt`` (see docs/checkpoints.md)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Optional
 
-from rlearn.hooks.base import Hook, Priority, optional_int_arg
 from rlearn.checkpoint import prune_checkpoints
+from rlearn.hooks.base import Hook, Priority
 from rlearn.registry import HOOKS
 from rlearn.trace import span
+from rlearn.values import check_int
 
 __all__ = ["CheckpointHook"]
 
 
 @HOOKS.register
 class CheckpointHook(Hook):
-    """Save checkpoints every ``freq`` iterations and when the run ends.
+    """Save checkpoints every ``freq`` iterations and when the run ends: ``iteration_<n>.pt`` and ``latest.pt``
+    (the same bytes, each written atomically), then prune the oldest ``iteration_*.pt`` beyond ``keep``.
 
     Args:
         freq: iterations between two checkpoints; None saves only at the end.
@@ -32,9 +30,10 @@ class CheckpointHook(Hook):
 
     DEFAULT_PRIORITY = Priority.LOW
 
-    def __init__(self, freq: Optional[int] = None, keep: Optional[int] = None, save_last: bool = True, dirname: str = "ckpt") -> None:
-        self.freq = optional_int_arg("CheckpointHook", "freq", freq)
-        self.keep = optional_int_arg("CheckpointHook", "keep", keep)
+    def __init__(self, freq: Optional[int] = None, keep: Optional[int] = None, save_last: bool = True,
+                 dirname: str = "ckpt") -> None:
+        self.freq = check_int("CheckpointHook freq", freq, optional=True)
+        self.keep = check_int("CheckpointHook keep", keep, optional=True)
         self.save_last = bool(save_last)
         if not isinstance(dirname, str) or not dirname:
             raise ValueError(f"CheckpointHook dirname must be a non-empty str, got {dirname!r}")
@@ -63,7 +62,8 @@ class CheckpointHook(Hook):
             raise ValueError("CheckpointHook needs a learner with a work_dir")
         directory = Path(learner.work_dir) / self.dirname
         with span("checkpoint/save", lane="checkpoint"):
-            path = learner.save_checkpoint(directory / f"iteration_{learner.train_iter}.pt", copies=[directory / "latest.pt"])
+            path = learner.save_checkpoint(directory / f"iteration_{learner.train_iter}.pt",
+                                           copies=[directory / "latest.pt"])
             self.last_saved_iter = learner.train_iter
             removed = prune_checkpoints(directory, self.keep, protect=[path], resumed_from_iter=self.resumed_from_iter)
             self.resumed_from_iter = None  # the resumed timeline's own checkpoints are kept from now on

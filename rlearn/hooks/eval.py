@@ -1,11 +1,9 @@
 """``EvalHook``: evaluate the deterministic policy every ``freq`` env steps and at the end; keep the best
 model, stop at a target or when evaluations stop improving, record raw numbers and videos.
 
-The run (:mod:`rlearn.run`) calls :meth:`EvalHook.evaluate_if_due` after each collection and
-:meth:`EvalHook.evaluate_at_end` once the loop is over. :attr:`EvalHook.state` (the last evaluation) is saved
-by the run in ``states["run"]`` (in your own loop: ``learner.register_state("eval", hook.state)``);
-:attr:`EvalHook.progress` (the best so far) is saved by the hook as the checkpoint entry ``eval_progress``.
-Files (rank 0): ``ckpt/best.pt``, ``evaluations.jsonl``, ``videos/envstep_<N>.mp4``; see docs/evaluation.md.
+:attr:`EvalHook.state` (the last evaluation) is saved by the run in ``states["run"]`` (in your own loop:
+``learner.register_state("eval", hook.state)``); :attr:`EvalHook.progress` (the best so far) by the hook as the
+checkpoint entry ``eval_progress``. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -15,11 +13,12 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from rlearn.config.spec import is_real
-from rlearn.hooks.base import Hook, Priority, optional_int_arg
+from rlearn.fileio import atomic_write_bytes
+from rlearn.hooks.base import Hook, Priority
 from rlearn.hooks.eval_state import EvalProgress, EvalState, read_evaluations
 from rlearn.registry import HOOKS
 from rlearn.trace import NOOP_SPAN, span
+from rlearn.values import check_int, is_real
 
 __all__ = ["EvalHook", "EvalState", "EvalProgress", "EVAL_TB_KEYS", "EVALUATIONS_FILE", "BEST_CHECKPOINT",
            "STOP_VALUE", "NO_IMPROVEMENT", "VIDEO_NAME", "read_evaluations"]
@@ -71,17 +70,17 @@ class EvalHook(Hook):
                  patience: Optional[int] = None, save_best: bool = True, video: bool = False,
                  video_freq: Optional[int] = None) -> None:
         self.evaluator = evaluator
-        self.freq = optional_int_arg("EvalHook", "freq", freq)
+        self.freq = check_int("EvalHook freq", freq, optional=True)
         if stop_value is not None and not is_real(stop_value):
             raise ValueError(f"EvalHook stop_value must be a number or None, got {stop_value!r}")
         self.stop_value = None if stop_value is None else float(stop_value)
-        self.patience = optional_int_arg("EvalHook", "patience", patience)
+        self.patience = check_int("EvalHook patience", patience, optional=True)
         for name, flag in (("save_best", save_best), ("video", video)):
             if not isinstance(flag, bool):
                 raise ValueError(f"EvalHook {name} must be True or False, got {flag!r}")
         self.save_best = save_best
         self.video = video
-        self.video_freq = optional_int_arg("EvalHook", "video_freq", video_freq)
+        self.video_freq = check_int("EvalHook video_freq", video_freq, optional=True)
         self.recorder: Any = None
         self.video_path: Optional[Path] = None
         self.stop_reason: Optional[str] = None
@@ -183,7 +182,6 @@ class EvalHook(Hook):
         return result, stop
 
     def _save_best(self, learner: Any) -> None:
-        """Rank 0: write ``best.pt`` (atomically, like every checkpoint) for the evaluation just counted."""
         path = self.best_path(learner)
         if learner.rank != 0 or path is None:
             return
@@ -193,7 +191,6 @@ class EvalHook(Hook):
                             self.progress.best_return, self.progress.best_envstep, path)
 
     def _append_raw(self, learner: Any) -> None:
-        """Rank 0: append this evaluation's per-episode returns and lengths to ``evaluations.jsonl``."""
         episodes = getattr(self.evaluator, "episodes", None)
         if getattr(learner, "work_dir", None) is None or episodes is None:
             return
@@ -206,8 +203,7 @@ class EvalHook(Hook):
             handle.write(json.dumps(row) + "\n")
 
     def _record_video(self, learner: Any) -> Any:
-        """Rank 0: record one episode as ``videos/envstep_<N>.mp4`` if one is due; the recorder's
-        :class:`~rlearn.video.EpisodeVideo` or None. A failing video is logged and switches videos off."""
+        """The recorder's :class:`~rlearn.video.EpisodeVideo` if a video is due, else None."""
         if not self.video or getattr(learner, "work_dir", None) is None:
             return None
         last = self.progress.last_video_envstep
@@ -255,8 +251,6 @@ class EvalHook(Hook):
         kept = [row for row in rows if row["envstep"] <= self.state.last_envstep]
         if len(kept) == len(rows) and path.read_text(encoding="utf-8").endswith("\n"):
             return
-        from rlearn.fileio import atomic_write_bytes
-
         atomic_write_bytes(path, "".join(json.dumps(row) + "\n" for row in kept).encode("utf-8"))
         if len(kept) != len(rows):
             learner.logger.info("%s: dropped %d evaluation(s) after envstep %d (written after the checkpoint)",
@@ -290,13 +284,12 @@ class EvalHook(Hook):
             self.recorder.close()
 
     def _report(self, learner: Any, result: Mapping[str, float]) -> None:
-        """The log line of one evaluation result, then the result to every writer of the learner (the table,
-        TensorBoard's ``evaluator_iter/<k>`` and ``evaluator_step/<k>``...)."""
+        """The log line of one evaluation result, then the result to every writer of the learner."""
         envstep, train_iter = learner.envstep, learner.train_iter
         learner.logger.info(
             "evaluation at envstep %d (train_iter %d): episode_return %.4g +- %.4g (min %.4g, max %.4g) over %d "
             "episodes, episode_length %.1f",
-            envstep, train_iter, result["episode_return_mean"], result["episode_return_std"],
-            result["episode_return_min"], result["episode_return_max"], result["episodes"], result["episode_length_mean"],
+            envstep, train_iter, result["episode_return_mean"], result["episode_return_std"], result["episode_return_min"],
+            result["episode_return_max"], result["episodes"], result["episode_length_mean"],
         )
         learner.write_scalars({f"evaluator/{key}": result[key] for key in EVAL_TB_KEYS}, train_iter, envstep)

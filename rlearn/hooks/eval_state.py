@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from rlearn.config.spec import is_int
+from rlearn.values import is_int
 
 __all__ = ["EvalState", "EvalProgress", "read_evaluations"]
 
@@ -85,17 +85,15 @@ class EvalProgress:
         return False
 
     def state_dict(self) -> Dict[str, Any]:
-        return {"best_return": self.best_return, "best_envstep": self.best_envstep, "best_iter": self.best_iter,
-                "evals_since_best": self.evals_since_best, "last_video_envstep": self.last_video_envstep}
+        return {key: getattr(self, key) for key in self.KEYS}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; other keys are a ``ValueError`` naming them."""
         _check_keys("evaluation progress", state, self.KEYS)
         self.best_return = None if state["best_return"] is None else float(state["best_return"])
-        self.best_envstep = None if state["best_envstep"] is None else int(state["best_envstep"])
-        self.best_iter = None if state["best_iter"] is None else int(state["best_iter"])
+        for key in ("best_envstep", "best_iter", "last_video_envstep"):
+            setattr(self, key, None if state[key] is None else int(state[key]))
         self.evals_since_best = int(state["evals_since_best"])
-        self.last_video_envstep = None if state["last_video_envstep"] is None else int(state["last_video_envstep"])
 
 
 def read_evaluations(path: Any) -> List[Dict[str, Any]]:

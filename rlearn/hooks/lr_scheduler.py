@@ -1,29 +1,20 @@
-"""``LRSchedulerHook``: a torch LR scheduler stepped once per train iteration, plus an optional warmup.
-
-Warmup (the formulas of mmcv's ``LrUpdaterHook``): during the first ``warmup_iters`` iterations the
-learning rate used by iteration ``i`` (0-based) is ``regular_lr * factor(i)`` with
-
-* ``constant``: ``factor = warmup_ratio``
-* ``linear``:   ``factor = 1 - (1 - i / warmup_iters) * (1 - warmup_ratio)``
-* ``exp``:      ``factor = warmup_ratio ** (1 - i / warmup_iters)``
-
-where ``regular_lr`` is what the torch scheduler (or the optimizer, without one) says. From iteration
-``warmup_iters`` on, the regular lr is used. See docs/hooks.md.
+"""``LRSchedulerHook``: a torch LR scheduler stepped once per train iteration, plus an optional warmup (the
+formulas of mmcv's ``LrUpdaterHook``, in :func:`warmup_factor`). See docs/hooks.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-import numbers
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
 from torch.optim import lr_scheduler as torch_schedulers
 
-from rlearn.config.spec import is_int, is_real
 from rlearn.hooks.base import Hook
 from rlearn.registry import HOOKS
+from rlearn.values import check_int, is_real
 
 __all__ = ["LRSchedulerHook", "WARMUP_MODES", "warmup_factor"]
 
@@ -49,7 +40,7 @@ def _buildable_schedulers() -> List[str]:
 
 
 def warmup_factor(mode: Optional[str], i: int, warmup_iters: int, warmup_ratio: float) -> float:
-    """The factor applied to the regular lr in iteration ``i`` (1.0 outside the warmup)."""
+    """The factor applied to the regular lr in iteration ``i`` (0-based; 1.0 outside the warmup)."""
     if mode is None or i >= warmup_iters:
         return 1.0
     if mode == "constant":
@@ -74,7 +65,7 @@ class LRSchedulerHook(Hook):
             * a callable ``optimizer -> scheduler`` for anything else (``SequentialLR``...).
 
             Its "epoch" is one train iteration: the hook calls ``scheduler.step()`` once after each.
-        warmup: ``None``, ``"constant"``, ``"linear"`` or ``"exp"`` (see the module docstring).
+        warmup: ``None``, ``"constant"``, ``"linear"`` or ``"exp"`` (see :func:`warmup_factor`).
         warmup_iters: number of warmup iterations (> 0 with a warmup, 0 without).
         warmup_ratio: lr factor at the start of the warmup, in (0, 1].
         optimizers: names in ``learner.policy.optimizers()`` to schedule: one name, a list of names,
@@ -95,24 +86,22 @@ class LRSchedulerHook(Hook):
         self.scheduler_spec = self._check_scheduler(scheduler)
         if warmup is not None and warmup not in WARMUP_MODES:
             raise ValueError(f"LRSchedulerHook: {warmup!r} is not a supported warmup; valid values: {_VALID_WARMUPS}")
-        if not is_int(warmup_iters) or warmup_iters < 0:
-            raise ValueError(f"LRSchedulerHook: warmup_iters must be an int >= 0, got {warmup_iters!r}")
+        warmup_iters = check_int("LRSchedulerHook: warmup_iters", warmup_iters, minimum=0)
         if warmup is not None and warmup_iters == 0:
             raise ValueError(f"LRSchedulerHook: warmup={warmup!r} needs warmup_iters > 0")
         if warmup is None and warmup_iters > 0:
-            raise ValueError(
-                f"LRSchedulerHook: warmup_iters={warmup_iters} without a warmup mode; set warmup to one of "
-                f"{', '.join(repr(m) for m in WARMUP_MODES)}"
-            )
+            raise ValueError(f"LRSchedulerHook: warmup_iters={warmup_iters} without a warmup mode; set warmup to one "
+                             f"of {', '.join(map(repr, WARMUP_MODES))}")
         if not is_real(warmup_ratio) or not 0 < warmup_ratio <= 1:
             raise ValueError(f"LRSchedulerHook: warmup_ratio must be a number in (0, 1], got {warmup_ratio!r}")
         if optimizers is not None:
             names = [optimizers] if isinstance(optimizers, str) else list(optimizers)
             if not names or not all(isinstance(n, str) and n for n in names):
-                raise ValueError(f"LRSchedulerHook: optimizers must be None, a name or a list of names, got {optimizers!r}")
+                raise ValueError(
+                    f"LRSchedulerHook: optimizers must be None, a name or a list of names, got {optimizers!r}")
             optimizers = names
         self.warmup = warmup
-        self.warmup_iters = int(warmup_iters)
+        self.warmup_iters = warmup_iters
         self.warmup_ratio = float(warmup_ratio)
         self.optimizer_names: Optional[List[str]] = optimizers
         self.optimizers: Dict[str, torch.optim.Optimizer] = {}
@@ -136,11 +125,13 @@ class LRSchedulerHook(Hook):
                     f"class ({', '.join(known)}); got {dict(scheduler)!r}"
                 )
             if kind in _UNSUPPORTED:
-                raise ValueError(f"LRSchedulerHook: scheduler type {kind!r} is not supported from a dict: {_UNSUPPORTED[kind]}")
+                raise ValueError(
+                    f"LRSchedulerHook: scheduler type {kind!r} is not supported from a dict: {_UNSUPPORTED[kind]}")
             if kind not in known:
                 raise ValueError(f"LRSchedulerHook: unknown scheduler type {kind!r}; known types: {', '.join(known)}")
             if "optimizer" in spec:
-                raise ValueError("LRSchedulerHook: do not put 'optimizer' in the scheduler dict; the hook passes the policy's optimizers")
+                raise ValueError("LRSchedulerHook: do not put 'optimizer' in the scheduler dict; the hook passes the "
+                                 "policy's optimizers")
             cls = getattr(torch_schedulers, kind)
             try:
                 inspect.signature(cls).bind(None, **spec)
@@ -209,17 +200,15 @@ class LRSchedulerHook(Hook):
             return
         if self._regular_lrs:
             self._restore_regular()
-        if self._first_step:
-            # An optimizer that did not step in the first iteration (TD3's delayed actor) makes torch
-            # warn that the scheduler stepped before the optimizer; per-iteration scheduling expects that.
-            self._first_step = False
-            with warnings.catch_warnings():
+        # An optimizer that did not step in the first iteration (TD3's delayed actor) makes torch warn that the
+        # scheduler stepped before the optimizer; per-iteration scheduling expects that. Only the first step
+        # catches warnings: catch_warnings resets the warning registries, so "once" warnings would repeat.
+        with warnings.catch_warnings() if self._first_step else contextlib.nullcontext():
+            if self._first_step:
+                self._first_step = False
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
-                for scheduler in self.schedulers.values():
-                    scheduler.step()
-            return
-        for scheduler in self.schedulers.values():
-            scheduler.step()
+            for scheduler in self.schedulers.values():
+                scheduler.step()
 
     def _restore_regular(self) -> None:
         self._set_lrs(self._regular_lrs)
@@ -252,9 +241,9 @@ class LRSchedulerHook(Hook):
             raise ValueError(f"LRSchedulerHook.load_state_dict: not a LRSchedulerHook state: {state!r}")
         regular = state.get("regular_lrs", {})
         if not isinstance(regular, Mapping) or not all(
-            isinstance(lrs, (list, tuple)) and all(isinstance(v, numbers.Real) for v in lrs) for lrs in regular.values()
-        ):
-            raise ValueError(f"LRSchedulerHook.load_state_dict: 'regular_lrs' must map optimizer names to lists of lrs, got {regular!r}")
+                isinstance(lrs, (list, tuple)) and all(map(is_real, lrs)) for lrs in regular.values()):
+            raise ValueError("LRSchedulerHook.load_state_dict: 'regular_lrs' must map optimizer names to lists of lrs, "
+                             f"got {regular!r}")
         if not self._ready:
             self._pending_state = state
             return
@@ -273,10 +262,9 @@ class LRSchedulerHook(Hook):
         for name, lrs in regular.items():
             optimizer = self.optimizers.get(name)
             if optimizer is None or len(lrs) != len(optimizer.param_groups):
-                raise ValueError(
-                    f"LRSchedulerHook.load_state_dict: saved lrs of optimizer {name!r} do not match this hook's "
-                    f"optimizers ({', '.join(f'{n}: {len(o.param_groups)} group(s)' for n, o in self.optimizers.items())})"
-                )
+                groups = ", ".join(f"{n}: {len(o.param_groups)} group(s)" for n, o in self.optimizers.items())
+                raise ValueError(f"LRSchedulerHook.load_state_dict: saved lrs of optimizer {name!r} do not match this "
+                                 f"hook's optimizers ({groups})")
         for name, scheduler in self.schedulers.items():
             scheduler.load_state_dict(saved[name])
         self._regular_lrs = {}
