@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import pprint
 import re
+import shutil
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Union
 
@@ -67,8 +68,7 @@ config = '''
 
 def dump_config(cfg: Mapping[str, Any], path: Union[str, Path]) -> Path:
     """Write ``cfg`` as a Python config file (``config = {...}``, commented with each key's help) that
-    :func:`~rlearn.config.load_config` reads back to an equal dict. Returns the path. Written atomically
-    (temporary file + rename)."""
+    :func:`~rlearn.config.load_config` reads back to an equal dict, atomically; returns the path."""
     from rlearn import __version__
     from rlearn.executables import shell_command
 
@@ -83,6 +83,8 @@ def dump_config(cfg: Mapping[str, Any], path: Union[str, Path]) -> Path:
     ) + format_config(cfg) + "\n"
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
+    if path.exists():
+        shutil.copymode(path, tmp)  # the permissions of the file it replaces
     tmp.replace(path)
     return path
 

@@ -1,5 +1,4 @@
-"""Dotted keys of a nested config: paths, "did you mean" suggestions for unknown keys, merging a user's dict
-over the defaults, and checking values (a whole run config, one component's section, declared keys)."""
+"""Dotted keys of a nested config: paths, "did you mean" suggestions, merging over the defaults, checking values."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ def known_paths(cfg: Mapping[str, Any], prefix: str = "") -> List[str]:
 
 
 def suggest(key: str, known: Sequence[str], n: int = 3) -> List[str]:
-    """The existing dotted keys closest to ``key``, best first: keys of the same section with a similar
-    name, then keys anywhere with a very similar name (``max_env_steps`` -> ``train.max_env_steps``),
-    then very similar whole paths."""
+    """The existing dotted keys closest to ``key``, best first: similar names in its section, then very similar
+    names anywhere (``max_env_steps`` -> ``train.max_env_steps``), then very similar whole paths."""
     section, _, leaf = key.rpartition(".")
     by_leaf: Dict[str, List[str]] = {}
     siblings: Dict[str, str] = {}
@@ -78,6 +76,7 @@ def suggest(key: str, known: Sequence[str], n: int = 3) -> List[str]:
 
 
 def unknown_key_error(key: str, known: Sequence[str], owner: str = "") -> ConfigError:
+    """The error for an unknown ``key``: the closest ``known`` keys and the keys of its section."""
     close = suggest(key, known)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     section, _, _ = key.rpartition(".")
@@ -100,14 +99,10 @@ def is_plain(value: Any) -> bool:
 
 def merge_section(base: Mapping[str, Any], user: Mapping[str, Any], prefix: str = "",
                   known: Optional[Sequence[str]] = None, owner: str = "") -> Dict[str, Any]:
-    """``base`` (defaults) updated with ``user``, recursively for nested sections.
-
-    A key of ``user`` that ``base`` lacks is a :class:`ConfigError` naming its full path (``prefix`` + key),
-    ``owner`` (a policy's: `` for policy 'td3'``), the closest of ``known`` (default: every framework key) and
-    any other unknown key of the same dict. Framework sections are merged key by key, the ``policy`` section
-    and the free-form dicts (``env.kwargs``) are taken whole; in a policy's section every dict given for a
-    dict default is merged key by key.
-    """
+    """``base`` (defaults) updated with ``user``, recursively for nested sections. A key ``base`` lacks is a
+    :class:`ConfigError` naming its path (``prefix`` + key), ``owner`` (`` for policy 'td3'``) and the closest of
+    ``known`` (default: every framework key). Framework sections merge key by key, ``policy`` and the free-form
+    dicts (``env.kwargs``) are taken whole; in a policy's section (``owner``) every nested dict merges."""
     known = known_paths(defaults()) if known is None else known
     merged = copy.deepcopy(dict(base))
     bad = [key for key in user if not isinstance(key, str)]
@@ -132,9 +127,8 @@ def merge_section(base: Mapping[str, Any], user: Mapping[str, Any], prefix: str 
 
 
 def validate_keys(cfg: Dict[str, Any], keys: Mapping[str, Key], prefix: str = "") -> None:
-    """Check the value of every key of ``keys`` (dotted paths starting with ``prefix``, the section ``cfg``
-    is) and normalise it in place (an int of a float key becomes a float, a tuple of a list key a list).
-    Raises :class:`ConfigError` naming the full key, or the item (``policy.hidden_sizes[1]``)."""
+    """Check and normalise in place (:meth:`Key.validate`) every key of ``keys``, dotted paths starting with
+    ``prefix`` (the section ``cfg`` is); a :class:`ConfigError` names the key or item."""
     for path, key in keys.items():
         relative = path[len(prefix):]
         try:
@@ -145,8 +139,8 @@ def validate_keys(cfg: Dict[str, Any], keys: Mapping[str, Key], prefix: str = ""
 
 
 def validate_config(cfg: Dict[str, Any]) -> None:
-    """Check every framework key of a resolved config (:func:`validate_keys`) and that all values are plain
-    Python literals (so the config can be dumped and read back)."""
+    """Check every framework key of a resolved config and that all values are plain Python literals (so the
+    config can be dumped and read back)."""
     validate_keys(cfg, SCHEMA)
     for path, value in flatten(cfg, stop=()).items():
         if not is_plain(value):
@@ -157,9 +151,8 @@ def validate_config(cfg: Dict[str, Any]) -> None:
 
 
 def resolve_section(section_path: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    """One component's section (``"learner"``): ``cfg`` (a partial dict, or None) merged over the schema's
-    defaults, every key checked, keys declared ``same_as`` a sibling filled from it when None. For components
-    built from their section alone (``BaseLearner(policy, {"log_freq": 10})``)."""
+    """One component's section (``"learner"``): ``cfg`` (partial, or None) merged over the defaults, checked, keys
+    declared ``same_as`` a sibling filled from it when None (``BaseLearner(policy, {"log_freq": 10})``)."""
     if section_path not in SECTIONS or section_path in ("", "policy"):
         raise KeyError(f"no framework section {section_path!r}")
     if cfg is None:
@@ -180,8 +173,8 @@ def resolve_section(section_path: str, cfg: Optional[Mapping[str, Any]]) -> Dict
 
 
 def undeclared_window_warnings(windows: Mapping[str, Any], declared: Sequence[str], owner: str) -> List[str]:
-    """One warning per key of ``learner.monitor_windows`` that is not in ``declared`` (the monitor keys the
-    policy ``owner`` and the run declare): its window would never be used, most often a typo."""
+    """One warning per key of ``learner.monitor_windows`` not in ``declared`` (the monitor keys the policy
+    ``owner`` and the run declare): its window would never be used, most often a typo."""
     declared = list(declared)
     messages: List[str] = []
     for key in windows:

@@ -1,10 +1,6 @@
-"""Loading a config (a Python file, a bundled config or a dict) and resolving it.
-
-The *resolved* config is a nested dict of plain values: framework sections filled from the schema's defaults,
-the ``policy`` section from the policy class's ``default_config``, ``--set`` overrides applied, every value
-checked. A config file is executed as a module under a private name (an ``if __name__ == "__main__":`` block
-does not run), so what it defines, e.g. a ``@register_policy`` class, takes effect.
-"""
+"""Loading a config (a Python file, a bundled config or a dict) and resolving it into a nested dict of plain,
+checked values: defaults filled in (the policy's from its class), ``--set`` overrides applied. A config file runs
+as a module under a private name (its ``if __name__ == "__main__":`` block does not run)."""
 
 from __future__ import annotations
 
@@ -14,6 +10,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -26,36 +23,27 @@ from rlearn.config.schema import SCHEMA, defaults
 __all__ = ["load_config", "resolve_config", "import_file", "config_source", "imports_named"]
 
 _loaded_files: Dict[str, Any] = {}
-#: the package every executed config or ``custom_imports`` file is registered under (a name that exists only
-#: in the process that executed the file: see :func:`user_modules`)
+#: the package every executed config or ``custom_imports`` file is registered under (only in that process)
 USER_PACKAGE = "rlearn_user_config"
 
 
-def _module_name_for(path: Path) -> str:
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    stem = "".join(c if c.isalnum() else "_" for c in path.stem)
-    return f"{USER_PACKAGE}.{stem}_{digest}"
-
-
 def user_modules() -> List[Any]:
-    """The modules of the files executed by :func:`import_file` in this process (which other processes
-    cannot import by name)."""
+    """The modules of the files :func:`import_file` executed in this process (other processes cannot import them)."""
     return [module for name, module in list(sys.modules.items()) if name.startswith(f"{USER_PACKAGE}.")]
 
 
 def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
-    """Execute the Python file ``path`` as a module (once per process unless ``fresh``) and return it.
-
-    The module is registered in ``sys.modules`` as ``rlearn_user_config.<stem>_<hash>``, so classes defined
-    there are picklable. Errors while executing it become a :class:`ConfigError` naming the file and line.
-    """
+    """Execute the Python file ``path`` as a module (once per process unless ``fresh``) and return it, registered
+    as ``rlearn_user_config.<stem>_<hash>`` (so its classes pickle); an error in it is a :class:`ConfigError`
+    naming the file and line."""
     path = Path(path).expanduser().resolve()
     key = str(path)
     if key in _loaded_files and not fresh:
         return _loaded_files[key]
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    name = _module_name_for(path)
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+    name = f"{USER_PACKAGE}.{''.join(c if c.isalnum() else '_' for c in path.stem)}_{digest}"
     if USER_PACKAGE not in sys.modules:
         package = type(sys)(USER_PACKAGE)
         package.__path__ = []  # a namespace for the executed config files
@@ -73,25 +61,16 @@ def import_file(path: Union[str, Path], fresh: bool = False) -> Any:
             raise
         if isinstance(exc, SyntaxError):
             raise ConfigError(f"syntax error in config file {str(path)!r}, line {exc.lineno}: {exc.msg}") from exc
-        line = _error_line(exc, path)
+        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path]
+        line = f" at line {lines[-1]}" if lines else ""
         raise ConfigError(f"config file {str(path)!r} raised {type(exc).__name__}{line}: {exc}") from exc
     _loaded_files[key] = module
     return module
 
 
-def _error_line(exc: BaseException, path: Path) -> str:
-    tb = exc.__traceback__
-    line = None
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == path:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return f" at line {line}" if line is not None else ""
-
-
 def config_source(spec: str) -> Tuple[str, str]:
-    """Where ``rlearn train CONFIG`` takes its config from: ``("file", path)`` (a ``.py`` or an existing file)
-    or ``("bundled", name)``; an unknown name raises :class:`ConfigError` listing the bundled configs."""
+    """Where ``rlearn train CONFIG`` takes its config from: ``("file", path)`` or ``("bundled", name)``; an unknown
+    name raises :class:`ConfigError` listing the bundled configs."""
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"a config is a .py file or a bundled config name, got {spec!r}")
     path = Path(spec).expanduser()
@@ -135,11 +114,8 @@ def load_config(
     overrides: Iterable[Override] = (),
     seed: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """Load a config file, bundled config name or dict and resolve it (:func:`resolve_config`).
-
-    ``overrides``: ``--set`` items, ``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs; ``seed``, if not
-    None, replaces ``seed`` (``rlearn train --seed``).
-    """
+    """Load a config file, bundled config name or dict and resolve it (:func:`resolve_config`) with ``overrides``
+    (``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs) and ``seed`` (if not None)."""
     raw, default_name = _raw_config(spec)
     overrides = list(overrides)
     if seed is not None:
@@ -159,10 +135,9 @@ def _import_custom(items: Sequence[str]) -> None:
 
 
 def imports_named(cfg: Mapping[str, Any]) -> List[str]:
-    """What resolving and building ``cfg`` would import, i.e. whose code it would run: each
-    ``custom_imports`` item, a ``policy.type`` given as an import path (``"pkg.module:Class"``, not a
-    registered name) and an ``env.id`` with a module prefix (``"pkg.module:MyEnv-v0"``, which gymnasium
-    imports). Each as ``"<key> <value>"``; empty for a config that only names bundled, registered parts."""
+    """What resolving and building ``cfg`` would import (whose code it would run), each as ``"<key> <value>"``:
+    ``custom_imports`` items, a ``policy.type`` import path (``"pkg.module:Class"``) and an ``env.id`` with a
+    module prefix (``"pkg.module:MyEnv-v0"``); empty for a config naming only bundled, registered parts."""
     from rlearn.registry import registered_policies
 
     named: List[str] = []
@@ -191,10 +166,9 @@ def resolve_config(
     overrides: Iterable[Override] = (),
     default_exp_name: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """Merge ``raw`` over the schema's defaults, import ``custom_imports``, merge the policy section over the
-    policy class's ``default_config``, apply ``overrides`` and check every value. A policy defined in
-    ``__main__`` or an executed config file has that file added to ``custom_imports`` (so the dumped config
-    loads on its own). Resolving twice is harmless."""
+    """Merge ``raw`` over the defaults, import ``custom_imports``, merge the policy section over the policy's
+    ``default_config``, apply ``overrides``, check every value (idempotent). A policy defined in ``__main__`` or an
+    executed config file gets that file in ``custom_imports``, so the dumped config loads on its own."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a config must be a dict, got {type(raw).__name__}")
     cfg = merge_section(defaults(), raw)

@@ -31,21 +31,12 @@ def non_empty(value: Any) -> Optional[str]:
 def option(default: Any, help: str, *, ge: Optional[float] = None, gt: Optional[float] = None,
            le: Optional[float] = None, finite: bool = False, check: Optional[Check] = None, expected: str = "",
            doc_default: str = "", same_as: str = "", items: Optional[Dict[str, Any]] = None) -> Any:
-    """Declare one config key of a section dataclass.
-
-    Args:
-        default: the default value (copied for each resolved config).
-        help: what the key does (one paragraph of markdown; the docs table's "meaning" column).
-        ge, gt: lower bound (inclusive / exclusive) of a number; le: upper bound (inclusive).
-        finite: the number must be finite.
-        check: extra check returning a complaint or None.
-        expected: how to describe an accepted value in errors (default: built from type and range).
-        doc_default: how the docs show the default (default: the value itself).
-        same_as: for a None default, the sibling key whose value it takes when a component resolves its
-            section (``learner.monitor_window`` is ``log_freq`` unless set).
-        items: for a list or dict, the bounds of its items or values (``dict(ge=1)``); they are checked one
-            by one and errors name the item (``learner.monitor_windows.loss``).
-    """
+    """Declare one config key of a section dataclass: its ``default`` (copied for each config) and ``help`` (the
+    docs table's "meaning"). ``ge``/``gt``/``le``: bounds of a number, ``finite``: no inf/nan; ``check``: an extra
+    check returning a complaint or None; ``expected``: how errors describe an accepted value; ``doc_default``: how
+    the docs show the default; ``same_as``: for a None default, the sibling key it takes its value from
+    (``learner.monitor_window`` is ``log_freq`` unless set); ``items``: the bounds of a list's items or a dict's
+    values (``dict(ge=1)``), errors naming the item (``learner.monitor_windows.loss``)."""
     meta = dict(help=help, ge=ge, gt=gt, le=le, finite=finite, check=check, expected=expected,
                 doc_default=doc_default, same_as=same_as, items=items or {})
     return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
@@ -98,38 +89,34 @@ class Key:
             if self.nullable or self.same_as:
                 return None
             raise ConfigError(f"config key '{self.path}' must be {self.describe()}, got None")
-        if not has_kind(value, self.kind):
-            raise ConfigError(
-                f"config key '{self.path}' must be {self.describe()}, got {type(value).__name__} {value!r}"
-            )
-        value = _normalise(value, self.kind)
-        complaint = _range_complaint(value, self.ge, self.gt, self.finite, self.le) \
-            if self.kind in (int, float) else None
-        if complaint is None and self.check is not None:
-            complaint = self.check(value)
-        if complaint:
-            shown = "" if isinstance(value, (list, dict)) else f", got {value!r}"
-            raise ConfigError(f"config key '{self.path}' {complaint}{shown}")
-        if isinstance(value, dict):
-            bad = [name for name in value if not isinstance(name, str)]
-            if bad:
-                raise ConfigError(f"config key '{self.path}' must have string keys, got {bad[0]!r}")
+        value = _checked(self.path, value, self.kind, self.describe(), self.ge, self.gt, self.le, self.finite,
+                         self.check)
+        bad = [name for name in value if not isinstance(name, str)] if isinstance(value, dict) else []
+        if bad:
+            raise ConfigError(f"config key '{self.path}' must have string keys, got {bad[0]!r}")
         if self.item_kind is not None:
-            entries = value.items() if isinstance(value, dict) else enumerate(value)
-            for name, item in entries:
+            ge, gt = self.items.get("ge"), self.items.get("gt")
+            text = _describe(self.item_kind, ge, gt)
+            for name, item in value.items() if isinstance(value, dict) else enumerate(value):
                 where = f"{self.path}.{name}" if isinstance(value, dict) else f"{self.path}[{name}]"
-                self._validate_item(where, item)
+                _checked(where, item, self.item_kind, text, ge, gt)
         return value
 
-    def _validate_item(self, where: str, item: Any) -> None:
-        kind = self.item_kind
-        if kind is not object and not has_kind(item, kind):
-            text = _describe(kind, self.items.get("ge"), self.items.get("gt"))
-            raise ConfigError(f"config key '{where}' must be {text}, got {type(item).__name__} {item!r}")
-        complaint = _range_complaint(item, self.items.get("ge"), self.items.get("gt"), False) \
-            if kind in (int, float) else None
-        if complaint:
-            raise ConfigError(f"config key '{where}' {complaint}, got {item!r}")
+
+def _checked(path: str, value: Any, kind: type, expected: str, ge: Optional[float] = None,
+             gt: Optional[float] = None, le: Optional[float] = None, finite: bool = False,
+             check: Optional[Check] = None) -> Any:
+    """``value`` normalised to ``kind`` after the type, range and ``check``; else a ConfigError naming ``path``."""
+    if not has_kind(value, kind):
+        raise ConfigError(f"config key '{path}' must be {expected}, got {type(value).__name__} {value!r}")
+    value = _normalise(value, kind)
+    complaint = _range_complaint(value, ge, gt, finite, le) if kind in (int, float) else None
+    if complaint is None and check is not None:
+        complaint = check(value)
+    if complaint:
+        shown = "" if isinstance(value, (list, dict)) else f", got {value!r}"
+        raise ConfigError(f"config key '{path}' {complaint}{shown}")
+    return value
 
 
 _TYPE_NAMES = {int: "int", float: "float", bool: "bool", str: "str", list: "list", dict: "dict"}

@@ -1,6 +1,5 @@
-"""Building the parts of a run from a resolved config: device, trace, environments, policy, buffer,
-learner and its default hooks. Each builder turns a bad config value into a
-:class:`rlearn.config.ConfigError` that names the section."""
+"""Building the parts of a run from a resolved config (device, trace, environments, policy, buffer, learner and
+its default hooks); each turns a bad config value into a :class:`rlearn.config.ConfigError` naming the section."""
 
 from __future__ import annotations
 
@@ -39,8 +38,8 @@ def error_message(exc: BaseException) -> Any:
 
 
 def resolve_device(name: str) -> str:
-    """``"auto"`` -> ``"cuda"`` when available, else ``"cpu"``; any other name must be a torch device that
-    this machine has (``"cuda"`` without CUDA is a ConfigError)."""
+    """``"auto"`` -> ``"cuda"`` when available, else ``"cpu"``; any other name must be a torch device this machine
+    has (a ConfigError otherwise)."""
     import torch
 
     if name == "auto":
@@ -79,9 +78,8 @@ def enable_trace(work_dir: Path, rank: int, cfg_flag: bool, distributed: bool) -
 
 
 def make_envs(cfg: Mapping[str, Any], seed: int) -> Tuple[Any, Any]:
-    """The training vector env (seeded with this rank's ``seed``) and the evaluation one (seeded from the
-    config's seed, the same on every rank, as a one-process run does), each behind a
-    :class:`~rlearn.env.checks.FiniteCheck` (non-finite observations are the environment's fault)."""
+    """The training vector env (seeded with this rank's ``seed``) and the evaluation one (from the config's seed,
+    the same on every rank), each behind a :class:`~rlearn.env.checks.FiniteCheck`."""
     from rlearn.env import make_vector_env
 
     env_cfg = cfg["env"]
@@ -117,8 +115,7 @@ def make_policy(cfg: Mapping[str, Any], env: Any, device: str, seed: int) -> Any
 
 
 class PolicyNeeds(NamedTuple):
-    """What the loops read from the policy's config: ``rollout_steps`` (on-policy), ``batch_size`` and
-    ``learning_starts`` (off-policy)."""
+    """What the loops read from the policy's config (``rollout_steps`` on-policy, the others off-policy)."""
 
     on_policy: bool
     rollout_steps: int
@@ -156,10 +153,9 @@ def _size_text(n: float) -> str:
 
 def check_buffer_limits(cfg: Mapping[str, Any], env: Any, batch_size: Optional[int] = None,
                         memory: Optional[int] = None) -> int:
-    """Refuse, before anything is allocated, a replay buffer that cannot work here (a ConfigError naming the
-    keys): a ``policy.batch_size`` larger than ``buffer.size``, or more transitions than the ``memory`` left
-    (default :func:`available_memory`) can hold. numpy maps the storage lazily, so without this check the OOM
-    killer would end the run once the buffer filled, hours in. Returns the bytes the transitions take at most."""
+    """Refuse, before anything is allocated, a ``policy.batch_size`` above ``buffer.size`` or more transitions than
+    ``memory`` (default :func:`available_memory`) holds: numpy maps the storage lazily, so the OOM killer would
+    end the run hours in, once the buffer filled. Returns the bytes the transitions take at most."""
     size = cfg["buffer"]["size"]
     if batch_size is not None and batch_size > size:
         raise ConfigError(
@@ -183,8 +179,7 @@ def check_buffer_limits(cfg: Mapping[str, Any], env: Any, batch_size: Optional[i
 
 
 def make_buffer(cfg: Mapping[str, Any], env: Any, seed: int, batch_size: Optional[int] = None) -> Any:
-    """The replay buffer of an off-policy run (``buffer.size`` transitions of ``env``'s spaces), after
-    :func:`check_buffer_limits` (``batch_size``: the policy's, checked against ``buffer.size``)."""
+    """The replay buffer of an off-policy run, after :func:`check_buffer_limits`."""
     from rlearn.buffer import ReplayBuffer
 
     check_buffer_limits(cfg, env, batch_size)
@@ -209,9 +204,8 @@ def max_episode_steps(cfg: Mapping[str, Any]) -> Optional[int]:
 
 
 def episode_window(cfg: Mapping[str, Any], iters_per_envstep: float, max_episode_steps: Optional[int]) -> int:
-    """Default monitor window (in train iterations) of the episode keys: wide enough for about
-    :data:`EPISODES_PER_WINDOW` full-length episodes (a ``log_freq`` window often holds none: TD3 on Pendulum
-    logs every 100 iterations, its episodes take 200), never narrower than ``learner.monitor_window``."""
+    """Default window (in train iterations) of the episode keys: about :data:`EPISODES_PER_WINDOW` full-length
+    episodes (TD3 on Pendulum logs every 100 iterations, its episodes take 200), at least ``monitor_window``."""
     learner = cfg["learner"]
     base = learner["monitor_window"] or learner["log_freq"]
     length = max_episode_steps or DEFAULT_EPISODE_STEPS
@@ -241,8 +235,8 @@ def make_learner(cfg: Mapping[str, Any], policy: Any, needs: PolicyNeeds, work_d
 
 
 def add_default_hooks(learner: Any, cfg: Mapping[str, Any], evaluator: Any) -> Any:
-    """Register a ``TimerHook``, a ``LogShowHook``, a ``CheckpointHook`` and an ``EvalHook`` from the config,
-    each unless ``learner.hooks`` already holds one; the EvalHook in use (given ``evaluator`` if it has none)."""
+    """Register a Timer-, LogShow-, Checkpoint- and EvalHook from the config, each unless ``learner.hooks`` holds
+    one; returns the EvalHook in use (given ``evaluator`` if it has none)."""
     from rlearn.hooks import CheckpointHook, EvalHook, LogShowHook, TimerHook
 
     present = {type(hook) for hook in learner.hooks}

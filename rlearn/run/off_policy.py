@@ -1,17 +1,13 @@
-"""The off-policy loop (TD3...): collect into the replay buffer, then train on sampled batches.
-
-Each step collects ``train.collect_steps`` steps per environment. Once this rank's collector is past
-``policy.learning_starts`` steps (as in SB3: 1,000 learning starts and 3,000 steps give 2,000 iterations),
-every collected env step earns ``train.updates_per_step`` learner iterations (:class:`UpdateSchedule`), each
-on ``buffer.sample(policy.batch_size)``.
-"""
+"""The off-policy loop (TD3...): each step collects ``train.collect_steps`` steps per environment into the replay
+buffer; past ``policy.learning_starts`` steps (as in SB3) every env step earns ``train.updates_per_step`` learner
+iterations (:class:`UpdateSchedule`), each on ``buffer.sample(policy.batch_size)``."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Dict, Mapping
 
-from rlearn.config.spec import is_int, is_real
+from rlearn.values import check_int, is_real
 from rlearn.run.loop import Loop
 from rlearn.trace import get_tracer, span
 
@@ -20,8 +16,8 @@ __all__ = ["OffPolicyLoop", "UpdateSchedule"]
 
 class UpdateSchedule:
     """Learner iterations earned by collected env steps, ``updates_per_step`` each (0.5: one every 2 steps):
-    ``credit`` is the fraction of an iteration earned but not run yet, ``pending`` the iterations earned by the
-    last collection and not run yet (a resumed run runs them before collecting again)."""
+    ``credit`` is the fraction of an iteration earned, ``pending`` the iterations earned and not run yet (a
+    resumed run runs them before collecting again)."""
 
     KEYS = ("update_credit", "pending_updates")
 
@@ -31,8 +27,7 @@ class UpdateSchedule:
         self.pending = 0
 
     def earn(self, new_steps: int) -> int:
-        """Credit ``new_steps`` collected env steps; the whole iterations earned are added to
-        :attr:`pending` and returned."""
+        """Credit ``new_steps`` collected env steps; the whole iterations earned go to :attr:`pending`."""
         self.credit += self.updates_per_step * new_steps
         earned = int(math.floor(self.credit + 1e-9))
         self.credit = max(0.0, self.credit - earned)
@@ -47,10 +42,8 @@ class UpdateSchedule:
         credit, pending = state["update_credit"], state["pending_updates"]
         if not is_real(credit) or not 0 <= credit < 1 + 1e-6:
             raise ValueError(f"'update_credit' must be a number in [0, 1), got {credit!r}")
-        if not is_int(pending) or pending < 0:
-            raise ValueError(f"'pending_updates' must be a non-negative int, got {pending!r}")
+        self.pending = check_int("'pending_updates'", pending, 0)
         self.credit = float(credit)
-        self.pending = int(pending)
 
 
 class OffPolicyLoop(Loop):
@@ -64,7 +57,6 @@ class OffPolicyLoop(Loop):
         self.learning_starts = learning_starts
         self.batch_size = batch_size
         self.schedule = schedule
-        #: the buffer's ``prefetch(batch_size, n)`` (ReplayBuffer.prefetch), if it has one
         self._prefetch = getattr(buffer, "prefetch", None)
 
     def finished(self) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
@@ -51,8 +50,7 @@ class Trainer:
         self.loop: Any = None
         self.learner: Any = None
         self._closed = False
-        #: a SIGINT / SIGTERM / SIGHUP received during start-up (one process): :meth:`run` stops at its first
-        #: safe point and saves a checkpoint, as it does for a signal during training
+        #: a signal received during start-up (one process): :meth:`run` stops at its first safe point with a checkpoint
         self._startup_signal: Optional[int] = None
         # start-up handles the signals as training does: one process notes the first one, a rank stops at once
         startup = TerminatedByLauncher(True) if self.world_size > 1 else InterruptGuard(True)
@@ -67,11 +65,10 @@ class Trainer:
             self._startup_signal = startup.signum
 
     def _start_up(self, work_dir: Union[str, Path, None], resume: ResumeArg, progress: Optional[bool]) -> None:
-        """Join the process group, check the config across ranks, choose the work dir and the checkpoint, build
-        every part."""
+        """Join the process group (before touching the disk), check the config across ranks, choose the work dir
+        and the checkpoint, build every part."""
         if self.world_size > 1:
             stop_with_parent()  # a rank whose launcher dies (even SIGKILLed) gets SIGTERM: no unsupervised ranks
-        # join the process group before touching the disk (single process: nothing happens)
         joined_before = dist.is_distributed()
         self.distributed = dist.init_distributed(self.cfg["dist"]["backend"], timeout_s=self.cfg["dist"]["timeout_s"])
         self._owns_process_group = self.distributed and not joined_before
@@ -180,20 +177,13 @@ class Trainer:
             self.logger.error(failure_line(exc, train_iter, envstep, prefix=prefix))
 
     def _write_config(self) -> None:
-        """Write ``config.py`` (rank 0), keeping the permissions of the file it replaces."""
-        if self.rank != 0:
-            return
-        try:
-            mode: Optional[int] = os.stat(self.dirs.config_file).st_mode & 0o7777
-        except OSError:
-            mode = None
-        dump_config(self.cfg, self.dirs.config_file)
-        if mode is not None:
-            os.chmod(self.dirs.config_file, mode)
+        """Write ``config.py`` (rank 0)."""
+        if self.rank == 0:
+            dump_config(self.cfg, self.dirs.config_file)
 
     def _check_files(self) -> None:
-        """Start-up checks of the work dir (rank 0): temp files of saves a kill interrupted are removed, and
-        the directories the run writes must be writable now, not 500 iterations in (one-line ConfigError)."""
+        """Rank 0 at start-up: remove temp files of interrupted saves; the directories the run writes must be
+        writable now, not 500 iterations in (one-line ConfigError)."""
         for path in clean_stale_temp_files(self.work_dir):
             self.logger.info("removed %s (left by an interrupted save)", path)
         for directory in (self.work_dir, self.dirs.ckpt_dir, self.dirs.tb_dir):
@@ -349,8 +339,7 @@ class Trainer:
 
 
 def _detach_file_handler(logger: Any, path: Path) -> None:
-    """Close and remove the handler writing ``path`` (so a later run with the same logger name does not
-    write into this run's log)."""
+    """Close and remove the handler writing ``path`` (a later run of the same logger name must not write there)."""
     import logging
 
     target = path.resolve()
@@ -366,18 +355,8 @@ def train(
     resume: ResumeArg = None,
     progress: Optional[bool] = None,
 ) -> RunResult:
-    """Train a policy from one config: in this process, or as one rank of a run launched by ``torchrun``
-    (``rlearn train CONFIG --nproc N``; docs/distributed.md).
-
-    Args:
-        cfg: a config dict (resolved here), a config file path or a bundled config name.
-        work_dir: where the log, ``tb/``, ``ckpt/``, ``config.py`` (and ``trace/``) go; default
-            ``work_dirs/<exp_name>``, or the next free ``<exp_name>_2``, ``_3``... (one that holds a run is
-            refused unless resuming).
-        resume: ``True`` continues from ``<work_dir>/ckpt/latest.pt``, a path from that checkpoint.
-        progress: show the progress bar (None: only on a terminal, unless ``RLEARN_NO_PROGRESS=1``).
-
-    Returns a :class:`RunResult`; raises :class:`rlearn.config.ConfigError` for a config mistake and
-    :class:`rlearn.checkpoint.CheckpointError` for a bad checkpoint.
-    """
+    """Train a policy from ``cfg`` (a dict, a config file or a bundled config name), in this process or as one rank
+    of a ``torchrun`` launch (docs/distributed.md). ``work_dir``: default ``work_dirs/<exp_name>`` or the next free
+    ``<exp_name>_2``...; ``resume``: True for ``<work_dir>/ckpt/latest.pt``, or a checkpoint path; ``progress``:
+    the progress bar (None: on a terminal). Raises ConfigError / CheckpointError for a bad config / checkpoint."""
     return Trainer(cfg, work_dir=work_dir, resume=resume, progress=progress).run()
