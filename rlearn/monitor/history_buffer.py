@@ -1,27 +1,24 @@
-"""``HistoryBuffer``: MMEngine's history of one scalar, O(1) amortised ``update`` and O(1) windowed ``mean``.
+"""``HistoryBuffer``: MMEngine's history of one scalar, with an O(1) amortised ``update``.
 
-The retained updates are the slice ``[_a, _b)`` of flat arrays beside double-double prefix sums of the
-finite values and their counts, re-based to 0 whenever the slice moves to the front (docs/logging.md,
-section HistoryBuffer: storage, costs and the error bound of ``mean``).
+The retained updates are the slice ``[_a, _b)`` of two float64 arrays (values, counts) that grow by doubling up
+to a little more than ``max_length``, then move the slice to their front; a statistic reads the window's slice
+in C (numpy, ``math.fsum``): O(window), as in MMEngine (docs/logging.md, section HistoryBuffer).
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rlearn.config.spec import is_int
 from rlearn.monitor.scalars import to_float
+from rlearn.values import check_int, is_int
 
-__all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS", "SUFFIXES", "dd_add", "dd_div"]
+__all__ = ["HistoryBuffer", "MAX_MAGNITUDE", "BUILTIN_STATISTICS", "SUFFIXES", "dd_add", "dd_div", "dd_sum"]
 
 MAX_MAGNITUDE = 1e290
-_BLOCK = 256
-_SMALL = 64  # windows up to this size: plain Python min/max
 
 
 def _describe(value: Any) -> str:
@@ -32,13 +29,15 @@ def _describe(value: Any) -> str:
 
 
 def check_value(value: Any, what: str = "value") -> float:
+    """``value`` as a float: NaN/inf pass (they are counted apart), a finite value above ``MAX_MAGNITUDE`` raises."""
     v = to_float(value, what)
-    if v - v == 0.0 and abs(v) > MAX_MAGNITUDE:  # finite and huge (NaN/inf are accepted and counted)
+    if v - v == 0.0 and abs(v) > MAX_MAGNITUDE:
         raise ValueError(f"{what} {v!r} is too large to average safely (|{what}| must be <= {MAX_MAGNITUDE:g})")
     return v
 
 
 def check_count(count: Any, what: str = "count") -> float:
+    """``count`` as a float in ``(0, MAX_MAGNITUDE]``; a bool raises ``TypeError``."""
     if isinstance(count, (bool, np.bool_)):
         raise TypeError(f"{what} must be a positive number, not a bool")
     c = to_float(count, what)
@@ -47,23 +46,23 @@ def check_count(count: Any, what: str = "count") -> float:
     return c
 
 
-def _read_only(view: np.ndarray) -> np.ndarray:
-    view.flags.writeable = False
-    return view
-
-
-def _dd_minus(a_hi: Any, a_lo: Any, b_hi: Any, b_lo: Any) -> Tuple[Any, Any]:
-    """``(a_hi + a_lo) - (b_hi + b_lo)`` of double-doubles (floats or arrays), renormalised (TwoSum)."""
-    s = a_hi - b_hi
-    bp = s - a_hi
-    lo = ((a_hi - (s - bp)) + (-b_hi - bp)) + (a_lo - b_lo)
-    hi = s + lo
-    return hi, lo - (hi - s)
+def dd_sum(values: Sequence[float]) -> Tuple[float, float]:
+    """The sum of finite ``values`` as a double-double ``(hi, lo)``: ``hi`` the correctly rounded sum, ``lo`` the
+    rounded rest (both ``math.fsum``); ``(inf, 0.0)`` when a partial sum overflows."""
+    try:
+        hi = math.fsum(values)
+        return hi, math.fsum([*values, -hi])
+    except OverflowError:
+        return sum(values), 0.0
 
 
 def dd_add(a_hi: float, a_lo: float, b_hi: float, b_lo: float) -> Tuple[float, float]:
     """``(a_hi + a_lo) + (b_hi + b_lo)`` of double-doubles, renormalised (TwoSum)."""
-    return _dd_minus(a_hi, a_lo, -b_hi, -b_lo)
+    s = a_hi + b_hi
+    bp = s - a_hi
+    lo = ((a_hi - (s - bp)) + (b_hi - bp)) + (a_lo + b_lo)
+    hi = s + lo
+    return hi, lo - (hi - s)
 
 
 _SPLIT = 134217729.0  # 2**27 + 1: Dekker's split of a double into two 26-bit halves
@@ -84,18 +83,6 @@ def dd_div(hi: float, lo: float, n: float) -> float:
     return q + (((hi - p) - e) + lo) / n
 
 
-def _finite_extreme(x: np.ndarray, smallest: bool) -> float:
-    """Min (or max) of the finite entries of ``x``; +inf (or -inf) if there is none."""
-    if x.size:
-        m = float(np.fmin.reduce(x) if smallest else np.fmax.reduce(x))  # NaN is skipped, inf is not
-        if m - m == 0.0:
-            return m
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return math.inf if smallest else -math.inf
-    return float(x.min() if smallest else x.max())
-
-
 class HistoryBuffer:
     """The last ``max_length`` values of one scalar, each with a count (how many samples it stands for).
 
@@ -109,9 +96,7 @@ class HistoryBuffer:
     _statistics_methods: Dict[str, Callable[..., Any]] = {}
 
     def __init__(self, log_history: Sequence[Any] = (), count_history: Sequence[Any] = (), max_length: int = 1_000_000) -> None:
-        if not is_int(max_length) or max_length < 1:
-            raise ValueError(f"max_length must be a positive int; got {max_length!r}")
-        self.max_length = int(max_length)
+        self.max_length = check_int("max_length", max_length)
         self._cap_final = self.max_length + max(64, self.max_length // 8)
         values, counts = self._flat(log_history, "log_history"), self._flat(count_history, "count_history")
         if len(counts) and len(counts) != len(values):
@@ -122,9 +107,10 @@ class HistoryBuffer:
                           f"the first {drop} elements are dropped.", stacklevel=2)
         values = self._checked(values[drop:], "log_history", check_value, drop)
         counts = self._checked(counts[drop:], "count_history", check_count, drop) if len(counts) else np.ones(len(values))
-        self._allocate(min(self._cap_final, max(64, 2 * len(values))))
-        for v, c in zip(values.tolist(), counts.tolist()):
-            self._append(v, c)
+        n = len(values)
+        self._v, self._c = np.empty(min(self._cap_final, max(64, 2 * n))), np.empty(min(self._cap_final, max(64, 2 * n)))
+        self._v[:n], self._c[:n] = values, counts
+        self._a, self._b = 0, n
 
     @staticmethod
     def _flat(history: Any, name: str) -> Any:
@@ -150,69 +136,21 @@ class HistoryBuffer:
             return arr
         return np.array([checker(x, f"{name}[{i + offset}]") for i, x in enumerate(history)], dtype=np.float64)
 
-    def _allocate(self, cap: int) -> None:
-        self._cap = cap
-        self._v, self._c = np.zeros(cap), np.zeros(cap)
-        self._ph, self._pl, self._qh, self._ql = (np.zeros(cap + 1) for _ in range(4))  # prefix sums
-        self._bmin, self._bmax = np.zeros(cap // _BLOCK), np.zeros(cap // _BLOCK)  # per-block finite extremes
-        self._blocks = 0  # blocks whose extremes are computed
-        self._a = self._b = 0  # the retained slice
-        self._th = self._tl = self._tch = self._tcl = 0.0  # the prefix sums at _b, as Python floats
-        self._n = 0  # updates ever made (the update number of the next one)
-        self._bad: List[int] = []  # update numbers of the retained non-finite values (and a few older ones)
-
-    def _make_room(self) -> None:
-        """Grow the arrays (doubling) or move the retained slice to the front, its prefix sums re-based to 0."""
-        a, b, n = self._a, self._b, self._b - self._a
-        if self._cap < self._cap_final:
-            old, blocks, updates, bad = self._arrays, self._blocks, self._n, self._bad
-            self._allocate(min(self._cap_final, 2 * self._cap))
-            for new, arr in zip(self._arrays, old):
-                new[: len(arr)] = arr
-            self._a, self._b, self._blocks, self._n, self._bad = a, b, blocks, updates, bad
-        else:
-            self._v[:n], self._c[:n] = self._v[a:b], self._c[a:b]
-            ph, pl = _dd_minus(self._ph[a: b + 1], self._pl[a: b + 1], self._ph[a], self._pl[a])
-            qh, ql = _dd_minus(self._qh[a: b + 1], self._ql[a: b + 1], self._qh[a], self._ql[a])
-            self._ph[: n + 1], self._pl[: n + 1], self._qh[: n + 1], self._ql[: n + 1] = ph, pl, qh, ql
-            del self._bad[: bisect.bisect_left(self._bad, self._n - n)]  # those that left the history
-            self._a, self._b, self._blocks = 0, n, 0
-        self._th, self._tl, self._tch, self._tcl = (x.item(self._b) for x in (self._ph, self._pl, self._qh, self._ql))
-
     def update(self, value: Any, count: Any = 1) -> None:
         """Append ``value`` standing for ``count`` samples; a bad value or count raises and changes nothing."""
         v = value if type(value) is float and abs(value) <= MAX_MAGNITUDE else check_value(value)
         c = 1.0 if type(count) is int and count == 1 else check_count(count)
-        self._append(v, c)
-
-    def _append(self, v: float, c: float) -> None:
         b = self._b
-        if b == self._cap:
-            self._make_room()
-            b = self._b
+        if b == len(self._v):  # full: the retained slice moves to the front of arrays twice as long (at most _cap_final)
+            n, cap = b - self._a, min(self._cap_final, 2 * b)
+            old_v, old_c = self._v[self._a: b], self._c[self._a: b]
+            self._v, self._c = np.empty(cap), np.empty(cap)
+            self._v[:n], self._c[:n] = old_v, old_c
+            self._a, b = 0, n
         self._v[b] = v
         self._c[b] = c
-        th, tl, tch, tcl = self._th, self._tl, self._tch, self._tcl
-        if v - v == 0.0:  # finite: compensated (TwoSum) accumulation of the value and of its count
-            s = th + v
-            bp = s - th
-            tl += (th - (s - bp)) + (v - bp)
-            th = s
-            s = tch + c
-            bp = s - tch
-            tcl += (tch - (s - bp)) + (c - bp)
-            tch = s
-            self._th, self._tl, self._tch, self._tcl = th, tl, tch, tcl
-        else:
-            self._bad.append(self._n)
-        self._n += 1
-        b += 1
-        self._ph[b] = th
-        self._pl[b] = tl
-        self._qh[b] = tch
-        self._ql[b] = tcl
-        self._b = b
-        if b - self._a > self.max_length:
+        self._b = b + 1
+        if self._b - self._a > self.max_length:
             self._a += 1
 
     def __len__(self) -> int:
@@ -224,12 +162,12 @@ class HistoryBuffer:
     @property
     def _log_history(self) -> np.ndarray:
         """The retained values, oldest first (a read-only view), as in MMEngine."""
-        return _read_only(self._v[self._a: self._b])
+        return self._view(self._v, None)
 
     @property
     def _count_history(self) -> np.ndarray:
         """The retained counts, oldest first (a read-only view), as in MMEngine."""
-        return _read_only(self._c[self._a: self._b])
+        return self._view(self._c, None)
 
     @property
     def data(self) -> Tuple[np.ndarray, np.ndarray]:
@@ -244,11 +182,7 @@ class HistoryBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (an upper bound of its memory)."""
-        return sum(a.nbytes for a in self._arrays) + 8 * len(self._bad)
-
-    @property
-    def _arrays(self) -> Tuple[np.ndarray, ...]:
-        return self._v, self._c, self._ph, self._pl, self._qh, self._ql, self._bmin, self._bmax
+        return self._v.nbytes + self._c.nbytes
 
     def _window(self, window_size: Optional[int], allow_empty: bool = False) -> int:
         """Validate ``window_size`` and return the number of entries it covers (clipped to the history)."""
@@ -265,6 +199,18 @@ class HistoryBuffer:
             raise ValueError("HistoryBuffer is empty: update it before asking for a statistic")
         return w
 
+    def _view(self, array: np.ndarray, window_size: Optional[int], allow_empty: bool = True) -> np.ndarray:
+        """The last ``window_size`` entries of ``array`` (values or counts), a read-only view."""
+        view = array[self._b - self._window(window_size, allow_empty): self._b]
+        view.flags.writeable = False
+        return view
+
+    def _finite(self, window_size: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:
+        """``(values, counts)`` of the finite values among the last ``window_size`` updates (empty: raises)."""
+        values, counts = self._view(self._v, window_size, False), self._view(self._c, window_size)
+        finite = np.isfinite(values)
+        return (values, counts) if finite.all() else (values[finite], counts[finite])
+
     def current(self) -> float:
         """The most recent value, as recorded (NaN included)."""
         if self._b == self._a:
@@ -274,65 +220,38 @@ class HistoryBuffer:
     def mean(self, window_size: Optional[int] = None) -> float:
         """``sum(values) / sum(counts)`` over the finite values among the last ``window_size`` updates
         (``None``: the whole retained history); NaN if the window holds no finite value."""
-        if type(window_size) is int and 0 < window_size <= self._b - self._a:  # the fast path of _window
-            j = self._b - window_size
-        else:
-            j = self._b - self._window(window_size)
-        hi, lo = _dd_minus(self._tch, self._tcl, self._qh.item(j), self._ql.item(j))
-        if hi == 0.0:
+        values, counts = self._finite(window_size)
+        if not values.size:
             return math.nan
-        vhi, vlo = _dd_minus(self._th, self._tl, self._ph.item(j), self._pl.item(j))
-        return dd_div(vhi, vlo, hi) if lo == 0.0 else (vhi + vlo) / (hi + lo)
+        hi, lo = dd_sum(values.tolist())
+        if counts.item(0) == 1.0 and counts.min() == counts.max():  # every count is 1: their sum is exact
+            return dd_div(hi, lo, float(counts.size))
+        c_hi, c_lo = dd_sum(counts.tolist())
+        return dd_div(hi, lo, c_hi) if c_lo == 0.0 else (hi + lo) / (c_hi + c_lo)
 
     def min(self, window_size: Optional[int] = None) -> float:
         """Smallest finite value among the last ``window_size`` updates (NaN if none is finite)."""
-        return self._extreme(window_size, True)
+        values = self._finite(window_size)[0]
+        return float(values.min()) if values.size else math.nan
 
     def max(self, window_size: Optional[int] = None) -> float:
         """Largest finite value among the last ``window_size`` updates (NaN if none is finite)."""
-        return self._extreme(window_size, False)
-
-    def nonfinite(self, window_size: Optional[int] = None) -> int:
-        """How many of the last ``window_size`` updates were NaN or infinite."""
-        return len(self._bad) - bisect.bisect_left(self._bad, self._n - self._window(window_size, allow_empty=True))
+        values = self._finite(window_size)[0]
+        return float(values.max()) if values.size else math.nan
 
     def count(self, window_size: Optional[int] = None) -> int:
         """How many of the last ``window_size`` updates were finite."""
-        return self._window(window_size, allow_empty=True) - self.nonfinite(window_size)
+        return int(np.count_nonzero(np.isfinite(self._view(self._v, window_size))))
+
+    def nonfinite(self, window_size: Optional[int] = None) -> int:
+        """How many of the last ``window_size`` updates were NaN or infinite."""
+        return self._window(window_size, allow_empty=True) - self.count(window_size)
 
     def std(self, window_size: Optional[int] = None) -> float:
         """Population standard deviation (ddof=0) of the finite values among the last ``window_size``
         updates (counts ignored); NaN if none is finite."""
-        values = self._v[self._b - self._window(window_size): self._b]
-        values = values[np.isfinite(values)]
+        values = self._finite(window_size)[0]
         return float(values.std()) if values.size else math.nan
-
-    def _extreme(self, window_size: Optional[int], smallest: bool) -> float:
-        w = window_size if type(window_size) is int and 0 < window_size <= self._b - self._a else self._window(window_size)
-        a, b = self._b - w, self._b
-        if w <= _SMALL:
-            values = self._v[a:b].tolist()
-            if self._bad and self._bad[-1] >= self._n - w:
-                values = [x for x in values if x - x == 0.0]
-                if not values:
-                    return math.nan
-            return min(values) if smallest else max(values)
-        first, last = -(-a // _BLOCK), b // _BLOCK
-        if last - first < 4:
-            best = _finite_extreme(self._v[a:b], smallest)
-        else:
-            if self._blocks < last:  # compute the extremes of the blocks filled since (written once)
-                rows = self._v[self._blocks * _BLOCK: last * _BLOCK].reshape(-1, _BLOCK)
-                finite = np.isfinite(rows)
-                self._bmin[self._blocks: last] = np.where(finite, rows, math.inf).min(axis=1)
-                self._bmax[self._blocks: last] = np.where(finite, rows, -math.inf).max(axis=1)
-                self._blocks = last
-            pick = min if smallest else max
-            middle = (self._bmin if smallest else self._bmax)[first:last]
-            best = pick(float(middle.min() if smallest else middle.max()),
-                        _finite_extreme(self._v[a: first * _BLOCK], smallest),
-                        _finite_extreme(self._v[last * _BLOCK: b], smallest))
-        return best if best - best == 0.0 else math.nan
 
     @classmethod
     def register_statistics(cls, method: Callable[..., Any]) -> Callable[..., Any]:

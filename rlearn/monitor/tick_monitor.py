@@ -6,12 +6,24 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from rlearn.config.spec import is_int
 from rlearn.monitor.scalars import check_key, to_floats
-from rlearn.monitor.state import STATE_VERSION, parse_state, positive_int
-from rlearn.monitor.window import EMPTY, KeyWindow, Tracked, WindowStat
+from rlearn.monitor.state import STATE_VERSION, parse_state
+from rlearn.monitor.window import EMPTY, KeyWindow, LastN, SinceStart, WindowStat
+from rlearn.values import check_int, is_int
 
 __all__ = ["TickMonitor"]
+
+
+def _want(kept: Dict[Any, Any], window: Optional[int], last_n: Optional[int], since_start: bool) -> None:
+    """Make ``kept`` (what a key keeps beyond its own window: window size / ``"last_n"`` / ``"since_start"`` ->
+    its store) hold a ``window`` of that many ticks, the last ``last_n`` values, aggregates ``since_start``."""
+    if window is not None and window not in kept:
+        kept[window] = KeyWindow(window)
+    ring = kept.get("last_n")
+    if last_n is not None and (ring is None or ring.n < last_n):  # a longer ring keeps the values of the shorter
+        kept["last_n"] = LastN(last_n) if ring is None else LastN(last_n, ring.ring, ring.tick, ring.at_tick)
+    if since_start and "since_start" not in kept:
+        kept["since_start"] = SinceStart()
 
 
 class TickMonitor:
@@ -28,11 +40,11 @@ class TickMonitor:
     """
 
     def __init__(self, window_size: int = 20, window_sizes: Optional[Mapping[str, int]] = None) -> None:
-        self._default_size = positive_int("TickMonitor window_size", window_size)
+        self._default_size = check_int("TickMonitor window_size", window_size)
         self._sizes: Dict[str, int] = {}
         self._windows: Dict[str, KeyWindow] = {}
         self._last: Dict[str, Optional[float]] = {}
-        self._tracked: Dict[str, Tracked] = {}
+        self._kept: Dict[str, Dict[Any, Any]] = {}  # key -> what keep() asked for (see _want)
         self._tick = 0
         self._lock = threading.RLock()  # recording (any thread) against state_dict / load_state_dict
         if window_sizes is not None:
@@ -61,12 +73,12 @@ class TickMonitor:
 
     def set_window_size(self, key: str, size: int) -> None:
         """Set the window of ``key``; growing brings back no value that had already left the old one."""
-        self._sizes[check_key(key)] = size = positive_int(f"TickMonitor window size of {key!r}", size)
+        self._sizes[check_key(key)] = size = check_int(f"TickMonitor window size of {key!r}", size)
         self._resize(key, size)
 
     def set_default_window_size(self, size: int) -> None:
         """Set the window of every key without a window of its own (as :meth:`set_window_size` does)."""
-        size = positive_int("TickMonitor window_size", size)
+        size = check_int("TickMonitor window_size", size)
         for key in list(self._windows):
             if key not in self._sizes:
                 self._resize(key, size)
@@ -75,22 +87,18 @@ class TickMonitor:
     def _resize(self, key: str, size: int) -> None:
         window = self._windows.get(key)
         if window is not None:
-            now = self._tick
-            # the ticks still in the old window, and the one before a shrunk window (for end=tick_count-1)
-            resized = KeyWindow.load(size, now, *window.dump(now, max(now - window.size + 1, now - size)))
-            resized.total_bad = window.total_bad
-            self._windows[key] = resized
+            with self._lock:
+                window.resize(size, self._tick)
 
     def keep(self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None,
              since_start: bool = False) -> None:
         """Make ``key`` keep, from now on, another tick ``window``, its ``last_n`` values or aggregates
         ``since_start`` (idempotent; saved by :meth:`state_dict`)."""
         check_key(key)
-        if window is not None:
-            window = positive_int(f"TickMonitor.keep window of {key!r}", window)
-        if last_n is not None:
-            last_n = positive_int(f"TickMonitor.keep last_n of {key!r}", last_n)
-        self._tracked.setdefault(key, Tracked()).want(self._tick, window, last_n, since_start)
+        window = check_int(f"TickMonitor.keep window of {key!r}", window, optional=True)
+        last_n = check_int(f"TickMonitor.keep last_n of {key!r}", last_n, optional=True)
+        with self._lock:
+            _want(self._kept.setdefault(key, {}), window, last_n, since_start)
 
     def update(self, info: Mapping[str, Any]) -> None:
         """Record every value of ``info`` at the current tick (all count); a bad key or value raises,
@@ -114,15 +122,16 @@ class TickMonitor:
 
     def _add(self, items: List[Any]) -> None:
         """Record checked ``(key, float)`` items at the current tick."""
-        tick, windows, tracked = self._tick, self._windows, self._tracked
+        tick, windows, kept = self._tick, self._windows, self._kept
         with self._lock:
             for key, value in items:
                 window = windows.get(key)
                 if window is None:
-                    window = windows[key] = KeyWindow(self._sizes.get(key, self._default_size), tick)
+                    window = windows[key] = KeyWindow(self._sizes.get(key, self._default_size))
                 window.add(tick, value)
-                if tracked and key in tracked:
-                    tracked[key].add(tick, value)
+                if kept and key in kept:
+                    for store in kept[key].values():
+                        store.add(tick, value)
             self._last.update(items)
 
     def _end(self, end: Optional[int]) -> int:
@@ -175,46 +184,41 @@ class TickMonitor:
         """The :class:`~rlearn.monitor.WindowStat` of ``key``'s own window ending at ``end``, or of what
         :meth:`keep` made it keep (``window=w`` ticks, its ``last_n`` values, ``since_start``); a window
         that was not kept raises ``ValueError`` naming the key."""
-        end = self._tick if end is None else self._end(end)
+        end = self._end(end)
         if window is None and last_n is None and not since_start:
             store = self._windows.get(key)  # the key's own window: what every log asks for
         else:
-            store = self._kept(key, window, last_n, since_start)
+            store = self._store(key, window, last_n, since_start)
         if store is None:
             return EMPTY
         with self._lock:
-            if last_n is not None:
-                return store.stat(last_n, end)
-            return store.stat(end) if since_start else store.stat(self._tick, end)
+            return store.stat(end) if last_n is None else store.stat(end, last_n)
 
     def window_values(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
                       last_n: Optional[int] = None) -> List[float]:
         """The finite values, oldest first, of the window :meth:`window_stat` reads."""
         end = self._end(end)
-        store = self._kept(key, window, last_n, False)
+        store = self._store(key, window, last_n, False)
         if store is None:
             return []
         with self._lock:
-            return store.values(last_n, end) if last_n is not None else store.values(self._tick, end)
+            return store.values(end) if last_n is None else store.values(end, last_n)
 
-    def _kept(self, key: str, window: Optional[int], last_n: Optional[int], since_start: bool) -> Any:
+    def _store(self, key: str, window: Optional[int], last_n: Optional[int], since_start: bool) -> Any:
         """What holds the window asked for (None: a key never recorded); ``ValueError`` if it was not kept."""
-        if sum((window is not None, last_n is not None, bool(since_start))) > 1:
+        if (window is not None) + (last_n is not None) + bool(since_start) > 1:
             raise ValueError(f"window_stat({key!r}): give at most one of window, last_n and since_start")
-        tracked = self._tracked.get(key)
-        if last_n is not None:
-            if tracked is None or tracked.last_n is None or tracked.last_n.n < last_n:
-                raise ValueError(f"TickMonitor: the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})")
-            return tracked.last_n
-        if since_start:
-            if tracked is None or tracked.since_start is None:
-                raise ValueError(f"TickMonitor: {key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)")
-            return tracked.since_start
-        if window is None or window == self.window_size(key):
+        if last_n is None and not since_start and window in (None, self.window_size(key)):
             return self._windows.get(key)
-        if tracked is None or window not in tracked.windows:
-            raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
-        return tracked.windows[window]
+        name = "last_n" if last_n is not None else "since_start" if since_start else window
+        store = self._kept.get(key, {}).get(name)
+        if store is not None and (last_n is None or store.n >= last_n):
+            return store
+        if last_n is not None:
+            raise ValueError(f"TickMonitor: the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})")
+        if since_start:
+            raise ValueError(f"TickMonitor: {key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)")
+        raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
 
     def keys(self) -> List[str]:
         """Every key ever recorded, in first-seen order."""
@@ -231,29 +235,24 @@ class TickMonitor:
         included) and what :meth:`keep` asked for, in plain Python types (docs/monitoring.md)."""
         with self._lock:
             now = self._tick
-            keys = []
-            for key, window in self._windows.items():
-                values, bad = window.dump(now, now - window.size)
-                keys.append({"key": key, "values": values, "nonfinite": bad, "last": self._last.get(key),
-                             "nonfinite_total": window.total_bad})
+            keys = [{"key": key, **window.dump(now - window.size), "last": self._last.get(key),
+                     "nonfinite_total": window.total_bad} for key, window in self._windows.items()]
             tracked = {key: {
-                "windows": {str(size): dict(zip(("values", "nonfinite"), w.dump(now, now - size)))
-                            for size, w in kept.windows.items()},
-                "last_n": None if kept.last_n is None else kept.last_n.state(),
-                "since_start": None if kept.since_start is None else kept.since_start.state(),
-            } for key, kept in self._tracked.items()}
+                "windows": {str(size): store.dump(now - size) for size, store in kept.items() if isinstance(size, int)},
+                "last_n": kept["last_n"].state() if "last_n" in kept else None,
+                "since_start": kept["since_start"].state() if "since_start" in kept else None,
+            } for key, kept in self._kept.items()}
             return {"version": STATE_VERSION, "tick_count": now, "window_size": self._default_size,
                     "window_sizes": dict(self._sizes), "keys": keys, "tracked": tracked}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict`; what :meth:`keep` asked for stays kept. A malformed state raises
         ``ValueError`` naming the field and leaves the monitor unchanged."""
-        tick, default_size, sizes, windows, lasts, tracked = parse_state(state)
+        tick, default_size, sizes, windows, lasts, kept = parse_state(state)
         with self._lock:
-            for key, kept in self._tracked.items():  # what was asked for before the load stays asked for
-                loaded = tracked.setdefault(key, Tracked())
-                for size in kept.windows:
-                    loaded.want(tick, window=size)
-                loaded.want(tick, None, None if kept.last_n is None else kept.last_n.n, kept.since_start is not None)
+            for key, asked in self._kept.items():  # what was asked for before the load stays asked for
+                for name, store in asked.items():
+                    _want(kept.setdefault(key, {}), name if isinstance(name, int) else None,
+                          store.n if name == "last_n" else None, name == "since_start")
             self._tick, self._default_size, self._sizes = tick, default_size, sizes
-            self._windows, self._last, self._tracked = windows, lasts, tracked
+            self._windows, self._last, self._kept = windows, lasts, kept
