@@ -1,9 +1,6 @@
-"""What actor-critics share: :class:`OffPolicyActorCritic` (TD3, SAC) and :class:`OnPolicyActorCritic` (PPO, PPG).
-
-The off-policy base gives spaces in normalised action units, the checked replay minibatch, the twin-critic
-step :meth:`~OffPolicyActorCritic.update_critic`, acting from numpy, thread choice and checkpointed counters.
-The on-policy base gives common keys, spaces, acting from a subclass's ``_distribution``, the checked rollout
-with its GAE advantages, shuffled minibatches and the clip range.
+"""What actor-critics share: :class:`OffPolicyActorCritic` (TD3, SAC: normalised action units, the twin-critic
+step, exploration, thread choice, counters) and :class:`OnPolicyActorCritic` (PPO, PPG: acting from a subclass's
+``_distribution``, GAE advantages of the checked rollout, shuffled minibatches, the clip range).
 """
 
 from __future__ import annotations
@@ -36,8 +33,8 @@ CRITIC_KEYS = ["critic_loss", "critic_twin_loss", "q_value", "q_value_twin", "ta
 
 
 class OffPolicyActorCritic(Policy):
-    """Base of TD3 and SAC: see the module docstring. Subclasses set ``self.actor``, ``self.critic`` (a twin
-    :class:`~rlearn.nn.QEnsemble`) and ``self.critic_optimizer``, and implement ``_learn_step(data)``."""
+    """Base of TD3 and SAC; subclasses build their networks with :meth:`_init_networks` and implement
+    ``_learn_step(data)``."""
 
     on_policy = False
 
@@ -76,10 +73,9 @@ class OffPolicyActorCritic(Policy):
 
     def _init_networks(self, make_actor: Callable[[], torch.nn.Module], actor_outputs: int,
                        actor_target: bool = False) -> None:
-        """``actor`` (``make_actor()``, an MLP with ``actor_outputs`` outputs) and the twin ``critic`` (a
-        :class:`QEnsemble`) from the policy seed, in the ``precision`` compute dtype; ``critic_target``; their Adam
-        optimizers (``lr_actor``, ``lr_critic``). First, :meth:`check_network_memory` for them (and an actor
-        target network if the subclass makes one)."""
+        """``actor`` (``make_actor()``, ``actor_outputs`` outputs), the twin ``critic``, ``critic_target`` and
+        their Adam optimizers, from the policy seed in the ``precision`` compute dtype, once
+        :meth:`check_network_memory` accepts them (and an actor target network with ``actor_target``)."""
         cfg = self.cfg
         actor = MLP.parameter_count([self.obs_dim, *cfg["hidden_sizes"], actor_outputs])
         critic = MLP.parameter_count([self.obs_dim + self.act_dim, *cfg["hidden_sizes"], 1], ensemble=2)
@@ -90,7 +86,6 @@ class OffPolicyActorCritic(Policy):
         for net in (self.actor, self.critic):  # opt-in bf16 products (fp32 parameters): rlearn.nn.low_precision
             net.set_compute_dtype(cfg["precision"])
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        # fused Adam where this torch has the kernel (rlearn.optim), stepped by self.optimize
         self.actor_optimizer = make_adam(self.actor.parameters(), lr=cfg["lr_actor"], device=self.device)
         self.critic_optimizer = make_adam(self.critic.parameters(), lr=cfg["lr_critic"], device=self.device)
 
@@ -104,8 +99,7 @@ class OffPolicyActorCritic(Policy):
                                                 probe_every=max(1000, 10 * probe_len), probe_len=probe_len)
 
     def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
-        """One iteration (``_learn_step``) on a replay minibatch, on the threads :attr:`thread_chooser` picks;
-        the caller's thread count is restored afterwards."""
+        """``_learn_step(data)`` on the threads :attr:`thread_chooser` picks."""
         if self.thread_chooser is None:
             return self._learn_step(data)
         return self.thread_chooser.run(self._learn_step, data)
@@ -134,9 +128,20 @@ class OffPolicyActorCritic(Policy):
                 "cur_lr_critic": self.critic_optimizer.param_groups[0]["lr"]}
 
     def _actor_numpy(self, obs: np.ndarray) -> np.ndarray:
-        """The actor's output for observations ``[N, *obs_shape]`` as float64 ``[N, ...]`` (a tuple of outputs
-        concatenated), without gradient."""
+        """The actor's output (a tuple concatenated) for ``obs [N, *obs_shape]``, float64, without gradient."""
         return forward_numpy(self.actor, obs, self.device)
+
+    def _explore(self, obs: np.ndarray, envstep: int, act: Callable[[np.ndarray], np.ndarray]
+                 ) -> Dict[str, np.ndarray]:
+        """Uniform normalised actions before ``learning_starts`` env steps, then ``act(obs)``; returns ``action``
+        (normalised, stored) and ``env_action`` (environment units)."""
+        n = len(obs)
+        if envstep < self.learning_starts:
+            action = self.np_random.uniform(-1.0, 1.0, size=(n, self.act_dim))
+        else:
+            action = act(obs)
+        action = action.astype(np.float32)
+        return {"action": action.reshape(n, *self.act_shape), "env_action": self.to_env_action(action)}
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """Normalised actions ``[N, act_dim]`` in ``[-1, 1]`` -> environment units ``[N, *act_shape]``."""

@@ -1,9 +1,6 @@
-"""The policy contract: what an algorithm implements to get a table, TensorBoard curves and checkpoints.
-
-A policy has three modes: **learn** (``_forward_learn(data) -> info dict``, keys declared by
-``_monitor_vars_learn()``), **collect** (``_forward_collect(obs, envstep) -> dict`` of actions, plus collect-side
-metrics declared by ``_monitor_vars_collect()``) and **eval** (``_forward_eval(obs) -> actions``). The data each
-mode receives and returns is described in docs/write-your-own-policy.md.
+"""The policy contract: **learn** (``_forward_learn(data) -> info dict``, keys declared by ``_monitor_vars_learn()``),
+**collect** (``_forward_collect(obs, envstep) -> dict`` of actions and collect-side metrics) and **eval**
+(``_forward_eval(obs) -> actions``); docs/write-your-own-policy.md describes the data of each mode.
 """
 
 from __future__ import annotations
@@ -21,11 +18,11 @@ import torch
 
 from rlearn.config import ConfigError
 from rlearn.config.policy_keys import declaration_defaults, policy_keys, validate_policy_section
-from rlearn.config.spec import is_int
 from rlearn.memory import available_memory
 from rlearn.optim import AdamStep, clip_grad_norm_
 from rlearn.registry import defined_at
-from rlearn.trace import span  # a shared no-op context manager while tracing is off
+from rlearn.trace import span
+from rlearn.values import check_int
 
 Scalar = Any  # int | float | numpy scalar | one-element torch.Tensor
 
@@ -43,11 +40,8 @@ class PolicyConfigError(ConfigError, KeyError):
 
 def merge_policy_config(defaults: Mapping[str, Any], overrides: Optional[Mapping[str, Any]], owner: str,
                         prefix: str = "policy.") -> Dict[str, Any]:
-    """Return ``defaults`` updated with ``overrides``; an unknown key raises :class:`PolicyConfigError`.
-
-    Nested dicts are merged recursively. The error names the policy, the full key (``policy.net.width``) and
-    the closest known keys.
-    """
+    """``defaults`` updated with ``overrides``, nested dicts merged recursively; an unknown key is a
+    :class:`PolicyConfigError` naming the policy, the full key (``policy.net.width``) and the closest known keys."""
     merged = copy.deepcopy(dict(defaults))
     for key, value in (overrides or {}).items():
         if key not in merged:
@@ -64,15 +58,11 @@ def merge_policy_config(defaults: Mapping[str, Any], overrides: Optional[Mapping
 
 
 class Policy(abc.ABC):
-    """Base class of every rlearn policy (the contract: docs/write-your-own-policy.md).
-
-    Subclasses declare their config keys in a nested ``Config`` class of :func:`rlearn.config.option` fields
-    (or a plain :attr:`default_config` dict), set :attr:`on_policy`, implement ``_init_learn``,
-    ``_forward_learn``, ``_monitor_vars_learn``, ``_forward_collect`` and ``_forward_eval``, and expose their
-    networks and optimizers through :meth:`modules` and :meth:`optimizers`. ``cfg`` overrides
-    :attr:`default_config` (the run config's ``policy`` section); the spaces are a single environment's;
-    ``seed`` seeds the policy's own random generators.
-    """
+    """Base class of every rlearn policy (docs/write-your-own-policy.md): subclasses declare their keys in a
+    nested ``Config`` of :func:`rlearn.config.option` fields (or a :attr:`default_config` dict), implement the
+    ``_init_learn`` / ``_forward_*`` / ``_monitor_vars_learn`` methods and expose :meth:`modules` and
+    :meth:`optimizers`. ``cfg`` is the run's ``policy`` section, the spaces a single environment's, ``seed`` seeds
+    the policy's own generators."""
 
     #: the policy's config keys: a class of ``rlearn.config.option`` fields (made a dataclass), or None
     Config: ClassVar[Optional[type]] = None
@@ -138,10 +128,9 @@ class Policy(abc.ABC):
             yield
 
     def check_network_memory(self, trained: int, frozen: int = 0, key: str = "hidden_sizes") -> None:
-        """Refuse, before they are allocated, networks that cannot fit: ``trained`` float32 parameters (each
-        with a gradient and Adam's two moments: 16 bytes) plus ``frozen`` ones (target networks: 4 bytes) must
-        take at most :data:`NETWORK_MEMORY_FRACTION` of the memory available to the policy's device (the
-        machine's or container's on the CPU, as for the replay buffer; the free memory of a CUDA device). Else a
+        """Refuse, before they are allocated, networks that cannot fit: ``trained`` float32 parameters (with a
+        gradient and Adam's two moments: 16 bytes each) plus ``frozen`` ones (4 bytes) must take at most
+        :data:`NETWORK_MEMORY_FRACTION` of the memory available on the policy's device; else a
         :class:`PolicyConfigError` naming ``policy.<key>`` and the estimate."""
         needed = 4 * (4 * trained + frozen)
         available = _available_memory(self.device)
@@ -191,12 +180,9 @@ class Policy(abc.ABC):
 
     def optimize(self, loss: torch.Tensor, *optimizers: torch.optim.Optimizer,
                  max_grad_norm: Optional[float] = None) -> Optional[torch.Tensor]:
-        """One gradient step on ``loss``: zero the gradients of ``optimizers``' parameters, ``loss.backward()``,
-        clip their global norm to ``max_grad_norm`` if given, step every optimizer (through :meth:`adam_step`).
-
-        Returns the gradient norm before clipping (a 0-d tensor; None without ``max_grad_norm``; ``math.inf``
-        measures without clipping).
-        """
+        """One gradient step on ``loss``: zero the gradients, ``loss.backward()``, clip their global norm to
+        ``max_grad_norm`` if given, step every optimizer. Returns the norm before clipping (a 0-d tensor; None
+        without ``max_grad_norm``; ``math.inf`` measures without clipping)."""
         steps = [self.adam_step(optimizer) for optimizer in optimizers]
         norm = None
         with span("learner/backward", lane="learner"):
@@ -343,19 +329,12 @@ def _available_memory(device: torch.device) -> Optional[int]:
     """Bytes the policy's networks may still take on ``device`` (None where unknown)."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
-    if device.type == "cpu":
-        return available_memory()  # what the replay buffer's check reads
-    return None
+    return available_memory() if device.type == "cpu" else None  # the CPU's: what the replay buffer reads
 
 
 def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[int]:
     """``state[key]`` checked as an int >= 0 (a ValueError naming ``owner`` and the key), None when absent."""
-    if key not in state:
-        return None
-    count = state[key]
-    if not is_int(count) or count < 0:
-        raise ValueError(f"{owner}: checkpoint {key!r} must be an int >= 0, got {count!r}")
-    return int(count)
+    return check_int(f"{owner}: checkpoint {key!r}", state[key], 0) if key in state else None
 
 
 def check_initialised(policy: Any) -> None:

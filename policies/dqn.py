@@ -83,7 +83,13 @@ class DQNPolicy(Policy):
     # ------------------------------------------------------------------------------------------ build
     def _init_learn(self) -> None:
         cfg = self.cfg
-        self._init_spaces()
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise TypeError(f"DQNPolicy needs a Discrete action space, got {self.action_space!r}")
+        self.obs_shape: Tuple[int, ...] = box_observation_shape(self.observation_space, "DQNPolicy")
+        self.obs_dim = int(np.prod(self.obs_shape))
+        self.n_actions = int(self.action_space.n)
+        self.action_start = int(self.action_space.start)  # the env's first action; the networks index from 0
+        self._env_action_dtype = self.action_space.dtype
         self.learning_starts, self.gamma, self.double_q = cfg["learning_starts"], cfg["gamma"], cfg["double_q"]
         self.loss_fn = _LOSSES[cfg["loss"]]
         self.max_grad_norm = cfg["max_grad_norm"]
@@ -93,32 +99,20 @@ class DQNPolicy(Policy):
         q_parameters = MLP.parameter_count(sizes)
         self.check_network_memory(trained=q_parameters, frozen=q_parameters)
         self.q_net = MLP(sizes).to(self.device)
-        self.q_target = copy.deepcopy(self.q_net)
-        self.q_target.requires_grad_(False)
+        self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self._online_params, self._target_params = list(self.q_net.parameters()), list(self.q_target.parameters())
         self.optimizer = make_adam(self.q_net.parameters(), lr=cfg["lr"], device=self.device, eps=cfg["adam_eps"])
         self.update_count = 0  # train iterations done; decides the target updates
-
-    def _init_spaces(self) -> None:
-        obs_space, act_space = self.observation_space, self.action_space
-        if not isinstance(act_space, spaces.Discrete):
-            raise TypeError(f"DQNPolicy needs a Discrete action space, got {act_space!r}")
-        self.obs_shape: Tuple[int, ...] = box_observation_shape(obs_space, "DQNPolicy")
-        self.obs_dim = int(np.prod(self.obs_shape))
-        self.n_actions = int(act_space.n)
-        self.action_start = int(act_space.start)  # the env's first action; the networks index from 0
-        self._env_action_dtype = act_space.dtype
 
     def _monitor_vars_learn(self) -> List[str]:
         return ["q_loss", "q_value", "target_q_value", "grad_norm", "target_sync"]
 
     def _monitor_vars_collect(self) -> List[str]:
-        """Collect-side keys: ``epsilon``, returned by :meth:`_forward_collect` on every call."""
-        return ["epsilon"]
+        return ["epsilon"]  # returned by every _forward_collect call
 
     # ------------------------------------------------------------------------------------------ learn
     def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
-        """One DQN iteration on a replay minibatch (the off-policy data contract of ``policies.base``)."""
+        """One DQN iteration on a replay minibatch."""
         obs, action, reward, next_obs, terminated = check_replay_batch(
             data, "DQNPolicy", self.device, self.obs_shape, n_actions=self.n_actions)
         target_q = self.compute_target(reward, next_obs, terminated)
@@ -158,8 +152,8 @@ class DQNPolicy(Policy):
 
     # ---------------------------------------------------------------------------------------- collect
     def epsilon(self, envstep: int) -> float:
-        """The probability of a random action at ``envstep``: 1 before ``learning_starts``, then the linear
-        schedule (see :func:`linear_epsilon`)."""
+        """The probability of a random action at ``envstep``: 1 before ``learning_starts``, then
+        :func:`linear_epsilon`."""
         if envstep < self.learning_starts:
             return 1.0
         cfg = self.cfg
@@ -167,9 +161,8 @@ class DQNPolicy(Policy):
                               cfg["exploration_steps"])
 
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, Any]:
-        """Epsilon-greedy actions: per environment, a uniformly random action with probability
-        :meth:`epsilon`, else ``argmax_a Q(s, a)``. Returns ``action`` (indices from 0, stored in the buffer),
-        ``env_action`` when the space does not start at 0, and ``epsilon`` (a float, the collect-side key)."""
+        """Epsilon-greedy actions: ``action`` (indices from 0, stored), ``env_action`` when the space does not
+        start at 0, and ``epsilon`` (the collect-side key)."""
         n = len(obs)
         eps = self.epsilon(envstep)
         explore = self.np_random.random(n) < eps
@@ -183,7 +176,7 @@ class DQNPolicy(Policy):
         out: Dict[str, Any] = {"action": action}
         if self.action_start != 0:
             out["env_action"] = (action + self.action_start).astype(self._env_action_dtype)
-        out["epsilon"] = eps  # collect-side monitor key (recorded as collector/epsilon), not transition data
+        out["epsilon"] = eps
         return out
 
     def _forward_eval(self, obs: np.ndarray) -> np.ndarray:

@@ -33,9 +33,6 @@ from rlearn.rl.heads import categorical_kl, categorical_log_prob_entropy, gaussi
 from rlearn.rl.means import StepMeans
 from rlearn.trace import span
 
-# ----------------------------------------------------------------------------------------------- math
-
-
 def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, discrete: bool) -> torch.Tensor:
     """``KL(pi_old || pi_new)`` per sample between two full action distributions, finite for finite ``params``:
     categorical logits ``[B, n]`` (:func:`categorical_kl`) or ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``
@@ -45,9 +42,6 @@ def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, di
     old_mean, old_log_std = old_params.chunk(2, dim=-1)
     new_mean, new_log_std = new_params.chunk(2, dim=-1)
     return gaussian_kl(old_mean, old_log_std, new_mean, new_log_std)
-
-
-# ------------------------------------------------------------------------------------------- networks
 
 
 class PolicyNetwork(nn.Module):
@@ -89,9 +83,6 @@ class ValueNetwork(MLP):
         return super().forward(obs).squeeze(-1)
 
 
-# --------------------------------------------------------------------------------------------- policy
-
-
 
 @register_policy("ppg")
 class PPGPolicy(OnPolicyActorCritic):
@@ -120,12 +111,11 @@ class PPGPolicy(OnPolicyActorCritic):
         policy_net = MLP.parameter_count([obs_dim, *cfg["hidden_sizes"], n_outputs + 1]) + n_outputs
         value_net = MLP.parameter_count([obs_dim, *cfg["hidden_sizes"], 1])
         self.check_network_memory(trained=2 * policy_net + value_net)  # the policy network has two Adams
-        with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
+        with self.seeded_init():
             self.policy_net = PolicyNetwork(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)
             self.value_net = ValueNetwork(obs_dim, cfg["hidden_sizes"], cfg["activation"]).to(self.device)
-        # fused Adam where the running torch has the kernel for the device (make_adam), stepped by self.optimize
         self.policy_optimizer = make_adam(self.policy_net.parameters(), cfg["lr"], self.device, eps=1e-5)
         self.value_optimizer = make_adam(self.value_net.parameters(), cfg["lr"], self.device, eps=1e-5)
         # The auxiliary phase has its own Adam on the policy network: its losses are on the scale of the
@@ -152,8 +142,7 @@ class PPGPolicy(OnPolicyActorCritic):
 
     def _distribution(self, obs: torch.Tensor, with_value: bool = True
                       ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
-        """``(logits or mean, log_std or None, V(obs) or None)``: the policy network's head, the value network's
-        value (the auxiliary value head is for the auxiliary phase only)."""
+        """``(logits or mean, log_std or None, V(obs) or None)`` from the policy and value networks."""
         params, _ = self.policy_net(obs)
         mean, log_std = (params, None) if self.discrete else params.chunk(2, dim=-1)
         return mean, log_std, self.value_net(obs) if with_value else None
@@ -170,7 +159,7 @@ class PPGPolicy(OnPolicyActorCritic):
 
     def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, Any]:
         """One policy iteration on a rollout of ``[T, N, ...]`` tensors, plus the auxiliary phase every
-        ``n_pi``-th call. Returns the info dict described in the module docstring."""
+        ``n_pi``-th call."""
         cur_lr = self.policy_optimizer.param_groups[0]["lr"]  # as set by the learner's LR scheduler, if any
 
         # 1. advantages and value targets with the networks that collected the rollout
@@ -267,8 +256,3 @@ class PPGPolicy(OnPolicyActorCritic):
         self.policy_iterations = int(state["policy_iterations"])
         self._aux_obs = [torch.as_tensor(t).to(self.device) for t in state["aux_obs"]]
         self._aux_targets = [torch.as_tensor(t).to(self.device) for t in state["aux_targets"]]
-
-    @property
-    def aux_store_size(self) -> int:
-        """Number of rollouts waiting for the next auxiliary phase (0 right after one)."""
-        return len(self._aux_obs)

@@ -35,9 +35,6 @@ from rlearn.rl.heads import categorical_log_prob_entropy, gaussian_log_prob_entr
 from rlearn.rl.means import StepMeans
 from rlearn.trace import span
 
-# ----------------------------------------------------------------------------------------------- math
-# log-probabilities, entropies and Gaussian sampling come from rlearn.rl.heads (shared with PPG)
-
 
 def clipped_surrogate_loss(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor, clip_ratio: float
@@ -79,9 +76,6 @@ def normalize(advantage: torch.Tensor) -> torch.Tensor:
     return (advantage - advantage.mean()) / (advantage.std() + 1e-8)
 
 
-# ------------------------------------------------------------------------------------------- networks
-
-
 class ActorCritic(nn.Module):
     """An actor MLP (logits or Gaussian means) and a critic MLP (``V(s)``) sharing no layers, orthogonally
     initialised as in the PPO reference code (hidden gain sqrt(2), output gain 0.01 for the actor and 1 for the
@@ -108,9 +102,6 @@ class ActorCritic(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         return self.actor(obs), self.value(obs)
-
-
-# --------------------------------------------------------------------------------------------- policy
 
 #: reported by every update: minibatch means
 _EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
@@ -145,11 +136,10 @@ class PPOPolicy(OnPolicyActorCritic):
         obs_dim, n_outputs = self._init_spaces()
         self.check_network_memory(
             trained=ActorCritic.parameter_count(obs_dim, n_outputs, cfg["hidden_sizes"], not self.discrete))
-        with self.seeded_init():  # networks from the policy's seed, torch's global RNG untouched
+        with self.seeded_init():
             self.ac = ActorCritic(
                 obs_dim, n_outputs, cfg["hidden_sizes"], cfg["activation"], not self.discrete, cfg["init_log_std"]
             ).to(self.device)
-        # fused where the running torch has the kernel: one kernel per step instead of one per tensor
         self.optimizer = make_adam(self.ac.parameters(), lr=cfg["lr"], device=self.device, eps=1e-5)
 
     def modules(self) -> Dict[str, nn.Module]:
@@ -181,14 +171,11 @@ class PPOPolicy(OnPolicyActorCritic):
         return keys
 
     def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, Any]:
-        """One PPO update on a rollout of ``[T, N, ...]`` tensors; returns the info dict described in the
-        module docstring."""
+        """One PPO update on a rollout of ``[T, N, ...]`` tensors."""
         # 1. advantages and value targets with the critic that collected the rollout
         batch = self._advantage_batch(data, self.ac.value)
-        info: Dict[str, Any] = {"explained_variance": explained_variance(batch["value"], batch["target"])}
         # 2.-3. epochs of minibatch steps, stopped early by target_kl
-        info.update(self._update(batch))
-        return info
+        return {"explained_variance": explained_variance(batch["value"], batch["target"]), **self._update(batch)}
 
     def _update(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
         """``epochs`` passes of minibatch gradient steps on the PPO loss; returns the minibatch means of the

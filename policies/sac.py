@@ -164,15 +164,12 @@ class SACPolicy(OffPolicyActorCritic):
     # ----------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
         """Uniform actions before ``learning_starts`` env steps, then squashed Gaussian samples (noise from
-        ``np_random``). Returns ``action`` (normalised, stored) and ``env_action`` (environment units)."""
-        n = len(obs)
-        if envstep < self.learning_starts:
-            action = self.np_random.uniform(-1.0, 1.0, size=(n, self.act_dim))
-        else:
-            mean, log_std = self._mean_log_std(obs)
-            action = np.tanh(mean + np.exp(log_std) * self.np_random.standard_normal(mean.shape))
-        action = action.astype(np.float32)
-        return {"action": action.reshape(n, *self.act_shape), "env_action": self.to_env_action(action)}
+        ``np_random``)."""
+        return self._explore(obs, envstep, self._sampled_actions)
+
+    def _sampled_actions(self, obs: np.ndarray) -> np.ndarray:
+        mean, log_std = self._mean_log_std(obs)
+        return np.tanh(mean + np.exp(log_std) * self.np_random.standard_normal(mean.shape))
 
     def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic actions ``tanh(mean)`` in environment units."""

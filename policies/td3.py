@@ -126,20 +126,14 @@ class TD3Policy(OffPolicyActorCritic):
 
     # ----------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
-        """Exploration actions: uniform before ``learning_starts`` env steps, then ``pi(s)`` + Gaussian noise.
+        """Uniform actions before ``learning_starts`` env steps, then ``pi(s)`` + Gaussian noise."""
+        return self._explore(obs, envstep, self._noisy_actions)
 
-        Returns ``action`` (normalised, stored in the buffer) and ``env_action`` (environment units).
-        """
-        n = len(obs)
-        if envstep < self.learning_starts:
-            action = self.np_random.uniform(-1.0, 1.0, size=(n, self.act_dim))
-        else:
-            action = self._actor_numpy(obs)
-            if self.exploration_noise > 0:
-                action = action + self.np_random.normal(0.0, self.exploration_noise, size=action.shape)
-            action = action.clip(-1.0, 1.0)  # the method: np.clip's dispatch costs more than a 1-row clip
-        action = action.astype(np.float32)
-        return {"action": action.reshape(n, *self.act_shape), "env_action": self.to_env_action(action)}
+    def _noisy_actions(self, obs: np.ndarray) -> np.ndarray:
+        action = self._actor_numpy(obs)
+        if self.exploration_noise > 0:
+            action = action + self.np_random.normal(0.0, self.exploration_noise, size=action.shape)
+        return action.clip(-1.0, 1.0)  # the method: np.clip's dispatch costs more than a 1-row clip
 
     def _forward_eval(self, obs: np.ndarray) -> np.ndarray:
         """Deterministic actions ``pi(s)`` in environment units."""

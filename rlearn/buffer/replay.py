@@ -12,7 +12,7 @@ import torch
 
 from rlearn.arrays import to_numpy
 from rlearn.buffer import draws
-from rlearn.config.spec import is_int
+from rlearn.values import check_int, is_int
 
 #: the fields a transition must have; each is stored and returned by :meth:`ReplayBuffer.sample`
 FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -58,11 +58,6 @@ class ReplayBatch(dict):
     __slots__ = ()
 
 
-def _check_int(value: Any, what: str, low: int) -> None:
-    if not is_int(value) or value < low:
-        raise ValueError(f"{what} must be an int >= {low}, got {value!r}")
-
-
 class ReplayBuffer:
     """Fixed-capacity ring buffer of transitions with uniform sampling.
 
@@ -78,8 +73,7 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, obs_shape: ShapeLike, action_shape: ShapeLike, obs_dtype: Any = np.float32,
                  action_dtype: Any = np.float32, seed: Optional[int] = None) -> None:
-        _check_int(capacity, "ReplayBuffer: capacity", 1)
-        self.capacity = int(capacity)
+        self.capacity = check_int("ReplayBuffer: capacity", capacity)
         self.obs_shape = _as_shape(obs_shape, "obs_shape")
         self.action_shape = _as_shape(action_shape, "action_shape")
         self.obs_dtype = np.dtype(obs_dtype)
@@ -197,7 +191,7 @@ class ReplayBuffer:
         every field that own their memory, float32 except integer (discrete) actions, which are int64. Nothing
         is checked again here (:meth:`add` did): the batch is a :class:`ReplayBatch` that says so."""
         if type(batch_size) is not int or batch_size < 1:  # the common case without an ABC check
-            _check_int(batch_size, "ReplayBuffer.sample: batch_size", 1)
+            check_int("ReplayBuffer.sample: batch_size", batch_size)
         if self._size == 0:
             raise RuntimeError("ReplayBuffer.sample: the buffer is empty; add transitions before sampling")
         ahead = self._prefetch
@@ -232,8 +226,8 @@ class ReplayBuffer:
         :meth:`sample` calls. An :meth:`add`, :meth:`load_state_dict` or :meth:`sample` of another size drops
         the batches drawn ahead. Does nothing for fewer than two batches or a generator without ``advance``.
         """
-        _check_int(batch_size, "ReplayBuffer.prefetch: batch_size", 1)
-        _check_int(n_batches, "ReplayBuffer.prefetch: n_batches", 0)
+        check_int("ReplayBuffer.prefetch: batch_size", batch_size)
+        check_int("ReplayBuffer.prefetch: n_batches", n_batches, 0)
         self._drop_prefetch()
         if (n_batches < 2 or not 2 <= self._size <= draws.MAX_SIZE
                 or not hasattr(self._rng.bit_generator, "advance") or not draws.available()):
@@ -276,17 +270,15 @@ class ReplayBuffer:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` into this buffer (same capacity, shapes and dtypes); on error nothing
-        changes. A buffer of integer actions also loads float actions (as older versions saved discrete
-        actions) that are whole numbers its dtype holds."""
+        changes."""
         mine = self._layout()
         expected = {*mine, "pos", "size", "data", "rng"}
         if not isinstance(state, Mapping) or set(state) != expected:
             keys = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"ReplayBuffer.load_state_dict: expected keys {sorted(expected)}, got {keys}")
-        float_actions = self._float_actions_into_ints(state)
         for key, value in mine.items():
             theirs = list(state[key]) if key.endswith("shape") else state[key]
-            if theirs != value and not (key == "action_dtype" and float_actions):
+            if theirs != value:
                 raise ValueError(f"ReplayBuffer.load_state_dict: saved {key}={state[key]!r} but this buffer has "
                                  f"{value!r}")
         size, pos = state["size"], state["pos"]
@@ -301,8 +293,6 @@ class ReplayBuffer:
         arrays = {}
         for key in FIELDS:
             array = to_numpy(data[key], copy=False)
-            if key == "action" and float_actions:
-                array = self._integral_actions(array)
             want = (int(size), *self._item_shapes[key])
             if array.shape != want or array.dtype != self._storage[key].dtype:
                 raise ValueError(f"ReplayBuffer.load_state_dict: data[{key!r}] is {array.dtype}{list(array.shape)}, "
@@ -322,27 +312,3 @@ class ReplayBuffer:
         """What a saved state must share with this buffer to load into it."""
         return {"capacity": self.capacity, "obs_shape": list(self.obs_shape), "action_shape": list(self.action_shape),
                 "obs_dtype": self.obs_dtype.str, "action_dtype": self.action_dtype.str}
-
-    def _float_actions_into_ints(self, state: Mapping[str, Any]) -> bool:
-        """Whether ``state`` holds float actions and this buffer stores integer ones (a loadable old state)."""
-        if not np.issubdtype(self.action_dtype, np.integer):
-            return False
-        try:
-            saved = np.dtype(state["action_dtype"])
-        except TypeError:
-            return False
-        return bool(np.issubdtype(saved, np.floating))
-
-    def _integral_actions(self, array: np.ndarray) -> np.ndarray:
-        """Saved float actions as this buffer's integer dtype; refused unless each is a whole number in range."""
-        if not np.issubdtype(array.dtype, np.floating):
-            return array  # the shape/dtype check that follows names the problem
-        info = np.iinfo(self.action_dtype)
-        ok = np.isfinite(array) & (array == np.round(array)) & (array >= info.min) & (array <= info.max)
-        if not ok.all():
-            bad = array[~ok].ravel()[:5].tolist()
-            raise ValueError(
-                f"ReplayBuffer.load_state_dict: data['action'] holds float actions that are not whole numbers "
-                f"storable as {self.action_dtype} (e.g. {bad}); cannot load them into a discrete-action buffer"
-            )
-        return array.astype(self.action_dtype)

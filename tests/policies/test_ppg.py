@@ -56,7 +56,7 @@ def test_aux_phase_every_n_pi_iterations_and_clears_store():
         has_aux = it % n_pi == 0
         assert (AUX_KEYS <= set(info)) == has_aux and (AUX_KEYS & set(info) == set()) == (not has_aux), it
         assert EVERY_ITER_KEYS <= set(info)
-        assert policy.aux_store_size == it % n_pi
+        assert len(policy._aux_obs) == it % n_pi
         assert policy.policy_iterations == it
 
 
@@ -401,7 +401,7 @@ def test_state_dict_round_trip_mid_cycle_is_exact(action):
     buffer.seek(0)
     restored = make_policy(action, n_pi=3, seed=99)
     restored.load_state_dict(torch.load(buffer, weights_only=False))
-    assert restored.aux_store_size == 2 and restored.policy_iterations == 2
+    assert len(restored._aux_obs) == 2 and restored.policy_iterations == 2
 
     info_a = host_info(policy._forward_learn(make_rollout(policy, seed=5)))
     info_b = host_info(restored._forward_learn(make_rollout(restored, seed=5)))
@@ -449,7 +449,7 @@ def test_bad_rollout_is_named():
         host_info(policy._forward_learn(bad))
     with pytest.raises(ValueError, match="'value'"):
         host_info(policy._forward_learn(dict(data, value=data["value"][:4])))
-    assert policy.policy_iterations == 0 and policy.aux_store_size == 0  # nothing was half-recorded
+    assert policy.policy_iterations == 0 and len(policy._aux_obs) == 0  # nothing was half-recorded
 
 
 def test_registered_as_ppg():
