@@ -199,3 +199,24 @@ def test_an_irregular_key_is_not_called_never_reported_but_a_missing_one_still_i
     assert len(warned) == 1 and "'aux'" in warned[0]
     assert learner.monitor_vars() == ["loss", "aux", "clip_norm", "cur_lr", "hook/rare"]
     assert learner.irregular_keys() == {"clip_norm", "hook/rare"}
+
+
+def test_a_key_called_never_reported_is_not_called_again_after_a_resume(tmp_path):
+    """The keys already warned about travel in the learner's checkpoint: a resumed run does not repeat it."""
+    learner = make({"log_freq": 5, "monitor_window": 5}, {"declare": ["loss", "aux"]})
+    learner.register_hook(LogShowHook())
+    for _ in range(15):
+        learner.train(None)
+    assert learner.metrics.warned_never == {"aux"}
+    path = learner.save_checkpoint(tmp_path / "ckpt.pt")
+    resumed = make({"log_freq": 5, "monitor_window": 5}, {"declare": ["loss", "aux"]})
+    resumed.register_hook(LogShowHook())
+    resumed.load_checkpoint(path)
+    handler = _Records()
+    resumed.logger.addHandler(handler)
+    try:
+        for _ in range(15):
+            resumed.train(None)
+    finally:
+        resumed.logger.removeHandler(handler)
+    assert _never_warnings(handler.records) == [] and resumed.metrics.warned_never == {"aux"}
