@@ -1,6 +1,5 @@
-"""Commands printed for the user (``tensorboard --logdir ...``, ``resume with: rlearn train ...``) that work
-when pasted as they are, also from a venv that is not activated: the bare name only when ``PATH`` finds this
-environment's own executable, else its path (``.venv/bin/tensorboard --logdir work_dirs/td3/tb``).
+"""Commands printed for the user (``tensorboard --logdir ...``, ``resume with: rlearn train ...``) that work when
+pasted as they are, also from a venv that is not activated (``.venv/bin/tensorboard --logdir work_dirs/td3/tb``).
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Optional, Union
+from typing import Union
 
 __all__ = ["executable", "shell_command"]
 
@@ -30,13 +29,6 @@ def _shown(path: Path) -> str:
     return shlex.quote(text if os.sep in text else f".{os.sep}{text}")
 
 
-def _on_path_is(name: str, own: Path) -> bool:
-    """True when ``PATH`` finds ``name`` at ``own`` (compared without resolving links: a venv's python is
-    a link to the system's, yet only the venv's sees the venv's packages)."""
-    found = shutil.which(name)
-    return found is not None and os.path.abspath(found) == os.path.abspath(own)
-
-
 def executable(name: str) -> str:
     """How to call this environment's ``name`` (``python``, ``rlearn``, ``tensorboard``, ``pip``) in a
     shell: the bare name when ``PATH`` finds this very one, else its path; a console script that is
@@ -44,8 +36,10 @@ def executable(name: str) -> str:
     python = Path(sys.executable)
     own = python if name == "python" else python.parent / name
     if own.is_file() and os.access(own, os.X_OK):
-        return name if _on_path_is(name, own) else _shown(own)
-    module: Optional[str] = _MODULES.get(name)
+        # compared without resolving links: a venv's python links to the system's, yet only it sees the venv
+        found = shutil.which(name)
+        return name if found is not None and os.path.abspath(found) == os.path.abspath(own) else _shown(own)
+    module = _MODULES.get(name)
     return name if module is None else f"{executable('python')} -m {module}"
 
 

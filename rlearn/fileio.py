@@ -1,8 +1,6 @@
-"""Writing files so that a crash never leaves half of one, and saying clearly why a write failed.
-
-:func:`atomic_write_bytes` replaces a file atomically (temporary file, fsync, rename) and raises
-:class:`FileWriteError` with a one-line message; :func:`clean_stale_temp_files` removes what interrupted
-writes left; :func:`check_writable` probes a directory at start-up. See docs/reliability.md.
+"""Writing files so that a crash never leaves half of one, and saying clearly why a write failed (one-line
+:class:`FileWriteError`); :func:`clean_stale_temp_files` removes what interrupted writes left. See
+docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -44,10 +42,8 @@ _TEMP_RE = re.compile(r"^\..*\.rlearn-(?P<pid>\d+)-(?P<host>[A-Za-z0-9-]*)\.tmp$
 
 
 class FileWriteError(OSError):
-    """Writing a file failed; ``str()`` is one line naming the path, the cause and what was kept.
-
-    An :class:`OSError` (``errno``, ``strerror`` and ``filename`` are those of the failure).
-    """
+    """Writing a file failed; ``str()`` is one line naming the path, the cause and what was kept (``errno``,
+    ``strerror`` and ``filename`` are those of the failure)."""
 
     def __init__(self, path: PathLike, cause: BaseException, kept: str) -> None:
         code = getattr(cause, "errno", None)
@@ -94,25 +90,18 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = None) -> Path:
-    """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``.
-
-    The bytes go to ``<tmp_prefix><random>.rlearn-<pid>-<host>.tmp`` (default prefix ``.<name>.``) in the
-    same directory, which is fsynced and renamed over ``path``; then the directory is fsynced. A rewritten
-    file keeps its permission bits; a new one gets ``0o666`` less the umask, like ``open()``.
-
-    Raises:
-        FileWriteError: on an :class:`OSError`; the temporary file is removed and ``path`` left untouched.
-            Other exceptions (``KeyboardInterrupt``...) propagate unchanged.
-    """
+    """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``: through
+    ``<tmp_prefix><random>.rlearn-<pid>-<host>.tmp`` (default prefix ``.<name>.``) in the same directory, fsynced
+    and renamed over ``path``. A rewritten file keeps its permission bits; a new one gets ``0o666`` less the
+    umask, like ``open()``. An :class:`OSError` becomes :class:`FileWriteError` (the temporary file removed,
+    ``path`` untouched); other exceptions (``KeyboardInterrupt``...) propagate unchanged."""
     path = Path(path)
     prefix = tmp_prefix if tmp_prefix is not None else f".{path.name}."
     mode: Optional[int] = None
     tmp_name: Optional[str] = None
     try:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             mode = stat.S_IMODE(os.stat(path).st_mode)
-        except FileNotFoundError:
-            pass
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=_temp_suffix(), dir=path.parent)
         os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())  # mkstemp makes it 0600
@@ -174,19 +163,16 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by another user
-        return True
+        pass
     return True
 
 
 def clean_stale_temp_files(directory: PathLike, recursive: bool = True, min_age: float = 60.0,
                            live_owner_max_age: float = 86400.0) -> List[Path]:
-    """Remove the temporary files that interrupted :func:`atomic_write_bytes` calls left in ``directory``.
-
-    A file is removed when the PID in its name is not running on this host. When that cannot be proven
-    (this process's own PID, as after a container restart; another host) it is removed once unmodified for
-    ``min_age`` seconds; one whose PID is alive (perhaps reused) once it is ``live_owner_max_age`` seconds old.
-    Returns the removed paths.
-    """
+    """Remove (and return) the temporary files that interrupted :func:`atomic_write_bytes` calls left in
+    ``directory``: those whose PID does not run on this host; when that cannot be proven (this process's own
+    PID, as after a container restart; another host) once unmodified for ``min_age`` seconds; one whose PID is
+    alive (perhaps reused) once ``live_owner_max_age`` seconds old."""
     directory = Path(directory)  # a missing directory has no entries
     entries = directory.rglob(".*.tmp") if recursive else directory.glob(".*.tmp")
     host, me, now = _host_tag(), os.getpid(), time.time()

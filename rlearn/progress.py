@@ -26,8 +26,7 @@ def progress_wanted(requested: Optional[bool] = None, stream: Optional[TextIO] =
 
 
 class _StdoutAroundBar:
-    """Stand-in for ``sys.stdout`` while the bar is shown: complete lines are written with the bar
-    cleared (``tqdm.external_write_mode``), then the bar is redrawn."""
+    """``sys.stdout`` while the bar is shown: complete lines are written with the bar cleared, then redrawn."""
 
     def __init__(self, real: TextIO, bar_stream: TextIO) -> None:
         self._real = real
@@ -76,12 +75,9 @@ class ProgressBar:
         if self.enabled:
             from tqdm import tqdm
 
-            stream = sys.stderr
-            self._bar = tqdm(
-                total=self._total, initial=min(self._n, self._total), desc=self._desc, unit="step",
-                unit_scale=self._total >= 10_000, dynamic_ncols=True, file=stream, leave=True,
-            )
-            self._stdout = _StdoutAroundBar(sys.stdout, stream)
+            self._bar = tqdm(total=self._total, initial=min(self._n, self._total), desc=self._desc, unit="step",
+                             unit_scale=self._total >= 10_000, dynamic_ncols=True, file=sys.stderr, leave=True)
+            self._stdout = _StdoutAroundBar(sys.stdout, sys.stderr)
             sys.stdout = self._stdout  # type: ignore[assignment]
         return self
 

@@ -1,8 +1,6 @@
-"""Videos of a policy: play one episode with the deterministic policy on an ``rgb_array``-rendering
-environment and write it as an MP4 (:class:`VideoRecorder`, used by ``eval.video`` and ``rlearn eval --video``).
-
-Rendering (pygame for classic control) and encoding (imageio with imageio-ffmpeg) come with
-``pip install 'rlearn[video]'``; :func:`require_video_support` names what is missing, at start-up.
+"""Videos of a policy: one episode of the deterministic policy on an ``rgb_array``-rendering environment, as an
+MP4 (:class:`VideoRecorder`, for ``eval.video`` and ``rlearn eval --video``). Rendering (pygame for classic control)
+and encoding (imageio-ffmpeg) come with ``pip install 'rlearn[video]'``: see :func:`require_video_support`.
 """
 
 from __future__ import annotations
@@ -12,11 +10,11 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Union
+from typing import Any, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from rlearn.config.spec import is_int, is_real
+from rlearn.values import check_int, is_real
 
 __all__ = ["VIDEO_EXTRA_HINT", "VideoUnavailable", "require_video_support", "EpisodeVideo", "VideoRecorder",
            "record_episode", "write_mp4", "video_file_name", "encode_gif", "gif_timing", "GIF_MAX_SIDE",
@@ -54,8 +52,8 @@ def require_video_support(env_id: Optional[str] = None) -> None:
         except ImportError:
             missing.append(module.replace("_", "-"))
     if missing:
-        which = "which is not installed" if len(missing) == 1 else "which are not installed"
-        raise VideoUnavailable(f"videos need {', '.join(missing)}, {which}: {VIDEO_EXTRA_HINT}")
+        which = "is" if len(missing) == 1 else "are"
+        raise VideoUnavailable(f"videos need {', '.join(missing)}, which {which} not installed: {VIDEO_EXTRA_HINT}")
 
 
 def _uses_pygame(env_id: str) -> bool:
@@ -71,16 +69,14 @@ def _uses_pygame(env_id: str) -> bool:
 
 
 def video_file_name(envstep: int) -> str:
-    """The name of the video of the evaluation at ``envstep``: ``envstep_<envstep>.mp4`` (zero-padded to 10
-    digits so the files sort in order)."""
+    """``envstep_<envstep>.mp4``, zero-padded to 10 digits so the files sort in order."""
     return f"envstep_{int(envstep):010d}.mp4"
 
 
 @dataclass
 class EpisodeVideo:
-    """One recorded episode: the MP4 ``path``, the number of ``frames`` (``length + 1``: the first
-    observation's, then one per step), ``episode_return``, ``length`` in steps, frame ``size`` ``(height, width)``,
-    the ``images`` (H x W x 3 uint8, for a writer that shows the video too; None if not kept) and ``fps``."""
+    """One recorded episode: the MP4 ``path``, ``frames`` (``length + 1``: the first observation's, then one per
+    step), frame ``size`` ``(height, width)``, the ``images`` (H x W x 3 uint8; None if not kept)."""
 
     path: Path
     frames: int
@@ -146,11 +142,9 @@ def write_mp4(path: Union[str, Path], frames: Sequence[np.ndarray], fps: float =
 
 
 def gif_timing(n_frames: int, fps: float) -> tuple:
-    """Which of ``n_frames`` frames played at ``fps`` a GIF keeps, and each kept frame's delay in hundredths of
-    a second; returns ``(indices, delays)``.
-
-    Delays are differences of rounded start times, so they add up to the video's length (30 fps: 3, 3, 4, ...).
-    Above 50 fps every ``n``-th frame is kept so that no delay is below :data:`GIF_MIN_DELAY_CS`.
+    """``(indices, delays)``: which of ``n_frames`` frames played at ``fps`` a GIF keeps, and each one's delay in
+    hundredths of a second. Delays are differences of rounded start times, so they add up to the video's length
+    (30 fps: 3, 3, 4, ...); above 50 fps every ``n``-th frame is kept so no delay is below :data:`GIF_MIN_DELAY_CS`.
     """
     if not is_real(fps) or not math.isfinite(fps) or fps <= 0:
         raise ValueError(f"encode_gif: fps must be a positive number, got {fps!r}")
@@ -163,20 +157,16 @@ def gif_timing(n_frames: int, fps: float) -> tuple:
 
 
 def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side: int = GIF_MAX_SIDE) -> tuple:
-    """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping animated GIF playing at ``fps`` (the
-    form TensorBoard's Images dashboard shows); returns ``(gif bytes, height, width)``.
-
-    Frames are shrunk by the smallest whole factor that brings their longer side to ``max_side`` pixels or
-    less (500 x 500 becomes 250 x 250), to keep event files small. Needs only Pillow.
-    """
+    """Encode ``frames`` (H x W x 3 uint8, all the same size) as a looping GIF playing at ``fps`` (what
+    TensorBoard's Images dashboard shows), shrunk by the smallest whole factor that brings their longer side to
+    ``max_side`` pixels or less (500 x 500 becomes 250 x 250); returns ``(gif bytes, height, width)``."""
     import io
 
     from PIL import Image
 
     if not frames:
         raise ValueError("encode_gif: no frames")
-    if not is_int(max_side) or max_side < 1:
-        raise ValueError(f"encode_gif: max_side must be a positive int, got {max_side!r}")
+    check_int("encode_gif: max_side", max_side)
     first = np.asarray(frames[0])
     if first.ndim != 3 or first.shape[2] != 3 or first.dtype != np.uint8:
         raise ValueError(f"encode_gif: frames must be H x W x 3 uint8 images, got shape {first.shape} and "
@@ -192,42 +182,35 @@ def encode_gif(frames: Sequence[np.ndarray], fps: float = DEFAULT_FPS, max_side:
 
 
 class VideoRecorder:
-    """Records episodes of ``policy`` (anything with ``_forward_eval(obs [1, ...])``) on its own ``rgb_array``
-    environment, made on first use by ``make_env`` (default ``gymnasium.make(env_id, render_mode="rgb_array",
-    **env_kwargs)``). :meth:`record` with ``k`` resets with ``derive_seed(seed, k)`` (``seed`` None: unseeded)."""
+    """Records episodes of ``policy`` (anything with ``_forward_eval(obs [1, ...])``) on its own environment,
+    ``gymnasium.make(env_id, render_mode="rgb_array", **env_kwargs)``, made on first use."""
 
     def __init__(self, env_id: str, policy: Any, env_kwargs: Optional[Mapping[str, Any]] = None,
-                 seed: Optional[int] = None, make_env: Optional[Callable[[], Any]] = None) -> None:
+                 seed: Optional[int] = None) -> None:
         require_video_support(env_id)
         self.env_id = env_id
         self.policy = policy
         self.env_kwargs = dict(env_kwargs or {})
         self.seed = seed
-        self._make_env = make_env or self._make_rgb_env
         self.env: Any = None
 
-    def _make_rgb_env(self) -> Any:
+    def record(self, path: Union[str, Path], k: int = 0) -> EpisodeVideo:
+        """Play one episode, reset with ``derive_seed(seed, k)`` (``seed`` None: unseeded; the EvalHook passes the
+        envstep, so a resumed run films the same episodes), and write it to ``path``."""
         import gymnasium as gym
 
-        return gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
-
-    def _env(self) -> Any:
-        if self.env is None:
-            self.env = self._make_env()
-        return self.env
-
-    def record(self, path: Union[str, Path], k: int = 0) -> EpisodeVideo:
-        """Play one episode (reset with ``derive_seed(seed, k)``; the EvalHook passes the envstep, so a
-        resumed run films the same episodes) and write it to ``path``."""
         from rlearn.env.vector_env import derive_seed
 
-        env = self._env()
+        if self.env is None:
+            self.env = gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
+        env = self.env
         frames, total, length = record_episode(env, self.policy, seed=derive_seed(self.seed, k))
         fps = (getattr(env, "metadata", None) or {}).get("render_fps") or DEFAULT_FPS
         written = write_mp4(path, frames, fps=fps)
         return EpisodeVideo(written, len(frames), total, length, tuple(frames[0].shape[:2]), images=frames, fps=fps)
 
     def close(self) -> None:
+        """Close the environment (a later :meth:`record` makes a new one)."""
         if self.env is not None:
             self.env.close()
             self.env = None

@@ -1,15 +1,10 @@
-"""One live run per work directory: :class:`WorkDirLock` and :func:`claim_free_work_dir`.
-
-A run holds an ``fcntl.flock`` on ``<work_dir>/.lock`` for its whole life; the kernel releases it however
-the process ends, so a crashed run never blocks the next one. The file records the holder (PID, host,
-start time, command line) for the refusal message. File systems without ``flock`` fall back to checking
-that PID (same host only, not atomic; :attr:`WorkDirLock.exclusive` False). Processes forked while the
-lock is held share it. See docs/reliability.md.
+"""One live run per work directory: a run holds an ``fcntl.flock`` on ``<work_dir>/.lock`` for its whole life
+(the kernel releases it however the process ends); the file names the holder for the refusal message. File
+systems without ``flock`` fall back to checking that PID (same host only, not atomic). See docs/reliability.md.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import fcntl
 import json
@@ -17,16 +12,14 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, Optional, Tuple
 
-from rlearn.fileio import pid_alive
+from rlearn.fileio import PathLike, pid_alive
 
 __all__ = ["LOCK_NAME", "LockHolder", "WorkDirBusyError", "WorkDirError", "WorkDirLock", "claim_free_work_dir",
            "existing_run"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 #: name of the lock file inside the work dir
 LOCK_NAME = ".lock"
@@ -67,9 +60,10 @@ class LockHolder:
 
 def _parse_holder(text: bytes) -> Optional[LockHolder]:
     try:
-        data = json.loads(text.decode("utf-8"))
-        return LockHolder(int(data["pid"]), str(data["host"]), float(data["started"]), tuple(map(str, data.get("argv", ()))))
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
+        data = json.loads(text)
+        return LockHolder(int(data["pid"]), str(data["host"]), float(data["started"]),
+                          tuple(map(str, data.get("argv", ()))))
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -97,11 +91,8 @@ class WorkDirLock:
         return self._fd is not None
 
     def acquire(self) -> "WorkDirLock":
-        """Take the lock (creating the work dir if needed) without waiting.
-
-        Raises :class:`WorkDirBusyError` naming the directory and the live run holding it, or
-        :class:`WorkDirError` when the path is not a directory or the lock file cannot be created.
-        """
+        """Take the lock (creating the work dir if needed) without waiting: :class:`WorkDirBusyError` naming the
+        live run holding it, :class:`WorkDirError` when the path is not a directory or the lock file fails."""
         if self._fd is not None:
             raise WorkDirError(f"work dir {self.work_dir}: this lock is already held")
         if self.work_dir.exists() and not self.work_dir.is_dir():
@@ -110,18 +101,18 @@ class WorkDirLock:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             fd = self._open_locked()
         except OSError as exc:
-            raise WorkDirError(f"work dir {self.work_dir}: cannot create the lock file {self.path}: {exc.strerror or exc}") from exc
+            raise self._error("create", exc) from exc
         # a clean release removes the file: a holder recorded in it died without releasing
         self.took_over = _parse_holder(_read_fd(fd))
         holder = LockHolder(os.getpid(), socket.gethostname(), time.time(), tuple(sys.argv))
-        self._record = json.dumps(dataclasses.asdict(holder)).encode("utf-8")
+        self._record = json.dumps(asdict(holder)).encode("utf-8")
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, self._record, 0)
             os.fsync(fd)
         except OSError as exc:
             os.close(fd)
-            raise WorkDirError(f"work dir {self.work_dir}: cannot write the lock file {self.path}: {exc.strerror or exc}") from exc
+            raise self._error("write", exc) from exc
         self._fd = fd
         return self
 
@@ -168,10 +159,13 @@ class WorkDirLock:
                 return holder
             time.sleep(0.02)
 
+    def _error(self, verb: str, exc: OSError) -> WorkDirError:
+        return WorkDirError(f"work dir {self.work_dir}: cannot {verb} the lock file {self.path}: {exc.strerror or exc}")
+
     def _busy(self, holder: Optional[LockHolder]) -> WorkDirBusyError:
         who = holder.describe() if holder is not None else "PID unknown: its lock file is empty or unreadable"
-        message = (f"work dir {self.work_dir} is in use by a live run ({who}); two runs never share a work dir: wait "
-                   "for it to end or stop it, or choose another --work-dir")
+        message = (f"work dir {self.work_dir} is in use by a live run ({who}); two runs never share a work dir: "
+                   "wait for it to end or stop it, or choose another --work-dir")
         return WorkDirBusyError(message, self.work_dir, holder)
 
     def release(self) -> None:
@@ -214,12 +208,10 @@ def existing_run(work_dir: PathLike) -> Optional[str]:
 
 def claim_free_work_dir(default: PathLike, holds_run: Callable[[Path], Optional[str]] = existing_run,
                         max_tries: int = 10_000) -> Tuple[Path, WorkDirLock]:
-    """Lock and return the first of ``default``, ``<default>_2``, ``<default>_3``... that is free.
-
-    Free: not locked by a live run, a directory (or absent), and holding no run (``holds_run`` returns
-    None). The lock is taken *before* the directory is inspected and returned held, so processes started
-    at the same moment never get the same directory; the caller releases it when its run ends.
-    """
+    """Lock and return the first of ``default``, ``<default>_2``, ``<default>_3``... that is free: not locked by a
+    live run, a directory (or absent), and holding no run (``holds_run`` returns None). The lock is taken
+    *before* the directory is inspected and returned held (the caller releases it), so processes started at the
+    same moment never get the same directory."""
     default = Path(default)
     for n in range(1, max_tries + 1):
         candidate = default if n == 1 else default.with_name(f"{default.name}_{n}")

@@ -26,7 +26,7 @@ _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
 class NoOpSpan:
-    """The context manager :func:`span` returns when tracing is off: does nothing, shared by every call."""
+    """What :func:`span` returns when tracing is off: a context manager that does nothing."""
 
     __slots__ = ()
 
@@ -49,24 +49,21 @@ _pending_offset: Optional[Tuple[int, int]] = None
 
 def span(name: str, lane: Optional[str] = None, **args: Any) -> Any:
     """Context manager recording the phase ``name`` on ``lane`` (default: ``"learner/forward"`` -> ``"learner"``)
-    with keyword ``args`` (str, bool, None or finite numbers; an ``iter=`` arg on the learner's iteration span
-    lets ``rlearn trace --from-iter/--to-iter`` select iterations). The no-op singleton when tracing is off."""
+    with keyword ``args`` (str, bool, None or finite numbers); the no-op singleton when tracing is off."""
     if _tracer is None:
         return NOOP_SPAN
     return _tracer.span(name, lane, args)
 
 
 def counter(name: str, value: Any, t: Optional[int] = None) -> None:
-    """Record a sample of counter ``name`` (e.g. ``throughput/env_steps_per_sec``) at ``t``
-    (``time.perf_counter_ns()`` time; None: now); does nothing when tracing is off. A rate over an
-    interval is stamped at the interval's start (see :meth:`Tracer.counter`)."""
+    """Record a sample of counter ``name`` at ``t`` (see :meth:`Tracer.counter`); nothing when tracing is off."""
     if _tracer is not None:
         _tracer.counter(name, value, t)
 
 
 def enable(work_dir: PathLike, rank: int = 0, **tracer_kwargs: Any) -> Tracer:
-    """Start recording into ``<work_dir>/trace/rank<rank>.jsonl`` (appending) and return the tracer; the running
-    tracer if it writes that file already (another one is closed first). ``tracer_kwargs`` go to :class:`Tracer`."""
+    """Start recording into ``<work_dir>/trace/rank<rank>.jsonl`` (appending) and return the :class:`Tracer`
+    (made with ``tracer_kwargs``); the running tracer if it writes that file already (another one is closed)."""
     global _tracer
     path = records_path(work_dir, rank)
     if _tracer is not None:
@@ -113,8 +110,8 @@ def get_tracer() -> Optional[Tracer]:
 
 
 def set_clock_offset(offset_ns: int, error_ns: int) -> None:
-    """Record this rank's wall clock minus rank 0's, with its error bound, both in nanoseconds (``rlearn trace``
-    subtracts it). Called before :func:`enable`, the offset goes into the header of the recording it starts."""
+    """Record this rank's wall clock minus rank 0's, with its error bound, in nanoseconds; called before
+    :func:`enable`, into the header of the recording it starts."""
     global _pending_offset
     if _tracer is not None:
         _tracer.set_clock_offset(offset_ns, error_ns)

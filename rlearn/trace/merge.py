@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from rlearn.fileio import atomic_write_bytes
 from rlearn.trace.lanes import assign_lanes, lane_label
 from rlearn.trace.recorder import PathLike
 from rlearn.trace.records import RecordsError, RecordsFile, read_records
@@ -272,15 +273,8 @@ def merge_work_dir(work_dir: PathLike, ranks: Optional[Iterable[int]] = None, fr
 
 
 def write_trace(trace: Dict[str, Any], path: PathLike) -> Path:
-    """Write ``trace`` as JSON, gzip-compressed (one stream) when ``path`` ends in ``.gz``; return the path.
-    Written under a temporary name and renamed, so an interrupted write never replaces an older trace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``trace`` as JSON, gzip-compressed (one stream) when ``path`` ends in ``.gz``, atomically (an
+    interrupted write never replaces an older trace); return the path."""
     data = json.dumps(trace, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    if path.name.endswith(".gz"):
-        data = gzip.compress(data, mtime=0)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(data)
-    partial.replace(path)
-    return path
+    return atomic_write_bytes(path, gzip.compress(data, mtime=0) if Path(path).name.endswith(".gz") else data)
 

@@ -14,8 +14,9 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from rlearn.fileio import PathLike
 from rlearn.values import check_int, is_int, is_real
 
 #: version of the records format, written in every header
@@ -24,8 +25,6 @@ RECORDS_VERSION = 1
 MONOTONIC_CLOCK = time.perf_counter_ns
 #: lane used when a span name has no ``lane/`` prefix and no lane is given
 DEFAULT_LANE = "main"
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def records_path(work_dir: PathLike, rank: int) -> Path:

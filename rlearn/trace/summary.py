@@ -5,8 +5,9 @@ nested phases are each counted in full, so the percentages do not add up to 100.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 from tabulate import tabulate
 
@@ -39,14 +40,12 @@ def wall_time_ns(intervals: Sequence[Interval]) -> int:
 def summarize(intervals: Sequence[Interval]) -> List[PhaseStats]:
     """One :class:`PhaseStats` per phase name, largest total first (ties by name)."""
     wall = wall_time_ns(intervals)
-    calls: Dict[str, int] = {}
-    totals: Dict[str, int] = {}
+    calls = Counter(interval.name for interval in intervals)
+    totals: Counter = Counter()
     for interval in intervals:
-        calls[interval.name] = calls.get(interval.name, 0) + 1
-        totals[interval.name] = totals.get(interval.name, 0) + interval.duration
-    rows = [PhaseStats(name, calls[name], totals[name], wall) for name in calls]
-    rows.sort(key=lambda row: (-row.total_ns, row.name))
-    return rows
+        totals[interval.name] += interval.duration
+    return sorted((PhaseStats(name, calls[name], totals[name], wall) for name in calls),
+                  key=lambda row: (-row.total_ns, row.name))
 
 
 def format_summary(rows: Sequence[PhaseStats], tablefmt: str = "simple") -> str:

@@ -1,10 +1,7 @@
-"""Structural validator for the Chrome Trace Event JSON that ``rlearn trace`` writes.
-
-It checks what Perfetto and chrome://tracing need to draw the trace correctly: the ``traceEvents`` object
-form, only ``X`` / ``C`` / ``M`` phases, finite non-negative ``ts`` / ``dur``, positive ``pid`` / ``tid`` (each
-``tid`` under one ``pid``), a ``process_name`` / ``thread_name`` for every pid and lane, strictly nested spans on
-every lane (compared in integer nanoseconds), counters with finite numeric ``args``, and for a file valid JSON
-(a single gzip stream when the name ends in ``.gz``).
+"""Structural validator for the Chrome Trace Event JSON that ``rlearn trace`` writes: what Perfetto and
+chrome://tracing need to draw it correctly (only ``X`` / ``C`` / ``M`` phases, finite non-negative times, each
+``tid`` under one ``pid``, a name for every pid and lane, strictly nested spans on every lane in integer
+nanoseconds, finite numeric counters; for a file, valid JSON in a single gzip stream when the name ends in ``.gz``).
 """
 
 from __future__ import annotations
@@ -34,14 +31,6 @@ class TraceValidationError(ValueError):
 
 def _is_number(value: Any) -> bool:
     return is_real(value) and math.isfinite(value)
-
-
-def _is_time(value: Any) -> bool:
-    return _is_number(value) and value >= 0
-
-
-def _to_ns(value_us: float) -> int:
-    return int(round(value_us * 1000))
 
 
 def validate_trace(obj: Any) -> List[str]:
@@ -110,7 +99,8 @@ def validate_trace(obj: Any) -> List[str]:
                 problems.append(f"{where}: args.sort_index must be an integer")
             continue
 
-        bad_times = [key for key in (("ts", "dur") if phase == "X" else ("ts",)) if not _is_time(event.get(key))]
+        bad_times = [key for key in (("ts", "dur") if phase == "X" else ("ts",))
+                     if not (_is_number(event.get(key)) and event[key] >= 0)]
         if bad_times:
             key = bad_times[0]
             problems.append(f"{where}: {key} must be a finite number >= 0, got {event.get(key)!r}")
@@ -126,8 +116,8 @@ def validate_trace(obj: Any) -> List[str]:
             continue
         if args is not None and not isinstance(args, Mapping):
             problems.append(f"{where}: args must be an object")
-        start = _to_ns(event["ts"])
-        lanes.setdefault((pid, tid), []).append((start, start + _to_ns(event["dur"]), where))
+        start = round(event["ts"] * 1000)  # in integer nanoseconds
+        lanes.setdefault((pid, tid), []).append((start, start + round(event["dur"] * 1000), where))
 
     for pid, where in used_pids.items():
         if pid not in process_names:
