@@ -8,17 +8,20 @@ as parameters (dotted keys; lists and dicts as JSON). On resume the same run con
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from rlearn.writers.tracking import TrackingWriter, flat_params, require
+from rlearn.writers.rowfile import Row
+from rlearn.writers.tracking import TrackingWriter
 
 __all__ = ["MlflowWriter"]
 
-#: MLflow refuses more parameters than this in one log_batch
+#: the most metrics, and parameters, MLflow takes in one log_batch
+_METRICS_PER_BATCH = 1000
 _PARAMS_PER_BATCH = 100
-#: nor longer parameter values than this
+#: MLflow refuses longer parameter values than this
 _PARAM_VALUE_LIMIT = 6000
 
 
@@ -42,11 +45,9 @@ class MlflowWriter(TrackingWriter):
     def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None,
                  tracking_uri: Optional[str] = None, experiment_name: str = "rlearn", run_name: Optional[str] = None,
                  tags: Optional[Mapping[str, str]] = None) -> None:
-        super().__init__(work_dir, logger)
-        require("mlflow", "mlflow")
+        super().__init__(work_dir, logger, run_name)
         self.tracking_uri = tracking_uri
         self.experiment_name = experiment_name
-        self.run_name = run_name if run_name is not None else (self.work_dir.name if self.work_dir is not None else None)
         self.tags = dict(tags or {})
         self.client: Any = None
         self._last_axes: Optional[tuple] = None
@@ -67,9 +68,8 @@ class MlflowWriter(TrackingWriter):
             experiment = self.client.get_experiment_by_name(self.experiment_name)
             experiment_id = (experiment.experiment_id if experiment is not None
                              else self.client.create_experiment(self.experiment_name))
-            run = self.client.create_run(experiment_id, run_name=self.run_name, tags=self.tags)
-            run_id = run.info.run_id
-        self.run_id = run_id
+            run_id = self.client.create_run(experiment_id, run_name=self.run_name, tags=self.tags).info.run_id
+        self.run_id = run_id  # _log_config logs to it
         if config is not None:
             self._log_config(config)
         return run_id
@@ -91,7 +91,7 @@ class MlflowWriter(TrackingWriter):
             raise OSError(f"MLflow tracking server {uri} cannot be reached ({why}); is it running, and is "
                           "tracking_uri right?") from None  # the reason is in the message
 
-    def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int) -> None:
+    def _log_row(self, row: Row, step_iter: int, step_env: int) -> None:
         from mlflow.entities import Metric
 
         stamp = int(time.time() * 1000)
@@ -102,13 +102,16 @@ class MlflowWriter(TrackingWriter):
         metrics.extend(Metric(name, float(value), stamp, step_iter) for name, value in row.items())
         if self._held_steps:
             metrics = [m for m in metrics if self._held_steps.get(m.key, -1) < step_iter]
-        for start in range(0, len(metrics), 1000):
-            self.client.log_batch(self.run_id, metrics=metrics[start : start + 1000])
+        for start in range(0, len(metrics), _METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=metrics[start : start + _METRICS_PER_BATCH])
 
     def _log_config(self, config: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        wanted = {key: value[:_PARAM_VALUE_LIMIT] for key, value in flat_params(config).items()}
+        from rlearn.config import flatten
+
+        wanted = {key: (value if isinstance(value, str) else json.dumps(value, default=repr))[:_PARAM_VALUE_LIMIT]
+                  for key, value in flatten(config).items()}
         existing = self.client.get_run(self.run_id).data.params
         changed = sorted(key for key, value in wanted.items() if key in existing and existing[key] != value)
         if changed and self.logger is not None:

@@ -18,7 +18,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 from rlearn.config.errors import ConfigError
 from rlearn.fileio import atomic_write_bytes
 from rlearn.writers.base import ScalarValue, Writer, count, list_of, optional, text
-from rlearn.writers.rowfile import plain_number
+from rlearn.writers.rowfile import Row, plain_number
 
 __all__ = ["TrackingWriter", "MissingExtraError"]
 
@@ -30,23 +30,45 @@ class MissingExtraError(ConfigError):
     :class:`rlearn.config.ConfigError`: ``rlearn train`` prints it as one line)."""
 
 
+def require(module: str, extra: str) -> Any:
+    """Import ``module`` or raise :class:`MissingExtraError` saying ``pip install 'rlearn[<extra>]'``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"the {extra} writer needs the '{module}' package: pip install 'rlearn[{extra}]'"
+        ) from exc
+
+
+def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Position:
+    """The position of a row at (``step_iter``, ``step_env``) written after the row at ``last``."""
+    k = last[2] + 1 if last is not None and last[:2] == (step_iter, step_env) else 0
+    return step_iter, step_env, k
+
+
 class TrackingWriter(Writer, abc.ABC):
     """Starts or continues one tracking run and logs each write as one row (see the module doc).
 
-    Subclasses implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config` and :meth:`_finish`.
+    Subclasses set :attr:`kind` and implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config` and
+    :meth:`_finish`.
 
     Args:
         work_dir: where ``<kind>_run.json`` is kept (None: only the checkpoint holds the run id).
         logger: where the writer says which run it started or continued.
+        run_name: the run's name (default: the work dir's name).
     """
 
     STATE_FIELDS = {"run_id": optional(text), "at": optional(list_of(count, 3))}
-    #: short name of the service: ``wandb``, ``mlflow`` (the state file is ``<work_dir>/<kind>_run.json``)
+    #: the service's package and extra (``wandb``, ``mlflow``); the state file is ``<work_dir>/<kind>_run.json``
     kind = "tracking"
 
-    def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None) -> None:
+    def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None,
+                 run_name: Optional[str] = None) -> None:
+        #: the service's package, imported (:class:`MissingExtraError` when it is not installed)
+        self.package = require(self.kind, self.kind)
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.logger = logger
+        self.run_name = run_name if run_name is not None else (self.work_dir.name if self.work_dir else None)
         #: the run's id once started (or restored from a checkpoint)
         self.run_id: Optional[str] = None
         self._resuming = False
@@ -56,13 +78,12 @@ class TrackingWriter(Writer, abc.ABC):
         self._saved: Optional[Position] = None  # the position in the state file
         self._position: Position = (-1, -1, 0)  # of the last write
 
-    # ----------------------------------------------------------------------------------- subclass API
     @abc.abstractmethod
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
         """Start a new run (``run_id`` None) or continue run ``run_id``; return the run's id."""
 
     @abc.abstractmethod
-    def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int) -> None:
+    def _log_row(self, row: Row, step_iter: int, step_env: int) -> None:
         """Log the values of one write (None values already removed)."""
 
     @abc.abstractmethod
@@ -73,7 +94,6 @@ class TrackingWriter(Writer, abc.ABC):
     def _finish(self) -> None:
         """End the run in this process (the service marks it finished)."""
 
-    # ----------------------------------------------------------------------------------- run state
     @property
     def state_file(self) -> Optional[Path]:
         """``<work_dir>/<kind>_run.json``: ``{"run_id": ..., "logged": [train_iter, envstep, k]}``."""
@@ -85,14 +105,11 @@ class TrackingWriter(Writer, abc.ABC):
         return self._logged
 
     def _save_state_file(self) -> None:
-        path = self.state_file
-        if path is None or self.run_id is None:
-            return
         position = self._durable_position()
-        if path.exists() and self._saved == position:
+        if self.state_file is None or self.run_id is None or (self.state_file.exists() and self._saved == position):
             return
         state = {"run_id": self.run_id, "logged": list(position) if position else None}
-        atomic_write_bytes(path, json.dumps(state).encode("utf-8"))
+        atomic_write_bytes(self.state_file, json.dumps(state).encode("utf-8"))
         self._saved = position
 
     def _restore_logged(self) -> None:
@@ -120,7 +137,6 @@ class TrackingWriter(Writer, abc.ABC):
         self._saved = None
         self._save_state_file()
 
-    # ---------------------------------------------------------------------------------------- Writer
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Log one row (values that are not None) unless an earlier process already logged this position."""
         self._position = position = next_position(self._position, int(step_iter), int(step_env))
@@ -135,12 +151,12 @@ class TrackingWriter(Writer, abc.ABC):
         """Nothing (the config goes through :meth:`write_config`)."""
 
     def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
-        """Record ``config`` as the run's config (starting the run if needed)."""
+        """Record ``config`` as the run's config (starting the run with it if needed)."""
         self._config = config
         if self._started:
             self._log_config(config)
         else:
-            self._ensure_started()  # the config goes with the start
+            self._ensure_started()
 
     def flush(self) -> None:
         """Keep ``<kind>_run.json`` up to date with the last position logged."""
@@ -178,27 +194,3 @@ class TrackingWriter(Writer, abc.ABC):
         """Resume: continue the same run, skipping the rows already logged (see the module doc)."""
         self._resuming = True
         self._restore_logged()
-
-
-def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Position:
-    """The position of a row at (``step_iter``, ``step_env``) written after the row at ``last``."""
-    k = last[2] + 1 if last is not None and last[:2] == (step_iter, step_env) else 0
-    return step_iter, step_env, k
-
-
-def require(module: str, extra: str) -> Any:
-    """Import ``module`` or raise :class:`MissingExtraError` saying ``pip install 'rlearn[<extra>]'``."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingExtraError(
-            f"the {extra} writer needs the '{module}' package: pip install 'rlearn[{extra}]'"
-        ) from exc
-
-
-def flat_params(config: Mapping[str, Any]) -> Dict[str, str]:
-    """The config flattened to dotted keys, values as text (lists and dicts as JSON)."""
-    from rlearn.config import flatten
-
-    return {key: value if isinstance(value, str) else json.dumps(value, default=repr)
-            for key, value in flatten(config).items()}

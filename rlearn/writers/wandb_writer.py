@@ -13,6 +13,7 @@ docs/writers.md.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import inspect
 import json
@@ -20,30 +21,55 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.writers.base import count, list_of, optional
-from rlearn.writers.tracking import Position, TrackingWriter, next_position, require
+from rlearn.writers.rowfile import Row
+from rlearn.writers.tracking import Position, TrackingWriter, next_position
 
 __all__ = ["WandbWriter", "TransactionLog", "LogUnreadable", "last_position", "next_step", "transaction_logs"]
 
 Axes = Tuple[int, int]
 #: a row handed to W&B and not read back from its transaction log yet
-Pending = Tuple[Position, Dict[str, Union[int, float]]]
+Pending = Tuple[Position, Row]
 
 
-# --------------------------------------------------------------------------- W&B's transaction logs
 class LogUnreadable(ImportError):
     """This wandb has no reader for its transaction logs."""
 
 
-def _reader():
+def _records(path: Path, offset: int = 0) -> Iterator[Tuple[int, Any]]:
+    """``(offset after it, record)`` of each complete record of a transaction log from ``offset`` on."""
     try:
         from wandb.proto import wandb_internal_pb2
         from wandb.sdk.internal import datastore
     except ImportError as exc:  # a wandb without the reader: the caller falls back to its own bookkeeping
         raise LogUnreadable(f"this wandb cannot read its transaction logs ({exc})") from exc
-    return datastore, wandb_internal_pb2
+    store = datastore.DataStore()
+    try:
+        store.open_for_scan(str(path))
+        if offset:
+            store.seek(offset)
+        while (data := store.scan_data()) is not None:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(data)
+            yield store.get_offset(), record
+    except (AssertionError, OSError, ValueError):  # the header or a block being written, or damage: stop there
+        pass
+    finally:
+        store.close()
+
+
+def _row_axes(record: Any) -> Optional[Axes]:
+    """``(train_iter, envstep)`` of a history row that has both (rows logged by other code may not)."""
+    if record.WhichOneof("record_type") != "history":
+        return None
+    values = {item.key or "/".join(item.nested_key): item.value_json  # newer W&B versions fill nested_key only
+              for item in record.history.item}
+    try:
+        return int(json.loads(values["train_iter"])), int(json.loads(values["envstep"]))
+    except (KeyError, ValueError):
+        return None
 
 
 class TransactionLog:
@@ -59,41 +85,16 @@ class TransactionLog:
 
     def new_rows(self) -> List[Axes]:
         """``(train_iter, envstep)`` of every history row written to the file since the last call (rows without
-        both, logged by other code, are left out). A record that is not complete yet is read next time."""
-        datastore, pb = _reader()
+        both are left out). A record that is not complete yet is read next time."""
         if not self.path.is_file() or self.path.stat().st_size <= max(self.offset, 7):
             return []
-        store = datastore.DataStore()
         rows: List[Axes] = []
-        try:
-            store.open_for_scan(str(self.path))
-            if self.offset:
-                store.seek(self.offset)
-            while (data := store.scan_data()) is not None:
-                self.offset = store.get_offset()
-                axes = _row_axes(pb, data)
-                if axes is not None:
-                    rows.append(axes)
-        except (AssertionError, OSError, ValueError):  # the header or a block being written, or damage: stop there
-            pass
-        finally:
-            store.close()
+        for offset, record in _records(self.path, self.offset):
+            self.offset = offset
+            axes = _row_axes(record)
+            if axes is not None:
+                rows.append(axes)
         return rows
-
-
-def _row_axes(pb, data: bytes) -> Optional[Axes]:
-    record = pb.Record()
-    record.ParseFromString(data)
-    if record.WhichOneof("record_type") != "history":
-        return None
-    values = {}
-    for item in record.history.item:
-        key = item.key or "/".join(item.nested_key)  # newer W&B versions fill nested_key only
-        if key in ("train_iter", "envstep"):
-            values[key] = item.value_json
-    if len(values) != 2:
-        return None
-    return int(json.loads(values["train_iter"])), int(json.loads(values["envstep"]))
 
 
 def transaction_logs(wandb_dir: Union[str, Path], run_id: str) -> List[Path]:
@@ -109,28 +110,14 @@ def transaction_logs(wandb_dir: Union[str, Path], run_id: str) -> List[Path]:
 def next_step(wandb_dir: Union[str, Path], run_id: str) -> int:
     """One more than the largest ``_step`` of a history row over every transaction log of run ``run_id`` (0
     when none holds a row): where a resumed session's ``_step`` continues."""
-    datastore, pb = _reader()
-    last = -1
-    for path in transaction_logs(wandb_dir, run_id):
-        store = datastore.DataStore()
-        try:
-            store.open_for_scan(str(path))
-            while (data := store.scan_data()) is not None:
-                record = pb.Record()
-                record.ParseFromString(data)
-                if record.WhichOneof("record_type") == "history":
-                    last = max(last, record.history.step.num)
-        except (AssertionError, OSError, ValueError):  # a damaged or unfinished end: the rows before it count
-            pass
-        finally:
-            store.close()
-    return last + 1
+    return 1 + max((record.history.step.num for path in transaction_logs(wandb_dir, run_id)
+                    for _, record in _records(path) if record.WhichOneof("record_type") == "history"), default=-1)
 
 
-def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Tuple[int, int, int]]:
+def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Position]:
     """The position ``(train_iter, envstep, k)`` of the last row that run ``run_id`` holds over all its
-    transaction logs (``k``: rows at that same train iteration and env step, minus one), or None when no log
-    holds a row. Rows are never logged twice, so counting them gives ``k`` whatever the sessions' order."""
+    transaction logs, or None when no log holds a row. Rows are never logged twice, so counting the rows at
+    the last (train_iter, envstep) gives ``k`` whatever the sessions' order."""
     counts: Dict[Axes, int] = {}
     for path in transaction_logs(wandb_dir, run_id):
         for axes in TransactionLog(path).new_rows():
@@ -141,7 +128,6 @@ def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Tuple[in
     return last[0], last[1], counts[last] - 1
 
 
-# ----------------------------------------------------------------------------------------- options
 #: ``wandb.init`` arguments the writer sets itself (to start or continue the run)
 _OWN_INIT_ARGS = ("id", "resume", "config", "reinit")
 #: the writer's options that are W&B settings, with the setting's name
@@ -159,12 +145,10 @@ def check_options(wandb: Any, options: Mapping[str, Any], init_kwargs: Mapping[s
             raise TypeError(f"WandbWriter sets wandb.init's {option!r} itself (to start or continue the run); "
                             "leave it out")
         if option not in known:
-            raise TypeError(f"WandbWriter got an unknown option {option!r}: its options are "
-                            f"{', '.join(options)} and wandb.init's "
-                            f"{', '.join(sorted(known - set(_OWN_INIT_ARGS)))}")
+            raise TypeError(f"WandbWriter got an unknown option {option!r}: its options are {', '.join(options)} "
+                            f"and wandb.init's {', '.join(sorted(known - set(_OWN_INIT_ARGS)))}")
     given = {**options, **init_kwargs}
-    settings = {_SETTINGS[key]: value for key, value in given.items() if key in _SETTINGS and value is not None}
-    checks = [(None, settings)]
+    checks = [(None, {_SETTINGS[key]: value for key, value in given.items() if key in _SETTINGS and value is not None})]
     if isinstance(given.get("settings"), Mapping):
         checks.append(("settings", dict(given["settings"])))
     for option, values in checks:
@@ -182,7 +166,6 @@ def check_options(wandb: Any, options: Mapping[str, Any], init_kwargs: Mapping[s
                              f"{detail}{problem['msg']}") from None
 
 
-# ------------------------------------------------------------------------------------------ writer
 def _pending_row(value: Any) -> str:
     """A row W&B had not written at the checkpoint: ``[train_iter, envstep, k, {name: value}]``."""
     if not isinstance(value, (list, tuple)) or len(value) != 4 or not isinstance(value[3], Mapping):
@@ -215,13 +198,11 @@ class WandbWriter(TrackingWriter):
                  entity: Optional[str] = None, name: Optional[str] = None, group: Optional[str] = None,
                  tags: Optional[Sequence[str]] = None, mode: Optional[str] = None, dir: Optional[str] = None,
                  **init_kwargs: Any) -> None:
-        super().__init__(work_dir, logger)
-        check_options(require("wandb", "wandb"), dict(project=project, entity=entity, name=name, group=group,
-                                                      tags=tags, mode=mode, dir=dir), init_kwargs)
-        self.project, self.entity, self.group, self.mode = project, entity, group, mode
-        self.run_name = name if name is not None else (self.work_dir.name if self.work_dir is not None else None)
+        super().__init__(work_dir, logger, name)
+        check_options(self.package, dict(project=project, entity=entity, name=name, group=group, tags=tags, mode=mode,
+                                         dir=dir), init_kwargs)
+        self.project, self.entity, self.group, self.mode, self.dir = project, entity, group, mode, dir
         self.tags = list(tags) if tags else None
-        self.dir = dir
         self.init_kwargs = init_kwargs
         self.run: Any = None
         self._pending: List[Pending] = []  # logged by this process, not read back yet
@@ -237,17 +218,14 @@ class WandbWriter(TrackingWriter):
         return self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
-        wandb = require("wandb", "wandb")
         directory = self._directory()
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
         step = 0
         if run_id is not None:  # W&B numbers each offline session's rows from 0: go on from the earlier ones
-            try:
+            with contextlib.suppress(LogUnreadable):
                 step = next_step(Path(directory or os.getcwd()) / "wandb", run_id)
-            except LogUnreadable:
-                pass
-        self.run = wandb.init(
+        self.run = self.package.init(
             project=self.project, entity=self.entity, name=self.run_name, group=self.group, tags=self.tags,
             mode=self.mode, dir=directory, id=run_id, resume="allow" if run_id else None,
             config=dict(config) if config is not None else None, reinit="create_new", **self.init_kwargs,
@@ -257,8 +235,7 @@ class WandbWriter(TrackingWriter):
         self.run.define_metric("train_iter")
         self.run.define_metric("*", step_metric="envstep")
         # mode="disabled" writes nothing: there is no transaction log to read back
-        disabled = self.run.settings.mode == "disabled"
-        self._log = None if disabled else TransactionLog(self.run.settings.sync_file)
+        self._log = None if self.run.settings.mode == "disabled" else TransactionLog(self.run.settings.sync_file)
         replay, self._replay = self._replay, []
         for position, row in replay:  # rows a killed process handed to W&B and W&B never wrote
             if self._logged is None or position > self._logged:
@@ -266,14 +243,12 @@ class WandbWriter(TrackingWriter):
                 self._logged = position
         return str(self.run.id)
 
-    def _log_row(self, row: Dict[str, Union[int, float]], step_iter: int, step_env: int,
-                 position: Optional[Position] = None) -> None:
+    def _log_row(self, row: Row, step_iter: int, step_env: int, position: Optional[Position] = None) -> None:
         self.run.log({"train_iter": step_iter, "envstep": step_env, **row}, step=self._step)
         self._step += 1
         if self._log is not None:
             self._pending.append((position or self._position, dict(row)))
 
-    # ------------------------------------------------------------------------------------- durability
     def _read_back(self) -> None:
         """Read the rows W&B wrote since the last call; they are durable and no longer pending."""
         if self._log is None:
@@ -295,14 +270,11 @@ class WandbWriter(TrackingWriter):
         """Resume from the last row the run's transaction logs hold; ``wandb_run.json`` when this wandb cannot
         read them or finds none."""
         super()._restore_logged()
-        if self.run_id is None:
-            return
-        try:
-            found = last_position(Path(self._directory() or os.getcwd()) / "wandb", self.run_id)
-        except LogUnreadable:
-            return
-        if found is not None:
-            self._logged = self._durable = found
+        if self.run_id is not None:
+            with contextlib.suppress(LogUnreadable):
+                found = last_position(Path(self._directory() or os.getcwd()) / "wandb", self.run_id)
+                if found is not None:
+                    self._logged = self._durable = found
 
     def flush(self) -> None:
         """Read back what W&B wrote, update ``wandb_run.json``; ``OSError`` (ENOSPC) when the disk W&B writes
@@ -333,8 +305,7 @@ class WandbWriter(TrackingWriter):
             missing, self._pending = self._pending, []
             raise OSError(errno.EIO, f"W&B did not write {len(missing)} row(s) of this run (train_iter "
                           f"{missing[0][0][0]} to {missing[-1][0][0]}) to {self._log.path} (a full disk? see its "
-                          "logs/debug-internal.log)",
-                          str(self._log.path))
+                          "logs/debug-internal.log)", str(self._log.path))
 
     def state_dict(self) -> Dict[str, Any]:
         """The tracking state plus ``pending``: the rows W&B has not written yet (a resume logs those the
@@ -343,6 +314,7 @@ class WandbWriter(TrackingWriter):
         return {**super().state_dict(), "pending": [[*position, row] for position, row in self._replay + self._pending]}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The tracking state, and the rows to log again if the transaction logs lack them."""
         super().load_state_dict(state)
         self._replay = [((int(p[0]), int(p[1]), int(p[2])), dict(p[3])) for p in state.get("pending") or ()]
 
