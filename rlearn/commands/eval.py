@@ -1,9 +1,6 @@
-"""``rlearn eval CKPT_OR_WORK_DIR``: play a trained policy deterministically and print its returns.
-
-The environment and the policy are rebuilt from the checkpoint's config with the run's own builders
-(:mod:`rlearn.run.build`); a config that names code to import is refused unless ``--allow-imports``. Exit
-codes: 0 after printing the results; 2 with one line on stderr for any mistake. See docs/evaluation.md.
-"""
+"""``rlearn eval CKPT_OR_WORK_DIR``: play a trained policy deterministically and print its returns, rebuilt from
+the checkpoint's config by :mod:`rlearn.run.build` (code it imports only with ``--allow-imports``). Exit codes: 0,
+or 2 with one line on stderr for any mistake. See docs/evaluation.md."""
 
 from __future__ import annotations
 
@@ -49,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def find_checkpoint(target: Path) -> Tuple[Path, str]:
-    """The checkpoint ``target`` names and why: a file as given; a work dir's ``ckpt/best.pt``, else its
-    ``ckpt/latest.pt`` (a ``ckpt`` folder itself works too)."""
+    """The checkpoint ``target`` names and why: a file as given; a work dir's (or ckpt folder's) ``best.pt``, else
+    ``latest.pt``."""
     if target.is_file():
         return target, "as given"
     if not target.exists():
@@ -91,9 +88,8 @@ def _load(path: Path, allow_imports: bool = False) -> Tuple[Dict[str, Any], Dict
 def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Optional[int] = None,
                         video: Optional[Path] = None, device: str = "cpu",
                         allow_imports: bool = False) -> Dict[str, Any]:
-    """Rebuild the env and policy of checkpoint ``path`` (refused if its config imports code, unless
-    ``allow_imports``), play ``episodes`` deterministic episodes. Returns ``{"result": Evaluator result,
-    "episodes": per-episode list, "seed", "checkpoint", "config", "video": EpisodeVideo or None}``; raises
+    """Rebuild the env and policy of checkpoint ``path`` (code it imports only with ``allow_imports``) and play
+    ``episodes`` deterministic episodes: ``{"result", "episodes", "seed", "checkpoint", "config", "video"}``;
     :class:`EvalCommandError` for every user-facing problem."""
     import torch
 

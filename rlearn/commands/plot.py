@@ -1,9 +1,6 @@
-"""``rlearn plot WORK_DIR... [-o curves.png] [--key KEY] [--x envstep|iter|time]``: learning curves as a PNG.
-
-Reads each work dir's ``metrics.jsonl`` and draws one line per group of runs whose ``config.py`` differs
-only in :data:`DEFAULT_IGNORED` keys (the seeds of one experiment): their mean, with a min-max (or std)
-band. :func:`prepare_curves` prepares the data, :func:`plot_curves` draws; see docs/cli.md.
-"""
+"""``rlearn plot WORK_DIR... [-o curves.png] [--key KEY] [--x envstep|iter|time]``: learning curves as a PNG, one
+line per group of runs whose ``config.py`` differs only in :data:`DEFAULT_IGNORED` keys (the seeds of one
+experiment): their mean and a min-max (or std) band. :func:`prepare_curves` prepares, :func:`plot_curves` draws."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ HELP = "plot learning curves from work dirs' metrics.jsonl (mean and band over s
 #: ``--x`` choices -> the metrics.jsonl column
 X_LABELS = {"envstep": "env steps", "iter": "train iterations", "time": "wall time"}
 DEFAULT_KEY = "evaluator/episode_return_mean"
-#: config keys that do not make two runs different experiments: the seed and the name, where the numbers
-#: were written to and whether videos were recorded
+#: config keys that do not make two runs different experiments
 DEFAULT_IGNORED = ("seed", "exp_name", "learner.writers", "eval.video", "eval.video_freq")
 #: a legend label is wrapped onto lines of at most this many characters (never cut)
 LABEL_WIDTH = 60
@@ -56,8 +52,8 @@ class Run:
 
 @dataclass
 class Curve:
-    """One line of the plot: a group of runs (``runs``: their work dirs) aggregated at the x values ``x``:
-    ``mean``, the band from ``low`` to ``high``, and ``count``, how many runs contribute at each x."""
+    """One line of the plot: a group of runs (their work dirs) at the x values ``x``: ``mean``, the band from
+    ``low`` to ``high``, and ``count``, how many runs contribute at each x."""
 
     label: str
     x: List[float]
@@ -69,10 +65,8 @@ class Curve:
 
 
 def load_run(work_dir: Path) -> Run:
-    """Read ``<work_dir>/metrics.jsonl`` and ``<work_dir>/config.py`` (PlotError when there is no metrics file).
-
-    Damaged lines of ``metrics.jsonl`` are skipped and ``config.py`` is read without running it
-    (:func:`read_config_literal`); each problem is a warning on stderr."""
+    """Read ``metrics.jsonl`` (PlotError without it; damaged lines skipped) and ``config.py`` (without running it)
+    of ``work_dir``; each problem is a warning on stderr."""
     from rlearn.writers.jsonl import JsonlWriter
 
     work_dir = Path(work_dir)
@@ -98,9 +92,8 @@ def load_run(work_dir: Path) -> Run:
 
 
 def aggregate(runs: Sequence[Tuple[List[float], List[float]]], band: str = "minmax") -> Tuple[List[float], ...]:
-    """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)`` series: at each x of their union, the runs
-    whose range covers it, linearly interpolated. ``band``: ``minmax`` (low = min, high = max), ``std`` (mean
-    -+ the population standard deviation) or ``none`` (low = high = mean)."""
+    """``(x, mean, low, high, count)`` over the runs' ``(xs, ys)``: at each x of their union, the runs covering it,
+    interpolated. ``band``: ``minmax``, ``std`` (mean -+ the population std) or ``none`` (low = high = mean)."""
     grid = sorted({v for xs, _ in runs for v in xs})
     out: Tuple[List[float], ...] = ([], [], [], [], [])
     for at in grid:
@@ -128,9 +121,9 @@ def _flat(config: Optional[Mapping[str, Any]], ignored: Sequence[str]) -> Option
 
 
 def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) -> List[Tuple[str, List[Run]]]:
-    """Runs grouped by their config without the ``ignored`` keys (first-seen order), each with its label: the
-    runs' exp_name when that tells the groups apart, else the config values that do (``policy.lr=0.001``),
-    wrapped, never cut; a run without ``config.py`` is a group of its own named after its directory."""
+    """Runs grouped by their config without the ``ignored`` keys (first-seen order), each labelled by its exp_name
+    when that tells the groups apart, else by the config values that do (``policy.lr=0.001``), wrapped; a run
+    without ``config.py`` is a group of its own named after its directory."""
     groups: Dict[str, List[Run]] = {}
     flats: Dict[str, Optional[Dict[str, Any]]] = {}
     for run in runs:
@@ -160,8 +153,7 @@ def group_runs(runs: Sequence[Run], ignored: Sequence[str] = DEFAULT_IGNORED) ->
 
 def prepare_curves(runs: Sequence[Run], key: str = DEFAULT_KEY, x: str = "envstep", band: str = "minmax",
                    ignored: Sequence[str] = DEFAULT_IGNORED) -> Tuple[List[Curve], List[str]]:
-    """The curves to draw and the warnings (runs left out because they never logged ``key``); a PlotError
-    naming the keys that exist when no run has ``key``."""
+    """The curves to draw and the warnings (runs without ``key``); a PlotError listing the keys when none has it."""
     if x not in X_COLUMNS:
         raise PlotError(f"--x must be one of {', '.join(X_COLUMNS)}, got {x!r}")
     curves: List[Curve] = []
@@ -199,8 +191,7 @@ def _time_unit(curves: Sequence[Curve]) -> Tuple[float, str]:
 
 
 def draw_curves(curves: Sequence[Curve], key: str, x: str, title: Optional[str] = None) -> Any:
-    """A matplotlib ``Figure`` of ``curves``: each a mean line (with markers where a curve has a single point,
-    which a line alone would not show) and its band."""
+    """A matplotlib ``Figure`` of ``curves``: each a mean line (a marker for a single point) and its band."""
     from matplotlib.figure import Figure
 
     scale, unit = _time_unit(curves) if x == "time" else (1.0, "")
@@ -220,9 +211,8 @@ def draw_curves(curves: Sequence[Curve], key: str, x: str, title: Optional[str] 
 
 
 def plot_curves(curves: Sequence[Curve], key: str, x: str, out: Path, title: Optional[str] = None) -> Path:
-    """Draw ``curves`` (:func:`draw_curves`) into the PNG ``out`` (written atomically, folders created);
-    returns ``out``. Raises :class:`rlearn.fileio.FileWriteError` (one line naming the path and the cause)
-    when ``out`` cannot be written."""
+    """Draw ``curves`` into the PNG ``out`` (atomically, folders created) and return it; a
+    :class:`rlearn.fileio.FileWriteError` names the path and the cause when it cannot be written."""
     from rlearn.fileio import atomic_write_bytes
 
     image = io.BytesIO()

@@ -1,9 +1,6 @@
-"""``rlearn train CONFIG``: train a policy from a config file or a bundled config.
-
-Exit codes (docs/cli.md): 0 when the run finished, 2 for a mistake in the command, the config or the
-checkpoint (one line on stderr), 128 + the signal after Ctrl-C / SIGTERM / SIGHUP, 1 for any other failure.
-``--nproc N`` re-launches the same command through ``torchrun`` in N processes (docs/distributed.md).
-"""
+"""``rlearn train CONFIG``: train a policy from a config file or a bundled config. Exit codes (docs/cli.md): 0
+finished, 2 a mistake in the command, config or checkpoint (one line), 128 + the signal after Ctrl-C / SIGTERM /
+SIGHUP, 1 any other failure. ``--nproc N`` re-launches the command through ``torchrun`` in N processes."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, Optional
 
-from rlearn.commands import fail
+from rlearn.commands import fail, int_at_least
 
 HELP = "train a policy from a config file or a bundled config"
 
@@ -47,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the resolved config (defaults and overrides applied, each key commented with its "
                              "help) and exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
-    parser.add_argument("--nproc", type=int, default=None, metavar="N",
+    parser.add_argument("--nproc", type=int_at_least(1), default=None, metavar="N",
                         help="train in N processes on this machine: re-launches this command through torchrun "
                              "(gloo on CPU, nccl on GPU); see docs/distributed.md")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a config or checkpoint error")
@@ -97,8 +94,8 @@ RANK_EXIT_GRACE_S = 2.0
 
 
 def _said_by_rank_0(exc: Exception) -> bool:
-    """True on ranks > 0 for an error every rank raises alike (the ranks' configs differ): only rank 0 prints it;
-    this rank waits :data:`RANK_EXIT_GRACE_S` (or until torchrun stops it) so that rank 0 fails first."""
+    """True on ranks > 0 for an error every rank raises alike (:class:`RanksDisagree`), after waiting
+    :data:`RANK_EXIT_GRACE_S` so that rank 0 says it first."""
     from rlearn.run.ranks import RanksDisagree
 
     if not isinstance(exc, RanksDisagree) or exc.rank == 0:
@@ -108,8 +105,8 @@ def _said_by_rank_0(exc: Exception) -> bool:
 
 
 def _exit_code(exc: Exception) -> Optional[int]:
-    """2 for a mistake in the config or the checkpoint, 1 for a failure told in one line (an environment
-    that returned NaN, a rank that lost its peers, a full or read-only disk); None for a bug (traceback)."""
+    """2 for a mistake in the config or the checkpoint, 1 for a failure told in one line (NaN from the environment,
+    a lost rank, a full disk); None for a bug (traceback)."""
     from rlearn.checkpoint import CheckpointError
     from rlearn.config import ConfigError
     from rlearn.distributed import DistributedError
@@ -151,8 +148,6 @@ def _train(args: argparse.Namespace) -> int:
 def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Optional[int]:
     """``--nproc N``: the exit code of the same command run by torchrun in N processes, or None to train in
     this process (N == 1, or already one of torchrun's processes with a matching world size)."""
-    if args.nproc < 1:
-        return fail("train", f"--nproc must be >= 1, got {args.nproc}")
     world = os.environ.get("WORLD_SIZE")
     if world is not None:  # already launched (by torchrun, or by a previous --nproc)
         if world != str(args.nproc):
@@ -175,17 +170,8 @@ def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Optional
 def _rebuild_argv(args: argparse.Namespace) -> list:
     """The command-line arguments of ``args`` without ``--nproc`` (what each launched process gets)."""
     argv = [args.config]
-    for flag, value in (("--work-dir", args.work_dir), ("--seed", args.seed)):
+    for flag, value in (("--work-dir", args.work_dir), ("--seed", args.seed), ("--resume", args.resume),
+                        ("--no-progress", args.no_progress or None), ("--debug", args.debug or None)):
         if value is not None:
-            argv += [flag, str(value)]
-    if args.overrides:
-        argv += ["--set", *args.overrides]
-    if args.resume is True:
-        argv += ["--resume"]
-    elif args.resume is not None:
-        argv += ["--resume", str(args.resume)]
-    if args.no_progress:
-        argv += ["--no-progress"]
-    if args.debug:
-        argv += ["--debug"]
-    return argv
+            argv += [flag] if value is True else [flag, str(value)]
+    return argv + (["--set", *args.overrides] if args.overrides else [])

@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from rlearn.commands import fail
+from rlearn.commands import fail, int_at_least
 
 HELP = "tune hyperparameters with Optuna: each trial a run with its own logs, pruned early when it lags"
 
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     slurm = parser.add_argument_group("Slurm (docs/cluster.md)")
     slurm.add_argument("--launcher", choices=("local", "slurm"), default="local",
                        help="local: tune in this process (default); slurm: submit --workers tuners as one job array")
-    slurm.add_argument("--workers", type=int, default=1, metavar="N", help="with --launcher slurm: tuners to submit")
+    slurm.add_argument("--workers", type=int_at_least(1), default=1, metavar="N", help="with --launcher slurm: tuners to submit")
     slurm.add_argument("--slurm", dest="slurm_options", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                        help="as for rlearn sweep: partition=, time=, cpus_per_task=, mem=, array_parallelism=, extra=, ...")
     slurm.add_argument("--dry-run", action="store_true", help="with --launcher slurm: print the sbatch script only")
@@ -120,8 +120,6 @@ def submit_workers(args: argparse.Namespace, tuner: "object") -> int:
     ``rlearn tune`` of the same study with this command's options (paths made absolute for the nodes)."""
     from rlearn.experiments.child import ExperimentError
 
-    if args.workers < 1:
-        return fail("tune", f"--workers must be >= 1, got {args.workers}")
     try:
         from rlearn.experiments.slurm import parse_slurm_options, submit_tune_workers
     except ImportError as exc:

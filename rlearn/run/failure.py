@@ -29,9 +29,8 @@ def _frame(entry: traceback.FrameSummary) -> str:
 
 
 def error_location(exc: BaseException) -> Optional[str]:
-    """``"<file>, line <n>, in <function>()"`` where ``exc`` was raised, followed by ``"(from <file>, line
-    <n>, in <function>())"`` for the innermost frame outside installed libraries when the error was raised
-    inside one; None without a traceback."""
+    """``"<file>, line <n>, in <function>()"`` where ``exc`` was raised, and ``"(from ...)"`` the innermost frame
+    outside installed libraries when it was raised inside one; None without a traceback."""
     frames: List[traceback.FrameSummary] = list(traceback.extract_tb(exc.__traceback__)) if exc.__traceback__ else []
     if not frames:
         return None

@@ -1,7 +1,5 @@
-"""``Loop``: what the off-policy and on-policy loops share: collecting (and recording what the collector
-returns) and the global env-step count; and the on-policy loop itself. The :class:`rlearn.run.Trainer` calls
-:meth:`Loop.step` (a collection and the learner iterations it pays for) until :meth:`Loop.finished`.
-"""
+"""``Loop``: what the off- and on-policy loops share (collecting, the global env-step count), and the on-policy
+loop. The :class:`rlearn.run.Trainer` calls :meth:`Loop.step` until :meth:`Loop.finished`."""
 
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ EPISODE_KEYS = ("collector/episode_return", "collector/episode_length")
 
 
 class Loop:
-    """Base of :class:`~rlearn.run.off_policy.OffPolicyLoop` and :class:`OnPolicyLoop`: the ``learner``
-    trains on what this process's ``collector`` collects until ``max_env_steps`` (over all ``world_size``
-    processes, which each collect the same number of steps)."""
+    """Base of the loops: the ``learner`` trains on what ``collector`` collects until ``max_env_steps`` (summed
+    over the ``world_size`` processes, which each collect the same number of steps)."""
 
     def __init__(self, learner: Any, collector: Any, world_size: int, max_env_steps: int) -> None:
         self.learner = learner
@@ -36,8 +33,7 @@ class Loop:
         return self.envstep >= self.max_env_steps
 
     def between_steps(self) -> bool:
-        """True when no learner iteration of the last collection is left to run (where an uninterrupted run
-        evaluates); False after resuming a checkpoint taken between two iterations of one collection."""
+        """True when no learner iteration of the last collection is left (where an uninterrupted run evaluates)."""
         return True
 
     def step(self, guard: Any) -> bool:
@@ -46,9 +42,8 @@ class Loop:
         raise NotImplementedError
 
     def collect(self, n_steps: int) -> Any:
-        """Collect ``n_steps`` steps per environment between the collect hooks, and record every ended
-        episode as ``collector/episode_return`` and ``collector/episode_length`` and the policy's
-        collect-side keys as ``collector/<key>``."""
+        """Collect ``n_steps`` steps per environment between the collect hooks; record the ended episodes
+        (:data:`EPISODE_KEYS`) and the policy's collect-side keys as ``collector/<key>``."""
         learner = self.learner
         learner.call_hook("before_collect")
         result = self.collector.collect(n_steps)
@@ -65,9 +60,8 @@ class Loop:
 
 
 class OnPolicyLoop(Loop):
-    """The on-policy loop (PPG, REINFORCE...): each step collects ``policy.rollout_steps`` steps per
-    environment and calls ``learner.train`` once on the ``[T, N, ...]`` rollout tensors
-    (:func:`rlearn.buffer.rollout_to_tensors`)."""
+    """The on-policy loop (PPG...): each step collects ``policy.rollout_steps`` steps per environment and trains
+    once on the ``[T, N, ...]`` rollout tensors (:func:`rlearn.buffer.rollout_to_tensors`)."""
 
     def __init__(self, learner: Any, collector: Any, world_size: int, *, max_env_steps: int, rollout_steps: int,
                  device: Any) -> None:

@@ -37,9 +37,8 @@ def derived_seed(seed: int, stream: int) -> int:
 
 
 def rederive_rank_streams(rank_seed: int, train_iter: int, policy: Any, buffer: Optional[Any]) -> None:
-    """After every rank loaded rank 0's checkpoint, give a rank > 0 its own random streams again (derived
-    from its ``rank_seed`` and the iteration), so it does not replay rank 0's exploration and minibatches.
-    The collector already resets its environments from this rank's seed."""
+    """After loading rank 0's checkpoint, give a rank > 0 its own random streams again (from its ``rank_seed`` and
+    the iteration), so it does not replay rank 0's exploration and minibatches."""
     stream = derived_seed(rank_seed, train_iter)
     seed_everything(stream)
     policy.np_random = np.random.default_rng([rank_seed, train_iter])
@@ -50,8 +49,7 @@ def rederive_rank_streams(rank_seed: int, train_iter: int, policy: Any, buffer: 
 
 
 def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size: int) -> None:
-    """Compare a digest of every network across ranks (one all_gather, a collective) and log the outcome
-    on rank 0; different parameters mean gradients were not averaged somewhere."""
+    """Collective: compare a digest of every network across ranks and log the outcome on rank 0."""
     digests = {}
     for name, module in policy.modules().items():
         h = hashlib.sha1()
@@ -68,8 +66,8 @@ def check_ranks_agree(policy: Any, logger: logging.Logger, rank: int, world_size
 
 
 def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List[str]:
-    """For each rank whose flattened config (dotted key -> ``repr`` of the value) differs from rank 0's, one
-    line naming the rank and the differing keys with both values (at most ``shown`` keys per rank)."""
+    """One line per rank whose flattened config (dotted key -> ``repr``) differs from rank 0's, naming at most
+    ``shown`` differing keys with both values."""
     lines = []
     reference = configs[0]
     for rank, config in enumerate(configs[1:], start=1):
@@ -83,8 +81,7 @@ def config_differences(configs: List[Mapping[str, str]], shown: int = 6) -> List
 
 
 class RanksDisagree(ConfigError):
-    """The ranks resolved different configs. Every rank raises it with the same message, so only rank 0 says it
-    (``rlearn train``); ``rank`` is the rank that raised it."""
+    """The ranks resolved different configs; every rank raises it, only ``rank`` 0 says it (``rlearn train``)."""
 
     def __init__(self, message: str, rank: int) -> None:
         super().__init__(message)
@@ -93,8 +90,7 @@ class RanksDisagree(ConfigError):
 
 def check_same_config(cfg: Mapping[str, Any]) -> None:
     """Collective: every rank raises a ConfigError naming the differing keys when the ranks resolved different
-    configs (another ``--set``, config file, or environment variable read by it); such ranks would diverge
-    silently and then time out in a collective. Only digests are gathered unless they differ."""
+    configs (they would diverge silently, then time out in a collective); only digests are gathered unless so."""
     from rlearn.config import flatten
 
     if not dist.is_distributed():
@@ -110,10 +106,9 @@ def check_same_config(cfg: Mapping[str, Any]) -> None:
 
 
 def check_seed(seed: Any, world_size: int) -> None:
-    """Refuse a seed that a seeded component cannot take (a ConfigError naming ``seed``): 64-bit generators
-    are seeded with ``seed + RANK_SEED_STRIDE * rank`` plus small offsets per environment."""
-    from rlearn.config import ConfigError
-    from rlearn.config.spec import is_int
+    """Refuse (a ConfigError naming ``seed``) a seed that ``seed + RANK_SEED_STRIDE * rank`` plus small offsets
+    per environment would push past 64 bits."""
+    from rlearn.values import is_int
 
     limit = max_seed(world_size)
     if not is_int(seed) or not 0 <= seed <= limit:

@@ -16,22 +16,11 @@ MAX_ENV_STEPS, STOP_VALUE, NO_IMPROVEMENT, INTERRUPTED = "max_env_steps", "stop_
 
 @dataclass
 class RunResult:
-    """What a run did and where its files are.
-
-    Attributes:
-        stop_reason: ``"max_env_steps"``, ``"stop_value"`` (the evaluation return reached
-            ``eval.stop_value``), ``"no_improvement"`` (``eval.patience`` evaluations without a new best)
-            or ``"interrupted"`` (Ctrl-C or SIGTERM; a checkpoint was saved).
-        stop_signal: ``"SIGINT"``, ``"SIGTERM"`` or ``"SIGHUP"`` when interrupted by that signal, else None.
-        last_eval: the last evaluation (``episode_return_mean``... see :class:`rlearn.collect.Evaluator`), or None.
-        latest_checkpoint: ``<work_dir>/ckpt/latest.pt`` if it exists.
-        best_checkpoint: ``<work_dir>/ckpt/best.pt`` if it exists (the best evaluation's model).
-        best_eval: ``{"episode_return_mean", "envstep", "train_iter"}`` of the best evaluation, or None.
-        failed_writers: the writers switched off because they could not write (name -> error), e.g. a full
-            disk; their output stops where they failed.
-        already_complete: True when ``--resume`` found the run complete under its config: nothing ran and
-            nothing was written (the counters and ``stop_reason`` are the checkpoint's).
-    """
+    """What a run did and where its files are. ``stop_reason``: ``"max_env_steps"``, ``"stop_value"``,
+    ``"no_improvement"`` (``eval.patience`` used up) or ``"interrupted"`` (by ``stop_signal``; a checkpoint was
+    saved); ``best_eval``: ``{"episode_return_mean", "envstep", "train_iter"}`` of the best evaluation;
+    ``failed_writers``: writers switched off because they could not write (name -> error); ``already_complete``:
+    ``--resume`` found the run complete, so nothing ran (the counters are the checkpoint's)."""
 
     work_dir: Path
     exp_name: str
@@ -58,9 +47,7 @@ class RunResult:
 
 
 def summary_lines(result: RunResult) -> List[str]:
-    """The closing lines of a run: why it stopped and where every file is, with the commands that open
-    them as they can be pasted (:func:`rlearn.executables.shell_command`: the venv's own executables when
-    it is not activated)."""
+    """The closing lines of a run: why it stopped and where every file is, with commands that paste and run."""
     from rlearn.executables import shell_command
 
     lines = [

@@ -1,8 +1,6 @@
-"""What ``--resume`` checks before anything is built or changed: a checkpoint resumes only with the number
-of processes that wrote it, and a run that is already complete under the config it is resumed with is not
-run again (nothing in its work dir changes; the console gives the command that extends it).
-:func:`precheck_launch` checks, before ``rlearn train --nproc N`` starts torchrun, what every process would refuse.
-"""
+"""What ``--resume`` checks before anything is built: the number of processes that wrote the checkpoint, and
+whether the run is already complete under the config (then nothing changes; the console says how to extend it).
+:func:`precheck_launch` checks what every process of ``rlearn train --nproc N`` would refuse, before torchrun."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from rlearn.checkpoint import CheckpointError, read_checkpoint
-from rlearn.config.spec import is_int
+from rlearn.values import is_int
 from rlearn.run.result import MAX_ENV_STEPS, NO_IMPROVEMENT, STOP_VALUE
 from rlearn.run.state import STATE_NAME, world_size_mismatch
 
@@ -20,9 +18,8 @@ __all__ = ["CompleteRun", "inspect_resume", "precheck_launch"]
 
 @dataclass
 class CompleteRun:
-    """A checkpoint of a run that has nothing left to do under the given config: the stop ``reason``, ``why``
-    (what was reached, for the message), ``extend`` (the ``--set`` overrides that give the run something to do
-    again), and the ``work_dir`` where :func:`precheck_launch` found it."""
+    """A checkpoint of a run with nothing left to do under the config: the stop ``reason``, ``why`` (what was
+    reached), ``extend`` (the ``--set`` overrides that give it work again), ``work_dir`` (:func:`precheck_launch`)."""
 
     reason: str
     checkpoint: Path
@@ -35,8 +32,7 @@ class CompleteRun:
     work_dir: Optional[Path] = None
 
     def report(self, exp_name: str, work_dir: Path) -> None:
-        """Say on the console (no log file: the run's log stays as it was) that the run is complete, nothing
-        changed, and the command that extends it (as it can be pasted: :func:`rlearn.executables.shell_command`)."""
+        """Say on the console (not in the run's log) that the run is complete and the command that extends it."""
         from rlearn.executables import shell_command
         from rlearn.logging import get_logger
 
@@ -52,8 +48,7 @@ class CompleteRun:
 
 def _complete(checkpoint: Mapping[str, Any], state: Mapping[str, Any],
               cfg: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-    """``reason``, ``why`` and ``extend`` when ``checkpoint`` (its run's ``state``) has nothing left to do under
-    ``cfg``."""
+    """``reason``, ``why`` and ``extend`` when ``checkpoint`` has nothing left to do under ``cfg``."""
     envstep, limit = int(checkpoint["envstep"]), cfg["train"]["max_env_steps"]
     if envstep >= limit:
         return dict(reason=MAX_ENV_STEPS, why=f"reached train.max_env_steps={limit}",
@@ -74,9 +69,8 @@ def _complete(checkpoint: Mapping[str, Any], state: Mapping[str, Any],
 
 
 def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: int) -> Optional[CompleteRun]:
-    """Read the checkpoint ``path`` that a run of ``world_size`` processes resumes from: a
-    :class:`CheckpointError` when another number of processes wrote it; a :class:`CompleteRun` when it has
-    nothing left to do under ``cfg``; else None (resume it)."""
+    """A :class:`CompleteRun` when checkpoint ``path`` has nothing left to do under ``cfg``, else None (resume it);
+    a :class:`CheckpointError` when another number of processes than ``world_size`` wrote it."""
     path = Path(path)
     checkpoint = read_checkpoint(path)
     state = checkpoint.get("states", {}).get(STATE_NAME)
@@ -94,10 +88,8 @@ def inspect_resume(path: Union[str, Path], cfg: Mapping[str, Any], world_size: i
 
 def precheck_launch(cfg: Mapping[str, Any], work_dir: Union[str, Path, None], resume: Any,
                     world_size: int) -> Optional[CompleteRun]:
-    """What every one of ``world_size`` processes would refuse (a bad seed or device, work dir or checkpoint),
-    checked once before they start (``rlearn train --nproc N``), as the same one-line ConfigError /
-    CheckpointError. Returns the :class:`CompleteRun` of a run that is already complete, to report instead of
-    starting them; None: start them."""
+    """Check once, before ``rlearn train --nproc N`` starts them, what every process would refuse (seed, device,
+    work dir, checkpoint: the same one-line errors); the :class:`CompleteRun` to report instead, or None."""
     from rlearn.config import default_work_dir
     from rlearn.run.build import resolve_device
     from rlearn.run.ranks import check_seed

@@ -1,12 +1,6 @@
-"""Signals during a run: every signal policy of a run lives here.
-
-* One process: SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the run at the next safe point, which then saves a
-  checkpoint (:class:`InterruptGuard`); a second signal stops at once.
-* Several processes: SIGTERM or SIGHUP from torchrun (another rank failed) or from the kernel (the launcher
-  died: :func:`~rlearn.distributed.launch.stop_with_parent`) ends the rank with a reason in its log
-  (:class:`TerminatedByLauncher`).
-* Environment worker processes ignore all three (the main process closes them).
-"""
+"""Signals during a run. One process: SIGINT, SIGTERM and SIGHUP stop at the next safe point with a checkpoint
+(:class:`InterruptGuard`), a second one at once. Several: SIGTERM or SIGHUP from the launcher ends the rank with a
+reason in its log (:class:`TerminatedByLauncher`). Environment workers ignore all three."""
 
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ def signal_exit_code(signum: int) -> int:
 
 
 class StopNow(KeyboardInterrupt):
-    """A second SIGINT/SIGTERM/SIGHUP (``signum``) during a one-process run: stop at once, without a
-    checkpoint."""
+    """A second SIGINT/SIGTERM/SIGHUP (``signum``) during a one-process run: stop at once, without a checkpoint."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"second {signal.Signals(signum).name}: stopped at once, without a checkpoint")
@@ -40,8 +33,7 @@ class StopNow(KeyboardInterrupt):
 
 
 class _SignalScope:
-    """Inside ``with``, ``handler`` handles the signals ``signums`` (only when ``enabled`` and in the main
-    thread, where handlers can be set); the previous handlers are given back on exit."""
+    """Inside ``with``, ``handler`` handles ``signums`` (when ``enabled``, in the main thread); restored on exit."""
 
     def __init__(self, enabled: bool, signums: Tuple[int, ...], handler: Any) -> None:
         self.enabled = enabled
@@ -60,9 +52,8 @@ class _SignalScope:
 
 
 class InterruptGuard(_SignalScope):
-    """Turns the first SIGINT, SIGTERM or SIGHUP into a flag (:attr:`requested`, :attr:`signal_name`) checked at
-    safe points; a second one raises :class:`StopNow`. Off in multi-process runs (the ranks could not agree on
-    where to stop without a collective per iteration)."""
+    """Turns the first SIGINT, SIGTERM or SIGHUP into a flag (:attr:`requested`) checked at safe points; a second
+    raises :class:`StopNow`. Off in multi-process runs (the ranks would need a collective per iteration to agree)."""
 
     def __init__(self, enabled: bool = True) -> None:
         super().__init__(enabled, STOP_SIGNALS, self._handle)
@@ -77,7 +68,7 @@ class InterruptGuard(_SignalScope):
         self.request(signum)
 
     def request(self, signum: int) -> None:
-        """Note ``signum`` as the first stop request (a signal received before this guard, during start-up)."""
+        """Note ``signum`` as the first stop request (one received before this guard, during start-up)."""
         self.requested = True
         self.signum = signum
         self.signal_name = signal.Signals(signum).name
@@ -89,9 +80,8 @@ class InterruptGuard(_SignalScope):
 
 
 class TerminatedByLauncher(_SignalScope):
-    """In a multi-process run (``enabled``), turns SIGTERM and SIGHUP (from torchrun when another rank failed or
-    it was stopped itself, or from the kernel when the launcher died: :func:`stop_with_parent`) into a
-    :class:`rlearn.distributed.DistributedError`, so the rank closes its files and its log says why it stopped."""
+    """In a multi-process run (``enabled``), turns SIGTERM and SIGHUP (from torchrun, or from the kernel when the
+    launcher died: :func:`stop_with_parent`) into a :class:`rlearn.distributed.DistributedError` saying why."""
 
     #: how long a SIGTERM waits to see whether the launcher is dying (its threads exit one by one, and the
     #: kernel's parent-death signal can come before this process is handed to a new parent)
@@ -122,7 +112,6 @@ class TerminatedByLauncher(_SignalScope):
 
 
 def workers_ignore_sigint(asynchronous: bool) -> _SignalScope:
-    """Ignore SIGINT, SIGTERM and SIGHUP while environment worker processes start, so that they inherit
-    "ignore": a Ctrl-C or a scheduler's SIGTERM that reaches every process would otherwise kill each worker in
-    the middle of a step. The main process handles them and closes the workers itself."""
+    """Ignore SIGINT, SIGTERM and SIGHUP while environment workers start, so they inherit "ignore" (a Ctrl-C that
+    reaches every process would kill each mid-step); the main process closes them itself."""
     return _SignalScope(asynchronous, STOP_SIGNALS, signal.SIG_IGN)

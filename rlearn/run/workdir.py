@@ -21,9 +21,8 @@ ResumeArg = Union[bool, str, Path, None]
 
 
 def latest_run_dir(default: Path) -> Path:
-    """The most recent run among ``default``, ``<default>_2``, ``<default>_3``... (what ``--resume``
-    without ``--work-dir`` continues): the one whose newest checkpoint file was written last (ties: the
-    higher suffix). ``default`` itself when none holds a checkpoint (the resume then reports it)."""
+    """The run among ``default``, ``<default>_2``... whose newest checkpoint was written last (ties: the higher
+    suffix), which ``--resume`` without ``--work-dir`` continues; ``default`` when none holds a checkpoint."""
     candidates = [default]
     if default.parent.is_dir():
         prefix = f"{default.name}_"
@@ -41,9 +40,8 @@ def latest_run_dir(default: Path) -> Path:
 
 @dataclass
 class WorkDir:
-    """The chosen work directory ``path`` and where each file of the run goes; ``moved_from``: the default
-    directory when it already held a run; ``lock``: rank 0's lock on ``path``; ``resume_skipped``: checkpoints
-    ``--resume`` passed over, with the reason."""
+    """The chosen work directory and its files; ``moved_from``: the default directory when it held a run;
+    ``lock``: rank 0's lock; ``resume_skipped``: checkpoints ``--resume`` passed over, with the reason."""
 
     path: Path
     moved_from: Optional[Path] = None
@@ -76,10 +74,8 @@ def choose_work_dir(
     rank: int = 0,
     broadcast: Callable[[Any], Any] = lambda obj: obj,
 ) -> WorkDir:
-    """The work directory of a run: an explicit ``work_dir`` as given; else, resuming, the most recent run of
-    ``work_dirs/<exp_name>``, ``<exp_name>_2``... (:func:`latest_run_dir`), or for a fresh run the first free
-    one. Rank 0 chooses and ``broadcast`` hands its choice to the other ranks (which must not look after rank
-    0 may have started writing)."""
+    """The work directory: ``work_dir`` as given; else, resuming, :func:`latest_run_dir`, or for a fresh run the
+    first free ``work_dirs/<exp_name>``, ``_2``... Rank 0 chooses, ``broadcast`` hands its choice to the others."""
     if work_dir is not None:
         if not str(work_dir).strip():  # Path("") is the current directory
             raise ConfigError(f"--work-dir is empty ({str(work_dir)!r}): name a directory, or leave --work-dir out "
@@ -127,10 +123,8 @@ def check_directory(path: Path) -> Path:
 
 
 def resume_checkpoint(work_dir: WorkDir, resume: ResumeArg) -> Optional[Path]:
-    """The checkpoint to resume from (None for a fresh run, which refuses a directory that already holds a
-    run); a ConfigError names what is wrong. ``resume=True`` means ``<work_dir>/ckpt/latest.pt``, or the newest
-    valid ``iteration_<n>.pt`` when that is missing or damaged (the files passed over go to
-    ``work_dir.resume_skipped``); a path means that file."""
+    """The checkpoint to resume from: None for a fresh run (refused in a directory holding a run); for ``True``
+    ``ckpt/latest.pt``, or the newest valid ``iteration_<n>.pt`` (the skipped ones in ``resume_skipped``)."""
     if resume is None or resume is False:
         existing = existing_run(work_dir.path)
         if existing:
