@@ -1,8 +1,7 @@
 """The collector: steps a vector environment with a policy's exploration actions and returns transitions.
 
-``next_obs`` is the true next observation (the final one where an episode ended, terminated or truncated;
-see :mod:`rlearn.env.vector_env`). A scalar that ``_forward_collect`` returns beside the action under a key
-declared in ``_monitor_vars_collect()`` (``epsilon``), or any undeclared 0-dimensional one, is a
+``next_obs`` is the true next observation (the final one where an episode ended). A scalar that
+``_forward_collect`` returns beside the action (declared in ``_monitor_vars_collect()``, or any 0-d value) is a
 collect-side metric: it goes to :attr:`CollectResult.metrics`, not into the transitions.
 """
 
@@ -14,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from rlearn.arrays import to_numpy
-from rlearn.config.spec import is_int
+from rlearn.values import check_int
 from rlearn.env.vector_env import check_same_step_autoreset, check_seed, derive_seed, observation_dtype
 from rlearn.trace import get_tracer, span
 
@@ -27,17 +26,11 @@ _ACTION_KEYS = frozenset(("action", "env_action"))
 
 @dataclass
 class CollectResult:
-    """What one :meth:`Collector.collect` call gathered.
-
-    Attributes:
-        transitions: ``obs``, ``action``, every extra key ``_forward_collect`` returned (``env_action``
-            excepted), ``reward``, ``next_obs``, ``terminated``, ``truncated`` (float32 0/1 flags); each an
-            array ``[n_steps, num_envs, ...]``, observations float32 or the space's integer dtype.
-        episodes: ``{episode_return, episode_length, env_index}`` of every episode that ended during this
-            call, in the order they ended; returns and lengths count the whole episode.
-        envstep: the collector's env-step counter after this call.
-        metrics: the collect-side metrics: key -> the values reported during this call, in step order.
-    """
+    """What one :meth:`Collector.collect` call gathered: ``transitions`` (``obs``, ``action``, every extra key
+    of ``_forward_collect`` but ``env_action``, ``reward``, ``next_obs``, ``terminated``, ``truncated``; each
+    ``[n_steps, num_envs, ...]``), ``episodes`` (``{episode_return, episode_length, env_index}`` of every episode
+    that ended, in order), ``envstep`` (the counter after the call) and ``metrics`` (collect-side metric ->
+    its values, in step order)."""
 
     transitions: Dict[str, np.ndarray]
     episodes: List[Dict[str, Any]] = field(default_factory=list)
@@ -56,19 +49,13 @@ class CollectResult:
 
 
 class Collector:
-    """Collects exploration transitions from a vector environment with ``policy._forward_collect``.
+    """Collects exploration transitions from a vector env in ``AutoresetMode.SAME_STEP`` with
+    ``policy._forward_collect(obs [N, ...], envstep)``, whose dict holds ``action [N, ...]`` (stored), optionally
+    ``env_action`` (sent to the environment instead, not stored) and extra per-step arrays (stored).
 
-    Args:
-        env: a gymnasium vector env in ``AutoresetMode.SAME_STEP`` (from :func:`~rlearn.env.make_vector_env`).
-        policy: any object with ``_forward_collect(obs [N, ...], envstep) -> dict`` (an
-            :class:`policies.Policy`). The returned dict holds ``action [N, ...]`` (stored), optionally
-            ``env_action`` (sent to the environment instead of ``action``, not stored) and any extra
-            per-step arrays (``log_prob``, ``value``...), which are stored under their own key.
-        seed: the first reset uses ``env.reset(seed=seed)``, later full resets (after :meth:`load_state_dict`)
-            :func:`~rlearn.env.vector_env.derive_seed`; ``None`` resets without a seed.
-
-    Consecutive ``collect`` calls continue the same episodes. ``envstep`` counts environment steps summed
-    over the sub-environments.
+    The first reset uses ``seed``, later full resets (after :meth:`load_state_dict`)
+    :func:`~rlearn.env.vector_env.derive_seed`. Consecutive ``collect`` calls continue the same episodes;
+    ``envstep`` counts environment steps summed over the sub-environments.
     """
 
     def __init__(self, env: Any, policy: Any, seed: Optional[int] = None) -> None:
@@ -115,17 +102,14 @@ class Collector:
     # -------------------------------------------------------------------------------------- collect
     def collect(self, n_steps: int) -> CollectResult:
         """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
-        if not is_int(n_steps) or n_steps < 1:
-            raise ValueError(f"Collector.collect: n_steps must be an int >= 1, got {n_steps!r}")
-        n_steps = int(n_steps)
+        n_steps = check_int("Collector.collect: n_steps", n_steps)
         if get_tracer() is None:
             return self._collect(n_steps)
         with span("collector/collect", lane="collector", steps=n_steps):
             return self._collect(n_steps)
 
     def _collect(self, n_steps: int) -> CollectResult:
-        """The collection loop: every column is written in place into an array allocated for the whole call,
-        so a step costs no array beyond the environment's and the policy's own."""
+        """The collection loop: every column is written in place into an array allocated for the whole call."""
         if self._obs is None:
             self.reset()
         num_envs = self.num_envs
@@ -191,7 +175,7 @@ class Collector:
 
     def _blame_action(self, sent: np.ndarray, key: str, exc: Exception) -> None:
         """After ``env.step`` raised: a ValueError naming ``_forward_collect`` (file:line) if an action it returned
-        lies outside the environment's action space (the likely cause), else nothing (the step's error stands)."""
+        lies outside the action space (the likely cause); else the step's error stands."""
         space = getattr(self.env, "single_action_space", None)
         if space is None:
             return
@@ -235,8 +219,8 @@ class Collector:
 
     def _end_episodes(self, t: int, ended: np.ndarray, info: Mapping[str, Any], finals: List[tuple],
                       episodes: List[Dict[str, Any]]) -> None:
-        """Note the final observation of every episode that ended at step ``t``, report the episodes (after
-        this step's reward was counted) and restart their counters."""
+        """Note the final observation of every episode that ended at step ``t``, report the episodes and
+        restart their counters."""
         final_obs, has_final = info.get("final_obs"), info.get("_final_obs")
         envs = np.flatnonzero(ended)
         for i in envs:  # all checked before any counter changes
@@ -254,7 +238,7 @@ class Collector:
 
     def _policy_output(self, obs: np.ndarray, metrics: Dict[str, List[Any]]) -> Dict[str, np.ndarray]:
         """``_forward_collect``'s checked arrays (maybe the policy's own: the caller copies what it keeps);
-        collect-side metrics go to ``metrics`` instead. Errors name the policy and the key."""
+        collect-side metrics go to ``metrics`` instead."""
         out = self.policy._forward_collect(obs, self._envstep)
         if type(out) is not dict and not isinstance(out, Mapping):  # the dict test first: it is cheaper
             raise TypeError(f"{self._source} must return a dict with an 'action' entry, got {type(out).__name__}")
@@ -307,16 +291,13 @@ class Collector:
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:
         """Counters a resumed run continues: ``envstep``, ``episode_count`` and ``resets``. The environments
-        are not saved: after :meth:`load_state_dict` the next :meth:`collect` starts fresh episodes (with a
-        new derived seed), and those unfinished at save time are not reported."""
+        are not saved: after :meth:`load_state_dict` the next :meth:`collect` starts fresh episodes."""
         return {"envstep": self._envstep, "episode_count": self._episode_count, "resets": self._resets}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; a missing, unknown or non-integer entry is a ``ValueError``."""
         values = load_counters(state, "Collector", ("envstep", "episode_count", "resets"))
-        self._envstep = values["envstep"]
-        self._episode_count = values["episode_count"]
-        self._resets = values["resets"]
+        self._envstep, self._episode_count, self._resets = values["envstep"], values["episode_count"], values["resets"]
         self._obs = None  # the next collect resets: fresh episodes
 
 
@@ -327,7 +308,4 @@ def load_counters(state: Any, owner: str, keys: Sequence[str]) -> Dict[str, int]
     if not isinstance(state, Mapping) or set(state) != set(keys):
         got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
         raise ValueError(f"{where}: expected keys {sorted(keys)}, got {got}")
-    for key in keys:
-        if not is_int(state[key]) or state[key] < 0:
-            raise ValueError(f"{where}: {key!r} must be a non-negative int, got {state[key]!r}")
-    return {key: int(state[key]) for key in keys}
+    return {key: check_int(f"{where}: {key!r}", state[key], 0) for key in keys}

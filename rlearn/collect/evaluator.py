@@ -13,37 +13,24 @@ import numpy as np
 
 from rlearn.arrays import to_numpy
 from rlearn.collect.collector import load_counters
-from rlearn.config.spec import is_int
 from rlearn.env.vector_env import check_same_step_autoreset, check_seed, derive_seed, observation_dtype
+from rlearn.values import check_int
 
 
 class Evaluator:
-    """Runs ``policy._forward_eval`` on its own vector environment for exactly ``n_episodes`` episodes.
-
-    Args:
-        env: a gymnasium vector env in ``AutoresetMode.SAME_STEP``, used only for evaluation.
-        policy: any object with ``_forward_eval(obs [N, ...]) -> actions [N, ...]``.
-        n_episodes: episodes per evaluation (>= 1).
-        seed: evaluation ``k`` starts with ``env.reset(seed=derive_seed(seed, k))``, so evaluators built alike
-            give identical results call for call; ``None``: unseeded resets.
-        max_steps: optional cap on vector steps per evaluation; reaching it raises ``RuntimeError``.
-    """
+    """Runs ``policy._forward_eval(obs [N, ...]) -> actions [N, ...]`` on its own vector env (``SAME_STEP``
+    autoreset) for exactly ``n_episodes`` episodes. Evaluation ``k`` resets with ``derive_seed(seed, k)``, so
+    evaluators built alike give identical results; reaching ``max_steps`` vector steps is a ``RuntimeError``."""
 
     def __init__(self, env: Any, policy: Any, n_episodes: int, seed: Optional[int] = None,
                  max_steps: Optional[int] = None) -> None:
         check_same_step_autoreset(env, "Evaluator")
         if not callable(getattr(policy, "_forward_eval", None)):
             raise TypeError(f"Evaluator: policy {type(policy).__name__} has no _forward_eval(obs) method")
-        if not is_int(n_episodes) or n_episodes < 1:
-            raise ValueError(f"Evaluator: n_episodes must be an int >= 1, got {n_episodes!r}")
+        self.n_episodes = check_int("Evaluator: n_episodes", n_episodes)
         check_seed(seed, "Evaluator")
-        if max_steps is not None and (not is_int(max_steps) or max_steps < 1):
-            raise ValueError(f"Evaluator: max_steps must be an int >= 1 or None, got {max_steps!r}")
-        self.env = env
-        self.policy = policy
-        self.n_episodes = int(n_episodes)
-        self.seed = seed
-        self.max_steps = max_steps
+        self.max_steps = check_int("Evaluator: max_steps", max_steps, optional=True)
+        self.env, self.policy, self.seed = env, policy, seed
         self.num_envs: int = int(env.num_envs)
         self.obs_dtype = observation_dtype(env.single_observation_space, "Evaluator")
         self._evaluations = 0

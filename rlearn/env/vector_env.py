@@ -19,6 +19,8 @@ from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from rlearn.values import check_int
+
 EnvFactory = Callable[..., gym.Env]
 EnvId = Union[str, EnvSpec, EnvFactory]
 
@@ -30,14 +32,11 @@ DEFAULT_ASYNC_CONTEXT = "forkserver" if "forkserver" in multiprocessing.get_all_
 
 def register_env(env_id: str, entry_point: Union[str, EnvFactory], *, max_episode_steps: Optional[int] = None,
                  kwargs: Optional[Mapping[str, Any]] = None, override: bool = False) -> None:
-    """Register a custom environment with gymnasium so it can be named by ``env_id`` in a config.
+    """Register a custom environment with gymnasium so a config can name it ``env_id`` (``"MyEnv-v0"``).
 
-    Args:
-        env_id: gymnasium id, e.g. ``"MyEnv-v0"``.
-        entry_point: the environment class or factory, or an import string ``"package.module:Class"``.
-        max_episode_steps: wrap the environment in ``TimeLimit`` (episodes are *truncated* at this length).
-        kwargs: default keyword arguments for the constructor.
-        override: replace an existing registration; without it a taken id is an error (gymnasium would warn).
+    ``entry_point`` is the environment class or factory, or an import string ``"package.module:Class"``;
+    ``max_episode_steps`` wraps it in ``TimeLimit`` (*truncated* episodes), ``kwargs`` are the constructor's
+    defaults; a taken id is an error unless ``override`` (gymnasium would only warn).
     """
     if not isinstance(env_id, str) or not env_id:
         raise TypeError(f"register_env: env_id must be a non-empty str, got {env_id!r}")
@@ -121,22 +120,15 @@ def make_env_fn(env_id: EnvId, seed: Optional[int] = None,
 def make_vector_env(env_id: EnvId, num_envs: int, seed: Optional[int] = None, asynchronous: bool = False,
                     env_kwargs: Optional[Mapping[str, Any]] = None, context: Optional[str] = None,
                     copy: bool = True) -> VectorEnv:
-    """Build ``num_envs`` copies of an environment as one vector environment in ``AutoresetMode.SAME_STEP``
-    (close it with ``env.close()``).
+    """Build ``num_envs`` copies of ``env_id`` (a gymnasium id, an ``EnvSpec`` or a callable
+    ``factory(**env_kwargs) -> gym.Env``) as one vector environment in ``AutoresetMode.SAME_STEP``.
 
-    Args:
-        env_id: a registered gymnasium id, an ``EnvSpec``, or a callable ``factory(**env_kwargs) -> gym.Env``.
-        num_envs: number of sub-environments (>= 1).
-        seed: sub-environment ``i`` is seeded with ``seed + i`` (reset generator and spaces), the batched
-            action space with ``seed``; ``None`` leaves them unseeded.
-        asynchronous: one worker process per sub-environment (``AsyncVectorEnv``) instead of ``SyncVectorEnv``.
-        env_kwargs: keyword arguments for every sub-environment's constructor.
-        context: multiprocessing start method for asynchronous envs (default :data:`DEFAULT_ASYNC_CONTEXT`).
-        copy: ``reset`` and ``step`` return a copy of the observation batch; ``False`` returns the batch
-            itself, which the next call overwrites (saves a copy per step for a :class:`~rlearn.collect.Collector`).
+    Sub-environment ``i`` is seeded with ``seed + i`` (reset generator and spaces), the batched action space with
+    ``seed``. ``asynchronous`` runs one worker process per sub-environment (start method ``context``, default
+    :data:`DEFAULT_ASYNC_CONTEXT`); ``copy=False`` returns the observation batch itself, which the next call
+    overwrites (saves a copy per step for a :class:`~rlearn.collect.Collector`).
     """
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    check_int("num_envs", num_envs)
     check_seed(seed)
     fns = [make_env_fn(env_id, None if seed is None else seed + i, env_kwargs) for i in range(num_envs)]
     if asynchronous:
@@ -191,9 +183,8 @@ def check_same_step_autoreset(env: Any, owner: str) -> None:
 
 
 def observation_dtype(space: gym.Space, owner: str) -> np.dtype:
-    """The dtype rlearn stores observations of ``space`` in: the space's own dtype for integer
-    observations (``Discrete``, ``MultiDiscrete``, ``MultiBinary``, integer ``Box`` such as uint8 images),
-    ``float32`` for floating-point ``Box`` spaces. Other spaces (``Dict``, ``Tuple``, ``Text``...) are refused."""
+    """The dtype rlearn stores observations of ``space`` in: the space's own integer dtype (``Discrete``,
+    ``MultiDiscrete``, ``MultiBinary``, uint8 images...), ``float32`` for a float ``Box``; other spaces are refused."""
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)):
         dtype = np.dtype(space.dtype)
         if np.issubdtype(dtype, np.integer) or dtype == np.bool_:

@@ -17,25 +17,6 @@ __all__ = ["available", "lerp_", "copy_", "norms", "mul_"]
 _NAMES = ("_foreach_lerp_", "_foreach_copy_", "_foreach_norm", "_foreach_mul_")
 
 
-def _public_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight: float) -> None:
-    for target, source in zip(targets, sources):
-        target.lerp_(source, weight)
-
-
-def _public_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
-    for target, source in zip(targets, sources):
-        target.copy_(source)
-
-
-def _public_norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    return [torch.linalg.vector_norm(t, 2.0) for t in tensors]
-
-
-def _public_mul_(tensors: Sequence[torch.Tensor], factor: torch.Tensor) -> None:
-    for tensor in tensors:
-        tensor.mul_(factor)
-
-
 @functools.lru_cache(maxsize=None)
 def available() -> bool:
     """Once per process: do the private foreach kernels exist and equal the public loops bit for bit?"""
@@ -50,17 +31,15 @@ def available() -> bool:
         def same(xs: Sequence[torch.Tensor], ys: Sequence[torch.Tensor]) -> bool:
             return len(xs) == len(ys) and all(torch.equal(x, y) for x, y in zip(xs, ys))
 
-        fast, slow = [t.clone() for t in a], [t.clone() for t in a]
+        fast = [t.clone() for t in a]
         torch._foreach_lerp_(fast, b, 0.005)
-        _public_lerp_(slow, b, 0.005)
-        ok = same(fast, slow)
+        ok = same(fast, [t.clone().lerp_(s, 0.005) for t, s in zip(a, b)])
         torch._foreach_copy_(fast, a)
         ok = ok and same(fast, a)
-        ok = ok and same(torch._foreach_norm(a, 2.0), _public_norms(a))
-        fast, slow, factor = [t.clone() for t in a], [t.clone() for t in a], torch.tensor(0.37)
+        ok = ok and same(torch._foreach_norm(a, 2.0), [torch.linalg.vector_norm(t, 2.0) for t in a])
+        factor = torch.tensor(0.37)
         torch._foreach_mul_(fast, factor)
-        _public_mul_(slow, factor)
-        return ok and same(fast, slow)
+        return ok and same(fast, [t.clone().mul_(factor) for t in a])
     except Exception:  # any failure of the private path means: use the public loops
         return False
 
@@ -69,28 +48,31 @@ def lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weig
     """``target.lerp_(source, weight)`` for every pair, in place."""
     if available():
         torch._foreach_lerp_(list(targets), list(sources), weight)
-    else:
-        _public_lerp_(targets, sources, weight)
+        return
+    for target, source in zip(targets, sources):
+        target.lerp_(source, weight)
 
 
 def copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
     """``target.copy_(source)`` for every pair, in place."""
     if available():
         torch._foreach_copy_(list(targets), list(sources))
-    else:
-        _public_copy_(targets, sources)
+        return
+    for target, source in zip(targets, sources):
+        target.copy_(source)
 
 
 def norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     """The L2 norm of every tensor (0-d tensors, on the tensors' device)."""
     if available():
         return list(torch._foreach_norm(list(tensors), 2.0))
-    return _public_norms(tensors)
+    return [torch.linalg.vector_norm(t, 2.0) for t in tensors]
 
 
 def mul_(tensors: Sequence[torch.Tensor], factor: torch.Tensor) -> None:
     """``tensor.mul_(factor)`` for every tensor, in place (``factor`` a 0-d tensor)."""
     if available():
         torch._foreach_mul_(list(tensors), factor)
-    else:
-        _public_mul_(tensors, factor)
+        return
+    for tensor in tensors:
+        tensor.mul_(factor)

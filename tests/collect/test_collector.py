@@ -303,7 +303,7 @@ def test_constructor_and_argument_checks():
             Collector(env, ScriptedPolicy(), seed=-3)
         collector = Collector(env, ScriptedPolicy())
         for bad in (0, -1, 2.0, True):
-            with pytest.raises(ValueError, match="n_steps must be an int >= 1"):
+            with pytest.raises(ValueError, match="n_steps must be a positive int"):
                 collector.collect(bad)
     finally:
         env.close()
@@ -361,8 +361,8 @@ def test_state_dict_round_trip_resumes_counters_with_fresh_episodes():
     [
         ({"envstep": 1, "episode_count": 0}, "expected keys"),
         ({"envstep": 1, "episode_count": 0, "resets": 0, "extra": 1}, "expected keys"),
-        ({"envstep": -1, "episode_count": 0, "resets": 0}, "'envstep' must be a non-negative int"),
-        ({"envstep": 1.5, "episode_count": 0, "resets": 0}, "'envstep' must be a non-negative int"),
+        ({"envstep": -1, "episode_count": 0, "resets": 0}, "'envstep' must be an int >= 0"),
+        ({"envstep": 1.5, "episode_count": 0, "resets": 0}, "'envstep' must be an int >= 0"),
         ([1, 2, 3], "expected keys"),
     ],
 )

@@ -129,7 +129,7 @@ def test_reproducible_per_call_seeds_and_state_round_trip():
         assert resumed.evaluate() == results[0][1]  # continues the sequence of evaluation seeds
         with pytest.raises(ValueError, match="expected keys"):
             resumed.load_state_dict({"evaluations": 1, "x": 2})
-        with pytest.raises(ValueError, match="non-negative int"):
+        with pytest.raises(ValueError, match="must be an int >= 0"):
             resumed.load_state_dict({"evaluations": -1})
         assert resumed.evaluations == 2
     finally:
@@ -183,7 +183,7 @@ def test_errors_name_the_policy_and_argument():
         with pytest.raises(ValueError, match=r"NaNAction\._forward_eval returned non-finite actions"):
             Evaluator(env, NaNAction(), 2).evaluate()
         for bad in (0, -2, 1.5, True):
-            with pytest.raises(ValueError, match="n_episodes must be an int >= 1"):
+            with pytest.raises(ValueError, match="n_episodes must be a positive int"):
                 Evaluator(env, ConstantPolicy(), bad)
         with pytest.raises(TypeError, match="policy object has no _forward_eval"):
             Evaluator(env, object(), 1)

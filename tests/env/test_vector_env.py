@@ -192,7 +192,7 @@ def test_register_env_refuses_taken_ids_unless_override():
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
 def test_bad_num_envs(bad):
-    with pytest.raises(ValueError, match="num_envs must be an int >= 1"):
+    with pytest.raises(ValueError, match="num_envs must be a positive int"):
         make_vector_env("Pendulum-v1", bad)
 
 
