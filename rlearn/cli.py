@@ -17,7 +17,8 @@ COMMANDS = {name: f"rlearn.commands.{name}" for name in ("train", "trace", "eval
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every sub-command registered."""
-    parser = argparse.ArgumentParser(prog="rlearn", description="rlearn: reinforcement learning whose logs you can trust.")
+    parser = argparse.ArgumentParser(prog="rlearn",
+                                     description="rlearn: reinforcement learning whose logs you can trust.")
     parser.add_argument("--version", action="version", version=f"rlearn {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():

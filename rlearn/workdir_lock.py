@@ -5,6 +5,7 @@ systems without ``flock`` fall back to checking that PID (same host only, not at
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -160,7 +161,8 @@ class WorkDirLock:
             time.sleep(0.02)
 
     def _error(self, verb: str, exc: OSError) -> WorkDirError:
-        return WorkDirError(f"work dir {self.work_dir}: cannot {verb} the lock file {self.path}: {exc.strerror or exc}")
+        return WorkDirError(f"work dir {self.work_dir}: cannot {verb} the lock file {self.path}: "
+                            f"{exc.strerror or exc}")
 
     def _busy(self, holder: Optional[LockHolder]) -> WorkDirBusyError:
         who = holder.describe() if holder is not None else "PID unknown: its lock file is empty or unreadable"
@@ -173,14 +175,11 @@ class WorkDirLock:
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             if self.exclusive or _read_fd(fd) == self._record:
                 if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
                     os.unlink(self.path)  # while still locked: a waiting acquirer sees the inode change
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        os.close(fd)
 
     def __enter__(self) -> "WorkDirLock":
         return self.acquire()

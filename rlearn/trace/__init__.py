@@ -1,8 +1,6 @@
-"""Timeline trace of training phases: ``with span("learner/forward", lane="learner"): ...``.
-
-Off by default: :func:`span` then returns one shared no-op context manager. With ``profile=True`` in the config
-or ``RLEARN_PROFILE=1`` (the run calls :func:`enable`), spans go to ``<work_dir>/trace/rank<r>.jsonl`` and
-``rlearn trace WORK_DIR`` merges them into a Chrome Trace Event JSON (see ``docs/timeline-traces.md``).
+"""Timeline trace of training phases: ``with span("learner/forward", lane="learner"): ...``, off by default (one
+shared no-op context manager); with ``profile=True`` or ``RLEARN_PROFILE=1`` spans go to
+``<work_dir>/trace/rank<r>.jsonl`` for ``rlearn trace WORK_DIR`` (see ``docs/timeline-traces.md``).
 """
 
 from __future__ import annotations
@@ -13,11 +11,9 @@ from typing import Any, Optional, Tuple
 from rlearn.trace.recorder import DEFAULT_LANE, PathLike, Span, Tracer, _check_offset, records_path
 from rlearn.trace.records import read_records
 
-__all__ = [
-    "span", "counter", "enable", "enable_from_env", "disable", "is_enabled", "is_requested", "get_tracer",
-    "set_clock_offset", "flush", "Tracer", "Span", "NoOpSpan", "NOOP_SPAN", "ENV_VAR", "records_path",
-    "read_records", "DEFAULT_LANE",
-]
+__all__ = ["span", "counter", "enable", "enable_from_env", "disable", "is_enabled", "is_requested", "get_tracer",
+           "set_clock_offset", "flush", "Tracer", "Span", "NoOpSpan", "NOOP_SPAN", "ENV_VAR", "records_path",
+           "read_records", "DEFAULT_LANE"]
 
 #: environment variable that switches tracing on (``1``/``true``/``yes``/``on``) or leaves it off
 ENV_VAR = "RLEARN_PROFILE"
@@ -50,9 +46,7 @@ _pending_offset: Optional[Tuple[int, int]] = None
 def span(name: str, lane: Optional[str] = None, **args: Any) -> Any:
     """Context manager recording the phase ``name`` on ``lane`` (default: ``"learner/forward"`` -> ``"learner"``)
     with keyword ``args`` (str, bool, None or finite numbers); the no-op singleton when tracing is off."""
-    if _tracer is None:
-        return NOOP_SPAN
-    return _tracer.span(name, lane, args)
+    return NOOP_SPAN if _tracer is None else _tracer.span(name, lane, args)
 
 
 def counter(name: str, value: Any, t: Optional[int] = None) -> None:
@@ -75,8 +69,7 @@ def enable(work_dir: PathLike, rank: int = 0, **tracer_kwargs: Any) -> Tracer:
 
 
 def is_requested(cfg_flag: Any = False) -> bool:
-    """Whether tracing should be on: the config's ``profile`` flag or ``RLEARN_PROFILE`` says so (ValueError
-    naming ``RLEARN_PROFILE`` for a value that is neither true-ish nor false-ish)."""
+    """Whether the config's ``profile`` flag or ``RLEARN_PROFILE`` asks for tracing (ValueError for an unclear one)."""
     raw = os.environ.get(ENV_VAR, "").strip().lower()
     if raw not in _TRUE and raw not in _FALSE:
         raise ValueError(f"{ENV_VAR}={os.environ[ENV_VAR]!r} is not understood; use 1 (on) or 0 (off)")
@@ -110,8 +103,7 @@ def get_tracer() -> Optional[Tracer]:
 
 
 def set_clock_offset(offset_ns: int, error_ns: int) -> None:
-    """Record this rank's wall clock minus rank 0's, with its error bound, in nanoseconds; called before
-    :func:`enable`, into the header of the recording it starts."""
+    """Record this rank's wall clock minus rank 0's and its error bound, in ns (before :func:`enable`: its header)."""
     global _pending_offset
     if _tracer is not None:
         _tracer.set_clock_offset(offset_ns, error_ns)

@@ -28,8 +28,6 @@ ITER_ARG = "iter"
 ITER_LANE = "learner"
 
 _RANK_FILE = re.compile(r"^rank(\d+)\.jsonl$")
-
-
 #: the records cannot be merged as asked (no records, unknown rank, empty iteration range...)
 TraceMergeError = RecordsError
 
@@ -237,20 +235,18 @@ def to_chrome_trace(intervals: Sequence[Interval], counters: Sequence[CounterSam
         for lane in sorted(by_lane, key=_lane_sort_key):
             spans = by_lane[lane]
             sub_lanes = assign_lanes([(s.start, s.end) for s in spans], [s.thread for s in spans])
-            tids = {}
             for sub in range(max(sub_lanes) + 1):
-                tids[sub] = next_tid
-                metadata.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": next_tid,
+                metadata.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": next_tid + sub,
                                  "args": {"name": lane_label(lane, sub)}})
-                metadata.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": next_tid,
-                                 "args": {"sort_index": next_tid}})
-                next_tid += 1
+                metadata.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": next_tid + sub,
+                                 "args": {"sort_index": next_tid + sub}})
             for span, sub in zip(spans, sub_lanes):
-                event = {"ph": "X", "name": span.name, "cat": lane, "pid": pid, "tid": tids[sub],
+                event = {"ph": "X", "name": span.name, "cat": lane, "pid": pid, "tid": next_tid + sub,
                          "ts": (span.start - base) / 1000, "dur": span.duration / 1000}
                 if span.args:
                     event["args"] = span.args
                 events.append(event)
+            next_tid += max(sub_lanes) + 1
     for sample in counters:
         events.append({"ph": "C", "name": sample.name, "pid": sample.rank + 1, "ts": (sample.t - base) / 1000,
                        "args": {"value": sample.value}})

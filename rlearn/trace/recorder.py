@@ -39,7 +39,7 @@ def default_lane(name: str) -> str:
 
 
 def _item(value: Any, what: str) -> Any:
-    """``value``, or the Python scalar of a numpy scalar / one-element tensor (TypeError naming ``what`` otherwise)."""
+    """``value``, or the Python scalar of a numpy scalar / one-element tensor (else TypeError naming ``what``)."""
     if isinstance(value, numbers.Real) or not hasattr(value, "item"):
         return value
     try:
@@ -49,7 +49,7 @@ def _item(value: Any, what: str) -> Any:
 
 
 def _finite(value: Any, what: str, expected: str = "a real number") -> float:
-    """``value`` (already :func:`_item`'d) as a finite float; TypeError / ValueError naming ``what``."""
+    """``value`` as a finite float; TypeError / ValueError naming ``what``."""
     if not is_real(value):
         raise TypeError(f"{what} must be {expected}, got {type(value).__name__}")
     if not math.isfinite(value):
@@ -97,15 +97,9 @@ class Span:
 
 
 class Tracer:
-    """Records spans and counters of one process into ``<work_dir>/trace/rank<rank>.jsonl`` (usually created by
-    :func:`rlearn.trace.enable`; :meth:`close` writes what is buffered).
-
-    Args:
-        rank: this process's rank (``pid`` in the merged trace).
-        flush_every: write the buffer after this many records...
-        flush_interval: ...or when a record arrives this many seconds after the last write.
-        clock_offset: ``(offset_ns, error_ns)`` of this rank's wall clock against rank 0's, if known.
-    """
+    """Records spans and counters of process ``rank`` into ``<work_dir>/trace/rank<rank>.jsonl``, writing them
+    every ``flush_every`` records or ``flush_interval`` seconds; ``clock_offset``: ``(offset_ns, error_ns)`` of
+    this rank's wall clock against rank 0's, if known. Usually made by :func:`rlearn.trace.enable`."""
 
     def __init__(self, work_dir: PathLike, rank: int = 0, *, flush_every: int = 256,
                  flush_interval: float = 1.0, clock_offset: Optional[Tuple[int, int]] = None) -> None:
@@ -145,9 +139,8 @@ class Tracer:
         atexit.register(self.close)
 
     def span(self, name: str, lane: Optional[str] = None, args: Optional[Mapping[str, Any]] = None) -> Span:
-        """A context manager recording the interval it encloses as phase ``name`` on ``lane`` (default: the part
-        of ``name`` before ``/``) with ``args`` (see :func:`rlearn.trace.span`); a body that raises adds an
-        ``error`` arg."""
+        """A context manager recording what it encloses as phase ``name`` on ``lane`` with ``args`` (see
+        :func:`rlearn.trace.span`); a body that raises adds an ``error`` arg."""
         key = (name, lane)
         try:
             prefix = self._prefixes.get(key)
@@ -202,8 +195,7 @@ class Tracer:
         self.flush()
 
     def _write(self, line: str, now: int) -> None:
-        """Buffer one record line (``now``: its monotonic time) and write the batch when it is due. Lock-free:
-        ``list.append`` is atomic, and :meth:`_flush_locked` removes only the lines it wrote."""
+        # lock-free: list.append is atomic, and _flush_locked removes only the lines it wrote
         if self.closed:
             return
         buffer = self._buffer
