@@ -1,14 +1,9 @@
-"""Run configuration: one schema for every framework key; loading, ``--set`` overrides, validation, dump, docs.
-
-A config is a nested dict, from a Python file that defines ``config = dict(...)`` or a bundled config
-(``rlearn/configs/<name>.py``)::
-
-    from rlearn.config import load_config
+"""Run configuration: a nested dict from a Python file defining ``config = dict(...)`` or a bundled config::
 
     cfg = load_config("examples/custom_policy.py", overrides=["train.max_env_steps=2000", "seed=3"])
 
-Every framework key is declared once, in :mod:`rlearn.config.sections`; a policy declares its own keys the same
-way (:mod:`rlearn.config.policy_keys`). Every mistake raises :class:`ConfigError` naming the full dotted key.
+Every framework key is declared once, in :mod:`rlearn.config.sections` (a policy's in its ``Config``); every
+mistake raises :class:`ConfigError` naming the full dotted key.
 """
 
 from rlearn.config.dump import default_work_dir, dump_config, format_config

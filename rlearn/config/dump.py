@@ -18,8 +18,8 @@ __all__ = ["format_config", "dump_config", "default_work_dir", "short_help"]
 
 
 def short_help(path: str, limit: int = 90, keys: Optional[Mapping[str, Key]] = None) -> str:
-    """The first phrase of a framework key's help text (or of one in ``keys``, a policy's declared keys),
-    markdown removed, at most ``limit`` characters (``""`` for keys nothing declares)."""
+    """The first phrase of the help of a framework key (or one in ``keys``), markdown removed, at most ``limit``
+    characters; ``""`` for an undeclared key."""
     key = SCHEMA.get(path) or (keys or {}).get(path)
     if key is None:
         return ""
@@ -31,8 +31,8 @@ def short_help(path: str, limit: int = 90, keys: Optional[Mapping[str, Key]] = N
 
 
 def format_config(cfg: Mapping[str, Any], comments: bool = True) -> str:
-    """``cfg`` as a Python dict literal, one key per line (sections nested), framework keys commented with
-    their help, and so are the keys the policy declares (``comments=False`` leaves the comments out)."""
+    """``cfg`` as a Python dict literal, one key per line (sections nested), each declared key commented with its
+    help unless ``comments=False``."""
     lines: List[str] = ["{"]
     declared = policy_keys_of(cfg) if comments else {}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
@@ -17,7 +18,6 @@ __all__ = ["coerce_value", "parse_override", "apply_overrides", "Override"]
 Override = Union[str, Tuple[str, Any]]
 
 _BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
-_NULL_WORDS = {"none", "null"}
 
 
 def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = True) -> Any:
@@ -25,49 +25,37 @@ def coerce_value(key: str, text: str, kind: Optional[type], nullable: bool = Tru
     the text is one, else the text); ``none`` / ``null`` give None where ``nullable``. The accepted texts are
     listed in docs/configuration.md; a text that does not fit raises :class:`ConfigError` naming the key."""
     stripped = text.strip()
-    if nullable and stripped.lower() in _NULL_WORDS:
+    if nullable and stripped.lower() in ("none", "null"):
         return None
-
-    def fail(expected: str) -> ConfigError:
-        return ConfigError(f"--set {key}={text}: cannot read {text!r} as {expected}")
-
     literal: Any
     try:
         literal = ast.literal_eval(stripped)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         literal = _NOTHING
-    if kind is bool:
-        word = stripped.lower()
-        if word in _BOOL_WORDS:
-            return _BOOL_WORDS[word]
-        raise fail("bool (true/false, yes/no, on/off, 1/0)")
-    if kind is int:
-        if is_int(literal):
-            return literal
-        if isinstance(literal, float) and literal.is_integer():  # 1e5; False for inf and nan
-            return int(literal)
-        raise fail("int")
+    if kind is bool and stripped.lower() in _BOOL_WORDS:
+        return _BOOL_WORDS[stripped.lower()]
+    if kind is int and (is_int(literal) or isinstance(literal, float) and literal.is_integer()):  # 1e5, not inf
+        return int(literal)
     if kind is float:
         if is_real(literal):
             return float(literal)
-        try:
+        with contextlib.suppress(ValueError):
             return float(stripped)  # inf, nan, -inf
-        except ValueError:
-            raise fail("float") from None
     if kind is str:
         return literal if isinstance(literal, str) else text
-    if kind in (list, tuple):
-        if isinstance(literal, (list, tuple)):
-            return list(literal)
-        raise fail("list (e.g. [64, 64] or 64,64)")
-    if kind is dict:
-        if isinstance(literal, dict):
-            return literal
-        raise fail("dict (e.g. {'key': 1})")
-    return text if literal is _NOTHING else literal  # kind None: untyped
+    if kind in (list, tuple) and isinstance(literal, (list, tuple)):
+        return list(literal)
+    if kind is dict and isinstance(literal, dict):
+        return literal
+    if kind not in _EXPECTED:  # untyped
+        return text if literal is _NOTHING else literal
+    raise ConfigError(f"--set {key}={text}: cannot read {text!r} as {_EXPECTED[kind]}")
 
 
 _NOTHING = object()
+_EXPECTED = {bool: "bool (true/false, yes/no, on/off, 1/0)", int: "int", float: "float",
+             list: "list (e.g. [64, 64] or 64,64)", tuple: "list (e.g. [64, 64] or 64,64)",
+             dict: "dict (e.g. {'key': 1})"}
 
 
 def parse_override(item: str) -> Tuple[str, str]:
@@ -82,9 +70,8 @@ def parse_override(item: str) -> Tuple[str, str]:
 
 
 def _override_kind(path: str, current: Any, keys: Optional[Mapping[str, Key]] = None) -> Tuple[Optional[type], bool]:
-    """The type ``--set path=TEXT`` reads TEXT as: the schema's for a framework key, the declaration's for a
-    key in ``keys`` (a policy's), or an entry of a typed free-form dict (``learner.monitor_windows.<key>`` is an
-    int), else the type of the current value."""
+    """The type ``--set path=TEXT`` reads TEXT as: the declared one (schema or ``keys``), the item type of a typed
+    free-form dict (``learner.monitor_windows.<key>``), else that of the current value."""
     field = SCHEMA.get(path) or (keys or {}).get(path)
     if field is not None:
         return field.kind, field.nullable
@@ -100,12 +87,9 @@ def _override_kind(path: str, current: Any, keys: Optional[Mapping[str, Key]] = 
 
 def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override],
                     keys: Optional[Mapping[str, Key]] = None) -> Dict[str, Any]:
-    """Apply ``--set`` overrides to a resolved config in place and return it.
-
-    Each override is ``"dotted.key=VALUE"`` (VALUE coerced with :func:`coerce_value` to the key's type, from
-    the schema or ``keys``, a policy's declared keys) or a ``(key, value)`` pair (value used as is). The key
-    must exist, except for a new entry of a free-form dict (:data:`FREE_FORM`: ``env.kwargs.<name>``).
-    """
+    """Apply ``--set`` overrides to a resolved config in place and return it: ``"dotted.key=VALUE"`` (coerced to
+    the key's type from the schema or ``keys``, a policy's) or ``(key, value)`` pairs. The key must exist, except
+    in a free-form dict (``env.kwargs.<name>``)."""
     known = known_paths(cfg)
     for item in overrides:
         is_text = not isinstance(item, tuple)

@@ -1,8 +1,5 @@
-"""A policy's own config keys: the fields of its nested ``Config`` class of :func:`~rlearn.config.option` s.
-
-Each field becomes one :class:`~rlearn.config.spec.Key` at ``policy.<name>``, checked, typed for ``--set``,
-commented and documented like a framework key. A plain ``default_config`` dict is typed by its defaults only.
-"""
+"""A policy's own config keys: each field of its nested ``Config`` dataclass is a
+:class:`~rlearn.config.spec.Key` at ``policy.<name>``, like a framework key (a plain ``default_config`` has none)."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ def declaration_defaults(declaration: type) -> Dict[str, Any]:
 
 
 def policy_keys(policy_cls: Any) -> Dict[str, Key]:
-    """The declared keys of a policy class (``policy.<name>`` -> Key, nested sections included); empty for a
-    plain ``default_config``."""
+    """The declared keys of a policy class (``policy.<name>`` -> Key, nested sections included)."""
     keys: Dict[str, Key] = {}
     declaration = getattr(policy_cls, "Config", None)
     if declaration is not None and dataclasses.is_dataclass(declaration):
@@ -32,8 +28,7 @@ def policy_keys(policy_cls: Any) -> Dict[str, Key]:
 
 
 def policy_keys_of(cfg: Mapping[str, Any]) -> Dict[str, Key]:
-    """The declared keys of the policy a config names in ``policy.type`` (empty when it names none or an
-    unknown one: the loader reports that itself)."""
+    """The declared keys of the policy ``cfg`` names (empty for none or an unknown one: the loader reports it)."""
     section = cfg.get("policy")
     policy_type = section.get("type") if isinstance(section, Mapping) else None
     if not isinstance(policy_type, str):
@@ -47,6 +42,6 @@ def policy_keys_of(cfg: Mapping[str, Any]) -> Dict[str, Key]:
 
 
 def validate_policy_section(section: Dict[str, Any], keys: Mapping[str, Key]) -> None:
-    """Check every declared key (``policy.<key>``) of a merged policy section in place (:func:`validate_keys`)."""
+    """Check every declared key (``policy.<key>``) of a merged policy section in place."""
     validate_keys(section, keys, "policy.")
 

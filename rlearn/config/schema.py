@@ -15,9 +15,8 @@ __all__ = ["SCHEMA", "SECTIONS", "FREE_FORM", "defaults", "section_title"]
 
 
 def _key_from(path: str, hint: Any, meta: Mapping[str, Any], default: Any) -> Key:
-    """A :class:`Key` from a field's type hint and :func:`option` metadata. ``Optional[T]`` makes None an
-    accepted value; a non-Optional key with a None default is one that must be set (``env.id``,
-    ``policy.type``; the loader fills ``exp_name``), None marking "not set yet"."""
+    """A :class:`Key` from a field's type hint and :func:`option` metadata: ``Optional[T]`` accepts None; a
+    non-Optional key with a None default must be set (``env.id``; the loader fills ``exp_name``)."""
     nullable = False
     origin = typing.get_origin(hint)
     if origin is typing.Union:
