@@ -1,10 +1,7 @@
-"""Checkpoint files: atomic writes, a safe on-disk encoding, validation and RNG state.
+"""Checkpoint files: a safe on-disk encoding, reading with validation, RNG state, pruning and resuming.
 
-A checkpoint is a ``torch.save`` file holding one dict (see :data:`REQUIRED_SECTIONS`) of tensors, Python
-primitives and plain containers, so it loads with ``torch.load(weights_only=True)`` and opening one never runs
-code from the file. Numpy arrays and scalars and deques are encoded reversibly (:func:`encode_state`); any
-other object is refused, naming its path in the state tree, before a byte is written. Files are written
-atomically and carry a SHA-256 digest checked on every read (:mod:`rlearn.checkpoint.integrity`).
+A checkpoint is a ``torch.save`` file of one dict of tensors, Python primitives and plain containers, so it loads
+with ``torch.load(weights_only=True)`` and opening one never runs code from the file (see docs/checkpoints.md).
 """
 
 from __future__ import annotations
@@ -24,10 +21,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from rlearn.checkpoint.errors import CheckpointError
-from rlearn.checkpoint.integrity import append_digest, verify_archive
-from rlearn.config.spec import is_int
-from rlearn.fileio import atomic_write_bytes
+from rlearn.checkpoint.integrity import CheckpointError, append_digest, verify_archive
+from rlearn.fileio import atomic_write_bytes  # noqa: F401 - rlearn.checkpoint.files.atomic_write_bytes
+from rlearn.values import is_int
 
 #: version of the checkpoint layout; bumped when a section changes meaning
 FORMAT_VERSION = 1
@@ -49,11 +45,8 @@ _log = logging.getLogger("rlearn.checkpoint")
 
 # ---------------------------------------------------------------------------------------------- encoding
 def encode_state(obj: Any, where: str = "checkpoint") -> Any:
-    """Return ``obj`` with numpy arrays/scalars and deques replaced by tagged plain containers.
-
-    Raises :class:`CheckpointError` naming the dotted path of the first value that cannot be stored
-    safely (``where`` is the name of the root).
-    """
+    """``obj`` with numpy arrays/scalars and deques replaced by tagged plain containers; :class:`CheckpointError`
+    naming the dotted path (from ``where``, the root's name) of the first value that cannot be stored safely."""
     if isinstance(obj, np.generic):  # before the primitives: np.float64 is a subclass of float
         return {_TYPE_KEY: "npscalar", "value": encode_state(np.asarray(obj), where)}
     if obj is None or isinstance(obj, (bool, int, float, str, bytes, torch.Tensor, torch.dtype, torch.device)):
@@ -141,11 +134,8 @@ def _decode_array(obj: Mapping[str, Any], where: str) -> np.ndarray:
 # ------------------------------------------------------------------------------------------- RNG state
 def capture_rng_state() -> Dict[str, Any]:
     """Global RNG states: Python ``random``, numpy's legacy global generator, torch CPU and CUDA."""
-    state: Dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(legacy=False),
-        "torch": torch.get_rng_state(),
-    }
+    state: Dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(legacy=False),
+                             "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["torch_cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -164,12 +154,9 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
 
 # -------------------------------------------------------------------------------------------- writing
 def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
-    """Encode and ``torch.save`` ``checkpoint`` to bytes, with its integrity digest
-    (:func:`~rlearn.checkpoint.integrity.append_digest`); raises :class:`CheckpointError` first if a value
-    cannot be stored."""
-    encoded = encode_state(dict(checkpoint))
+    """``checkpoint`` encoded, ``torch.save``-d and digested (:class:`CheckpointError` if a value cannot be stored)."""
     buffer = io.BytesIO()
-    torch.save(encoded, buffer)
+    torch.save(encode_state(dict(checkpoint)), buffer)
     append_digest(buffer)
     return buffer.getvalue()
 
@@ -177,11 +164,9 @@ def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
 # -------------------------------------------------------------------------------------------- reading
 def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None,
                     sections: Optional[Iterable[str]] = None) -> Dict[str, Any]:
-    """Load and check an rlearn checkpoint file; every problem is a :class:`CheckpointError` naming it.
-
-    Checks the zip archive's CRCs and the stored SHA-256 digest (a file without one loads with a warning on
-    ``logger``, default ``rlearn.checkpoint``), unpickles with ``weights_only=True``, and checks the format tag,
-    version and required sections. The file is opened once, so what was verified is what is loaded.
+    """Load and check an rlearn checkpoint file (CRCs, digest, safe unpickling, format tag, version, sections);
+    every problem is a :class:`CheckpointError` naming it. A file without a digest loads with a warning on
+    ``logger`` (default ``rlearn.checkpoint``). The file is opened once: what was verified is what is loaded.
 
     ``sections``: only these top-level sections (and :data:`HEADER`) are decoded and returned, so a damaged
     entry elsewhere (a replay buffer's) cannot stop a reader that does not need it (``rlearn eval``).
@@ -249,24 +234,19 @@ def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None,
 def iteration_checkpoints(directory: PathLike) -> List[Tuple[int, Path]]:
     """``(n, path)`` for every ``iteration_<n>.pt`` in ``directory``, oldest first."""
     directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    found = []
-    for entry in directory.iterdir():
-        match = _ITERATION_RE.match(entry.name)
-        if match and entry.is_file():
-            found.append((int(match.group(1)), entry))
-    return sorted(found)
+    entries = directory.iterdir() if directory.is_dir() else ()
+    return sorted((int(match.group(1)), entry) for entry in entries
+                  if (match := _ITERATION_RE.match(entry.name)) and entry.is_file())
 
 
 def prune_checkpoints(directory: PathLike, keep: Optional[int], protect: Iterable[PathLike] = (),
                       resumed_from_iter: Optional[int] = None) -> List[Path]:
-    """Delete ``iteration_<n>.pt`` files: those of an abandoned timeline, then all but the newest ``keep``
-    (None: keep all); returns the deleted paths, abandoned ones first.
+    """Delete ``iteration_<n>.pt`` files: those of an abandoned timeline, then all but the newest ``keep`` (None:
+    keep all); returns the deleted paths, abandoned ones first. ``latest.pt`` and ``protect`` are never touched.
 
-    ``resumed_from_iter``: pass it only at the first save after resuming from iteration ``r``: every
-    ``iteration_<n>.pt`` with ``n > r`` belongs to the abandoned run and is deleted whatever ``keep`` says, so
-    that a later ``--resume`` never picks it. ``latest.pt`` and the paths in ``protect`` are never touched.
+    ``resumed_from_iter``: only at the first save after resuming from iteration ``r``: every ``iteration_<n>.pt``
+    with ``n > r`` belongs to the abandoned run and is deleted whatever ``keep`` says (a later ``--resume`` must
+    never pick it).
     """
     protected = {Path(p).resolve() for p in protect}
     removed: List[Path] = []
@@ -288,19 +268,16 @@ def prune_checkpoints(directory: PathLike, keep: Optional[int], protect: Iterabl
 
 
 def _reason(error: CheckpointError, path: Path) -> str:
-    text = str(error)
-    prefix = f"checkpoint {path}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
+    return str(error).removeprefix(f"checkpoint {path}: ")
 
 
 def find_resume_checkpoint(ckpt_dir: PathLike,
                            logger: Optional[logging.Logger] = None) -> Tuple[Path, List[Tuple[Path, str]]]:
     """The checkpoint ``--resume`` continues from, and ``[(path, reason), ...]`` for the files passed over.
 
-    ``latest.pt`` when it reads and verifies, unless a valid ``iteration_<n>.pt`` is newer (a kill between
-    the two writes of one save); else the newest valid ``iteration_<n>.pt``. With ``logger`` the choice and
-    each skipped file are logged. Raises :class:`CheckpointError` listing every file's problem when none is
-    valid.
+    ``latest.pt`` when valid, unless a valid ``iteration_<n>.pt`` is newer (a kill between the two writes of one
+    save); else the newest valid ``iteration_<n>.pt``. With ``logger`` the choice and each skipped file are
+    logged. :class:`CheckpointError` listing every file's problem when none is valid.
     """
     ckpt_dir = Path(ckpt_dir)
     skipped: List[Tuple[Path, str]] = []

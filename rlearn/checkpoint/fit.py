@@ -1,9 +1,6 @@
-"""Does a checkpoint's policy state fit the live policy? Checked before anything is loaded.
-
+"""Does a checkpoint's policy state fit the live policy? Checked before anything is loaded, because
 ``torch.optim.Optimizer.load_state_dict`` does not check state shapes: an Adam ``exp_avg`` of the wrong shape
-loads, and the next ``step()`` can segfault or corrupt the heap. So every section of a policy state is
-compared with the live policy first, and :func:`policy_state_problems` names each mismatch.
-"""
+loads, and the next ``step()`` can segfault or corrupt the heap."""
 
 from __future__ import annotations
 
@@ -13,8 +10,8 @@ from typing import Any, Dict, List, Mapping
 
 import torch
 
-from rlearn.checkpoint.errors import CheckpointError
-from rlearn.config.spec import is_int, is_real
+from rlearn.checkpoint.integrity import CheckpointError
+from rlearn.values import is_int, is_real
 
 __all__ = ["check_policy_state", "policy_state_problems", "module_problems", "optimizer_problems", "listing"]
 
@@ -180,9 +177,9 @@ def optimizer_problems(name: str, saved: Any, optimizer: torch.optim.Optimizer) 
 
 
 def _trial_step_problems(where: str, saved: Mapping[str, Any], optimizer: torch.optim.Optimizer) -> List[str]:
-    """One step of a copy of ``optimizer`` (copies of its parameters, zero gradients) loaded with a copy of
-    ``saved``: the saved settings decide which state a step reads (``amsgrad=True`` reads ``max_exp_avg_sq``,
-    a centered RMSprop ``grad_avg``), and torch loads a state that lacks it without a word."""
+    """One step of a copy of ``optimizer`` (copied parameters, zero gradients) loaded with a copy of ``saved``:
+    the saved settings decide which state a step reads (``amsgrad=True`` reads ``max_exp_avg_sq``), and torch
+    loads a state that lacks it without a word."""
     groups = [{**{key: value for key, value in group.items() if key != "params"},
                "params": [param.detach().clone().requires_grad_(param.requires_grad) for param in group["params"]]}
               for group in optimizer.param_groups]

@@ -1,9 +1,8 @@
-"""Integrity of checkpoint files: a SHA-256 digest stored inside the archive and checked on every read.
+"""Integrity of checkpoint files, and the package's one exception (:class:`CheckpointError`).
 
 ``torch.load`` does not check zip CRCs, so a bit flipped in tensor data would load silently as a different
 number. rlearn adds one member, ``<archive>/rlearn_digest`` (``sha256 <hex>``), over every other member's name,
-directory fields and bytes; ``torch.load`` ignores it. Reading (:func:`verify_archive`) checks every member's
-CRC and local header with ``zipfile`` and compares the digest; files without one get the CRC checks only.
+directory fields and bytes (``torch.load`` ignores it); every read checks the CRCs and the digest.
 """
 
 from __future__ import annotations
@@ -15,9 +14,12 @@ import zipfile
 from pathlib import Path
 from typing import IO, Optional
 
-from rlearn.checkpoint.errors import CheckpointError
+__all__ = ["CheckpointError", "DIGEST_MEMBER", "append_digest", "archive_digest", "verify_archive"]
 
-__all__ = ["DIGEST_MEMBER", "append_digest", "archive_digest", "verify_archive"]
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be written or read; the message names the file (or state entry) and the problem."""
+
 
 #: name of the digest member inside the archive's top folder
 DIGEST_MEMBER = "rlearn_digest"
@@ -43,13 +45,11 @@ def _update(digest, info: zipfile.ZipInfo) -> None:
 
 
 def archive_digest(archive: zipfile.ZipFile, data: Optional[memoryview] = None) -> str:
-    """SHA-256 (hex) over every member but the digest member: name, directory fields and bytes, in archive
-    order.
+    """SHA-256 (hex) over every member but the digest member: name, directory fields and bytes, in archive order.
 
-    Reading a member checks its CRC-32 and its local header, and a member marked as a directory (which
-    ``torch.load`` would read as empty) is refused (``zipfile.BadZipFile`` when damaged). ``data``: the bytes
-    of an archive just written in memory, whose stored members are then hashed in place (no CRC pass, no
-    copy); the result is the same.
+    Reading a member checks its CRC-32 and local header; a damaged member, or one marked as a directory (which
+    ``torch.load`` would read as empty), is a ``zipfile.BadZipFile``. ``data``: the bytes of an archive just
+    written in memory, whose stored members are then hashed in place (no CRC pass, no copy; the same result).
     """
     digest = hashlib.sha256()
     for info in archive.infolist():
@@ -86,12 +86,8 @@ def append_digest(buffer: io.BytesIO) -> None:
 
 
 def verify_archive(handle: IO[bytes], path: Path) -> Optional[str]:
-    """Check every member of the zip archive open in ``handle`` and, when present, its digest.
-
-    Returns the verified digest (hex), or None when the archive has no digest member (its members'
-    CRCs were still checked). Raises :class:`CheckpointError` naming ``path`` when a member is damaged
-    or the digest does not match.
-    """
+    """Check every member of the zip archive open in ``handle`` and, when present, its digest: returns the
+    verified digest (hex) or None without one; :class:`CheckpointError` naming ``path`` when damaged."""
     try:
         with zipfile.ZipFile(handle) as archive:
             stored = [info for info in archive.infolist() if _is_digest(info)]

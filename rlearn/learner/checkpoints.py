@@ -1,18 +1,16 @@
-"""``LearnerCheckpoints``: the checkpoint half of :class:`~rlearn.learner.BaseLearner` (a mixin): what a
-checkpoint holds, saving it, and loading it back after compatibility checks that name what does not fit
-(docs/checkpoints.md).
-"""
+"""``LearnerCheckpoints``: the checkpoint half of :class:`~rlearn.learner.BaseLearner` (see docs/checkpoints.md)."""
 
 from __future__ import annotations
 
 import copy
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, Mapping, Sequence, Union
 
 from rlearn import __version__
 from rlearn.checkpoint import files as ckpt
 from rlearn.checkpoint.fit import check_policy_state, listing
+from rlearn.fileio import atomic_write_bytes
 from rlearn.writers.base import unique_names
 
 __all__ = ["LearnerCheckpoints"]
@@ -74,13 +72,10 @@ class LearnerCheckpoints:
         return state
 
     def save_checkpoint(self, path: Union[str, Path, None] = None, copies: Sequence[Union[str, Path]] = ()) -> Path:
-        """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``)
-        and to each path in ``copies`` (e.g. ``latest.pt``); returns ``path``.
-
-        Every writer is flushed first, so every point the checkpoint counts is on disk. Hooks get
-        ``before_save_checkpoint(learner, checkpoint)`` and may add entries. A state that cannot be
-        stored raises :class:`~rlearn.checkpoint.CheckpointError` before any file is touched.
-        """
+        """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``) and to
+        each path in ``copies`` (e.g. ``latest.pt``); returns ``path``. Writers are flushed first, so every point
+        the checkpoint counts is on disk; a state that cannot be stored raises
+        :class:`~rlearn.checkpoint.CheckpointError` before any file is touched."""
         if path is None:
             if self.work_dir is None:
                 raise ValueError("save_checkpoint() needs a path when the learner has no work_dir")
@@ -90,20 +85,14 @@ class LearnerCheckpoints:
         checkpoint = self.checkpoint_dict()
         self.call_hook("before_save_checkpoint", checkpoint)
         data = ckpt.serialize_checkpoint(checkpoint)
-        ckpt.atomic_write_bytes(path, data)
-        for copy_path in copies:
-            ckpt.atomic_write_bytes(copy_path, data)
+        for target in (path, *copies):
+            atomic_write_bytes(target, data)
         return path
 
     def load_checkpoint(self, path: Union[str, Path], rewind_tensorboard: bool = True) -> Dict[str, Any]:
-        """Restore a checkpoint written by :meth:`save_checkpoint` and return its content.
-
-        Restores counters, monitor windows, message hub, policy, stateful hooks, registered states, RNG
-        states and the writers' states. With ``rewind_tensorboard`` every writer is rewound to the checkpoint
-        (:meth:`~rlearn.writers.Writer.rewind`), so the resumed curves have no duplicate and no missing point.
-        Every problem raises :class:`~rlearn.checkpoint.CheckpointError` naming the file, before anything
-        is changed.
-        """
+        """Restore everything a checkpoint of :meth:`save_checkpoint` holds and return its content; with
+        ``rewind_tensorboard`` every writer is rewound to it (:meth:`~rlearn.writers.Writer.rewind`). A problem
+        raises :class:`~rlearn.checkpoint.CheckpointError` naming the file, before anything is changed."""
         path = Path(path)
         checkpoint = ckpt.read_checkpoint(path)
         self._check_compatible(path, checkpoint)
@@ -125,10 +114,11 @@ class LearnerCheckpoints:
         learner_state = checkpoint["learner"]
         apply("the policy", lambda: self.policy.load_state_dict(checkpoint["policy"]))
         apply("the monitor", lambda: self.metrics.load_state_dict(learner_state))
-        configured = {key: self.cfg["monitor_windows"].get(key, self.cfg["monitor_window"]) for key in self.monitor_vars()}
+        windows = self.cfg["monitor_windows"]
+        configured = {key: windows.get(key, self.cfg["monitor_window"]) for key in self.monitor_vars()}
         restored = {key: self.monitor.window_size(key) for key in configured}
         if configured != restored:
-            changed = ", ".join(f"{k}: {restored[k]} (config {configured[k]})" for k in configured if configured[k] != restored[k])
+            changed = ", ".join(f"{k}: {restored[k]} (config {v})" for k, v in configured.items() if v != restored[k])
             self.logger.warning("checkpoint %s: monitor windows differ from the config; the checkpoint's are kept "
                                 "so the windows continue: %s", path, changed)
         if learner_state.get("tick_pending"):
@@ -154,14 +144,6 @@ class LearnerCheckpoints:
         self.logger.info("resumed from %s: train_iter=%d envstep=%d", path, self.train_iter, self.envstep)
         return checkpoint
 
-    def _writer_state_problems(self, learner_state: Any) -> List[str]:
-        """Why a writer's saved state cannot be loaded (each writer's :meth:`~rlearn.writers.Writer.check_state`)."""
-        saved = learner_state.get("writers", {}) if isinstance(learner_state, Mapping) else {}
-        if not isinstance(saved, Mapping):
-            return [f"the writers' states are a {type(saved).__name__}, not a dict"]
-        return [f"writer {name}: {problem}" for name, writer in self.metrics.writers.by_name().items()
-                if name in saved and (problem := writer.check_state(saved[name]))]
-
     def _check_compatible(self, path: Path, checkpoint: Mapping[str, Any]) -> None:
         """Policy class, networks, optimizers, writers' states and registered states must fit; raises
         CheckpointError naming what does not, before anything is loaded."""
@@ -172,7 +154,13 @@ class LearnerCheckpoints:
                 f"checkpoint {path}: written by policy {saved_class}, but this learner runs {current_class}"
             )
         check_policy_state(path, self.policy, checkpoint["policy"])
-        problems = self._writer_state_problems(checkpoint["learner"])
+        learner_state = checkpoint["learner"]
+        saved = learner_state.get("writers", {}) if isinstance(learner_state, Mapping) else {}
+        if not isinstance(saved, Mapping):
+            problems = [f"the writers' states are a {type(saved).__name__}, not a dict"]
+        else:  # each writer's Writer.check_state
+            problems = [f"writer {name}: {problem}" for name, writer in self.metrics.writers.by_name().items()
+                        if name in saved and (problem := writer.check_state(saved[name]))]
         if problems:
             raise ckpt.CheckpointError(f"checkpoint {path}: cannot restore {listing(problems)}")
         missing_states = sorted(set(self._states) - set(checkpoint["states"]))
