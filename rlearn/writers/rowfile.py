@@ -16,12 +16,17 @@ from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rlearn.fileio import atomic_write_bytes
+from rlearn.values import is_int
 from rlearn.writers.base import ScalarValue, Writer, count
 
 __all__ = ["RowFileWriter", "Row", "DamagedLine", "plain_number", "FIRST_COLUMNS"]
 
 #: one row: column name -> number
 Row = Dict[str, Union[int, float]]
+#: the columns every row starts with
+FIRST_COLUMNS = ("train_iter", "envstep", "time")
+#: the last write's scalars and its wall time (see RowFileWriter._time_of)
+_LAST_WRITE: Optional[Tuple[Mapping[str, Any], float]] = None
 
 
 @dataclass
@@ -34,23 +39,21 @@ class DamagedLine:
 
 #: what :meth:`RowFileWriter.parse` returns for each line: a row, or the damaged line in its place
 Entry = Union[Row, DamagedLine]
-#: the last write's scalars and its wall time (see RowFileWriter._time_of)
-_LAST_WRITE: Optional[Tuple[Mapping[str, Any], float]] = None
-#: the columns every row starts with
-FIRST_COLUMNS = ("train_iter", "envstep", "time")
 
 
 def plain_number(value: Any) -> Union[int, float]:
     """``value`` as a Python ``int`` (bools, ints, numpy integers) or ``float`` (anything else numeric)."""
-    if isinstance(value, bool):
-        return int(value)
     if isinstance(value, int):
-        return value
+        return int(value)
     if hasattr(value, "item"):  # numpy scalar, one-element tensor
         value = value.item()
-        if isinstance(value, int) and not isinstance(value, bool):
+        if is_int(value):
             return value
     return float(value)
+
+
+def _rows(entries: Sequence[Entry]) -> List[Row]:
+    return [entry for entry in entries if not isinstance(entry, DamagedLine)]
 
 
 class RowFileWriter(Writer, abc.ABC):
@@ -80,7 +83,6 @@ class RowFileWriter(Writer, abc.ABC):
         self._file: Optional[IO[str]] = None
         self._synced_at = time.monotonic()
 
-    # ------------------------------------------------------------------------------- the file format
     @abc.abstractmethod
     def parse(self, text: str) -> Tuple[List[Entry], bool]:
         """The rows of a file's ``text`` in order, a :class:`DamagedLine` in place of each line that is not
@@ -97,7 +99,6 @@ class RowFileWriter(Writer, abc.ABC):
     def _before_append(self, row: Row) -> None:
         """Called before ``row`` is appended (the CSV writer widens its header here)."""
 
-    # ----------------------------------------------------------------------------------------- files
     def _load(self) -> Tuple[Optional[str], List[Entry], bool]:
         """The file's text (None when it does not exist) and what :meth:`parse` makes of it."""
         try:
@@ -110,7 +111,7 @@ class RowFileWriter(Writer, abc.ABC):
         """The rows now in the file (none if it does not exist) and one ``<file>:<line>: ...`` message per
         damaged line skipped."""
         entries = self._load()[1]
-        return _rows(entries), self._damaged_messages(entries)
+        return _rows(entries), self._damaged(entries)
 
     def read_rows(self) -> List[Row]:
         """The rows now in the file; damaged lines are skipped, each with a warning on the logger."""
@@ -118,7 +119,7 @@ class RowFileWriter(Writer, abc.ABC):
         self._warn(problems)
         return rows
 
-    def _damaged_messages(self, entries: Sequence[Entry]) -> List[str]:
+    def _damaged(self, entries: Sequence[Entry]) -> List[str]:
         return [f"{self.path}:{entry.number}: damaged row skipped ({entry.problem}); the rows after it are kept"
                 for entry in entries if isinstance(entry, DamagedLine)]
 
@@ -131,8 +132,7 @@ class RowFileWriter(Writer, abc.ABC):
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             text, entries, torn = self._load()
-            rows = _rows(entries)
-            problems = self._damaged_messages(entries)
+            rows, problems = _rows(entries), self._damaged(entries)
             self._warn(problems)
             if torn or problems or (text and not text.endswith("\n")):  # never append to a half-written last row
                 atomic_write_bytes(self.path, self.render(rows).encode("utf-8"))
@@ -159,7 +159,6 @@ class RowFileWriter(Writer, abc.ABC):
             _LAST_WRITE = (scalars, round(time.time(), 6))
         return _LAST_WRITE[1]
 
-    # ---------------------------------------------------------------------------------------- Writer
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Append one row: ``train_iter``, ``envstep``, ``time``, then every value that is not None."""
         row: Row = {"train_iter": int(step_iter), "envstep": int(step_env), "time": self._time_of(scalars)}
@@ -215,26 +214,23 @@ class RowFileWriter(Writer, abc.ABC):
         goes too; a damaged row among the kept ones is dropped with a warning but still counts as one of
         the checkpoint's rows. The file is replaced only when something changes."""
         self.close()
-        text, entries, damaged = self._load()
+        text, entries, torn = self._load()
         if text is None:
             self.rows_written = 0
             return
         if self.rows_written is not None:
             kept_entries = entries[: self.rows_written]
         else:
-            kept_entries = [e for e in entries if isinstance(e, DamagedLine) or int(e.get("train_iter", 0)) <= step_iter]
-        self._warn(self._damaged_messages(kept_entries))
+            kept_entries = [e for e in entries
+                            if isinstance(e, DamagedLine) or int(e.get("train_iter", 0)) <= step_iter]
+        self._warn(self._damaged(kept_entries))
         kept = _rows(kept_entries)
-        if damaged or len(kept) != len(entries) or self.render(kept) != text:
+        if torn or len(kept) != len(entries) or self.render(kept) != text:
             self._replace(kept)
             if self.logger is not None:
                 self.logger.info(
                     "%s: rewound to train_iter=%d envstep=%d: dropped %d row(s) written after the checkpoint%s",
                     self.path.name, step_iter, step_env, len(_rows(entries)) - len(kept),
-                    " and a damaged last row" if damaged else "",
+                    " and a damaged last row" if torn else "",
                 )
         self.rows_written = len(kept)
-
-
-def _rows(entries: Sequence[Entry]) -> List[Row]:
-    return [entry for entry in entries if not isinstance(entry, DamagedLine)]

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from tabulate import tabulate
 
-from rlearn.config.spec import is_int
+from rlearn.values import check_int
 from rlearn.writers.base import ScalarValue, Writer
 
 __all__ = ["TableWriter", "format_value", "horizontal_tables", "column_width", "group_of", "grouped_columns",
@@ -68,10 +68,6 @@ def group_of(name: str) -> Tuple[str, str]:
     return (group, rest) if sep and group and rest else (DEFAULT_GROUP, name)
 
 
-def _full_name(group: str, short: str) -> str:
-    return short if group == DEFAULT_GROUP else f"{group}/{short}"
-
-
 def grouped_columns(scalars: Mapping[str, ScalarValue],
                     known: Optional[Dict[str, List[str]]] = None) -> List[Tuple[str, List[Tuple[str, str]]]]:
     """``[(group, [(short name, text), ...]), ...]`` of one write, groups in display order.
@@ -94,17 +90,12 @@ def grouped_columns(scalars: Mapping[str, ScalarValue],
     out: List[Tuple[str, List[Tuple[str, str]]]] = []
     for group in sorted(groups, key=order.index):
         values = groups[group]
-        columns: List[Tuple[str, str]] = []
-        placed = set()
+        names: List[str] = []
         for short in known.get(group, []):
-            columns.append((short, format_value(values.get(short))))
-            placed.add(short)
+            names.append(short)
             if short.endswith("_avg") and short[:-4] + _NONFINITE in values:
-                bad = short[:-4] + _NONFINITE
-                columns.append((bad, format_value(values[bad])))
-                placed.add(bad)
-        columns += [(short, format_value(value)) for short, value in values.items() if short not in placed]
-        out.append((group, columns))
+                names.append(short[:-4] + _NONFINITE)
+        out.append((group, [(short, format_value(values.get(short))) for short in dict.fromkeys([*names, *values])]))
     return out
 
 
@@ -139,10 +130,10 @@ def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: in
         chunk: List[Tuple[str, str]] = []
         label = group
         total = sum(column_width(column) for column in columns)
-        fits_here = used + len(_SEP) + len(group) + total <= width
-        too_wide_anyway = label_width + total > width
-        if row and (fits_here or (too_wide_anyway and used + len(_SEP) + len(group) + column_width(columns[0]) <= width)):
-            used += len(_SEP) + len(group)
+        start = used + len(_SEP) + len(group)  # where its columns begin if the group stays on this row
+        if row and (start + total <= width  # all of it fits, or it is too wide for any row and its first column fits
+                    or label_width + total > width and start + column_width(columns[0]) <= width):
+            used = start
         else:
             if row:
                 rows.append(row)
@@ -180,7 +171,8 @@ def _parse_rows(header: str, values: str, cells: Dict[str, str]) -> None:
         previous = left + label_end
         for match in re.finditer(r"\S+", values[left:right]):
             end = left + match.end()
-            cells[_full_name(group, header[previous:end].strip())] = match.group()
+            short = header[previous:end].strip()
+            cells[short if group == DEFAULT_GROUP else f"{group}/{short}"] = match.group()
             previous = end
 
 
@@ -230,10 +222,8 @@ class TableWriter(Writer):
     """
 
     def __init__(self, logger: logging.Logger, width: Optional[int] = None) -> None:
-        if width is not None and not (is_int(width) and width >= 20):
-            raise ValueError(f"TableWriter width must be an int >= 20 or None, got {width!r}")
         self.logger = logger
-        self.width = width
+        self.width = check_int("TableWriter width", width, 20, optional=True)
         self.last_table = ""
         self._known: Dict[str, List[str]] = {}
 
