@@ -1,9 +1,6 @@
-"""Feature-major ReLU-MLP kernels and the autograd ``Function`` that runs them.
-
-Activations are ``[features, batch]`` and weights ``[out, in]``, so every product of the forward and backward
-pass reads and writes contiguous matrices (faster with MKL than batch-major), and the backward pass computes
-only what autograd asks for. :func:`mlp` is the entry point (batch-major in and out); off the CPU
-(:func:`fused_kernels_enabled`) it runs plain autograd operations.
+"""Feature-major ReLU-MLP kernels and the autograd ``Function`` that runs them: activations ``[features, batch]``
+and weights ``[out, in]``, so every product reads and writes contiguous matrices (faster with MKL), and the
+backward pass computes only what autograd asks for. :func:`mlp` is the entry point (batch-major in and out).
 """
 
 from __future__ import annotations
@@ -20,22 +17,22 @@ __all__ = ["Dense", "linear", "mlp_forward", "mlp_backward", "FeatureMajorMLP", 
 
 
 class Dense(NamedTuple):
-    """One dense layer, feature-major: ``y = weight @ x + bias`` with ``x [in, B]``, ``weight [out, in]`` and
-    ``bias [out, 1]``, or ``n`` stacked ones (``[n, out, in]``, ``[n, out, 1]``)."""
+    """One dense layer, feature-major: ``y = weight @ x + bias`` with ``x [in, B]``, ``weight [out, in]``,
+    ``bias [out, 1]`` (or ``n`` stacked: ``[n, out, in]``, ``[n, out, 1]``)."""
 
     weight: torch.Tensor
     bias: torch.Tensor
 
 
 def fused_kernels_enabled(device: torch.device) -> bool:
-    """Whether :func:`mlp` runs the feature-major kernels on ``device``: on the CPU only (a measured win with
-    MKL; cuBLAS runs either layout equally well). Tests monkeypatch it to run the plain path on the CPU."""
+    """Whether :func:`mlp` runs the feature-major kernels on ``device``: the CPU only (cuBLAS runs either layout
+    equally well)."""
     return device.type == "cpu"
 
 
 def linear(x: torch.Tensor, layer: Dense) -> torch.Tensor:
-    """``layer.weight @ x + layer.bias``, feature-major: a single layer (``x [in, B]`` -> ``[out, B]``) or
-    stacked layers (``x [in, B]`` shared by every member, or ``[n, in, B]`` -> ``[n, out, B]``)."""
+    """``layer.weight @ x + layer.bias``, feature-major; stacked layers take ``x [in, B]`` shared by every member
+    or ``[n, in, B]``."""
     weight, bias = layer
     if weight.dim() == 3:
         return torch.baddbmm(bias, weight, x.expand(weight.shape[0], -1, -1) if x.dim() == 2 else x)
@@ -43,11 +40,8 @@ def linear(x: torch.Tensor, layer: Dense) -> torch.Tensor:
 
 
 def mlp_forward(x: torch.Tensor, layers: Sequence[Dense], tanh_output: bool = False) -> List[torch.Tensor]:
-    """Forward pass of a ReLU MLP keeping what :func:`mlp_backward` needs: ``[x, h_1, ..., h_L]``.
-
-    Feature-major (``x [in, B]``, or ``[n, in, B]`` for stacked layers with their own inputs); the last layer
-    is linear, or ``tanh`` with ``tanh_output``.
-    """
+    """Forward pass of a feature-major ReLU MLP keeping what :func:`mlp_backward` needs: ``[x, h_1, ..., h_L]``;
+    the last layer is linear, or ``tanh`` with ``tanh_output``."""
     outputs = [x]
     last = len(layers) - 1
     for i, layer in enumerate(layers):
@@ -88,11 +82,8 @@ def mlp_backward(
     weight_grads: bool = True,
     input_grad: bool = False,
 ) -> Tuple[Optional[torch.Tensor], Optional[List[Dense]]]:
-    """Backward pass through :func:`mlp_forward`, given ``grad_output = dL/dh_L`` (never modified).
-
-    Returns ``(dL/dx, [Dense(dW_i, db_i), ...])``: the input gradient only with ``input_grad`` (per member,
-    ``[n, in, B]``, for stacked layers on a shared input), the layer gradients only with ``weight_grads``.
-    """
+    """Backward pass through :func:`mlp_forward` given ``grad_output = dL/dh_L`` (never modified): ``(dL/dx,
+    [Dense(dW_i, db_i), ...])``, each only when asked for (``input_grad``: per member for a shared input)."""
     grad = grad_output
     if tanh_output:
         grad = grad * (1.0 - outputs[-1].square())
@@ -117,8 +108,8 @@ def _as_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
 
 
 def feature_major_layers(params: Sequence[torch.Tensor]) -> List[Dense]:
-    """Detached feature-major :class:`Dense` views of ``(w_0, b_0, w_1, b_1, ...)``, for :func:`mlp`'s ``layers``;
-    they share the parameters' storage, so in-place updates are seen through them."""
+    """Detached feature-major :class:`Dense` views of ``(w_0, b_0, w_1, b_1, ...)`` for :func:`mlp`'s ``layers``
+    (sharing the parameters' storage: in-place updates are seen through them)."""
     with torch.no_grad():
         return _as_layers([p.detach() for p in params])
 
@@ -132,14 +123,11 @@ def feature_major(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 class FeatureMajorMLP(torch.autograd.Function):
-    """``autograd.Function`` of a ReLU MLP: batch-major at its boundary, feature-major kernels inside.
-
-    ``FeatureMajorMLP.apply(x, tanh_output, layers, w_0, b_0, w_1, b_1, ...)`` with ``x [B, in]`` (or
-    ``[n, B, in]`` for stacked networks with their own inputs) returns ``[B, out]`` (or ``[n, B, out]``).
-    ``layers`` is None or the parameters' :func:`feature_major_layers`, kept by the caller, or their copies in
-    a lower precision (:func:`rlearn.nn.low_precision.low_precision_layers`): the products then run in that
-    dtype, and input, output and gradients keep the dtypes of ``x`` and the parameters. The backward pass
-    computes weight and input gradients only where ``ctx.needs_input_grad`` asks for them.
+    """``autograd.Function`` of a ReLU MLP, batch-major at its boundary, feature-major inside:
+    ``FeatureMajorMLP.apply(x, tanh_output, layers, w_0, b_0, w_1, b_1, ...)``, ``x [B, in]`` (or ``[n, B, in]``)
+    -> ``[B, out]`` (or ``[n, B, out]``). ``layers``: None, the parameters' :func:`feature_major_layers`, or
+    lower-precision copies (:func:`~rlearn.nn.low_precision.low_precision_layers`: the products run in that
+    dtype; input, output and gradients keep theirs). Backward computes only the gradients autograd asks for.
     """
 
     @staticmethod
@@ -188,9 +176,8 @@ SIGMOID_TANH_MIN_NUMEL = 8192
 
 
 def tanh(x: torch.Tensor) -> torch.Tensor:
-    """``tanh(x)``; on the CPU, for tensors of at least :data:`SIGMOID_TANH_MIN_NUMEL` elements, computed as
-    ``2 sigmoid(2x) - 1`` (the same function within float rounding; torch's CPU ``tanh`` kernel measured 2-3x
-    slower than its ``sigmoid``)."""
+    """``tanh(x)``, on the CPU from :data:`SIGMOID_TANH_MIN_NUMEL` elements as ``2 sigmoid(2x) - 1`` (the same
+    within float rounding; torch's CPU ``tanh`` measured 2-3x slower than its ``sigmoid``)."""
     if x.device.type == "cpu" and x.numel() >= SIGMOID_TANH_MIN_NUMEL:
         return torch.sigmoid(x + x).mul(2.0).sub_(1.0)  # x + x: no scalar-to-tensor conversion
     return torch.tanh(x)
@@ -212,10 +199,9 @@ def _layer_norm(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
 def plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], activation: Optional[str] = "relu",
               output_activation: Optional[str] = None,
               norms: Optional[Sequence[Tuple[torch.Tensor, torch.Tensor]]] = None) -> torch.Tensor:
-    """An MLP ``(w_0, b_0, w_1, b_1, ...)`` with ordinary batch-major autograd operations: ``activation``
-    (``"relu"``, ``"tanh"`` or None) after every layer but the last, ``output_activation`` after the last, and
-    with ``norms`` (one ``(weight, bias)`` per hidden layer) a layer norm before each hidden activation.
-    Stacked parameters (``[n, out, in]`` weights, ``[n, out, 1]`` biases) run every member at once."""
+    """An MLP ``(w_0, b_0, w_1, b_1, ...)`` with batch-major autograd operations: ``activation`` after every layer
+    but the last, ``output_activation`` after it, a layer norm (``norms``: one ``(weight, bias)`` per hidden
+    layer) before each hidden activation; stacked parameters run every member at once."""
     hidden, output = _ACTIVATIONS[activation], _ACTIVATIONS[output_activation]
     # every layer has the first one's layout (a method call on a Parameter costs a dispatch check: ask once)
     stacked, flat_bias = params[0].dim() == 3, params[1].dim() == 1
@@ -240,9 +226,9 @@ def plain_mlp(x: torch.Tensor, params: Sequence[torch.Tensor], activation: Optio
 
 def mlp(x: torch.Tensor, params: Sequence[torch.Tensor], tanh_output: bool = False,
         layers: Optional[Sequence[Dense]] = None) -> torch.Tensor:
-    """A ReLU MLP ``(w_0, b_0, w_1, b_1, ...)`` applied to batch-major ``x``, differentiable: through
-    :class:`FeatureMajorMLP` when a gradient may be needed, the kernels directly when none can be, plain autograd
-    operations off the CPU. ``layers``: the parameters' :func:`feature_major_layers`, if the caller keeps them."""
+    """A ReLU MLP ``(w_0, b_0, w_1, b_1, ...)`` on batch-major ``x``, differentiable: :class:`FeatureMajorMLP`
+    when a gradient may be needed, the kernels directly when none can be, plain operations off the CPU.
+    ``layers``: the parameters' :func:`feature_major_layers`, if the caller keeps them."""
     if not fused_kernels_enabled(x.device):
         return plain_mlp(x, params, "relu", "tanh" if tanh_output else None)
     if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in params)):

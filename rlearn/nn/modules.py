@@ -1,10 +1,6 @@
-"""The one MLP of rlearn: every bundled policy builds its networks with :class:`MLP` (and :class:`QEnsemble`, the
-twin critics as one stacked MLP).
-
-An :class:`MLP` is an ordinary ``nn.Module`` (parameters, ``state_dict``, ``.to(device)``, autograd) that
-computes what ``nn.Sequential(Linear, [LayerNorm], activation, ..., Linear[, output activation])`` computes: a
-policy writes its losses on its outputs and calls ``backward()``. The speed is inside: on the CPU a ReLU MLP
-runs large batches through the feature-major ``FeatureMajorMLP`` autograd Function
+"""The one MLP of rlearn (and :class:`QEnsemble`, the twin critics as one stacked MLP): an ordinary ``nn.Module``
+that computes what ``nn.Sequential(Linear, [LayerNorm], activation, ..., Linear[, output activation])`` computes.
+The speed is inside: large CPU batches of a ReLU MLP run through the feature-major ``FeatureMajorMLP``
 (:mod:`rlearn.nn.functional`), opt-in bf16 products (:mod:`rlearn.nn.low_precision`), and every other network
 through plain autograd operations without a module call per layer.
 """
@@ -64,9 +60,8 @@ class EnsembleLayerNorm(nn.Module):
 
 
 class _LayerCache:
-    """A network's parameter lists and the linear layers' feature-major views, kept between forward calls
-    (building them costs more than a small layer's arithmetic); :meth:`valid` is False once a parameter was
-    replaced or moved. In-place updates need nothing: the views share the parameters' storage."""
+    """A network's parameter lists and the linear layers' feature-major views, kept between forward calls;
+    :meth:`valid` is False once a parameter was replaced or moved (in-place updates show through the views)."""
 
     __slots__ = ("slots", "params", "norm_params", "layers", "members")
 
@@ -101,20 +96,14 @@ def _check_choice(what: str, value: Any, choices: Sequence[Any]) -> None:
 
 
 class MLP(nn.Module):
-    """A multilayer perceptron ``x [B, sizes[0]] -> [B, sizes[-1]]``.
+    """A multilayer perceptron ``x [B, sizes[0]] -> [B, sizes[-1]]``: linear layers of widths ``sizes``, each but
+    the last followed by ``activation`` (``"relu"`` or ``"tanh"``; after a ``LayerNorm`` with ``layer_norm``), the
+    last by ``output_activation`` (None, ``"relu"`` or ``"tanh"``). ``init="orthogonal"`` gives orthogonal weights
+    (gain ``gain``, ``output_gain`` for the last) and zero biases, layer by layer as each is built.
 
-    Linear layers of widths ``sizes``; after every one but the last, ``activation`` (``"relu"`` or ``"tanh"``),
-    preceded by a ``LayerNorm`` with ``layer_norm=True``; after the last, ``output_activation`` (None, ``"relu"``
-    or ``"tanh"``). ``init="default"`` keeps each layer's own initialisation (``nn.Linear``'s);
-    ``"orthogonal"`` gives orthogonal weights with gain ``gain`` (hidden layers) or ``output_gain`` (the last)
-    and zero biases, layer by layer as each is built.
-
-    ``ensemble=n`` makes ``n`` independent networks of this shape evaluated as one (e.g. twin critics): layer
-    ``i`` is an :class:`EnsembleLinear` (``weight [n, out, in]``, ``bias [n, out, 1]``), ``forward(x)`` takes a
-    shared ``x [B, in]`` or one input per member ``[n, B, in]`` and returns ``[n, B, out]``, and
-    ``forward(x, member=j)`` runs member ``j`` alone (``[B, out]``).
-
-    State-dict keys: ``layers.<i>.weight`` / ``.bias`` and, with layer norms, ``norms.<i>.weight`` / ``.bias``.
+    ``ensemble=n``: ``n`` independent networks evaluated as one (:class:`EnsembleLinear` layers); ``forward(x)``
+    takes ``x [B, in]`` (shared) or ``[n, B, in]`` and returns ``[n, B, out]``, ``forward(x, member=j)`` member
+    ``j`` alone. State-dict keys: ``layers.<i>.weight`` / ``.bias`` (and ``norms.<i>...``).
     """
 
     compute_dtype: Optional[torch.dtype] = None  # None: the parameters' dtype; torch.bfloat16: see set_compute_dtype

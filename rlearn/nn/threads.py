@@ -15,16 +15,14 @@ T = TypeVar("T")
 
 
 class ThreadChooser:
-    """How many torch threads a train iteration runs with: ``threads``, or 1 while more do not pay (on a
-    loaded machine, every multi-threaded kernel waits for its descheduled workers).
+    """How many torch threads a train iteration runs with (use :meth:`run` around each): ``threads``, or 1 while
+    more do not pay (on a loaded machine every multi-threaded kernel waits for its descheduled workers).
 
-    With ``adaptive=True``, every ``probe_every`` iterations it runs ``probe_len`` of them (after as many of
-    warm-up) on one thread, then ``probe_len`` on ``threads``, and keeps the faster mode until the next probe;
-    ``probe_len`` should be a multiple of the algorithm's cycle of iterations (TD3's actor steps). A
-    multi-thread iteration slower than twice the slowest one-thread one ends the probe at once.
-    ``decisions`` keeps the last outcomes ``(iteration, one-thread mean s, multi-thread mean s, threads
-    chosen)`` (also ``learn_threads`` counters in the trace); ``iterations_at`` counts iterations per thread
-    count. Use :meth:`run` around each iteration. A CPU tool: policies create none on other devices.
+    With ``adaptive``, every ``probe_every`` iterations it times ``probe_len`` of them (after as many of warm-up)
+    on one thread, then ``probe_len`` on ``threads`` (a multiple of the algorithm's cycle of iterations), and keeps
+    the faster until the next probe; a multi-thread iteration slower than twice the slowest one-thread one ends
+    the probe at once. ``decisions``: the last ``(iteration, one-thread mean s, multi-thread mean s, threads)``;
+    ``iterations_at``: iterations per thread count.
     """
 
     def __init__(self, threads: int, adaptive: bool = True, probe_every: int = 1000, probe_len: int = 8) -> None:

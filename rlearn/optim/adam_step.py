@@ -1,11 +1,9 @@
 """``AdamStep``: ``optimizer.step()`` of a fused ``torch.optim.Adam`` without its per-call Python overhead.
 
-:class:`AdamStep` collects the fused kernel's argument lists once and calls ``torch._fused_adam_`` directly:
-the same kernel with the same arguments, so parameters and optimizer state are bit for bit those of
-``optimizer.step()``. Wherever the shortcut could differ (no state yet, a parameter without ``.grad``, a step
-hook registered, ``step()`` replaced, any configuration but one param group of plain fused Adam), it calls
-``step()``. The private names it uses are checked once per process by :func:`direct_step_ok`; if that check
-fails, every call is ``step()``. See docs/speed-parts.md.
+It collects the fused kernel's argument lists once and calls ``torch._fused_adam_`` directly (the same kernel,
+the same arguments: bit for bit ``optimizer.step()``). Wherever the shortcut could differ (no state yet, a
+parameter without ``.grad``, a step hook, ``step()`` replaced, anything but one param group of plain fused Adam)
+it calls ``step()``, as it does everywhere if :func:`direct_step_ok` fails. See docs/speed-parts.md.
 """
 
 from __future__ import annotations
@@ -35,8 +33,8 @@ def _has_step_hooks(opt: torch.optim.Optimizer) -> bool:
 
 
 def _hooks_detected() -> bool:
-    """Every kind of step hook registered through torch's public API is seen by :func:`_has_step_hooks` /
-    :func:`_no_global_hooks` while registered, not after removal, and runs when :class:`AdamStep` steps."""
+    """Every kind of public step hook is seen while registered (not after removal) and runs when
+    :class:`AdamStep` steps."""
     calls: List[str] = []
     param = torch.nn.Parameter(torch.zeros(3))
     opt = torch.optim.Adam([param], lr=1e-2, fused=True)
@@ -64,15 +62,15 @@ def _hooks_detected() -> bool:
 
 def make_adam(params: Iterable[torch.nn.Parameter], lr: float, device: torch.device | str = "cpu",
               **kwargs: Any) -> torch.optim.Adam:
-    """``torch.optim.Adam(params, lr, **kwargs)``, fused: one kernel for every parameter (torch >= 2.13 has it for
-    the CPU, CUDA and the other accelerators; ``device`` is where the parameters live)."""
+    """``torch.optim.Adam(params, lr, **kwargs)``, fused: one kernel for every parameter, on every device
+    (``device``: where the parameters live)."""
     return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
 
 
 @functools.lru_cache(maxsize=None)
 def direct_step_ok() -> bool:
-    """Once per process: does the direct fused call reproduce ``optimizer.step()`` bit for bit here (three
-    steps compared), and are step hooks registered through torch's public API detected and run?"""
+    """Once per process: does the direct fused call reproduce ``optimizer.step()`` bit for bit (three steps), and
+    are public step hooks detected and run?"""
     if not all(hasattr(torch, name) for name in (*_KERNEL_NAMES, "_foreach_add_")):
         return False
     try:
@@ -98,20 +96,16 @@ def direct_step_ok() -> bool:
 
 
 def _only_scheduler_tracking(opt: torch.optim.Optimizer) -> bool:
-    """Whether ``opt.step`` is ``Adam.step`` wrapped once by an LR scheduler's call tracking (torch's
-    ``_wrapped_by_lr_sched`` wrapper, which only sets ``opt._opt_called`` and calls ``Adam.step``)."""
+    """Whether ``opt.step`` is ``Adam.step`` wrapped once by an LR scheduler's call tracking (which only sets
+    ``opt._opt_called``)."""
     step = vars(opt).get("step")
     return bool(getattr(step, "_wrapped_by_lr_sched", False)) and \
         getattr(step, "__wrapped__", None) is torch.optim.Adam.step
 
 
 class AdamStep:
-    """``step()`` for one fused ``torch.optim.Adam``, calling its fused kernel directly when that is exact.
-
-    Use ``zero_grad()``, ``loss.backward()``, ``step()`` (or ``adam_step()``) as with the optimizer.
-    ``direct_steps`` and ``fallback_steps`` count how each call was served; ``direct`` is False when
-    :func:`direct_step_ok` failed (every call is then ``optimizer.step()``).
-    """
+    """``zero_grad()`` and ``step()`` (or ``adam_step()``) of one fused ``torch.optim.Adam``, calling its kernel
+    directly when that is exact; ``direct_steps`` and ``fallback_steps`` count how each call was served."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, _checked: bool = False) -> None:
         self.optimizer = optimizer
@@ -182,7 +176,7 @@ class AdamStep:
 
     def _valid_lists(self, group: dict) -> Optional[Tuple[List[torch.Tensor], ...]]:
         """The cached ``(params, exp_avgs, exp_avg_sqs, steps)`` if they still hold this group's parameters and
-        state (the ``.grad`` tensors are read at every step, so a new ``.grad`` needs no rebuild)."""
+        state (``.grad`` is read at every step)."""
         lists = self._lists
         if lists is None or self.optimizer.state is not self._state or group is not self._group:
             return None
@@ -208,8 +202,7 @@ class AdamStep:
 
     def _share_step_counts(self, params: List[torch.Tensor]) -> Optional[torch.Tensor]:
         """Make each parameter's ``step`` entry a 0-d view of one 1-d tensor, so that one ``add_`` counts every
-        parameter's step (``state_dict()`` and ``step()`` still see per-parameter tensors); None (nothing
-        changed) unless every count is a 0-d tensor of one dtype and device."""
+        step; None (nothing changed) unless every count is a 0-d tensor of one dtype and device."""
         state = self.optimizer.state
         steps = [state[p]["step"] for p in params]
         first = steps[0]

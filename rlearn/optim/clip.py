@@ -19,13 +19,9 @@ _SKIP_DTYPES = (torch.float32, torch.float64)
 
 
 def clip_grad_norm_(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """Scale the gradients of ``parameters`` in place so that their global L2 norm is at most ``max_norm``;
-    returns the norm *before* clipping as a 0-dim tensor on the gradients' device (no host sync).
-
-    Bit for bit ``torch.nn.utils.clip_grad_norm_(parameters, max_norm)`` (L2 norm, ``error_if_nonfinite=False``):
-    parameters without a gradient are skipped (none at all returns ``tensor(0.)``), and a non-finite norm is
-    returned as it is, the gradients scaled as torch scales them.
-    """
+    """Bit for bit ``torch.nn.utils.clip_grad_norm_(parameters, max_norm)`` (L2, ``error_if_nonfinite=False``):
+    scales the gradients in place to a global norm of at most ``max_norm`` and returns the norm *before* clipping
+    as a 0-d tensor on the gradients' device (no gradient at all: ``tensor(0.)``)."""
     if isinstance(parameters, torch.Tensor):
         parameters = [parameters]
     elif not isinstance(parameters, (list, tuple)):

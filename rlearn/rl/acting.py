@@ -56,12 +56,9 @@ def box_observation_shape(space: Any, owner: str) -> Tuple[int, ...]:
 
 
 class BoxActions:
-    """A ``Box`` action space mapped affinely onto ``[-1, 1]`` per dimension.
-
-    ``low`` / ``high`` (float64 ``[dim]``), ``shape`` and ``dim`` describe the space; :meth:`to_env` and
-    :meth:`to_normalized` convert between normalised and environment units. Any other space, or a bound that is
-    not finite or not ``high > low``, is an error naming ``owner``.
-    """
+    """A ``Box`` action space (``low`` / ``high`` float64 ``[dim]``, ``shape``, ``dim``) mapped affinely onto
+    ``[-1, 1]`` per dimension; another space, or bounds not finite with ``high > low``, is an error naming
+    ``owner``."""
 
     def __init__(self, space: Any, owner: str) -> None:
         if not isinstance(space, spaces.Box):

@@ -20,12 +20,9 @@ def compute_gae(
     gamma: float,
     gae_lambda: float,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """GAE(lambda) ``(advantages, value_targets = advantages + value)`` for a rollout of ``[T, N]`` tensors.
-
-    ``next_value[t] = V(next_obs[t])`` of the true next observation. The one-step error bootstraps from it
-    unless the step *terminated* (a truncated step bootstraps); the recursion ``A[t] = delta[t] + gamma *
-    lambda * A[t+1]`` stops at every episode end, and ``A[T] = 0``.
-    """
+    """GAE(lambda) ``(advantages, value_targets = advantages + value)`` for a rollout of ``[T, N]`` tensors;
+    ``next_value[t] = V(next_obs[t])`` bootstraps every step that did not *terminate*, and the recursion
+    ``A[t] = delta[t] + gamma * lambda * A[t+1]`` stops at every episode end (``A[T] = 0``)."""
     not_terminated = 1.0 - terminated
     episode_continues = (1.0 - terminated) * (1.0 - truncated)
     delta = reward + gamma * not_terminated * next_value - value

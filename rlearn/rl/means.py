@@ -1,16 +1,6 @@
-"""Named statistics gathered over the gradient steps of one train iteration, reported as their means.
-
-A policy that takes several steps per iteration (PPO's and PPG's minibatches, SAC's delayed actor steps) records
-each step's numbers by name and reports their means::
-
-    steps = StepMeans()
-    for mb in minibatches:
-        ...
-        steps.add(policy_loss=policy_loss, entropy=entropy)
-    info.update(steps.means())          # {"policy_loss": mean, "entropy": mean}, 0-d tensors
-
-The means of every key are computed together (one ``[steps, keys]`` table, one reduction), without a host
-transfer: the monitor copies the reported tensors to the host.
+"""Named statistics of the gradient steps of one train iteration (PPO's minibatches, SAC's delayed actor steps),
+reported as their means: ``steps.add(policy_loss=..., entropy=...)`` per step, then ``info.update(steps.means())``.
+The means are computed together (one ``[steps, keys]`` table, one reduction) without a host transfer.
 """
 
 from __future__ import annotations
@@ -23,8 +13,8 @@ __all__ = ["StepMeans"]
 
 
 class StepMeans:
-    """0-d tensors recorded by name, step by step; :meth:`means` gives each name's mean over the steps. Every
-    :meth:`add` gives the same names (a name missing from a step is a ``ValueError`` in :meth:`means`)."""
+    """0-d tensors recorded by name, step by step (every :meth:`add` with the same names); :meth:`means` gives
+    each name's mean over the steps."""
 
     def __init__(self) -> None:
         self._values: Dict[str, List[torch.Tensor]] = {}
@@ -39,8 +29,7 @@ class StepMeans:
         return max((len(values) for values in self._values.values()), default=0)
 
     def means(self) -> Dict[str, torch.Tensor]:
-        """``{name: mean over the steps}`` as 0-d tensors, in the order the names were first added; empty when
-        nothing was recorded."""
+        """``{name: mean over the steps}`` as 0-d tensors, in the order the names were first added."""
         if not self._values:
             return {}
         counts = {key: len(values) for key, values in self._values.items()}

@@ -26,13 +26,10 @@ def host_values(tensors: Sequence[torch.Tensor]) -> List[Any]:
 
 def check_replay_batch(data: Any, owner: str, device: torch.device, obs_shape: Sequence[int],
                        action_shape: Sequence[int] = (), n_actions: Optional[int] = None) -> Tuple[torch.Tensor, ...]:
-    """``(obs, action, reward, next_obs, terminated)`` of a replay minibatch on ``device``, after checking it.
-
-    Observations come back flattened to ``[B, obs_dim]``, continuous actions (``n_actions`` None) to ``[B, dim]``,
-    all float32; discrete actions as int64 indices ``[B]``. Every problem raises naming ``owner`` and the key:
-    not a dict, a missing key, a wrong type, dtype or shape, an index out of range, a NaN/inf value (one sum over
-    every float finds those: one host transfer per batch). A :class:`~rlearn.buffer.ReplayBatch` (what
-    ``ReplayBuffer.sample`` returns) skips the NaN/inf test: ``ReplayBuffer.add`` checked its values.
+    """``(obs, action, reward, next_obs, terminated)`` of a replay minibatch on ``device``, checked: float32 with
+    observations ``[B, obs_dim]`` and continuous actions ``[B, dim]``, discrete ones (``n_actions``) int64 ``[B]``.
+    Every problem (type, key, dtype, shape, index range, NaN/inf) raises naming ``owner`` and the key; a
+    :class:`~rlearn.buffer.ReplayBatch` skips the NaN/inf test (``ReplayBuffer.add`` checked its values).
     """
     name = f"{owner}._forward_learn"
     if not isinstance(data, abc.Mapping):  # collections.abc's: a third of typing.Mapping's check time

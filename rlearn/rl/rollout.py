@@ -15,11 +15,9 @@ ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated"
 def check_rollout(
     data: Any, owner: str, device: Any, discrete: bool, keys: Sequence[str] = ROLLOUT_KEYS
 ) -> Dict[str, torch.Tensor]:
-    """The rollout as float32 tensors on ``device`` (int64 actions when ``discrete``), after checking it.
-
-    Every problem is an error naming ``owner`` (the policy) and the key: not a dict (TypeError), a missing
-    key (KeyError), ``reward`` not ``[T, N]`` or another key not ``[T, N, ...]``, NaN or inf (ValueError).
-    """
+    """The rollout as float32 tensors on ``device`` (int64 actions when ``discrete``), checked: not a dict, a
+    missing key, ``reward`` not ``[T, N]``, another key not ``[T, N, ...]`` or NaN/inf is an error naming ``owner``
+    and the key."""
     if not isinstance(data, Mapping):
         raise TypeError(f"{owner}._forward_learn expects a rollout dict, got {type(data).__name__}")
     missing = [key for key in keys if key not in data]
