@@ -62,15 +62,6 @@ class FileWriteError(OSError):
         return (type(self), (self.path, OSError(self.errno, self.strerror), self.kept))
 
 
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):  # platforms without directory file descriptors
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _temp_suffix() -> str:
     return f".rlearn-{os.getpid()}-{_host_tag()}.tmp"
 
@@ -123,13 +114,18 @@ def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = 
             raise
         kept = "its previous content is kept unchanged" if mode is not None else "nothing was written"
         raise FileWriteError(path, exc, kept + leftover) from exc
-    _fsync_dir(path.parent)
+    with contextlib.suppress(OSError):  # platforms without directory file descriptors
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return path
 
 
 def check_writable(directory: PathLike) -> Path:
-    """Check at start-up that files can be created in ``directory`` (created if missing) with a probe file
-    (create, write, fsync, remove); :class:`FileWriteError` naming the directory and the cause otherwise."""
+    """Check at start-up with a probe file that files can be written in ``directory`` (created if missing);
+    :class:`FileWriteError` naming the directory and the cause otherwise."""
     directory = Path(directory)
     probe: Optional[str] = None
     try:

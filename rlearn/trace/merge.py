@@ -1,8 +1,6 @@
-"""Merge every rank's records into one Chrome Trace Event JSON (the format Perfetto and chrome://tracing open).
-
-Every time goes on rank 0's wall clock (the session's anchor, minus the rank's clock offset); ``pid = rank + 1``
-(Perfetto treats pid 0 as the kernel's idle process), one ``tid`` per lane, unique across the trace, and
-overlapping-but-not-nested spans go on extra lanes (:mod:`rlearn.trace.lanes`).
+"""Merge every rank's records into one Chrome Trace Event JSON (the format Perfetto and chrome://tracing open),
+on rank 0's wall clock; ``pid = rank + 1`` (Perfetto treats pid 0 as the kernel's idle process), one ``tid`` per
+lane, unique across the trace; overlapping-but-not-nested spans go on extra lanes (:mod:`rlearn.trace.lanes`).
 """
 
 from __future__ import annotations
@@ -151,12 +149,6 @@ def collect(files: Sequence[RecordsFile]) -> Tuple[List[Interval], List[CounterS
     return intervals, counters, infos
 
 
-def iteration_number(interval: Interval) -> Optional[int]:
-    """The learner iteration an interval marks: its integer ``iter`` arg on the ``learner`` lane, else None."""
-    number = interval.args.get(ITER_ARG)
-    return number if interval.lane == ITER_LANE and is_int(number) else None
-
-
 def rank_bounds(intervals: Iterable[Interval]) -> Dict[int, Tuple[int, int]]:
     """Per rank, ``(start, end)`` from the start of its first interval to the end of its last."""
     bounds: Dict[int, Tuple[int, int]] = {}
@@ -170,13 +162,12 @@ def select_iterations(intervals: Sequence[Interval], counters: Sequence[CounterS
                       from_iter: Optional[int] = None, to_iter: Optional[int] = None
                       ) -> Tuple[List[Interval], List[CounterSample]]:
     """Keep, per rank, what lies entirely inside the learner-lane spans whose ``iter`` is in ``[from_iter,
-    to_iter]`` (``None`` bounds are open; both None keeps everything). Raises :class:`TraceMergeError` when no
-    learner-lane span carries an ``iter`` arg or none falls in the range."""
+    to_iter]`` (``None`` bounds are open); :class:`TraceMergeError` when there are none."""
     if from_iter is None and to_iter is None:
         return list(intervals), list(counters)
     if from_iter is not None and to_iter is not None and from_iter > to_iter:
         raise TraceMergeError(f"--from-iter {from_iter} is after --to-iter {to_iter}")
-    numbered = [(n, i) for i in intervals if (n := iteration_number(i)) is not None]
+    numbered = [(i.args[ITER_ARG], i) for i in intervals if i.lane == ITER_LANE and is_int(i.args.get(ITER_ARG))]
     if not numbered:
         raise TraceMergeError(f"no span on the {ITER_LANE!r} lane carries an {ITER_ARG!r} arg, so iterations "
                               f"cannot be selected (record it with span('learner/iteration', {ITER_ARG}=n))")

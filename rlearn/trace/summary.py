@@ -1,6 +1,5 @@
-"""Profiler-style summary of a merged trace: one row per phase name (calls, mean, total, % of wall time), sorted
-by total time. A rank's wall time runs from its first span's start to its last span's end, summed over ranks;
-nested phases are each counted in full, so the percentages do not add up to 100.
+"""Profiler-style summary of a merged trace: one row per phase name (calls, mean, total, % of wall time, where
+nested phases are each counted in full), sorted by total time.
 """
 
 from __future__ import annotations

