@@ -9,6 +9,7 @@ import contextlib
 import errno
 import os
 import re
+import secrets
 import socket
 import stat
 import tempfile
@@ -37,7 +38,7 @@ def _host_tag() -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40]
 
 
-#: ``<prefix><8 random chars>.rlearn-<pid>-<host>.tmp`` (the random part comes from ``tempfile``)
+#: ``<prefix><8 random hex digits>.rlearn-<pid>-<host>.tmp``
 _TEMP_RE = re.compile(r"^\..*\.rlearn-(?P<pid>\d+)-(?P<host>[A-Za-z0-9-]*)\.tmp$")
 
 
@@ -66,20 +67,6 @@ def _temp_suffix() -> str:
     return f".rlearn-{os.getpid()}-{_host_tag()}.tmp"
 
 
-def _umask() -> int:
-    """The process umask (read without changing it where /proc allows: other threads may create files)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    current = os.umask(0o022)
-    os.umask(current)
-    return current
-
-
 def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = None) -> Path:
     """Write ``data`` to ``path`` so that ``path`` holds either its old content or all of ``data``: through
     ``<tmp_prefix><random>.rlearn-<pid>-<host>.tmp`` (default prefix ``.<name>.``) in the same directory, fsynced
@@ -94,8 +81,12 @@ def atomic_write_bytes(path: PathLike, data: bytes, tmp_prefix: Optional[str] = 
         with contextlib.suppress(FileNotFoundError):
             mode = stat.S_IMODE(os.stat(path).st_mode)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=prefix, suffix=_temp_suffix(), dir=path.parent)
-        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())  # mkstemp makes it 0600
+        name = os.path.join(path.parent, f"{prefix}{secrets.token_hex(4)}{_temp_suffix()}")
+        # mode 0o666: the kernel applies the umask, as open() does (mkstemp would make it 0o600)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        tmp_name = name
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

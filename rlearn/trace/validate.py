@@ -50,9 +50,8 @@ def validate_trace(obj: Any) -> List[str]:
     lanes: Dict[Tuple[int, int], List[Tuple[int, int, str]]] = {}
 
     for index, event in enumerate(events):
-        where = f"event {index}"
         if not isinstance(event, Mapping):
-            problems.append(f"{where}: not an object")
+            problems.append(f"event {index}: not an object")
             continue
         phase = event.get("ph")
         name = event.get("name")
@@ -129,15 +128,15 @@ def validate_trace(obj: Any) -> List[str]:
 
 def _nesting_problems(pid: int, tid: int, spans: List[Tuple[int, int, str]]) -> List[str]:
     """Pairs of spans on one lane that overlap without one containing the other."""
-    problems = []
-    stack: List[Tuple[int, int, str]] = []
+    problems: List[str] = []
+    stack: List[Tuple[int, int, str]] = []  # as the viewer would draw it: an overlapping span is left out
     for start, end, where in sorted(spans, key=lambda s: (s[0], -s[1])):
         while stack and stack[-1][1] <= start:
             stack.pop()
         if stack and end > stack[-1][1]:
             problems.append(f"pid {pid} tid {tid}: {where} overlaps {stack[-1][2]} without nesting in it")
-            continue  # keep the stack as the viewer would draw it
-        stack.append((start, end, where))
+        else:
+            stack.append((start, end, where))
     return problems
 
 

@@ -230,7 +230,7 @@ def test_temp_names_carry_the_writer(tmp_path, monkeypatch):
 
 
 def test_rewritten_files_keep_their_permissions_and_new_files_follow_the_umask(tmp_path):
-    """mkstemp makes 0600 files; an atomic rewrite must keep the old mode, a new file get 0666 & ~umask."""
+    """An atomic rewrite keeps the old mode; a new file gets 0666 & ~umask, like open() (never 0600)."""
     target = tmp_path / "config.py"
     target.write_text("old")
     os.chmod(target, 0o640)
