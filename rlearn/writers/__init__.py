@@ -1,8 +1,6 @@
 """Writers: where the numbers of the metric path go (the log table, TensorBoard, JSON lines, CSV, W&B, MLflow).
 
-``Writer`` is the interface; :func:`build_writers` builds the writers ``learner.writers`` names. ``WandbWriter``
-and ``MlflowWriter`` (in :mod:`rlearn.writers.wandb_writer` / :mod:`rlearn.writers.mlflow_writer`) need their
-optional extras. See docs/writers.md.
+``WandbWriter`` and ``MlflowWriter`` (in their own modules) need their optional extras. See docs/writers.md.
 """
 
 from rlearn.writers.base import ScalarValue, Writer

@@ -1,6 +1,5 @@
-"""Building the writers a config names: ``learner.writers = ["table", "tensorboard", "jsonl"]``.
+"""Building the writers a config names: ``learner.writers = ["table", "tensorboard", dict(type="wandb", ...)]``.
 
-An item is a writer name or ``dict(type=NAME, **options)`` (``dict(type="wandb", project="pendulum")``).
 The file writers (``tensorboard`` in ``<work_dir>/tb``, ``jsonl`` and ``csv`` in ``<work_dir>/metrics.*``)
 are left out when the learner has no work dir.
 """
@@ -22,9 +21,7 @@ from rlearn.writers.wandb_writer import WandbWriter
 
 __all__ = ["WRITER_NAMES", "DEFAULT_WRITERS", "build_writer", "build_writers", "check_writer_specs"]
 
-#: writers that need a work dir (left out without one)
-_FILE_WRITERS = ("tensorboard", "jsonl", "csv")
-#: per name: ``(work_dir, logger, **options) -> writer``
+#: per name: ``(work_dir, logger, **options) -> writer``; the file writers' work dir is never None
 _FACTORIES: Dict[str, Callable[..., Writer]] = {
     "table": lambda work_dir, logger, **options: TableWriter(logger, **options),
     "tensorboard": lambda work_dir, logger, **options: TensorBoardWriter(work_dir / "tb", logger=logger, **options),
@@ -35,18 +32,18 @@ _FACTORIES: Dict[str, Callable[..., Writer]] = {
 }
 
 
-def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path], logger: logging.Logger) -> Optional[Writer]:
+def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path],
+                 logger: logging.Logger) -> Optional[Writer]:
     """One writer from a name or ``dict(type=NAME, **options)``; None for a file writer without a work dir.
 
     Raises ValueError naming the item for an unknown name, TypeError for options the writer does not take,
-    and :class:`~rlearn.writers.tracking.MissingExtraError` (a ConfigError) when the writer's package is
-    not installed.
+    and :class:`~rlearn.writers.tracking.MissingExtraError` when the writer's package is not installed.
     """
     options = dict(spec) if isinstance(spec, Mapping) else {"type": spec}
     name = options.pop("type", None)
     if check_writer_specs([name]) is not None:
         raise ValueError(f"learner.writers: {spec!r} is not a writer: use one of {', '.join(WRITER_NAMES)}")
-    if work_dir is None and name in _FILE_WRITERS:
+    if work_dir is None and name in ("tensorboard", "jsonl", "csv"):
         return None
     try:
         return _FACTORIES[name](Path(work_dir) if work_dir is not None else None, logger, **options)

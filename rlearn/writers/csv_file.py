@@ -48,17 +48,15 @@ class CsvWriter(RowFileWriter):
         super().__init__(path, logger=logger, **kwargs)
         self.columns: Optional[List[str]] = None
 
-    # ------------------------------------------------------------------------------------- format
     def parse(self, text: str) -> Tuple[List[Entry], bool]:
         lines = text.split("\n")
         torn = bool(lines.pop())
         if not lines:
             return [], torn
         header = next(csv.reader([lines[0]]))
-        entries = [_parse_row(header, line, number) for number, line in enumerate(lines[1:], start=2) if line]
         if self.columns is None:
             self.columns = header
-        return entries, torn
+        return [_parse_row(header, line, number) for number, line in enumerate(lines[1:], start=2) if line], torn
 
     def _cells(self, row: Row) -> List[str]:
         return [_cell(row[name]) if name in row else "" for name in self.columns or ()]
@@ -71,20 +69,16 @@ class CsvWriter(RowFileWriter):
 
     def _columns_for(self, rows: List[Row]) -> List[str]:
         """The header, widened by the names of ``rows`` it lacks (in the order they appear)."""
-        names = (name for row in rows for name in row)
-        self.columns = list(dict.fromkeys([*(self.columns or FIRST_COLUMNS), *names]))
+        self.columns = list(dict.fromkeys([*(self.columns or FIRST_COLUMNS), *(name for row in rows for name in row)]))
         return self.columns
 
     def _before_append(self, row: Row) -> None:
-        """Widen the header (rewriting the file once) when ``row`` has a name it lacks; write the header of
-        a new file."""
-        empty = self.path.stat().st_size == 0
-        if empty or self.columns is None or any(name not in self.columns for name in row):
+        """Write the header of a new file; widen it (rewriting the file once) when ``row`` has a name it lacks."""
+        if self.path.stat().st_size == 0 or self.columns is None or any(name not in self.columns for name in row):
             rows = self.read_rows()
             self._columns_for(rows + [row])
             self._replace(rows)
 
-    # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """``{"rows": rows written, "columns": the header}``: what :meth:`rewind` restores."""
         return {**super().state_dict(), "columns": list(self.columns or FIRST_COLUMNS)}

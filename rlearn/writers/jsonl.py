@@ -1,8 +1,4 @@
-"""``JsonlWriter``: ``<work_dir>/metrics.jsonl``, one JSON object per write.
-
-Each line is one write of the metric path (a periodic log or an evaluation)::
-
-    {"train_iter": 100, "envstep": 100, "time": 1795555943.39, "loss_avg": 1.5, "collector/episode_return_avg": -1203.4}
+"""``JsonlWriter``: ``<work_dir>/metrics.jsonl``, one JSON object per write (a periodic log or an evaluation).
 
 A statistic without a value is absent from its line (never 0, never null); non-finite numbers are written
 as ``json`` writes them (``NaN``, ``Infinity``). ``rlearn plot`` reads this file. See docs/writers.md.
@@ -25,13 +21,10 @@ class JsonlWriter(RowFileWriter):
         lines = text.split("\n")
         tail = lines.pop()  # "" when the text ends with a newline
         entries = [_parse_line(line, number) for number, line in enumerate(lines, start=1) if line.strip()]
-        torn = False
-        if tail.strip():  # a last line without its newline: complete if it parses, else what a crash left
-            last = _parse_line(tail, len(lines) + 1)
-            torn = isinstance(last, DamagedLine)
-            if not torn:
-                entries.append(last)
-        return entries, torn
+        last = _parse_line(tail, len(lines) + 1) if tail.strip() else None
+        if isinstance(last, dict):  # a last line without its newline is complete if it parses
+            entries.append(last)
+        return entries, isinstance(last, DamagedLine)
 
     def encode_row(self, row: Row) -> str:
         return json.dumps(row, separators=(", ", ": ")) + "\n"
@@ -42,9 +35,7 @@ def _parse_line(line: str, number: int) -> Entry:
         row = json.loads(line)
     except ValueError as exc:
         return DamagedLine(number, f"not JSON: {exc}")
-    if not isinstance(row, dict):
-        return DamagedLine(number, f"a JSON {type(row).__name__}, not an object")
-    return row
+    return row if isinstance(row, dict) else DamagedLine(number, f"a JSON {type(row).__name__}, not an object")
 
 
 def read_jsonl(path, logger=None) -> List[Row]:

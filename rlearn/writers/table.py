@@ -18,7 +18,6 @@ docs/reading-the-logs.md.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import shutil
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -54,9 +53,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, (bool, int)):
         return str(value)
     value = float(value)
-    if not math.isfinite(value):
-        return str(value)
-    if 1e5 <= abs(value) < 1e15:
+    if 1e5 <= abs(value) < 1e15:  # False for inf and nan, which the "g" format writes as str() does
         return f"{value:.0f}"
     return f"{value:.5g}"
 

@@ -70,9 +70,8 @@ def _next_record(blob: bytes, offset: int) -> Optional[int]:
 def read_records(path: Union[str, os.PathLike]) -> EventFile:
     """Read the TFRecord records of ``path``, checking both CRCs of each.
 
-    A record that fails a check is skipped, reading resuming at the next valid record (the record's own end
-    when its length is intact). A damaged region with valid records after it goes to
-    :attr:`EventFile.corrupt`, one at the end of the file to :attr:`EventFile.damaged_tail`.
+    A record that fails a check is skipped, reading resuming at the next valid record. A damaged region with
+    valid records after it goes to :attr:`EventFile.corrupt`, one at the end to :attr:`EventFile.damaged_tail`.
     """
     blob = Path(path).read_bytes()
     result = EventFile(Path(path))
@@ -84,14 +83,8 @@ def read_records(path: Union[str, os.PathLike]) -> EventFile:
             result.raw.append(blob[offset:end])
             offset = end
             continue
-        resume = None
-        if problem == "bad data checksum":  # the length is intact: the record ends where it says
-            after = offset + _FRAME + _HEADER.unpack_from(blob, offset)[0] + _CRC.size
-            if after == len(blob) or _record_at(blob, after)[0] is not None:
-                resume = after
+        resume = _next_record(blob, offset)
         if resume is None:
-            resume = _next_record(blob, offset)
-        if resume is None or resume >= len(blob):
             result.damaged_tail = f"{problem} at byte {offset}"
             break
         result.corrupt.append(f"{problem} at byte {offset} ({resume - offset} bytes skipped)")

@@ -87,12 +87,6 @@ class TBWriter:
         """As ``SummaryWriter.add_text``: a text summary (TEXT dashboard)."""
         self.add_summary(text(tag, text_string), global_step)
 
-    def add_gif(self, tag: str, gif: bytes, height: int, width: int, step: int) -> None:
-        """An animated GIF as an image summary (what ``add_video`` writes, without moviepy); counted as a point."""
-        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
-        self.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
-        self.count_point(tag, int(step))
-
     def count_point(self, tag: str, step: int) -> None:
         """Count one point of ``tag`` at ``step`` in :attr:`points` and :attr:`totals`."""
         self.totals[tag] = self.totals.get(tag, 0) + 1

@@ -62,12 +62,17 @@ class TensorBoardWriter(TBWriter, Writer):
                 self.add_scalar(step_tag, value, step_env)
 
     def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
-        """The episode as an animated GIF (:func:`rlearn.video.encode_gif`) in the Images dashboard, on the
-        env-step axis only: ``evaluator/video`` becomes the tag ``evaluator_step/video`` at step ``step_env``."""
+        """The episode as an animated GIF image (what ``add_video`` writes, without moviepy) in the Images
+        dashboard, on the env-step axis only: ``evaluator/video`` becomes ``evaluator_step/video`` at ``step_env``."""
+        from tensorboardX.proto.summary_pb2 import Summary
+
         from rlearn.video import encode_gif
 
         gif, height, width = encode_gif(frames, fps)
-        self.add_gif(tb_tags(name)[1], gif, height, width, step_env)
+        tag = tb_tags(name)[1]
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif)
+        self.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step_env)
+        self.count_point(tag, int(step_env))
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """A TensorBoard text summary (the TEXT dashboard) at step ``step_iter``."""
