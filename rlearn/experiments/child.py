@@ -3,22 +3,24 @@
 Each run of a sweep or a study is ``python -m rlearn train ... --work-dir DIR --no-progress`` in its own
 process and session, console output in ``DIR/console.log``. It gets SIGTERM when the experiment process dies
 (:func:`rlearn.run.signals.stop_with_parent`): it saves a checkpoint and stops, and a restarted experiment
-resumes it. A Ctrl-C reaches only the experiment process, which passes it on (:meth:`TrainProcess.send`).
+resumes it. A Ctrl-C reaches only the experiment process, which passes it on (:meth:`TrainProcess.send_signal`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["ExperimentError", "JsonlTail", "TrainProcess", "available_cores", "thread_settings",
-           "wait_until_free", "CONSOLE_LOG", "FINISHED", "INTERRUPTED_CODES"]
+__all__ = ["ExperimentError", "check_numbers", "check_out", "JsonlTail", "TrainProcess", "available_cores", "thread_settings",
+           "wait_until_free", "start_run", "last_return", "slurm_task", "CONSOLE_LOG", "FINISHED", "INTERRUPTED_CODES"]
 
 #: the run's console output (stdout and stderr) in its work dir
 CONSOLE_LOG = "console.log"
@@ -28,6 +30,36 @@ FINISHED, INTERRUPTED_CODES = 0, (130, 143)
 
 class ExperimentError(ValueError):
     """A bad argument, config or experiment directory; the message names the culprit."""
+
+
+#: the least value of each number option of ``rlearn sweep`` and ``rlearn tune``
+MINIMUM = {"jobs": 1, "train_episodes": 1, "trials": 1, "startup_trials": 0, "warmup_steps": 0, "sampler_seed": 0}
+
+
+def check_numbers(**values: Any) -> None:
+    """ExperimentError naming the option (``--train-episodes`` for ``train_episodes``) whose value cannot be
+    used; None passes."""
+    for name, value in values.items():
+        option = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if name == "heartbeat":
+            if not value > 0:
+                raise ExperimentError(f"{option} must be > 0 seconds, got {value}")
+        elif value < MINIMUM[name]:
+            raise ExperimentError(f"{option} must be >= {MINIMUM[name]}, got {value}")
+        elif name == "sampler_seed" and value >= 2 ** 32:
+            raise ExperimentError(f"{option} must be below 2**32, got {value}")
+
+
+def check_out(exp_dir: Path) -> None:
+    """ExperimentError when ``exp_dir`` (``--out``) or a directory above it is a file."""
+    for candidate in (exp_dir, *exp_dir.parents):
+        if candidate.exists() or candidate.is_symlink():
+            if not candidate.is_dir():
+                where = "is a file" if candidate == exp_dir else f"cannot be created: {str(candidate)!r} is a file"
+                raise ExperimentError(f"--out {str(exp_dir)!r} {where}, not a directory; choose another --out")
+            return
 
 
 def available_cores() -> int:
@@ -91,6 +123,19 @@ def mean_return(row: Mapping[str, Any]) -> Optional[float]:
     return sum(returns) / len(returns) if returns else None
 
 
+def last_return(work_dir: Path) -> Optional[float]:
+    """The mean return of the last evaluation in ``work_dir``'s ``evaluations.jsonl``; None without one."""
+    rows = JsonlTail(Path(work_dir) / "evaluations.jsonl").new_rows()
+    return mean_return(rows[-1]) if rows else None
+
+
+def slurm_task() -> Optional[str]:
+    """This process's Slurm job: ``JOBID_TASK`` in a job array, else ``JOBID``; None outside Slurm."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{job}_{task}" if job and task else job
+
+
 def wait_until_free(work_dir: Path, timeout_s: float = 120.0, on_wait: Any = None) -> bool:
     """Wait until no live process holds ``work_dir``'s lock (a run of an experiment killed a moment ago may
     still be saving its checkpoint); True when free, False after ``timeout_s``. ``on_wait(holder)`` is
@@ -132,7 +177,7 @@ class TrainProcess:
         self.metrics = JsonlTail(self.work_dir / "metrics.jsonl")
         self.evaluations = JsonlTail(self.work_dir / "evaluations.jsonl")
         self.envstep = 0
-        self.started_at: Optional[float] = None
+        self.started_at = 0.0  # time.monotonic() at the start
         self._process: Optional[subprocess.Popen] = None
 
     def start(self) -> "TrainProcess":
@@ -157,26 +202,20 @@ class TrainProcess:
 
     def poll(self) -> Optional[int]:
         """The exit code once the process has ended (a signal's: ``128 + signum``), else None."""
-        if self._process is None:
-            return None
-        code = self._process.poll()
+        code = self._process.poll() if self._process is not None else None
         return None if code is None else (128 - code if code < 0 else code)
 
     def wait(self, timeout: Optional[float] = None) -> int:
-        """Wait for the end; the exit code as in :meth:`poll`."""
+        """Wait for the end (``subprocess.TimeoutExpired`` after ``timeout``); the exit code as in :meth:`poll`."""
         assert self._process is not None, "start() first"
         self._process.wait(timeout)
-        code = self.poll()
-        assert code is not None
-        return code
+        return self.poll()  # type: ignore[return-value]  # never None once it has ended
 
-    def send(self, signum: int) -> None:
-        """Send ``signum`` to the run (SIGTERM or SIGINT: it saves a checkpoint and stops; twice: at once)."""
-        if self._process is not None and self._process.poll() is None:
-            try:
-                self._process.send_signal(signum)
-            except ProcessLookupError:
-                pass
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the run while it runs (SIGTERM or SIGINT: it saves a checkpoint and stops; twice: at
+        once)."""
+        if self._process is not None:
+            self._process.send_signal(signum)  # does nothing once the process has ended
 
     def progress(self) -> int:
         """The run's env steps so far, from the last row of its ``metrics.jsonl``."""
@@ -207,8 +246,6 @@ class StopSignals:
         return bool(self.received)
 
     def __enter__(self) -> "StopSignals":
-        import threading
-
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -222,7 +259,7 @@ class StopSignals:
         a checkpoint and stop, a second stops it at once); returns how many are sent now."""
         for signum in self.received[sent:]:
             for process in processes:
-                process.send(signum)
+                process.send_signal(signum)
         return len(self.received)
 
     def __exit__(self, *exc: Any) -> None:
@@ -241,28 +278,16 @@ def load_experiment_config(spec: str, overrides: Sequence[str] = ()) -> Dict[str
         raise ExperimentError(" ".join(str(exc).split())) from exc
 
 
-def config_differences(old: Mapping[str, Any], new: Mapping[str, Any], ignored: Sequence[str] = ("seed", "num_threads")) -> List[str]:
-    """``"key: old -> new"`` for each flattened config value that differs (``ignored`` keys left out)."""
-    from rlearn.config import flatten
-
-    a, b = flatten(old), flatten(new)
-    missing = object()
-    return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in sorted(set(a) | set(b))
-            if k not in ignored and a.get(k, missing) != b.get(k, missing)]
-
-
 #: the resolved config of an experiment, in its dir; every run of the experiment trains it
 EXPERIMENT_CONFIG = "config.py"
 
 
 def open_experiment_dir(exp_dir: Path, cfg: Mapping[str, Any], manifest_name: str) -> Optional[Dict[str, Any]]:
     """The manifest of the experiment in ``exp_dir`` (None for a new one: the dir is created and ``cfg``
-    written to its ``config.py``).
+    written to its ``config.py``). An existing experiment of another config (apart from ``seed`` and
+    ``num_threads``) or a non-empty dir without the manifest is refused: one dir never mixes two experiments."""
+    from rlearn.experiments.membership import config_differences
 
-    An existing experiment must have been started with the same config (apart from ``seed`` and
-    ``num_threads``): otherwise ExperimentError names the keys that differ, so that one experiment dir
-    never mixes two experiments. A non-empty dir without the manifest is refused.
-    """
     exp_dir = Path(exp_dir)
     manifest, config_file = exp_dir / manifest_name, exp_dir / EXPERIMENT_CONFIG
     if not manifest.is_file():
@@ -276,7 +301,7 @@ def open_experiment_dir(exp_dir: Path, cfg: Mapping[str, Any], manifest_name: st
         state = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ExperimentError(f"{manifest}: cannot be read ({exc}); move it away to start afresh") from exc
-    changes = config_differences(load_experiment_config(str(config_file)), cfg)
+    changes = config_differences(load_experiment_config(str(config_file)), cfg, ignored=("seed", "num_threads"))
     if changes:
         shown = "; ".join(changes[:5]) + ("; ..." if len(changes) > 5 else "")
         raise ExperimentError(f"{exp_dir} holds an experiment of another config ({shown}); continue it with the "
@@ -300,8 +325,6 @@ def has_checkpoint(work_dir: Path) -> bool:
 def clear_unresumable(work_dir: Path) -> bool:
     """Empty a work dir whose run stopped before its first checkpoint (nothing to resume; its partial logs
     would be duplicated by the new start), keeping ``console.log``; True when something was removed."""
-    import shutil
-
     work_dir = Path(work_dir)
     if not work_dir.is_dir() or has_checkpoint(work_dir):
         return False

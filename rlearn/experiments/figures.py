@@ -18,7 +18,10 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
-def _save(fig, out: Path) -> Path:
+def _save(fig, out: Path, legend_ax=None) -> Path:
+    if legend_ax is not None:
+        legend_ax.grid(True, alpha=0.3)
+        legend_ax.legend(loc="best", fontsize="small")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     return out
@@ -59,9 +62,7 @@ def plot_profiles(profiles: Mapping[str, Tuple[np.ndarray, np.ndarray]], taus: S
     ax.set_xlabel(f"{score_label} threshold τ")
     ax.set_ylabel("fraction of runs with score > τ")
     ax.set_ylim(-0.02, 1.02)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    return _save(fig, out)
+    return _save(fig, out, ax)
 
 
 def plot_curves(curves: Mapping[str, Tuple[List[float], np.ndarray, np.ndarray]], out: Path, xlabel: str,
@@ -85,6 +86,4 @@ def plot_curves(curves: Mapping[str, Tuple[List[float], np.ndarray, np.ndarray]]
         import textwrap
 
         fig.supxlabel("\n".join(textwrap.fill(n, 110) for n in notes), fontsize="x-small", ha="left", x=0.01)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
-    return _save(fig, out)
+    return _save(fig, out, ax)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 __all__ = ["read_config_literal", "config_differences", "IGNORED_KEYS", "IDENTITY_KEYS", "Membership", "check_membership"]
 
@@ -49,15 +49,16 @@ def _same(a: Any, b: Any) -> bool:
     return a == b or repr(a) == repr(b)  # nan == nan for configs
 
 
-def config_differences(reference: Mapping[str, Any], cfg: Mapping[str, Any], keys: Optional[Sequence[str]] = None) -> List[str]:
+def config_differences(reference: Mapping[str, Any], cfg: Mapping[str, Any], keys: Optional[Sequence[str]] = None,
+                       ignored: Sequence[str] = IGNORED_KEYS) -> List[str]:
     """``"key: reference value -> run value"`` for each flattened key (of ``keys``, default all) that differs,
-    :data:`IGNORED_KEYS` left out."""
+    ``ignored`` keys left out."""
     from rlearn.config import flatten
 
     a, b = flatten(reference), flatten(cfg)
     names = list(keys) if keys is not None else sorted(set(a) | set(b), key=lambda k: (k not in IDENTITY_KEYS, k))
     return [f"{k}: {_short(a.get(k, '<absent>'))} -> {_short(b.get(k, '<absent>'))}" for k in names
-            if k not in IGNORED_KEYS and not _same(a.get(k, _MISSING), b.get(k, _MISSING))]
+            if k not in ignored and not _same(a.get(k, _MISSING), b.get(k, _MISSING))]
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -78,15 +79,6 @@ class Membership:
     def __init__(self, reference: Optional[Dict[str, Any]], source: str, kept: List[Path], left_out: List[str],
                  warnings: List[str]) -> None:
         self.reference, self.source, self.kept, self.left_out, self.warnings = reference, source, kept, left_out, warnings
-
-    def fact(self, path: str) -> Any:
-        """A value of the experiment's config by dotted path (None when unknown)."""
-        node: Any = self.reference
-        for part in path.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return None
-            node = node[part]
-        return node
 
 
 def _read(path: Path, warnings: List[str]) -> Optional[Dict[str, Any]]:
@@ -133,15 +125,14 @@ def check_membership(exp_dir: Path, runs: Sequence[Path]) -> Membership:
     return Membership(reference, source, kept, left_out, warnings)
 
 
-def describe_budget(envsteps: Sequence[int], budget: Any) -> Tuple[str, bool]:
-    """``("6144 env steps per run (train.max_env_steps 6000)", differs)``: what the runs did, with the
-    configured budget when a run's count differs from it."""
+def describe_budget(envsteps: Sequence[int], budget: Any) -> str:
+    """``"6144 env steps per run (train.max_env_steps 6000)"``: what the runs did, with the configured budget
+    when a run's count differs from it ("" when no run has an env step)."""
     done = sorted({int(s) for s in envsteps if s})
     if not done:
-        return "", False
+        return ""
     text = f"{done[0]} env steps per run" if len(done) == 1 else f"{done[0]} to {done[-1]} env steps per run"
-    differs = budget is not None and any(s != budget for s in done)
-    if differs:
+    if budget is not None and any(s != budget for s in done):
         shown = int(budget) if isinstance(budget, float) and budget.is_integer() else budget
         text += f" (train.max_env_steps {shown})"
-    return text, differs
+    return text

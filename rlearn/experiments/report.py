@@ -85,12 +85,11 @@ def _section(kind: str, experiments: Sequence[Experiment], options: ReportOption
     by_time: Dict[str, List[Tuple[List[float], List[float]]]] = {}
     left_out: List[str] = []
     clocks: Counter = Counter()
+    prefix = "eval" if kind == "evaluation" else "train"
     for exp in experiments:
         values, steps, times = [], [], []
         for run in exp.runs:
-            score = run.eval_score if kind == "evaluation" else run.train_score
-            step_curve = run.eval_by_step if kind == "evaluation" else run.train_by_step
-            time_curve = run.eval_by_time if kind == "evaluation" else run.train_by_time
+            score, step_curve, time_curve = (getattr(run, prefix + name) for name in ("_score", "_by_step", "_by_time"))
             if score is None:
                 left_out.append(f"{run.path}: left out, no {kind} score")
                 continue
@@ -247,7 +246,7 @@ def _few_runs(counts: Dict[str, int]) -> Optional[str]:
 def _header_line(exp: Experiment) -> str:
     counts = Counter(run.status for run in exp.runs if run.status)
     status = ", ".join(f"{n} {s}" for s, n in counts.items())
-    steps, _ = describe_budget([run.envstep for run in exp.runs], exp.max_env_steps)
+    steps = describe_budget([run.envstep for run in exp.runs], exp.max_env_steps)
     facts = [f"{len(exp.runs)} runs" + (f" ({status})" if status else "")]
     facts += [str(v) for v in (exp.env_id, exp.policy) if v] + ([steps] if steps else [])
     left = f"; {len(exp.left_out)} left out (below)" if exp.left_out else ""

@@ -1,15 +1,12 @@
-"""The scores of the runs of experiment dirs, read from what every run writes, as data: nothing in an
-experiment dir is executed (``config.py`` is read as a literal, :mod:`rlearn.experiments.membership`).
+"""The scores of the runs of experiment dirs, read as data from what every run writes: nothing in an
+experiment dir is executed (:mod:`rlearn.experiments.membership`).
 
-A run's **evaluation score** is the mean return of its last evaluation (``evaluations.jsonl``); its optional
-**training score** is the last value of a ``metrics.jsonl`` key (by default the mean return of the last N
-training episodes, logged by ``rlearn sweep --train-episodes N``). An experiment dir holds runs as
-sub-directories (any work dir with a ``metrics.jsonl`` or ``evaluations.jsonl``) or is a single run; a work
-dir of another experiment is left out (:func:`~rlearn.experiments.membership.check_membership`). A row of
-the wrong shape is skipped with a ``<file>:<line>: ...`` problem. Curves are aligned as ``rlearn plot`` does
-(:func:`align`). Time is the run's **training time**: the train time its log rows measure
-(``throughput/iters_per_sec``) plus evaluations and checkpoints, so the pauses of a run interrupted and
-resumed do not count; a run without those rows falls back to seconds since its first record.
+A run's **evaluation score** is the mean return of its last evaluation; its optional **training score** the
+last value of a ``metrics.jsonl`` key. An experiment dir holds runs as sub-directories (any work dir with a
+``metrics.jsonl`` or ``evaluations.jsonl``) or is a single run. A row of the wrong shape is skipped with a
+``<file>:<line>: ...`` problem. Time is the run's **training time** (:func:`training_clock`), so the pauses
+of a run interrupted and resumed do not count; a run without throughput rows falls back to seconds since its
+first record.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rlearn.experiments.child import ExperimentError
+from rlearn.experiments.child import ExperimentError, mean_return
 from rlearn.experiments.membership import check_membership, read_config_literal
 
 __all__ = ["RunScores", "Experiment", "load_experiment", "load_run", "align", "time_grid", "series", "interpolate",
@@ -55,8 +52,12 @@ def series(rows: Sequence[Mapping[str, Any]], key: str, x: str = "envstep") -> T
         if value is None or at is None or not math.isfinite(value):
             continue
         points[at - (start if x == "time" and start is not None else 0.0)] = value
+    return _curve(points)
+
+
+def _curve(points: Mapping[float, float]) -> Series:
     xs = sorted(points)
-    return xs, [points[v] for v in xs]
+    return xs, [points[x] for x in xs]
 
 
 def interpolate(xs: List[float], ys: List[float], at: float) -> Optional[float]:
@@ -180,15 +181,12 @@ def _is_run(path: Path) -> bool:
     return (path / "metrics.jsonl").is_file() or (path / "evaluations.jsonl").is_file()
 
 
-def _mean(values: Sequence[float]) -> Optional[float]:
-    return sum(values) / len(values) if values else None
-
-
 def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[str] = None) -> RunScores:
     """The scores of one work dir (see the module doc); rows it could not use are in ``problems``."""
     work_dir = Path(work_dir)
     problems: List[str] = []
-    metrics = [row for _, row in read_rows(work_dir / "metrics.jsonl", problems)]
+    metric_rows = read_rows(work_dir / "metrics.jsonl", problems)
+    metrics = [row for _, row in metric_rows]
     evaluations = []
     for line, row in read_rows(work_dir / "evaluations.jsonl", problems):
         problem = _evaluation_problem(row)
@@ -208,21 +206,19 @@ def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[s
     by_step: Dict[float, float] = {}
     by_time: Dict[float, float] = {}
     for row in evaluations:
-        mean = _mean([float(v) for v in row["returns"]])
+        mean = mean_return(row)
         if mean is not None and math.isfinite(mean):
             by_step[float(row["envstep"])] = mean
             by_time[when(row)] = mean
-    eval_by_step = (sorted(by_step), [by_step[k] for k in sorted(by_step)])
-    eval_by_time = (sorted(by_time), [by_time[k] for k in sorted(by_time)])
-    eval_score = _mean([float(v) for v in evaluations[-1]["returns"]]) if evaluations else None
-    run = RunScores(work_dir, eval_score, None, eval_by_step, eval_by_time, status=status,
+    eval_score = mean_return(evaluations[-1]) if evaluations else None
+    run = RunScores(work_dir, eval_score, None, _curve(by_step), _curve(by_time), status=status,
                     clock="training" if clock is not None else "wall", problems=problems)
     run.envstep = int(max([number(r.get("envstep")) or 0 for r in metrics + evaluations], default=0))
     if train_key is not None:
-        xs_step: List[float] = []
+        last_at: Dict[float, float] = {}
         xs_time: List[float] = []
         ys: List[float] = []
-        for line, row in read_rows(work_dir / "metrics.jsonl", []):
+        for line, row in metric_rows:
             if train_key not in row:
                 continue
             value, step = number(row[train_key]), number(row.get("envstep"))
@@ -233,13 +229,10 @@ def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[s
                 continue
             if not math.isfinite(value):
                 continue
-            xs_step.append(step)
+            last_at[step] = value
             xs_time.append(when(row))
             ys.append(value)
-        last_at: Dict[float, float] = {}
-        for x, y in zip(xs_step, ys):
-            last_at[x] = y
-        run.train_by_step = (sorted(last_at), [last_at[x] for x in sorted(last_at)])
+        run.train_by_step = _curve(last_at)
         run.train_by_time = (xs_time, ys)
         run.train_score = run.train_by_step[1][-1] if run.train_by_step[1] else None
     return run
@@ -270,10 +263,13 @@ def load_experiment(exp_dir: Path, train_key: Optional[str] = None, label: Optio
     if not membership.kept:
         raise ExperimentError(f"{exp_dir}: none of its {len(dirs)} runs belongs to the experiment of "
                               f"{membership.source} ({membership.left_out[0]})")
+    from rlearn.config import flatten
+
     runs = [load_run(d, train_key, statuses.get(d.name)) for d in membership.kept]
-    budget = membership.fact("train.max_env_steps")
-    return Experiment(label or exp_dir.name, exp_dir, runs, membership.fact("env.id"),
-                      budget if isinstance(budget, (int, float)) else None, membership.fact("policy.type"),
+    facts = flatten(membership.reference or {})
+    budget = facts.get("train.max_env_steps")
+    return Experiment(label or exp_dir.name, exp_dir, runs, facts.get("env.id"),
+                      budget if isinstance(budget, (int, float)) else None, facts.get("policy.type"),
                       left_out=membership.left_out, problems=membership.warnings + [p for r in runs for p in r.problems])
 
 
@@ -284,8 +280,7 @@ def align(runs: Sequence[Series], grid: Optional[Sequence[float]] = None,
     ``hold_last`` a run that ended keeps its last value up to the end of the longest run."""
     if not runs or any(not xs for xs, _ in runs):
         raise ExperimentError("a curve needs at least one point in every run")
-    low = max(xs[0] for xs, _ in runs)
-    high = max(xs[-1] for xs, _ in runs) if hold_last else min(xs[-1] for xs, _ in runs)
+    low, high = _span(runs, hold_last)
     if grid is None:
         grid = sorted({x for xs, _ in runs for x in xs if low <= x <= high})
     else:
@@ -297,8 +292,12 @@ def align(runs: Sequence[Series], grid: Optional[Sequence[float]] = None,
 def time_grid(runs: Sequence[Series], points: int = 50, hold_last: bool = False) -> List[float]:
     """``points`` evenly spaced seconds over the range every run covers (up to the longest run's end with
     ``hold_last``; one point when the range is a point)."""
-    low = max(xs[0] for xs, _ in runs)
-    high = max(xs[-1] for xs, _ in runs) if hold_last else min(xs[-1] for xs, _ in runs)
+    low, high = _span(runs, hold_last)
     if high <= low:
         return [low] if high == low else []
     return [low + (high - low) * i / (points - 1) for i in range(points)]
+
+
+def _span(runs: Sequence[Series], hold_last: bool) -> Tuple[float, float]:
+    """The range of x every run covers (up to the longest run's end with ``hold_last``)."""
+    return max(xs[0] for xs, _ in runs), max(xs[-1] for xs, _ in runs) if hold_last else min(xs[-1] for xs, _ in runs)

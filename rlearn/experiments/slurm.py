@@ -1,37 +1,34 @@
-"""Sweeps and tuning workers on Slurm, through `submitit <https://github.com/facebookincubator/submitit>`_.
+"""Sweeps and tuning workers on Slurm, through `submitit <https://github.com/facebookincubator/submitit>`_
+(docs/cluster.md). Imported only with ``--launcher slurm``.
 
-Imported only with ``--launcher slurm``. ``rlearn sweep CONFIG --seeds 0-9 --launcher slurm --slurm KEY=VALUE
-...`` submits one job array (``AutoExecutor.map_array``): task ``i`` trains seed ``i`` of the sweep as an
-ordinary ``rlearn train`` run in its own work dir ``seed_<n>/``. Slurm's warning signal before a time limit or
-a pre-emption (``--signal=USR2@90``) reaches the task (:meth:`SlurmRun.checkpoint`): the run saves a
-checkpoint and stops, and the task is requeued; a requeue by Slurm itself (``scontrol requeue``, a
-pre-emption with ``SIGTERM``) stops the run the same way. Started again, the task resumes the run from its
-checkpoint (``rlearn train --resume``), so its logs equal those of an uninterrupted run.
-
-The experiment dir holds ``sweep.json`` (with the Slurm options and each seed's job id), ``slurm/logs/``
-(submitit's task logs: ``<array>_<task>_0_log.out`` / ``.err``) and ``slurm/seed_<n>.json`` (each task's
-state, written on the node). ``rlearn sweep --out DIR`` shows each seed's state (queued, running, done,
-failed, stopped) from those files and ``squeue``, and submits again only the seeds that are neither done nor
-queued nor running.
+A sweep is one job array (``AutoExecutor.map_array``): task ``i`` trains seed ``i`` as an ordinary ``rlearn
+train`` run in ``seed_<n>/``. Slurm's warning signal before a time limit or a pre-emption (``--signal=USR2@90``)
+reaches the task (:meth:`_ChildTask.checkpoint`): the run saves a checkpoint and stops, and the task is requeued;
+a requeue by Slurm itself (SIGTERM) stops the run the same way. Started again, the task resumes the run from its
+checkpoint, so its logs equal those of an uninterrupted run. ``slurm/seed_<n>.json`` holds each task's state
+(written on the node), ``slurm/logs/`` submitit's task logs.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
+from functools import partial
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import submitit
 
-from rlearn.experiments.child import ExperimentError, start_run, thread_settings
+from rlearn.experiments.child import INTERRUPTED_CODES, ExperimentError, slurm_task, thread_settings
+from rlearn.experiments.sweep import run_dir_name, start_seed
 
-__all__ = ["parse_slurm_options", "sbatch_parameters", "SlurmRun", "SlurmTuneWorker", "submit_tune_workers"]
+__all__ = ["parse_slurm_options", "sbatch_parameters", "SlurmRun", "SlurmTuneWorker", "SlurmSweep",
+           "submit_tune_workers"]
 
 SLURM_DIR, LOG_DIR = "slurm", "logs"
 #: ``--slurm`` keys: meaning, and the submitit parameter each sets
@@ -105,34 +102,33 @@ def sbatch_parameters(options: Mapping[str, Any], name: str, tasks: int) -> Dict
     return params
 
 
-def make_executor(folder: Path, params: Mapping[str, Any]) -> Any:
+def _submit(exp_dir: Path, name: str, options: Mapping[str, Any], task: Callable[[float], Any], items: Sequence[Any],
+            dry_run: bool) -> Union[str, List[Any]]:
+    """Submit one job array, a task per item (``task(stop_s)`` makes the callable, ``stop_s`` being how long
+    it lets its child save a checkpoint after Slurm's warning); the jobs, or for a dry run the sbatch script."""
+    folder = Path(exp_dir).resolve() / SLURM_DIR / LOG_DIR
+    params = sbatch_parameters(options, name, len(items))
+    if dry_run:
+        from submitit.slurm.slurm import _make_sbatch_string
+
+        command = f"{sys.executable} -u -m submitit.core._submit {folder / '%j'}"
+        return _make_sbatch_string(command=command, folder=str(folder / "%j"), map_count=len(items), **params)
+    folder.mkdir(parents=True, exist_ok=True)
     executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster="slurm")
     executor.update_parameters(**{f"slurm_{k}": v for k, v in params.items()})
-    return executor
+    try:
+        return executor.map_array(task(float(max(10, params["signal_delay_s"] - 10))), list(items))
+    except (OSError, subprocess.CalledProcessError, submitit.core.utils.FailedJobError) as exc:
+        raise ExperimentError(f"sbatch failed: {' '.join(str(exc).split())[:300]}") from exc
 
 
-def dry_run_script(folder: Path, params: Mapping[str, Any], tasks: int) -> str:
-    """The sbatch script submitit would submit for an array of ``tasks``."""
-    import sys
-
-    from submitit.slurm.slurm import _make_sbatch_string
-
-    command = f"{sys.executable} -u -m submitit.core._submit {folder / '%j'}"
-    return _make_sbatch_string(command=command, folder=str(folder / "%j"), map_count=tasks, **params)
-
-
-def stop_s(params: Mapping[str, Any]) -> float:
-    """How long a task lets its child save a checkpoint after Slurm's warning: the warning's lead, less 10 s."""
-    return float(max(10, int(params.get("signal_delay_s", 90)) - 10))
-
-
-def _task_id() -> str:
-    job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"{job}_{task}" if job and task else os.environ.get("SLURM_JOB_ID", "?")
+def status_file(exp_dir: Path, seed: int) -> Path:
+    """The state file of seed ``seed``'s task."""
+    return Path(exp_dir) / SLURM_DIR / f"seed_{seed}.json"
 
 
 def write_status(path: Path, **values: Any) -> None:
-    """A task's state file, written atomically on the node."""
+    """Update a task's state file, atomically (it is written on the node)."""
     from rlearn.fileio import atomic_write_bytes
 
     old = read_status(path)
@@ -141,6 +137,7 @@ def write_status(path: Path, **values: Any) -> None:
 
 
 def read_status(path: Path) -> Dict[str, Any]:
+    """A task's state file (empty when missing or unreadable)."""
     try:
         value = json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -152,6 +149,7 @@ class _ChildTask(submitit.helpers.Checkpointable):
     """A Slurm task that runs one child process and, on Slurm's warning signal, stops it (SIGTERM: it saves a
     checkpoint) and asks to be requeued with the same arguments."""
 
+    #: the child: a :class:`~rlearn.experiments.child.TrainProcess` or a ``subprocess.Popen``
     _process: Any = None
     #: seconds the child gets to save its checkpoint (the warning comes ``signal_delay_s`` before the end)
     stop_s: float = 80.0
@@ -159,7 +157,7 @@ class _ChildTask(submitit.helpers.Checkpointable):
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         process = self._process
         if process is not None and process.poll() is None:
-            process.send(signal.SIGTERM)
+            process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=self.stop_s)
             except subprocess.TimeoutExpired:
@@ -180,24 +178,18 @@ class SlurmRun(_ChildTask):
     def __init__(self, exp_dir: Path, cpus: int, num_threads: Optional[int], stop_s: float = 80.0) -> None:
         self.exp_dir, self.cpus, self.num_threads, self.stop_s = Path(exp_dir).resolve(), cpus, num_threads, stop_s
 
-    def status_file(self, seed: int) -> Path:
-        return self.exp_dir / SLURM_DIR / f"seed_{seed}.json"
-
     def __call__(self, seed: int) -> int:
-        status = self.status_file(seed)
+        status = status_file(self.exp_dir, seed)
         attempts = int(read_status(status).get("attempts", 0)) + 1
-        write_status(status, status="running", job_id=_task_id(), host=socket.gethostname(), attempts=attempts)
+        write_status(status, status="running", job_id=slurm_task() or "?", host=socket.gethostname(), attempts=attempts)
         overrides, env = thread_settings(self.num_threads, 1, self.cpus)
-        args = ["--seed", str(seed), *(["--set", *overrides] if overrides else [])]
-        self._process = start_run(self.exp_dir, self.exp_dir / f"seed_{seed}", args, env, print, f"seed {seed}",
-                                  ignored_signals=(signal.SIGUSR2,))
+        self._process = start_seed(self.exp_dir, seed, overrides, env, print, ignored_signals=(signal.SIGUSR2,))
         if self._process is None:
             write_status(status, status="failed", exit_code=None, error="its work dir stayed locked by another process")
             raise RuntimeError(f"seed {seed}: its work dir stayed locked by another process")
-        while self._process.poll() is None:
+        while (code := self._process.poll()) is None:  # polled: a blocking wait would hold off checkpoint()'s
             time.sleep(0.5)
-        code = self._process.wait()
-        state = "finished" if code == 0 else "interrupted" if code in (130, 143) else "failed"
+        state = "finished" if code == 0 else "interrupted" if code in INTERRUPTED_CODES else "failed"
         write_status(status, status=state, exit_code=code,
                      **({"error": self._process.last_error()} if state == "failed" else {}))
         if state == "failed":
@@ -205,7 +197,7 @@ class SlurmRun(_ChildTask):
         return code
 
     def _requeued(self, seed: int) -> None:
-        write_status(self.status_file(seed), status="requeued")
+        write_status(status_file(self.exp_dir, seed), status="requeued")
 
 
 class SlurmTuneWorker(_ChildTask):
@@ -216,8 +208,6 @@ class SlurmTuneWorker(_ChildTask):
         self.argv, self.cwd, self.sampler_seed, self.stop_s = list(argv), Path(cwd), sampler_seed, stop_s
 
     def __call__(self, worker: int) -> int:
-        import sys
-
         from rlearn.run.signals import stop_with_parent
 
         def prepare() -> None:
@@ -225,28 +215,12 @@ class SlurmTuneWorker(_ChildTask):
             signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
         seed = [] if self.sampler_seed is None else ["--sampler-seed", str(self.sampler_seed + 1000 * worker)]
-        child = subprocess.Popen([sys.executable, "-m", "rlearn", *self.argv, *seed], cwd=self.cwd, preexec_fn=prepare)
-        self._process = _Popen(child)
-        code = child.wait()
-        if code not in (0, 130, 143):
+        self._process = subprocess.Popen([sys.executable, "-m", "rlearn", *self.argv, *seed], cwd=self.cwd,
+                                         preexec_fn=prepare)
+        code = self._process.wait()
+        if code not in (0, *INTERRUPTED_CODES):
             raise RuntimeError(f"tune worker {worker}: rlearn tune exited with {code}")
         return code
-
-
-class _Popen:
-    """The two methods of TrainProcess that :meth:`_ChildTask.checkpoint` uses, for a plain Popen."""
-
-    def __init__(self, child: subprocess.Popen) -> None:
-        self.child = child
-
-    def poll(self) -> Optional[int]:
-        return self.child.poll()
-
-    def send(self, signum: int) -> None:
-        self.child.send_signal(signum)
-
-    def wait(self, timeout: Optional[float] = None) -> int:
-        return self.child.wait(timeout)
 
 
 def squeue_states(job_ids: Sequence[str]) -> Dict[str, str]:
@@ -259,28 +233,120 @@ def squeue_states(job_ids: Sequence[str]) -> Dict[str, str]:
                               text=True, timeout=60)
     except FileNotFoundError as exc:
         raise ExperimentError("squeue is not found: run this on a Slurm login node") from exc
-    states = {}
-    for line in done.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            states[parts[0]] = parts[1]
-    return states
+    return dict(parts for parts in (line.split() for line in done.stdout.splitlines()) if len(parts) == 2)
 
 
 def submit_tune_workers(argv: Sequence[str], exp_dir: Path, workers: int, options: Mapping[str, Any],
                         dry_run: bool, sampler_seed: Optional[int] = None) -> Tuple[str, List[str]]:
     """Submit ``workers`` tasks, each ``rlearn tune ARGV`` on one shared study (worker ``i`` seeds its
     sampler with ``sampler_seed + 1000 i``); (message, job ids)."""
-    folder = Path(exp_dir).resolve() / SLURM_DIR / LOG_DIR
-    params = sbatch_parameters(options, f"rlearn-tune-{Path(exp_dir).name}", workers)
+    jobs = _submit(exp_dir, f"rlearn-tune-{Path(exp_dir).name}", options,
+                   partial(SlurmTuneWorker, argv, Path.cwd(), sampler_seed), range(workers), dry_run)
+    if isinstance(jobs, str):
+        return jobs, []
+    return f"submitted {workers} tune worker(s) as Slurm job {jobs[0].job_id.split('_')[0]}", [j.job_id for j in jobs]
+
+
+class SlurmSweep:
+    """The Slurm side of a :class:`~rlearn.experiments.sweep.Sweep`: ``options`` (``--slurm`` items, parsed)
+    are added to those the sweep was submitted with."""
+
+    def __init__(self, sweep: Any, options: Mapping[str, Any]) -> None:
+        self.sweep = sweep
+        self.exp_dir = Path(sweep.exp_dir)
+        self.options = {**(sweep.state.get("slurm") or {}), **options}
+        self.runs: Dict[str, Dict[str, Any]] = sweep.state["runs"]
+
+    def states(self) -> Dict[int, Tuple[str, Optional[str]]]:
+        """Each seed's state (done, queued, running, failed, stopped or not submitted) and job id, from the
+        tasks' state files and ``squeue``."""
+        jobs = {seed: self.runs[str(seed)].get("job_id") for seed in self.sweep.seeds}
+        status = {seed: read_status(status_file(self.exp_dir, seed)).get("status") for seed in jobs}
+        unfinished = [job for seed, job in jobs.items() if job and status[seed] != "finished"]
+        queue = squeue_states(unfinished) if unfinished else {}  # a finished sweep needs no Slurm to be read
+        found = {}
+        for seed, job in jobs.items():
+            if status[seed] == "finished":
+                state = "done"
+                self.runs[str(seed)].update(status="finished", exit_code=0)
+            elif queue.get(job) in QUEUED | RUNNING:
+                state = "running" if queue[job] in RUNNING or status[seed] == "running" else "queued"
+            elif status[seed] == "failed":
+                state = "failed"
+            else:
+                state = "stopped" if job else "not submitted"
+            found[seed] = (state, job)
+        self.sweep._save()
+        return found
+
+    def table(self, states: Mapping[int, Tuple[str, Optional[str]]]) -> List[str]:
+        """One line per seed: state, job id, the run's console output and the task's Slurm log."""
+        lines = []
+        for seed, (state, job) in states.items():
+            where = self.exp_dir / run_dir_name(seed) / "console.log"
+            log = f"  slurm log {self.exp_dir / SLURM_DIR / LOG_DIR / job / f'{job}_0_log.out'}" if job else ""
+            lines.append(f"  seed {seed}: {state:<13} job {job or '-':<12} {where}{log}")
+        return lines
+
+    def submit(self, seeds: Sequence[int], dry_run: bool = False) -> str:
+        """Submit ``seeds`` as one job array (each task one run); the message to show (the sbatch script for
+        a dry run, which submits nothing)."""
+        cpus = int(self.options.get("cpus_per_task", 1))
+        task = partial(SlurmRun, self.exp_dir, cpus, self.sweep.cfg.get("num_threads"))
+        jobs = _submit(self.exp_dir, f"rlearn-{self.exp_dir.name}", self.options, task, seeds, dry_run)
+        shown = ", ".join(map(str, seeds))
+        if isinstance(jobs, str):
+            return f"would submit seeds {shown} as tasks 0-{len(seeds) - 1} of one job array:\n{jobs}"
+        array = jobs[0].job_id.split("_")[0]
+        for seed, job in zip(seeds, jobs):
+            self.runs[str(seed)].update(status="submitted", job_id=job.job_id)
+            write_status(status_file(self.exp_dir, seed), status="submitted", job_id=job.job_id)
+        self.sweep.state.update(launcher="slurm", slurm=self.options)
+        self.sweep.state.setdefault("submissions", []).append({"array": array, "seeds": list(seeds), "time": time.time()})
+        self.sweep._save()
+        return f"submitted seeds {shown} as Slurm job array {array}"
+
+    def wait(self, note: Callable[[str], None], poll_s: float = 2.0) -> Dict[int, Tuple[str, Optional[str]]]:
+        """Follow the seeds until none is queued or running, telling each change of state to ``note``."""
+        seen: Dict[int, str] = {}
+        while True:
+            states = self.states()
+            for seed, (state, job) in states.items():
+                if seen.get(seed) != state:
+                    note(f"{time.strftime('%H:%M:%S')} seed {seed}: {state} (job {job})")
+                    seen[seed] = state
+            if not any(state in ("queued", "running") for state, _ in states.values()):
+                return states
+            time.sleep(poll_s)
+
+
+def run_slurm_sweep(sweep: Any, options: Mapping[str, Any], dry_run: bool, wait: bool,
+                    out: Callable[[str], None] = print) -> int:
+    """``rlearn sweep ... --launcher slurm`` (and ``--out DIR`` of a Slurm sweep): show each seed's state,
+    submit those neither done, queued nor running; with ``wait``, follow them to the end. The exit code: 0,
+    or 1 when ``wait`` ends with a seed not done."""
+    from rlearn.executables import shell_command
+
+    slurm = SlurmSweep(sweep, options)
+    states = slurm.states()
+    if any(job for _, job in states.values()):
+        out(f"sweep {slurm.exp_dir} on Slurm:")
+        for line in slurm.table(states):
+            out(line)
+    todo = [seed for seed, (state, _) in states.items() if state not in ("done", "queued", "running")]
+    if todo:
+        out(slurm.submit(todo, dry_run))
+    elif not dry_run:
+        out("nothing to submit: every seed is done, queued or running")
     if dry_run:
-        return dry_run_script(folder, params, workers), []
-    folder.mkdir(parents=True, exist_ok=True)
-    executor = make_executor(folder, params)
-    try:
-        worker = SlurmTuneWorker(argv, Path.cwd(), sampler_seed, stop_s(params))
-        jobs = executor.map_array(worker, list(range(workers)))
-    except (FileNotFoundError, subprocess.CalledProcessError, submitit.core.utils.FailedJobError) as exc:
-        raise ExperimentError(f"sbatch failed: {' '.join(str(exc).split())[:300]}") from exc
-    array = jobs[0].job_id.split("_")[0]
-    return f"submitted {workers} tune worker(s) as Slurm job {array}", [j.job_id for j in jobs]
+        return 0
+    if wait:
+        states = slurm.wait(out)
+        for line in slurm.table(states):
+            out(line)
+        return 0 if all(state == "done" for state, _ in states.values()) else 1
+    if all(state == "done" for state, _ in states.values()):
+        out(f"  report: {shell_command('rlearn', 'report', slurm.exp_dir)}")
+    else:
+        out(f"  state, and resubmit what stopped: {shell_command('rlearn', 'sweep', '--out', slurm.exp_dir)}")
+    return 0

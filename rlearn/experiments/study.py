@@ -1,19 +1,14 @@
-"""Where an ``rlearn tune`` study lives, and how several workers share it safely.
+"""Where an ``rlearn tune`` study lives, and how several workers share it safely (docs/cluster.md).
 
-* **Storage.** By default the study is an Optuna journal file, ``<out>/study.journal``, written under
-  Optuna's file lock (:class:`optuna.storages.journal.JournalFileOpenLock`), which any number of processes on
-  one machine, or on machines sharing the file system, may append to at once. ``--storage`` takes any Optuna
-  RDB URL (``postgresql://...`` for machines without a shared file system, ``sqlite:///...`` for one process)
-  or the path of another journal file. :func:`open_storage` turns each into an Optuna storage and every
-  failure into one line (:func:`storage_error`).
-* **Workers.** Each trial records the worker running it (host, process id and start time, Slurm job) and a
-  heartbeat (a timestamp renewed every few seconds). A RUNNING trial whose worker is gone (a dead process
-  on this host, an earlier incarnation of this Slurm job, or a heartbeat older than the grace period) is
-  *abandoned*: :func:`retry_abandoned` fails it and queues a copy with the same parameters and work dir, which the next ``ask()`` of any worker picks up and resumes. Failing is atomic in the
+* **Storage.** By default an Optuna journal file, ``<out>/study.journal``, which processes on one machine or
+  on machines sharing the file system append to under Optuna's file lock; ``--storage`` takes an Optuna RDB
+  URL or another journal file's path. :func:`open_storage` makes every failure one line (:func:`storage_error`).
+* **Workers.** Each trial records its worker (host, pid and its start time, Slurm job) and a heartbeat. A
+  RUNNING trial whose worker is gone is *abandoned*: :func:`retry_abandoned` fails it and queues a copy with
+  the same parameters and work dir, which the next ``ask()`` of any worker resumes. Failing is atomic in the
   storage, so two workers never both retry one trial, and a live worker's trials are never taken.
-* **Asking.** :class:`DirLock` (an ``flock`` on ``<out>/.tune.lock``) makes counting and asking one step for
-  the workers sharing an ``--out``; workers on other machines with their own ``--out`` are kept to
-  ``--trials`` by :func:`is_surplus`.
+* **Asking.** :class:`DirLock` makes counting and asking one step for the workers sharing an ``--out``;
+  workers with their own ``--out`` are kept to ``--trials`` by :func:`is_surplus`.
 """
 
 from __future__ import annotations
@@ -25,7 +20,12 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from rlearn.experiments.child import ExperimentError
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+from optuna.trial import TrialState
+
+from rlearn.experiments.child import ExperimentError, slurm_task
 
 __all__ = ["DEFAULT_JOURNAL", "DirLock", "open_storage", "storage_label", "storage_error", "worker_identity",
            "is_abandoned", "retry_abandoned", "requeue", "is_surplus", "COUNTED_STATES"]
@@ -61,12 +61,8 @@ def storage_label(spec: Optional[str], exp_dir: Path) -> str:
 def open_storage(spec: Optional[str], exp_dir: Path) -> Any:
     """The Optuna storage of ``spec`` (None: the journal file in ``exp_dir``; a URL: an RDB; else a journal
     file path, relative to the working directory); ExperimentError in one line when it cannot be opened."""
-    import optuna
-
     label = storage_label(spec, exp_dir)
     if spec is None or not _is_url(spec):
-        from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
-
         path = str(Path(exp_dir) / DEFAULT_JOURNAL) if spec is None else spec
         try:
             return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
@@ -113,29 +109,22 @@ def storage_error(exc: BaseException, label: str) -> str:
 
 
 class DirLock:
-    """An exclusive ``flock`` on ``<exp_dir>/.tune.lock`` (reentrant within one object), held while workers of
-    one experiment dir open it, count and ask."""
+    """An exclusive ``flock`` on ``<exp_dir>/.tune.lock``, held while workers of one experiment dir open it,
+    count and ask (not reentrant)."""
 
     NAME = ".tune.lock"
 
     def __init__(self, exp_dir: Path) -> None:
         self.path = Path(exp_dir) / self.NAME
-        self._fd: Optional[int] = None
-        self._depth = 0
+        self._fd = -1
 
     def __enter__(self) -> "DirLock":
-        if self._depth == 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-        self._depth += 1
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        os.close(self._fd)  # releases the lock
 
 
 def _process_start(pid: int) -> Optional[str]:
@@ -151,14 +140,12 @@ def _process_start(pid: int) -> Optional[str]:
 def worker_identity() -> Dict[str, Any]:
     """This process as a worker: host, pid, the pid's start time and its Slurm job (``JOBID_TASK``) if any."""
     pid = os.getpid()
-    job = os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
-    task = os.environ.get("SLURM_ARRAY_TASK_ID")
-    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid),
-            "slurm": f"{job}_{task}" if job and task else job}
+    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid), "slurm": slurm_task()}
 
 
 def is_abandoned(frozen: Any, me: Dict[str, Any], grace_s: float, now: Optional[float] = None) -> bool:
-    """Whether the RUNNING trial ``frozen`` has no live worker (see the module doc)."""
+    """Whether the RUNNING trial ``frozen`` has no live worker: its process on this host ended, it is an earlier
+    run of this Slurm job, or its heartbeat is older than ``grace_s``."""
     now = time.time() if now is None else now
     worker = frozen.user_attrs.get(WORKER_ATTR)
     if isinstance(worker, dict):
@@ -169,7 +156,7 @@ def is_abandoned(frozen: Any, me: Dict[str, Any], grace_s: float, now: Optional[
         if worker.get("host") == me["host"] and _process_start(int(worker.get("pid", 0))) != worker.get("start"):
             return True  # its process on this host has ended
     beat = frozen.user_attrs.get(HEARTBEAT_ATTR)
-    if beat is None:  # asked a moment ago, or by an older rlearn: judge by its start
+    if beat is None:  # asked a moment ago, before its worker claimed it: judge by its start
         started = frozen.datetime_start
         beat = started.timestamp() if started is not None else now
     return now - float(beat) > grace_s
@@ -179,8 +166,6 @@ def retry_abandoned(study: Any, me: Dict[str, Any], grace_s: float) -> List[int]
     """Fail each abandoned RUNNING trial and queue a copy (same parameters, user attributes and reported
     evaluations; system attribute ``failed_trial``); the numbers of the trials taken over. A trial another
     worker takes over first is left to it."""
-    from optuna.trial import TrialState
-
     taken = []
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if is_abandoned(frozen, me, grace_s) and requeue(study, frozen):
@@ -192,10 +177,6 @@ def requeue(study: Any, frozen: Any) -> bool:
     """Fail the RUNNING trial ``frozen`` and queue a copy (same parameters and user attributes but its
     worker's; system attributes ``failed_trial`` / ``retry_history`` as Optuna's RetryFailedTrialCallback
     writes them); False when another worker finished or took it first."""
-    import optuna
-    from optuna.exceptions import UpdateFinishedTrialError
-    from optuna.trial import TrialState
-
     try:
         study._storage.set_trial_state_values(frozen._trial_id, TrialState.FAIL)
     except UpdateFinishedTrialError:

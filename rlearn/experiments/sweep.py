@@ -1,27 +1,26 @@
-"""``rlearn sweep``: one config over many seeds, one ``rlearn train`` process and one work dir per seed.
-
-The experiment dir holds ``config.py`` (the resolved config every run trains), ``sweep.json`` (seeds,
-overrides, each run's status, exit code and wall time) and one work dir ``seed_<n>/`` per seed. Up to ``jobs``
-runs at once share the cores (:func:`~rlearn.experiments.child.thread_settings`). Started again on the same
-dir, a sweep skips finished runs, resumes the others from their checkpoint and starts those that never ran;
-another config is refused, naming the keys that differ.
+"""``rlearn sweep``: one config over many seeds, one ``rlearn train`` process and work dir ``seed_<n>/`` per
+seed (docs/experiments.md). The experiment dir holds ``config.py`` (the config every run trains) and
+``sweep.json`` (seeds, overrides, each run's status, exit code and wall time).
 """
 
 from __future__ import annotations
 
 import re
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from rlearn.experiments.child import (
     CONSOLE_LOG, EXPERIMENT_CONFIG, FINISHED, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
-    load_experiment_config, mean_return, open_experiment_dir, save_manifest, start_run, thread_settings,
+    check_numbers, check_out, last_return, load_experiment_config, open_experiment_dir, save_manifest, start_run, thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay, format_duration
+from rlearn.values import is_int, is_real
 
-__all__ = ["Sweep", "SweepResult", "parse_seeds", "train_episodes_key", "SWEEP_FILE", "run_dir_name", "MAX_SEEDS"]
+__all__ = ["Sweep", "SweepResult", "parse_seeds", "train_episodes_key", "start_seed", "SWEEP_FILE", "run_dir_name",
+           "MAX_SEEDS"]
 
 SWEEP_FILE = "sweep.json"
 #: the most seeds one sweep runs (more is a typo, or a job for several sweeps)
@@ -61,41 +60,27 @@ def _check_state(state: Any, manifest: Path) -> Dict[str, Any]:
         return ExperimentError(f"{manifest}: {what}; restore it, or move it away to start the sweep afresh")
 
     def natural(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return is_int(value) and value >= 0
 
     if not isinstance(state, dict):
-        return_type = type(state).__name__
-        raise bad(f"not a JSON object (a {return_type}) as a sweep writes it")
-    seeds = state.get("seeds")
-    if not isinstance(seeds, list) or not all(natural(s) for s in seeds):
-        raise bad(f"'seeds' must be a list of seeds (integers >= 0), got {str(seeds)[:60]}")
-    runs = state.get("runs")
-    if not isinstance(runs, dict):
-        raise bad(f"'runs' must be an object of seed -> run, got {str(runs)[:60]}")
-    for key, run in runs.items():
+        raise bad(f"not a JSON object (a {type(state).__name__}) as a sweep writes it")
+    if not isinstance(state.get("seeds"), list) or not all(natural(s) for s in state["seeds"]):
+        raise bad(f"'seeds' must be a list of seeds (integers >= 0), got {str(state.get('seeds'))[:60]}")
+    if not isinstance(state.get("runs"), dict):
+        raise bad(f"'runs' must be an object of seed -> run, got {str(state.get('runs'))[:60]}")
+    fields = {"status": lambda v: isinstance(v, str), "attempts": natural, "wall_s": is_real,
+              "work_dir": lambda v: isinstance(v, str), "exit_code": lambda v: v is None or is_int(v)}
+    for key, run in state["runs"].items():
         if not isinstance(run, dict):
             raise bad(f"run {key!r} must be an object, got {str(run)[:60]}")
-        for field_name, ok in (("status", lambda v: isinstance(v, str)), ("attempts", natural),
-                               ("wall_s", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
-                               ("work_dir", lambda v: isinstance(v, str)),
-                               ("exit_code", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)))):
-            if field_name in run and not ok(run[field_name]):
-                raise bad(f"run {key!r}: {field_name!r} is {str(run[field_name])[:40]!r}, not what a sweep writes")
-    if "jobs" in state and not (natural(state["jobs"]) and state["jobs"] >= 1):
+        for name, ok in fields.items():
+            if name in run and not ok(run[name]):
+                raise bad(f"run {key!r}: {name!r} is {str(run[name])[:40]!r}, not what a sweep writes")
+    if "jobs" in state and not (is_int(state["jobs"]) and state["jobs"] >= 1):
         raise bad(f"'jobs' must be an integer >= 1, got {str(state['jobs'])[:40]!r}")
     if not isinstance(state.get("overrides", []), list):
         raise bad("'overrides' must be a list")
     return state
-
-
-def _check_out(exp_dir: Path) -> None:
-    """ExperimentError when ``exp_dir`` (or a directory above it) is a file."""
-    for candidate in (exp_dir, *exp_dir.parents):
-        if candidate.exists() or candidate.is_symlink():
-            if not candidate.is_dir():
-                where = "is a file" if candidate == exp_dir else f"cannot be created: {str(candidate)!r} is a file"
-                raise ExperimentError(f"--out {str(exp_dir)!r} {where}, not a directory; choose another --out")
-            return
 
 
 def run_dir_name(seed: int) -> str:
@@ -106,6 +91,13 @@ def run_dir_name(seed: int) -> str:
 def train_episodes_key(n: int) -> str:
     """The ``metrics.jsonl`` key of the mean return of the last ``n`` training episodes (``--train-episodes``)."""
     return f"collector/episode_return_last{n}"
+
+
+def start_seed(exp_dir: Path, seed: int, thread_overrides: Sequence[str], env: Mapping[str, str],
+               note: Callable[[str], None], ignored_signals: Sequence[int] = ()) -> Optional[TrainProcess]:
+    """Start (or resume) the run of ``seed`` in its work dir (:func:`~rlearn.experiments.child.start_run`)."""
+    args = ["--seed", str(seed), *(["--set", *thread_overrides] if thread_overrides else [])]
+    return start_run(exp_dir, Path(exp_dir) / run_dir_name(seed), args, env, note, f"seed {seed}", ignored_signals)
 
 
 def add_train_episodes_stat(cfg: Dict[str, Any], n: int) -> None:
@@ -146,10 +138,7 @@ class Sweep:
 
     def __init__(self, config: Optional[str], seeds: Sequence[int], exp_dir: Optional[Path] = None,
                  overrides: Sequence[str] = (), jobs: Optional[int] = None, train_episodes: Optional[int] = None) -> None:
-        if jobs is not None and jobs < 1:
-            raise ExperimentError(f"--jobs must be >= 1, got {jobs}")
-        if train_episodes is not None and train_episodes < 1:
-            raise ExperimentError(f"--train-episodes must be >= 1, got {train_episodes}")
+        check_numbers(jobs=jobs, train_episodes=train_episodes)
         if config is None and exp_dir is None:
             raise ExperimentError("give CONFIG, or --out of an existing sweep to continue it")
         self._lock: Any = None
@@ -161,7 +150,7 @@ class Sweep:
         if train_episodes is not None:
             add_train_episodes_stat(self.cfg, train_episodes)
         self.exp_dir = Path(exp_dir) if exp_dir is not None else Path("experiments") / self.cfg["exp_name"]
-        _check_out(self.exp_dir)
+        check_out(self.exp_dir)
         if not seeds and not (self.exp_dir / SWEEP_FILE).is_file():  # before anything is created
             raise ExperimentError("--seeds is required to start a sweep (e.g. --seeds 0-9)")
         try:
@@ -182,9 +171,7 @@ class Sweep:
         """Create the experiment dir, or check that it holds a sweep of the same config; lock it; the state."""
         state = open_experiment_dir(self.exp_dir, self.cfg, SWEEP_FILE)
         self._take_lock()
-        if state is None:
-            if not seeds:
-                raise ExperimentError("--seeds is required to start a sweep (e.g. --seeds 0-9)")
+        if state is None:  # no seeds were refused in __init__
             state = {"config": config, "overrides": overrides, "seeds": list(seeds), "runs": {}}
         state = _check_state(state, self.exp_dir / SWEEP_FILE)
         state["jobs"] = jobs if jobs is not None else state.get("jobs", 1)
@@ -225,21 +212,9 @@ class Sweep:
             raise ExperimentError(f"{self.exp_dir / SWEEP_FILE}: cannot be saved: {exc.strerror or exc}; the runs' "
                                   "work dirs keep what they recorded") from exc
 
-    def run_dir(self, seed: int) -> Path:
-        return self.exp_dir / run_dir_name(seed)
-
     def _record(self, seed: int, **values: Any) -> None:
         self.state["runs"][str(seed)].update(values)
         self._save()
-
-    # ------------------------------------------------------------------------------------ running
-    def _start(self, seed: int, display: ExperimentDisplay) -> Optional[TrainProcess]:
-        """Start (or resume) the run of ``seed``; None when its dir stays busy."""
-        args = ["--seed", str(seed), *(["--set", *self.thread_overrides] if self.thread_overrides else [])]
-        process = start_run(self.exp_dir, self.run_dir(seed), args, self.thread_env, display.note, f"seed {seed}")
-        if process is not None:
-            self._record(seed, status=RUNNING, attempts=self.state["runs"][str(seed)]["attempts"] + 1)
-        return process
 
     def run(self, display_enabled: Optional[bool] = None, poll_s: float = 0.5) -> SweepResult:
         """Run every unfinished seed, ``jobs`` at a time; returns a :class:`SweepResult`. Releases the lock.
@@ -249,46 +224,41 @@ class Sweep:
         config) starts no further run: the sweep waits for the running ones and returns 2, the others
         stay pending.
         """
-        try:
-            return self._run(display_enabled, poll_s)
-        finally:
-            self.close()
-
-    def _run(self, display_enabled: Optional[bool], poll_s: float) -> SweepResult:
         started = time.monotonic()
         per_run = int(self.cfg["train"]["max_env_steps"])
         pending = [s for s in self.seeds if self.state["runs"][str(s)]["status"] != DONE]
         done_steps = per_run * (len(self.seeds) - len(pending))
         running: Dict[int, TrainProcess] = {}
         errors: Dict[int, str] = {}
-        stop_code: Optional[int] = None
         fatal = False
-        with StopSignals() as signals, ExperimentDisplay(per_run * len(self.seeds), f"sweep {self.exp_dir.name}",
-                                                          enabled=display_enabled) as display:
+        with closing(self), StopSignals() as signals, ExperimentDisplay(
+                per_run * len(self.seeds), f"sweep {self.exp_dir.name}", enabled=display_enabled) as display:
             display.note(f"sweep {self.exp_dir}: {len(self.seeds)} seeds, {len(pending)} to run, {self.jobs} at a time "
                          f"({self.thread_env['OMP_NUM_THREADS']} torch thread(s) each)")
             forwarded = 0
             while pending or running:
                 if signals.requested:
-                    stop_code = 128 + signals.received[0]
                     pending = []
                     forwarded = signals.forward(list(running.values()), forwarded)
                 while pending and len(running) < self.jobs and not fatal and not signals.requested:
                     seed = pending.pop(0)
-                    process = self._start(seed, display)
+                    process = start_seed(self.exp_dir, seed, self.thread_overrides, self.thread_env, display.note)
                     if process is not None:
                         running[seed] = process
+                        self._record(seed, status=RUNNING, attempts=self.state["runs"][str(seed)]["attempts"] + 1)
                 for seed, process in list(running.items()):
                     code = process.poll()
                     if code is None:
                         continue
                     del running[seed]
                     process.progress()
-                    wall = self.state["runs"][str(seed)]["wall_s"] + time.monotonic() - (process.started_at or time.monotonic())
+                    wall = self.state["runs"][str(seed)]["wall_s"] + time.monotonic() - process.started_at
                     if code == FINISHED:
                         done_steps += per_run
                         self._record(seed, status=DONE, exit_code=code, wall_s=round(wall, 3))
-                        display.note(f"seed {seed}: finished in {format_duration(wall)}" + _last_return(process))
+                        value = last_return(process.work_dir)
+                        display.note(f"seed {seed}: finished in {format_duration(wall)}"
+                                     + ("" if value is None else f", last evaluation return {value:.4g}"))
                         continue
                     status = INTERRUPTED if code in INTERRUPTED_CODES and signals.requested else FAILED
                     self._record(seed, status=status, exit_code=code, wall_s=round(wall, 3))
@@ -308,16 +278,6 @@ class Sweep:
                 if running or pending:
                     time.sleep(poll_s)
         statuses = {s: self.state["runs"][str(s)]["status"] for s in self.seeds}
-        if all(v == DONE for v in statuses.values()):
-            code = 0  # a stop that came after the last run finished stopped nothing
-        elif stop_code is not None:
-            code = stop_code
-        else:
-            code = 2 if fatal else 1
+        code = (0 if all(v == DONE for v in statuses.values())  # a stop after the last run's end stopped nothing
+                else 128 + signals.received[0] if signals.requested else 2 if fatal else 1)
         return SweepResult(self.exp_dir, statuses, code, time.monotonic() - started, errors)
-
-
-def _last_return(process: TrainProcess) -> str:
-    rows = process.evaluations.new_rows()
-    value = mean_return(rows[-1]) if rows else None
-    return "" if value is None else f", last evaluation return {value:.4g}"

@@ -1,18 +1,15 @@
-"""``rlearn tune``: an Optuna study whose trials are ordinary ``rlearn train`` runs.
+"""``rlearn tune``: an Optuna study whose trials are ordinary ``rlearn train`` runs (docs/experiments.md).
 
 The experiment dir holds ``config.py`` (the base config), ``tune.json`` (study name and identity, storage,
-space file, overrides), ``study.journal`` (the study, an Optuna journal file that several processes share
-safely; any Optuna RDB URL with ``--storage``), one work dir ``trial_<n>/`` per trial and ``best_config.py``
-(the best trial's full config, trainable as is). A dir belongs to one study: another ``--study-name``, or a
+space file, overrides), ``study.journal`` (the default storage), one work dir ``trial_<n>/`` per trial and
+``best_config.py`` (the best trial's full config). A dir belongs to one study: another ``--study-name``, or a
 storage whose study was emptied or replaced, is refused, so a trial's work dir never holds another's run.
 
-``SPACE.py`` defines ``space(trial)`` returning ``--set`` overrides sampled with the Optuna trial, and may
-define ``pruner()`` and ``sampler()`` (default ``MedianPruner`` and ``TPESampler``). Each trial runs in its own
-process; a worker thread per job reports its evaluations' mean returns to Optuna on a fixed env-step grid
-(the base config's ``eval.freq``) and, when the pruner says so, stops the trial (it saves a checkpoint) and
-notes it in the trial's log and TensorBoard. A finished trial's objective is its last evaluation's mean return
-(maximised). Several tuners (processes, machines, Slurm jobs) may work on one study: see
-:mod:`rlearn.experiments.study` for how trials are shared, kept alive and taken over.
+``SPACE.py`` defines ``space(trial)`` returning ``--set`` overrides, and may define ``pruner()`` and
+``sampler()`` (default ``MedianPruner`` and ``TPESampler``). A worker thread per job runs one trial at a time
+in its own process, reports its evaluations' mean returns on a fixed env-step grid (the base config's
+``eval.freq``) and stops it when the pruner says so. A finished trial's objective is its last evaluation's
+mean return (maximised). Several tuners may work on one study: see :mod:`rlearn.experiments.study`.
 """
 
 from __future__ import annotations
@@ -23,11 +20,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import optuna
+from optuna.trial import TrialState
 
 from rlearn.experiments.child import (
-    CONSOLE_LOG, EXPERIMENT_CONFIG, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
-    dump_experiment_config, load_experiment_config, mean_return, start_run, thread_settings,
+    CONSOLE_LOG, EXPERIMENT_CONFIG, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess, check_numbers,
+    check_out, dump_experiment_config, last_return, load_experiment_config, mean_return, start_run, thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay
 from rlearn.experiments.study import (
@@ -35,7 +35,7 @@ from rlearn.experiments.study import (
     storage_error, storage_label, worker_identity,
 )
 from rlearn.experiments.tune_setup import (
-    TUNE_FILE, TuneDir, check_numbers, create_study, load_space, made_by, override_text, sampled_overrides,
+    TUNE_FILE, check_identity, create_study, load_space, made_by, open_tune_dir, override_text, sampled_overrides,
 )
 
 __all__ = ["Tuner", "TuneResult", "load_space", "override_text", "TUNE_FILE", "BEST_CONFIG"]
@@ -83,10 +83,8 @@ class Tuner:
                  storage: Optional[str] = None, jobs: int = 1, overrides: Sequence[str] = (),
                  study_name: Optional[str] = None, startup_trials: int = 5, warmup_steps: Optional[int] = None,
                  sampler_seed: Optional[int] = None, heartbeat_s: float = 10.0) -> None:
-        import optuna
-
         check_numbers(trials=trials, jobs=jobs, startup_trials=startup_trials, warmup_steps=warmup_steps,
-                       sampler_seed=sampler_seed, heartbeat=heartbeat_s)
+                      sampler_seed=sampler_seed, heartbeat=heartbeat_s)
         self.trials, self.jobs = trials, jobs
         self.heartbeat_s, self.grace_s = float(heartbeat_s), GRACE_BEATS * float(heartbeat_s)
         self.space = load_space(Path(space_file))
@@ -97,24 +95,26 @@ class Tuner:
         self.learning_starts = int(self.cfg.get("policy", {}).get("learning_starts", 0) or 0)
         self.warmup_steps = self.learning_starts + self.grid if warmup_steps is None else warmup_steps
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        pruner, sampler = self._pruner(startup_trials), self._sampler(sampler_seed)
-        self.dir = TuneDir(self.exp_dir, self.cfg)
-        self.notes = self.dir.notes
+        pruner = (made_by(self.space, "pruner", optuna.pruners.BasePruner) if self.space.pruner else
+                  optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=self.warmup_steps))
+        sampler = (made_by(self.space, "sampler", optuna.samplers.BaseSampler) if self.space.sampler else
+                   optuna.samplers.TPESampler(seed=sampler_seed))
+        self.notes: List[str] = []  # what to tell the user when the study runs
+        check_out(self.exp_dir)
         created = not self.exp_dir.exists()
         try:
             self.exp_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ExperimentError(f"--out {str(self.exp_dir)!r}: cannot be created ({exc.strerror})") from exc
-        if not self.exp_dir.is_dir():
-            raise ExperimentError(f"--out {str(self.exp_dir)!r} is not a directory")
         self._dir_lock = DirLock(self.exp_dir)
         with self._dir_lock:
             try:
-                state = self.dir.open_dir(config, overrides, storage, study_name, space_file)
+                state = open_tune_dir(self.exp_dir, self.cfg, config, overrides, storage, study_name, space_file,
+                                      self.notes)
                 self.storage_label = storage_label(state["storage"], self.exp_dir)
                 self.study = create_study(open_storage(state["storage"], self.exp_dir), state["study_name"],
                                           self.storage_label, sampler, pruner)
-                self.dir.check_identity(self.study, self.storage_label, state)
+                check_identity(self.exp_dir, self.study, self.storage_label, state)
             except ExperimentError:
                 if created:  # leave nothing behind: the same command with a working --storage starts afresh
                     shutil.rmtree(self.exp_dir, ignore_errors=True)
@@ -131,34 +131,16 @@ class Tuner:
         self._failures_in_a_row = 0
         self.aborted: Optional[str] = None
         self.fatal: Optional[str] = None
-        self._running: Dict[int, TrainProcess] = {}
         self._active: Dict[int, int] = {}  # trial id -> number, of the trials this process runs
-
-    # ----------------------------------------------------------------------------- opening
-    def _pruner(self, startup_trials: int) -> Any:
-        import optuna
-
-        if not self.space.pruner:
-            return optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=self.warmup_steps)
-        return made_by(self.space, "pruner", optuna.pruners.BasePruner)
-
-    def _sampler(self, seed: Optional[int]) -> Any:
-        import optuna
-
-        if not self.space.sampler:
-            return optuna.samplers.TPESampler(seed=seed)
-        return made_by(self.space, "sampler", optuna.samplers.BaseSampler)
-
-    def trial_dir(self, number: int) -> Path:
-        return self.exp_dir / f"trial_{number}"
 
     def _trial_config(self, overrides: Sequence[str]) -> Dict[str, Any]:
         return load_experiment_config(str(self.exp_dir / EXPERIMENT_CONFIG), overrides)
 
     # ----------------------------------------------------------------------------- choosing trials
     def _next(self, stop: StopSignals, display: ExperimentDisplay) -> Optional[Any]:
-        """The next trial to run (a queued retry first, else a new one); None when the study has its trials
-        and no other worker's trial may still need taking over."""
+        """The next trial to run (a queued retry first, else a new one), claimed; None when the study has its
+        trials and no other worker's trial may still need taking over."""
+        storage = self.study._storage
         while True:
             with self._lock:
                 if stop.requested or self.aborted or self.fatal:
@@ -168,28 +150,21 @@ class Tuner:
                         display.note(f"trial {number}: its worker is gone; queued again (it resumes from its checkpoint)")
                     trials = self.study.get_trials(deepcopy=False)
                     counted = sum(t.state.name in COUNTED_STATES for t in trials)
-                    if counted < self.trials or any(t.state.name == "WAITING" for t in trials):
+                    if counted < self.trials or any(t.state == TrialState.WAITING for t in trials):
                         trial = self.study.ask()
-                        self._claim(trial)
-                        frozen = self.study._storage.get_trial(trial._trial_id)
+                        storage.set_trial_user_attr(trial._trial_id, WORKER_ATTR, self.me)
+                        storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time())
+                        self._active[trial._trial_id] = trial.number
+                        frozen = storage.get_trial(trial._trial_id)
                         if "failed_trial" in frozen.system_attrs or not is_surplus(self.study, trial.number, self.trials):
                             return trial
-                        self._release(trial)  # another worker asked the last one at the same moment
-                        self.study._storage.set_trial_user_attr(trial._trial_id, "surplus", True)
-                        self.study.tell(trial, state=_state("FAIL"))
+                        self._active.pop(trial._trial_id)  # another worker asked the last one at the same moment
+                        storage.set_trial_user_attr(trial._trial_id, "surplus", True)
+                        self.study.tell(trial, state=TrialState.FAIL)
                         continue
-                    if not any(t.state.name == "RUNNING" and t._trial_id not in self._active for t in trials):
+                    if not any(t.state == TrialState.RUNNING and t._trial_id not in self._active for t in trials):
                         return None
             time.sleep(min(2.0, self.heartbeat_s))  # other workers' trials: wait until they end or are abandoned
-
-    def _claim(self, trial: Any) -> None:
-        storage = self.study._storage
-        storage.set_trial_user_attr(trial._trial_id, WORKER_ATTR, self.me)
-        storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time())
-        self._active[trial._trial_id] = trial.number
-
-    def _release(self, trial: Any) -> None:
-        self._active.pop(trial._trial_id, None)
 
     def _beat(self, done: threading.Event) -> None:
         """Renew the heartbeat of this process's running trials every ``heartbeat_s``."""
@@ -205,17 +180,11 @@ class Tuner:
         frozen = self.study._storage.get_trial(trial._trial_id)
         retry_of = frozen.system_attrs.get("failed_trial")
         if retry_of is None:
-            work_dir = self.trial_dir(trial.number)
+            work_dir = self.exp_dir / f"trial_{trial.number}"
             if work_dir.exists() and any(work_dir.iterdir()):
                 raise ExperimentError(f"{work_dir} already holds a run that is not trial {trial.number} of study "
                                       f"{self.study_name!r} in {self.storage_label}; choose another --out")
-            try:
-                overrides = sampled_overrides(self.space, trial)
-            except ExperimentError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the user's space() failed: a mistake in SPACE.py
-                raise ExperimentError(f"{self.space.path}: space(trial) raised {type(exc).__name__}: "
-                                      f"{' '.join(str(exc).split())}") from exc
+            overrides = sampled_overrides(self.space, trial)
             self._trial_config(overrides)  # a sampled value the config refuses: ExperimentError naming it
             for key, value in (("work_dir", str(work_dir.resolve())), ("host", self.me["host"]),
                                ("overrides", overrides)):
@@ -230,14 +199,26 @@ class Tuner:
         if process is None:
             self._requeue(trial)
             return
-        with self._lock:
-            self._running[trial.number] = process
-        try:
-            pruned_at, code = self._follow(trial, process, stop)
-        finally:
-            with self._lock:
-                self._running.pop(trial.number, None)
-        self._finish(trial, work_dir, process, pruned_at, code, stop, display)
+        pruned_at, code = self._follow(trial, process, stop)
+        if pruned_at is not None:
+            self._mark_pruned(trial, work_dir, *pruned_at)
+            self.study.tell(trial, state=TrialState.PRUNED)
+            display.note(f"trial {trial.number}: pruned at envstep {pruned_at[0]} (evaluation return {pruned_at[1]:.4g})")
+        elif code == 0:
+            final = last_return(work_dir)
+            if final is None:
+                return self._fail(trial, f"trial {trial.number}: finished without an evaluation", display)
+            self.study.tell(trial, final)
+            self._failures_in_a_row = 0
+            display.note(f"trial {trial.number}: finished, last evaluation return {final:.4g}")
+        elif code in INTERRUPTED_CODES and (stop.requested or self.fatal):
+            self._requeue(trial)
+            display.note(f"trial {trial.number}: stopped (checkpoint saved); the next `rlearn tune` resumes it")
+            return
+        else:
+            return self._fail(trial, f"trial {trial.number}: rlearn train exited with {code}: {process.last_error()} "
+                                     f"(see {work_dir / CONSOLE_LOG})", display)
+        self._active.pop(trial._trial_id, None)
 
     def _follow(self, trial: Any, process: TrainProcess, stop: StopSignals) -> Tuple[Optional[Tuple[int, float, int]], int]:
         """Report the run's evaluations on the pruning grid until it ends; (where it was pruned, exit code)."""
@@ -248,7 +229,7 @@ class Tuner:
             ended = process.poll() is not None
             forwarded = stop.forward([process], forwarded)  # Ctrl-C / SIGTERM of the tuner: checkpoint and stop
             if self.fatal and not forwarded and not told_to_stop and pruned_at is None:
-                process.send(15)  # another worker hit a mistake: this run saves a checkpoint and is queued again
+                process.send_signal(15)  # another worker hit a mistake: this run saves a checkpoint and is queued again
                 told_to_stop = True
             for row in process.evaluations.new_rows():
                 envstep, value = int(row["envstep"]), mean_return(row)
@@ -259,44 +240,20 @@ class Tuner:
                 reported[step] = value
                 if envstep < self.budget and trial.should_prune():  # the final evaluation: nothing left to save
                     pruned_at = (envstep, value, int(row.get("train_iter", 0)))
-                    process.send(15)  # SIGTERM: the run saves a checkpoint and stops
+                    process.send_signal(15)  # SIGTERM: the run saves a checkpoint and stops
             if ended:
                 return pruned_at, process.wait()
             time.sleep(0.5)
 
-    def _finish(self, trial: Any, work_dir: Path, process: TrainProcess, pruned_at: Optional[Tuple[int, float, int]],
-                code: int, stop: StopSignals, display: ExperimentDisplay) -> None:
-        if pruned_at is not None:
-            self._mark_pruned(trial, work_dir, *pruned_at)
-            self.study.tell(trial, state=_state("PRUNED"))
-            display.note(f"trial {trial.number}: pruned at envstep {pruned_at[0]} (evaluation return {pruned_at[1]:.4g})")
-        elif code == 0:
-            final = _last_evaluation(work_dir)
-            if final is None:
-                self._fail(trial, f"trial {trial.number}: finished without an evaluation", display)
-                return
-            self.study.tell(trial, final)
-            self._failures_in_a_row = 0
-            display.note(f"trial {trial.number}: finished, last evaluation return {final:.4g}")
-        elif code in INTERRUPTED_CODES and (stop.requested or self.fatal):
-            self._requeue(trial)
-            display.note(f"trial {trial.number}: stopped (checkpoint saved); the next `rlearn tune` resumes it")
-            return
-        else:
-            self._fail(trial, f"trial {trial.number}: rlearn train exited with {code}: {process.last_error()} "
-                              f"(see {work_dir / CONSOLE_LOG})", display)
-            return
-        self._release(trial)
-
     def _requeue(self, trial: Any) -> None:
         """Fail ``trial`` and queue a copy that resumes its work dir (a stopped trial is never left RUNNING)."""
-        self._release(trial)
+        self._active.pop(trial._trial_id, None)
         requeue(self.study, self.study._storage.get_trial(trial._trial_id))
 
     def _fail(self, trial: Any, message: str, display: ExperimentDisplay) -> None:
-        self._release(trial)
+        self._active.pop(trial._trial_id, None)
         trial.set_user_attr("error", message)
-        self.study.tell(trial, state=_state("FAIL"))
+        self.study.tell(trial, state=TrialState.FAIL)
         display.note(message)
         with self._lock:
             self._failures_in_a_row += 1
@@ -330,7 +287,7 @@ class Tuner:
     # ----------------------------------------------------------------------------- the study
     def _worker(self, stop: StopSignals, display: ExperimentDisplay) -> None:
         """Run trials until there are none to run; a mistake (space, config, storage) stops the study, its
-        trial failed (a mistake of SPACE.py or the config) or queued again (an interrupted run)."""
+        trial failed."""
         trial = None
         try:
             while True:
@@ -339,21 +296,17 @@ class Tuner:
                     return
                 self._run_trial(trial, stop, display)
                 trial = None
-        except ExperimentError as exc:
-            self._stop_study(str(exc), trial, display)
-        except Exception as exc:  # noqa: BLE001 - the storage failed: one line, no thread traceback
-            self._stop_study(f"{self.storage_label}: {storage_error(exc, self.storage_label)}", trial, display)
-
-    def _stop_study(self, message: str, trial: Any, display: ExperimentDisplay) -> None:
-        with self._lock:
-            self.fatal = self.fatal or message
-        if trial is not None and trial._trial_id in self._active:
-            self._release(trial)
-            try:
-                trial.set_user_attr("error", message)
-                self.study.tell(trial, state=_state("FAIL"))
-            except Exception:  # noqa: BLE001 - the storage itself failed; its heartbeat ends, another worker retries it
-                pass
+        except Exception as exc:  # noqa: BLE001 - else the storage failed: one line, no thread traceback
+            message = (str(exc) if isinstance(exc, ExperimentError)
+                       else f"{self.storage_label}: {storage_error(exc, self.storage_label)}")
+            with self._lock:
+                self.fatal = self.fatal or message
+            if trial is not None and self._active.pop(trial._trial_id, None) is not None:
+                try:
+                    trial.set_user_attr("error", message)
+                    self.study.tell(trial, state=TrialState.FAIL)
+                except Exception:  # noqa: BLE001 - the storage failed; its heartbeat ends, another worker retries it
+                    pass
 
     def run(self, display_enabled: Optional[bool] = None) -> TuneResult:
         """Run trials until the study has ``trials`` of them (see the module doc)."""
@@ -363,11 +316,11 @@ class Tuner:
             for note in self.notes:
                 display.note(note)
             counts = self._counts()
-            display.note(f"study {self.study_name!r} in {self.storage_label}: {_counted(counts)} of {self.trials} "
-                         f"trials so far, {counts.get('waiting', 0)} queued; {self.jobs} at a time; pruning from envstep "
+            counted = sum(counts.get(state.lower(), 0) for state in COUNTED_STATES)
+            display.note(f"study {self.study_name!r} in {self.storage_label}: {counted} of {self.trials} trials so "
+                         f"far, {counts.get('waiting', 0)} queued; {self.jobs} at a time; pruning from envstep "
                          f"{self.warmup_steps} on a grid of {self.grid} env steps")
-            heart = threading.Thread(target=self._beat, args=(beating,), daemon=True)
-            heart.start()
+            threading.Thread(target=self._beat, args=(beating,), daemon=True).start()
             workers = [threading.Thread(target=self._worker, args=(stop, display), daemon=True) for _ in range(self.jobs)]
             for worker in workers:
                 worker.start()
@@ -375,10 +328,12 @@ class Tuner:
                 for worker in workers:
                     worker.join(timeout=0.5)
                 try:
-                    counts = self._counts()
+                    counts, best = self._counts(), self._best()
                 except Exception:  # noqa: BLE001 - a storage error: the workers report it
                     continue
-                display.update(counts.get("complete", 0) + counts.get("pruned", 0), self._status(counts))
+                display.update(counts.get("complete", 0) + counts.get("pruned", 0),
+                               (f"best {best.value:.4g} (trial {best.number}), " if best else "")
+                               + f"{len(self._active)} running here")
             beating.set()
         best_config, top = None, None
         if not self.fatal:
@@ -404,12 +359,8 @@ class Tuner:
 
     def _best(self) -> Optional[Any]:
         """The complete trial with the highest value; None before any completed."""
-        complete = [t for t in self.study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+        complete = [t for t in self.study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
         return max(complete, key=lambda t: t.value, default=None)
-
-    def _status(self, counts: Mapping[str, int]) -> str:
-        best = self._best()
-        return (f"best {best.value:.4g} (trial {best.number}), " if best else "") + f"{len(self._running)} running here"
 
     def write_best_config(self) -> Optional[Path]:
         """``best_config.py``: the base config with the best complete trial's overrides (not its thread cap);
@@ -419,16 +370,6 @@ class Tuner:
             return None
         cfg = self._trial_config(best.user_attrs.get("overrides", []))
         return dump_experiment_config(cfg, self.exp_dir / BEST_CONFIG)
-
-
-def _counted(counts: Mapping[str, int]) -> int:
-    return sum(counts.get(state.lower(), 0) for state in COUNTED_STATES)
-
-
-def _state(name: str) -> Any:
-    from optuna.trial import TrialState
-
-    return TrialState[name]
 
 
 def _drop_resume_hint(log: Path) -> None:
@@ -442,11 +383,3 @@ def _drop_resume_hint(log: Path) -> None:
         from rlearn.fileio import atomic_write_bytes
 
         atomic_write_bytes(log, "".join(lines[:-20] + kept).encode("utf-8"))
-
-
-def _last_evaluation(work_dir: Path) -> Optional[float]:
-    from rlearn.hooks.eval_state import read_evaluations
-
-    path = work_dir / "evaluations.jsonl"
-    rows = read_evaluations(path) if path.is_file() else []
-    return mean_return(rows[-1]) if rows else None

@@ -1,5 +1,5 @@
-"""Setting up ``rlearn tune``: the space file, the checks of its options, and the experiment dir, which
-belongs to one study (see :mod:`rlearn.experiments.tune`)."""
+"""Setting up ``rlearn tune``: the space file and the experiment dir, which belongs to one study (see
+:mod:`rlearn.experiments.tune`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+import optuna
+
 from rlearn.experiments.child import (
-    EXPERIMENT_CONFIG, ExperimentError, dump_experiment_config, open_experiment_dir, save_manifest,
+    EXPERIMENT_CONFIG, ExperimentError, check_numbers, dump_experiment_config, open_experiment_dir, save_manifest,
 )
 from rlearn.experiments.study import DirLock, storage_error, storage_label
 
-__all__ = ["Space", "TuneDir", "load_space", "override_text", "sampled_overrides", "check_numbers", "made_by",
-           "create_study", "TUNE_FILE", "STUDY_ID_ATTR"]
+__all__ = ["Space", "load_space", "override_text", "sampled_overrides", "check_numbers", "made_by", "open_tune_dir",
+           "check_identity", "create_study", "TUNE_FILE", "STUDY_ID_ATTR"]
 
 TUNE_FILE = "tune.json"
 #: the study's user attribute that tells it apart from a study of the same name created anew
@@ -52,112 +54,93 @@ def override_text(key: str, value: Any) -> str:
     return f"{key}={value if isinstance(value, str) else repr(value)}"
 
 
+def _call(space: Space, name: str, *args: Any) -> Any:
+    """``SPACE.py``'s function ``name`` called; its exception becomes ExperimentError naming the file."""
+    try:
+        return getattr(space, name)(*args)
+    except Exception as exc:  # noqa: BLE001 - the user's function failed: a mistake in SPACE.py
+        raise ExperimentError(f"{space.path}: {name}({'trial' if args else ''}) raised {type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())}") from exc
+
+
 def sampled_overrides(space: Space, trial: Any) -> List[str]:
-    values = space.space(trial)
+    """The ``--set`` overrides ``space(trial)`` samples."""
+    values = _call(space, "space", trial)
     if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
         raise ExperimentError(f"{space.path}: space(trial) must return a dict of dotted config keys to values, "
                               f"got {type(values).__name__}")
     return [override_text(k, v) for k, v in values.items()]
 
 
-class TuneDir:
-    """The experiment dir of a study: ``tune.json`` (study name and identity, storage, space file, overrides)
-    and ``config.py``. ``notes`` collects what to tell the user (a copied dir continuing its own study)."""
-
-    def __init__(self, exp_dir: Path, cfg: Mapping[str, Any]) -> None:
-        self.exp_dir, self.cfg = Path(exp_dir), cfg
-        self.notes: List[str] = []
-
-    def open_dir(self, config: str, overrides: Sequence[str], storage: Optional[str], study_name: Optional[str],
-                 space_file: Path) -> Dict[str, Any]:
-        """The manifest of the experiment dir (new: written, with the base config); refuses another study."""
-        if not (self.exp_dir / TUNE_FILE).is_file():
-            if any(p.name != DirLock.NAME for p in self.exp_dir.iterdir()):
-                raise ExperimentError(f"{str(self.exp_dir)!r} exists and is not a tuning dir (no {TUNE_FILE}); choose "
-                                      "an empty or new directory")
-            dump_experiment_config(self.cfg, self.exp_dir / EXPERIMENT_CONFIG)
-            state = {"config": config, "overrides": list(overrides), "space": str(space_file), "storage": storage,
-                     "study_name": study_name or self.cfg["exp_name"]}
-            save_manifest(self.exp_dir, TUNE_FILE, state)
-            return state
-        state = open_experiment_dir(self.exp_dir, self.cfg, TUNE_FILE)
-        if not isinstance(state, dict) or not isinstance(state.get("study_name"), str):
-            raise ExperimentError(f"{self.exp_dir / TUNE_FILE}: not a tuning manifest; move it away to start afresh")
-        if study_name is not None and study_name != state["study_name"]:
-            raise ExperimentError(f"{self.exp_dir} holds the trials of study {state['study_name']!r}; study "
-                                  f"{study_name!r} needs its own --out (or leave out --study-name to continue)")
-        state["storage"] = self.own_storage(state.get("storage"))
-        if storage is not None and storage != state["storage"] and storage_label(storage, self.exp_dir) != \
-                storage_label(state["storage"], self.exp_dir):
-            raise ExperimentError(f"{self.exp_dir} tunes the study in {storage_label(state['storage'], self.exp_dir)}, "
-                                  f"not {storage_label(storage, self.exp_dir)}; give the same --storage or another --out")
-        return state
-
-    def own_storage(self, stored: Optional[str]) -> Optional[str]:
-        """A copied dir keeps using its own study: an SQLite file of the original's dir is replaced by the
-        copy's own (older dirs wrote absolute ``sqlite:///`` URLs)."""
-        if not stored or not stored.startswith("sqlite:///"):
-            return stored
-        path, own = Path(stored[len("sqlite:///"):]), self.exp_dir / "study.db"
-        if path.name == own.name and own.is_file() and path.parent.resolve() != self.exp_dir.resolve():
-            self.notes.append(f"{self.exp_dir} is a copy of {path.parent}: it continues its own study in {own}")
-            return f"sqlite:///{own.resolve()}"
-        return stored
-
-    def check_identity(self, study: Any, label: str, state: Dict[str, Any]) -> None:
-        """The study must be the one this dir's trials belong to (not emptied, replaced or recreated)."""
-        found = study.user_attrs.get(STUDY_ID_ATTR)
-        if state.get("study_id"):
-            mine = self.exp_dir.resolve()
-            if found is not None and found != state["study_id"] and any(
-                    Path(t.user_attrs.get("work_dir", "/")).parent == mine for t in study.get_trials(deepcopy=False)):
-                state["study_id"] = found  # two workers created the study at once: the last one's mark stays
-            if found != state["study_id"]:
-                raise ExperimentError(
-                    f"{label} does not hold the study whose trials are in {self.exp_dir} (study "
-                    f"{state['study_name']!r} was emptied, replaced or recreated there); choose another --out")
-        else:
-            if found is None:
-                if not study.get_trials(deepcopy=False) and any(self.exp_dir.glob("trial_*")):
-                    raise ExperimentError(f"{label} has no trials of study {state['study_name']!r} but "
-                                          f"{self.exp_dir} holds trial dirs of it; choose another --out")
-                found = uuid.uuid4().hex
-                study.set_user_attr(STUDY_ID_ATTR, found)
-            state["study_id"] = found
-        save_manifest(self.exp_dir, TUNE_FILE, state)
-
-
-def check_numbers(**values: Any) -> None:
-    """One line naming the option whose value cannot be used."""
-    minimum = {"trials": 1, "jobs": 1, "startup_trials": 0, "warmup_steps": 0, "sampler_seed": 0}
-    for name, value in values.items():
-        if value is None:
-            continue
-        option = "--" + name.replace("_", "-")
-        if name == "heartbeat":
-            if not value > 0:
-                raise ExperimentError(f"{option} must be > 0 seconds, got {value}")
-        elif value < minimum[name]:
-            raise ExperimentError(f"{option} must be >= {minimum[name]}, got {value}")
-        elif name == "sampler_seed" and value >= 2 ** 32:
-            raise ExperimentError(f"{option} must be below 2**32, got {value}")
-
-
 def made_by(space: Space, name: str, kind: type) -> Any:
     """What ``SPACE.py``'s ``pruner()`` / ``sampler()`` returns, checked to be an Optuna ``kind``."""
-    try:
-        made = getattr(space, name)()
-    except Exception as exc:  # noqa: BLE001 - the user's function failed: a mistake in SPACE.py
-        raise ExperimentError(f"{space.path}: {name}() raised {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+    made = _call(space, name)
     if not isinstance(made, kind):
         raise ExperimentError(f"{space.path}: {name}() must return an optuna.{kind.__module__.split('.')[1]}."
                               f"{kind.__name__}, got {type(made).__name__}")
     return made
 
 
-def create_study(storage: Any, name: str, label: str, sampler: Any, pruner: Any) -> Any:
-    import optuna
+def open_tune_dir(exp_dir: Path, cfg: Mapping[str, Any], config: str, overrides: Sequence[str], storage: Optional[str],
+                  study_name: Optional[str], space_file: Path, notes: List[str]) -> Dict[str, Any]:
+    """The manifest of the experiment dir (study name and identity, storage, space file, overrides; new:
+    written, with the base config ``config.py``); another study is refused. ``notes`` gets what to tell the
+    user."""
+    if not (exp_dir / TUNE_FILE).is_file():
+        if any(p.name != DirLock.NAME for p in exp_dir.iterdir()):
+            raise ExperimentError(f"{str(exp_dir)!r} exists and is not a tuning dir (no {TUNE_FILE}); choose "
+                                  "an empty or new directory")
+        dump_experiment_config(cfg, exp_dir / EXPERIMENT_CONFIG)
+        state = {"config": config, "overrides": list(overrides), "space": str(space_file), "storage": storage,
+                 "study_name": study_name or cfg["exp_name"]}
+        save_manifest(exp_dir, TUNE_FILE, state)
+        return state
+    state = open_experiment_dir(exp_dir, cfg, TUNE_FILE)
+    if not isinstance(state, dict) or not isinstance(state.get("study_name"), str):
+        raise ExperimentError(f"{exp_dir / TUNE_FILE}: not a tuning manifest; move it away to start afresh")
+    if study_name is not None and study_name != state["study_name"]:
+        raise ExperimentError(f"{exp_dir} holds the trials of study {state['study_name']!r}; study "
+                              f"{study_name!r} needs its own --out (or leave out --study-name to continue)")
+    stored = state.get("storage")
+    if stored and stored.startswith("sqlite:///"):
+        # a copied dir continues its own study: an SQLite file in the original's dir is replaced by the copy's
+        path, own = Path(stored[len("sqlite:///"):]), exp_dir / "study.db"
+        if path.name == own.name and own.is_file() and path.parent.resolve() != exp_dir.resolve():
+            notes.append(f"{exp_dir} is a copy of {path.parent}: it continues its own study in {own}")
+            stored = f"sqlite:///{own.resolve()}"
+    state["storage"] = stored
+    if storage is not None and storage != stored and storage_label(storage, exp_dir) != storage_label(stored, exp_dir):
+        raise ExperimentError(f"{exp_dir} tunes the study in {storage_label(stored, exp_dir)}, not "
+                              f"{storage_label(storage, exp_dir)}; give the same --storage or another --out")
+    return state
 
+
+def check_identity(exp_dir: Path, study: Any, label: str, state: Dict[str, Any]) -> None:
+    """The study must be the one this dir's trials belong to (not emptied, replaced or recreated); a new
+    study is marked, the mark kept in the manifest."""
+    found = study.user_attrs.get(STUDY_ID_ATTR)
+    if state.get("study_id"):
+        mine = exp_dir.resolve()
+        if found is not None and found != state["study_id"] and any(
+                Path(t.user_attrs.get("work_dir", "/")).parent == mine for t in study.get_trials(deepcopy=False)):
+            state["study_id"] = found  # two workers created the study at once: the last one's mark stays
+        if found != state["study_id"]:
+            raise ExperimentError(f"{label} does not hold the study whose trials are in {exp_dir} (study "
+                                  f"{state['study_name']!r} was emptied, replaced or recreated there); choose "
+                                  "another --out")
+    else:
+        if found is None:
+            if not study.get_trials(deepcopy=False) and any(exp_dir.glob("trial_*")):
+                raise ExperimentError(f"{label} has no trials of study {state['study_name']!r} but {exp_dir} holds "
+                                      "trial dirs of it; choose another --out")
+            found = uuid.uuid4().hex
+            study.set_user_attr(STUDY_ID_ATTR, found)
+        state["study_id"] = found
+    save_manifest(exp_dir, TUNE_FILE, state)
+
+
+def create_study(storage: Any, name: str, label: str, sampler: Any, pruner: Any) -> Any:
+    """The study ``name`` (maximised) in ``storage``, created when missing; ExperimentError in one line."""
     try:
         return optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
                                    sampler=sampler, pruner=pruner)
