@@ -1,9 +1,6 @@
-"""``HistoryBuffer``: MMEngine's history of one scalar, with an O(1) amortised ``update``.
-
-The retained updates are the slice ``[_a, _b)`` of two float64 arrays (values, counts) that grow by doubling up
-to a little more than ``max_length``, then move the slice to their front; a statistic reads the window's slice
-in C (numpy, ``math.fsum``): O(window), as in MMEngine (docs/logging.md, section HistoryBuffer).
-"""
+"""``HistoryBuffer``: MMEngine's history of one scalar in two arrays (values, counts) that grow by doubling up to
+a little more than ``max_length``: ``update`` is O(1) amortised, a statistic reads the window's slice in C (numpy,
+``math.fsum``), O(window) as in MMEngine (docs/logging.md, section HistoryBuffer)."""
 
 from __future__ import annotations
 
@@ -83,6 +80,38 @@ def dd_div(hi: float, lo: float, n: float) -> float:
     return q + (((hi - p) - e) + lo) / n
 
 
+def _flat(history: Any, name: str) -> Any:
+    """``history`` as a flat list or numeric array (unchecked)."""
+    if isinstance(history, (str, bytes)) or not hasattr(history, "__len__"):
+        raise TypeError(f"{name} must be a sequence of numbers; got {_describe(history)}")
+    if hasattr(history, "detach"):  # a torch tensor
+        history = history.detach().cpu().numpy()
+    elif len(history) and isinstance(history[0], (list, tuple)):  # nested lists, as numpy reads them
+        history = np.asarray(history)
+    if isinstance(history, np.ndarray):
+        return history.reshape(-1) if history.dtype.kind in "iuf" else history.reshape(-1).tolist()
+    return list(history)
+
+
+def _checked(history: Any, name: str, checker: Callable[[Any, str], float], offset: int) -> np.ndarray:
+    """``history`` as a new float64 array, every element checked; an error names ``name[index]``."""
+    if isinstance(history, np.ndarray):  # numeric: checked at once, the scalar checker words the first error
+        arr = history.astype(np.float64)
+        if checker is check_value:
+            bad = np.isfinite(arr) & (np.abs(arr) > MAX_MAGNITUDE)
+        else:
+            bad = ~(arr > 0) | (arr > MAX_MAGNITUDE)
+        for i in np.flatnonzero(bad)[:1].tolist():
+            checker(arr[i], f"{name}[{i + offset}]")
+        return arr
+    return np.array([checker(x, f"{name}[{i + offset}]") for i, x in enumerate(history)], dtype=np.float64)
+
+
+def _read_only(view: np.ndarray) -> np.ndarray:
+    view.flags.writeable = False
+    return view
+
+
 class HistoryBuffer:
     """The last ``max_length`` values of one scalar, each with a count (how many samples it stands for).
 
@@ -95,58 +124,31 @@ class HistoryBuffer:
 
     _statistics_methods: Dict[str, Callable[..., Any]] = {}
 
-    def __init__(self, log_history: Sequence[Any] = (), count_history: Sequence[Any] = (), max_length: int = 1_000_000) -> None:
+    def __init__(self, log_history: Sequence[Any] = (), count_history: Sequence[Any] = (),
+                 max_length: int = 1_000_000) -> None:
         self.max_length = check_int("max_length", max_length)
-        self._cap_final = self.max_length + max(64, self.max_length // 8)
-        values, counts = self._flat(log_history, "log_history"), self._flat(count_history, "count_history")
+        self._cap_final = self.max_length + max(64, self.max_length // 8)  # the arrays' largest length
+        values, counts = _flat(log_history, "log_history"), _flat(count_history, "count_history")
         if len(counts) and len(counts) != len(values):
-            raise ValueError(f"log_history and count_history must have the same length; got {len(values)} and {len(counts)}")
+            raise ValueError("log_history and count_history must have the same length; "
+                             f"got {len(values)} and {len(counts)}")
         drop = max(0, len(values) - self.max_length)
         if drop:
             warnings.warn(f"The length of history buffer ({len(values)}) exceeds the max_length ({self.max_length}); "
                           f"the first {drop} elements are dropped.", stacklevel=2)
-        values = self._checked(values[drop:], "log_history", check_value, drop)
-        counts = self._checked(counts[drop:], "count_history", check_count, drop) if len(counts) else np.ones(len(values))
-        n = len(values)
-        self._v, self._c = np.empty(min(self._cap_final, max(64, 2 * n))), np.empty(min(self._cap_final, max(64, 2 * n)))
-        self._v[:n], self._c[:n] = values, counts
-        self._a, self._b = 0, n
-
-    @staticmethod
-    def _flat(history: Any, name: str) -> Any:
-        """``history`` as a flat list or numeric array (unchecked)."""
-        if isinstance(history, (str, bytes)) or not hasattr(history, "__len__"):
-            raise TypeError(f"{name} must be a sequence of numbers; got {_describe(history)}")
-        if hasattr(history, "detach"):  # a torch tensor
-            history = history.detach().cpu().numpy()
-        elif len(history) and isinstance(history[0], (list, tuple)):  # nested lists, as numpy reads them
-            history = np.asarray(history)
-        if isinstance(history, np.ndarray):
-            return history.reshape(-1) if history.dtype.kind in "iuf" else history.reshape(-1).tolist()
-        return list(history)
-
-    @staticmethod
-    def _checked(history: Any, name: str, checker: Callable[[Any, str], float], offset: int) -> np.ndarray:
-        """``history`` as float64, every element checked; an error names ``name[index]``."""
-        if isinstance(history, np.ndarray):
-            arr = history.astype(np.float64)
-            bad = np.isfinite(arr) & (np.abs(arr) > MAX_MAGNITUDE) if checker is check_value else ~(arr > 0) | (arr > MAX_MAGNITUDE)
-            for i in np.flatnonzero(bad)[:1].tolist():  # let the scalar checker word the error
-                checker(arr[i], f"{name}[{i + offset}]")
-            return arr
-        return np.array([checker(x, f"{name}[{i + offset}]") for i, x in enumerate(history)], dtype=np.float64)
+        self._v = _checked(values[drop:], "log_history", check_value, drop)
+        self._c = _checked(counts[drop:], "count_history", check_count, drop) if len(counts) else np.ones(len(self._v))
+        self._a, self._b = 0, len(self._v)  # the retained updates: the slice [_a, _b) of _v and _c
 
     def update(self, value: Any, count: Any = 1) -> None:
         """Append ``value`` standing for ``count`` samples; a bad value or count raises and changes nothing."""
         v = value if type(value) is float and abs(value) <= MAX_MAGNITUDE else check_value(value)
         c = 1.0 if type(count) is int and count == 1 else check_count(count)
         b = self._b
-        if b == len(self._v):  # full: the retained slice moves to the front of arrays twice as long (at most _cap_final)
-            n, cap = b - self._a, min(self._cap_final, 2 * b)
-            old_v, old_c = self._v[self._a: b], self._c[self._a: b]
-            self._v, self._c = np.empty(cap), np.empty(cap)
-            self._v[:n], self._c[:n] = old_v, old_c
-            self._a, b = 0, n
+        if b == len(self._v):  # full: the retained slice moves to the front of arrays up to twice as long
+            kept, cap, b = slice(self._a, b), min(self._cap_final, max(64, 2 * b)), b - self._a
+            self._v, self._c = (np.concatenate([x[kept], np.empty(cap - b)]) for x in (self._v, self._c))
+            self._a = 0
         self._v[b] = v
         self._c[b] = c
         self._b = b + 1
@@ -162,12 +164,12 @@ class HistoryBuffer:
     @property
     def _log_history(self) -> np.ndarray:
         """The retained values, oldest first (a read-only view), as in MMEngine."""
-        return self._view(self._v, None)
+        return _read_only(self._v[self._a: self._b])
 
     @property
     def _count_history(self) -> np.ndarray:
         """The retained counts, oldest first (a read-only view), as in MMEngine."""
-        return self._view(self._c, None)
+        return _read_only(self._c[self._a: self._b])
 
     @property
     def data(self) -> Tuple[np.ndarray, np.ndarray]:
@@ -176,46 +178,34 @@ class HistoryBuffer:
 
     def window(self, window_size: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
         """``(values, counts)`` of the last ``window_size`` updates (all when None), oldest first, as copies."""
-        w = self._window(window_size, allow_empty=True)
-        return self._v[self._b - w: self._b].copy(), self._c[self._b - w: self._b].copy()
+        window = self._slice(window_size)
+        return self._v[window].copy(), self._c[window].copy()
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the arrays (an upper bound of its memory)."""
         return self._v.nbytes + self._c.nbytes
 
-    def _window(self, window_size: Optional[int], allow_empty: bool = False) -> int:
-        """Validate ``window_size`` and return the number of entries it covers (clipped to the history)."""
-        size = self._b - self._a
-        if window_size is None:
-            w = size
-        elif not is_int(window_size):
+    def _slice(self, window_size: Optional[int], allow_empty: bool = True) -> slice:
+        """The last ``window_size`` updates (all when None, clipped to the history) as a slice of the arrays."""
+        if window_size is not None and not is_int(window_size):
             raise TypeError(f"window_size must be a positive int or None; got {window_size!r}")
-        elif window_size < 1:
+        if window_size is not None and window_size < 1:
             raise ValueError(f"window_size must be a positive int or None; got {window_size!r}")
-        else:
-            w = min(int(window_size), size)
-        if w == 0 and not allow_empty:
+        if self._b == self._a and not allow_empty:
             raise ValueError("HistoryBuffer is empty: update it before asking for a statistic")
-        return w
-
-    def _view(self, array: np.ndarray, window_size: Optional[int], allow_empty: bool = True) -> np.ndarray:
-        """The last ``window_size`` entries of ``array`` (values or counts), a read-only view."""
-        view = array[self._b - self._window(window_size, allow_empty): self._b]
-        view.flags.writeable = False
-        return view
+        return slice(self._a if window_size is None else max(self._a, self._b - int(window_size)), self._b)
 
     def _finite(self, window_size: Optional[int]) -> Tuple[np.ndarray, np.ndarray]:
-        """``(values, counts)`` of the finite values among the last ``window_size`` updates (empty: raises)."""
-        values, counts = self._view(self._v, window_size, False), self._view(self._c, window_size)
+        """``(values, counts)`` of the finite values among the last ``window_size`` updates."""
+        window = self._slice(window_size, allow_empty=False)
+        values, counts = self._v[window], self._c[window]
         finite = np.isfinite(values)
         return (values, counts) if finite.all() else (values[finite], counts[finite])
 
     def current(self) -> float:
         """The most recent value, as recorded (NaN included)."""
-        if self._b == self._a:
-            raise ValueError("HistoryBuffer is empty: update it before asking for a statistic")
-        return self._v.item(self._b - 1)
+        return self._v[self._slice(1, allow_empty=False)].item()
 
     def mean(self, window_size: Optional[int] = None) -> float:
         """``sum(values) / sum(counts)`` over the finite values among the last ``window_size`` updates
@@ -224,7 +214,7 @@ class HistoryBuffer:
         if not values.size:
             return math.nan
         hi, lo = dd_sum(values.tolist())
-        if counts.item(0) == 1.0 and counts.min() == counts.max():  # every count is 1: their sum is exact
+        if counts.item(0) == 1.0 and counts.min() == 1.0 == counts.max():  # the usual counts: their sum is exact
             return dd_div(hi, lo, float(counts.size))
         c_hi, c_lo = dd_sum(counts.tolist())
         return dd_div(hi, lo, c_hi) if c_lo == 0.0 else (hi + lo) / (c_hi + c_lo)
@@ -241,11 +231,11 @@ class HistoryBuffer:
 
     def count(self, window_size: Optional[int] = None) -> int:
         """How many of the last ``window_size`` updates were finite."""
-        return int(np.count_nonzero(np.isfinite(self._view(self._v, window_size))))
+        return int(np.count_nonzero(np.isfinite(self._v[self._slice(window_size)])))
 
     def nonfinite(self, window_size: Optional[int] = None) -> int:
         """How many of the last ``window_size`` updates were NaN or infinite."""
-        return self._window(window_size, allow_empty=True) - self.count(window_size)
+        return len(self._v[self._slice(window_size)]) - self.count(window_size)
 
     def std(self, window_size: Optional[int] = None) -> float:
         """Population standard deviation (ddof=0) of the finite values among the last ``window_size``
@@ -266,7 +256,8 @@ class HistoryBuffer:
         """Call the registered statistic ``method_name``; an unknown name raises ``KeyError`` listing them."""
         method = self._statistics_methods.get(method_name)
         if method is None:
-            raise KeyError(f"{method_name!r} is not a registered statistic; registered: {', '.join(self._statistics_methods)}")
+            raise KeyError(f"{method_name!r} is not a registered statistic; "
+                           f"registered: {', '.join(self._statistics_methods)}")
         return method(self, *args, **kwargs)
 
     def state_dict(self, last: Optional[int] = None) -> Dict[str, Any]:
@@ -276,7 +267,8 @@ class HistoryBuffer:
 
     @classmethod
     def from_state_dict(cls, state: Dict[str, Any]) -> "HistoryBuffer":
-        """Rebuild a buffer from :meth:`state_dict`; a malformed state raises ``KeyError``/``TypeError``/``ValueError``."""
+        """Rebuild a buffer from :meth:`state_dict`; a malformed state raises ``KeyError``, ``TypeError`` or
+        ``ValueError``."""
         if not isinstance(state, dict):
             raise TypeError(f"HistoryBuffer state must be a dict; got {_describe(state)}")
         missing = [k for k in ("max_length", "log_history", "count_history") if k not in state]

@@ -11,7 +11,7 @@ from rlearn.values import is_int, is_real
 
 __all__ = ["STATE_VERSION", "parse_state"]
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 
 
 def _fail(message: str) -> ValueError:
@@ -41,7 +41,8 @@ def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWind
     missing = [repr(field) for field in ("tick_count", "window_size", "window_sizes", "keys") if field not in state]
     _check(not missing, f"not a TickMonitor state: missing {', '.join(missing)}")
     version = state.get("version")
-    _check(version == STATE_VERSION, f"unsupported state version {version!r} (this rlearn reads version {STATE_VERSION})")
+    _check(version == STATE_VERSION,
+           f"unsupported state version {version!r} (this rlearn reads version {STATE_VERSION})")
     tick, sizes, records = state["tick_count"], state["window_sizes"], state["keys"]
     _check(is_int(tick) and tick >= 0, f"'tick_count' must be an int >= 0, got {tick!r}")
     tick, default_size = int(tick), _size("'window_size'", state["window_size"])
@@ -51,12 +52,14 @@ def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWind
     windows: Dict[str, KeyWindow] = {}
     lasts: Dict[str, Optional[float]] = {}
     for index, record in enumerate(records):
-        _check(isinstance(record, Mapping) and "key" in record, f"'keys[{index}]' must be a dict with a 'key', got {record!r}")
+        _check(isinstance(record, Mapping) and "key" in record,
+               f"'keys[{index}]' must be a dict with a 'key', got {record!r}")
         key = _name(record["key"], f"'keys[{index}]'")
         _check(key not in windows, f"key {key!r} appears twice")
         last, total_bad = record.get("last"), record.get("nonfinite_total", 0)
         _check(last is None or is_real(last), f"key {key!r}: 'last' must be a number or None, got {last!r}")
-        _check(is_int(total_bad) and total_bad >= 0, f"key {key!r}: 'nonfinite_total' must be an int >= 0, got {total_bad!r}")
+        _check(is_int(total_bad) and total_bad >= 0,
+               f"key {key!r}: 'nonfinite_total' must be an int >= 0, got {total_bad!r}")
         window = windows[key] = _window(f"key {key!r}", record, tick, sizes.get(key, default_size))
         _check(last is not None or len(window.vals) == window.total_bad,
                f"key {key!r}: has values in its window but no 'last' value")
@@ -70,7 +73,8 @@ def parse_state(state: Any) -> Tuple[int, int, Dict[str, int], Dict[str, KeyWind
 def _window(where: str, record: Mapping[str, Any], tick: int, size: int) -> KeyWindow:
     """The window a state record describes: ``values`` (``[tick, finite value]``) and ``nonfinite`` (ticks)."""
     pairs, bad = record.get("values", []), record.get("nonfinite", [])
-    _check(isinstance(pairs, (list, tuple)) and isinstance(bad, (list, tuple)), f"{where}: 'values' and 'nonfinite' must be lists")
+    _check(isinstance(pairs, (list, tuple)) and isinstance(bad, (list, tuple)),
+           f"{where}: 'values' and 'nonfinite' must be lists")
     for i, pair in enumerate(pairs):  # the messages are built only for a bad entry: a window may be long
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and is_int(pair[0]) and is_real(pair[1])
                 and math.isfinite(pair[1])):
@@ -82,7 +86,11 @@ def _window(where: str, record: Mapping[str, Any], tick: int, size: int) -> KeyW
                             f"{size} at tick {tick}")
             if i and t < ticks[i - 1]:
                 raise _fail(f"{where}: {what} ticks must not decrease, got {ticks[i - 1]} then {t}")
-    return KeyWindow.load(size, [(int(t), float(v)) for t, v in pairs], [int(t) for t in bad])
+    window = KeyWindow(size)  # its total_bad counts the loaded NaN/inf
+    items = [*((int(t), float(v)) for t, v in pairs), *((int(t), math.nan) for t in bad)]
+    for t, v in sorted(items, key=lambda item: item[0]):  # stable: a tick's values in their order
+        window.add(t, v)
+    return window
 
 
 def _stat(where: str, raw: Any) -> WindowStat:
@@ -108,29 +116,29 @@ def _kept(raw: Any, tick: int) -> Dict[str, Dict[Any, Any]]:
     out: Dict[str, Dict[Any, Any]] = {}
     for key, record in raw.items():
         where = f"tracked {key!r}"
-        _check(isinstance(key, str) and key and isinstance(record, Mapping), f"{where}: expected a key -> dict, got {record!r}")
+        _check(isinstance(key, str) and key and isinstance(record, Mapping),
+               f"{where}: expected a key -> dict, got {record!r}")
         kept = out[key] = {}
         windows = record.get("windows", {})
         _check(isinstance(windows, Mapping), f"{where}: 'windows' must be a dict")
         for text, window in windows.items():
-            size = int(text) if isinstance(text, str) and text.isdigit() else None
+            size = int(text) if isinstance(text, str) and text.isdecimal() else None
             _check(size, f"{where}: bad window size {text!r} (a positive int)")
             _check(isinstance(window, Mapping), f"{where} window {size}: expected a dict, got {window!r}")
             kept[size] = _window(f"{where} window {size}", window, tick, size)
         ring = record.get("last_n")
         if ring is not None:
-            _check(isinstance(ring, Mapping) and {"n", "values", "tick", "at_tick"} <= ring.keys(),
-                   f"{where}: 'last_n' must be a dict with n, values, tick, at_tick")
-            n, values = _size(f"{where} last_n n", ring["n"]), ring["values"]
-            _check(isinstance(values, (list, tuple)) and len(values) <= n and all(is_real(v) for v in values),
-                   f"{where}: 'last_n' values must be a list of at most {n} numbers")
-            _check(is_int(ring["tick"]) and is_int(ring["at_tick"]) and ring["at_tick"] >= 0,
-                   f"{where}: 'last_n' tick and at_tick must be ints")
-            kept["last_n"] = LastN(n, [float(v) for v in values], int(ring["tick"]), int(ring["at_tick"]))
+            _check(isinstance(ring, Mapping) and {"n", "values"} <= ring.keys(),
+                   f"{where}: 'last_n' must be a dict with n and values")
+            n, pairs = _size(f"{where} last_n n", ring["n"]), ring["values"]
+            _check(isinstance(pairs, (list, tuple)) and len(pairs) <= n and all(
+                isinstance(p, (list, tuple)) and len(p) == 2 and is_int(p[0]) and p[0] <= tick and is_real(p[1])
+                for p in pairs), f"{where}: 'last_n' values must be at most {n} [tick <= {tick}, number] pairs")
+            kept["last_n"] = LastN(n, [(int(t), float(v)) for t, v in pairs])
         since = record.get("since_start")
         if since is not None:
             _check(isinstance(since, Mapping) and is_int(since.get("tick")),
                    f"{where}: 'since_start' must be a dict with before, tick, current")
-            kept["since_start"] = SinceStart(_stat(f"{where} since_start before", since.get("before")),
-                                             int(since["tick"]), _stat(f"{where} since_start current", since.get("current")))
+            before, current = (_stat(f"{where} since_start {part}", since.get(part)) for part in ("before", "current"))
+            kept["since_start"] = SinceStart(before, int(since["tick"]), current)
     return out

@@ -21,7 +21,7 @@ def _want(kept: Dict[Any, Any], window: Optional[int], last_n: Optional[int], si
         kept[window] = KeyWindow(window)
     ring = kept.get("last_n")
     if last_n is not None and (ring is None or ring.n < last_n):  # a longer ring keeps the values of the shorter
-        kept["last_n"] = LastN(last_n) if ring is None else LastN(last_n, ring.ring, ring.tick, ring.at_tick)
+        kept["last_n"] = LastN(last_n, () if ring is None else ring.ring)
     if since_start and "since_start" not in kept:
         kept["since_start"] = SinceStart()
 
@@ -85,10 +85,9 @@ class TickMonitor:
         self._default_size = size
 
     def _resize(self, key: str, size: int) -> None:
-        window = self._windows.get(key)
-        if window is not None:
-            with self._lock:
-                window.resize(size, self._tick)
+        with self._lock:
+            if key in self._windows:
+                self._windows[key].resize(size, self._tick)
 
     def keep(self, key: str, *, window: Optional[int] = None, last_n: Optional[int] = None,
              since_start: bool = False) -> None:
@@ -110,7 +109,8 @@ class TickMonitor:
     def update_columns(self, columns: Mapping[str, Sequence[Any]]) -> None:
         """Record a list (or tuple) of values per key at the current tick, in order; all-or-nothing."""
         if not isinstance(columns, Mapping):
-            raise TypeError(f"TickMonitor.update_columns expects a dict key -> list of scalars, got {type(columns).__name__}")
+            raise TypeError("TickMonitor.update_columns expects a dict key -> list of scalars, "
+                            f"got {type(columns).__name__}")
         pairs = []
         for key, values in columns.items():
             if not isinstance(values, (list, tuple)):
@@ -184,11 +184,7 @@ class TickMonitor:
         """The :class:`~rlearn.monitor.WindowStat` of ``key``'s own window ending at ``end``, or of what
         :meth:`keep` made it keep (``window=w`` ticks, its ``last_n`` values, ``since_start``); a window
         that was not kept raises ``ValueError`` naming the key."""
-        end = self._end(end)
-        if window is None and last_n is None and not since_start:
-            store = self._windows.get(key)  # the key's own window: what every log asks for
-        else:
-            store = self._store(key, window, last_n, since_start)
+        end, store = self._end(end), self._store(key, window, last_n, since_start)
         if store is None:
             return EMPTY
         with self._lock:
@@ -197,8 +193,7 @@ class TickMonitor:
     def window_values(self, key: str, end: Optional[int] = None, *, window: Optional[int] = None,
                       last_n: Optional[int] = None) -> List[float]:
         """The finite values, oldest first, of the window :meth:`window_stat` reads."""
-        end = self._end(end)
-        store = self._store(key, window, last_n, False)
+        end, store = self._end(end), self._store(key, window, last_n, False)
         if store is None:
             return []
         with self._lock:
@@ -215,10 +210,12 @@ class TickMonitor:
         if store is not None and (last_n is None or store.n >= last_n):
             return store
         if last_n is not None:
-            raise ValueError(f"TickMonitor: the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})")
-        if since_start:
-            raise ValueError(f"TickMonitor: {key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)")
-        raise ValueError(f"TickMonitor: no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})")
+            missing = f"the last {last_n} values of {key!r} are not kept; call keep({key!r}, last_n={last_n})"
+        elif since_start:
+            missing = f"{key!r} keeps no since-start aggregate; call keep({key!r}, since_start=True)"
+        else:
+            missing = f"no window of {window} ticks kept for {key!r}; call keep({key!r}, window={window})"
+        raise ValueError(f"TickMonitor: {missing}")
 
     def keys(self) -> List[str]:
         """Every key ever recorded, in first-seen order."""

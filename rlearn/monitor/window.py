@@ -71,8 +71,8 @@ class WindowStat:
             return newer
         hi, lo = dd_add(self.sum, self.sum_lo, newer.sum, newer.sum_lo)
         values = None if self.values is None and newer.values is None else (self.values or ()) + (newer.values or ())
-        return WindowStat(hi, self.count + newer.count, _pick(min, self.min, newer.min), _pick(max, self.max, newer.max),
-                          self.nonfinite + newer.nonfinite, self.sumsq + newer.sumsq,
+        return WindowStat(hi, self.count + newer.count, _pick(min, self.min, newer.min),
+                          _pick(max, self.max, newer.max), self.nonfinite + newer.nonfinite, self.sumsq + newer.sumsq,
                           self.last if newer.last is None else newer.last, values, lo)
 
     @staticmethod
@@ -85,7 +85,8 @@ class WindowStat:
                 if not isinstance(stat, WindowStat):
                     raise TypeError(f"window stats for {key!r} must be WindowStat, got {type(stat).__name__}")
                 old = merged.get(key)
-                merged[key] = stat if old is None else replace(old.merge(stat), last=old.last if old.last is not None else stat.last)
+                last = stat.last if old is None or old.last is None else old.last
+                merged[key] = stat if old is None else replace(old.merge(stat), last=last)
         return merged
 
     @classmethod
@@ -94,7 +95,7 @@ class WindowStat:
         if not values:
             return cls(0.0, 0, None, None, nonfinite)
         hi, lo = dd_sum(values)
-        return cls(hi, len(values), min(values), max(values), nonfinite, math.fsum(map(operator.mul, values, values)),
+        return cls(hi, len(values), min(values), max(values), nonfinite, sum(map(operator.mul, values, values)),
                    values[-1], None, lo)
 
     def state(self) -> List[Any]:
@@ -168,47 +169,36 @@ class KeyWindow:
         """``{"values": [[tick, value], ...], "nonfinite": [tick of each NaN/inf, ...]}`` from tick ``first`` on."""
         cut = bisect_left(self.ticks, first)
         pairs = list(zip(self.ticks[cut:], self.vals[cut:]))
-        return {"values": [[t, v] for t, v in pairs if v - v == 0.0], "nonfinite": [t for t, v in pairs if v - v != 0.0]}
-
-    @classmethod
-    def load(cls, size: int, pairs: Sequence[Tuple[int, float]], bad: Sequence[int]) -> "KeyWindow":
-        """A window of ``size`` holding ``pairs`` (finite ``(tick, value)``, ticks ascending) and a NaN at every
-        tick of ``bad``; its ``total_bad`` counts those NaN."""
-        window = cls(size)
-        for tick, value in sorted([*pairs, *((t, math.nan) for t in bad)], key=lambda item: item[0]):  # stable
-            window.add(tick, value)
-        return window
+        return {"values": [[t, v] for t, v in pairs if v - v == 0.0],
+                "nonfinite": [t for t, v in pairs if v - v != 0.0]}
 
 
 class LastN:
-    """The last ``n`` values of a key (NaN/inf included, they count as values), oldest first."""
+    """The last ``n`` values of a key with their ticks (NaN/inf included: they count as values), oldest first."""
 
-    def __init__(self, n: int, values: Iterable[float] = (), tick: int = -1, at_tick: int = 0) -> None:
+    def __init__(self, n: int, pairs: Iterable[Tuple[int, float]] = ()) -> None:
         self.n = n
-        self.ring: Deque[float] = deque(values, maxlen=n)
-        self.tick = tick  # tick of the newest value
-        self.at_tick = at_tick  # how many of the newest values were recorded at ``tick``
+        self.ring: Deque[Tuple[int, float]] = deque(pairs, maxlen=n)
 
     def add(self, tick: int, value: float) -> None:
-        self.ring.append(value)
-        self.tick, self.at_tick = tick, self.at_tick + 1 if tick == self.tick else 1
+        self.ring.append((tick, value))
+
+    def _span(self, end: int, n: int) -> Tuple[List[float], List[float]]:
+        """``(values, finite values)`` among the last ``n`` minus those recorded after ``end``, oldest first."""
+        values = [v for t, v in list(self.ring)[-n:] if t <= end]
+        return values, _finite(values)
 
     def stat(self, end: int, n: int) -> WindowStat:
         """Aggregate of the last ``n`` values minus those recorded after ``end``."""
-        values = self._kept(end, n)
-        finite = _finite(values)
+        values, finite = self._span(end, n)
         return WindowStat.of(finite, len(values) - len(finite))
-
-    def _kept(self, end: int, n: int) -> List[float]:
-        values = list(self.ring)[-n:]
-        return values[: max(0, len(values) - self.at_tick)] if self.tick > end else values
 
     def values(self, end: int, n: int) -> List[float]:
         """The finite values among the last ``n`` recorded at ticks ``<= end``, oldest first."""
-        return _finite(self._kept(end, n))
+        return self._span(end, n)[1]
 
     def state(self) -> Dict[str, Any]:
-        return {"n": self.n, "values": list(self.ring), "tick": self.tick, "at_tick": self.at_tick}
+        return {"n": self.n, "values": [list(pair) for pair in self.ring]}
 
 
 class SinceStart:
