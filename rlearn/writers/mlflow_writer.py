@@ -26,16 +26,8 @@ _PARAM_VALUE_LIMIT = 6000
 
 
 class MlflowWriter(TrackingWriter):
-    """Logs to an MLflow run (see the module doc).
-
-    Args:
-        work_dir: where ``mlflow_run.json`` is kept.
-        tracking_uri: the MLflow tracking server or store (``http://...``, ``sqlite:///mlflow.db``,
-            ``file:/path/mlruns``); None: MLflow's default (``MLFLOW_TRACKING_URI``).
-        experiment_name: the MLflow experiment (created if missing).
-        run_name: the run's name (default: the work dir's name).
-        tags: extra run tags.
-    """
+    """Logs to an MLflow run of ``experiment_name`` (created if missing) at ``tracking_uri`` (``http://...``,
+    ``sqlite:///mlflow.db``, ``file:/path/mlruns``; None: ``MLFLOW_TRACKING_URI``); see the module doc."""
 
     kind = "mlflow"
     #: seconds the start-up check waits for an ``http(s)`` tracking server to answer (MLflow itself retries
@@ -51,8 +43,7 @@ class MlflowWriter(TrackingWriter):
         self.tags = dict(tags or {})
         self.client: Any = None
         self._last_axes: Optional[tuple] = None
-        #: resumed run: per metric, the last step the MLflow run holds (a kill in the middle of a batch can
-        #: leave some metrics of a row logged and others not; those are not logged twice)
+        #: resumed run: per metric, the last step it holds (a kill inside a batch may have logged part of a row)
         self._held_steps: Dict[str, int] = {}
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
@@ -75,8 +66,8 @@ class MlflowWriter(TrackingWriter):
         return run_id
 
     def _check_server(self, uri: str) -> None:
-        """``OSError`` naming ``uri`` when an ``http(s)`` tracking server gives no answer within
-        :attr:`CONNECT_TIMEOUT_S` (one request, no retry; any HTTP answer will do). Other stores are local."""
+        """``OSError`` naming ``uri`` when an ``http(s)`` server gives no answer (any will do) to one request
+        within :attr:`CONNECT_TIMEOUT_S`."""
         if not uri.lower().startswith(("http://", "https://")):
             return
         from mlflow.utils.credentials import get_default_host_creds

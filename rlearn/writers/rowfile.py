@@ -1,9 +1,8 @@
 """``RowFileWriter``: the shared part of the JSON-lines and CSV writers (one row per write, rewound on resume).
 
-Each row holds ``train_iter``, ``envstep`` and ``time`` (wall clock, seconds since the epoch), then every
-value that is not None. The checkpoint state is the number of rows written; on resume
-:meth:`RowFileWriter.rewind` keeps exactly those. A damaged row is skipped with a warning naming the file
-and the line, the rows after it kept. The file is only ever replaced atomically.
+Each row holds ``train_iter``, ``envstep``, ``time`` (seconds since the epoch), then every value that is not
+None. The checkpoint state is the number of rows written, which a resume keeps. A damaged row is skipped
+with a warning naming the file and the line. The file is only ever replaced atomically.
 """
 
 from __future__ import annotations
@@ -57,16 +56,9 @@ def _rows(entries: Sequence[Entry]) -> List[Row]:
 
 
 class RowFileWriter(Writer, abc.ABC):
-    """One row per write appended to ``path``; rewound on resume by row count (see the module doc).
-
-    Subclasses implement :meth:`parse` and :meth:`encode_row`; a format with a header also :meth:`render`,
-    and may widen the header in :meth:`_before_append`.
-
-    Args:
-        path: the file (``<work_dir>/metrics.jsonl``, ``<work_dir>/metrics.csv``).
-        logger: where damaged rows and :meth:`rewind` are reported (None: nowhere).
-        clock: the wall clock of the ``time`` column (seconds since the epoch).
-    """
+    """One row per write appended to ``path``, ``time`` from ``clock``; damaged rows and :meth:`rewind`
+    reported on ``logger`` (None: nowhere). Subclasses implement :meth:`parse` and :meth:`encode_row`; a format
+    with a header also :meth:`render`, and may widen the header in :meth:`_before_append`."""
 
     STATE_FIELDS = {"rows": count}
     REQUIRED_STATE = ("rows",)
@@ -85,8 +77,8 @@ class RowFileWriter(Writer, abc.ABC):
 
     @abc.abstractmethod
     def parse(self, text: str) -> Tuple[List[Entry], bool]:
-        """The rows of a file's ``text`` in order, a :class:`DamagedLine` in place of each line that is not
-        a row, and whether a damaged last row without its newline (a crash mid-write) was left out."""
+        """The rows of ``text``, a :class:`DamagedLine` for each line that is not one, and whether a damaged
+        last row without its newline (a crash mid-write) was left out."""
 
     def render(self, rows: List[Row]) -> str:
         """The text of a file holding ``rows`` (a format with a header adds it)."""
@@ -108,8 +100,7 @@ class RowFileWriter(Writer, abc.ABC):
         return (text, *self.parse(text))
 
     def read(self) -> Tuple[List[Row], List[str]]:
-        """The rows now in the file (none if it does not exist) and one ``<file>:<line>: ...`` message per
-        damaged line skipped."""
+        """The rows now in the file and one ``<file>:<line>: ...`` message per damaged line skipped."""
         entries = self._load()[1]
         return _rows(entries), self._damaged(entries)
 
@@ -150,8 +141,8 @@ class RowFileWriter(Writer, abc.ABC):
             self._open()
 
     def _time_of(self, scalars: Mapping[str, ScalarValue]) -> float:
-        """The wall time of one write, the same for every row writer the learner hands the same ``scalars``
-        to, so that JSONL and CSV rows agree exactly."""
+        """The wall time of a write: the same for every row writer handed the same ``scalars`` (JSONL and CSV
+        rows agree)."""
         global _LAST_WRITE
         if self.clock is not time.time:
             return round(float(self.clock()), 6)
@@ -174,8 +165,8 @@ class RowFileWriter(Writer, abc.ABC):
         """Nothing: a row file holds numbers only (the config is ``<work_dir>/config.py``)."""
 
     def flush(self) -> None:
-        """Hand what was written to the OS; fsync at most every :attr:`FSYNC_EVERY_S` seconds here, and
-        always in :meth:`state_dict` (a checkpoint) and :meth:`close`."""
+        """Hand what was written to the OS; fsync at most every :attr:`FSYNC_EVERY_S` seconds (always in
+        :meth:`state_dict` and :meth:`close`)."""
         if self._file is not None:
             self._file.flush()
             if time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S:
@@ -209,10 +200,8 @@ class RowFileWriter(Writer, abc.ABC):
         self.rows_written = int(state["rows"])
 
     def rewind(self, step_iter: int, step_env: int) -> None:
-        """Drop the rows written after the checkpoint: those past the restored row count, or without one (a
-        checkpoint from before this writer was configured) those beyond ``step_iter``. A damaged last row
-        goes too; a damaged row among the kept ones is dropped with a warning but still counts as one of
-        the checkpoint's rows. The file is replaced only when something changes."""
+        """Drop the rows past the restored row count (without one, as when the writer is new to the run: past
+        ``step_iter``) and a damaged last row; a damaged row among those kept goes with a warning but counts."""
         self.close()
         text, entries, torn = self._load()
         if text is None:

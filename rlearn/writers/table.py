@@ -38,10 +38,8 @@ DEFAULT_GROUP = "learner"
 GROUP_ORDER = (DEFAULT_GROUP, "collector", "evaluator")
 #: the groups shown last, in this order: the throughput, then the time it leaves out (``time/eval_s``...)
 LAST_GROUPS = ("throughput", "time")
-#: characters between two columns
-_GAP = "  "
-#: between two groups on one row
-_SEP = " | "
+_GAP = "  "  # between two columns
+_SEP = " | "  # between two groups on one row
 _NONFINITE = "_nonfinite"
 
 
@@ -69,9 +67,8 @@ def grouped_columns(scalars: Mapping[str, ScalarValue],
                     known: Optional[Dict[str, List[str]]] = None) -> List[Tuple[str, List[Tuple[str, str]]]]:
     """``[(group, [(short name, text), ...]), ...]`` of one write, groups in display order.
 
-    ``known`` (updated in place): group -> the names shown so far, in their order; a known name missing
-    from ``scalars`` shows as ``-`` when its group is in the write. ``<key>_nonfinite`` names are never
-    remembered; they follow ``<key>_avg`` (or end the group).
+    ``known`` (updated in place): per group, the names shown so far, in order; one missing from ``scalars``
+    shows as ``-`` when its group is in the write. ``<key>_nonfinite`` (never remembered) follows ``<key>_avg``.
     """
     known = {} if known is None else known
     groups: Dict[str, Dict[str, ScalarValue]] = {}
@@ -97,8 +94,7 @@ def grouped_columns(scalars: Mapping[str, ScalarValue],
 
 
 def column_width(column: Tuple[str, str]) -> int:
-    """Characters one ``(name, value)`` column takes in a block: the wider of its two cells plus the gap
-    before it (tabulate measures wide characters the same way when ``wcwidth`` is installed)."""
+    """Characters one ``(name, value)`` column takes in a block: its wider cell plus the gap before it."""
     name, value = column
     return max(len(name), len(value)) + len(_GAP)
 
@@ -113,11 +109,8 @@ def _segment(label: str, columns: List[Tuple[str, str]]) -> Tuple[str, str]:
 
 def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: int) -> str:
     """Render ``[(group, [(name, value), ...]), ...]`` as rows of two lines (the group and the names, then
-    the values), each at most ``width`` characters where possible.
-
-    A group starts on the current row (after `` | ``) if all of it still fits there, or -- a group too wide
-    for any row -- if its label and first column fit; else on a new row. A group whose columns do not fit
-    continues on the next row under its label again. Row-starting labels are padded to the same width.
+    the values), each at most ``width`` characters where possible. A group whose columns do not fit continues
+    on the next row under its label again; row-starting labels are padded to the same width.
     """
     label_width = max((len(group) for group, _ in blocks), default=0)
     rows: List[List[Tuple[str, str]]] = []  # each row: its segments (header line, value line)
@@ -174,9 +167,8 @@ def _parse_rows(header: str, values: str, cells: Dict[str, str]) -> None:
 
 
 def parse_log_tables(text: str) -> List[Dict[str, str]]:
-    """Every table of a log (a log file, or captured output), in order, each read as :func:`parse_table`
-    does. A table is a heading line (``... train_iter N  envstep M``, after any log prefix) and the pairs of
-    lines after it whose second line starts with a space (its values)."""
+    """Every table of a log (a file, or captured output) in order, each read as :func:`parse_table` does: a
+    heading line (after any log prefix) and the pairs of lines after it whose second line starts with a space."""
     lines = text.splitlines()
     tables: List[Dict[str, str]] = []
     index = 0
@@ -194,11 +186,8 @@ def parse_log_tables(text: str) -> List[Dict[str, str]]:
 
 
 def parse_table(text: str) -> Dict[str, str]:
-    """Read one logged table (heading and rows, as :class:`TableWriter` writes it) back into
-    ``{"train_iter": ..., "envstep": ..., <full name>: <text>, ...}`` in the order shown.
-
-    Lines before the heading (and a log prefix on the heading line) are skipped. Values never contain
-    spaces; names may, but not two spaces in a row or `` | ``. ValueError when there is no table.
+    """The first table in ``text`` as ``{"train_iter": ..., "envstep": ..., <full name>: <text>, ...}`` in
+    the order shown (names may hold single spaces, not two in a row nor `` | ``); ValueError when there is none.
     """
     tables = parse_log_tables(text)
     if not tables:
@@ -207,12 +196,8 @@ def parse_table(text: str) -> Dict[str, str]:
 
 
 class TableWriter(Writer):
-    """Logs every write as a compact table (``INFO``), grouped by name prefix, wrapped to ``width``.
-
-    Args:
-        logger: where the tables go (the run's logger: terminal and ``<exp_name>.log``).
-        width: table width in characters; None uses the terminal width at each write
-            (``shutil.get_terminal_size``, 120 when there is no terminal).
+    """Logs every write as a compact table (``INFO``) on ``logger``, grouped by name prefix, wrapped to
+    ``width`` characters (None: the terminal's at each write, 120 without one).
 
     Attributes:
         last_table: the text of the last table written, heading included ("" before the first).
@@ -225,7 +210,7 @@ class TableWriter(Writer):
         self._known: Dict[str, List[str]] = {}
 
     def render(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> str:
-        """The text of one write: the heading line and the blocks (see the module docstring)."""
+        """The text of one write: the heading line and the blocks."""
         width = self.width if self.width is not None else shutil.get_terminal_size((120, 24)).columns
         blocks = grouped_columns(scalars, self._known)
         groups = {group_of(name)[0] if "/" in name else None for name in scalars}
@@ -233,7 +218,7 @@ class TableWriter(Writer):
         return f"{by}train_iter {step_iter}  envstep {step_env}\n{horizontal_tables(blocks, width)}"
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
-        """Log the table of one write (see the module docstring for the layout)."""
+        """Log the table of one write."""
         table = self.render(scalars, step_iter, step_env)
         self.logger.info("%s", table)
         self.last_table = table

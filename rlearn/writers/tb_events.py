@@ -1,8 +1,7 @@
 """TensorBoard event files: reading them back (checksums checked) and the rewind used on resume.
 
-:func:`rewind_event_files` rewrites the event files so that only the points written before a checkpoint
-remain: the resumed run adds the rest, with no duplicated and no missing point. :mod:`rlearn.writers.tb_file`
-writes the files (:class:`TBWriter` is importable from here too).
+:func:`rewind_event_files` keeps only the points written before a checkpoint, so the resumed run adds the
+rest with no duplicated and no missing point. :mod:`rlearn.writers.tb_file` writes the files.
 """
 
 from __future__ import annotations
@@ -126,18 +125,12 @@ def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep
                        logger: Optional[logging.Logger] = None, drop_prefixes: Tuple[str, ...] = ()) -> RewindReport:
     """Remove from the event files under ``logdir`` every point written after a checkpoint.
 
-    A value of tag ``T`` at step ``s`` (files in TensorBoard's reading order) is kept when:
-
-    * ``T`` is in ``points`` (the table :class:`TBWriter` kept up to the checkpoint) with last step ``L`` and
-      ``n`` points at ``L``: ``s < L``, or ``s == L`` for the first ``n`` (exact even when the env-step
-      counter did not move between two logs);
-    * any other tag: ``s`` is not beyond the checkpoint on the tag's axis (``envstep`` for ``*_step/...``
-      tags, ``train_iter`` otherwise).
-
-    Values whose tag starts with one of ``drop_prefixes`` are dropped whatever their step; events without
-    summaries are kept. Damaged records are dropped (counted in the report and warned about on ``logger``),
-    the valid records after them kept. Changed files are replaced atomically, unchanged ones not touched;
-    ``skip`` lists files to leave alone (the event file the current writer has open).
+    A value of tag ``T`` at step ``s`` (files in TensorBoard's reading order) is kept when ``T`` is in
+    ``points`` (the :class:`TBWriter` table of the checkpoint) with last step ``L`` and ``n`` points at ``L``
+    and ``s < L``, or ``s == L`` for the first ``n``; for another tag, when ``s`` is not beyond the checkpoint
+    on the tag's axis (``envstep`` for ``*_step/...`` tags, ``train_iter`` otherwise). Tags starting with one
+    of ``drop_prefixes`` go whatever their step. Damaged records are dropped (reported, warned about on
+    ``logger``); changed files are replaced atomically; the files in ``skip`` (the one open) are left alone.
     """
     points = points or {}
     skipped = {Path(p).resolve() for p in skip}

@@ -40,15 +40,9 @@ def encode_record(data: bytes) -> bytes:
 
 
 class TBWriter:
-    """TensorBoard event file writer with synchronous writes and per-tag point counts.
-
-    The file is opened at the first write (named as tensorboardX names it, plus a nanosecond suffix that
-    keeps files opened within one second in creation order); a closed writer opens a new one.
-
-    Args:
-        logdir: directory of the event files (``<work_dir>/tb``).
-        points: the table of :attr:`points` to update (kept across close and reopen).
-    """
+    """TensorBoard event files in ``logdir`` with synchronous writes and per-tag point counts (``points``: the
+    table to update). A file is opened at the first write, named as tensorboardX names it plus a nanosecond
+    suffix (files opened within one second sort in creation order); a closed writer opens a new one."""
 
     def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None) -> None:
         self.logdir = Path(logdir)
@@ -97,8 +91,7 @@ class TBWriter:
             self.points[tag] = [step, 1]
 
     def flush(self, sync: bool = True) -> None:
-        """Hand every event written so far to the OS; with ``sync`` also fsync the file (about 5 ms), unless
-        nothing was written since the last fsync."""
+        """Hand the events written to the OS; with ``sync``, fsync the file too (about 5 ms) if it changed."""
         if self._file is None:
             return
         self._file.flush()

@@ -1,9 +1,7 @@
-"""``TensorBoardWriter``: every scalar on two x axes, train iterations and env steps.
+"""``TensorBoardWriter``: every scalar on two x axes, train iterations and env steps (:func:`tb_tags`).
 
-A name ``k`` becomes ``learner_iter/k`` (step = train iteration) and ``learner_step/k`` (step = env steps
-collected); a grouped name ``g/k`` becomes ``g_iter/k`` and ``g_step/k``. A ``None`` value gets no point,
-never a 0. The per-tag point counts are the writer's checkpoint state: :meth:`TensorBoardWriter.rewind`
-uses them on resume to drop exactly the points written after the checkpoint. See docs/writers.md.
+A ``None`` value gets no point, never a 0. The per-tag point counts are the checkpoint state, with which
+:meth:`TensorBoardWriter.rewind` drops exactly the points written after the checkpoint. See docs/writers.md.
 """
 
 from __future__ import annotations
@@ -23,9 +21,8 @@ HPARAMS_METRIC_PREFIX = "hparams/"
 
 
 def tb_tags(name: str) -> Tuple[str, str]:
-    """``(iteration-axis tag, env-step-axis tag)`` of a final name: ``learner_iter/loss_avg`` and
-    ``learner_step/loss_avg`` for ``loss_avg``; ``g_iter/k`` and ``g_step/k`` for ``g/k`` (split at the
-    first ``/``)."""
+    """``(iteration-axis tag, env-step-axis tag)`` of a final name: ``learner_iter/k`` and ``learner_step/k``
+    for ``k``; ``g_iter/k`` and ``g_step/k`` for ``g/k`` (split at the first ``/``)."""
     group, sep, rest = name.partition("/")
     if not sep:
         group, rest = "learner", name
@@ -33,15 +30,8 @@ def tb_tags(name: str) -> Tuple[str, str]:
 
 
 class TensorBoardWriter(TBWriter, Writer):
-    """Writes scalars to TensorBoard event files under ``logdir`` on both x axes.
-
-    The event file is opened at the first write (a writer that never writes leaves no directory); a write
-    after :meth:`close` opens a new file.
-
-    Args:
-        logdir: the event-file directory (``<work_dir>/tb``).
-        logger: where :meth:`rewind` reports what it removed (None: nowhere).
-    """
+    """Writes scalars to TensorBoard event files under ``logdir`` (``<work_dir>/tb``, made at the first write)
+    on both x axes; :meth:`rewind` reports on ``logger`` (None: nowhere)."""
 
     STATE_FIELDS = {"points": table_of(list_of(count, 2)), "totals": table_of(count)}
     REQUIRED_STATE = ("points", "totals")
@@ -87,10 +77,9 @@ class TensorBoardWriter(TBWriter, Writer):
         self.add_text("config", "\n".join("    " + line for line in text.splitlines()), step_iter)
 
     def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
-        """An HParams session in this run's own directory (so that ``tensorboard --logdir`` over several work
-        dirs lists one row per run), each metric the scalar ``hparams/<name>`` at ``step_iter``; hparams
-        that are not bool, number or str are written as their ``repr``. A resumed run drops these in
-        :meth:`rewind` and writes them again when it ends."""
+        """An HParams session in the run's own directory (one row per run for ``tensorboard --logdir`` over
+        several), each metric the scalar ``hparams/<name>``; other than bool, number or str: their ``repr``.
+        A resumed run drops these in :meth:`rewind` and writes them again when it ends."""
         from tensorboardX.summary import hparams as hparams_summaries
 
         clean = {name: value if isinstance(value, (bool, int, float, str)) else repr(value)
@@ -111,8 +100,7 @@ class TensorBoardWriter(TBWriter, Writer):
             self._synced_at = time.monotonic()
 
     def state_dict(self) -> Dict[str, Any]:
-        """``{"points": {tag: [last step, points at it]}, "totals": {tag: points}}``, after an fsync of the
-        event file (every point a checkpoint counts is on disk)."""
+        """``{"points": {tag: [last step, points at it]}, "totals": {tag: points}}``, after an fsync."""
         self.flush(sync=True)
         return {"points": {tag: list(entry) for tag, entry in self.points.items()}, "totals": dict(self.totals)}
 
@@ -123,10 +111,9 @@ class TensorBoardWriter(TBWriter, Writer):
         self.totals = {str(tag): int(n) for tag, n in state["totals"].items()}
 
     def rewind(self, step_iter: int, step_env: int) -> RewindReport:
-        """Remove from the event files every point written after (``step_iter``, ``step_env``), using the
-        point counts of :meth:`load_state_dict` (:func:`~rlearn.writers.tb_events.rewind_event_files`); the
-        file this writer has open is left alone. Points the checkpoint counts that the event files no longer
-        hold are a WARNING naming the damaged files and the tags."""
+        """Remove every point written after the checkpoint (:func:`~rlearn.writers.tb_events.rewind_event_files`
+        with the point counts of :meth:`load_state_dict`), except in the file open; a WARNING names the points
+        the checkpoint counts that the files no longer hold."""
         for table in (self.points, self.totals):
             for tag in [tag for tag in table if tag.startswith(HPARAMS_METRIC_PREFIX)]:
                 del table[tag]

@@ -47,10 +47,8 @@ def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Po
 
 
 class TrackingWriter(Writer, abc.ABC):
-    """Starts or continues one tracking run and logs each write as one row (see the module doc).
-
-    Subclasses set :attr:`kind` and implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config` and
-    :meth:`_finish`.
+    """Starts or continues one tracking run and logs each write as one row (see the module doc); subclasses
+    set :attr:`kind` and implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config` and :meth:`_finish`.
 
     Args:
         work_dir: where ``<kind>_run.json`` is kept (None: only the checkpoint holds the run id).
@@ -67,6 +65,8 @@ class TrackingWriter(Writer, abc.ABC):
         #: the service's package, imported (:class:`MissingExtraError` when it is not installed)
         self.package = require(self.kind, self.kind)
         self.work_dir = Path(work_dir) if work_dir is not None else None
+        #: ``<work_dir>/<kind>_run.json``: ``{"run_id": ..., "logged": [train_iter, envstep, k]}``
+        self.state_file = self.work_dir / f"{self.kind}_run.json" if self.work_dir is not None else None
         self.logger = logger
         self.run_name = run_name if run_name is not None else (self.work_dir.name if self.work_dir else None)
         #: the run's id once started (or restored from a checkpoint)
@@ -94,14 +94,9 @@ class TrackingWriter(Writer, abc.ABC):
     def _finish(self) -> None:
         """End the run in this process (the service marks it finished)."""
 
-    @property
-    def state_file(self) -> Optional[Path]:
-        """``<work_dir>/<kind>_run.json``: ``{"run_id": ..., "logged": [train_iter, envstep, k]}``."""
-        return None if self.work_dir is None else self.work_dir / f"{self.kind}_run.json"
-
     def _durable_position(self) -> Optional[Position]:
-        """The last position the service holds for sure (what the state file records): every row logged,
-        for a service whose log call returns once the row is stored (MLflow)."""
+        """The last position the service holds for sure (the state file's): the last logged, where a log call
+        returns once the row is stored (MLflow)."""
         return self._logged
 
     def _save_state_file(self) -> None:
@@ -113,8 +108,7 @@ class TrackingWriter(Writer, abc.ABC):
         self._saved = position
 
     def _restore_logged(self) -> None:
-        """Resume: the run id (unless the checkpoint gave one) and the last position logged, from
-        ``<kind>_run.json``."""
+        """Resume: the run id (unless the checkpoint gave one) and the last position logged, from the state file."""
         try:
             saved = json.loads(self.state_file.read_text(encoding="utf-8")) if self.state_file else {}
         except (OSError, ValueError):

@@ -1,14 +1,11 @@
 """``WandbWriter``: Weights & Biases (``pip install 'rlearn[wandb]'``).
 
-Every write is one ``run.log`` of ``train_iter``, ``envstep`` and every value that is not None; every metric
-uses ``envstep`` as its step metric (W&B's ``_step`` restarts in each offline session). The resolved config
-is the run's config; on resume the same run continues (:mod:`rlearn.writers.tracking`).
+Every write is one ``run.log`` of ``train_iter``, ``envstep`` and every value that is not None, over the
+``envstep`` axis; the resolved config is the run's config; a resume continues the same run.
 
 W&B's service writes each run's transaction log (``run-<id>.wandb``) in 32 KiB blocks and reports no write
-error to this process, so a row counts as logged only once it is read back from that file with W&B's own
-reader (:class:`TransactionLog`): a checkpoint keeps the rows not read back yet and a resumed run logs those
-the logs lack; a nearly full disk or rows missing at :meth:`WandbWriter.close` raise ``OSError``. See
-docs/writers.md.
+error, so a row counts as logged only once W&B's own reader finds it in that file (:class:`TransactionLog`):
+a checkpoint keeps the rows not read back yet, and a resumed run logs those the logs lack. See docs/writers.md.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ from rlearn.writers.tracking import Position, TrackingWriter, next_position
 __all__ = ["WandbWriter", "TransactionLog", "LogUnreadable", "last_position", "next_step", "transaction_logs"]
 
 Axes = Tuple[int, int]
-#: a row handed to W&B and not read back from its transaction log yet
-Pending = Tuple[Position, Row]
+Pending = Tuple[Position, Row]  # a row handed to W&B, not read back yet
 
 
 class LogUnreadable(ImportError):
@@ -84,8 +80,7 @@ class TransactionLog:
         self.offset = 0  # where the next unread record starts (0: the file's header is not read yet)
 
     def new_rows(self) -> List[Axes]:
-        """``(train_iter, envstep)`` of every history row written to the file since the last call (rows without
-        both are left out). A record that is not complete yet is read next time."""
+        """``(train_iter, envstep)`` of the rows written since the last call (a record being written: next time)."""
         if not self.path.is_file() or self.path.stat().st_size <= max(self.offset, 7):
             return []
         rows: List[Axes] = []
@@ -98,8 +93,7 @@ class TransactionLog:
 
 
 def transaction_logs(wandb_dir: Union[str, Path], run_id: str) -> List[Path]:
-    """Every transaction log of run ``run_id`` under ``wandb_dir`` (the ``wandb`` folder W&B creates), one per
-    session (offline or online)."""
+    """The transaction logs of run ``run_id`` under ``wandb_dir`` (W&B's ``wandb`` folder), one per session."""
     root = Path(wandb_dir)
     if not root.is_dir():
         return []
@@ -108,16 +102,14 @@ def transaction_logs(wandb_dir: Union[str, Path], run_id: str) -> List[Path]:
 
 
 def next_step(wandb_dir: Union[str, Path], run_id: str) -> int:
-    """One more than the largest ``_step`` of a history row over every transaction log of run ``run_id`` (0
-    when none holds a row): where a resumed session's ``_step`` continues."""
+    """Where a resumed session's ``_step`` continues: one more than the largest in the run's logs (0: none)."""
     return 1 + max((record.history.step.num for path in transaction_logs(wandb_dir, run_id)
                     for _, record in _records(path) if record.WhichOneof("record_type") == "history"), default=-1)
 
 
 def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Position]:
-    """The position ``(train_iter, envstep, k)`` of the last row that run ``run_id`` holds over all its
-    transaction logs, or None when no log holds a row. Rows are never logged twice, so counting the rows at
-    the last (train_iter, envstep) gives ``k`` whatever the sessions' order."""
+    """The position ``(train_iter, envstep, k)`` of the last row run ``run_id``'s logs hold (None: no row);
+    rows are never logged twice, so ``k`` is the count of rows at those axes less one."""
     counts: Dict[Axes, int] = {}
     for path in transaction_logs(wandb_dir, run_id):
         for axes in TransactionLog(path).new_rows():
@@ -136,9 +128,8 @@ _SETTINGS = {"project": "project", "entity": "entity", "name": "run_name", "grou
 
 
 def check_options(wandb: Any, options: Mapping[str, Any], init_kwargs: Mapping[str, Any]) -> None:
-    """Check the writer's options as ``wandb.init`` would at the first write, but when the writer is built:
-    ``TypeError`` for an option ``wandb.init`` does not take or the writer sets itself, ``ValueError`` naming the
-    option whose value W&B's own settings refuse (``mode="offlinee"``)."""
+    """Check the options when the writer is built, not at the first write: ``TypeError`` for one ``wandb.init``
+    does not take or the writer sets itself, ``ValueError`` naming one W&B's settings refuse (``mode="offlinee"``)."""
     known = set(inspect.signature(wandb.init).parameters) - set(options)
     for option in init_kwargs:
         if option in _OWN_INIT_ARGS:
@@ -177,12 +168,8 @@ class WandbWriter(TrackingWriter):
     """Logs to a W&B run (see the module doc).
 
     Args:
-        work_dir: the run's work dir: W&B's files go to ``<work_dir>/wandb/`` unless ``dir`` or the
-            ``WANDB_DIR`` environment variable says otherwise; ``wandb_run.json`` is kept there.
-        project, entity, name, group, tags: as in ``wandb.init`` (``name`` defaults to the work dir's name).
-        mode: ``"online"``, ``"offline"`` (sync later with ``wandb sync``) or ``"disabled"``; None: W&B's
-            default (``WANDB_MODE``, else online).
-        dir: where W&B keeps its files.
+        work_dir: holds ``wandb_run.json`` and W&B's ``wandb/`` folder (unless ``dir`` or ``WANDB_DIR``).
+        project, entity, name, group, tags, mode, dir: as in ``wandb.init`` (``name``: the work dir's name).
         init_kwargs: any other ``wandb.init`` argument.
     """
 
@@ -213,8 +200,8 @@ class WandbWriter(TrackingWriter):
         self._step = 0  # W&B's ``_step`` of the next row: continuous over a resumed run's sessions
 
     def _directory(self) -> Optional[str]:
-        """Where W&B keeps its folder ``wandb/``: ``dir``, else ``WANDB_DIR`` (read at each start: wandb reads
-        it once per process), else the work dir; None: the current directory."""
+        """The folder of W&B's ``wandb/`` (None: the current directory); ``WANDB_DIR`` is read at each start,
+        where wandb reads it once per process."""
         return self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
@@ -250,7 +237,7 @@ class WandbWriter(TrackingWriter):
             self._pending.append((position or self._position, dict(row)))
 
     def _read_back(self) -> None:
-        """Read the rows W&B wrote since the last call; they are durable and no longer pending."""
+        """Read back the rows W&B wrote since the last call: they are durable, no longer pending."""
         if self._log is None:
             return
         try:
@@ -267,8 +254,7 @@ class WandbWriter(TrackingWriter):
         return self._durable if self._log is not None else self._logged
 
     def _restore_logged(self) -> None:
-        """Resume from the last row the run's transaction logs hold; ``wandb_run.json`` when this wandb cannot
-        read them or finds none."""
+        """Resume from the last row the run's logs hold, else from ``wandb_run.json``."""
         super()._restore_logged()
         if self.run_id is not None:
             with contextlib.suppress(LogUnreadable):
@@ -277,8 +263,8 @@ class WandbWriter(TrackingWriter):
                     self._logged = self._durable = found
 
     def flush(self) -> None:
-        """Read back what W&B wrote, update ``wandb_run.json``; ``OSError`` (ENOSPC) when the disk W&B writes
-        to has less than :attr:`MIN_FREE_BYTES` free (its service would lose rows silently)."""
+        """Read back what W&B wrote, update ``wandb_run.json``; ``OSError`` (ENOSPC) under :attr:`MIN_FREE_BYTES`
+        free for W&B's files."""
         if not self._started:
             return
         self._read_back()
@@ -294,8 +280,7 @@ class WandbWriter(TrackingWriter):
                           f"(W&B drops rows there without an error; its transaction log holds {held})", str(folder))
 
     def _check_finished(self) -> None:
-        """Wait until the finished run's transaction log holds every row logged (W&B's service writes it
-        after ``finish()`` returns); ``OSError`` naming the rows it lacks otherwise."""
+        """Wait until the log holds every row (W&B writes it after ``finish()``); ``OSError`` naming those it lacks."""
         deadline = time.monotonic() + (0.0 if self._disk_full else self.FINISH_TIMEOUT_S)
         while self._pending and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -308,8 +293,7 @@ class WandbWriter(TrackingWriter):
                           "logs/debug-internal.log)", str(self._log.path))
 
     def state_dict(self) -> Dict[str, Any]:
-        """The tracking state plus ``pending``: the rows W&B has not written yet (a resume logs those the
-        transaction logs lack)."""
+        """The tracking state plus ``pending``: the rows W&B has not written yet."""
         self._read_back()
         return {**super().state_dict(), "pending": [[*position, row] for position, row in self._replay + self._pending]}
 
