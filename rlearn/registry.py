@@ -23,8 +23,8 @@ T = TypeVar("T", bound=Callable[..., Any])
 
 
 class RegistryError(KeyError, ValueError):
-    """An unknown name (or a missing ``type``) in a registry. A ``KeyError`` too: ``build_hook`` and
-    ``Registry.get`` have raised ``KeyError`` for unknown names, and callers catch that."""
+    """An unknown name (or a missing ``type``) in a registry: a ``ValueError``, and a ``KeyError`` like any missing
+    mapping key (callers of ``Registry.get`` and ``build_hook`` catch that)."""
 
     def __str__(self) -> str:  # KeyError would otherwise print the repr of the message
         return str(self.args[0]) if self.args else ""
@@ -110,7 +110,8 @@ class Registry:
         elif callable(factory) and factory in self._entries.values():
             type_name = getattr(factory, "__name__", repr(factory))
         else:
-            raise RegistryError(f"{self.name} config 'type' must be a registered name, got {factory!r}. {self._known()}")
+            raise RegistryError(f"{self.name} config 'type' must be a registered name, got {factory!r}. "
+                                f"{self._known()}")
         kwargs = {key: value for key, value in cfg.items() if key != "type"}
         kwargs.update(overrides)
         try:  # also a non-str argument name

@@ -1,14 +1,12 @@
-"""``rlearn report EXP_DIR [EXP_DIR ...] [-o DIR]``: aggregate scores of experiments with confidence intervals.
-
-Writes ``DIR/report.md``, ``DIR/scores.json`` and PNGs (:mod:`rlearn.experiments.report`). Exit code 2 with
-one line for a missing package, an empty dir or a bad option. See docs/experiments.md.
-"""
+"""``rlearn report EXP_DIR [EXP_DIR ...] [-o DIR]``: aggregate scores of experiments with confidence intervals in
+``DIR/report.md``, ``DIR/scores.json`` and PNGs; exit code 2 with one line for a mistake."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Tuple
 
 from rlearn.commands import fail
 
@@ -22,11 +20,10 @@ examples:
 """
 
 
-def _range(text: str):
-    low, sep, high = text.partition(":")
+def _range(text: str) -> Tuple[float, float]:
+    """An argparse ``type``: ``LOW:HIGH``."""
     try:
-        if not sep:
-            raise ValueError
+        low, high = text.split(":")
         return float(low), float(high)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected LOW:HIGH (e.g. 0:500), got {text!r}") from None

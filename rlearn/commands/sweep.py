@@ -1,9 +1,6 @@
-"""``rlearn sweep CONFIG --seeds 0-9 [--jobs N] [--out DIR] [--set KEY=VALUE ...]``: one run per seed.
-
-Each seed is an ordinary ``rlearn train`` in its own process and work dir (``DIR/seed_<n>``); the same
-command again resumes. Exit codes: 0 when every run finished, 1 when a run failed, 2 for a mistake, 130 /
-143 after Ctrl-C / SIGTERM. See docs/experiments.md.
-"""
+"""``rlearn sweep CONFIG --seeds 0-9 [--jobs N] [--out DIR] [--set KEY=VALUE ...]``: one ``rlearn train`` per seed
+in its own process and work dir (``DIR/seed_<n>``); the same command again resumes. Exit codes: 0, 1 when a run
+failed, 2 for a mistake, 130 / 143 after Ctrl-C / SIGTERM. See docs/experiments.md."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, Optional
 
-from rlearn.commands import fail, int_at_least
+from rlearn.commands import fail
 
 HELP = "train a policy from a config file or a bundled config"
 
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the resolved config (defaults and overrides applied, each key commented with its "
                              "help) and exit")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (also: RLEARN_NO_PROGRESS=1)")
-    parser.add_argument("--nproc", type=int_at_least(1), default=None, metavar="N",
+    parser.add_argument("--nproc", type=int, default=None, metavar="N",
                         help="train in N processes on this machine: re-launches this command through torchrun "
                              "(gloo on CPU, nccl on GPU); see docs/distributed.md")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a config or checkpoint error")
@@ -148,6 +148,8 @@ def _train(args: argparse.Namespace) -> int:
 def _launch_processes(args: argparse.Namespace, cfg: Dict[str, Any]) -> Optional[int]:
     """``--nproc N``: the exit code of the same command run by torchrun in N processes, or None to train in
     this process (N == 1, or already one of torchrun's processes with a matching world size)."""
+    if args.nproc < 1:
+        return fail("train", f"--nproc must be >= 1, got {args.nproc}")
     world = os.environ.get("WORLD_SIZE")
     if world is not None:  # already launched (by torchrun, or by a previous --nproc)
         if world != str(args.nproc):

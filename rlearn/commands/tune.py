@@ -1,11 +1,6 @@
-"""``rlearn tune CONFIG --space SPACE.py --trials N [--jobs K] [--storage URL] [--out DIR]``: an Optuna study.
-
-Each trial is an ordinary ``rlearn train`` in its own process and work dir, pruned early when it lags; the
-study lives in ``DIR/study.journal`` (several tuners may share it) unless ``--storage`` names an Optuna RDB
-(PostgreSQL for many machines) or another journal file. Exit codes: 0 when the study
-has its trials, 1 when trials kept failing, 2 for a mistake, 130 / 143 after Ctrl-C / SIGTERM. See
-docs/experiments.md.
-"""
+"""``rlearn tune CONFIG --space SPACE.py --trials N [--jobs K] [--storage URL] [--out DIR]``: an Optuna study of
+``rlearn train`` trials (each in its own process and work dir, pruned when it lags), kept in ``DIR/study.journal``
+or ``--storage``. Exit codes: 0, 1 when trials kept failing, 2 for a mistake, 130 / 143 after Ctrl-C / SIGTERM."""
 
 from __future__ import annotations
 

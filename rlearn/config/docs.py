@@ -1,8 +1,5 @@
-"""docs/configuration.md's key tables, generated from the schema between the markers BEGIN and END::
-
-    python -m rlearn.config.docs            # rewrites docs/configuration.md
-    python -m rlearn.config.docs --check    # exit 1 when the file is out of date (what the tests check)
-"""
+"""docs/configuration.md's key tables, generated from the schema between the markers BEGIN and END:
+``python -m rlearn.config.docs`` rewrites it, ``--check`` exits 1 when it is out of date."""
 
 from __future__ import annotations
 

@@ -99,13 +99,11 @@ def apply_overrides(cfg: Dict[str, Any], overrides: Iterable[Override],
             parent = get_by_path(cfg, parent_path) if parent_path else cfg
         except KeyError:
             parent = None
-        exists = isinstance(parent, dict) and leaf in parent
-        free = parent_path in FREE_FORM
-        if not exists and not (free and isinstance(parent, dict)):
+        if not isinstance(parent, dict) or (leaf not in parent and parent_path not in FREE_FORM):
             policy_type = cfg["policy"].get("type") if isinstance(cfg.get("policy"), dict) else None
             owner = f" for policy {policy_type!r}" if path.startswith("policy.") and policy_type is not None else ""
             raise unknown_key_error(path, known, owner)
-        if exists and isinstance(parent[leaf], dict) and parent[leaf] and path not in FREE_FORM:
+        if isinstance(parent.get(leaf), dict) and parent[leaf] and path not in FREE_FORM:
             subkeys = ", ".join(f"{path}.{k}" for k in parent[leaf])
             raise ConfigError(f"--set {path}: '{path}' is a section; set its keys one by one ({subkeys})")
         if is_text:

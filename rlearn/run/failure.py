@@ -1,8 +1,5 @@
-"""Where a run failed: :func:`failure_line` turns the error that ends a run into the last line of its log::
-
-    run failed: RuntimeError: boom (train_iter 37, envstep 1184; raised in /src/my_policy.py, line 88,
-    in _forward_learn())
-"""
+"""Where a run failed: :func:`failure_line` turns the error that ends a run into the last line of its log
+(``run failed: RuntimeError: boom (train_iter 37, envstep 1184; raised in /src/p.py, line 88, in f())``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Where a run writes: choosing the work directory and the checkpoint to resume from.
-
-A fresh run never writes into a directory that already holds a run: the default ``work_dirs/<exp_name>``
-moves on to ``<exp_name>_2``, ``_3``...; an explicit ``--work-dir`` that holds one is refused unless resuming.
-Rank 0 holds an exclusive lock on the directory for the whole run (:class:`rlearn.workdir_lock.WorkDirLock`).
-"""
+"""Choosing the work directory (never one holding a run, unless resuming: the default moves on to
+``<exp_name>_2``...; rank 0 locks it for the whole run) and the checkpoint to resume from."""
 
 from __future__ import annotations
 
@@ -29,13 +25,9 @@ def latest_run_dir(default: Path) -> Path:
         numbered = [p for p in default.parent.iterdir()
                     if p.name.startswith(prefix) and p.name[len(prefix):].isdigit() and p.is_dir()]
         candidates += sorted(numbered, key=lambda p: int(p.name[len(prefix):]))
-    best, best_key = default, None
-    for rank, candidate in enumerate(candidates):
-        ckpt = candidate / "ckpt"
-        times = [p.stat().st_mtime_ns for p in ckpt.glob("*.pt") if p.is_file()] if ckpt.is_dir() else []
-        if times and (best_key is None or (max(times), rank) > best_key):
-            best, best_key = candidate, (max(times), rank)
-    return best
+    newest = [(max(times), rank, candidate) for rank, candidate in enumerate(candidates)
+              if (times := [p.stat().st_mtime_ns for p in (candidate / "ckpt").glob("*.pt") if p.is_file()])]
+    return max(newest)[2] if newest else default
 
 
 @dataclass
@@ -76,16 +68,14 @@ def choose_work_dir(
 ) -> WorkDir:
     """The work directory: ``work_dir`` as given; else, resuming, :func:`latest_run_dir`, or for a fresh run the
     first free ``work_dirs/<exp_name>``, ``_2``... Rank 0 chooses, ``broadcast`` hands its choice to the others."""
-    if work_dir is not None:
-        if not str(work_dir).strip():  # Path("") is the current directory
-            raise ConfigError(f"--work-dir is empty ({str(work_dir)!r}): name a directory, or leave --work-dir out "
-                              "for work_dirs/<exp_name>")
-        path = check_directory(Path(work_dir))
-        return WorkDir(path, lock=_lock(path) if rank == 0 else None)
-    if resume is not None and resume is not False:  # the most recent run of this exp_name
-        path = check_directory(broadcast(latest_run_dir(default_work_dir(cfg)) if rank == 0 else None))
-        return WorkDir(path, lock=_lock(path) if rank == 0 else None)
+    if work_dir is not None and not str(work_dir).strip():  # Path("") is the current directory
+        raise ConfigError(f"--work-dir is empty ({str(work_dir)!r}): name a directory, or leave --work-dir out "
+                          "for work_dirs/<exp_name>")
     default = default_work_dir(cfg)
+    if work_dir is not None or (resume is not None and resume is not False):  # resuming: the most recent run
+        path = Path(work_dir) if work_dir is not None else broadcast(latest_run_dir(default) if rank == 0 else None)
+        path = check_directory(path)
+        return WorkDir(path, lock=_lock(path) if rank == 0 else None)
     lock = None
     if rank == 0:
         check_directory(default)
