@@ -3,46 +3,40 @@
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import sys
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 from rlearn.distributed.utils import get_rank
 
 __all__ = ["MMLogger", "get_logger", "get_rank", "rank_log_file", "get_instance", "get_current_instance", "print_log"]
 
-DATE_FORMAT = "%m/%d %H:%M:%S"
-_BASE = "%(asctime)s - %(name)s - {level} - "
-_LOCATION = "%(pathname)s - %(funcName)s - %(lineno)d - "
-_COLOURS = {
-    logging.DEBUG: "\033[36m",  # cyan
-    logging.WARNING: "\033[33m",  # yellow
-    logging.ERROR: "\033[31m",  # red
-    logging.CRITICAL: "\033[1;31m",  # bold red
-}
-_RESET = "\033[0m"
-_MARK = "_rlearn_handler"  # attribute set on the handlers get_logger installs
+_COLOURS = {logging.DEBUG: "\033[36m", logging.WARNING: "\033[33m", logging.ERROR: "\033[31m",
+            logging.CRITICAL: "\033[1;31m"}  # cyan, yellow, red, bold red
 
 
 class RlearnFormatter(logging.Formatter):
-    """``MM/DD HH:MM:SS - name - LEVEL - message``, ERROR and above with ``path - function - line - ``;
-    ``color=True`` wraps the level name in ANSI colours."""
+    """``MM/DD HH:MM:SS - name - LEVEL - message``, ERROR and above with ``path - function - line - ``; the level
+    name in ANSI colours with ``color=True``, or with ``color=None`` when ``sys.stdout`` is a terminal."""
 
-    def __init__(self, color: bool = False) -> None:
-        super().__init__(datefmt=DATE_FORMAT)
-        self._styles = {}
-        for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL):
-            name = f"{_COLOURS[level]}%(levelname)s{_RESET}" if color and level in _COLOURS else "%(levelname)s"
-            fmt = _BASE.format(level=name) + (_LOCATION if level >= logging.ERROR else "") + "%(message)s"
-            self._styles[level] = logging.PercentStyle(fmt)
+    def __init__(self, color: Optional[bool] = False, datefmt: str = "%m/%d %H:%M:%S") -> None:
+        super().__init__(datefmt=datefmt)
+        self.color = color
 
     def usesTime(self) -> bool:  # noqa: N802 - logging API name
         return True
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging API name
-        level = max((lv for lv in self._styles if lv <= record.levelno), default=logging.DEBUG)
-        return self._styles[level].format(record)
+        level = min(max(record.levelno // 10 * 10, logging.DEBUG), logging.CRITICAL)  # a custom level: the one below
+        try:
+            colour = self.color or self.color is None and sys.stdout.isatty()
+        except (AttributeError, ValueError):  # no isatty, or a closed stream
+            colour = False
+        name = f"{_COLOURS[level]}%(levelname)s\033[0m" if colour and level in _COLOURS else "%(levelname)s"
+        location = "%(pathname)s - %(funcName)s - %(lineno)d - " if level >= logging.ERROR else ""
+        return f"%(asctime)s - %(name)s - {name} - {location}%(message)s" % record.__dict__
 
 
 class DuplicateWarningFilter(logging.Filter):
@@ -51,7 +45,7 @@ class DuplicateWarningFilter(logging.Filter):
     def __init__(self, max_seen: int = 10_000) -> None:
         super().__init__()
         self.max_seen = max_seen
-        self._seen: "OrderedDict[str, None]" = OrderedDict()
+        self._seen: Dict[str, None] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING:
@@ -61,40 +55,27 @@ class DuplicateWarningFilter(logging.Filter):
             return False
         self._seen[message] = None
         if len(self._seen) > self.max_seen:
-            self._seen.popitem(last=False)
+            del self._seen[next(iter(self._seen))]
         return True
 
 
 class _StdoutHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stdout`` is at emit time; colours only when it is a TTY."""
+    """Writes to whatever ``sys.stdout`` is at emit time, in colours when it is a terminal."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._plain = RlearnFormatter(color=False)
-        self._colour = RlearnFormatter(color=True)
+        super().__init__(sys.stdout)
+        self.setFormatter(RlearnFormatter(color=None))
 
-    @property
-    def stream(self):  # type: ignore[override]
-        return sys.stdout
-
-    @stream.setter
-    def stream(self, value) -> None:  # StreamHandler.__init__ assigns it; we always follow sys.stdout
-        pass
-
-    def format(self, record: logging.LogRecord) -> str:
-        try:
-            tty = self.stream.isatty()
-        except (AttributeError, ValueError):
-            tty = False
-        return (self._colour if tty else self._plain).format(record)
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout  # under the handler's lock (Handler.handle)
+        super().emit(record)
 
 
 def _parse_level(log_level: Union[str, int]) -> int:
-    if type(log_level) is int and log_level in (0, 10, 20, 30, 40, 50):
-        return log_level
-    names = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
-    if isinstance(log_level, str) and log_level.upper() in names:
-        return int(getattr(logging, log_level.upper()))
+    levels = logging.getLevelNamesMapping()  # DEBUG, INFO, WARN(ING), ERROR, CRITICAL, FATAL, NOTSET
+    level = levels.get(log_level.upper()) if isinstance(log_level, str) else log_level
+    if type(level) is int and level in levels.values():
+        return level
     raise ValueError(f"unknown log_level {log_level!r}; use one of DEBUG, INFO, WARNING, ERROR, CRITICAL or 0-50 by 10")
 
 
@@ -104,114 +85,104 @@ def rank_log_file(log_file: Union[str, Path], rank: int) -> Path:
     return path if rank == 0 else path.with_name(f"{path.stem}_rank{rank}{path.suffix}")
 
 
-def get_logger(
-    name: str = "rlearn",
-    log_file: Optional[Union[str, Path]] = None,
-    log_level: Union[str, int] = "INFO",
-    distributed: bool = False,
-) -> "MMLogger":
-    """Return the logger ``name`` (an :class:`MMLogger`) set up the rlearn way (docs/logging.md, section MMLogger
-    and get_logger).
+def get_logger(name: str = "rlearn", log_file: Optional[Union[str, Path]] = None, log_level: Union[str, int] = "INFO",
+               distributed: bool = False, file_handler_cfg: Optional[Mapping[str, Any]] = None) -> "MMLogger":
+    """The logger ``name`` (an :class:`MMLogger`) set up the rlearn way (docs/logging.md, MMLogger and get_logger).
 
-    A stdout handler (colours on a terminal; ERROR and above only on ranks other than 0), repeated
-    WARNING texts dropped, ``propagate = False``; with ``log_file`` rank 0 appends to it and, with
-    ``distributed=True``, rank ``r > 0`` to ``<stem>_rank<r><ext>`` beside it. Calling it again reuses
-    the handlers and updates the level. An unknown ``log_level`` raises ``ValueError``.
+    A stdout handler (colours on a terminal; ERROR and above only on ranks other than 0), repeated WARNING texts
+    dropped, ``propagate = False``; with ``log_file`` rank 0 appends to it and, with ``distributed=True``, rank
+    ``r > 0`` to ``<stem>_rank<r><ext>`` beside it, through a ``logging.FileHandler`` or the handler
+    ``file_handler_cfg`` names (``dict(type='RotatingFileHandler', maxBytes=...)``). Calling it again reuses the
+    handlers and updates the level. An unknown ``log_level`` raises ``ValueError``.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"logger name must be a non-empty str; got {name!r}")
-    level = _parse_level(log_level)
-    logger = logging.getLogger(name)
+    logger = logging.getLogger(_check_name(name))
     if not isinstance(logger, MMLogger):
         logger.__class__ = MMLogger  # the registered logger of that name becomes an MMLogger (it adds no state)
     logger.instance_name = name  # type: ignore[attr-defined]
-    _configure(logger, level, log_file, distributed)
-    return logger  # type: ignore[return-value]
+    _configure(logger, log_level, log_file, distributed, file_handler_cfg)
+    return MMLogger._instance_dict.setdefault(name, logger)  # type: ignore[arg-type]
 
 
-def _configure(logger: logging.Logger, level: int, log_file: Optional[Union[str, Path]], distributed: bool) -> None:
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"logger name must be a non-empty str; got {name!r}")
+    return name
+
+
+def _configure(logger: logging.Logger, log_level: Union[str, int], log_file: Optional[Union[str, Path]],
+               distributed: bool, file_handler_cfg: Optional[Mapping[str, Any]]) -> None:
     rank = get_rank()
-    logger.setLevel(level)
+    logger.setLevel(_parse_level(log_level))
     logger.propagate = False
     if not any(isinstance(f, DuplicateWarningFilter) for f in logger.filters):
         logger.addFilter(DuplicateWarningFilter())
-    ours = [h for h in logger.handlers if getattr(h, _MARK, None)]
-    if not any(getattr(h, _MARK) == "stream" for h in ours):
-        stream = _StdoutHandler()
-        setattr(stream, _MARK, "stream")
-        logger.addHandler(stream)
-    for handler in logger.handlers:
-        if getattr(handler, _MARK, None) == "stream":
-            handler.setLevel(logging.NOTSET if rank == 0 else logging.ERROR)
-    if log_file is not None and (rank == 0 or distributed):
-        path = rank_log_file(log_file, rank).resolve()
-        if not any(getattr(h, _MARK, None) == "file" and Path(h.baseFilename) == path for h in ours):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            file_handler = logging.FileHandler(path, mode="a", encoding="utf-8")
-            file_handler.setFormatter(RlearnFormatter(color=False))
-            setattr(file_handler, _MARK, "file")
-            logger.addHandler(file_handler)
-
-
-_current_name: Optional[str] = None
-
-
-def get_instance(name: str, **kwargs: Any) -> "MMLogger":
-    """MMEngine's ``MMLogger.get_instance``: the logger ``name``, set up by :func:`get_logger` on the first
-    call or any call with ``kwargs``, which becomes the current one."""
-    global _current_name
-    if kwargs or not MMLogger.check_instance_created(name):
-        get_logger(name, **kwargs)
-    _current_name = name
-    return logging.getLogger(name)  # type: ignore[return-value]
-
-
-def get_current_instance() -> "MMLogger":
-    """The logger most recently returned by :func:`get_instance` (``'rlearn'``, created, if none)."""
-    return get_instance("rlearn" if _current_name is None else _current_name)
+    stream = next((h for h in logger.handlers if isinstance(h, _StdoutHandler)), None) or _StdoutHandler()
+    stream.setLevel(logging.NOTSET if rank == 0 else logging.ERROR)
+    logger.addHandler(stream)  # a no-op when it is there already
+    path = None if log_file is None or not (rank == 0 or distributed) else rank_log_file(log_file, rank).resolve()
+    if path is None or any(Path(getattr(h, "baseFilename", "")) == path for h in logger.handlers):
+        return
+    cfg = dict(file_handler_cfg or {})
+    kind = cfg.pop("type", "FileHandler")
+    handler_class = getattr(logging.handlers, str(kind), None) or getattr(logging, str(kind), None)
+    if not (isinstance(handler_class, type) and issubclass(handler_class, logging.FileHandler)):
+        raise ValueError(f"file_handler_cfg type {kind!r} is not a FileHandler of logging or logging.handlers")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = handler_class(**{"filename": path, "encoding": "utf-8", **cfg})
+    handler.setFormatter(RlearnFormatter(datefmt="%Y/%m/%d %H:%M:%S"))  # a file outlives the year, as MMEngine's
+    logger.addHandler(handler)
 
 
 class MMLogger(logging.Logger):
     """MMEngine's logger: a :class:`logging.Logger` whose ``name`` and ``instance_name`` are the name given.
+    ``MMLogger(name, log_file=..., ...)`` is a private logger set up as :func:`get_logger` does."""
 
-    ``MMLogger(name, log_file=..., log_level=..., distributed=...)`` makes a private logger set up as
-    :func:`get_logger` does; :meth:`get_instance` the shared logger of that name (the current one after).
-    """
+    _instance_dict: "OrderedDict[str, MMLogger]" = OrderedDict()  # the shared loggers, the current one last
 
     def __init__(self, name: str, log_file: Optional[Union[str, Path]] = None, log_level: Union[str, int] = "INFO",
-                 distributed: bool = False) -> None:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"logger name must be a non-empty str; got {name!r}")
-        super().__init__(name)
+                 distributed: bool = False, file_handler_cfg: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(_check_name(name))
         self.instance_name = name
-        _configure(self, _parse_level(log_level), log_file, distributed)
+        _configure(self, log_level, log_file, distributed, file_handler_cfg)
 
-    get_instance = staticmethod(get_instance)
-    get_current_instance = staticmethod(get_current_instance)
+    @classmethod
+    def get_instance(cls, name: str, **kwargs: Any) -> "MMLogger":
+        """The logger ``name``, set up by :func:`get_logger` on the first call or any call with ``kwargs``; it
+        becomes the current one."""
+        if kwargs or name not in cls._instance_dict:
+            get_logger(name, **kwargs)
+        cls._instance_dict.move_to_end(name)
+        return cls._instance_dict[name]
 
-    @staticmethod
-    def check_instance_created(name: str) -> bool:
+    @classmethod
+    def get_current_instance(cls) -> "MMLogger":
+        """The logger last set up by :func:`get_logger` or returned by :meth:`get_instance` (``'rlearn'`` if none)."""
+        return cls.get_instance(next(reversed(cls._instance_dict), "rlearn"))
+
+    @classmethod
+    def check_instance_created(cls, name: str) -> bool:
         """Whether a logger ``name`` has been set up by :meth:`get_instance` / :func:`get_logger`."""
-        known = logging.Logger.manager.loggerDict.get(name)
-        return isinstance(known, logging.Logger) and any(getattr(h, _MARK, None) for h in known.handlers)
+        return name in cls._instance_dict
+
+
+get_instance = MMLogger.get_instance
+get_current_instance = MMLogger.get_current_instance
 
 
 def print_log(msg: Any, logger: Union[logging.Logger, str, None] = None, level: int = logging.INFO) -> None:
     """MMEngine's ``print_log``: ``logger`` None prints, ``'silent'`` drops, ``'current'`` is
     :func:`get_current_instance`, another str names a logger from :func:`get_instance`."""
+    if isinstance(logger, str) and logger != "silent":
+        if logger == "current":
+            logger = get_current_instance()
+        elif MMLogger.check_instance_created(logger):
+            logger = logging.getLogger(logger)
+        else:
+            raise ValueError(f"print_log: no logger named {logger!r}; create it with get_instance({logger!r}) first")
     if logger is None:
         print(msg)
     elif isinstance(logger, logging.Logger):
         logger.log(level, msg)
-    elif logger == "silent":
-        return
-    elif logger == "current":
-        get_current_instance().log(level, msg)
-    elif isinstance(logger, str):
-        if not MMLogger.check_instance_created(logger):
-            raise ValueError(f"print_log: no logger named {logger!r}; create it with get_instance({logger!r}) first")
-        logging.getLogger(logger).log(level, msg)
-    else:
-        raise TypeError(
-            f"print_log: logger must be a logging.Logger, a logger name, 'current', 'silent' or None; got {logger!r}"
-        )
+    elif not isinstance(logger, str):  # 'silent' drops the message
+        raise TypeError(f"print_log: logger must be a logging.Logger, a logger name, 'current', 'silent' or None; "
+                        f"got {logger!r}")

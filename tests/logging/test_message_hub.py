@@ -12,10 +12,10 @@ from rlearn.logging import MessageHub
 @pytest.fixture(autouse=True)
 def isolated_instances():
     """Each test sees an empty instance registry; the previous one is restored afterwards."""
-    saved = MessageHub._instances
-    MessageHub._instances = OrderedDict()
+    saved = MessageHub._instance_dict
+    MessageHub._instance_dict = OrderedDict()
     yield
-    MessageHub._instances = saved
+    MessageHub._instance_dict = saved
 
 
 def test_mmengine_doc_runtime_info_and_cross_component_example():
