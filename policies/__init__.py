@@ -14,16 +14,6 @@ from policies.sac import SACPolicy  # noqa: E402
 from policies.td3 import TD3Policy  # noqa: E402
 
 __all__ = [
-    "Policy",
-    "PolicyConfigError",
-    "is_scalar",
-    "merge_policy_config",
-    "register_policy",
-    "get_policy_class",
-    "registered_policies",
-    "TD3Policy",
-    "PPGPolicy",
-    "PPOPolicy",
-    "DQNPolicy",
-    "SACPolicy",
+    "Policy", "PolicyConfigError", "is_scalar", "merge_policy_config", "register_policy", "get_policy_class",
+    "registered_policies", "TD3Policy", "PPGPolicy", "PPOPolicy", "DQNPolicy", "SACPolicy",
 ]

@@ -60,8 +60,8 @@ class OffPolicyActorCritic(Policy):
             expected='"fp32" or "bf16"')
 
     def _init_spaces(self) -> None:
-        """``obs_shape``, ``obs_dim``, ``actions`` (:class:`BoxActions`), ``act_shape``, ``act_dim``; the learner's
-        generator ``torch_rng`` (seeded from ``np_random``, saved in checkpoints) and ``update_count``."""
+        """The spaces (``obs_shape``, ``obs_dim``, ``actions``, ``act_shape``, ``act_dim``), the learner's generator
+        ``torch_rng`` (seeded from ``np_random``) and ``update_count``."""
         owner = type(self).__name__
         self.obs_shape: Tuple[int, ...] = box_observation_shape(self.observation_space, owner)
         self.obs_dim = int(np.prod(self.obs_shape))
@@ -91,7 +91,7 @@ class OffPolicyActorCritic(Policy):
 
     def _init_threads(self, period: int) -> None:
         """``thread_chooser`` (None off the CPU or without ``learn_threads``), probing whole ``period``-iteration
-        cycles so that both halves of a probe hold the same mix of iterations."""
+        cycles."""
         self.thread_chooser: Optional[ThreadChooser] = None
         if self.cfg["learn_threads"] is not None and self.device.type == "cpu":
             probe_len = period * max(1, math.ceil(8 / period))
@@ -113,7 +113,7 @@ class OffPolicyActorCritic(Policy):
 
     def update_critic(self, obs: torch.Tensor, action: torch.Tensor, y: torch.Tensor) -> Dict[str, Any]:
         """One step of the critic optimizer on ``MSE(Q1(s, a), y) + MSE(Q2(s, a), y)``; returns the
-        :data:`CRITIC_KEYS` by name (0-d tensors, the learning rate a float)."""
+        :data:`CRITIC_KEYS`."""
         with span("learner/forward", lane="learner"):
             q = self.critic(obs, action)  # [2, B]: Q1(s, a) and Q2(s, a), both critics in one stacked pass
             # one loss over both rows: twice the mean over [2, B] of squared errors = MSE(Q1, y) + MSE(Q2, y)
@@ -163,8 +163,8 @@ class OffPolicyActorCritic(Policy):
 
 
 class OnPolicyActorCritic(Policy):
-    """Base of PPO and PPG: see the module docstring. Subclasses declare ``rollout_steps``, ``gamma``,
-    ``gae_lambda``, ``minibatch_size`` and ``lr`` in their ``Config`` (their defaults differ)."""
+    """Base of PPO and PPG, whose ``Config`` declares ``rollout_steps``, ``gamma``, ``gae_lambda``,
+    ``minibatch_size`` and ``lr`` (their defaults differ)."""
 
     on_policy = True
 
@@ -184,8 +184,7 @@ class OnPolicyActorCritic(Policy):
         init_log_std: float = option(0.0, "initial log-std of the Gaussian (continuous actions)", finite=True)
 
     def _init_spaces(self) -> Tuple[int, int]:
-        """``discrete``, ``_low`` / ``_high`` (Box bounds) from the spaces (:func:`action_spec`); returns
-        ``(obs_dim, n_outputs)`` of the action head."""
+        """``discrete``, ``_low`` / ``_high`` (Box bounds); returns ``(obs_dim, n_outputs)`` of the action head."""
         obs_dim, spec = action_spec(self.observation_space, self.action_space, type(self).__name__)
         self.discrete, self._low, self._high = spec.discrete, spec.low, spec.high
         return obs_dim, spec.n_outputs
@@ -197,9 +196,8 @@ class OnPolicyActorCritic(Policy):
         raise NotImplementedError
 
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
-        """Sample actions for ``obs [N, obs_dim]``; returns ``action`` (+ ``env_action``, the sample clipped to the
-        bounds, for continuous spaces), and the behaviour policy's ``log_prob`` and ``value`` that learning needs.
-        Sampling noise comes from the policy's own ``np_random`` (seeded, saved in checkpoints)."""
+        """Sampled ``action`` (+ ``env_action`` clipped to the bounds for continuous spaces), with the behaviour
+        policy's ``log_prob`` and ``value``; the noise comes from ``np_random``."""
         with torch.inference_mode():
             params, log_std, value = self._distribution(obs_tensor(obs, self.device))
             if self.discrete:  # inverse-CDF sampling with the policy's own generator
@@ -223,10 +221,9 @@ class OnPolicyActorCritic(Policy):
 
     def _advantage_batch(self, data: Mapping[str, Any], value: Callable[[torch.Tensor], torch.Tensor]
                          ) -> Dict[str, torch.Tensor]:
-        """The rollout ``[T, N, ...]`` checked (:func:`check_rollout`) and flattened to ``[T*N, ...]``: ``obs``,
-        ``action``, ``log_prob`` and ``value`` as collected, plus GAE(lambda) ``advantage`` and value ``target``
-        of the rewards times ``reward_scale``, bootstrapped with ``value(next_obs)`` (no gradient) where an
-        episode was truncated (:func:`compute_gae`)."""
+        """The checked rollout flattened to ``[T*N, ...]``: ``obs``, ``action``, ``log_prob``, ``value`` as
+        collected, plus GAE(lambda) ``advantage`` and ``target`` of the rewards times ``reward_scale``,
+        bootstrapped with ``value(next_obs)``."""
         rollout = check_rollout(data, type(self).__name__, self.device, self.discrete)
         T, N = rollout["reward"].shape
         cfg = self.cfg
@@ -241,14 +238,14 @@ class OnPolicyActorCritic(Policy):
         return batch
 
     def _minibatch_indices(self, size: int, minibatch_size: int) -> Sequence[torch.Tensor]:
-        """A fresh random split of ``range(size)`` into minibatches (the last one may be smaller): index
-        tensors on the policy's device, from one host-to-device copy of a permutation from ``np_random``."""
+        """A fresh random split of ``range(size)`` into minibatches of index tensors on the policy's device (one
+        copy of a permutation from ``np_random``)."""
         order = torch.as_tensor(self.np_random.permutation(size), device=self.device)
         return order.split(minibatch_size)
 
     def _clip_ratio(self) -> float:
-        """This update's clip range: ``clip_ratio``, scaled by ``current lr / lr`` of the first optimizer when
-        ``clip_follows_lr`` (so a linear lr decay decays the clip range too, like rl-zoo's ``lin_0.2``)."""
+        """This update's clip range: ``clip_ratio``, times ``current lr / lr`` of the first optimizer with
+        ``clip_follows_lr``."""
         clip = float(self.cfg["clip_ratio"])
         if self.cfg["clip_follows_lr"] and self.cfg["lr"] > 0:
             clip *= next(iter(self.optimizers().values())).param_groups[0]["lr"] / self.cfg["lr"]

@@ -94,14 +94,8 @@ class Policy(abc.ABC):
             modules._unwraps_ddp = True  # type: ignore[attr-defined]
             cls.modules = modules  # type: ignore[method-assign]
 
-    def __init__(
-        self,
-        cfg: Optional[Mapping[str, Any]],
-        observation_space: Any,
-        action_space: Any,
-        device: str | torch.device = "cpu",
-        seed: Optional[int] = None,
-    ) -> None:
+    def __init__(self, cfg: Optional[Mapping[str, Any]], observation_space: Any, action_space: Any,
+                 device: str | torch.device = "cpu", seed: Optional[int] = None) -> None:
         name = type(self).__name__
         self.cfg: Dict[str, Any] = merge_policy_config(self.default_config, cfg, name)
         try:
@@ -156,8 +150,8 @@ class Policy(abc.ABC):
         """Every key that :meth:`_forward_learn` may ever return, periodic ones included."""
 
     def _monitor_periods_learn(self) -> Dict[str, int]:
-        """Learn keys reported on a fixed period: key -> every how many train iterations it appears (PPG's
-        auxiliary losses: ``n_pi``); the learner waits that long before warning that such a key is missing."""
+        """Learn keys reported on a fixed period: key -> every how many train iterations (PPG's auxiliary losses:
+        ``n_pi``); the learner waits that long before warning that such a key is missing."""
         return {}
 
     def monitor_periods(self) -> Dict[str, int]:
@@ -174,8 +168,8 @@ class Policy(abc.ABC):
         return periods
 
     def _monitor_vars_collect(self) -> List[str]:
-        """Every collect-side metric :meth:`_forward_collect` may return beside the action (``epsilon``...),
-        monitored as ``collector/<key>``; default none."""
+        """Collect-side metrics :meth:`_forward_collect` may return beside the action (``epsilon``), monitored as
+        ``collector/<key>``."""
         return []
 
     def optimize(self, loss: torch.Tensor, *optimizers: torch.optim.Optimizer,
@@ -247,9 +241,8 @@ class Policy(abc.ABC):
 
     @abc.abstractmethod
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
-        """Exploration actions for ``obs [N, *obs_shape]`` after ``envstep`` env steps: a dict with ``action``
-        (stored), optionally ``env_action`` (sent to the environment), per-step arrays to store, and the
-        collect-side metrics of :meth:`_monitor_vars_collect`."""
+        """Exploration for ``obs [N, *obs_shape]`` after ``envstep`` env steps: ``action`` (stored), optionally
+        ``env_action`` (sent to the environment), per-step arrays to store and collect-side metrics."""
 
     # ------------------------------------------------------------------- eval
     def _init_eval(self) -> None:
@@ -278,15 +271,14 @@ class Policy(abc.ABC):
 
     def setup_distributed(self) -> bool:
         """Collective, once per rank before training: broadcast rank 0's networks, wrap :meth:`ddp_modules` in
-        DDP and make every optimizer average the remaining gradients (docs/distributed.md). True when set up
-        for several processes, False in a single process; calling it twice is harmless."""
+        DDP, average the other gradients (docs/distributed.md). False in a single process; idempotent."""
         from rlearn.distributed.ddp import setup_policy_ddp
 
         return setup_policy_ddp(self)
 
     def teardown_distributed(self) -> bool:
-        """Undo :meth:`setup_distributed` on this rank (before leaving the process group, so that no DDP wrapper
-        outlives it). True if something was undone; calling it again is harmless."""
+        """Undo :meth:`setup_distributed` on this rank, before it leaves the process group; True if something
+        was undone."""
         from rlearn.distributed.ddp import teardown_policy_ddp
 
         return teardown_policy_ddp(self)

@@ -52,8 +52,7 @@ def linear_epsilon(envstep: int, initial: float, final: float, steps: int) -> fl
 
 @register_policy("dqn")
 class DQNPolicy(Policy):
-    """DQN / double DQN for ``Discrete`` action spaces and ``Box`` observations (flattened); see the module
-    docstring for the algorithm and docs/dqn.md for the configuration."""
+    """DQN / double DQN for ``Discrete`` action spaces and ``Box`` observations (flattened); docs/dqn.md."""
 
     on_policy = False
 
@@ -80,7 +79,6 @@ class DQNPolicy(Policy):
         exploration_final_eps: float = option(0.05, "epsilon from env step `exploration_steps` on", ge=0, le=1)
         exploration_steps: int = option(100_000, "env steps over which epsilon falls linearly", ge=0)
 
-    # ------------------------------------------------------------------------------------------ build
     def _init_learn(self) -> None:
         cfg = self.cfg
         if not isinstance(self.action_space, spaces.Discrete):
@@ -110,7 +108,6 @@ class DQNPolicy(Policy):
     def _monitor_vars_collect(self) -> List[str]:
         return ["epsilon"]  # returned by every _forward_collect call
 
-    # ------------------------------------------------------------------------------------------ learn
     def _forward_learn(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
         """One DQN iteration on a replay minibatch."""
         obs, action, reward, next_obs, terminated = check_replay_batch(
@@ -150,7 +147,6 @@ class DQNPolicy(Policy):
         else:
             polyak_update_(self._target_params, self._online_params, self.tau)
 
-    # ---------------------------------------------------------------------------------------- collect
     def epsilon(self, envstep: int) -> float:
         """The probability of a random action at ``envstep``: 1 before ``learning_starts``, then
         :func:`linear_epsilon`."""
@@ -189,7 +185,6 @@ class DQNPolicy(Policy):
             # forward() directly: acting needs no module hooks, and the call machinery costs ~2 us per env step
             return self.q_net.forward(obs_tensor(obs, self.device)).argmax(dim=1).cpu().numpy()  # int64 already
 
-    # ------------------------------------------------------------------------------------------ state
     def modules(self) -> Dict[str, nn.Module]:
         return {"q_net": self.q_net, "q_target": self.q_target}
 

@@ -33,10 +33,10 @@ from rlearn.rl.heads import categorical_kl, categorical_log_prob_entropy, gaussi
 from rlearn.rl.means import StepMeans
 from rlearn.trace import span
 
+
 def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, discrete: bool) -> torch.Tensor:
-    """``KL(pi_old || pi_new)`` per sample between two full action distributions, finite for finite ``params``:
-    categorical logits ``[B, n]`` (:func:`categorical_kl`) or ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``
-    (:func:`gaussian_kl`)."""
+    """``KL(pi_old || pi_new)`` per sample between two action distributions: categorical logits ``[B, n]`` or
+    ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]``."""
     if discrete:
         return categorical_kl(old_params, new_params)
     old_mean, old_log_std = old_params.chunk(2, dim=-1)
@@ -45,18 +45,13 @@ def behavioral_cloning_kl(old_params: torch.Tensor, new_params: torch.Tensor, di
 
 
 class PolicyNetwork(nn.Module):
-    """Policy trunk with two heads: action-distribution parameters and the auxiliary value.
-
-    ``forward(obs) -> (dist_params, aux_value)``: ``dist_params`` are logits ``[B, n]`` for discrete
-    actions, ``[mean, log_std]`` concatenated ``[B, 2 * act_dim]`` for continuous ones (the log-std is
-    one learned vector shared by every state). Orthogonal initialisation as in the PPO reference code: gain
-    sqrt(2) in the trunk, 0.01 for the action head, 1 for the value head.
+    """Policy trunk with two heads, ``forward(obs) -> (dist_params, aux_value)``: logits ``[B, n]``, or ``[mean,
+    log_std]`` concatenated ``[B, 2 * act_dim]`` (one learned log-std for every state). Orthogonal initialisation
+    as in the PPO reference code: gain sqrt(2) in the trunk, 0.01 for the action head, 1 for the value head.
     """
 
-    def __init__(
-        self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
-        continuous: bool, init_log_std: float,
-    ) -> None:
+    def __init__(self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
+                 continuous: bool, init_log_std: float) -> None:
         super().__init__()
         width = hidden_sizes[-1]
         self.trunk = MLP([obs_dim, *hidden_sizes], activation, output_activation=activation, init="orthogonal",
@@ -104,7 +99,6 @@ class PPGPolicy(OnPolicyActorCritic):
         beta_clone: float = option(1.0, "weight of the behavioural-cloning KL in the auxiliary loss", ge=0, finite=True)
         lr: float = option(1e-3, "initial learning rate of the three Adam optimizers", ge=0, finite=True)
 
-    # ------------------------------------------------------------------------------------ setup
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
@@ -147,7 +141,6 @@ class PPGPolicy(OnPolicyActorCritic):
         mean, log_std = (params, None) if self.discrete else params.chunk(2, dim=-1)
         return mean, log_std, self.value_net(obs) if with_value else None
 
-    # ------------------------------------------------------------------------------------ learn
     def _monitor_vars_learn(self) -> List[str]:
         return [
             "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "cur_lr",
@@ -238,7 +231,6 @@ class PPGPolicy(OnPolicyActorCritic):
         self._aux_targets.clear()
         return steps.means()
 
-    # ------------------------------------------------------------------------------------ state
     def extra_state(self) -> Dict[str, Any]:
         """The iteration counter and the auxiliary store, so a run resumed mid-cycle is exact."""
         return {

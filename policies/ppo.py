@@ -36,15 +36,11 @@ from rlearn.rl.means import StepMeans
 from rlearn.trace import span
 
 
-def clipped_surrogate_loss(
-    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor, clip_ratio: float
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """PPO's clipped surrogate, as a loss to minimise: ``-mean(min(r * A, clip(r, 1-eps, 1+eps) * A))``
-    with ``r = exp(log_prob - old_log_prob)``.
-
-    Returns ``(loss, approx_kl, clipfrac)``; the last two are without gradient:
-    ``approx_kl = mean((r - 1) - log r)``, a non-negative, unbiased estimate of ``KL(pi_old || pi)``
-    (Schulman's "k3" estimator), and ``clipfrac`` the fraction of samples with ``|r - 1| > eps``.
+def clipped_surrogate_loss(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantage: torch.Tensor,
+                           clip_ratio: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate loss ``-mean(min(r * A, clip(r, 1-eps, 1+eps) * A))``, ``r = exp(log_prob -
+    old_log_prob)``; with (no gradient) ``approx_kl = mean((r - 1) - log r)`` (Schulman's unbiased "k3" estimate
+    of ``KL(pi_old || pi)``) and ``clipfrac``, the fraction of samples with ``|r - 1| > eps``.
     """
     log_ratio = log_prob - old_log_prob
     ratio = log_ratio.exp()
@@ -55,13 +51,10 @@ def clipped_surrogate_loss(
     return loss, approx_kl, clipfrac
 
 
-def value_loss(
-    value: torch.Tensor, old_value: torch.Tensor, target: torch.Tensor, clip_value: Optional[float]
-) -> torch.Tensor:
-    """``mean((value - target)^2)``; with ``clip_value = c`` the pessimistic clipped loss of the PPO
-    reference implementation, ``mean(max((value - target)^2, (old_value + clip(value - old_value, -c, c)
-    - target)^2))``, which gives no gradient to a value that moved more than ``c`` from its
-    collect-time estimate ``old_value`` in the direction away from the target."""
+def value_loss(value: torch.Tensor, old_value: torch.Tensor, target: torch.Tensor,
+               clip_value: Optional[float]) -> torch.Tensor:
+    """``mean((value - target)^2)``; with ``clip_value = c`` the PPO reference code's pessimistic clipped loss
+    ``mean(max((value - target)^2, (old_value + clip(value - old_value, -c, c) - target)^2))``."""
     if clip_value is None:
         return F.mse_loss(value, target)
     unclipped = (value - target).pow(2)
@@ -77,15 +70,12 @@ def normalize(advantage: torch.Tensor) -> torch.Tensor:
 
 
 class ActorCritic(nn.Module):
-    """An actor MLP (logits or Gaussian means) and a critic MLP (``V(s)``) sharing no layers, orthogonally
-    initialised as in the PPO reference code (hidden gain sqrt(2), output gain 0.01 for the actor and 1 for the
-    critic), plus the state-independent ``log_std`` for continuous actions. ``forward(obs) -> (dist_params,
-    value [B])``."""
+    """Separate actor (logits or Gaussian means) and critic MLPs, orthogonally initialised as in the PPO
+    reference code (output gain 0.01 and 1), plus a state-independent ``log_std`` for continuous actions;
+    ``forward(obs) -> (dist_params, value [B])``."""
 
-    def __init__(
-        self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
-        continuous: bool, init_log_std: float,
-    ) -> None:
+    def __init__(self, obs_dim: int, n_outputs: int, hidden_sizes: Sequence[int], activation: str,
+                 continuous: bool, init_log_std: float) -> None:
         super().__init__()
         self.actor = MLP([obs_dim, *hidden_sizes, n_outputs], activation, init="orthogonal", output_gain=0.01)
         self.critic = MLP([obs_dim, *hidden_sizes, 1], activation, init="orthogonal", output_gain=1.0)
@@ -103,14 +93,15 @@ class ActorCritic(nn.Module):
     def forward(self, obs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         return self.actor(obs), self.value(obs)
 
+
 #: reported by every update: minibatch means
 _EVERY_UPDATE = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
 @register_policy("ppo")
 class PPOPolicy(OnPolicyActorCritic):
-    """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces (see the module docstring);
-    one Adam optimizer, ``"ac"``, whose learning rate an ``LRSchedulerHook`` may decay."""
+    """PPO with the clipped surrogate for ``Discrete`` and 1-D ``Box`` action spaces; one Adam optimizer,
+    ``"ac"``."""
 
     ddp_find_unused_parameters = False  # every loss term reaches every parameter (actor, critic, log_std)
 
@@ -130,7 +121,6 @@ class PPOPolicy(OnPolicyActorCritic):
                                                   "(None: always run every epoch)", gt=0, finite=True)
         lr: float = option(3e-4, "initial learning rate of the Adam optimizer `\"ac\"`", ge=0, finite=True)
 
-    # ------------------------------------------------------------------------------------ setup
     def _init_learn(self) -> None:
         cfg = self.cfg
         obs_dim, n_outputs = self._init_spaces()
@@ -161,25 +151,20 @@ class PPOPolicy(OnPolicyActorCritic):
         params, value = self.ac(obs)
         return params, self.ac.log_std, value
 
-    # ------------------------------------------------------------------------------------ learn
     def _monitor_vars_learn(self) -> List[str]:
-        """The six per-update keys, plus ``early_stop_epoch`` when ``target_kl`` is set (without it no update
-        can stop early, and a declared key that never appears would only be a ``-`` column and a warning)."""
+        """The six per-update keys, plus ``early_stop_epoch`` when ``target_kl`` is set (only then can it appear)."""
         keys = [*_EVERY_UPDATE, "explained_variance"]
         if self.cfg["target_kl"] is not None:
             keys.append("early_stop_epoch")
         return keys
 
     def _forward_learn(self, data: Mapping[str, Any]) -> Dict[str, Any]:
-        """One PPO update on a rollout of ``[T, N, ...]`` tensors."""
+        """One PPO update on a rollout of ``[T, N, ...]`` tensors: minibatch means of the statistics (and
+        ``early_stop_epoch`` if ``target_kl`` stopped the update)."""
         # 1. advantages and value targets with the critic that collected the rollout
         batch = self._advantage_batch(data, self.ac.value)
+        info: Dict[str, Any] = {"explained_variance": explained_variance(batch["value"], batch["target"])}
         # 2.-3. epochs of minibatch steps, stopped early by target_kl
-        return {"explained_variance": explained_variance(batch["value"], batch["target"]), **self._update(batch)}
-
-    def _update(self, batch: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
-        """``epochs`` passes of minibatch gradient steps on the PPO loss; returns the minibatch means of the
-        statistics (and ``early_stop_epoch`` if ``target_kl`` stopped the update)."""
         cfg = self.cfg
         clip, target_kl = self._clip_ratio(), cfg["target_kl"]
         # advantages are normalised per minibatch; a rollout that is a single minibatch is normalised once
@@ -187,7 +172,6 @@ class PPOPolicy(OnPolicyActorCritic):
         if cfg["normalize_advantage"] and not normalize_each:
             batch = dict(batch, advantage=normalize(batch["advantage"]))
         steps = StepMeans()
-        info: Dict[str, Any] = {}
         for epoch in range(cfg["epochs"]):
             for mb in self._minibatches(batch):
                 with span("learner/forward", lane="learner"):

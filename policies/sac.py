@@ -41,8 +41,7 @@ __all__ = ["SACPolicy", "GaussianActor"]
 
 class GaussianActor(MLP):
     """``obs [B, o] -> (mean [B, a], log_std [B, a])`` of the pre-tanh Gaussian, ``log_std`` clamped to
-    ``[log_std_min, log_std_max]``. One ReLU MLP whose last layer has ``2 * a`` outputs (mean, then log-std):
-    the same function as a shared trunk with two linear heads."""
+    ``[log_std_min, log_std_max]``: one ReLU MLP with ``2 * a`` outputs (a shared trunk with two linear heads)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int],
                  log_std_min: float = -20.0, log_std_max: float = 2.0) -> None:
@@ -56,8 +55,7 @@ class GaussianActor(MLP):
 
 @register_policy("sac")
 class SACPolicy(OffPolicyActorCritic):
-    """SAC for any ``Box`` action space with finite bounds; see the module docstring, and :attr:`Config` (or
-    docs/configuration.md) for its keys."""
+    """SAC for any ``Box`` action space with finite bounds (see the module docstring and :attr:`Config`)."""
 
     class Config(OffPolicyActorCritic.Config):
         """SAC's keys; defaults as Stable-Baselines3's SAC"""
@@ -74,7 +72,6 @@ class SACPolicy(OffPolicyActorCritic):
         log_std_max: float = option(2.0, "upper clamp of the actor's log standard deviation (> `log_std_min`)",
                                     finite=True)
 
-    # ------------------------------------------------------------------------------------- learn
     def _init_learn(self) -> None:
         cfg = self.cfg
         self.learning_starts, self.policy_frequency = cfg["learning_starts"], cfg["policy_frequency"]
@@ -161,7 +158,6 @@ class SACPolicy(OffPolicyActorCritic):
         self.optimize(actor_loss + alpha_loss, self.actor_optimizer, self.alpha_optimizer)
         return {"actor_loss": actor_loss, "entropy": -mean_log_prob, "alpha_loss": alpha_loss}
 
-    # ----------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
         """Uniform actions before ``learning_starts`` env steps, then squashed Gaussian samples (noise from
         ``np_random``)."""
@@ -180,7 +176,6 @@ class SACPolicy(OffPolicyActorCritic):
         out = self._actor_numpy(obs)
         return out[:, :self.act_dim], out[:, self.act_dim:]
 
-    # ------------------------------------------------------------------------------------- state
     def modules(self) -> Dict[str, torch.nn.Module]:
         return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
 

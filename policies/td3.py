@@ -36,8 +36,7 @@ ACTOR_KEYS = ("actor_loss", "cur_lr_actor")
 
 
 class Actor(MLP):
-    """Deterministic policy ``obs [B, o] -> action [B, a]`` in normalised units ``[-1, 1]``: a ReLU MLP with a
-    tanh output."""
+    """Deterministic policy ``obs [B, o] -> action [B, a] in [-1, 1]``: a ReLU MLP with a tanh output."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int]) -> None:
         super().__init__([obs_dim, *hidden_sizes, act_dim], output_activation="tanh")
@@ -45,8 +44,7 @@ class Actor(MLP):
 
 @register_policy("td3")
 class TD3Policy(OffPolicyActorCritic):
-    """TD3 for any ``Box`` action space; see the module docstring for the algorithm and its reports, and
-    :attr:`Config` (or docs/configuration.md) for its keys."""
+    """TD3 for any ``Box`` action space (see the module docstring and :attr:`Config`)."""
 
     class Config(OffPolicyActorCritic.Config):
         """TD3's keys; defaults as in the TD3 paper. Noises are in normalised action units (1 = half the range)"""
@@ -61,7 +59,6 @@ class TD3Policy(OffPolicyActorCritic):
         target_noise: float = option(0.2, "std of the target policy smoothing noise", ge=0)
         target_noise_clip: float = option(0.5, "the smoothing noise is clipped to +-this", ge=0)
 
-    # ------------------------------------------------------------------------------------- learn
     def _init_learn(self) -> None:
         cfg = self.cfg
         self.actor_update_freq, self.gamma, self.tau = cfg["actor_update_freq"], cfg["gamma"], cfg["tau"]
@@ -83,8 +80,7 @@ class TD3Policy(OffPolicyActorCritic):
         return dict.fromkeys(ACTOR_KEYS, self.actor_update_freq)  # reported at actor updates only
 
     def _learn_step(self, data: Mapping[str, torch.Tensor]) -> Dict[str, Any]:
-        """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates; returns
-        the reported values by name (0-d tensors, learning rates as floats)."""
+        """Target, critic update and, every ``actor_update_freq`` iterations, actor and target updates."""
         obs, action, reward, next_obs, terminated = self._check_batch(data)
         with span("learner/forward", lane="learner"):
             y = self.compute_target(reward, next_obs, terminated, self.smoothing_noise(action.shape))
@@ -98,8 +94,7 @@ class TD3Policy(OffPolicyActorCritic):
         return info
 
     def _update_actor(self, obs: torch.Tensor) -> torch.Tensor:
-        """One Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic (gradients reach the actor only);
-        returns the loss."""
+        """One Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic; returns the loss."""
         with span("learner/forward", lane="learner"), frozen(self.critic):
             actor_loss = -self.critic(obs, self.actor(obs), member=0).mean()
         self.optimize(actor_loss, self.actor_optimizer)
@@ -112,19 +107,14 @@ class TD3Policy(OffPolicyActorCritic):
         return noise.mul_(self.target_noise).clamp_(-self.target_noise_clip, self.target_noise_clip)
 
     @torch.no_grad()
-    def compute_target(
-        self, reward: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor, noise: torch.Tensor
-    ) -> torch.Tensor:
-        """TD3 target ``y = r + gamma * (1 - terminated) * min_i Q_i'(s', clip(pi'(s') + noise, -1, 1))``.
-
-        ``noise [B, a]`` is the (already clipped) target-smoothing noise in normalised action units; ``next_obs
-        [B, o]``, ``reward`` and ``terminated [B]``.
-        """
+    def compute_target(self, reward: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor,
+                       noise: torch.Tensor) -> torch.Tensor:
+        """TD3 target ``y = r + gamma * (1 - terminated) * min_i Q_i'(s', clip(pi'(s') + noise, -1, 1))`` for the
+        (already clipped) smoothing ``noise [B, a]``."""
         next_action = (self.actor_target(next_obs) + noise).clamp(-1.0, 1.0)
         q_next = self.critic_target(next_obs, next_action).amin(dim=0)  # clipped double-Q
         return reward + self.gamma * (1.0 - terminated) * q_next
 
-    # ----------------------------------------------------------------------------------- collect
     def _forward_collect(self, obs: np.ndarray, envstep: int) -> Dict[str, np.ndarray]:
         """Uniform actions before ``learning_starts`` env steps, then ``pi(s)`` + Gaussian noise."""
         return self._explore(obs, envstep, self._noisy_actions)
@@ -139,7 +129,6 @@ class TD3Policy(OffPolicyActorCritic):
         """Deterministic actions ``pi(s)`` in environment units."""
         return self.to_env_action(self._actor_numpy(obs))
 
-    # ------------------------------------------------------------------------------------- state
     def modules(self) -> Dict[str, torch.nn.Module]:
         return {"actor": self.actor, "critic": self.critic, "actor_target": self.actor_target,
                 "critic_target": self.critic_target}

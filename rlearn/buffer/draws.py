@@ -1,16 +1,16 @@
 """Several batches of ``Generator.integers(0, size, batch_size)`` at once, exactly as the calls one by one.
 
 Below 2**32 numpy draws bounded integers from the stream of 32-bit halves of the raw draws (Lemire's
-multiply-and-reject), so ``n`` calls of ``batch_size`` equal one call of ``n * batch_size``.
-:func:`draw_batches` makes that call and works out the generator's state after each batch from a copy of the
-raw stream, so a checkpoint between two batches stores what batch-by-batch sampling would. :func:`available`
-checks this once per process; where it does not hold the buffer samples batch by batch.
+multiply-and-reject), so ``n`` calls of ``batch_size`` equal one call of ``n * batch_size``; :func:`draw_batches`
+works out the generator's state after each batch from a copy of the raw stream. :func:`available` checks this
+once per process; where it does not hold the buffer samples batch by batch.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 import torch
@@ -19,7 +19,6 @@ __all__ = ["Batches", "draw_batches", "available", "MAX_SIZE", "Prefetch", "gene
 
 #: ranges above this take numpy's 64-bit path, which is not modelled
 MAX_SIZE = 2**32 - 1
-_available: Optional[bool] = None
 
 
 class Batches:
@@ -83,15 +82,11 @@ def draw_batches(generator: np.random.Generator, size: int, batch_size: int, n_b
     return batches
 
 
+@functools.lru_cache(maxsize=None)
 def available() -> bool:
     """Whether :func:`draw_batches` matches ``Generator.integers`` called batch by batch (checked once)."""
-    global _available
-    if _available is None:
-        _available = sys.byteorder == "little" and _self_check()
-    return _available
-
-
-def _self_check() -> bool:
+    if sys.byteorder != "little":
+        return False
     try:
         for size in (2, 3, 7, 1000, 100_003, 2**31 + 1, MAX_SIZE):  # 2**31 + 1 rejects about half the halves
             for batch_size in (1, 3, 8, 64):

@@ -21,8 +21,7 @@ ShapeLike = Union[int, Sequence[int]]
 
 
 def action_dtype_for(action_space: Any) -> np.dtype:
-    """The storage dtype of a space's actions: the space's own integer dtype for ``Discrete`` /
-    ``MultiDiscrete`` (and any other integer space), float32 otherwise (``Box``)."""
+    """The storage dtype of a space's actions: its own integer dtype (``Discrete``...), else float32 (``Box``)."""
     dtype = np.dtype(getattr(action_space, "dtype", None) or np.float32)
     return dtype if np.issubdtype(dtype, np.integer) else np.dtype(np.float32)
 
@@ -40,8 +39,8 @@ def _as_shape(shape: ShapeLike, name: str) -> Tuple[int, ...]:
 
 
 def _finite_sum(arrays: List[np.ndarray]) -> bool:
-    """Whether the float64 sum of the values of ``arrays`` (1-d float arrays) is finite: False for a NaN or
-    inf, and (silently) for finite float64 values that overflow it; float32 values cannot."""
+    """Whether the float64 sum of ``arrays`` (1-d floats) is finite: False for a NaN or inf, and for float64
+    values that overflow it."""
     values = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
     if values.dtype.itemsize <= 4:
         return math.isfinite(values.sum(dtype=np.float64))
@@ -50,25 +49,16 @@ def _finite_sum(arrays: List[np.ndarray]) -> bool:
 
 
 class ReplayBatch(dict):
-    """A minibatch drawn from a :class:`ReplayBuffer` (what :meth:`~ReplayBuffer.sample` returns): a plain dict
-    of tensors whose values :meth:`ReplayBuffer.add` checked when they entered (shapes, dtypes, finite values,
-    0/1 ``terminated`` flags), so a learner need not test them again (for NaN: a host sync per batch on an
-    accelerator). :func:`rlearn.rl.check_replay_batch` skips that test for it; any other mapping is tested."""
+    """A minibatch from :meth:`ReplayBuffer.sample`: a plain dict of tensors whose values :meth:`ReplayBuffer.add`
+    checked, so :func:`rlearn.rl.check_replay_batch` need not test them for NaN again (a host sync per batch)."""
 
     __slots__ = ()
 
 
 class ReplayBuffer:
-    """Fixed-capacity ring buffer of transitions with uniform sampling.
-
-    Args:
-        capacity: maximum number of transitions kept; older ones are overwritten first.
-        obs_shape: shape of one observation (``()`` for ``Discrete`` observations).
-        action_shape: shape of one action (``()`` for ``Discrete`` actions).
-        obs_dtype: storage dtype of ``obs`` and ``next_obs`` (``np.uint8`` for images saves 4x memory).
-        action_dtype: storage dtype of ``action``, float32 or an integer dtype for discrete actions
-            (:func:`action_dtype_for` picks it from the space).
-        seed: seeds the sampling generator (its state is part of :meth:`state_dict`).
+    """Ring buffer of the last ``capacity`` transitions with uniform sampling: observations of ``obs_shape`` in
+    ``obs_dtype`` (``np.uint8`` saves images 4x memory), actions of ``action_shape`` in ``action_dtype``
+    (:func:`action_dtype_for`); ``seed`` seeds the sampling generator (part of :meth:`state_dict`).
     """
 
     def __init__(self, capacity: int, obs_shape: ShapeLike, action_shape: ShapeLike, obs_dtype: Any = np.float32,
@@ -111,11 +101,9 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------------------------------ add
     def add(self, transitions: Mapping[str, Any]) -> int:
-        """Store a batch of transitions (each of :data:`FIELDS` shaped ``[n, ...]`` or, flattened step-major,
-        ``[n_steps, num_envs, ...]``; other keys are ignored); returns how many were added.
-
-        All or nothing: a missing field, a shape or dtype that does not fit, a non-finite value or a
-        ``terminated`` flag other than 0/1 raises, naming the field, before anything is written.
+        """Store transitions (each of :data:`FIELDS` ``[n, ...]`` or ``[n_steps, num_envs, ...]``; other keys are
+        ignored); returns how many. All or nothing: a missing field, a shape or dtype that does not fit, a
+        non-finite value or a ``terminated`` flag other than 0/1 raises, naming the field, before any write.
         """
         if self._prefetch is not None:  # the contents change: batches drawn ahead would be stale
             self._drop_prefetch()
@@ -187,9 +175,8 @@ class ReplayBuffer:
 
     # --------------------------------------------------------------------------------------- sample
     def sample(self, batch_size: int) -> ReplayBatch:
-        """A batch of ``batch_size`` transitions drawn uniformly with replacement: CPU tensors ``[B, ...]`` of
-        every field that own their memory, float32 except integer (discrete) actions, which are int64. Nothing
-        is checked again here (:meth:`add` did): the batch is a :class:`ReplayBatch` that says so."""
+        """``batch_size`` transitions drawn uniformly with replacement: a :class:`ReplayBatch` of CPU tensors
+        ``[B, ...]`` owning their memory, float32 but integer actions (int64)."""
         if type(batch_size) is not int or batch_size < 1:  # the common case without an ABC check
             check_int("ReplayBuffer.sample: batch_size", batch_size)
         if self._size == 0:
@@ -219,12 +206,9 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------------------------- prefetch
     def prefetch(self, batch_size: int, n_batches: int) -> None:
-        """Announce ``n_batches`` calls of :meth:`sample` with ``batch_size`` and no :meth:`add` between them:
-        they are drawn and gathered a chunk at a time (about :data:`rlearn.buffer.draws.PREFETCH_BYTES`).
-
-        Nothing observable changes: the batches and :meth:`state_dict` are those of ``n_batches`` plain
-        :meth:`sample` calls. An :meth:`add`, :meth:`load_state_dict` or :meth:`sample` of another size drops
-        the batches drawn ahead. Does nothing for fewer than two batches or a generator without ``advance``.
+        """Announce ``n_batches`` :meth:`sample` calls of ``batch_size`` with no :meth:`add` between them: they are
+        drawn and gathered a chunk (about :data:`rlearn.buffer.draws.PREFETCH_BYTES`) at a time, with the batches
+        and :meth:`state_dict` of plain calls. An :meth:`add`, a load or another size drops what was drawn ahead.
         """
         check_int("ReplayBuffer.prefetch: batch_size", batch_size)
         check_int("ReplayBuffer.prefetch: n_batches", n_batches, 0)
@@ -258,7 +242,7 @@ class ReplayBuffer:
     # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """The filled part of the storage (copied), the write position and the sampling generator's state
-        (after the batches handed out: batches drawn ahead are not counted)."""
+        (after the batches handed out)."""
         ahead = self._prefetch
         return {
             **self._layout(),

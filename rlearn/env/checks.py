@@ -19,9 +19,8 @@ class EnvironmentFault(RuntimeError):
 
 
 def _surely_finite(values: Any) -> bool:
-    """A cheap test for the common case: True when ``values`` is a numpy array that holds no NaN or inf (its
-    float64 sum is finite, or its dtype cannot hold them); False means "look closer" (a large finite sum
-    can overflow)."""
+    """A cheap test: True when ``values`` is a numpy array without NaN or inf (its float64 sum is finite, or its
+    dtype cannot hold them); False means "look closer"."""
     if type(values) is not np.ndarray:
         return False
     kind = values.dtype.kind
@@ -29,9 +28,8 @@ def _surely_finite(values: Any) -> bool:
 
 
 class FiniteCheck(VectorWrapper):
-    """Raise :class:`EnvironmentFault` when the vector env ``env`` returns a NaN or infinite observation
-    (from ``reset``, ``step`` or a final observation) or reward, naming the environment (``name``), the
-    sub-environment, the call and the values."""
+    """Raise :class:`EnvironmentFault` when the vector env returns a NaN or infinite observation (final ones
+    included) or reward, naming the environment ``name``, the sub-environment, the call and the values."""
 
     def __init__(self, env: VectorEnv, name: str) -> None:
         super().__init__(env)
@@ -76,9 +74,8 @@ class FiniteCheck(VectorWrapper):
 
 
 class ObservationShapeCheck(gym.Wrapper):
-    """Raise :class:`EnvironmentFault` when the environment ``env`` returns an observation (from ``reset``
-    or ``step``) whose shape is not its ``observation_space.shape``, naming the environment (``name``) and
-    both shapes. Spaces without a shape (``Dict``, ``Tuple``) are not checked."""
+    """Raise :class:`EnvironmentFault` when the environment returns an observation whose shape is not its
+    ``observation_space.shape`` (if it has one), naming the environment ``name`` and both shapes."""
 
     def __init__(self, env: gym.Env, name: str) -> None:
         super().__init__(env)

@@ -74,14 +74,9 @@ def _weight_gradient(h: torch.Tensor, grad: torch.Tensor, stacked: bool) -> Dens
     return Dense(weight, bias)
 
 
-def mlp_backward(
-    outputs: Sequence[torch.Tensor],
-    grad_output: torch.Tensor,
-    layers: Sequence[Dense],
-    tanh_output: bool = False,
-    weight_grads: bool = True,
-    input_grad: bool = False,
-) -> Tuple[Optional[torch.Tensor], Optional[List[Dense]]]:
+def mlp_backward(outputs: Sequence[torch.Tensor], grad_output: torch.Tensor, layers: Sequence[Dense],
+                 tanh_output: bool = False, weight_grads: bool = True, input_grad: bool = False
+                 ) -> Tuple[Optional[torch.Tensor], Optional[List[Dense]]]:
     """Backward pass through :func:`mlp_forward` given ``grad_output = dL/dh_L`` (never modified): ``(dL/dx,
     [Dense(dW_i, db_i), ...])``, each only when asked for (``input_grad``: per member for a shared input)."""
     grad = grad_output

@@ -1,10 +1,7 @@
-"""Opt-in bfloat16 compute for the feature-major MLP kernels: fp32 parameters, bf16 products.
-
-:func:`mlp_low_precision` runs the same ReLU MLP as :func:`rlearn.nn.functional.mlp` with every product,
-activation and gradient in bf16, while parameters, their gradients and the optimizer stay fp32; the output is
-cast back, so losses are computed in fp32. About twice the matmul speed on CPUs with native bf16
+"""Opt-in bfloat16 compute for the feature-major MLP kernels (docs/speed-parts.md): :func:`mlp_low_precision` runs
+:func:`rlearn.nn.functional.mlp` with products, activations and gradients in bf16 while parameters, their
+gradients, the optimizer and the losses stay fp32. About twice the matmul speed on CPUs with native bf16
 (:func:`native_bf16_cpu`), slower without; off the CPU the plain path runs under ``torch.autocast``.
-See docs/speed-parts.md.
 """
 
 from __future__ import annotations
@@ -37,12 +34,9 @@ def native_bf16_cpu() -> bool:
 
 def low_precision_layers(params: Sequence[torch.Tensor], dtype: torch.dtype,
                          member: Optional[int] = None) -> List[Dense]:
-    """``dtype`` copies of ``params`` = ``(w_0, b_0, w_1, b_1, ...)`` as feature-major
-    :class:`~rlearn.nn.functional.Dense` layers (stacked member ``member`` alone if given), as they are now.
-
-    Made anew for every forward pass: optimizer steps update parameters in place without bumping their
-    version counters, so no cache could tell a stale copy.
-    """
+    """``dtype`` copies of ``params`` (``w_0, b_0, ...``; member ``member`` alone if given) as feature-major
+    :class:`~rlearn.nn.functional.Dense` layers. Made anew for every forward pass: optimizer steps update
+    parameters in place without bumping their version counters, so no cache could tell a stale copy."""
     with torch.no_grad():
         chosen = [p.detach() if member is None else p.detach()[member] for p in params]
         return _as_layers([p.to(dtype) for p in chosen])

@@ -1,8 +1,6 @@
-"""The gradient through a ReLU, in place, given its output: one private kernel, behind a self-check.
-
-``torch.ops.aten.threshold_backward.grad_input`` (autograd's kernel for ``relu``'s backward, writing into ``grad``)
-is not public API: :func:`available` compares it bit for bit with the public ``grad.masked_fill_(output <= 0, 0)``
-once per process, and :func:`relu_backward_` uses the public form if it is missing, raises or differs.
+"""The gradient through a ReLU, in place, given its output: ``torch.ops.aten.threshold_backward.grad_input``
+(autograd's own kernel, not public API), which :func:`available` compares bit for bit with the public
+``grad.masked_fill_(output <= 0, 0)`` once per process; the public form runs if it is missing, raises or differs.
 """
 
 from __future__ import annotations

@@ -11,15 +11,8 @@ import torch
 __all__ = ["compute_gae", "explained_variance"]
 
 
-def compute_gae(
-    reward: torch.Tensor,
-    value: torch.Tensor,
-    next_value: torch.Tensor,
-    terminated: torch.Tensor,
-    truncated: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-) -> Tuple[torch.Tensor, torch.Tensor]:
+def compute_gae(reward: torch.Tensor, value: torch.Tensor, next_value: torch.Tensor, terminated: torch.Tensor,
+                truncated: torch.Tensor, gamma: float, gae_lambda: float) -> Tuple[torch.Tensor, torch.Tensor]:
     """GAE(lambda) ``(advantages, value_targets = advantages + value)`` for a rollout of ``[T, N]`` tensors;
     ``next_value[t] = V(next_obs[t])`` bootstraps every step that did not *terminate*, and the recursion
     ``A[t] = delta[t] + gamma * lambda * A[t+1]`` stops at every episode end (``A[T] = 0``)."""

@@ -30,9 +30,8 @@ def categorical_log_prob_entropy(logits: torch.Tensor, action: torch.Tensor) -> 
     return log_prob, entropy
 
 
-def gaussian_log_prob_entropy(
-    mean: torch.Tensor, log_std: torch.Tensor, action: torch.Tensor
-) -> Tuple[torch.Tensor, torch.Tensor]:
+def gaussian_log_prob_entropy(mean: torch.Tensor, log_std: torch.Tensor,
+                              action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(log pi(action), entropy)`` of the diagonal Gaussian ``N(mean, exp(log_std)^2)``, summed over the
     action dimensions: ``-(z^2 / 2 + log_std + log sqrt(2 pi))`` with ``z = (action - mean) / std``, and
     ``1/2 + log sqrt(2 pi) + log_std``."""

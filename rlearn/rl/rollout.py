@@ -12,9 +12,8 @@ __all__ = ["ROLLOUT_KEYS", "check_rollout"]
 ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "log_prob", "value")
 
 
-def check_rollout(
-    data: Any, owner: str, device: Any, discrete: bool, keys: Sequence[str] = ROLLOUT_KEYS
-) -> Dict[str, torch.Tensor]:
+def check_rollout(data: Any, owner: str, device: Any, discrete: bool,
+                  keys: Sequence[str] = ROLLOUT_KEYS) -> Dict[str, torch.Tensor]:
     """The rollout as float32 tensors on ``device`` (int64 actions when ``discrete``), checked: not a dict, a
     missing key, ``reward`` not ``[T, N]``, another key not ``[T, N, ...]`` or NaN/inf is an error naming ``owner``
     and the key."""

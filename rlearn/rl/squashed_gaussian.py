@@ -24,9 +24,8 @@ def tanh_log_abs_det_jacobian(u: torch.Tensor) -> torch.Tensor:
     return 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
 
 
-def squashed_gaussian_sample(
-    mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor
-) -> Tuple[torch.Tensor, torch.Tensor]:
+def squashed_gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor,
+                             noise: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(action [..., A], log_prob [...])`` of the tanh-squashed Gaussian ``(mean, exp(log_std))`` for the
     standard normal draw ``noise`` (same shape as ``mean``): ``action = tanh(mean + exp(log_std) * noise)``
     and ``log_prob`` its log-density, summed over the last (action) dimension. Differentiable in ``mean``
