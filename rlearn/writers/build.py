@@ -32,13 +32,10 @@ _FACTORIES: Dict[str, Callable[..., Writer]] = {
 }
 
 
-def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path],
+def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Union[str, Path, None],
                  logger: logging.Logger) -> Optional[Writer]:
     """One writer from a name or ``dict(type=NAME, **options)``; None for a file writer without a work dir.
-
-    Raises ValueError naming the item for an unknown name, TypeError for options the writer does not take,
-    and :class:`~rlearn.writers.tracking.MissingExtraError` when the writer's package is not installed.
-    """
+    ValueError for an unknown name, TypeError for options the writer does not take, naming them."""
     options = dict(spec) if isinstance(spec, Mapping) else {"type": spec}
     name = options.pop("type", None)
     if check_writer_specs([name]) is not None:
@@ -54,5 +51,4 @@ def build_writer(spec: Union[str, Mapping[str, Any]], work_dir: Optional[Path],
 def build_writers(specs: Sequence[Union[str, Mapping[str, Any]]], work_dir: Union[str, Path, None],
                   logger: logging.Logger) -> List[Writer]:
     """The writers of ``specs`` in order (see :func:`build_writer`)."""
-    writers = [build_writer(spec, Path(work_dir) if work_dir is not None else None, logger) for spec in specs]
-    return [writer for writer in writers if writer is not None]
+    return [writer for spec in specs if (writer := build_writer(spec, work_dir, logger)) is not None]

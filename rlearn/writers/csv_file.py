@@ -36,11 +36,7 @@ def _csv_text(lines: Iterable[List[str]]) -> str:
 
 
 class CsvWriter(RowFileWriter):
-    """A CSV table whose header grows when a new name appears (see the module doc).
-
-    Attributes:
-        columns: the header (None until the file was read or first written).
-    """
+    """A CSV table whose header (:attr:`columns`, None until read or written) grows with new names."""
 
     STATE_FIELDS = {**RowFileWriter.STATE_FIELDS, "columns": optional(list_of(text))}
 

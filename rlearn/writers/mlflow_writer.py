@@ -1,9 +1,7 @@
 """``MlflowWriter``: MLflow tracking (``pip install 'rlearn[mlflow]'``).
 
-Every value is a metric at ``step = train_iter`` under its final name; the env-step axis is the metric
-``envstep`` at the same step, logged once per distinct (train_iter, envstep). The resolved config is logged
-as parameters (dotted keys; lists and dicts as JSON). On resume the same run continues
-(:mod:`rlearn.writers.tracking`), logging no metric at a step the run already holds. See docs/writers.md.
+Every value is a metric at ``step = train_iter``; the env-step axis is the metric ``envstep`` at the same
+step. The resolved config is logged as parameters (dotted keys; lists and dicts as JSON). See docs/writers.md.
 """
 
 from __future__ import annotations

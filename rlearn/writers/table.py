@@ -1,18 +1,6 @@
-"""``TableWriter``: every write as a compact horizontal table (names across, values below) in a logger.
-
-A write of ``{"loss_avg": 5.5, "aux_avg": None, "collector/epsilon_avg": 0.25}`` at train iteration 10 and
-env step 70 logs::
-
-    train_iter 10  envstep 70
-    learner     loss_avg  aux_avg
-                     5.5        -
-    collector   epsilon_avg
-                       0.25
-
-One block per name prefix (``learner`` for names without one; ``collector``, ``evaluator`` first,
-``throughput`` and ``time`` last), wrapped to the terminal width; a name shown once keeps its column (``-``
-when a later write lacks it). :func:`parse_table` / :func:`parse_log_tables` read tables back. See
-docs/reading-the-logs.md.
+"""``TableWriter``: every write as a compact horizontal table in a logger, one block per name prefix
+(``learner``, ``collector``: the group over its names, the values below); :func:`parse_table` reads one back.
+The layout is described in docs/reading-the-logs.md.
 """
 
 from __future__ import annotations
@@ -196,12 +184,8 @@ def parse_table(text: str) -> Dict[str, str]:
 
 
 class TableWriter(Writer):
-    """Logs every write as a compact table (``INFO``) on ``logger``, grouped by name prefix, wrapped to
-    ``width`` characters (None: the terminal's at each write, 120 without one).
-
-    Attributes:
-        last_table: the text of the last table written, heading included ("" before the first).
-    """
+    """Logs every write as a compact table (``INFO``) on ``logger``, wrapped to ``width`` characters (None: the
+    terminal's at each write, 120 without one); :attr:`last_table` holds the last one ("" before)."""
 
     def __init__(self, logger: logging.Logger, width: Optional[int] = None) -> None:
         self.logger = logger

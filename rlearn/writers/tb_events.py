@@ -56,14 +56,10 @@ def _record_at(blob: bytes, offset: int) -> Tuple[Optional[int], str]:
 def _next_record(blob: bytes, offset: int) -> Optional[int]:
     """Offset of the first valid record after ``offset``, or None. No event is 2**40 bytes long, so only
     the positions whose 8-byte length ends in three zero bytes are checked (both checksums must hold)."""
-    search = offset + 1
-    while True:
-        zeros = blob.find(b"\x00\x00\x00", search + 5)
-        if zeros < 0:
-            return None
-        if _record_at(blob, zeros - 5)[0] is not None:
-            return zeros - 5
-        search = zeros - 4
+    zeros = blob.find(b"\x00\x00\x00", offset + 6)
+    while zeros >= 0 and _record_at(blob, zeros - 5)[0] is None:
+        zeros = blob.find(b"\x00\x00\x00", zeros + 1)
+    return zeros - 5 if zeros >= 0 else None
 
 
 def read_records(path: Union[str, os.PathLike]) -> EventFile:

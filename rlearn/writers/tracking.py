@@ -1,9 +1,8 @@
 """``TrackingWriter``: the shared part of the experiment-tracking writers (W&B, MLflow).
 
-The writer starts a tracking run at its first write, or continues the same run when training resumes (run
-id in the checkpoint and in ``<work_dir>/<kind>_run.json``). Such services cannot delete points, so instead
-of a rewind the rows an earlier process already logged are skipped: a row's position is ``(train_iter,
-envstep, k)`` (``k``: its index among the rows at that train iteration and env step). See docs/writers.md.
+A run starts at the first write, or continues when training resumes (its id in the checkpoint and in
+``<work_dir>/<kind>_run.json``). Such services cannot delete points, so a resumed run skips the rows already
+logged, a row's position being ``(train_iter, envstep, k)`` (``k``: its index among the rows at those steps).
 """
 
 from __future__ import annotations
@@ -47,13 +46,8 @@ def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Po
 
 
 class TrackingWriter(Writer, abc.ABC):
-    """Starts or continues one tracking run and logs each write as one row (see the module doc); subclasses
-    set :attr:`kind` and implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config` and :meth:`_finish`.
-
-    Args:
-        work_dir: where ``<kind>_run.json`` is kept (None: only the checkpoint holds the run id).
-        logger: where the writer says which run it started or continued.
-        run_name: the run's name (default: the work dir's name).
+    """One tracking run, each write a row (see the module doc); ``run_name`` defaults to ``work_dir``'s name.
+    Subclasses set :attr:`kind` and implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config`, :meth:`_finish`.
     """
 
     STATE_FIELDS = {"run_id": optional(text), "at": optional(list_of(count, 3))}

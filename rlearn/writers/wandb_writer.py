@@ -69,11 +69,7 @@ def _row_axes(record: Any) -> Optional[Axes]:
 
 
 class TransactionLog:
-    """Reads the rows of one transaction log as W&B's service writes it, each row once.
-
-    Args:
-        path: the ``run-<id>.wandb`` file (it may not exist yet).
-    """
+    """Reads the rows of one transaction log (``run-<id>.wandb``, perhaps not there yet) as W&B writes it."""
 
     def __init__(self, path: Union[str, Path]) -> None:
         self.path = Path(path)
@@ -165,13 +161,8 @@ def _pending_row(value: Any) -> str:
 
 
 class WandbWriter(TrackingWriter):
-    """Logs to a W&B run (see the module doc).
-
-    Args:
-        work_dir: holds ``wandb_run.json`` and W&B's ``wandb/`` folder (unless ``dir`` or ``WANDB_DIR``).
-        project, entity, name, group, tags, mode, dir: as in ``wandb.init`` (``name``: the work dir's name).
-        init_kwargs: any other ``wandb.init`` argument.
-    """
+    """Logs to a W&B run (see the module doc); the options and ``init_kwargs`` are ``wandb.init``'s. W&B's
+    ``wandb/`` folder goes to ``dir``, else ``WANDB_DIR``, else ``work_dir`` (which holds ``wandb_run.json``)."""
 
     STATE_FIELDS = {**TrackingWriter.STATE_FIELDS, "pending": optional(list_of(_pending_row))}
 
