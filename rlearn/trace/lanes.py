@@ -4,11 +4,12 @@ ascending, end descending) order, each sub-lane keeping a stack of its open inte
 
 from __future__ import annotations
 
-from typing import Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Hashable, List, Optional, Sequence, Tuple
 
 
-def _fits(stack: List[Tuple[int, Hashable]], start: int, end: int, group: Hashable) -> bool:
-    """Pop finished intervals and say whether ``[start, end]`` nests in the innermost open one."""
+def nests_in(stack: List[Tuple[Any, ...]], start: int, end: int, group: Hashable = None) -> bool:
+    """Pop the intervals that ended by ``start`` from ``stack`` (``(end, group, ...)`` of open intervals, innermost
+    last) and say whether ``[start, end]`` of ``group`` nests in the innermost one left (or none is left)."""
     while stack and stack[-1][0] <= start:
         stack.pop()
     return not stack or (end <= stack[-1][0] and group == stack[-1][1])
@@ -30,7 +31,7 @@ def assign_lanes(intervals: Sequence[Tuple[int, int]], groups: Optional[Sequence
         start, end = intervals[index]
         group = None if groups is None else groups[index]
         for lane, stack in enumerate(stacks):
-            if _fits(stack, start, end, group):
+            if nests_in(stack, start, end, group):
                 break
         else:
             stacks.append([])

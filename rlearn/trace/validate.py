@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Set, Tuple
 
+from rlearn.trace.lanes import nests_in
 from rlearn.trace.recorder import PathLike
 from rlearn.values import is_int, is_real
 
@@ -129,14 +130,12 @@ def validate_trace(obj: Any) -> List[str]:
 def _nesting_problems(pid: int, tid: int, spans: List[Tuple[int, int, str]]) -> List[str]:
     """Pairs of spans on one lane that overlap without one containing the other."""
     problems: List[str] = []
-    stack: List[Tuple[int, int, str]] = []  # as the viewer would draw it: an overlapping span is left out
+    stack: List[Tuple[int, None, str]] = []  # as the viewer would draw it: an overlapping span is left out
     for start, end, where in sorted(spans, key=lambda s: (s[0], -s[1])):
-        while stack and stack[-1][1] <= start:
-            stack.pop()
-        if stack and end > stack[-1][1]:
-            problems.append(f"pid {pid} tid {tid}: {where} overlaps {stack[-1][2]} without nesting in it")
+        if nests_in(stack, start, end):
+            stack.append((end, None, where))
         else:
-            stack.append((start, end, where))
+            problems.append(f"pid {pid} tid {tid}: {where} overlaps {stack[-1][2]} without nesting in it")
     return problems
 
 
