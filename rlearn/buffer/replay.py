@@ -99,7 +99,6 @@ class ReplayBuffer:
         return (f"ReplayBuffer(size={self._size}, capacity={self.capacity}, obs_shape={self.obs_shape}, "
                 f"action_shape={self.action_shape})")
 
-    # ------------------------------------------------------------------------------------------ add
     def add(self, transitions: Mapping[str, Any]) -> int:
         """Store transitions (each of :data:`FIELDS` ``[n, ...]`` or ``[n_steps, num_envs, ...]``; other keys are
         ignored); returns how many. All or nothing: a missing field, a shape or dtype that does not fit, a
@@ -173,7 +172,6 @@ class ReplayBuffer:
             raise TypeError(f"ReplayBuffer.add: {key!r} has dtype {dtype}, which cannot be stored as {target}")
         self._castable.add((key, dtype))
 
-    # --------------------------------------------------------------------------------------- sample
     def sample(self, batch_size: int) -> ReplayBatch:
         """``batch_size`` transitions drawn uniformly with replacement: a :class:`ReplayBatch` of CPU tensors
         ``[B, ...]`` owning their memory, float32 but integer actions (int64)."""
@@ -204,7 +202,6 @@ class ReplayBuffer:
             batch[key] = torch.from_numpy(picked)
         return batch
 
-    # ------------------------------------------------------------------------------------- prefetch
     def prefetch(self, batch_size: int, n_batches: int) -> None:
         """Announce ``n_batches`` :meth:`sample` calls of ``batch_size`` with no :meth:`add` between them: they are
         drawn and gathered a chunk (about :data:`rlearn.buffer.draws.PREFETCH_BYTES`) at a time, with the batches
@@ -239,7 +236,6 @@ class ReplayBuffer:
         if ahead is not None and ahead.batches:  # drawn beyond what was handed out: rewind
             self._rng = draws.generator_in(ahead.drawn.state_after(ahead.chunk_taken))
 
-    # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, Any]:
         """The filled part of the storage (copied), the write position and the sampling generator's state
         (after the batches handed out)."""

@@ -37,16 +37,6 @@ class CollectResult:
     envstep: int = 0
     metrics: Dict[str, List[Any]] = field(default_factory=dict)
 
-    @property
-    def num_steps(self) -> int:
-        """Steps per environment (``T``)."""
-        return int(self.transitions["reward"].shape[0])
-
-    @property
-    def num_envs(self) -> int:
-        """Number of environments (``N``)."""
-        return int(self.transitions["reward"].shape[1])
-
 
 class Collector:
     """Collects exploration transitions from a vector env in ``AutoresetMode.SAME_STEP`` with
@@ -84,11 +74,6 @@ class Collector:
         """Environment steps collected so far, summed over sub-environments."""
         return self._envstep
 
-    @property
-    def episode_count(self) -> int:
-        """Episodes that ended so far."""
-        return self._episode_count
-
     def reset(self) -> np.ndarray:
         """Reset every sub-environment and return the first observation batch; partially played episodes
         are dropped, not reported (the first :meth:`collect` calls it)."""
@@ -99,7 +84,6 @@ class Collector:
         self._lengths[:] = 0
         return self._obs
 
-    # -------------------------------------------------------------------------------------- collect
     def collect(self, n_steps: int) -> CollectResult:
         """Step every sub-environment ``n_steps`` times; see :class:`CollectResult` for what comes back."""
         n_steps = check_int("Collector.collect: n_steps", n_steps)
@@ -288,7 +272,6 @@ class Collector:
                 raise ValueError(f"{self._source} returned {key!r} with shape {out[key].shape}, {shape} earlier in "
                                  "the same collect call")
 
-    # ---------------------------------------------------------------------------------------- state
     def state_dict(self) -> Dict[str, int]:
         """Counters a resumed run continues: ``envstep``, ``episode_count`` and ``resets``. The environments
         are not saved: after :meth:`load_state_dict` the next :meth:`collect` starts fresh episodes."""

@@ -1,11 +1,9 @@
 """PPO on Walker2d-v5 with rl-baselines3-zoo's tuned settings, without observation/reward normalisation, 1M steps.
 
-Source: DLR-RM/rl-baselines3-zoo ``hyperparams/ppo.yml``, section "Tuned # 10 mujoco envs", ``Walker2d-v4``:
-``n_envs 1``, ``n_steps 512``, ``batch_size 32``, ``n_epochs 20``, ``gamma 0.99``, ``gae_lambda 0.95``,
-``learning_rate 5.05041e-05``, ``clip_range 0.1``, ``ent_coef 0.000585045``, ``vf_coef 0.871923``,
-``max_grad_norm 1``, ``n_timesteps 1e6``, SB3's default networks (tanh [64, 64], log-std 0: rlearn's defaults
-too). One difference: the zoo also sets ``normalize: true`` (SB3's ``VecNormalize``), which rlearn does not have.
-The zoo's result: 3,479 +- 822 on Walker2d-v3 after 1M steps (``benchmark.md``).
+Source: DLR-RM/rl-baselines3-zoo ``hyperparams/ppo.yml``, section "Tuned # 10 mujoco envs", ``Walker2d-v4``
+(below in rlearn's names; one environment, ``n_steps 512``, ``n_timesteps 1e6``, SB3's default networks, which
+are rlearn's too). One difference: the zoo also sets ``normalize: true`` (SB3's ``VecNormalize``), which rlearn
+does not have. The zoo's result: 3,479 +- 822 on Walker2d-v3 after 1M steps (``benchmark.md``).
 
 ``rlearn train ppo_walker2d`` trains it (``pip install -e ".[mujoco]"`` first); docs/mujoco.md.
 """

@@ -32,8 +32,8 @@ FUSED_MIN_WIDTH = 256
 
 
 class EnsembleLinear(nn.Module):
-    """``n`` independent linear layers evaluated together: ``x [n, B, in]`` (or ``[B, in]``, shared) ``->
-    [n, B, out]``, with ``weight [n, out, in]`` and ``bias [n, out, 1]`` initialised like ``nn.Linear``'s."""
+    """``n`` independent linear layers, ``x [n, B, in]`` (or ``[B, in]``, shared) ``-> [n, B, out]``, initialised
+    like ``nn.Linear``'s."""
 
     def __init__(self, n: int, in_features: int, out_features: int) -> None:
         super().__init__()
@@ -47,8 +47,8 @@ class EnsembleLinear(nn.Module):
 
 
 class EnsembleLayerNorm(nn.Module):
-    """``n`` independent ``nn.LayerNorm(features)`` evaluated together on ``x [n, B, features]``: ``weight`` and
-    ``bias`` are ``[n, 1, features]`` (ones and zeros, as ``nn.LayerNorm``'s)."""
+    """``n`` independent ``nn.LayerNorm(features)`` on ``x [n, B, features]`` (``weight``, ``bias``
+    ``[n, 1, features]``)."""
 
     def __init__(self, n: int, features: int) -> None:
         super().__init__()
@@ -147,7 +147,6 @@ class MLP(nn.Module):
             count += 2 * sum(sizes[1:-1])
         return count * (ensemble or 1)
 
-    # ------------------------------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor, member: Optional[int] = None) -> torch.Tensor:
         if member is not None and self.ensemble is None:
             raise ValueError("MLP: member= is for an ensemble (MLP(..., ensemble=n))")

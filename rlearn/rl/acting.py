@@ -1,7 +1,5 @@
-"""Acting from numpy (:func:`obs_tensor`, :func:`forward_numpy`, :func:`host_columns`), ``Box`` actions in
-normalised units ``[-1, 1]`` (:class:`BoxActions`) and :func:`box_observation_shape`: what policies share at the
-environment's edge.
-"""
+"""What policies share at the environment's edge: acting from numpy (:func:`obs_tensor`, :func:`forward_numpy`,
+:func:`host_columns`), ``Box`` actions in normalised units (:class:`BoxActions`), :func:`box_observation_shape`."""
 
 from __future__ import annotations
 
@@ -15,8 +13,8 @@ __all__ = ["obs_tensor", "forward_numpy", "host_columns", "BoxActions", "box_obs
 
 
 def obs_tensor(obs: Any, device: torch.device) -> torch.Tensor:
-    """``obs [N, *obs_shape]`` as a float32 tensor ``[N, obs_dim]`` on ``device``. A C-contiguous float32
-    array on the CPU is shared with the tensor (no copy; nothing writes into it)."""
+    """``obs [N, *obs_shape]`` as a float32 tensor ``[N, obs_dim]`` on ``device`` (sharing a C-contiguous float32
+    array's memory on the CPU)."""
     if type(obs) is np.ndarray and obs.dtype == np.float32 and obs.flags.c_contiguous and device.type == "cpu":
         tensor = torch.from_numpy(obs)
     else:
@@ -35,8 +33,7 @@ def forward_numpy(net: torch.nn.Module, obs: Any, device: torch.device) -> np.nd
 
 
 def host_columns(**columns: torch.Tensor) -> Dict[str, np.ndarray]:
-    """Per-row tensors of one device (``[N]`` or ``[N, k]``), copied to the host together (one transfer) and
-    returned by name as float32 numpy arrays of their own shapes (each its own copy)."""
+    """Per-row tensors (``[N]`` or ``[N, k]``) copied to the host in one transfer, by name, as float32 arrays."""
     parts = [column.unsqueeze(-1) if column.dim() == 1 else column for column in columns.values()]
     host = torch.cat([part.float() for part in parts], dim=-1).cpu().numpy()
     out: Dict[str, np.ndarray] = {}

@@ -1,9 +1,6 @@
-"""The maths of actor-critic action heads (categorical and diagonal Gaussian), without ``torch.distributions``:
-log-probabilities, entropies, sampling with the policy's own generator and KL divergences, written out in
-closed form (tested against ``torch.distributions``).
-
-Shapes: logits ``[B, n]`` and class indices ``[B]``; Gaussian means and actions ``[B, d]`` with ``log_std`` of
-``[d]`` or ``[B, d]``. Every result is ``[B]``, summed over the action dimensions.
+"""Categorical and diagonal-Gaussian action heads in closed form (tested against ``torch.distributions``):
+log-probabilities, entropies, sampling with the policy's own generator, KL divergences. Logits ``[B, n]`` and
+indices ``[B]``; means and actions ``[B, d]``, ``log_std`` ``[d]`` or ``[B, d]``; results ``[B]``.
 """
 
 from __future__ import annotations
@@ -22,8 +19,8 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def categorical_log_prob_entropy(logits: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``(log pi(action), entropy)`` of a categorical over ``logits [B, n]``; ``action [B]`` holds class
-    indices (any integer dtype). The entropy is ``-sum_a pi(a) log pi(a)`` from ``log_softmax`` values."""
+    """``(log pi(action), entropy)`` of a categorical over ``logits [B, n]`` for class indices ``action [B]``, from
+    ``log_softmax`` values."""
     log_pi = torch.log_softmax(logits, dim=-1)
     log_prob = log_pi.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
     entropy = -(log_pi.exp() * log_pi).sum(-1)
@@ -32,9 +29,8 @@ def categorical_log_prob_entropy(logits: torch.Tensor, action: torch.Tensor) -> 
 
 def gaussian_log_prob_entropy(mean: torch.Tensor, log_std: torch.Tensor,
                               action: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``(log pi(action), entropy)`` of the diagonal Gaussian ``N(mean, exp(log_std)^2)``, summed over the
-    action dimensions: ``-(z^2 / 2 + log_std + log sqrt(2 pi))`` with ``z = (action - mean) / std``, and
-    ``1/2 + log sqrt(2 pi) + log_std``."""
+    """``(log pi(action), entropy)`` of the diagonal Gaussian ``N(mean, exp(log_std)^2)``: sums of
+    ``-(z^2 / 2 + log_std + log sqrt(2 pi))`` with ``z = (action - mean) / std`` and of ``1/2 + log sqrt(2 pi) + log_std``."""
     z = (action - mean) * torch.exp(-log_std)
     log_prob = (-0.5 * z.pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
     entropy = (0.5 + _LOG_SQRT_2PI + log_std).expand_as(mean).sum(-1)
@@ -42,16 +38,15 @@ def gaussian_log_prob_entropy(mean: torch.Tensor, log_std: torch.Tensor,
 
 
 def sample_gaussian(mean: torch.Tensor, log_std: torch.Tensor, np_random: np.random.Generator) -> torch.Tensor:
-    """``mean + exp(log_std) * noise``: one sample per row, the standard-normal noise drawn from ``np_random``
-    (the policy's own generator, saved in checkpoints) and copied to ``mean``'s device in one transfer."""
+    """``mean + exp(log_std) * noise``, the standard-normal noise drawn from ``np_random`` (the policy's own
+    generator) and copied to ``mean``'s device in one transfer."""
     noise = torch.as_tensor(np_random.standard_normal(tuple(mean.shape)), dtype=mean.dtype)
     return mean + log_std.exp() * noise.to(mean.device)
 
 
 def categorical_kl(old_logits: torch.Tensor, new_logits: torch.Tensor) -> torch.Tensor:
-    """``KL(pi_old || pi_new) = sum_a p_old(a) (log p_old(a) - log p_new(a))`` per row of logits ``[B, n]``, on
-    ``log_softmax`` values: finite where ``torch.distributions.kl_divergence`` gives ``inf`` (a new probability
-    that underflows to 0)."""
+    """``KL(pi_old || pi_new) = sum_a p_old(a) (log p_old(a) - log p_new(a))`` per row, on ``log_softmax`` values
+    (finite where ``torch.distributions`` gives ``inf`` for a new probability that underflows to 0)."""
     old_logp = torch.log_softmax(old_logits, dim=-1)
     new_logp = torch.log_softmax(new_logits, dim=-1)
     return (old_logp.exp() * (old_logp - new_logp)).sum(-1)

@@ -16,8 +16,8 @@ __all__ = ["ActionSpec", "action_spec", "sample_categorical"]
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """The action head a policy builds: ``discrete``, ``n_outputs`` (actions or dimensions) and, for a Box,
-    its ``low`` / ``high`` bounds (float32) that environment actions are clipped to."""
+    """The action head a policy builds: ``discrete``, ``n_outputs`` (actions or dimensions) and a Box's float32
+    bounds."""
 
     discrete: bool
     n_outputs: int
@@ -27,7 +27,7 @@ class ActionSpec:
 
 def action_spec(observation_space: Any, action_space: Any, owner: str) -> Tuple[int, ActionSpec]:
     """``(obs_dim, ActionSpec)`` for a flat ``Box`` observation space and a ``Discrete`` or 1-D ``Box`` action
-    space; anything else is a TypeError that names ``owner`` and the space."""
+    space; else a TypeError naming ``owner`` and the space."""
     if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
         raise TypeError(f"{owner} needs a flat Box observation space, got {observation_space!r}")
     obs_dim = int(observation_space.shape[0])

@@ -26,10 +26,9 @@ def tanh_log_abs_det_jacobian(u: torch.Tensor) -> torch.Tensor:
 
 def squashed_gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor,
                              noise: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """``(action [..., A], log_prob [...])`` of the tanh-squashed Gaussian ``(mean, exp(log_std))`` for the
-    standard normal draw ``noise`` (same shape as ``mean``): ``action = tanh(mean + exp(log_std) * noise)``
-    and ``log_prob`` its log-density, summed over the last (action) dimension. Differentiable in ``mean``
-    and ``log_std`` (the reparameterisation trick); ``noise`` receives no gradient."""
+    """``(action = tanh(mean + exp(log_std) * noise), log_prob)`` of the tanh-squashed Gaussian for the standard
+    normal ``noise`` (shaped like ``mean``), the log-density summed over the last dimension; differentiable in
+    ``mean`` and ``log_std`` (the reparameterisation trick), not in ``noise``."""
     if mean.shape != log_std.shape or mean.shape != noise.shape:
         raise ValueError(
             f"squashed_gaussian_sample: mean {tuple(mean.shape)}, log_std {tuple(log_std.shape)} and noise "

@@ -116,7 +116,7 @@ def test_terminated_boundary_exact_across_collect_calls(asynchronous):
         {"episode_return": 6.0, "episode_length": 3, "env_index": 0},
         {"episode_return": 6.0, "episode_length": 3, "env_index": 1},
     ]
-    assert collector.envstep == 10 and second.envstep == 10 and collector.episode_count == 2
+    assert collector.envstep == 10 and second.envstep == 10 and collector.state_dict()["episode_count"] == 2
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
@@ -152,7 +152,7 @@ def test_transition_layout_and_dtypes():
     for key in ("reward", "terminated", "truncated", "value"):
         assert tr[key].shape == (4, 3) and tr[key].dtype == np.float32, key
     assert tr["value"][:, 2].tolist() == [2, 3, 4, 5]  # extra keys stored per step
-    assert result.num_steps == 4 and result.num_envs == 3 and isinstance(result, CollectResult)
+    assert result.transitions["reward"].shape == (4, 3) and isinstance(result, CollectResult)
 
 
 # --------------------------------------------------------------------- sequential reference
@@ -343,7 +343,7 @@ def test_state_dict_round_trip_resumes_counters_with_fresh_episodes():
     try:
         resumed = Collector(env, ScriptedPolicy(), seed=4)
         resumed.load_state_dict(state)
-        assert resumed.envstep == 10 and resumed.episode_count == 2
+        assert resumed.envstep == 10 and resumed.state_dict()["episode_count"] == 2
         result = resumed.collect(3)
     finally:
         env.close()
@@ -352,7 +352,7 @@ def test_state_dict_round_trip_resumes_counters_with_fresh_episodes():
     reseed = derive_seed(4, 1)  # not a replay of the first run's initial states
     assert tr["obs"][0, :, 1].tolist() == [CounterEnv().reset(seed=reseed + i)[0][1] for i in range(2)]
     assert result.episodes == [{"episode_return": 6.0, "episode_length": 3, "env_index": i} for i in range(2)]
-    assert resumed.envstep == 16 and resumed.episode_count == 4
+    assert resumed.envstep == 16 and resumed.state_dict()["episode_count"] == 4
     assert resumed.state_dict() == {"envstep": 16, "episode_count": 4, "resets": 2}
 
 
@@ -390,7 +390,7 @@ def test_loading_state_mid_episode_drops_the_partial_returns():
         env.close()
     assert result.transitions["obs"][:, 0, 0].tolist() == [0, 1, 2]
     assert result.episodes == [{"episode_return": 6.0, "episode_length": 3, "env_index": 0}]
-    assert collector.envstep == 103 and collector.episode_count == 6
+    assert collector.envstep == 103 and collector.state_dict()["episode_count"] == 6
 
 
 def test_collect_is_a_trace_span_when_tracing_is_on(tmp_path, monkeypatch):
