@@ -174,3 +174,5 @@ def test_get_instance_current_instance_and_print_log(capsys):
         print_log("x", logger=f"nobody.{uuid.uuid4().hex}")
     with pytest.raises(TypeError, match="logger must be"):
         print_log("x", logger=3)
+    set_up = get_logger(_name())  # a logger set up by get_logger becomes the current one
+    assert get_current_instance() is set_up and get_instance(name) is logger and get_current_instance() is logger

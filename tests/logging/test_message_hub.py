@@ -109,3 +109,16 @@ def test_state_dict_skips_runtime_info_that_cannot_be_copied():
     with pytest.warns(UserWarning, match="'lock' is not saved"):
         state = hub.state_dict()
     assert state["runtime_info"] == {"iter": 1}
+
+
+def test_a_bad_scalar_names_its_key_and_leaves_no_history():
+    hub = MessageHub("h")
+    with pytest.raises(TypeError, match="'new_key'"):
+        hub.update_scalar("new_key", "not a number")
+    with pytest.raises(ValueError, match="count of 'other'"):
+        hub.update_scalar("other", 1.0, count=0)
+    assert not hub.log_scalars  # no empty HistoryBuffer was left behind
+    hub.update_scalar("loss", 2.0, count=4)
+    assert hub.get_scalar("loss").mean() == 0.5
+    with pytest.raises(KeyError, match=r"no scalar 'los'\. Did you mean 'loss'"):
+        hub.get_scalar("los")

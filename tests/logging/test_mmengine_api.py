@@ -528,3 +528,80 @@ def test_message_hub_takes_scalars_info_and_resumed_keys_at_construction():
         MessageHub('bad', runtime_info=OrderedDict(iter=1), resumed_keys=OrderedDict(iters=False))
     shared = MessageHub.get_instance(f"with_info.{uuid.uuid4().hex[:6]}", runtime_info={'iter': 7})
     assert shared.get_info('iter') == 7
+
+
+# ------------------------------------------------------------------ more of what MMEngine's tests check, in rlearn's words
+@pytest.mark.parametrize("kind, options", [
+    (None, {}),
+    ("RotatingFileHandler", dict(maxBytes=1 << 20, backupCount=2)),
+    ("TimedRotatingFileHandler", dict(when="MIDNIGHT")),
+    ("WatchedFileHandler", {}),
+    ("FileHandler", dict(mode="w")),
+])
+def test_file_handler_cfg_picks_the_handler_of_the_log_file(tmp_path, kind, options):
+    log_file = tmp_path / "exp.log"
+    log_file.write_text("an earlier run\n")
+    cfg = None if kind is None else dict(type=kind, **options)
+    logger = MMLogger(f"handlers.{uuid.uuid4().hex[:6]}", log_file=log_file, file_handler_cfg=cfg)
+    handler = logger.handlers[-1]
+    assert type(handler).__name__ == (kind or "FileHandler") and handler.baseFilename == str(log_file)
+    assert cfg is None or cfg["type"] == kind  # the caller's dict is left as it was
+    logger.info("one line")
+    lines = log_file.read_text().splitlines()
+    assert lines[-1].endswith(" - INFO - one line") and re.match(rf"\d{{4}}/{LINE} - ", lines[-1])
+    assert len(lines) == (1 if options.get("mode") == "w" else 2)  # appended unless mode='w'
+    _close_handlers(logger)
+
+
+def test_file_handler_cfg_type_must_be_a_file_handler(tmp_path):
+    for kind in ("SocketHandler", "NoSuchHandler"):
+        with pytest.raises(ValueError, match=f"file_handler_cfg type '{kind}' is not a FileHandler"):
+            MMLogger("bad.handler", log_file=tmp_path / "x.log", file_handler_cfg=dict(type=kind))
+
+
+def test_logger_registry_can_be_cleared_and_levels_changed(capsys):
+    name = f"registry.{uuid.uuid4().hex[:6]}"
+    logger = MMLogger.get_instance(name)
+    assert MMLogger._instance_dict[name] is logger and MMLogger.get_current_instance() is logger
+    logger.setLevel("WARNING")  # a later setLevel applies, as on any logging.Logger
+    logger.info("hidden")
+    logger.warning("shown")
+    assert capsys.readouterr().out.endswith(" - WARNING - shown\n")
+    saved = MMLogger._instance_dict.copy()
+    try:
+        MMLogger._instance_dict.clear()
+        assert not MMLogger.check_instance_created(name)
+        with pytest.raises(ValueError, match="no logger named"):
+            print_log("x", logger=name)
+        assert MMLogger.get_current_instance().instance_name == "rlearn"  # created when none is left
+        again = MMLogger.get_instance(name)
+        assert again is logger and len(again.handlers) == 1  # set up again, no second console handler
+    finally:
+        MMLogger._instance_dict.clear()
+        MMLogger._instance_dict.update(saved)
+
+
+def test_load_state_dict_follows_the_states_resumed_keys():
+    state = {"log_scalars": {"loss": HistoryBuffer([1.0, 2.0])},
+             "runtime_info": {"iter": 3, "env": "handle", "seed": 7},
+             "resumed_keys": {"loss": True, "iter": True, "env": False, "never_set": True}}
+    hub = MessageHub("restored")
+    hub.update_info("seed", 0, resumed=False)
+    hub.load_state_dict(state)
+    assert dict(hub.runtime_info) == {"seed": 7, "iter": 3, "env": "handle"}  # every value is loaded
+    assert hub._resumed_keys == {"seed": False, "loss": True, "iter": True, "env": False}  # 'never_set' ignored
+    saved = hub.state_dict()  # 'env' (False) and 'seed' (not listed: keeps its flag) are not saved again
+    assert saved["runtime_info"] == {"iter": 3} and list(saved["log_scalars"]) == ["loss"]
+    assert hub.get_scalar("loss") is not state["log_scalars"]["loss"]  # copied
+
+
+def test_load_state_dict_shares_a_value_that_cannot_be_copied_and_refuses_a_bad_scalar():
+    lock = __import__("threading").Lock()
+    hub = MessageHub("restored")
+    hub.load_state_dict({"log_scalars": {}, "runtime_info": {"lock": lock, "lr": [0.1]}})
+    assert hub.get_info("lock") is lock and hub.get_info("lr") == [0.1]
+    for scalar in (1, [1.0]):  # MMEngine skips such an entry with a warning and loads the rest
+        with pytest.raises(TypeError, match="HistoryBuffer state must be a dict"):
+            hub.load_state_dict({"log_scalars": {"good": HistoryBuffer([1.0]), "bad": scalar},
+                                 "runtime_info": {"iter": 9}})
+        assert hub.get_info("iter") is None and not hub.log_scalars  # nothing of it was loaded
