@@ -7,7 +7,10 @@ with a DI-engine-style per-key deque reference. Results are printed as tables of
     .venv/bin/python benchmarks/bench_monitor.py            # 10^4, 10^5, 10^6 updates
     .venv/bin/python benchmarks/bench_monitor.py --quick    # 10^4, 10^5 updates, fewer repeats
 
-MMEngine appends with ``np.append`` (a full copy per update, O(n)), so a run of n updates costs O(n^2).
+rlearn's ``update`` is O(1) amortised (arrays grown by doubling up to about ``max_length``); its statistics read
+the window's slice in C (numpy, ``math.fsum`` for the exact mean), so their cost grows with the window, as
+MMEngine's does (the "global" rows: the whole history). MMEngine appends with ``np.append`` (a full copy per
+update, O(n)), so a run of n updates costs O(n^2).
 It is run in full only up to ``--mmengine-cap`` updates (10^5 by default: ~10 s; 10^4 with ``--quick``);
 for longer runs the table extrapolates from the largest full run, per-update cost proportional to n,
 and marks the number "(extrap.)".

@@ -21,10 +21,13 @@ stores values -- every key keeps a deque of ``(tick, value)`` pairs (pruned to t
 memory is bounded too) and an average scans the window: O(window). It is not DI-engine's own code, which
 carries much more machinery per update (the design brief measured ~37 µs per iteration). Its bare
 ``append`` is the floor for an iteration in pure Python: the target is rlearn's iteration within ~1.2x
-of it at every window (rlearn records a value with two list appends and defers the rest to the
-queries and to a once-per-window block switch), and the last column shows what the O(1) average buys
-over a whole log interval. Ratios are reference / rlearn (> 1: rlearn is faster). Times are the best of
-several repeats (wall clock, ``time.perf_counter``); on a shared machine expect noise of tens of percent.
+of it at every window (rlearn records a value with two list appends and, once per window, drops the
+ticks no window reaches any more from the front of its lists). rlearn's average also scans the window
+(O(window) per key and log, but exact: ``math.fsum`` and a corrected division), so its cost per query
+grows with the window as the reference's does; the last column compares the cost of a whole log interval
+(``window`` iterations and one average of the 12 keys). Ratios are reference / rlearn (> 1: rlearn is
+faster). Times are the best of several repeats (wall clock, ``time.perf_counter``); on a shared machine
+expect noise of tens of percent.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -80,31 +80,20 @@ def dd_div(hi: float, lo: float, n: float) -> float:
     return q + (((hi - p) - e) + lo) / n
 
 
-def _flat(history: Any, name: str) -> Any:
-    """``history`` as a flat list or numeric array (unchecked)."""
+def _flat(history: Any, name: str) -> List[Any]:
+    """``history`` as a flat list (unchecked)."""
     if isinstance(history, (str, bytes)) or not hasattr(history, "__len__"):
         raise TypeError(f"{name} must be a sequence of numbers; got {_describe(history)}")
     if hasattr(history, "detach"):  # a torch tensor
         history = history.detach().cpu().numpy()
-    elif len(history) and isinstance(history[0], (list, tuple)):  # nested lists, as numpy reads them
-        history = np.asarray(history)
-    if isinstance(history, np.ndarray):
-        return history.reshape(-1) if history.dtype.kind in "iuf" else history.reshape(-1).tolist()
+    if isinstance(history, np.ndarray) or len(history) and isinstance(history[0], (list, tuple)):  # as numpy reads it
+        return np.asarray(history).reshape(-1).tolist()
     return list(history)
 
 
-def _checked(history: Any, name: str, checker: Callable[[Any, str], float], offset: int) -> np.ndarray:
-    """``history`` as a new float64 array, every element checked; an error names ``name[index]``."""
-    if isinstance(history, np.ndarray):  # numeric: checked at once, the scalar checker words the first error
-        arr = history.astype(np.float64)
-        if checker is check_value:
-            bad = np.isfinite(arr) & (np.abs(arr) > MAX_MAGNITUDE)
-        else:
-            bad = ~(arr > 0) | (arr > MAX_MAGNITUDE)
-        for i in np.flatnonzero(bad)[:1].tolist():
-            checker(arr[i], f"{name}[{i + offset}]")
-        return arr
-    return np.array([checker(x, f"{name}[{i + offset}]") for i, x in enumerate(history)], dtype=np.float64)
+def _checked(history: List[Any], name: str, checker: Callable[[Any, str], float], offset: int) -> np.ndarray:
+    """``history`` as a float64 array, every element checked; an error names ``name[index]``."""
+    return np.array([checker(x, f"{name}[{i}]") for i, x in enumerate(history, offset)], dtype=np.float64)
 
 
 def _read_only(view: np.ndarray) -> np.ndarray:

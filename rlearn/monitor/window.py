@@ -114,7 +114,26 @@ def _finite(values: List[float]) -> List[float]:
     return [v for v in values if v - v == 0.0]  # NaN - NaN and inf - inf are NaN
 
 
-class KeyWindow:
+class _Scan:
+    """A store whose statistics scan the values of a window."""
+
+    __slots__ = ()
+
+    def _span(self, end: int, n: Optional[int]) -> Tuple[List[float], List[float]]:
+        """``(values, finite values)``, oldest first, of the window ending at ``end`` (last ``n`` of a LastN)."""
+        raise NotImplementedError
+
+    def stat(self, end: int, n: Optional[int] = None) -> WindowStat:
+        """The aggregate of the window ending at ``end`` (of a :class:`LastN`: its last ``n`` values)."""
+        values, finite = self._span(end, n)
+        return WindowStat.of(finite, len(values) - len(finite))
+
+    def values(self, end: int, n: Optional[int] = None) -> List[float]:
+        """The finite values of that window, oldest first."""
+        return self._span(end, n)[1]
+
+
+class KeyWindow(_Scan):
     """The ``(tick, value)`` pairs (NaN/inf included) of one key's last ``size`` ticks and a few older ones,
     ticks ascending; ``end`` of a query is the current tick or the one before."""
 
@@ -149,21 +168,11 @@ class KeyWindow:
         self.trim(max(now - self.size + 1, now - size))
         self.size, self.trim_at = size, now + size
 
-    def _span(self, end: int) -> Tuple[List[float], List[float]]:
-        """``(values, finite values)`` of the window ending at ``end``, oldest first."""
+    def _span(self, end: int, n: Optional[int] = None) -> Tuple[List[float], List[float]]:
         ticks, first = self.ticks, end - self.size + 1
         last = len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
         values = self.vals[bisect_left(ticks, first): last]
         return values, values if self.bad_tick < first else _finite(values)
-
-    def stat(self, end: int) -> WindowStat:
-        """The aggregate of the window ending at ``end``."""
-        values, finite = self._span(end)
-        return WindowStat.of(finite, len(values) - len(finite))
-
-    def values(self, end: int) -> List[float]:
-        """The finite values of the window ending at ``end``, oldest first."""
-        return self._span(end)[1]
 
     def dump(self, first: int) -> Dict[str, List[Any]]:
         """``{"values": [[tick, value], ...], "nonfinite": [tick of each NaN/inf, ...]}`` from tick ``first`` on."""
@@ -173,7 +182,7 @@ class KeyWindow:
                 "nonfinite": [t for t, v in pairs if v - v != 0.0]}
 
 
-class LastN:
+class LastN(_Scan):
     """The last ``n`` values of a key with their ticks (NaN/inf included: they count as values), oldest first."""
 
     def __init__(self, n: int, pairs: Iterable[Tuple[int, float]] = ()) -> None:
@@ -183,19 +192,9 @@ class LastN:
     def add(self, tick: int, value: float) -> None:
         self.ring.append((tick, value))
 
-    def _span(self, end: int, n: int) -> Tuple[List[float], List[float]]:
-        """``(values, finite values)`` among the last ``n`` minus those recorded after ``end``, oldest first."""
-        values = [v for t, v in list(self.ring)[-n:] if t <= end]
+    def _span(self, end: int, n: Optional[int]) -> Tuple[List[float], List[float]]:
+        values = [v for t, v in list(self.ring)[-(n or self.n):] if t <= end]
         return values, _finite(values)
-
-    def stat(self, end: int, n: int) -> WindowStat:
-        """Aggregate of the last ``n`` values minus those recorded after ``end``."""
-        values, finite = self._span(end, n)
-        return WindowStat.of(finite, len(values) - len(finite))
-
-    def values(self, end: int, n: int) -> List[float]:
-        """The finite values among the last ``n`` recorded at ticks ``<= end``, oldest first."""
-        return self._span(end, n)[1]
 
     def state(self) -> Dict[str, Any]:
         return {"n": self.n, "values": [list(pair) for pair in self.ring]}
