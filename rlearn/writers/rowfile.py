@@ -164,32 +164,27 @@ class RowFileWriter(Writer, abc.ABC):
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
         """Nothing: a row file holds numbers only (the config is ``<work_dir>/config.py``)."""
 
-    def flush(self) -> None:
-        """Hand what was written to the OS; fsync at most every :attr:`FSYNC_EVERY_S` seconds (always in
-        :meth:`state_dict` and :meth:`close`)."""
+    def flush(self, sync: Optional[bool] = None) -> None:
+        """Hand what was written to the OS; fsync the file too when ``sync``, or (None) when the last fsync is
+        :attr:`FSYNC_EVERY_S` seconds old (a checkpoint and :meth:`close` always fsync)."""
         if self._file is not None:
             self._file.flush()
-            if time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S:
-                self._sync()
-
-    def _sync(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._synced_at = time.monotonic()
+            if sync or sync is None and time.monotonic() - self._synced_at >= self.FSYNC_EVERY_S:
+                os.fsync(self._file.fileno())
+                self._synced_at = time.monotonic()
 
     def close(self) -> None:
         """Flush and close the file; a later write reopens it for appending."""
         if self._file is not None:
             try:
-                self._sync()
+                self.flush(sync=True)
             finally:
                 self._file.close()
                 self._file = None
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"rows": rows written so far}``, after an fsync of the file."""
-        self._sync()
+        self.flush(sync=True)
         if self.rows_written is None:
             self.rows_written = len(self.read_rows())
         return {"rows": int(self.rows_written)}

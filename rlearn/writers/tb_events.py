@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Tuple, Union
@@ -108,7 +109,7 @@ class RewindReport:
     corrupt_records: Dict[Path, List[str]] = field(default_factory=dict)
     skipped: Dict[Path, str] = field(default_factory=dict)
     #: per tag, the points the event files hold after the rewind (the skipped files left out)
-    kept: Dict[str, int] = field(default_factory=dict)
+    kept: Counter[str] = field(default_factory=Counter)
 
     @property
     def corrupt_count(self) -> int:
@@ -161,8 +162,7 @@ def rewind_event_files(logdir: Union[str, os.PathLike], train_iter: int, envstep
         out: List[bytes] = []
         for event, raw in zip(events, content.raw):
             kept = [value for value in event.summary.value if keep(value.tag, event.step)]
-            for value in kept:
-                report.kept[value.tag] = report.kept.get(value.tag, 0) + 1
+            report.kept.update(value.tag for value in kept)
             removed = len(event.summary.value) - len(kept)
             if removed == 0:
                 out.append(raw)  # unchanged records are copied as stored: no checksum to recompute

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -82,19 +83,15 @@ class TransactionLog:
         rows: List[Axes] = []
         for offset, record in _records(self.path, self.offset):
             self.offset = offset
-            axes = _row_axes(record)
-            if axes is not None:
+            if (axes := _row_axes(record)) is not None:
                 rows.append(axes)
         return rows
 
 
 def transaction_logs(wandb_dir: Union[str, Path], run_id: str) -> List[Path]:
     """The transaction logs of run ``run_id`` under ``wandb_dir`` (W&B's ``wandb`` folder), one per session."""
-    root = Path(wandb_dir)
-    if not root.is_dir():
-        return []
-    found = {path.resolve(): path for path in root.glob(f"*-{run_id}*/run-{run_id}.wandb") if path.is_file()}
-    return sorted(found.values())
+    found = Path(wandb_dir).glob(f"*-{run_id}*/run-{run_id}.wandb")  # nothing when the folder is missing
+    return sorted({path.resolve(): path for path in found if path.is_file()}.values())
 
 
 def next_step(wandb_dir: Union[str, Path], run_id: str) -> int:
@@ -106,14 +103,9 @@ def next_step(wandb_dir: Union[str, Path], run_id: str) -> int:
 def last_position(wandb_dir: Union[str, Path], run_id: str) -> Optional[Position]:
     """The position ``(train_iter, envstep, k)`` of the last row run ``run_id``'s logs hold (None: no row);
     rows are never logged twice, so ``k`` is the count of rows at those axes less one."""
-    counts: Dict[Axes, int] = {}
-    for path in transaction_logs(wandb_dir, run_id):
-        for axes in TransactionLog(path).new_rows():
-            counts[axes] = counts.get(axes, 0) + 1
-    if not counts:
-        return None
-    last = max(counts)
-    return last[0], last[1], counts[last] - 1
+    counts = Counter(axes for path in transaction_logs(wandb_dir, run_id) for axes in TransactionLog(path).new_rows())
+    last = max(counts, default=None)
+    return None if last is None else (last[0], last[1], counts[last] - 1)
 
 
 #: ``wandb.init`` arguments the writer sets itself (to start or continue the run)
@@ -135,14 +127,13 @@ def check_options(wandb: Any, options: Mapping[str, Any], init_kwargs: Mapping[s
             raise TypeError(f"WandbWriter got an unknown option {option!r}: its options are {', '.join(options)} "
                             f"and wandb.init's {', '.join(sorted(known - set(_OWN_INIT_ARGS)))}")
     given = {**options, **init_kwargs}
-    checks = [(None, {_SETTINGS[key]: value for key, value in given.items() if key in _SETTINGS and value is not None})]
-    if isinstance(given.get("settings"), Mapping):
-        checks.append(("settings", dict(given["settings"])))
-    for option, values in checks:
+    settings = {_SETTINGS[key]: value for key, value in given.items() if key in _SETTINGS and value is not None}
+    for option, values in [(None, settings), ("settings", given.get("settings"))]:
         try:
-            wandb.Settings(**values)
+            if isinstance(values, Mapping):
+                wandb.Settings(**values)
         except ValueError as exc:  # pydantic's ValidationError
-            problem = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
+            problem = exc.errors()[0]
             field, *where = problem["loc"]
             if option is None:
                 option = next(key for key, name in _SETTINGS.items() if name == field)
