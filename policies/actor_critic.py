@@ -17,12 +17,11 @@ from policies.base import Policy, restore_count
 from rlearn.config import non_empty, one_of, option
 from rlearn.nn import MLP, QEnsemble, ThreadChooser
 from rlearn.optim import make_adam
-from rlearn.rl.acting import BoxActions, box_observation_shape, forward_numpy, host_columns, obs_tensor
+from rlearn.rl.acting import (BoxActions, action_spec, box_observation_shape, forward_numpy, host_columns, obs_tensor,
+                              sample_categorical)
 from rlearn.rl.advantages import compute_gae
 from rlearn.rl.heads import gaussian_log_prob_entropy, sample_gaussian
-from rlearn.rl.policy_io import action_spec, sample_categorical
-from rlearn.rl.replay_batch import check_replay_batch
-from rlearn.rl.rollout import check_rollout
+from rlearn.rl.replay_batch import check_replay_batch, check_rollout
 from rlearn.trace import span
 
 __all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic", "CRITIC_KEYS"]

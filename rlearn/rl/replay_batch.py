@@ -1,16 +1,16 @@
-"""Checking a replay minibatch before an off-policy policy learns from it (TD3, SAC, DQN; any policy may use it)."""
+"""Checking what a policy learns from: a replay minibatch (TD3, SAC, DQN) or an on-policy rollout (PPO, PPG)."""
 
 from __future__ import annotations
 
 import math
 from collections import abc
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
 from rlearn.buffer.replay import ReplayBatch
 
-__all__ = ["BATCH_KEYS", "check_replay_batch", "host_values"]
+__all__ = ["BATCH_KEYS", "check_replay_batch", "host_values", "ROLLOUT_KEYS", "check_rollout"]
 
 #: what ``ReplayBuffer.sample`` hands ``_forward_learn``
 BATCH_KEYS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -84,3 +84,34 @@ def _check_indices(action: torch.Tensor, name: str, n_actions: int, total: Optio
     if values[0] < 0 or values[1] >= n_actions:
         raise ValueError(f"{name}: batch['action'] holds indices outside [0, {n_actions})")
     return values[2] if total is not None else None
+
+
+#: what the on-policy loop hands ``_forward_learn`` (``[T, N, ...]`` each; see rlearn.buffer.rollout)
+ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated", "log_prob", "value")
+
+
+def check_rollout(data: Any, owner: str, device: Any, discrete: bool,
+                  keys: Sequence[str] = ROLLOUT_KEYS) -> Dict[str, torch.Tensor]:
+    """The rollout as float32 tensors on ``device`` (int64 actions when ``discrete``), checked: not a dict, a
+    missing key, ``reward`` not ``[T, N]``, another key not ``[T, N, ...]`` or NaN/inf is an error naming ``owner``
+    and the key."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{owner}._forward_learn expects a rollout dict, got {type(data).__name__}")
+    missing = [key for key in keys if key not in data]
+    if missing:
+        raise KeyError(f"{owner}: rollout is missing {missing} (it has {sorted(data)})")
+    rollout = {key: torch.as_tensor(data[key], dtype=torch.float32).to(device) for key in keys}
+    shape = rollout["reward"].shape
+    if len(shape) != 2:
+        raise ValueError(f"{owner}: rollout 'reward' must be [T, N], got shape {tuple(shape)}")
+    for key, tensor in rollout.items():
+        if tuple(tensor.shape[:2]) != tuple(shape):
+            raise ValueError(f"{owner}: rollout {key!r} has shape {tuple(tensor.shape)}, expected [T, N, ...] = {tuple(shape)}")
+    # one host transfer for every key (not one per key, which on a GPU is a device sync each)
+    finite = torch.stack([torch.isfinite(tensor).all() for tensor in rollout.values()]).tolist()
+    for key, ok in zip(rollout, finite):
+        if not ok:
+            raise ValueError(f"{owner}: rollout {key!r} contains NaN or inf")
+    if discrete:
+        rollout["action"] = rollout["action"].long()
+    return rollout
