@@ -25,10 +25,6 @@ def _number(text: str) -> Union[int, float]:
         return float(text)
 
 
-def _cell(value: Union[int, float]) -> str:
-    return repr(value) if isinstance(value, float) else str(value)
-
-
 def _csv_text(lines: Iterable[List[str]]) -> str:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(lines)
@@ -55,7 +51,7 @@ class CsvWriter(RowFileWriter):
         return [_parse_row(header, line, number) for number, line in enumerate(lines[1:], start=2) if line], torn
 
     def _cells(self, row: Row) -> List[str]:
-        return [_cell(row[name]) if name in row else "" for name in self.columns or ()]
+        return [str(row[name]) if name in row else "" for name in self.columns or ()]  # str() of a float is repr()
 
     def render(self, rows: List[Row]) -> str:
         return _csv_text([self._columns_for(rows), *map(self._cells, rows)])

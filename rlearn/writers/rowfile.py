@@ -153,9 +153,8 @@ class RowFileWriter(Writer, abc.ABC):
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """Append one row: ``train_iter``, ``envstep``, ``time``, then every value that is not None."""
         row: Row = {"train_iter": int(step_iter), "envstep": int(step_env), "time": self._time_of(scalars)}
-        for name, value in scalars.items():
-            if value is not None and name not in row:
-                row[name] = plain_number(value)
+        row.update({name: plain_number(value) for name, value in scalars.items()
+                    if value is not None and name not in row})
         self._open()
         self._before_append(row)
         self._open().write(self.encode_row(row))

@@ -85,10 +85,7 @@ class TBWriter:
         """Count one point of ``tag`` at ``step`` in :attr:`points` and :attr:`totals`."""
         self.totals[tag] = self.totals.get(tag, 0) + 1
         entry = self.points.get(tag)
-        if entry is not None and entry[0] == step:
-            entry[1] += 1
-        else:
-            self.points[tag] = [step, 1]
+        self.points[tag] = [step, entry[1] + 1 if entry is not None and entry[0] == step else 1]
 
     def flush(self, sync: bool = True) -> None:
         """Hand the events written to the OS; with ``sync``, fsync the file too (about 5 ms) if it changed."""

@@ -34,9 +34,8 @@ def require(module: str, extra: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtraError(
-            f"the {extra} writer needs the '{module}' package: pip install 'rlearn[{extra}]'"
-        ) from exc
+        raise MissingExtraError(f"the {extra} writer needs the '{module}' package: "
+                                f"pip install 'rlearn[{extra}]'") from exc
 
 
 def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Position:

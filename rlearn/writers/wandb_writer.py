@@ -170,9 +170,10 @@ class WandbWriter(TrackingWriter):
         super().__init__(work_dir, logger, name)
         check_options(self.package, dict(project=project, entity=entity, name=name, group=group, tags=tags, mode=mode,
                                          dir=dir), init_kwargs)
-        self.project, self.entity, self.group, self.mode, self.dir = project, entity, group, mode, dir
-        self.tags = list(tags) if tags else None
-        self.init_kwargs = init_kwargs
+        self.dir = dir
+        #: what ``wandb.init`` gets besides the run's name, folder, id and config
+        self.init_args = dict(project=project, entity=entity, group=group, tags=list(tags) if tags else None, mode=mode,
+                              **init_kwargs)
         self.run: Any = None
         self._pending: List[Pending] = []  # logged by this process, not read back yet
         self._replay: List[Pending] = []  # a checkpoint's pending rows, logged again if the logs lack them
@@ -194,11 +195,9 @@ class WandbWriter(TrackingWriter):
         if run_id is not None:  # W&B numbers each offline session's rows from 0: go on from the earlier ones
             with contextlib.suppress(LogUnreadable):
                 step = next_step(Path(directory or os.getcwd()) / "wandb", run_id)
-        self.run = self.package.init(
-            project=self.project, entity=self.entity, name=self.run_name, group=self.group, tags=self.tags,
-            mode=self.mode, dir=directory, id=run_id, resume="allow" if run_id else None,
-            config=dict(config) if config is not None else None, reinit="create_new", **self.init_kwargs,
-        )
+        self.run = self.package.init(**self.init_args, name=self.run_name, dir=directory, id=run_id,
+                                     resume="allow" if run_id else None, reinit="create_new",
+                                     config=dict(config) if config is not None else None)
         self._step = max(step, int(self.run.step))  # an online resume: the step W&B's server holds
         self.run.define_metric("envstep")
         self.run.define_metric("train_iter")
