@@ -1,10 +1,5 @@
-"""Multi-process helpers on top of ``torch.distributed``; everything works unchanged in a single process.
-
-Process-group life cycle from torchrun's variables (:func:`init_distributed`, :func:`shutdown`), presence-based
-reduction of window statistics (:func:`reduce_window_stats`), clock offsets for traces
-(:func:`measure_clock_offset`), DDP for policies (:mod:`rlearn.distributed.ddp`) and ``--nproc`` launching
-(:mod:`rlearn.distributed.launch`).
-"""
+"""Multi-process helpers on top of ``torch.distributed``; everything works unchanged in a single process
+(DDP for policies: :mod:`rlearn.distributed.ddp`; ``--nproc`` launching: :mod:`rlearn.distributed.launch`)."""
 
 from rlearn.distributed.clock import ClockOffset, measure_clock_offset
 from rlearn.distributed.reduce import WindowStat, merge_window_stats, reduce_window_stats

@@ -25,8 +25,7 @@ def measure_clock_offset(rounds: int = 7) -> ClockOffset:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     if not is_distributed():
         return ClockOffset(0, 0)
-    diffs = []
-    skews = []
+    diffs, skews = [], []
     for _ in range(rounds):
         before = time.perf_counter_ns()
         barrier()
@@ -36,6 +35,5 @@ def measure_clock_offset(rounds: int = 7) -> ClockOffset:
         diffs.append(stamps[get_rank()] - stamps[0])
     if get_rank() == 0:  # the reference clock: its offset to itself is exactly 0
         return ClockOffset(0, 0)
-    offset = int(statistics.median(diffs))
     spread = (max(diffs) - min(diffs)) // 2
-    return ClockOffset(offset_ns=offset, error_ns=int(spread + min(skews)))
+    return ClockOffset(offset_ns=int(statistics.median(diffs)), error_ns=int(spread + min(skews)))

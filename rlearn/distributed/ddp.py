@@ -1,19 +1,14 @@
-"""Data-parallel training of a policy's networks: ``DistributedDataParallel`` plus a gradient guarantee.
-
-:func:`setup_policy_ddp` (behind :meth:`policies.Policy.setup_distributed`) copies rank 0's parameters and
-buffers of every network to every rank, wraps the networks named by ``policy.ddp_modules()`` in a
-:class:`PolicyDDP`, and installs a :class:`GradientAverager` on every optimizer, which averages whatever
-gradient DDP did not before each step. So every step on every rank uses the same averaged gradient, and
-``policy.modules()`` keeps returning the plain networks (checkpoints as in one process). See docs/distributed.md.
+"""Data-parallel training of a policy's networks: ``DistributedDataParallel`` wrappers plus a
+:class:`GradientAverager`, so every step on every rank uses the same averaged gradient. See docs/distributed.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import warnings
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping
 
 import torch
 import torch.distributed as dist
@@ -32,12 +27,6 @@ def unwrap_module(module: Any) -> Any:
     return module.module if isinstance(module, DistributedDataParallel) else module
 
 
-# ------------------------------------------------------------------------------------ broadcasting
-def _unique_tensors(modules: Iterable[nn.Module]) -> List[torch.Tensor]:
-    """The parameters and buffers of ``modules`` in order, a tensor shared by several modules once."""
-    return list({id(t): t for module in modules for t in (*module.parameters(), *module.buffers())}.values())
-
-
 def _by_device_and_dtype(tensors: Iterable[torch.Tensor]) -> Dict[tuple, List[torch.Tensor]]:
     groups: Dict[tuple, List[torch.Tensor]] = {}
     for tensor in tensors:
@@ -51,7 +40,8 @@ def broadcast_module_states(modules: Iterable[nn.Module], src: int = 0) -> None:
     to do in a single process). Tensors travel as one flat tensor per (device, dtype)."""
     if not is_distributed():
         return
-    for (_, dtype), tensors in _by_device_and_dtype(_unique_tensors(modules)).items():
+    unique = {id(t): t for module in modules for t in (*module.parameters(), *module.buffers())}  # shared ones once
+    for (_, dtype), tensors in _by_device_and_dtype(unique.values()).items():
         wire = torch.uint8 if dtype == torch.bool else dtype  # gloo has no bool
         flat = torch.cat([t.detach().reshape(-1).to(wire) for t in tensors])
         with collective(f"broadcasting the policy's networks from rank {src} failed"):
@@ -60,7 +50,6 @@ def broadcast_module_states(modules: Iterable[nn.Module], src: int = 0) -> None:
             tensor.copy_(part.view(tensor.shape).to(dtype))
 
 
-# ----------------------------------------------------------------------------------------- wrapper
 class PolicyDDP(DistributedDataParallel):
     """``DistributedDataParallel`` adapted to RL code: a forward pass without gradient (collection, evaluation,
     TD targets) runs the network directly, with no collective, so ranks may run different numbers of them; and
@@ -82,38 +71,20 @@ class PolicyDDP(DistributedDataParallel):
             return getattr(modules["module"], name)
 
 
-def _ddp_kwargs(module: nn.Module, find_unused_parameters: bool) -> Dict[str, Any]:
-    # Buffers (running statistics...) are rank-local after the initial broadcast: syncing them on
-    # every forward would be a collective that rank 0's extra evaluation passes would deadlock on.
-    # init_sync=False: broadcast_module_states already made the ranks identical.
-    kwargs: Dict[str, Any] = {"find_unused_parameters": find_unused_parameters, "forward_sync_buffers": False,
-                              "init_sync": False}
-    device = next(module.parameters()).device
-    if device.type == "cuda":
-        kwargs["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
-    return kwargs
-
-
-# -------------------------------------------------------------------------------- gradient average
 def _mark_reduced_hook(state, bucket):  # no annotations: DDP checks them against real classes
     """DDP communication hook ``(GradientAverager, dist.GradBucket) -> Future[Tensor]``: DDP's own average
     (``allreduce_hook``), noting which parameters it covers."""
-    state._note_reduced(bucket.parameters())
+    state._reduced.update(id(p) for p in bucket.parameters())
     return default_hooks.allreduce_hook(None, bucket)
 
 
 class GradientAverager:
-    """Makes every ``optimizer.step()`` use gradients averaged over all ranks.
+    """Makes every step of ``optimizers`` (name -> optimizer) use gradients averaged over all ranks.
 
-    A DDP communication hook marks the parameters DDP averaged (a later local ``backward()`` clears the mark);
-    before a step, the optimizer's unmarked gradients are averaged in one flat ``all_reduce`` with a presence
-    flag each (some ranks only: ``sum / world_size`` as in DDP; none: stays ``None``). Every rank must step the
-    same optimizers in the same order (control flow on iteration counters only).
-
-    Args:
-        optimizers: name -> optimizer (``policy.optimizers()``).
-        wrappers: name -> :class:`PolicyDDP` of the networks DDP averages.
-        owner: the policy's class name, for messages.
+    A DDP communication hook on ``wrappers`` (name -> :class:`PolicyDDP`) marks the parameters DDP averaged (a
+    later local ``backward()`` clears the mark); before a step, the unmarked gradients are averaged in one flat
+    ``all_reduce`` with a presence flag each (some ranks only: ``sum / world_size`` as in DDP; none: stays
+    ``None``). Every rank must step the same optimizers in the same order. ``owner`` names the policy in messages.
     """
 
     def __init__(self, optimizers: Mapping[str, torch.optim.Optimizer], wrappers: Mapping[str, DistributedDataParallel],
@@ -130,18 +101,11 @@ class GradientAverager:
             for param in wrapper.module.parameters():
                 if param.requires_grad:
                     self._ddp_owner[id(param)] = name
-                    self._handles.append(param.register_post_accumulate_grad_hook(self._note_local_grad))
+                    self._handles.append(param.register_post_accumulate_grad_hook(
+                        lambda p: self._reduced.discard(id(p))))
         for name, optimizer in optimizers.items():
-            self._handles.append(optimizer.register_step_pre_hook(partial(self._pre_step, name)))
-
-    def _note_reduced(self, params: Iterable[torch.Tensor]) -> None:
-        self._reduced.update(id(p) for p in params)
-
-    def _note_local_grad(self, param: torch.Tensor) -> None:
-        self._reduced.discard(id(param))
-
-    def _pre_step(self, name: str, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self.average(optimizer, name)
+            self._handles.append(optimizer.register_step_pre_hook(
+                lambda opt, args, kwargs, name=name: self.average(opt, name)))
 
     @torch.no_grad()
     def average(self, optimizer: torch.optim.Optimizer, name: str = "optimizer") -> None:
@@ -165,10 +129,7 @@ class GradientAverager:
             for param, total, count in zip(group, sums, present.tolist()):
                 if count > 0:
                     mean = total.view_as(param).div_(self.world_size)
-                    if param.grad is None:
-                        param.grad = mean.clone()
-                    else:
-                        param.grad.copy_(mean)
+                    param.grad = mean.clone() if param.grad is None else param.grad.copy_(mean)
 
     def _warn_bypassed(self, pending: List[torch.Tensor], optimizer_name: str) -> None:
         networks = sorted({self._ddp_owner[id(p)] for p in pending if id(p) in self._ddp_owner and p.grad is not None})
@@ -181,9 +142,7 @@ class GradientAverager:
             "without being averaged by DistributedDataParallel (computed without loss.backward() through the "
             "network's forward, e.g. torch.autograd.grad or a helper method); rlearn averages them before the "
             "step instead. Leave these networks out of ddp_modules() to skip DDP's overhead.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+            RuntimeWarning, stacklevel=2)
 
     def remove(self) -> None:
         """Detach the optimizer and gradient hooks (the DDP communication hooks stay with their wrappers)."""
@@ -192,15 +151,14 @@ class GradientAverager:
         self._handles.clear()
 
 
-# ------------------------------------------------------------------------------------------ policy
 @dataclass
 class DistributedPolicyState:
-    """What :func:`setup_policy_ddp` did to a policy (kept as ``policy._distributed``): per network name its
-    :class:`PolicyDDP` (``wrappers``) and the policy attribute holding it (``attributes``), and the ``averager``."""
+    """What :func:`setup_policy_ddp` did to a policy (``policy._distributed``): per network name its
+    :class:`PolicyDDP` and the policy attribute holding it, and the ``averager``."""
 
-    wrappers: Dict[str, PolicyDDP] = field(default_factory=dict)
-    attributes: Dict[str, str] = field(default_factory=dict)
-    averager: Optional[GradientAverager] = None
+    wrappers: Dict[str, PolicyDDP]
+    attributes: Dict[str, str]
+    averager: GradientAverager
 
 
 def default_ddp_modules(policy: Any) -> List[str]:
@@ -230,8 +188,7 @@ def _check_ddp_names(policy: Any, names: Any, modules: Mapping[str, nn.Module]) 
             if other != name:
                 raise ValueError(
                     f"{owner}.ddp_modules(): {other!r} and {name!r} share parameters; wrap only one of them "
-                    "(DDP would average the shared gradients twice)"
-                )
+                    "(DDP would average the shared gradients twice)")
     return names
 
 
@@ -242,8 +199,7 @@ def _holding_attribute(policy: Any, name: str, module: nn.Module) -> str:
         raise ValueError(
             f"{type(policy).__name__}: network {name!r} of modules() is held by {where} of the policy; "
             "setup_distributed() replaces the one attribute holding a network by its DDP wrapper. Keep each "
-            "network in one attribute (self.<name> = ...), or leave it out of ddp_modules()"
-        )
+            "network in one attribute (self.<name> = ...), or leave it out of ddp_modules()")
     return holders[0]
 
 
@@ -256,21 +212,24 @@ def setup_policy_ddp(policy: Any) -> bool:
         return True
     modules = {name: unwrap_module(m) for name, m in policy.modules().items()}
     broadcast_module_states(modules.values())
-    state = DistributedPolicyState()
     names = _check_ddp_names(policy, policy.ddp_modules(), modules)
     attributes = {name: _holding_attribute(policy, name, modules[name]) for name in names}
-    find_unused = bool(getattr(policy, "ddp_find_unused_parameters", True))
+    # Buffers (running statistics...) stay rank-local after the broadcast: syncing them on every forward would be
+    # a collective that rank 0's extra evaluation passes would deadlock on. init_sync: the broadcast did it.
+    kwargs: Dict[str, Any] = {"find_unused_parameters": bool(getattr(policy, "ddp_find_unused_parameters", True)),
+                              "forward_sync_buffers": False, "init_sync": False}
+    wrappers: Dict[str, PolicyDDP] = {}
     for name in names:
-        module = modules[name]
+        device = next(modules[name].parameters()).device
+        ids = [torch.cuda.current_device() if device.index is None else device.index] if device.type == "cuda" else None
         try:
-            wrapper = PolicyDDP(module, **_ddp_kwargs(module, find_unused))
+            wrappers[name] = PolicyDDP(modules[name], device_ids=ids, **kwargs)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
-            raise DistributedError(f"{type(policy).__name__}: wrapping {name!r} in DistributedDataParallel failed: {exc}") from exc
-        setattr(policy, attributes[name], wrapper)
-        state.wrappers[name] = wrapper
-        state.attributes[name] = attributes[name]
-    state.averager = GradientAverager(policy.optimizers(), state.wrappers, type(policy).__name__)
-    policy._distributed = state
+            raise DistributedError(
+                f"{type(policy).__name__}: wrapping {name!r} in DistributedDataParallel failed: {exc}") from exc
+        setattr(policy, attributes[name], wrappers[name])
+    averager = GradientAverager(policy.optimizers(), wrappers, type(policy).__name__)
+    policy._distributed = DistributedPolicyState(wrappers, attributes, averager)
     return True
 
 
@@ -280,25 +239,20 @@ def teardown_policy_ddp(policy: Any) -> bool:
     state = getattr(policy, "_distributed", None)
     if state is None:
         return False
-    if state.averager is not None:
-        state.averager.remove()
+    state.averager.remove()
     for name, attribute in state.attributes.items():
-        wrapper = state.wrappers.get(name)
-        if wrapper is not None and getattr(policy, attribute, None) is wrapper:
-            setattr(policy, attribute, wrapper.module)
+        if getattr(policy, attribute, None) is state.wrappers[name]:
+            setattr(policy, attribute, state.wrappers[name].module)
     policy._distributed = None
     return True
 
 
 def leave_process_group(policy: Any) -> None:
-    """End of a multi-process run on this rank: ``policy.teardown_distributed()`` (an error there is ignored so
-    that leaving never hides the error that ended the run), collect the wrappers while the interpreter is whole
-    (a DDP reducer holds the group), then leave the process group."""
+    """End of a multi-process run on this rank: ``policy.teardown_distributed()``, collect the wrappers while the
+    interpreter is whole (a DDP reducer holds the group), then leave the process group."""
     teardown = getattr(policy, "teardown_distributed", None)
     if callable(teardown):
-        try:
+        with contextlib.suppress(Exception):  # leaving must never hide the error that ended the run
             teardown()
-        except Exception:  # noqa: BLE001 - see the docstring
-            pass
     gc.collect()
     shutdown()

@@ -1,8 +1,5 @@
-"""Re-launch an ``rlearn`` command through ``torchrun`` on this machine (``rlearn train CONFIG --nproc N``).
-
-:func:`relaunch` runs ``python -m rlearn.distributed.launch --nproc_per_node N ... -m rlearn <same arguments>``
-(torchrun, which supervises the ranks, through :func:`main`) and returns its exit code.
-"""
+"""Re-launch an ``rlearn`` command through ``torchrun`` on this machine (``rlearn train CONFIG --nproc N``):
+:func:`relaunch` runs ``python -m rlearn.distributed.launch`` (torchrun, through :func:`main`)."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from rlearn.config.spec import is_int
+from rlearn.values import is_int
 
 __all__ = ["find_free_port", "torchrun_command", "relaunch", "launch_environment", "stop_with_parent",
            "LAUNCHED_ENV"]
@@ -37,48 +34,33 @@ def torchrun_command(nproc: int, rlearn_args: Sequence[str], master_port: Option
     if not is_int(nproc) or nproc < 1:
         raise ValueError(f"--nproc must be an int >= 1, got {nproc!r}")
     port = find_free_port(master_addr) if master_port is None else int(master_port)
-    return [
-        sys.executable, "-m", "rlearn.distributed.launch",
-        "--nproc_per_node", str(nproc),
-        "--master_addr", master_addr,
-        "--master_port", str(port),
-        "-m", "rlearn", *rlearn_args,
-    ]
+    return [sys.executable, "-m", "rlearn.distributed.launch", "--nproc_per_node", str(nproc),
+            "--master_addr", master_addr, "--master_port", str(port), "-m", "rlearn", *rlearn_args]
 
 
 def launch_environment(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment of torchrun and its ranks: ``environ`` (default ``os.environ``) with :data:`LAUNCHED_ENV`
-    and ``PYTHONSAFEPATH=1`` (a folder named ``rlearn`` in the working directory is not imported instead of
-    the installed one). If this process has the working directory on ``sys.path`` (``python -m rlearn``), it
-    goes first on ``PYTHONPATH`` so that ``custom_imports`` find the same modules in every rank."""
+    """``environ`` (default ``os.environ``) with :data:`LAUNCHED_ENV` and ``PYTHONSAFEPATH=1`` (a folder ``rlearn``
+    in the working directory is not imported instead of the installed one); the working directory goes first on
+    ``PYTHONPATH`` if it is on this process's ``sys.path``, so ``custom_imports`` find the same modules in every
+    rank."""
     env = dict(os.environ if environ is None else environ)
     env[LAUNCHED_ENV] = "1"
     env["PYTHONSAFEPATH"] = "1"
-    first = sys.path[0] if sys.path else None
-    if first is not None and os.path.realpath(first or os.curdir) == os.path.realpath(os.curdir):
+    if sys.path and os.path.realpath(sys.path[0] or os.curdir) == os.path.realpath(os.curdir):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
     return env
 
 
 _PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Any:
-    """libc's ``prctl`` on Linux, else None."""
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-    except (OSError, AttributeError):
-        return None
-
-
-#: loaded once at import (so that calling prctl in a freshly forked child loads nothing)
-_PRCTL = _load_prctl()
+try:  # libc's prctl on Linux, loaded at import so that calling it in a freshly forked child loads nothing
+    _PRCTL: Any = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+except (OSError, AttributeError):
+    _PRCTL = None
 
 
 def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
-    so that killing a launcher (even with SIGKILL) never leaves ranks training unsupervised. Returns False where
-    it is not available (not Linux); if the parent already died, ``signum`` is sent now."""
+    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``), so
+    a killed launcher never leaves ranks training unsupervised; False where not available (not Linux)."""
     if _PRCTL is None or _PRCTL(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
         return False
     if os.getppid() == 1:  # the parent died before prctl: the kernel will not signal us
@@ -92,12 +74,11 @@ def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
     (:func:`stop_with_parent`)."""
     if os.environ.get(LAUNCHED_ENV):
         raise RuntimeError(f"already launched by torchrun ({LAUNCHED_ENV} is set); refusing to launch again")
-    command = torchrun_command(nproc, rlearn_args)
-    env = launch_environment()
-    process = subprocess.Popen(command, env=env, preexec_fn=stop_with_parent)
+    process = subprocess.Popen(torchrun_command(nproc, rlearn_args), env=launch_environment(),
+                               preexec_fn=stop_with_parent)
     forwarded = False
 
-    def forward(signum: int, frame: Any) -> None:  # SIGTERM / SIGHUP: torchrun stops the ranks, which log it
+    def forward(signum: int, frame: Any = None) -> None:  # torchrun stops the ranks, which log it
         nonlocal forwarded
         if not forwarded:
             forwarded = True
@@ -109,9 +90,7 @@ def relaunch(nproc: int, rlearn_args: Sequence[str]) -> int:
             try:
                 return process.wait()
             except KeyboardInterrupt:
-                if not forwarded:
-                    forwarded = True
-                    process.send_signal(signal.SIGINT)
+                forward(signal.SIGINT)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -122,11 +101,9 @@ USAGE_ERROR_EXIT = 2
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """torchrun (``python -m torch.distributed.run ARGS``), except for the report of two ends that the ranks
-    already said in their logs: when the first rank to fail stopped on a config or checkpoint error (exit code 2,
-    said in one line), torchrun's report of it (its ERROR lines, a traceback and a summary box) is left out and
-    the exit code is 2, as in one process; when torchrun was stopped by a signal (SIGTERM, SIGHUP), it exits with
-    128 + the signal, without a traceback."""
+    """torchrun (``python -m torch.distributed.run ARGS``), quiet about two ends the ranks already logged: when the
+    first rank to fail stopped on a config or checkpoint error (exit code 2) torchrun's report of it is left out
+    and the exit code is 2; when torchrun was stopped by a signal it exits 128 + the signal, without a traceback."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun_main

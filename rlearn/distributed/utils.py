@@ -16,13 +16,13 @@ class DistributedError(RuntimeError):
 
 
 def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    """``$name`` as an int >= 0, ``default`` when unset or empty; else a DistributedError naming the variable."""
+    raw = os.environ.get(name, "")
+    if not raw:
         return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise DistributedError(f"environment variable {name}={raw!r} is not an integer") from exc
+    if not raw.strip().isdecimal():
+        raise DistributedError(f"environment variable {name} must be an int >= 0, got {raw!r}")
+    return int(raw)
 
 
 def is_distributed() -> bool:
@@ -32,19 +32,10 @@ def is_distributed() -> bool:
 
 def get_rank() -> int:
     """This process's global rank (rlearn's one rank function): from the process group if initialised, else
-    ``$RANK`` (ValueError naming it if it is not a non-negative int), else 0."""
+    ``$RANK``, else 0."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
-    raw = os.environ.get("RANK")
-    if raw is None or raw == "":
-        return 0
-    try:
-        rank = int(raw)
-    except ValueError:
-        rank = -1
-    if rank < 0:
-        raise ValueError(f"environment variable RANK must be a non-negative int; got {raw!r}")
-    return rank
+    return _env_int("RANK", 0)
 
 
 def get_world_size() -> int:
@@ -74,8 +65,7 @@ def init_distributed(backend: Optional[str] = None, timeout_s: float = 300.0) ->
     if missing:
         raise DistributedError(
             f"WORLD_SIZE={world_size} but {', '.join(missing)} not set: launch with "
-            "'torchrun --nproc_per_node N -m rlearn train CONFIG' or 'rlearn train CONFIG --nproc N'"
-        )
+            "'torchrun --nproc_per_node N -m rlearn train CONFIG' or 'rlearn train CONFIG --nproc N'")
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":

@@ -378,8 +378,8 @@ def test_torchrun_command_and_rebuilt_arguments():
     train.add_arguments(parser)
     args = parser.parse_args(["cfg.py", "--set", "seed=1", "eval.freq=null", "--nproc", "2", "--resume",
                               "--work-dir", "w", "--no-progress"])
-    assert train._rebuild_argv(args) == ["cfg.py", "--work-dir", "w", "--set", "seed=1", "eval.freq=null",
-                                         "--resume", "--no-progress"]
+    assert train._rebuild_argv(args) == ["cfg.py", "--work-dir", "w", "--resume", "--no-progress", "--set", "seed=1",
+                                         "eval.freq=null"]
     assert parser.parse_args(train._rebuild_argv(args)) == argparse.Namespace(**{**vars(args), "nproc": None})
 
 
