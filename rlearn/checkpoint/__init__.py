@@ -1,10 +1,5 @@
-"""Checkpoint files: the on-disk format, integrity digests, safe loading, validation, RNG state, pruning
-and the choice of the checkpoint to resume from.
-
-The learner decides *what* goes into a checkpoint (:meth:`rlearn.learner.BaseLearner.checkpoint_dict`);
-this package decides how it is stored and read back, so hooks and commands that read or prune checkpoints
-do not depend on the learner.
-"""
+"""Checkpoint files: format, integrity, safe loading, validation, RNG state, pruning and the file to resume from.
+The learner decides what goes into a checkpoint; this package how it is stored and read back."""
 
 from rlearn.checkpoint.files import (
     FORMAT_TAG, FORMAT_VERSION, CheckpointError, capture_rng_state, decode_state, encode_state, find_resume_checkpoint,

@@ -43,7 +43,6 @@ PathLike = Union[str, os.PathLike]
 _log = logging.getLogger("rlearn.checkpoint")
 
 
-# ---------------------------------------------------------------------------------------------- encoding
 def encode_state(obj: Any, where: str = "checkpoint") -> Any:
     """``obj`` with numpy arrays/scalars and deques replaced by tagged plain containers; :class:`CheckpointError`
     naming the dotted path (from ``where``, the root's name) of the first value that cannot be stored safely."""
@@ -61,24 +60,22 @@ def encode_state(obj: Any, where: str = "checkpoint") -> Any:
             data = array.tobytes()
         # shape of obj: ascontiguousarray turns a 0-d array into a 1-d one
         return {_TYPE_KEY: "ndarray", "dtype": array.dtype.str, "shape": tuple(obj.shape), "data": data}
-    if isinstance(obj, collections.deque):
-        items = [encode_state(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-        return {_TYPE_KEY: "deque", "items": items, "maxlen": obj.maxlen}
     if isinstance(obj, Mapping):
         if _TYPE_KEY in obj:
             raise CheckpointError(f"{where}: the key {_TYPE_KEY!r} is reserved by the checkpoint format")
         out = {key: encode_state(value, f"{where}.{key}") for key, value in obj.items()}
         return collections.OrderedDict(out) if isinstance(obj, collections.OrderedDict) else out
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, collections.deque)):
         items = [encode_state(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        if isinstance(obj, collections.deque):
+            return {_TYPE_KEY: "deque", "items": items, "maxlen": obj.maxlen}
         return items if isinstance(obj, list) else tuple(items)
     if isinstance(obj, (set, frozenset)):
         return {encode_state(v, f"{where}{{}}") for v in obj}
     raise CheckpointError(
         f"{where}: cannot store an object of type {type(obj).__module__}.{type(obj).__qualname__} in a "
         "checkpoint; state_dict() methods must return tensors, numpy arrays, numbers, strings and "
-        "plain containers (dict, list, tuple)"
-    )
+        "plain containers (dict, list, tuple)")
 
 
 def decode_state(obj: Any, where: str = "") -> Any:
@@ -98,10 +95,9 @@ def decode_state(obj: Any, where: str = "") -> Any:
             return collections.deque((decode_state(v, f"{where}[{i}]") for i, v in enumerate(items)), maxlen=maxlen)
         out = {key: decode_state(value, f"{where}.{key}" if where else str(key)) for key, value in obj.items()}
         return collections.OrderedDict(out) if isinstance(obj, collections.OrderedDict) else out
-    if isinstance(obj, list):
-        return [decode_state(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-    if isinstance(obj, tuple):
-        return tuple(decode_state(v, f"{where}[{i}]") for i, v in enumerate(obj))
+    if isinstance(obj, (list, tuple)):
+        items = [decode_state(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        return items if isinstance(obj, list) else tuple(items)
     return obj
 
 
@@ -131,7 +127,6 @@ def _decode_array(obj: Mapping[str, Any], where: str) -> np.ndarray:
         raise CheckpointError(f"{where}: cannot rebuild the array ({type(exc).__name__}: {exc})") from None
 
 
-# ------------------------------------------------------------------------------------------- RNG state
 def capture_rng_state() -> Dict[str, Any]:
     """Global RNG states: Python ``random``, numpy's legacy global generator, torch CPU and CUDA."""
     state: Dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(legacy=False),
@@ -146,13 +141,11 @@ def restore_rng_state(state: Mapping[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-    if "torch_cuda" in state and torch.cuda.is_available():
-        cuda_states = state["torch_cuda"]
-        if len(cuda_states) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(cuda_states)
+    cuda_states = state.get("torch_cuda")
+    if cuda_states is not None and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda_states)
 
 
-# -------------------------------------------------------------------------------------------- writing
 def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
     """``checkpoint`` encoded, ``torch.save``-d and digested (:class:`CheckpointError` if a value cannot be stored)."""
     buffer = io.BytesIO()
@@ -161,7 +154,6 @@ def serialize_checkpoint(checkpoint: Mapping[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-# -------------------------------------------------------------------------------------------- reading
 def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None,
                     sections: Optional[Iterable[str]] = None) -> Dict[str, Any]:
     """Load and check an rlearn checkpoint file (CRCs, digest, safe unpickling, format tag, version, sections);
@@ -172,65 +164,53 @@ def read_checkpoint(path: PathLike, logger: Optional[logging.Logger] = None,
     entry elsewhere (a replay buffer's) cannot stop a reader that does not need it (``rlearn eval``).
     """
     path = Path(path)
+
+    def error(problem: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {path}: {problem}")
+
     if not path.exists():
-        raise CheckpointError(f"checkpoint {path}: no such file")
+        raise error("no such file")
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path}: not a regular file")
+        raise error("not a regular file")
     with open(path, "rb") as handle:
         head = handle.read(4)
         if head != b"PK\x03\x04":
-            raise CheckpointError(
-                f"checkpoint {path}: not a PyTorch checkpoint (the file does not start with a zip header; "
-                f"{'it is empty' if not head else 'garbage or another format'})"
-            )
+            raise error("not a PyTorch checkpoint (the file does not start with a zip header; "
+                        f"{'it is empty' if not head else 'garbage or another format'})")
         handle.seek(0)
         if not zipfile.is_zipfile(handle):
-            raise CheckpointError(
-                f"checkpoint {path}: truncated or corrupt (the zip archive has no central directory; "
-                "was the save interrupted?)"
-            )
+            raise error("truncated or corrupt (the zip archive has no central directory; was the save interrupted?)")
         digest = verify_archive(handle, path)
         handle.seek(0)
         try:
             raw = torch.load(handle, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as exc:
-            raise CheckpointError(
-                f"checkpoint {path}: contains objects other than tensors and plain containers, so it was not "
-                f"written by rlearn; refusing to unpickle it ({str(exc).splitlines()[0]})"
-            ) from exc
+            raise error("contains objects other than tensors and plain containers, so it was not written by rlearn; "
+                        f"refusing to unpickle it ({str(exc).splitlines()[0]})") from exc
         except Exception as exc:  # zip members missing or damaged, ...
-            raise CheckpointError(f"checkpoint {path}: truncated or corrupt ({type(exc).__name__}: {exc})") from exc
+            raise error(f"truncated or corrupt ({type(exc).__name__}: {exc})") from exc
     if not isinstance(raw, Mapping) or raw.get("format") != FORMAT_TAG:
-        raise CheckpointError(f"checkpoint {path}: a torch file but not an rlearn checkpoint")
+        raise error("a torch file but not an rlearn checkpoint")
     version = raw.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
-        raise CheckpointError(
-            f"checkpoint {path}: format version {version!r} is not supported (this rlearn reads versions "
-            f"1..{FORMAT_VERSION}; upgrade rlearn to read newer checkpoints)"
-        )
+    if not (is_int(version) and 1 <= version <= FORMAT_VERSION):
+        raise error(f"format version {version!r} is not supported (this rlearn reads versions 1..{FORMAT_VERSION}; "
+                    "upgrade rlearn to read newer checkpoints)")
     missing = [section for section in REQUIRED_SECTIONS if section not in raw]
     if missing:
-        raise CheckpointError(f"checkpoint {path}: missing section(s) {', '.join(missing)}")
-    for counter in ("train_iter", "envstep"):
-        value = raw[counter]
+        raise error(f"missing section(s) {', '.join(missing)}")
+    for counter, value in ((key, raw[key]) for key in ("train_iter", "envstep")):
         if not is_int(value) or value < 0:
-            raise CheckpointError(
-                f"checkpoint {path}: counter {counter!r} must be an int >= 0, got {value!r} ({type(value).__name__})"
-            )
+            raise error(f"counter {counter!r} must be an int >= 0, got {value!r} ({type(value).__name__})")
     if digest is None:
-        (logger or _log).warning(
-            "checkpoint %s has no integrity digest (re-saved by other code than rlearn): its "
-            "zip checksums were checked, but its content cannot be verified",
-            path,
-        )
+        (logger or _log).warning("checkpoint %s has no integrity digest (re-saved by other code than rlearn): its "
+                                 "zip checksums were checked, but its content cannot be verified", path)
     wanted = raw if sections is None else {key: raw[key] for key in (*HEADER, *sections) if key in raw}
     try:
         return decode_state(wanted)
     except CheckpointError as exc:
-        raise CheckpointError(f"checkpoint {path}: {exc}") from None
+        raise error(str(exc)) from None
 
 
-# ------------------------------------------------------------------------------------------ directory
 def iteration_checkpoints(directory: PathLike) -> List[Tuple[int, Path]]:
     """``(n, path)`` for every ``iteration_<n>.pt`` in ``directory``, oldest first."""
     directory = Path(directory)
@@ -241,13 +221,9 @@ def iteration_checkpoints(directory: PathLike) -> List[Tuple[int, Path]]:
 
 def prune_checkpoints(directory: PathLike, keep: Optional[int], protect: Iterable[PathLike] = (),
                       resumed_from_iter: Optional[int] = None) -> List[Path]:
-    """Delete ``iteration_<n>.pt`` files: those of an abandoned timeline, then all but the newest ``keep`` (None:
-    keep all); returns the deleted paths, abandoned ones first. ``latest.pt`` and ``protect`` are never touched.
-
-    ``resumed_from_iter``: only at the first save after resuming from iteration ``r``: every ``iteration_<n>.pt``
-    with ``n > r`` belongs to the abandoned run and is deleted whatever ``keep`` says (a later ``--resume`` must
-    never pick it).
-    """
+    """Delete the ``iteration_<n>.pt`` files of an abandoned timeline (``n > resumed_from_iter``, passed at the first
+    save after a resume only, so a later ``--resume`` never picks them), then all but the newest ``keep`` (None:
+    all kept); returns the deleted paths. ``latest.pt`` and the paths in ``protect`` are never touched."""
     protected = {Path(p).resolve() for p in protect}
     removed: List[Path] = []
 
@@ -267,18 +243,11 @@ def prune_checkpoints(directory: PathLike, keep: Optional[int], protect: Iterabl
     return removed
 
 
-def _reason(error: CheckpointError, path: Path) -> str:
-    return str(error).removeprefix(f"checkpoint {path}: ")
-
-
 def find_resume_checkpoint(ckpt_dir: PathLike,
                            logger: Optional[logging.Logger] = None) -> Tuple[Path, List[Tuple[Path, str]]]:
-    """The checkpoint ``--resume`` continues from, and ``[(path, reason), ...]`` for the files passed over.
-
-    ``latest.pt`` when valid, unless a valid ``iteration_<n>.pt`` is newer (a kill between the two writes of one
-    save); else the newest valid ``iteration_<n>.pt``. With ``logger`` the choice and each skipped file are
-    logged. :class:`CheckpointError` listing every file's problem when none is valid.
-    """
+    """The checkpoint ``--resume`` continues from (``latest.pt`` unless a valid ``iteration_<n>.pt`` is newer, after a
+    kill between the two writes of one save; else the newest valid ``iteration_<n>.pt``) and ``[(path, reason)]``
+    for the files passed over, logged with ``logger``; :class:`CheckpointError` listing them when none is valid."""
     ckpt_dir = Path(ckpt_dir)
     skipped: List[Tuple[Path, str]] = []
     chosen: Optional[Path] = None
@@ -288,20 +257,19 @@ def find_resume_checkpoint(ckpt_dir: PathLike,
         chosen_iter = int(read_checkpoint(latest, logger=logger)["train_iter"])
         chosen = latest
     except CheckpointError as exc:
-        skipped.append((latest, _reason(exc, latest)))
+        skipped.append((latest, str(exc).removeprefix(f"checkpoint {latest}: ")))
     for n, path in reversed(iteration_checkpoints(ckpt_dir)):
         if chosen is not None and n <= chosen_iter:
             break
         try:
             train_iter = int(read_checkpoint(path, logger=logger)["train_iter"])
         except CheckpointError as exc:
-            skipped.append((path, _reason(exc, path)))
+            skipped.append((path, str(exc).removeprefix(f"checkpoint {path}: ")))
             continue
         if chosen is not None:
             skipped.append(
                 (chosen, f"older (train_iter {chosen_iter}) than {path.name} (train_iter {train_iter}): the save "
-                         f"of {path.name} was interrupted before it updated {chosen.name}")
-            )
+                         f"of {path.name} was interrupted before it updated {chosen.name}"))
         chosen = path
         break
     if chosen is None:

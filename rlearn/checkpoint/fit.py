@@ -78,9 +78,8 @@ def _is_step_count(value: Any, reference: Any) -> bool:
     """A step count torch.optim can use: a finite number >= 0, or a 0-dim floating-point tensor holding one
     (of the live optimizer's dtype once it has stepped)."""
     if isinstance(value, torch.Tensor):
-        if value.dim() != 0 or not value.is_floating_point():
-            return False
-        if isinstance(reference, torch.Tensor) and value.dtype != reference.dtype:
+        if value.dim() != 0 or not value.is_floating_point() or (
+                isinstance(reference, torch.Tensor) and value.dtype != reference.dtype):
             return False
         value = value.item()
     return is_real(value) and math.isfinite(value) and value >= 0
@@ -92,8 +91,7 @@ def _state_problems(where: str, state: Any, param: torch.Tensor, live_state: Map
         return [f"{where}: the state is a {type(state).__name__}, not a dict"]
     problems: List[str] = []
     if live_state:  # the optimizer has stepped: the saved state must have the same entries
-        missing, extra = sorted(set(live_state) - set(state)), sorted(set(state) - set(live_state))
-        if missing or extra:
+        if set(live_state) != set(state):
             problems.append(f"{where}: state entries {sorted(state)} in the checkpoint, {sorted(live_state)} in the "
                             "optimizer")
     for key, value in state.items():
@@ -131,8 +129,7 @@ def optimizer_problems(name: str, saved: Any, optimizer: torch.optim.Optimizer) 
     if not isinstance(saved, Mapping) or not isinstance(saved.get("param_groups"), (list, tuple)) or \
             not isinstance(saved.get("state"), Mapping):
         return [f"{where} is not an optimizer state dict (needs 'state' and a list 'param_groups')"]
-    live_groups = optimizer.param_groups
-    saved_groups = saved["param_groups"]
+    live_groups, saved_groups = optimizer.param_groups, saved["param_groups"]
     if len(saved_groups) != len(live_groups):
         return [f"{where} has {len(saved_groups)} param group(s) in the checkpoint, {len(live_groups)} in the policy"]
     problems: List[str] = []
@@ -199,9 +196,8 @@ def _trial_step_problems(where: str, saved: Mapping[str, Any], optimizer: torch.
 
 
 def policy_state_problems(policy: Any, saved: Any, networks_only: bool = False) -> List[str]:
-    """Every way the saved ``policy.state_dict()`` ``saved`` does not fit ``policy``: networks (missing,
-    unexpected, shapes) and, unless ``networks_only``, optimizers (groups, parameters, state shapes and dtypes,
-    settings, and a trial step on copies). Empty when it fits."""
+    """Every way the saved ``policy.state_dict()`` ``saved`` does not fit ``policy`` (networks and, unless
+    ``networks_only``, optimizers, with a trial step on copies); empty when it fits."""
     if not isinstance(saved, Mapping):
         return [f"the policy state is a {type(saved).__name__}, not a dict"]
     problems: List[str] = []

@@ -35,15 +35,6 @@ def _is_digest(info: zipfile.ZipInfo) -> bool:
 _DOS_DIRECTORY = 0x10
 
 
-def _update(digest, info: zipfile.ZipInfo) -> None:
-    """Hash a member's name and the directory fields a zip reader acts on (sizes, CRC, method, flags,
-    attributes, offset): a flip there either breaks reading or changes the digest."""
-    name = info.filename.encode("utf-8")
-    fields = (info.file_size, info.compress_size, info.CRC, info.compress_type, info.flag_bits,
-              info.internal_attr, info.external_attr, info.header_offset)
-    digest.update(len(name).to_bytes(8, "little") + name + b"".join(int(f).to_bytes(8, "little") for f in fields))
-
-
 def archive_digest(archive: zipfile.ZipFile, data: Optional[memoryview] = None) -> str:
     """SHA-256 (hex) over every member but the digest member: name, directory fields and bytes, in archive order.
 
@@ -57,7 +48,12 @@ def archive_digest(archive: zipfile.ZipFile, data: Optional[memoryview] = None) 
             continue
         if info.is_dir() or info.external_attr & _DOS_DIRECTORY:
             raise zipfile.BadZipFile(f"member {info.filename!r} is marked as a directory")
-        _update(digest, info)
+        # the name and the directory fields a zip reader acts on: a flip there breaks reading or changes the digest
+        name = info.filename.encode("utf-8")
+        fields = (info.file_size, info.compress_size, info.CRC, info.compress_type, info.flag_bits,
+                  info.internal_attr, info.external_attr, info.header_offset)
+        digest.update(len(name).to_bytes(8, "little") + name)
+        digest.update(b"".join(int(f).to_bytes(8, "little") for f in fields))
         if data is not None and info.compress_type == zipfile.ZIP_STORED:
             offset = info.header_offset
             name_length = int.from_bytes(data[offset + 26 : offset + 28], "little")
@@ -107,6 +103,5 @@ def verify_archive(handle: IO[bytes], path: Path) -> Optional[str]:
     if expected is not None and actual != expected:
         raise CheckpointError(
             f"checkpoint {path}: integrity check failed: the SHA-256 of its content does not match the digest "
-            "stored when it was saved (the file was damaged on disk or in a copy); use another checkpoint"
-        )
+            "stored when it was saved (the file was damaged on disk or in a copy); use another checkpoint")
     return expected

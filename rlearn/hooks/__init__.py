@@ -1,13 +1,7 @@
-"""Hooks: code the learner runs at fixed points of a run, in priority order (see docs/hooks.md).
+"""Hooks: code the learner runs at fixed points of a run, in priority order (see docs/hooks.md). The built-in
+hooks register themselves in :data:`HOOKS` when imported, so configs can name them."""
 
-``Hook`` and ``HookManager`` are the core; the built-in hooks register themselves in :data:`HOOKS` so
-configs can name them (``dict(type="LogShowHook", freq=100, priority="BELOW_NORMAL")``).
-"""
-
-# the core first: the built-in hooks below import it
 from rlearn.hooks.base import HOOKS, MOUNT_POINTS, Hook, HookManager, Priority, build_hook, get_priority
-
-# built-in hooks: importing a module registers its hooks in HOOKS
 from rlearn.hooks.lr_scheduler import LRSchedulerHook
 from rlearn.hooks.timer import TimerHook
 from rlearn.hooks.log_show import LogShowHook

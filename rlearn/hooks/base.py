@@ -33,8 +33,6 @@ PriorityLike = Union[int, str, Priority]
 def get_priority(priority: PriorityLike) -> int:
     """A :class:`Priority`, a name (any case) or an int 0..100 as an int: ``ValueError`` for an unknown name or an
     int out of range, ``TypeError`` for any other type."""
-    if isinstance(priority, bool):
-        raise TypeError(f"hook priority must be a Priority, a name or an int 0..100, not a bool ({priority!r})")
     if is_int(priority):
         value = int(priority)
         if not 0 <= value <= 100:
@@ -48,17 +46,14 @@ def get_priority(priority: PriorityLike) -> int:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"unknown hook priority {priority!r}.{hint} Known names: {', '.join(names)}")
         return int(member)
-    raise TypeError(
-        f"hook priority must be a Priority, a name or an int 0..100, got {type(priority).__name__}: {priority!r}"
-    )
+    what = "not a bool" if isinstance(priority, bool) else f"got {type(priority).__name__}"
+    raise TypeError(f"hook priority must be a Priority, a name or an int 0..100, {what}: {priority!r}")
 
 
 class Hook:
-    """Base class of hooks: every mount point is a method that does nothing by default.
-
-    A hook with state implements ``state_dict()`` / ``load_state_dict(state)`` (saved under its class name).
-    ``priority`` is reserved (set at registration); a subclass chooses its default with ``DEFAULT_PRIORITY``.
-    """
+    """Base class of hooks: every mount point is a method that does nothing by default. A hook with state implements
+    ``state_dict()`` / ``load_state_dict(state)`` (saved under its class name). ``priority`` is reserved (set at
+    registration); a subclass chooses its default with ``DEFAULT_PRIORITY``."""
 
     #: priority used when the hook is registered (or built from a config) without an explicit one
     DEFAULT_PRIORITY: PriorityLike = Priority.NORMAL
@@ -73,8 +68,7 @@ class Hook:
         """Before each train iteration; ``learner.train_iter`` is the index of the coming iteration."""
 
     def after_iter(self, learner: Any) -> None:
-        """After each train iteration: ``learner.train_iter`` already counts it, and its values are in
-        the monitor's window (the monitor ticks after these hooks)."""
+        """After each train iteration: ``learner.train_iter`` counts it (the monitor ticks after these hooks)."""
 
     def before_collect(self, learner: Any) -> None:
         """Before the run collects environment steps."""
@@ -103,16 +97,12 @@ class Hook:
 
     @staticmethod
     def every_n_envsteps(learner: Any, n: int, last: Optional[int]) -> bool:
-        """True when ``learner.envstep`` reached a new multiple of ``n`` since envstep ``last`` (None: never
-        fired; envstep 0 does not count). Env steps grow in chunks, so this compares ``envstep // n`` with
-        ``last // n``. ``n <= 0`` never fires."""
+        """True when ``learner.envstep`` reached a new multiple of ``n`` since envstep ``last`` (None: never fired).
+        Env steps grow in chunks, so this compares ``envstep // n`` with ``last // n``. ``n <= 0`` never fires."""
         _check_int("n", n)
-        if n <= 0:
-            return False
-        if last is None:
-            return learner.envstep >= n
-        _check_int("last", last)
-        return learner.envstep // n > last // n
+        if last is not None:
+            _check_int("last", last)
+        return n > 0 and learner.envstep // n > (0 if last is None else last // n)
 
     @staticmethod
     def is_first_iter(learner: Any) -> bool:
@@ -157,21 +147,16 @@ class HookManager:
         return list(self._hooks)
 
     def register_hook(self, hook: Hook, priority: Optional[PriorityLike] = None) -> None:
-        """Insert ``hook`` (a :class:`Hook`) by priority and set ``hook.priority``.
-
-        ``priority``: see :func:`get_priority`; None uses the hook's ``DEFAULT_PRIORITY``. A hook that already
-        has a ``priority`` attribute is refused with ``ValueError`` (the attribute is reserved).
-        """
+        """Insert ``hook`` by ``priority`` (see :func:`get_priority`; None: its ``DEFAULT_PRIORITY``) and set
+        ``hook.priority``; a hook that already has that (reserved) attribute is a ``ValueError``."""
         if not isinstance(hook, Hook):
             raise TypeError(f"register_hook expects a rlearn.hooks.Hook instance, got {type(hook).__name__}: {hook!r}")
         if hasattr(hook, "priority"):
             raise ValueError(
                 f'"priority" is a reserved attribute for hooks: {type(hook).__name__} already has one '
                 f"({getattr(hook, 'priority')!r}); a hook is registered once, and sets no priority itself "
-                "(use the DEFAULT_PRIORITY class attribute)"
-            )
-        value = get_priority(hook.DEFAULT_PRIORITY if priority is None else priority)
-        hook.priority = value  # type: ignore[attr-defined]
+                "(use the DEFAULT_PRIORITY class attribute)")
+        hook.priority = get_priority(hook.DEFAULT_PRIORITY if priority is None else priority)  # type: ignore
         bisect.insort_right(self._hooks, hook, key=lambda h: h.priority)
         self._mounted = {}
 

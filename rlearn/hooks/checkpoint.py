@@ -16,17 +16,10 @@ __all__ = ["CheckpointHook"]
 
 @HOOKS.register
 class CheckpointHook(Hook):
-    """Save checkpoints every ``freq`` iterations and when the run ends: ``iteration_<n>.pt`` and ``latest.pt``
-    (the same bytes, each written atomically), then prune the oldest ``iteration_*.pt`` beyond ``keep``.
-
-    Args:
-        freq: iterations between two checkpoints; None saves only at the end.
-        keep: how many ``iteration_<n>.pt`` files to keep (the newest); None keeps all.
-        save_last: also save in ``after_run`` (unless this iteration was just saved).
-        dirname: sub-directory of the learner's ``work_dir``.
-
-    Only rank 0 saves. Default priority ``LOW``: after ``LogShowHook``, so a checkpoint includes its own log.
-    """
+    """On rank 0, every ``freq`` iterations (None: none) and, with ``save_last``, when the run ends: save
+    ``<work_dir>/<dirname>/iteration_<n>.pt`` and ``latest.pt`` (the same bytes, each written atomically), then
+    keep the newest ``keep`` ``iteration_*.pt`` (None: all). Default priority ``LOW``: after ``LogShowHook``, so
+    a checkpoint includes its own log."""
 
     DEFAULT_PRIORITY = Priority.LOW
 
@@ -68,6 +61,5 @@ class CheckpointHook(Hook):
             removed = prune_checkpoints(directory, self.keep, protect=[path], resumed_from_iter=self.resumed_from_iter)
             self.resumed_from_iter = None  # the resumed timeline's own checkpoints are kept from now on
         learner.logger.info(
-            "checkpoint saved: %s%s", path, f" (removed {', '.join(p.name for p in removed)})" if removed else ""
-        )
+            "checkpoint saved: %s%s", path, f" (removed {', '.join(p.name for p in removed)})" if removed else "")
         return path

@@ -1,17 +1,12 @@
-"""``EvalHook``: evaluate the deterministic policy every ``freq`` env steps and at the end; keep the best
-model, stop at a target or when evaluations stop improving, record raw numbers and videos.
-
-:attr:`EvalHook.state` (the last evaluation) is saved by the run in ``states["run"]`` (in your own loop:
-``learner.register_state("eval", hook.state)``); :attr:`EvalHook.progress` (the best so far) by the hook as the
-checkpoint entry ``eval_progress``. See docs/evaluation.md.
-"""
+"""``EvalHook``: evaluate the deterministic policy every ``freq`` env steps and at the end; keep the best model,
+stop at a target or when evaluations stop improving, record raw numbers and videos (see docs/evaluation.md)."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from rlearn.fileio import atomic_write_bytes
 from rlearn.hooks.base import Hook, Priority
@@ -40,28 +35,15 @@ VIDEO_NAME = "evaluator/video"
 
 @HOOKS.register
 class EvalHook(Hook):
-    """Evaluate every ``freq`` env steps (and at the end); keep the best model; stop early on request.
+    """Evaluate with ``evaluator`` (a :class:`rlearn.collect.Evaluator`; None: the run attaches its own) at each
+    new multiple of ``freq`` env steps (None: only at the end); save ``ckpt/best.pt`` at each new best
+    (``save_best``); ask the run to stop when ``episode_return_mean`` reaches ``stop_value`` or after ``patience``
+    evaluations without a new best (:attr:`stop_reason` says which); with ``video``, record one episode as
+    ``videos/envstep_<N>.mp4`` through :attr:`recorder` at the first evaluation after each new multiple of
+    ``video_freq`` env steps (None: every one) and keep its path in :attr:`video_path` before the report.
 
-    Args:
-        evaluator: a :class:`rlearn.collect.Evaluator` (anything with ``evaluate() -> dict``; with an
-            ``episodes`` list the raw numbers go to ``evaluations.jsonl``); None lets the run attach its own.
-        freq: evaluate each time ``learner.envstep`` reaches a new multiple of ``freq``; None: only at the end.
-        stop_value: an evaluation whose ``episode_return_mean`` reaches it asks the run to stop.
-        patience: after this many evaluations in a row without a new best return, ask the run to stop.
-        save_best: save ``<work_dir>/ckpt/best.pt`` at each evaluation with a new best mean return.
-        video: record one episode as ``<work_dir>/videos/envstep_<N>.mp4`` and hand its frames to the writers;
-            needs ``pip install 'rlearn[video]'`` and a :attr:`recorder`, which the run attaches.
-        video_freq: a video at the first evaluation after each new multiple of ``video_freq`` env steps;
-            None: at every evaluation.
-
-    Attributes:
-        recorder: a :class:`rlearn.video.VideoRecorder` (anything with ``record(path, k)``), or None.
-        video_path: the MP4 recorded by the last evaluation (None if it recorded none); set before the
-            evaluation is reported, so a writer can show it next to the numbers.
-        stop_reason: why the last evaluation asked to stop (``"stop_value"``, ``"no_improvement"``) or None.
-
-    With several processes only rank 0 plays the episodes and writes files; it broadcasts the result and
-    the stop decision, so every rank keeps the same best and stops at the same iteration.
+    With several processes rank 0 evaluates and broadcasts the result and the stop decision, so every rank stops
+    at the same iteration.
     """
 
     DEFAULT_PRIORITY = Priority.NORMAL
@@ -78,8 +60,7 @@ class EvalHook(Hook):
         for name, flag in (("save_best", save_best), ("video", video)):
             if not isinstance(flag, bool):
                 raise ValueError(f"EvalHook {name} must be True or False, got {flag!r}")
-        self.save_best = save_best
-        self.video = video
+        self.save_best, self.video = save_best, video
         self.video_freq = check_int("EvalHook video_freq", video_freq, optional=True)
         self.recorder: Any = None
         self.video_path: Optional[Path] = None
@@ -114,14 +95,10 @@ class EvalHook(Hook):
     @staticmethod
     def best_path(learner: Any) -> Optional[Path]:
         """Where ``best.pt`` goes: the CheckpointHook's directory (``ckpt``) in the learner's work dir."""
-        work_dir = getattr(learner, "work_dir", None)
-        if work_dir is None:
+        if getattr(learner, "work_dir", None) is None:
             return None
-        try:
-            dirname = learner.get_hook("CheckpointHook").dirname
-        except KeyError:
-            dirname = "ckpt"
-        return Path(work_dir) / dirname / BEST_CHECKPOINT
+        dirname = next((h.dirname for h in learner.hooks if type(h).__name__ == "CheckpointHook"), "ckpt")
+        return Path(learner.work_dir) / dirname / BEST_CHECKPOINT
 
     def evaluate(self, learner: Any) -> bool:
         """Evaluate now (rank 0) and report; True when the run should stop (the same on every rank):
@@ -156,8 +133,7 @@ class EvalHook(Hook):
                 f"{self.progress.best_return:.4g} at envstep {self.progress.best_envstep}")
             learner.logger.info(
                 "no improvement: %d evaluations without a new best episode_return_mean (eval.patience %d; best %s); "
-                "stopping", self.progress.evals_since_best, self.patience, best,
-            )
+                "stopping", self.progress.evals_since_best, self.patience, best)
         learner.call_hook("after_eval")
         return self.stop_reason is not None
 
@@ -169,7 +145,13 @@ class EvalHook(Hook):
             self._append_raw(learner)
             clip = self._record_video(learner)
         self.video_path = None if clip is None else Path(clip.path)
-        self._report(learner, result)
+        learner.logger.info(
+            "evaluation at envstep %d (train_iter %d): episode_return %.4g +- %.4g (min %.4g, max %.4g) over %d "
+            "episodes, episode_length %.1f", learner.envstep, learner.train_iter, result["episode_return_mean"],
+            result["episode_return_std"], result["episode_return_min"], result["episode_return_max"],
+            result["episodes"], result["episode_length_mean"])
+        scalars = {f"evaluator/{key}": result[key] for key in EVAL_TB_KEYS}
+        learner.write_scalars(scalars, learner.train_iter, learner.envstep)  # the table, TensorBoard...
         if clip is not None and getattr(clip, "images", None) is not None:
             # TensorBoard's Images dashboard plays it next to the curves (evaluator_step/video at this envstep)
             learner.write_video(VIDEO_NAME, clip.images, clip.fps, learner.train_iter, learner.envstep)
@@ -177,8 +159,7 @@ class EvalHook(Hook):
         if stop:
             learner.logger.info(
                 "stop_value reached: episode_return_mean %.4g >= eval.stop_value %.4g at envstep %d; stopping",
-                result["episode_return_mean"], self.stop_value, learner.envstep,
-            )
+                result["episode_return_mean"], self.stop_value, learner.envstep)
         return result, stop
 
     def _save_best(self, learner: Any) -> None:
@@ -276,20 +257,8 @@ class EvalHook(Hook):
             "%s (envstep %s) is not the best evaluation this checkpoint knows (%s); renamed to %s, the next "
             "new best writes %s again", path, saved_at if saved_at >= 0 else "unreadable",
             "none" if self.progress.best_envstep is None else f"envstep {self.progress.best_envstep}",
-            target.name, path.name,
-        )
+            target.name, path.name)
 
     def after_run(self, learner: Any) -> None:
         if self.recorder is not None and callable(getattr(self.recorder, "close", None)):
             self.recorder.close()
-
-    def _report(self, learner: Any, result: Mapping[str, float]) -> None:
-        """The log line of one evaluation result, then the result to every writer of the learner."""
-        envstep, train_iter = learner.envstep, learner.train_iter
-        learner.logger.info(
-            "evaluation at envstep %d (train_iter %d): episode_return %.4g +- %.4g (min %.4g, max %.4g) over %d "
-            "episodes, episode_length %.1f",
-            envstep, train_iter, result["episode_return_mean"], result["episode_return_std"], result["episode_return_min"],
-            result["episode_return_max"], result["episodes"], result["episode_length_mean"],
-        )
-        learner.write_scalars({f"evaluator/{key}": result[key] for key in EVAL_TB_KEYS}, train_iter, envstep)

@@ -21,13 +21,8 @@ def _check_keys(what: str, state: Any, keys: Sequence[str]) -> None:
 
 
 class EvalState:
-    """When the last evaluation happened and what it gave (saved in checkpoints).
-
-    Attributes:
-        last_envstep: envstep of the last evaluation (0 before the first).
-        last_iter: train_iter of the last evaluation.
-        last_result: the last evaluation result (see :meth:`rlearn.collect.Evaluator.evaluate`), or None.
-    """
+    """When the last evaluation happened (``last_envstep``: 0 before the first; ``last_iter``) and its result
+    (``last_result``, see :meth:`rlearn.collect.Evaluator.evaluate`; None before it). Saved in checkpoints."""
 
     KEYS = ("last_eval_envstep", "last_eval_iter", "last_eval")
 
@@ -37,11 +32,8 @@ class EvalState:
         self.last_result: Optional[Dict[str, float]] = None
 
     def state_dict(self) -> Dict[str, Any]:
-        return {
-            "last_eval_envstep": self.last_envstep,
-            "last_eval_iter": self.last_iter,
-            "last_eval": copy.deepcopy(self.last_result),
-        }
+        return {"last_eval_envstep": self.last_envstep, "last_eval_iter": self.last_iter,
+                "last_eval": copy.deepcopy(self.last_result)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; other keys are a ``ValueError`` naming them."""
@@ -55,14 +47,9 @@ class EvalState:
 
 
 class EvalProgress:
-    """The best evaluation so far, evaluations since, and the last video (saved in checkpoints).
-
-    Attributes:
-        best_return: the highest ``episode_return_mean`` so far (None before the first finite one).
-        best_envstep, best_iter: envstep and train_iter of that evaluation (None before it).
-        evals_since_best: evaluations since the best one (all evaluations while there is none).
-        last_video_envstep: envstep of the last evaluation that recorded a video (None before the first).
-    """
+    """The best evaluation so far (``best_return``: None before the first finite one; ``best_envstep``,
+    ``best_iter``), ``evals_since_best`` (all evaluations while there is none) and ``last_video_envstep``
+    (None before the first video). Saved in checkpoints."""
 
     KEYS = ("best_return", "best_envstep", "best_iter", "evals_since_best", "last_video_envstep")
 

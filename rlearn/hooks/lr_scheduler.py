@@ -34,11 +34,6 @@ _UNSUPPORTED = {
 SchedulerSpec = Union[None, Mapping[str, Any], Callable[[torch.optim.Optimizer], Any]]
 
 
-def _buildable_schedulers() -> List[str]:
-    return sorted(name for name, obj in vars(torch_schedulers).items() if name not in _UNSUPPORTED
-                  and isinstance(obj, type) and issubclass(obj, torch_schedulers.LRScheduler))
-
-
 def warmup_factor(mode: Optional[str], i: int, warmup_iters: int, warmup_ratio: float) -> float:
     """The factor applied to the regular lr in iteration ``i`` (0-based; 1.0 outside the warmup)."""
     if mode is None or i >= warmup_iters:
@@ -54,35 +49,18 @@ def warmup_factor(mode: Optional[str], i: int, warmup_iters: int, warmup_ratio: 
 
 @HOOKS.register
 class LRSchedulerHook(Hook):
-    """Steps a torch LR scheduler after every train iteration and applies a warmup before it.
+    """Steps ``scheduler`` after every train iteration and applies a ``warmup`` before it, for the ``optimizers``
+    named (one or a list; None: all of ``learner.policy.optimizers()``).
 
-    Args:
-        scheduler: the regular schedule, for every selected optimizer:
-
-            * ``None``: none, the optimizer's lr stays as it is (useful with a warmup only);
-            * a dict ``dict(type="StepLR", step_size=1000, gamma=0.5)``: a class of
-              ``torch.optim.lr_scheduler`` by name, with its arguments (not the optimizer);
-            * a callable ``optimizer -> scheduler`` for anything else (``SequentialLR``...).
-
-            Its "epoch" is one train iteration: the hook calls ``scheduler.step()`` once after each.
-        warmup: ``None``, ``"constant"``, ``"linear"`` or ``"exp"`` (see :func:`warmup_factor`).
-        warmup_iters: number of warmup iterations (> 0 with a warmup, 0 without).
-        warmup_ratio: lr factor at the start of the warmup, in (0, 1].
-        optimizers: names in ``learner.policy.optimizers()`` to schedule: one name, a list of names,
-            or None for all of them.
-
-    The regular lrs are put back before ``scheduler.step()``, so chainable schedulers do not compound the
-    warmup. ``state_dict()`` holds the torch schedulers' states.
+    ``scheduler``: None (the lr stays), a dict naming a class of ``torch.optim.lr_scheduler`` with its arguments
+    (``dict(type="StepLR", step_size=1000, gamma=0.5)``), or a callable ``optimizer -> scheduler``. ``warmup``:
+    None or one of :data:`WARMUP_MODES` (see :func:`warmup_factor`) for ``warmup_iters`` iterations, from the
+    factor ``warmup_ratio`` in (0, 1]. The regular lrs are put back before ``scheduler.step()``, so chainable
+    schedulers do not compound the warmup.
     """
 
-    def __init__(
-        self,
-        scheduler: SchedulerSpec = None,
-        warmup: Optional[str] = None,
-        warmup_iters: int = 0,
-        warmup_ratio: float = 0.1,
-        optimizers: Union[None, str, Sequence[str]] = None,
-    ) -> None:
+    def __init__(self, scheduler: SchedulerSpec = None, warmup: Optional[str] = None, warmup_iters: int = 0,
+                 warmup_ratio: float = 0.1, optimizers: Union[None, str, Sequence[str]] = None) -> None:
         self.scheduler_spec = self._check_scheduler(scheduler)
         if warmup is not None and warmup not in WARMUP_MODES:
             raise ValueError(f"LRSchedulerHook: {warmup!r} is not a supported warmup; valid values: {_VALID_WARMUPS}")
@@ -118,12 +96,12 @@ class LRSchedulerHook(Hook):
         if isinstance(scheduler, Mapping):
             spec = dict(scheduler)
             kind = spec.pop("type", None)
-            known = _buildable_schedulers()
+            known = sorted(name for name, obj in vars(torch_schedulers).items() if name not in _UNSUPPORTED
+                           and isinstance(obj, type) and issubclass(obj, torch_schedulers.LRScheduler))
             if not isinstance(kind, str):
                 raise ValueError(
                     f"LRSchedulerHook: a scheduler dict needs 'type', the name of a torch.optim.lr_scheduler "
-                    f"class ({', '.join(known)}); got {dict(scheduler)!r}"
-                )
+                    f"class ({', '.join(known)}); got {dict(scheduler)!r}")
             if kind in _UNSUPPORTED:
                 raise ValueError(
                     f"LRSchedulerHook: scheduler type {kind!r} is not supported from a dict: {_UNSUPPORTED[kind]}")
@@ -132,9 +110,8 @@ class LRSchedulerHook(Hook):
             if "optimizer" in spec:
                 raise ValueError("LRSchedulerHook: do not put 'optimizer' in the scheduler dict; the hook passes the "
                                  "policy's optimizers")
-            cls = getattr(torch_schedulers, kind)
             try:
-                inspect.signature(cls).bind(None, **spec)
+                inspect.signature(getattr(torch_schedulers, kind)).bind(None, **spec)
             except TypeError as exc:
                 raise TypeError(f"LRSchedulerHook: bad arguments for {kind}: {exc} (got {spec!r})") from None
             return dict(scheduler)
@@ -142,13 +119,10 @@ class LRSchedulerHook(Hook):
             return scheduler
         raise TypeError(
             "LRSchedulerHook: scheduler must be None, a dict(type='StepLR', ...) or a callable optimizer -> scheduler, "
-            f"got {type(scheduler).__name__}"
-        )
+            f"got {type(scheduler).__name__}")
 
     def _build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
         spec = self.scheduler_spec
-        if spec is None:
-            return None
         if isinstance(spec, Mapping):
             args = {k: v for k, v in spec.items() if k != "type"}
             return getattr(torch_schedulers, spec["type"])(optimizer, **args)
@@ -170,18 +144,16 @@ class LRSchedulerHook(Hook):
         if unknown:
             raise KeyError(
                 f"LRSchedulerHook: policy {policy} has no optimizer {', '.join(map(repr, unknown))}; "
-                f"its optimizers: {', '.join(available)}"
-            )
+                f"its optimizers: {', '.join(available)}")
         self.optimizers = {name: available[name] for name in names}
-        schedulers = {name: self._build_scheduler(opt) for name, opt in self.optimizers.items()}
-        self.schedulers = {name: s for name, s in schedulers.items() if s is not None}
+        if self.scheduler_spec is not None:
+            self.schedulers = {name: self._build_scheduler(opt) for name, opt in self.optimizers.items()}
         self._ready = True
         if self._pending_state is not None:
             state, self._pending_state = self._pending_state, None
             self._apply_state(state)
 
-    def before_run(self, learner: Any) -> None:
-        self.setup(learner)
+    before_run = setup
 
     def before_iter(self, learner: Any) -> None:
         self.setup(learner)
@@ -219,20 +191,13 @@ class LRSchedulerHook(Hook):
             for group, lr in zip(self.optimizers[name].param_groups, lrs):
                 group["lr"] = lr
 
-    def regular_lrs(self) -> Dict[str, List[float]]:
-        """Per optimizer, the lrs of its param groups without warmup."""
-        if self._regular_lrs:
-            return {name: list(lrs) for name, lrs in self._regular_lrs.items()}
-        return {name: [group["lr"] for group in opt.param_groups] for name, opt in self.optimizers.items()}
-
     def state_dict(self) -> Dict[str, Any]:
         """The torch schedulers' states and the regular lrs (the lrs before warmup)."""
         if self._pending_state is not None and not self._ready:
             return dict(self._pending_state)
-        return {
-            "schedulers": {name: scheduler.state_dict() for name, scheduler in self.schedulers.items()},
-            "regular_lrs": self.regular_lrs(),
-        }
+        regular = self._regular_lrs or {name: [g["lr"] for g in o.param_groups] for name, o in self.optimizers.items()}
+        return {"schedulers": {name: scheduler.state_dict() for name, scheduler in self.schedulers.items()},
+                "regular_lrs": {name: list(lrs) for name, lrs in regular.items()}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`. Before the hook is set up (no learner yet) it is kept and applied
@@ -256,8 +221,7 @@ class LRSchedulerHook(Hook):
         if missing or unexpected:
             raise ValueError(
                 "LRSchedulerHook.load_state_dict: the saved schedulers do not match this hook's "
-                f"(missing: {missing or 'none'}, unexpected: {unexpected or 'none'})"
-            )
+                f"(missing: {missing or 'none'}, unexpected: {unexpected or 'none'})")
         regular = state.get("regular_lrs", {})
         for name, lrs in regular.items():
             optimizer = self.optimizers.get(name)
@@ -272,7 +236,5 @@ class LRSchedulerHook(Hook):
         self._set_lrs({name: [float(lr) for lr in lrs] for name, lrs in regular.items()})
 
     def __repr__(self) -> str:
-        return (
-            f"LRSchedulerHook(scheduler={self.scheduler_spec!r}, warmup={self.warmup!r}, "
-            f"warmup_iters={self.warmup_iters}, warmup_ratio={self.warmup_ratio})"
-        )
+        return (f"LRSchedulerHook(scheduler={self.scheduler_spec!r}, warmup={self.warmup!r}, "
+                f"warmup_iters={self.warmup_iters}, warmup_ratio={self.warmup_ratio})")

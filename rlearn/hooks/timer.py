@@ -1,9 +1,5 @@
-"""``TimerHook``: records ``data_time`` and ``train_time`` (seconds) of every train iteration.
-
-Registered at ``Priority.HIGHEST``, so both its points run first: ``train_time`` spans ``before_iter`` to
-``after_iter`` (the policy's ``_forward_learn`` included); ``data_time`` spans the previous ``after_iter`` (or
-``before_run``) to this ``before_iter`` (collection, buffer sampling, evaluation, the later hooks).
-"""
+"""``TimerHook``: records ``data_time`` (previous ``after_iter`` to this ``before_iter``) and ``train_time``
+(``before_iter`` to ``after_iter``) of every train iteration, in seconds; first at both points (``HIGHEST``)."""
 
 from __future__ import annotations
 
@@ -60,5 +56,4 @@ class TimerHook(Hook):
         self._last_end = self.clock()
 
     def after_run(self, learner: Any) -> None:
-        self._last_end = None
-        self._start = None
+        self._last_end = self._start = None

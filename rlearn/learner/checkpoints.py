@@ -39,6 +39,9 @@ class LearnerCheckpoints:
 
     def checkpoint_dict(self) -> Dict[str, Any]:
         """Everything a resumed run needs, as saved by :meth:`save_checkpoint` (see docs/checkpoints.md)."""
+        hub = self.message_hub.state_dict()
+        # its scalar histories as plain containers (safe loading)
+        hub["log_scalars"] = {key: buffer.state_dict() for key, buffer in hub["log_scalars"].items()}
         return {
             "format": ckpt.FORMAT_TAG,
             "format_version": ckpt.FORMAT_VERSION,
@@ -51,12 +54,9 @@ class LearnerCheckpoints:
             "learner": {
                 **self.metrics.state_dict(),
                 "tick_pending": self._tick_pending,
-                "message_hub": self._hub_state(),
-                "writers": {
-                    name: state
-                    for name, writer in self.metrics.writers.by_name().items()
-                    if (state := writer.state_dict()) is not None
-                },
+                "message_hub": hub,
+                "writers": {name: state for name, writer in self.metrics.writers.by_name().items()
+                            if (state := writer.state_dict()) is not None},
             },
             "policy": self.policy.state_dict(),
             "hooks": {name: hook.state_dict() for name, hook in self._stateful_hooks().items()},
@@ -64,12 +64,6 @@ class LearnerCheckpoints:
             "rng": ckpt.capture_rng_state(),
             "config": copy.deepcopy(dict(self.run_config)) if self.run_config is not None else None,
         }
-
-    def _hub_state(self) -> Dict[str, Any]:
-        """The message hub's state with its scalar histories as plain containers (safe loading)."""
-        state = self.message_hub.state_dict()
-        state["log_scalars"] = {key: buffer.state_dict() for key, buffer in state["log_scalars"].items()}
-        return state
 
     def save_checkpoint(self, path: Union[str, Path, None] = None, copies: Sequence[Union[str, Path]] = ()) -> Path:
         """Save a checkpoint atomically to ``path`` (default ``<work_dir>/ckpt/iteration_<train_iter>.pt``) and to
@@ -107,9 +101,8 @@ class LearnerCheckpoints:
             try:
                 action()
             except Exception as exc:
-                raise ckpt.CheckpointError(
-                    f"checkpoint {path}: cannot restore {section} ({type(exc).__name__}: {exc})"
-                ) from exc
+                raise ckpt.CheckpointError(f"checkpoint {path}: cannot restore {section} "
+                                           f"({type(exc).__name__}: {exc})") from exc
 
         learner_state = checkpoint["learner"]
         apply("the policy", lambda: self.policy.load_state_dict(checkpoint["policy"]))
@@ -131,8 +124,7 @@ class LearnerCheckpoints:
         for name, obj in self._states.items():
             apply(f"state {name!r}", lambda o=obj, n=name: o.load_state_dict(checkpoint["states"][n]))
         apply("the RNG states", lambda: ckpt.restore_rng_state(checkpoint["rng"]))
-        self.train_iter = int(checkpoint["train_iter"])
-        self.envstep = int(checkpoint["envstep"])
+        self.train_iter, self.envstep = int(checkpoint["train_iter"]), int(checkpoint["envstep"])
         writer_states = dict(learner_state.get("writers", {}))
         for name, writer in self.metrics.writers.by_name().items():
             if name in writer_states:
@@ -147,12 +139,10 @@ class LearnerCheckpoints:
     def _check_compatible(self, path: Path, checkpoint: Mapping[str, Any]) -> None:
         """Policy class, networks, optimizers, writers' states and registered states must fit; raises
         CheckpointError naming what does not, before anything is loaded."""
-        saved_class = checkpoint["policy_class"]
-        current_class = type(self.policy).__qualname__
+        saved_class, current_class = checkpoint["policy_class"], type(self.policy).__qualname__
         if saved_class != current_class:
             raise ckpt.CheckpointError(
-                f"checkpoint {path}: written by policy {saved_class}, but this learner runs {current_class}"
-            )
+                f"checkpoint {path}: written by policy {saved_class}, but this learner runs {current_class}")
         check_policy_state(path, self.policy, checkpoint["policy"])
         learner_state = checkpoint["learner"]
         saved = learner_state.get("writers", {}) if isinstance(learner_state, Mapping) else {}
@@ -166,8 +156,7 @@ class LearnerCheckpoints:
         missing_states = sorted(set(self._states) - set(checkpoint["states"]))
         if missing_states:
             raise ckpt.CheckpointError(
-                f"checkpoint {path}: no state for registered object(s) {', '.join(map(repr, missing_states))}"
-            )
+                f"checkpoint {path}: no state for registered object(s) {', '.join(map(repr, missing_states))}")
         for name in sorted(set(checkpoint["states"]) - set(self._states)):
             self.logger.warning("checkpoint %s has state %r, which is not registered; ignored", path, name)
 
