@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rlearn.distributed.utils import DistributedError
 from rlearn.logging import get_logger
 from rlearn.logging.logger import get_rank, rank_log_file
 
@@ -113,7 +114,7 @@ def test_rank_helpers(monkeypatch):
     monkeypatch.setenv("RANK", "2")
     assert get_rank() == 2
     monkeypatch.setenv("RANK", "two")
-    with pytest.raises(ValueError, match="RANK"):
+    with pytest.raises(DistributedError, match="RANK must be an int >= 0, got 'two'"):
         get_rank()
     monkeypatch.delenv("RANK")
     assert get_rank() == 0
