@@ -85,7 +85,7 @@ class TrackingWriter(Writer, abc.ABC):
 
     @abc.abstractmethod
     def _finish(self) -> None:
-        """End the run in this process (the service marks it finished)."""
+        """End the run in this process (the service marks it finished); ``OSError`` naming rows it lacks."""
 
     def _durable_position(self) -> Optional[Position]:
         """The last position the service holds for sure (the state file's): the last logged, where a log call
@@ -151,7 +151,7 @@ class TrackingWriter(Writer, abc.ABC):
             self._save_state_file()
 
     def close(self) -> None:
-        """Finish the run in this process (a later write continues it), then :meth:`_check_finished`."""
+        """Finish the run in this process (a later write continues it)."""
         if self._started:
             self._started = False
             self._resuming = True
@@ -159,10 +159,6 @@ class TrackingWriter(Writer, abc.ABC):
                 self._finish()
             finally:
                 self._save_state_file()
-            self._check_finished()
-
-    def _check_finished(self) -> None:
-        """Raise ``OSError`` naming the rows the finished run lacks. Default: nothing (log calls raise)."""
 
     def state_dict(self) -> Dict[str, Any]:
         """``{"run_id": ..., "at": [train_iter, envstep, k]}``: the run to continue and the last row's position."""

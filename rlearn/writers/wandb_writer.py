@@ -260,13 +260,15 @@ class WandbWriter(TrackingWriter):
             raise OSError(errno.ENOSPC, f"No space left on device: {free} bytes free for W&B's files in {folder} "
                           f"(W&B drops rows there without an error; its transaction log holds {held})", str(folder))
 
-    def _check_finished(self) -> None:
-        """Wait until the log holds every row (W&B writes it after ``finish()``); ``OSError`` naming those it lacks."""
+    def _finish(self) -> None:
+        """Finish the run, then wait until its log holds every row (W&B writes it after ``finish()``)."""
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
         deadline = time.monotonic() + (0.0 if self._disk_full else self.FINISH_TIMEOUT_S)
         while self._pending and time.monotonic() < deadline:
             time.sleep(0.05)
             self._read_back()
-        self._save_state_file()
         if self._pending and self._log is not None:
             missing, self._pending = self._pending, []
             raise OSError(errno.EIO, f"W&B did not write {len(missing)} row(s) of this run (train_iter "
@@ -285,8 +287,3 @@ class WandbWriter(TrackingWriter):
 
     def _log_config(self, config: Mapping[str, Any]) -> None:
         self.run.config.update(dict(config), allow_val_change=True)
-
-    def _finish(self) -> None:
-        if self.run is not None:
-            self.run.finish()
-            self.run = None
