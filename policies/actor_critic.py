@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from policies.base import Policy, restore_count
+from policies.base import Policy
 from rlearn.config import non_empty, one_of, option
 from rlearn.nn import MLP, QEnsemble, ThreadChooser
 from rlearn.optim import make_adam
@@ -23,6 +23,7 @@ from rlearn.rl.advantages import compute_gae
 from rlearn.rl.heads import gaussian_log_prob_entropy, sample_gaussian
 from rlearn.rl.replay_batch import check_replay_batch, check_rollout
 from rlearn.trace import span
+from rlearn.values import check_int
 
 __all__ = ["OffPolicyActorCritic", "OnPolicyActorCritic", "CRITIC_KEYS"]
 
@@ -154,9 +155,8 @@ class OffPolicyActorCritic(Policy):
         return {"update_count": self.update_count, "torch_rng": self.torch_rng.get_state()}
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        count = restore_count(type(self).__name__, state, "update_count")
-        if count is not None:
-            self.update_count = count
+        count = state.get("update_count", self.update_count)
+        self.update_count = check_int(f"{type(self).__name__}: checkpoint 'update_count'", count, 0)
         if "torch_rng" in state:
             self.torch_rng.set_state(state["torch_rng"])
 

@@ -22,7 +22,6 @@ from rlearn.memory import available_memory
 from rlearn.optim import AdamStep, clip_grad_norm_
 from rlearn.registry import defined_at
 from rlearn.trace import span
-from rlearn.values import check_int
 
 Scalar = Any  # int | float | numpy scalar | one-element torch.Tensor
 
@@ -322,11 +321,6 @@ def _available_memory(device: torch.device) -> Optional[int]:
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
     return available_memory() if device.type == "cpu" else None  # the CPU's: what the replay buffer reads
-
-
-def restore_count(owner: str, state: Mapping[str, Any], key: str) -> Optional[int]:
-    """``state[key]`` checked as an int >= 0 (a ValueError naming ``owner`` and the key), None when absent."""
-    return check_int(f"{owner}: checkpoint {key!r}", state[key], 0) if key in state else None
 
 
 def check_initialised(policy: Any) -> None:

@@ -29,13 +29,14 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
-from policies.base import Policy, restore_count
+from policies.base import Policy
 from rlearn.config import non_empty, one_of, option
 from rlearn.nn import MLP
 from rlearn.optim import foreach, make_adam, polyak_update_
 from rlearn.registry import register_policy
 from rlearn.rl.acting import box_observation_shape, obs_tensor
 from rlearn.rl.replay_batch import check_replay_batch
+from rlearn.values import check_int
 
 __all__ = ["DQNPolicy", "linear_epsilon"]
 
@@ -195,6 +196,5 @@ class DQNPolicy(Policy):
         return {"update_count": self.update_count}
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        count = restore_count("DQNPolicy", state, "update_count")
-        if count is not None:
-            self.update_count = count
+        count = state.get("update_count", self.update_count)
+        self.update_count = check_int("DQNPolicy: checkpoint 'update_count'", count, 0)
