@@ -102,29 +102,28 @@ class RowFileWriter(Writer, abc.ABC):
     def read(self) -> Tuple[List[Row], List[str]]:
         """The rows now in the file and one ``<file>:<line>: ...`` message per damaged line skipped."""
         entries = self._load()[1]
-        return _rows(entries), self._damaged(entries)
+        return _rows(entries), self._damaged(entries, warn=False)
 
     def read_rows(self) -> List[Row]:
         """The rows now in the file; damaged lines are skipped, each with a warning on the logger."""
-        rows, problems = self.read()
-        self._warn(problems)
-        return rows
+        entries = self._load()[1]
+        self._damaged(entries)
+        return _rows(entries)
 
-    def _damaged(self, entries: Sequence[Entry]) -> List[str]:
-        return [f"{self.path}:{entry.number}: damaged row skipped ({entry.problem}); the rows after it are kept"
-                for entry in entries if isinstance(entry, DamagedLine)]
-
-    def _warn(self, problems: Sequence[str]) -> None:
-        if self.logger is not None:
+    def _damaged(self, entries: Sequence[Entry], warn: bool = True) -> List[str]:
+        """One message per damaged line of ``entries``, each a warning on the logger too when ``warn``."""
+        problems = [f"{self.path}:{entry.number}: damaged row skipped ({entry.problem}); the rows after it are kept"
+                    for entry in entries if isinstance(entry, DamagedLine)]
+        if warn and self.logger is not None:
             for problem in problems:
                 self.logger.warning("%s", problem)
+        return problems
 
     def _open(self) -> IO[str]:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             text, entries, torn = self._load()
             rows, problems = _rows(entries), self._damaged(entries)
-            self._warn(problems)
             if torn or problems or (text and not text.endswith("\n")):  # never append to a half-written last row
                 atomic_write_bytes(self.path, self.render(rows).encode("utf-8"))
             if self.rows_written is None:
@@ -206,7 +205,7 @@ class RowFileWriter(Writer, abc.ABC):
         else:
             kept_entries = [e for e in entries
                             if isinstance(e, DamagedLine) or int(e.get("train_iter", 0)) <= step_iter]
-        self._warn(self._damaged(kept_entries))
+        self._damaged(kept_entries)
         kept = _rows(kept_entries)
         if torn or len(kept) != len(entries) or self.render(kept) != text:
             self._replace(kept)
