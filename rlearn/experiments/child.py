@@ -142,13 +142,11 @@ def wait_until_free(work_dir: Path, timeout_s: float = 120.0, on_wait: Any = Non
     called once when it has to wait."""
     from rlearn.workdir_lock import WorkDirBusyError, WorkDirError, WorkDirLock
 
-    if not Path(work_dir).is_dir():
-        return True
     deadline = time.monotonic() + timeout_s
-    while True:
-        lock = WorkDirLock(work_dir)
+    while Path(work_dir).is_dir():
         try:
-            lock.acquire()
+            WorkDirLock(work_dir).acquire().release()
+            return True
         except WorkDirBusyError as exc:
             if on_wait is not None:
                 on_wait(exc.holder)
@@ -156,11 +154,22 @@ def wait_until_free(work_dir: Path, timeout_s: float = 120.0, on_wait: Any = Non
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.2)
-            continue
         except WorkDirError:
             return True  # not a lockable directory: the run itself will say what is wrong
-        lock.release()
-        return True
+    return True
+
+
+def spawn(argv: Sequence[str], ignored_signals: Sequence[int] = (), **popen: Any) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **popen)`` whose process gets SIGTERM when this one dies and ignores
+    ``ignored_signals`` (e.g. Slurm's warning signal, meant for the task, not its child)."""
+    from rlearn.run.signals import stop_with_parent
+
+    def prepare() -> None:  # in the child before exec
+        stop_with_parent()
+        for signum in ignored_signals:
+            signal.signal(signum, signal.SIG_IGN)
+
+    return subprocess.Popen(argv, preexec_fn=prepare, **popen)
 
 
 class TrainProcess:
@@ -170,7 +179,7 @@ class TrainProcess:
     def __init__(self, config: Path, work_dir: Path, args: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
                  ignored_signals: Sequence[int] = ()) -> None:
         self.work_dir = Path(work_dir)
-        self.ignored_signals = tuple(ignored_signals)  # e.g. Slurm's warning signal, meant for the task, not the run
+        self.ignored_signals = tuple(ignored_signals)
         self.argv = [sys.executable, "-m", "rlearn", "train", str(config), "--work-dir", str(self.work_dir),
                      "--no-progress", *args]
         self.env = {**os.environ, **(env or {}), "RLEARN_NO_PROGRESS": "1"}
@@ -182,21 +191,12 @@ class TrainProcess:
 
     def start(self) -> "TrainProcess":
         """Start the process (console output appended to ``console.log`` in the work dir)."""
-        from rlearn.run.signals import stop_with_parent
-
-        ignored = self.ignored_signals
-
-        def prepare() -> None:  # in the child before exec: SIGTERM when we die; ignored signals stay ignored
-            stop_with_parent()
-            for signum in ignored:
-                signal.signal(signum, signal.SIG_IGN)
-
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with open(self.work_dir / CONSOLE_LOG, "ab") as console:
             console.write(f"$ {' '.join(self.argv)}\n".encode())
             console.flush()
-            self._process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
-                                             env=self.env, start_new_session=True, preexec_fn=prepare)
+            self._process = spawn(self.argv, self.ignored_signals, stdin=subprocess.DEVNULL, stdout=console,
+                                  stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         self.started_at = time.monotonic()
         return self
 
@@ -328,16 +328,13 @@ def clear_unresumable(work_dir: Path) -> bool:
     work_dir = Path(work_dir)
     if not work_dir.is_dir() or has_checkpoint(work_dir):
         return False
-    removed = False
-    for entry in work_dir.iterdir():
-        if entry.name == CONSOLE_LOG:
-            continue
+    entries = [entry for entry in work_dir.iterdir() if entry.name != CONSOLE_LOG]
+    for entry in entries:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
             entry.unlink()
-        removed = True
-    return removed
+    return bool(entries)
 
 
 def start_run(exp_dir: Path, work_dir: Path, args: Sequence[str], env: Mapping[str, str],

@@ -2,10 +2,8 @@
 
 A report over a directory someone sent runs none of its code: ``config.py`` is read as the literal rlearn
 writes (:func:`read_config_literal`), never executed. A run belongs when its config equals the experiment's
-apart from :data:`IGNORED_KEYS` (the seed, thread count, name, writers and videos); in a study's dir
-(``tune.json``), whose trials differ by design, when it has the same environment, algorithm and budget
-(:data:`IDENTITY_KEYS`). The experiment's config is its ``config.py`` (a sweep's or a study's), else the one
-most of its runs share.
+apart from :data:`IGNORED_KEYS`; in a study's dir, whose trials differ by design, when it shares
+:data:`IDENTITY_KEYS`.
 """
 
 from __future__ import annotations
@@ -93,8 +91,9 @@ def _read(path: Path, warnings: List[str]) -> Optional[Dict[str, Any]]:
 
 
 def check_membership(exp_dir: Path, runs: Sequence[Path]) -> Membership:
-    """Split ``runs`` (work dirs of ``exp_dir``) into those of the experiment and those left out (see the
-    module doc). Runs are kept unchecked only when neither the experiment nor any run has a readable config."""
+    """Split ``runs`` (work dirs of ``exp_dir``) into those of the experiment, whose config is ``exp_dir``'s
+    ``config.py`` or else the one most runs share, and those left out. Runs are kept unchecked only when
+    neither the experiment nor any run has a readable config."""
     exp_dir = Path(exp_dir)
     warnings: List[str] = []
     configs = {run: _read(Path(run) / "config.py", warnings) for run in runs}

@@ -1,10 +1,7 @@
-"""``rlearn report``: which experiment is better, and how sure we are, as Markdown with PNGs.
+"""``rlearn report``: which experiment is better, and how sure we are, as Markdown with PNGs (docs/experiments.md).
 
-For each score (:mod:`scores`) over the runs of each experiment dir: IQM, median, mean and optimality gap
-with 95 % CIs, the probability of improvement of each pair, performance profiles and IQM learning curves
-against env steps and wall time (:mod:`stats`). Written to ``OUT/report.md``, ``OUT/scores.json`` and
-``OUT/*.png``. Scores can be normalised (``normalize=(low, high)``); the optimality gap is measured against
-``target`` (default: 1 for normalised scores, else the environment's ``reward_threshold``).
+For each score (:mod:`scores`): IQM, median, mean and optimality gap with 95 % CIs, the probability of
+improvement of each pair, performance profiles and IQM curves against env steps and time (:mod:`stats`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rlearn.experiments.child import ExperimentError, mean_return
 from rlearn.experiments.membership import check_membership, read_config_literal
+from rlearn.values import is_real
 
 __all__ = ["RunScores", "Experiment", "load_experiment", "load_run", "align", "time_grid", "series", "interpolate",
            "read_config_literal", "read_rows", "number"]
@@ -31,10 +32,8 @@ X_COLUMNS = {"envstep": "envstep", "iter": "train_iter", "time": "time"}
 
 
 def number(value: Any) -> Optional[float]:
-    """``value`` as a float when it is a JSON number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+    """``value`` as a float when it is a number (not a bool), else None."""
+    return float(value) if is_real(value) else None
 
 
 def series(rows: Sequence[Mapping[str, Any]], key: str, x: str = "envstep") -> Tuple[List[float], List[float]]:

@@ -24,28 +24,16 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import submitit
 
-from rlearn.experiments.child import INTERRUPTED_CODES, ExperimentError, slurm_task, thread_settings
+from rlearn.experiments.child import INTERRUPTED_CODES, ExperimentError, slurm_task, spawn, thread_settings
 from rlearn.experiments.sweep import run_dir_name, start_seed
 
 __all__ = ["parse_slurm_options", "sbatch_parameters", "SlurmRun", "SlurmTuneWorker", "SlurmSweep",
            "submit_tune_workers"]
 
 SLURM_DIR, LOG_DIR = "slurm", "logs"
-#: ``--slurm`` keys: meaning, and the submitit parameter each sets
-OPTIONS = {
-    "partition": "the partition (sbatch --partition)",
-    "time": "time limit per task: minutes, HH:MM:SS or D-HH:MM:SS (default 60)",
-    "cpus_per_task": "CPUs per task (default 1); the run gets as many torch threads at most",
-    "mem": "memory per task, e.g. 4G (sbatch --mem)",
-    "gpus_per_task": "GPUs per task",
-    "array_parallelism": "tasks of the array running at once (default: all)",
-    "account": "the account to charge (sbatch --account)",
-    "qos": "the quality of service (sbatch --qos)",
-    "constraint": "node features (sbatch --constraint)",
-    "signal_delay_s": "seconds before the time limit at which a task checkpoints and is requeued (default 90)",
-    "setup": "shell lines run before the task, separated by ';' (e.g. module load, source a venv)",
-    "extra": "further sbatch options, e.g. 'exclude=node3 mail-type=END'",
-}
+#: ``--slurm`` keys (their meaning: docs/cluster.md)
+OPTIONS = ("partition", "time", "cpus_per_task", "mem", "gpus_per_task", "array_parallelism", "account", "qos",
+           "constraint", "signal_delay_s", "setup", "extra")
 #: states ``squeue`` shows for a job that will still run
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED", "CONFIGURING"}
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING"}
@@ -208,15 +196,8 @@ class SlurmTuneWorker(_ChildTask):
         self.argv, self.cwd, self.sampler_seed, self.stop_s = list(argv), Path(cwd), sampler_seed, stop_s
 
     def __call__(self, worker: int) -> int:
-        from rlearn.run.signals import stop_with_parent
-
-        def prepare() -> None:
-            stop_with_parent()
-            signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-
         seed = [] if self.sampler_seed is None else ["--sampler-seed", str(self.sampler_seed + 1000 * worker)]
-        self._process = subprocess.Popen([sys.executable, "-m", "rlearn", *self.argv, *seed], cwd=self.cwd,
-                                         preexec_fn=prepare)
+        self._process = spawn([sys.executable, "-m", "rlearn", *self.argv, *seed], (signal.SIGUSR2,), cwd=self.cwd)
         code = self._process.wait()
         if code not in (0, *INTERRUPTED_CODES):
             raise RuntimeError(f"tune worker {worker}: rlearn tune exited with {code}")

@@ -1,15 +1,9 @@
 """``rlearn tune``: an Optuna study whose trials are ordinary ``rlearn train`` runs (docs/experiments.md).
 
-The experiment dir holds ``config.py`` (the base config), ``tune.json`` (study name and identity, storage,
-space file, overrides), ``study.journal`` (the default storage), one work dir ``trial_<n>/`` per trial and
-``best_config.py`` (the best trial's full config). A dir belongs to one study: another ``--study-name``, or a
-storage whose study was emptied or replaced, is refused, so a trial's work dir never holds another's run.
-
-``SPACE.py`` defines ``space(trial)`` returning ``--set`` overrides, and may define ``pruner()`` and
-``sampler()`` (default ``MedianPruner`` and ``TPESampler``). A worker thread per job runs one trial at a time
-in its own process, reports its evaluations' mean returns on a fixed env-step grid (the base config's
-``eval.freq``) and stops it when the pruner says so. A finished trial's objective is its last evaluation's
-mean return (maximised). Several tuners may work on one study: see :mod:`rlearn.experiments.study`.
+A worker thread per job runs one trial at a time in its own process (work dir ``trial_<n>/``), reports its
+evaluations' mean returns on a fixed env-step grid (the base config's ``eval.freq``) and stops it when the
+pruner says so. A finished trial's objective is its last evaluation's mean return (maximised). Several tuners
+may work on one study (:mod:`rlearn.experiments.study`); a dir belongs to one study (:mod:`.tune_setup`).
 """
 
 from __future__ import annotations
