@@ -1,8 +1,6 @@
 """Cross-rank reduction of window statistics by presence (:meth:`rlearn.monitor.WindowStat.merge_ranks`): a key
 reported by 3 of 4 ranks is averaged over those 3, never diluted by zeros; all keys travel in one collective."""
 
-from __future__ import annotations
-
 from typing import Dict, Mapping
 
 from rlearn.distributed.utils import all_gather_object
