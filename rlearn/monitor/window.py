@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
+
 from rlearn.monitor.history_buffer import SUFFIXES, dd_add, dd_div, dd_sum
 
 __all__ = ["KeyWindow", "WindowStat", "LastN", "SinceStart", "EMPTY"]
@@ -95,8 +97,12 @@ class WindowStat:
         if not values:
             return cls(0.0, 0, None, None, nonfinite)
         hi, lo = dd_sum(values)
-        return cls(hi, len(values), min(values), max(values), nonfinite, sum(map(operator.mul, values, values)),
-                   values[-1], None, lo)
+        if len(values) < 256:  # below a few hundred values numpy's call overhead outweighs its speed
+            low, high, squares = min(values), max(values), sum(map(operator.mul, values, values))
+        else:
+            array = np.fromiter(values, np.float64, len(values))
+            low, high, squares = float(array.min()), float(array.max()), float(array @ array)
+        return cls(hi, len(values), low, high, nonfinite, squares, values[-1], None, lo)
 
     def state(self) -> List[Any]:
         """``[sum, count, min, max, nonfinite, sumsq, last, sum_lo]`` (the state format of ``SinceStart``)."""

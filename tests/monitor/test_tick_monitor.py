@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -545,6 +546,36 @@ def test_dense_streams_match_naive_reference(window_size, ticks, plain, roundtri
 
 
 # ------------------------------------------------------------------------------------------- end=
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), window=st.integers(200, 700), nonfinite_rate=st.sampled_from([0.0, 0.02]))
+def test_long_windows_match_naive_reference(seed, window, nonfinite_rate):
+    """Windows of hundreds of values (their min, max and sum of squares are taken with numpy): exact numbers
+    against a naive reference, the mean against exact rational arithmetic, before and after a round trip."""
+    rng = np.random.default_rng(seed)
+    monitor, ref = TickMonitor(window_size=window), NaiveMonitor(window, {})
+    for _ in range(2 * window + 37):
+        for _ in range(int(rng.integers(0, 3))):
+            value = float(rng.normal() * 10.0 ** rng.integers(-3, 6))
+            value = float(rng.choice([math.nan, math.inf])) if rng.random() < nonfinite_rate else value
+            monitor.update({"a": value})
+            ref.update({"a": value})
+        monitor.tick()
+        ref.now += 1
+    restored = TickMonitor()
+    restored.load_state_dict(monitor.state_dict())
+    for m in (monitor, restored):
+        for end in (None, m.tick_count - 1):
+            window_values = ref.window("a", end)
+            finite = [v for v in window_values if math.isfinite(v)]
+            stat = m.window_stat("a", end)
+            assert (stat.count, stat.nonfinite) == (len(finite), len(window_values) - len(finite))
+            assert (stat.min, stat.max, stat.last) == (min(finite), max(finite), finite[-1])
+            assert stat.avg == float(sum(map(Fraction, finite)) / len(finite))
+            squares = math.fsum(v * v for v in finite)
+            assert abs(stat.sumsq - squares) <= 1e-12 * squares
+            assert m.window_values("a", end) == finite
+
+
 def test_end_previous_tick_is_the_window_of_the_tick_just_completed():
     """A policy reporting value = iteration: at iteration 63 with a 7-tick window the mean is 60.0."""
     monitor = TickMonitor(window_size=7)
