@@ -205,13 +205,11 @@ class Policy(abc.ABC):
                 f"{type(self).__name__}.{method}() ({defined_at(getattr(type(self), method))}) must return a list of "
                 f"monitor keys (every key {method.replace('_monitor_vars', '_forward')}() may report), got {returned!r}")
         keys = list(returned)
-        seen = set()
-        for key in keys:
+        for i, key in enumerate(keys):
             if not isinstance(key, str) or not key:
                 raise TypeError(f"{type(self).__name__}.{method}() must return non-empty strings, got {key!r}")
-            if key in seen:
+            if key in keys[:i]:
                 raise ValueError(f"{type(self).__name__}.{method}() lists {key!r} twice")
-            seen.add(key)
         return keys
 
     def monitor_vars_collect(self) -> List[str]:
@@ -220,9 +218,8 @@ class Policy(abc.ABC):
         reserved = {"obs", "next_obs", "reward", "terminated", "truncated", "action", "env_action"}
         clash = [key for key in keys if key in reserved]
         if clash:
-            raise ValueError(
-                f"{type(self).__name__}._monitor_vars_collect() lists {clash}: those names are transition data"
-            )
+            raise ValueError(f"{type(self).__name__}._monitor_vars_collect() lists {clash}: "
+                             "those names are transition data")
         return keys
 
     def monitor_vars(self) -> List[str]:

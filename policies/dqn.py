@@ -13,8 +13,7 @@ One train iteration on a replay minibatch ``(s, a, r, s', terminated)``:
 3. every ``target_update_interval`` iterations: ``theta' <- theta' + tau * (theta - theta')`` (a hard copy
    for ``tau = 1``).
 
-Collecting is epsilon-greedy with a linearly falling ``epsilon``, a collect-side monitor key. The reported
-keys and the configuration are described in docs/dqn.md.
+Collecting is epsilon-greedy with a linearly falling ``epsilon`` (a collect-side monitor key); docs/dqn.md.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ One train iteration is one update on a rollout ``[T, N]``:
 3. with ``target_kl``, the update stops before the first minibatch whose ``approx_kl`` exceeds
    ``1.5 * target_kl`` (averaged over the ranks of a multi-process run).
 
-The actor and the critic are separate MLPs (:class:`ActorCritic`). The reported keys are described in
-docs/ppo.md; what PPO shares with PPG is :class:`policies.actor_critic.OnPolicyActorCritic`.
+Reported keys: docs/ppo.md; what PPO shares with PPG: :class:`~policies.actor_critic.OnPolicyActorCritic`.
 """
 
 from __future__ import annotations

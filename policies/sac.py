@@ -14,8 +14,8 @@ minibatch ``(s, a, r, s', terminated)``:
    ``autotune``, a temperature step on ``-log_alpha * (mean log pi(a~ | s) + target_entropy)``;
 4. Polyak averaging of both target critics, every iteration.
 
-The reported keys and the configuration are described in docs/sac.md; what SAC shares with TD3 is
-:class:`policies.actor_critic.OffPolicyActorCritic`.
+Reported keys and configuration: docs/sac.md; what SAC shares with TD3:
+:class:`~policies.actor_critic.OffPolicyActorCritic`.
 """
 
 from __future__ import annotations

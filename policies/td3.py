@@ -11,8 +11,8 @@ One train iteration on a replay minibatch ``(s, a, r, s', terminated)``:
 3. every ``actor_update_freq`` iterations: one Adam step on ``-mean Q1(s, pi(s))`` through the frozen critic,
    then Polyak averaging of all target networks.
 
-Networks work in normalised action units ``[-1, 1]``. The reported keys, the action units and the speed parts
-are described in docs/td3.md; what TD3 shares with SAC is :class:`policies.actor_critic.OffPolicyActorCritic`.
+Networks work in normalised action units ``[-1, 1]`` (docs/td3.md); what TD3 shares with SAC:
+:class:`~policies.actor_critic.OffPolicyActorCritic`.
 """
 
 from __future__ import annotations

@@ -15,11 +15,8 @@ ROLLOUT_KEYS = ("obs", "action", "reward", "next_obs", "terminated", "truncated"
 
 
 def rollout_to_tensors(rollout: Any, device: Union[str, torch.device] = "cpu") -> Dict[str, torch.Tensor]:
-    """Every key of a rollout as a tensor shaped ``[T, N, ...]`` on ``device``: float32, integer arrays as int64.
-
-    ``rollout`` is a :class:`~rlearn.collect.CollectResult` or its ``transitions`` dict: :data:`ROLLOUT_KEYS`
-    plus any extra per-step keys (``log_prob``, ``value``...), all with the same leading ``[T, N]``.
-    """
+    """Every key of a rollout (a :class:`~rlearn.collect.CollectResult` or its ``transitions``: :data:`ROLLOUT_KEYS`
+    and extra per-step keys) as a ``[T, N, ...]`` tensor on ``device``: float32, integer arrays as int64."""
     transitions = rollout if isinstance(rollout, Mapping) else getattr(rollout, "transitions", rollout)
     if not isinstance(transitions, Mapping):
         raise TypeError(f"rollout_to_tensors expects a CollectResult or a dict of arrays, got {type(rollout).__name__}")

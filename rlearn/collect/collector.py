@@ -1,8 +1,6 @@
-"""The collector: steps a vector environment with a policy's exploration actions and returns transitions.
-
-``next_obs`` is the true next observation (the final one where an episode ended). A scalar that
-``_forward_collect`` returns beside the action (declared in ``_monitor_vars_collect()``, or any 0-d value) is a
-collect-side metric: it goes to :attr:`CollectResult.metrics`, not into the transitions.
+"""The collector: steps a vector environment with a policy's exploration actions and returns transitions, whose
+``next_obs`` is the true next observation (the final one where an episode ended). A scalar ``_forward_collect``
+returns beside the action is a collect-side metric (:attr:`CollectResult.metrics`), not transition data.
 """
 
 from __future__ import annotations
@@ -40,12 +38,9 @@ class CollectResult:
 
 class Collector:
     """Collects exploration transitions from a vector env in ``AutoresetMode.SAME_STEP`` with
-    ``policy._forward_collect(obs [N, ...], envstep)``, whose dict holds ``action [N, ...]`` (stored), optionally
-    ``env_action`` (sent to the environment instead, not stored) and extra per-step arrays (stored).
-
-    The first reset uses ``seed``, later full resets (after :meth:`load_state_dict`)
-    :func:`~rlearn.env.vector_env.derive_seed`. Consecutive ``collect`` calls continue the same episodes;
-    ``envstep`` counts environment steps summed over the sub-environments.
+    ``policy._forward_collect(obs [N, ...], envstep)``: ``action [N, ...]`` (stored), optionally ``env_action``
+    (sent to the environment instead) and extra per-step arrays (stored). Consecutive ``collect`` calls continue
+    the same episodes; the first reset uses ``seed``, later ones :func:`~rlearn.env.vector_env.derive_seed`.
     """
 
     def __init__(self, env: Any, policy: Any, seed: Optional[int] = None) -> None:

@@ -1,8 +1,6 @@
-"""The evaluator: exactly ``n_episodes`` complete episodes with the deterministic policy, summarised.
-
-Each sub-environment contributes its *first* episodes up to a fixed quota (``n_episodes // num_envs``, one
-more for the first ``n_episodes % num_envs``): stopping at the first ``n_episodes`` to finish anywhere would
-over-represent short episodes.
+"""The evaluator: exactly ``n_episodes`` complete episodes with the deterministic policy, summarised. Each
+sub-environment contributes its *first* episodes up to a fixed quota: stopping at the first ``n_episodes`` to
+finish anywhere would over-represent short episodes.
 """
 
 from __future__ import annotations

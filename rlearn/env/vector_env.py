@@ -1,7 +1,5 @@
-"""Vectorised gymnasium environments set up the way rlearn's collector and evaluator expect.
-
-Every vector environment built here uses ``AutoresetMode.SAME_STEP``: the ``step`` that ends an episode
-resets that sub-environment, returns the *reset* observation in ``obs`` and the *final* one in
+"""Vectorised gymnasium environments in ``AutoresetMode.SAME_STEP``, as rlearn's collector and evaluator expect:
+the ``step`` that ends an episode returns the *reset* observation in ``obs`` and the *final* one in
 ``info["final_obs"][i]`` (mask ``info["_final_obs"]``), so each step is one real transition.
 """
 
@@ -82,8 +80,8 @@ def check_dependencies(spec: EnvSpec) -> None:
 
 
 def _build_env(env: Union[EnvSpec, EnvFactory], env_kwargs: Mapping[str, Any], seed: Optional[int]) -> gym.Env:
-    """Build one sub-environment (behind an :class:`~rlearn.env.checks.ObservationShapeCheck`) and seed it
-    (runs in the worker process for asynchronous envs)."""
+    """Build one sub-environment behind an :class:`~rlearn.env.checks.ObservationShapeCheck` and seed it (in the
+    worker process for asynchronous envs)."""
     from rlearn.env.checks import ObservationShapeCheck
 
     if isinstance(env, EnvSpec):

@@ -1,8 +1,6 @@
-"""rlearn's networks (docs/speed-parts.md): the one :class:`MLP` every policy builds its networks with (ReLU or
-tanh, default or orthogonal initialisation, optional layer norm, stacked ensembles such as :class:`QEnsemble`),
-its fast parts (the feature-major ``FeatureMajorMLP`` Function, opt-in bf16 products through
-``module.set_compute_dtype("bf16")``), :func:`frozen` and :class:`ThreadChooser`.
-"""
+"""rlearn's networks (docs/speed-parts.md): the one :class:`MLP` (and :class:`QEnsemble`) every policy builds its
+networks with, its fast parts (the feature-major ``FeatureMajorMLP``, opt-in bf16 products), :func:`frozen` and
+:class:`ThreadChooser`."""
 
 from rlearn.nn import relu_grad
 from rlearn.nn.functional import (Dense, FeatureMajorMLP, fused_kernels_enabled, mlp, mlp_backward, mlp_forward,

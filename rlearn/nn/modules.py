@@ -185,9 +185,8 @@ class MLP(nn.Module):
         return cache
 
     def parameter_list(self) -> List[torch.Tensor]:
-        """The linear layers' parameters in forward order ``[w_0, b_0, w_1, b_1, ...]``, then the norms'
-        ``[weight_0, bias_0, ...]``: the same objects as :meth:`parameters`, from the kept list (no walk of the
-        module tree)."""
+        """The linear layers' parameters ``[w_0, b_0, w_1, b_1, ...]``, then the norms': the objects of
+        :meth:`parameters`, without a walk of the module tree."""
         cache = self._cache()
         return cache.params + cache.norm_params
 
@@ -224,9 +223,8 @@ def _orthogonal_(layer: nn.Module, gain: float) -> None:
 
 
 class QEnsemble(MLP):
-    """``n`` (default 2) Q-networks as one stacked :class:`MLP` (the twin critics of TD3 and SAC):
-    ``forward(obs [B, o], action [B, a]) -> [n, B]``, row ``i`` is ``Q_{i+1}``; ``member=0`` gives ``Q1 [B]``.
-    Keyword options are the MLP's (``activation``, ``layer_norm``, ``init``, ...)."""
+    """``n`` Q-networks as one stacked :class:`MLP` (TD3's and SAC's twin critics; keyword options are the MLP's):
+    ``forward(obs [B, o], action [B, a]) -> [n, B]``, row ``i`` is ``Q_{i+1}``; ``member=0`` gives ``Q1 [B]``."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int = 2, **options: Any) -> None:
         super().__init__([obs_dim + act_dim, *hidden_sizes, 1], ensemble=n, **options)

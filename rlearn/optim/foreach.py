@@ -1,8 +1,6 @@
-"""Multi-tensor ("foreach") kernels behind a once-per-process self-check, with a public fallback.
-
-The private ``torch._foreach_*`` kernels do one operation over a list of tensors in one dispatch. A torch
-release may rename or change them, so :func:`available` compares each, bit for bit, with the public
-per-tensor loop once per process; if anything is missing, raises or differs, the public loops run instead.
+"""Multi-tensor ("foreach") kernels: the private ``torch._foreach_*`` ops do one operation over a list of tensors
+in one dispatch. A torch release may rename or change them, so :func:`available` compares each bit for bit with
+the public per-tensor loop once per process; if anything is missing, raises or differs, the loops run instead.
 """
 
 from __future__ import annotations
