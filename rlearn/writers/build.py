@@ -1,8 +1,5 @@
-"""Building the writers a config names: ``learner.writers = ["table", "tensorboard", dict(type="wandb", ...)]``.
-
-The file writers (``tensorboard`` in ``<work_dir>/tb``, ``jsonl`` and ``csv`` in ``<work_dir>/metrics.*``)
-are left out when the learner has no work dir.
-"""
+"""Building the writers a config names: ``learner.writers = ["table", "tensorboard", dict(type="wandb", ...)]``;
+the file writers (``tensorboard``, ``jsonl``, ``csv``) are left out when the learner has no work dir."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``CsvWriter``: ``<work_dir>/metrics.csv``, one row per write under a header that grows.
 
-The header is ``train_iter,envstep,time``, then every name in the order it first appeared; a value missing
-from a write is an empty cell. A write that brings a new name rewrites the file once (atomically) with the
-wider header, so the file is always one CSV table ``csv.DictReader`` reads whole. See docs/writers.md.
+The header is ``train_iter,envstep,time``, then every name in the order it first appeared (a missing value:
+an empty cell); a new name rewrites the file once, atomically, so it is always one table. See docs/writers.md.
 """
 
 from __future__ import annotations

@@ -28,8 +28,7 @@ class MlflowWriter(TrackingWriter):
     ``sqlite:///mlflow.db``, ``file:/path/mlruns``; None: ``MLFLOW_TRACKING_URI``); see the module doc."""
 
     kind = "mlflow"
-    #: seconds the start-up check waits for an ``http(s)`` tracking server to answer (MLflow itself retries
-    #: a server that is down for about 4 minutes per call)
+    #: seconds the start-up check waits for an ``http(s)`` server (MLflow retries one that is down for ~4 min)
     CONNECT_TIMEOUT_S = 5.0
 
     def __init__(self, work_dir: Union[str, os.PathLike, None] = None, logger: Any = None,

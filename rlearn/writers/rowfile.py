@@ -1,8 +1,7 @@
 """``RowFileWriter``: the shared part of the JSON-lines and CSV writers (one row per write, rewound on resume).
 
 Each row holds ``train_iter``, ``envstep``, ``time`` (seconds since the epoch), then every value that is not
-None. The checkpoint state is the number of rows written, which a resume keeps. A damaged row is skipped
-with a warning naming the file and the line. The file is only ever replaced atomically.
+None. The checkpoint state is the number of rows, which a resume keeps; a damaged row is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -56,9 +55,8 @@ def _rows(entries: Sequence[Entry]) -> List[Row]:
 
 
 class RowFileWriter(Writer, abc.ABC):
-    """One row per write appended to ``path``, ``time`` from ``clock``; damaged rows and :meth:`rewind`
-    reported on ``logger`` (None: nowhere). Subclasses implement :meth:`parse` and :meth:`encode_row`; a format
-    with a header also :meth:`render`, and may widen the header in :meth:`_before_append`."""
+    """One row per write appended to ``path`` (``time`` from ``clock``; problems reported on ``logger``).
+    Subclasses implement :meth:`parse` and :meth:`encode_row`, a format with a header :meth:`render` too."""
 
     STATE_FIELDS = {"rows": count}
     REQUIRED_STATE = ("rows",)

@@ -45,19 +45,16 @@ def format_value(value: Any) -> str:
 
 
 def group_of(name: str) -> Tuple[str, str]:
-    """``(group, short name)`` of a name: ``"collector/epsilon_avg"`` -> ``("collector", "epsilon_avg")``,
-    ``"loss_avg"`` -> ``("learner", "loss_avg")``."""
+    """``(group, short name)``: ``("collector", "epsilon_avg")``, ``("learner", "loss_avg")`` for ``loss_avg``."""
     group, sep, rest = name.partition("/")
     return (group, rest) if sep and group and rest else (DEFAULT_GROUP, name)
 
 
 def grouped_columns(scalars: Mapping[str, ScalarValue],
                     known: Optional[Dict[str, List[str]]] = None) -> List[Tuple[str, List[Tuple[str, str]]]]:
-    """``[(group, [(short name, text), ...]), ...]`` of one write, groups in display order.
-
-    ``known`` (updated in place): per group, the names shown so far, in order; one missing from ``scalars``
-    shows as ``-`` when its group is in the write. ``<key>_nonfinite`` (never remembered) follows ``<key>_avg``.
-    """
+    """``[(group, [(short name, text), ...]), ...]`` of one write, groups in display order; ``known`` (updated):
+    per group, the names shown so far, in order (``-`` when missing; never ``<key>_nonfinite``, shown after
+    ``<key>_avg``)."""
     known = {} if known is None else known
     groups: Dict[str, Dict[str, ScalarValue]] = {}
     for name, value in scalars.items():
@@ -96,10 +93,8 @@ def _segment(label: str, columns: List[Tuple[str, str]]) -> Tuple[str, str]:
 
 
 def horizontal_tables(blocks: List[Tuple[str, List[Tuple[str, str]]]], width: int) -> str:
-    """Render ``[(group, [(name, value), ...]), ...]`` as rows of two lines (the group and the names, then
-    the values), each at most ``width`` characters where possible. A group whose columns do not fit continues
-    on the next row under its label again; row-starting labels are padded to the same width.
-    """
+    """Render ``[(group, [(name, value), ...]), ...]`` as rows of two lines (the group and the names, then the
+    values) of at most ``width`` characters where possible; a group too wide continues under its label again."""
     label_width = max((len(group) for group, _ in blocks), default=0)
     rows: List[List[Tuple[str, str]]] = []  # each row: its segments (header line, value line)
     row: List[Tuple[str, str]] = []
@@ -175,8 +170,7 @@ def parse_log_tables(text: str) -> List[Dict[str, str]]:
 
 def parse_table(text: str) -> Dict[str, str]:
     """The first table in ``text`` as ``{"train_iter": ..., "envstep": ..., <full name>: <text>, ...}`` in
-    the order shown (names may hold single spaces, not two in a row nor `` | ``); ValueError when there is none.
-    """
+    the order shown (names may hold single spaces, not two in a row nor `` | ``); ValueError when there is none."""
     tables = parse_log_tables(text)
     if not tables:
         raise ValueError(f"no table heading ('train_iter N  envstep M') in {text[:200]!r}")

@@ -64,11 +64,8 @@ def _next_record(blob: bytes, offset: int) -> Optional[int]:
 
 
 def read_records(path: Union[str, os.PathLike]) -> EventFile:
-    """Read the TFRecord records of ``path``, checking both CRCs of each.
-
-    A record that fails a check is skipped, reading resuming at the next valid record. A damaged region with
-    valid records after it goes to :attr:`EventFile.corrupt`, one at the end to :attr:`EventFile.damaged_tail`.
-    """
+    """The TFRecord records of ``path`` whose two CRCs hold; reading resumes at the next valid one after damage
+    (:attr:`EventFile.corrupt`; at the end of the file: :attr:`EventFile.damaged_tail`)."""
     blob = Path(path).read_bytes()
     result = EventFile(Path(path))
     offset = 0

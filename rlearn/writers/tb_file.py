@@ -40,9 +40,8 @@ def encode_record(data: bytes) -> bytes:
 
 
 class TBWriter:
-    """TensorBoard event files in ``logdir`` with synchronous writes and per-tag point counts (``points``: the
-    table to update). A file is opened at the first write, named as tensorboardX names it plus a nanosecond
-    suffix (files opened within one second sort in creation order); a closed writer opens a new one."""
+    """TensorBoard event files in ``logdir``, written synchronously, counting points per tag (in ``points``). A
+    file opens at the first write, named as by tensorboardX plus nanoseconds (files sort in creation order)."""
 
     def __init__(self, logdir: Union[str, os.PathLike], points: Optional[PointTable] = None) -> None:
         self.logdir = Path(logdir)

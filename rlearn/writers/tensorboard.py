@@ -77,9 +77,8 @@ class TensorBoardWriter(TBWriter, Writer):
         self.add_text("config", "\n".join("    " + line for line in text.splitlines()), step_iter)
 
     def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
-        """An HParams session in the run's own directory (one row per run for ``tensorboard --logdir`` over
-        several), each metric the scalar ``hparams/<name>``; other than bool, number or str: their ``repr``.
-        A resumed run drops these in :meth:`rewind` and writes them again when it ends."""
+        """An HParams session in the run's own directory, each metric the scalar ``hparams/<name>`` (hparams
+        other than bool, number or str: their ``repr``); :meth:`rewind` drops them, the run's end writes them."""
         from tensorboardX.summary import hparams as hparams_summaries
 
         clean = {name: value if isinstance(value, (bool, int, float, str)) else repr(value)
@@ -111,9 +110,8 @@ class TensorBoardWriter(TBWriter, Writer):
         self.totals = {str(tag): int(n) for tag, n in state["totals"].items()}
 
     def rewind(self, step_iter: int, step_env: int) -> RewindReport:
-        """Remove every point written after the checkpoint (:func:`~rlearn.writers.tb_events.rewind_event_files`
-        with the point counts of :meth:`load_state_dict`), except in the file open; a WARNING names the points
-        the checkpoint counts that the files no longer hold."""
+        """Remove every point written after the checkpoint (:func:`~rlearn.writers.tb_events.rewind_event_files`),
+        except in the file open; a WARNING names the points the checkpoint counts that the files no longer hold."""
         for table in (self.points, self.totals):
             for tag in [tag for tag in table if tag.startswith(HPARAMS_METRIC_PREFIX)]:
                 del table[tag]

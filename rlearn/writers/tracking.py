@@ -25,8 +25,7 @@ Position = Tuple[int, int, int]
 
 
 class MissingExtraError(ConfigError):
-    """The package a configured writer needs is not installed; the message says which extra to install (a
-    :class:`rlearn.config.ConfigError`: ``rlearn train`` prints it as one line)."""
+    """A configured writer's package is missing (a ConfigError: ``rlearn train`` prints the pip command)."""
 
 
 def require(module: str, extra: str) -> Any:
@@ -46,8 +45,7 @@ def next_position(last: Optional[Position], step_iter: int, step_env: int) -> Po
 
 class TrackingWriter(Writer, abc.ABC):
     """One tracking run, each write a row (see the module doc); ``run_name`` defaults to ``work_dir``'s name.
-    Subclasses set :attr:`kind` and implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config`, :meth:`_finish`.
-    """
+    Subclasses set :attr:`kind` and implement :meth:`_start`, :meth:`_log_row`, :meth:`_log_config`, :meth:`_finish`."""
 
     STATE_FIELDS = {"run_id": optional(text), "at": optional(list_of(count, 3))}
     #: the service's package and extra (``wandb``, ``mlflow``); the state file is ``<work_dir>/<kind>_run.json``
@@ -88,8 +86,7 @@ class TrackingWriter(Writer, abc.ABC):
         """End the run in this process (the service marks it finished); ``OSError`` naming rows it lacks."""
 
     def _durable_position(self) -> Optional[Position]:
-        """The last position the service holds for sure (the state file's): the last logged, where a log call
-        returns once the row is stored (MLflow)."""
+        """The last position the service holds for sure: the last logged, where logging returns once stored."""
         return self._logged
 
     def _save_state_file(self) -> None:

@@ -183,8 +183,7 @@ class WandbWriter(TrackingWriter):
         self._step = 0  # W&B's ``_step`` of the next row: continuous over a resumed run's sessions
 
     def _directory(self) -> Optional[str]:
-        """The folder of W&B's ``wandb/`` (None: the current directory); ``WANDB_DIR`` is read at each start,
-        where wandb reads it once per process."""
+        """The folder of W&B's ``wandb/`` (None: the current one); ``WANDB_DIR`` read at each start, not once."""
         return self.dir or os.environ.get("WANDB_DIR") or (str(self.work_dir) if self.work_dir else None)
 
     def _start(self, run_id: Optional[str], config: Optional[Mapping[str, Any]]) -> str:
