@@ -8,7 +8,7 @@ import enum
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 from rlearn.registry import HOOKS, Registry
-from rlearn.values import check_int, is_int
+from rlearn.values import is_int
 
 __all__ = ["Hook", "Priority", "get_priority", "HookManager", "HOOKS", "build_hook", "MOUNT_POINTS", "PriorityLike"]
 
@@ -118,11 +118,6 @@ def _check_int(name: str, value: Any) -> None:
     # any int: n <= 0 is valid and never fires, and a float n is a TypeError (check_int's ValueError would not be)
     if not is_int(value):
         raise TypeError(f"{name} must be an int, got {value!r}")
-
-
-def optional_int_arg(owner: str, name: str, value: Any, minimum: int = 1) -> Optional[int]:
-    """``check_int(f"{owner} {name}", value, minimum, optional=True)``."""
-    return check_int(f"{owner} {name}", value, minimum, optional=True)
 
 
 #: every mount point name :meth:`HookManager.call_hook` accepts
