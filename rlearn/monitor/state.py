@@ -113,32 +113,26 @@ def _stat(where: str, raw: Any) -> WindowStat:
 def _kept(raw: Any, tick: int) -> Dict[str, Dict[Any, Any]]:
     """What ``keep`` asked for, per key (``TickMonitor._kept``), from the state's ``tracked``."""
     _check(isinstance(raw, Mapping), f"'tracked' must be a dict, got {type(raw).__name__}")
-    out: Dict[str, Dict[Any, Any]] = {}
     for key, record in raw.items():
-        where = f"tracked {key!r}"
         _check(isinstance(key, str) and key and isinstance(record, Mapping),
-               f"{where}: expected a key -> dict, got {record!r}")
-        kept = out[key] = {}
-        windows = record.get("windows", {})
-        _check(isinstance(windows, Mapping), f"{where}: 'windows' must be a dict")
-        for text, window in windows.items():
-            size = int(text) if isinstance(text, str) and text.isdecimal() else None
-            _check(size, f"{where}: bad window size {text!r} (a positive int)")
-            _check(isinstance(window, Mapping), f"{where} window {size}: expected a dict, got {window!r}")
-            kept[size] = _window(f"{where} window {size}", window, tick, size)
-        ring = record.get("last_n")
-        if ring is not None:
-            _check(isinstance(ring, Mapping) and {"n", "values"} <= ring.keys(),
-                   f"{where}: 'last_n' must be a dict with n and values")
-            n, pairs = _size(f"{where} last_n n", ring["n"]), ring["values"]
-            _check(isinstance(pairs, (list, tuple)) and len(pairs) <= n and all(
-                isinstance(p, (list, tuple)) and len(p) == 2 and is_int(p[0]) and p[0] <= tick and is_real(p[1])
-                for p in pairs), f"{where}: 'last_n' values must be at most {n} [tick <= {tick}, number] pairs")
-            kept["last_n"] = LastN(n, [(int(t), float(v)) for t, v in pairs])
-        since = record.get("since_start")
-        if since is not None:
-            _check(isinstance(since, Mapping) and is_int(since.get("tick")),
-                   f"{where}: 'since_start' must be a dict with before, tick, current")
-            before, current = (_stat(f"{where} since_start {part}", since.get(part)) for part in ("before", "current"))
-            kept["since_start"] = SinceStart(before, int(since["tick"]), current)
-    return out
+               f"tracked {key!r}: expected a key -> dict, got {record!r}")
+    return {key: dict(_store(f"tracked {key!r}", name, store, tick) for name, store in record.items())
+            for key, record in raw.items()}
+
+
+def _store(where: str, name: Any, raw: Any, tick: int) -> Tuple[Any, Any]:
+    """``(name, store)`` of a kept store's state: a window (its size as text), ``last_n`` or ``since_start``."""
+    _check(isinstance(raw, Mapping), f"{where} {name}: expected a dict, got {raw!r}")
+    if name == "last_n":
+        n, pairs = _size(f"{where} last_n n", raw.get("n")), raw.get("values")
+        _check(isinstance(pairs, (list, tuple)) and len(pairs) <= n and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and is_int(p[0]) and p[0] <= tick and is_real(p[1])
+            for p in pairs), f"{where}: 'last_n' values must be at most {n} [tick <= {tick}, number] pairs")
+        return name, LastN(n, [(int(t), float(v)) for t, v in pairs])
+    if name == "since_start":
+        _check(is_int(raw.get("tick")), f"{where}: 'since_start' must be a dict with before, tick, current")
+        before, current = (_stat(f"{where} since_start {part}", raw.get(part)) for part in ("before", "current"))
+        return name, SinceStart(before, int(raw["tick"]), current)
+    size = int(name) if isinstance(name, str) and name.isdecimal() else 0
+    _check(size, f"{where}: {name!r} is neither last_n, since_start nor a window size (a positive int)")
+    return size, _window(f"{where} window {size}", raw, tick, size)

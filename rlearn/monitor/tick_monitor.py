@@ -232,13 +232,10 @@ class TickMonitor:
         included) and what :meth:`keep` asked for, in plain Python types (docs/monitoring.md)."""
         with self._lock:
             now = self._tick
-            keys = [{"key": key, **window.dump(now - window.size), "last": self._last.get(key),
-                     "nonfinite_total": window.total_bad} for key, window in self._windows.items()]
-            tracked = {key: {
-                "windows": {str(size): store.dump(now - size) for size, store in kept.items() if isinstance(size, int)},
-                "last_n": kept["last_n"].state() if "last_n" in kept else None,
-                "since_start": kept["since_start"].state() if "since_start" in kept else None,
-            } for key, kept in self._kept.items()}
+            keys = [{"key": key, **window.state(now), "last": self._last.get(key), "nonfinite_total": window.total_bad}
+                    for key, window in self._windows.items()]
+            tracked = {key: {str(name): store.state(now) for name, store in kept.items()}
+                       for key, kept in self._kept.items()}
             return {"version": STATE_VERSION, "tick_count": now, "window_size": self._default_size,
                     "window_sizes": dict(self._sizes), "keys": keys, "tracked": tracked}
 

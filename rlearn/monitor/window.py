@@ -180,9 +180,10 @@ class KeyWindow(_Scan):
         values = self.vals[bisect_left(ticks, first): last]
         return values, values if self.bad_tick < first else _finite(values)
 
-    def dump(self, first: int) -> Dict[str, List[Any]]:
-        """``{"values": [[tick, value], ...], "nonfinite": [tick of each NaN/inf, ...]}`` from tick ``first`` on."""
-        cut = bisect_left(self.ticks, first)
+    def state(self, now: int) -> Dict[str, List[Any]]:
+        """``{"values": [[tick, value], ...], "nonfinite": [tick of each NaN/inf, ...]}`` of the window at tick
+        ``now`` and the tick before it."""
+        cut = bisect_left(self.ticks, now - self.size)
         pairs = list(zip(self.ticks[cut:], self.vals[cut:]))
         return {"values": [[t, v] for t, v in pairs if v - v == 0.0],
                 "nonfinite": [t for t, v in pairs if v - v != 0.0]}
@@ -202,7 +203,7 @@ class LastN(_Scan):
         values = [v for t, v in list(self.ring)[-(n or self.n):] if t <= end]
         return values, _finite(values)
 
-    def state(self) -> Dict[str, Any]:
+    def state(self, now: int) -> Dict[str, Any]:
         return {"n": self.n, "values": [list(pair) for pair in self.ring]}
 
 
@@ -221,5 +222,5 @@ class SinceStart:
         """Aggregate of every value recorded at ticks ``<= end``."""
         return self.before if self.tick > end else self.before.merge(self.current)
 
-    def state(self) -> Dict[str, Any]:
+    def state(self, now: int) -> Dict[str, Any]:
         return {"before": self.before.state(), "tick": self.tick, "current": self.current.state()}

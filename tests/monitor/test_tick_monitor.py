@@ -359,6 +359,32 @@ def test_load_state_dict_refuses_garbage_and_keeps_the_monitor(path, value, mess
     assert monitor.keys() == ["keep"] and monitor.avg("keep") == 7.0 and monitor.window_size("x") == 5
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda kept: kept.update({"0": {}}), "'0' is neither last_n, since_start nor a window size"),
+        (lambda kept: kept.update({"last_n": {"n": 0, "values": []}}), "last_n n must be a positive int"),
+        (lambda kept: kept["last_n"]["values"].append([99, 1.0]), "'last_n' values must be at most 2"),
+        (lambda kept: kept["since_start"].update(tick="a"), "'since_start' must be a dict with before, tick"),
+        (lambda kept: kept["since_start"].update(before=[1]), "since_start before: expected \\[sum, count"),
+        (lambda kept: kept["5"]["values"].append([1, 1.0]), "window 5: value ticks must not decrease"),
+        (lambda kept: kept.update({"5": []}), "expected a dict"),
+    ],
+)
+def test_load_state_dict_refuses_garbage_in_what_keep_asked_for(change, message):
+    monitor = TickMonitor(window_size=3)
+    monitor.keep("x", window=5)
+    monitor.keep("x", last_n=2)
+    monitor.keep("x", since_start=True)
+    run(monitor, [{"x": float(i)} for i in range(6)])
+    state = monitor.state_dict()
+    change(state["tracked"]["x"])
+    fresh = TickMonitor(window_size=4)
+    with pytest.raises(ValueError, match=message):
+        fresh.load_state_dict(state)
+    assert fresh.keys() == [] and fresh.window_size("x") == 4
+
+
 def test_load_state_dict_refuses_non_mappings():
     with pytest.raises(TypeError, match="expects a dict"):
         TickMonitor().load_state_dict([1, 2])
