@@ -73,9 +73,8 @@ class OffPolicyActorCritic(Policy):
 
     def _init_networks(self, make_actor: Callable[[], torch.nn.Module], actor_outputs: int,
                        actor_target: bool = False) -> None:
-        """``actor`` (``make_actor()``, ``actor_outputs`` outputs), the twin ``critic``, ``critic_target`` and
-        their Adam optimizers, from the policy seed in the ``precision`` compute dtype, once
-        :meth:`check_network_memory` accepts them (and an actor target network with ``actor_target``)."""
+        """``actor`` (``make_actor()``), the twin ``critic``, ``critic_target`` and their Adams, from the policy seed,
+        once :meth:`check_network_memory` accepts them (with an actor target network for ``actor_target``)."""
         cfg = self.cfg
         actor = MLP.parameter_count([self.obs_dim, *cfg["hidden_sizes"], actor_outputs])
         critic = MLP.parameter_count([self.obs_dim + self.act_dim, *cfg["hidden_sizes"], 1], ensemble=2)
@@ -220,9 +219,8 @@ class OnPolicyActorCritic(Policy):
 
     def _advantage_batch(self, data: Mapping[str, Any], value: Callable[[torch.Tensor], torch.Tensor]
                          ) -> Dict[str, torch.Tensor]:
-        """The checked rollout flattened to ``[T*N, ...]``: ``obs``, ``action``, ``log_prob``, ``value`` as
-        collected, plus GAE(lambda) ``advantage`` and ``target`` of the rewards times ``reward_scale``,
-        bootstrapped with ``value(next_obs)``."""
+        """The checked rollout flattened to ``[T*N, ...]`` with the GAE(lambda) ``advantage`` and ``target`` of the
+        rewards times ``reward_scale``, bootstrapped with ``value(next_obs)``."""
         rollout = check_rollout(data, type(self).__name__, self.device, self.discrete)
         T, N = rollout["reward"].shape
         cfg = self.cfg

@@ -142,9 +142,8 @@ class SACPolicy(OffPolicyActorCritic):
         return reward + self.gamma * (1.0 - terminated) * (q_next - self.alpha * next_log_prob)
 
     def _update_actor_and_alpha(self, obs: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """One actor step on ``mean(alpha log pi(a~|s) - min_i Q_i(s, a~))`` through the frozen critics, then
-        (autotune) one temperature step on ``-log_alpha (mean log pi(a~|s) + target_entropy)``; returns
-        ``actor_loss``, ``entropy`` and (autotune) ``alpha_loss``."""
+        """One actor step on ``mean(alpha log pi(a~|s) - min_i Q_i(s, a~))`` through the frozen critics and
+        (autotune) one temperature step on ``-log_alpha (mean log pi(a~|s) + target_entropy)``."""
         with span("learner/forward", lane="learner"), frozen(self.critic):
             new_action, log_prob = self.sample_action(obs, self.sample_noise(obs.shape[0]))
             min_q = self.critic(obs, new_action).amin(dim=0)
