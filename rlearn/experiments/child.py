@@ -282,16 +282,18 @@ def load_experiment_config(spec: str, overrides: Sequence[str] = ()) -> Dict[str
 EXPERIMENT_CONFIG = "config.py"
 
 
-def open_experiment_dir(exp_dir: Path, cfg: Mapping[str, Any], manifest_name: str) -> Optional[Dict[str, Any]]:
+def open_experiment_dir(exp_dir: Path, cfg: Mapping[str, Any], manifest_name: str,
+                        allowed: Sequence[str] = ()) -> Optional[Dict[str, Any]]:
     """The manifest of the experiment in ``exp_dir`` (None for a new one: the dir is created and ``cfg``
     written to its ``config.py``). An existing experiment of another config (apart from ``seed`` and
-    ``num_threads``) or a non-empty dir without the manifest is refused: one dir never mixes two experiments."""
+    ``num_threads``) or a dir without the manifest holding anything but ``allowed`` entries is refused: one
+    dir never mixes two experiments."""
     from rlearn.experiments.membership import config_differences
 
     exp_dir = Path(exp_dir)
     manifest, config_file = exp_dir / manifest_name, exp_dir / EXPERIMENT_CONFIG
     if not manifest.is_file():
-        if exp_dir.exists() and (not exp_dir.is_dir() or any(exp_dir.iterdir())):
+        if exp_dir.exists() and (not exp_dir.is_dir() or any(p.name not in allowed for p in exp_dir.iterdir())):
             raise ExperimentError(f"{str(exp_dir)!r} exists and is not an experiment dir of this kind (no "
                                   f"{manifest_name}); choose an empty or new directory")
         exp_dir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -117,7 +117,6 @@ class SweepResult:
     statuses: Dict[int, str]
     exit_code: int
     wall_s: float
-    errors: Dict[int, str] = field(default_factory=dict)
 
 
 class Sweep:
@@ -229,7 +228,6 @@ class Sweep:
         pending = [s for s in self.seeds if self.state["runs"][str(s)]["status"] != DONE]
         done_steps = per_run * (len(self.seeds) - len(pending))
         running: Dict[int, TrainProcess] = {}
-        errors: Dict[int, str] = {}
         fatal = False
         with closing(self), StopSignals() as signals, ExperimentDisplay(
                 per_run * len(self.seeds), f"sweep {self.exp_dir.name}", enabled=display_enabled) as display:
@@ -265,8 +263,7 @@ class Sweep:
                     if status == INTERRUPTED:
                         display.note(f"seed {seed}: stopped at envstep {process.envstep} (checkpoint saved)")
                         continue
-                    errors[seed] = process.last_error()
-                    display.note(f"seed {seed}: failed with exit code {code}: {errors[seed]} "
+                    display.note(f"seed {seed}: failed with exit code {code}: {process.last_error()} "
                                  f"(see {process.work_dir / CONSOLE_LOG})")
                     if code == 2 and not fatal:
                         fatal = True  # a mistake in the config: every other run would fail the same way
@@ -280,4 +277,4 @@ class Sweep:
         statuses = {s: self.state["runs"][str(s)]["status"] for s in self.seeds}
         code = (0 if all(v == DONE for v in statuses.values())  # a stop after the last run's end stopped nothing
                 else 128 + signals.received[0] if signals.requested else 2 if fatal else 1)
-        return SweepResult(self.exp_dir, statuses, code, time.monotonic() - started, errors)
+        return SweepResult(self.exp_dir, statuses, code, time.monotonic() - started)

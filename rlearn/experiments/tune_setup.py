@@ -10,9 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import optuna
 
-from rlearn.experiments.child import (
-    EXPERIMENT_CONFIG, ExperimentError, check_numbers, dump_experiment_config, open_experiment_dir, save_manifest,
-)
+from rlearn.experiments.child import ExperimentError, check_numbers, open_experiment_dir, save_manifest
 from rlearn.experiments.study import DirLock, storage_error, storage_label
 
 __all__ = ["Space", "load_space", "override_text", "sampled_overrides", "check_numbers", "made_by", "open_tune_dir",
@@ -86,16 +84,12 @@ def open_tune_dir(exp_dir: Path, cfg: Mapping[str, Any], config: str, overrides:
     """The manifest of the experiment dir (study name and identity, storage, space file, overrides; new:
     written, with the base config ``config.py``); another study is refused. ``notes`` gets what to tell the
     user."""
-    if not (exp_dir / TUNE_FILE).is_file():
-        if any(p.name != DirLock.NAME for p in exp_dir.iterdir()):
-            raise ExperimentError(f"{str(exp_dir)!r} exists and is not a tuning dir (no {TUNE_FILE}); choose "
-                                  "an empty or new directory")
-        dump_experiment_config(cfg, exp_dir / EXPERIMENT_CONFIG)
+    state = open_experiment_dir(exp_dir, cfg, TUNE_FILE, allowed=(DirLock.NAME,))
+    if state is None:
         state = {"config": config, "overrides": list(overrides), "space": str(space_file), "storage": storage,
                  "study_name": study_name or cfg["exp_name"]}
         save_manifest(exp_dir, TUNE_FILE, state)
         return state
-    state = open_experiment_dir(exp_dir, cfg, TUNE_FILE)
     if not isinstance(state, dict) or not isinstance(state.get("study_name"), str):
         raise ExperimentError(f"{exp_dir / TUNE_FILE}: not a tuning manifest; move it away to start afresh")
     if study_name is not None and study_name != state["study_name"]:
