@@ -1,10 +1,6 @@
-"""Every framework config section, declared once: defaults, types, ranges and help text.
-
-Each section is a dataclass of :func:`~rlearn.config.spec.option` keys and nested
-:func:`~rlearn.config.spec.section` s; a resolved config stays a nested dict of plain values. A section
-docstring's first line is its title in docs/configuration.md, the rest follows its table. After adding a key,
-run ``python -m rlearn.config.docs`` to regenerate the docs.
-"""
+"""Every framework config section, declared once as a dataclass of :func:`~rlearn.config.spec.option` keys and
+nested :func:`~rlearn.config.spec.section` s. A section docstring's first line is its title in
+docs/configuration.md, the rest follows its table; after adding a key, run ``python -m rlearn.config.docs``."""
 
 from __future__ import annotations
 
@@ -36,10 +32,9 @@ def _str_list(v: list) -> Optional[str]:
 def _list_of_dicts(what: str, typed: bool = False) -> Check:
     """A check that every item is a dict (with a str ``type`` if ``typed``); ``what`` describes one."""
     def check(v: list) -> Optional[str]:
-        for i, item in enumerate(v):
-            if not isinstance(item, Mapping) or (typed and not isinstance(item.get("type"), str)):
-                return f"must be a list of {what}; item {i} is {item!r}"
-        return None
+        bad = [i for i, item in enumerate(v) if not isinstance(item, Mapping)
+               or (typed and not isinstance(item.get("type"), str))]
+        return f"must be a list of {what}; item {bad[0]} is {v[bad[0]]!r}" if bad else None
     return check
 
 

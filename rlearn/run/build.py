@@ -13,12 +13,12 @@ import numpy as np
 
 from rlearn import distributed as dist
 from rlearn.config import ConfigError
-from rlearn.config.spec import is_int
 from rlearn.env.checks import FiniteCheck
 from rlearn.memory import available_memory
 from rlearn.run.loop import EPISODE_KEYS
 from rlearn.run.ranks import derived_seed
 from rlearn.run.signals import workers_ignore_sigint
+from rlearn.values import is_int
 
 __all__ = [
     "EPISODES_PER_WINDOW", "DEFAULT_EPISODE_STEPS", "PolicyNeeds", "resolve_device", "enable_trace", "make_envs",

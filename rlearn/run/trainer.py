@@ -50,8 +50,6 @@ class Trainer:
         self.loop: Any = None
         self.learner: Any = None
         self._closed = False
-        #: a signal received during start-up (one process): :meth:`run` stops at its first safe point with a checkpoint
-        self._startup_signal: Optional[int] = None
         # start-up handles the signals as training does: one process notes the first one, a rank stops at once
         startup = TerminatedByLauncher(True) if self.world_size > 1 else InterruptGuard(True)
         try:
@@ -61,8 +59,8 @@ class Trainer:
             self._log_fatal(exc)
             self.close()
             raise
-        if isinstance(startup, InterruptGuard) and startup.requested:
-            self._startup_signal = startup.signum
+        #: a signal received during start-up (one process): :meth:`run` stops at its first safe point, with a checkpoint
+        self._startup_signal: Optional[int] = getattr(startup, "signum", None)
 
     def _start_up(self, work_dir: Union[str, Path, None], resume: ResumeArg, progress: Optional[bool]) -> None:
         """Join the process group (before touching the disk), check the config across ranks, choose the work dir
@@ -186,12 +184,11 @@ class Trainer:
         writable now, not 500 iterations in (one-line ConfigError)."""
         for path in clean_stale_temp_files(self.work_dir):
             self.logger.info("removed %s (left by an interrupted save)", path)
-        for directory in (self.work_dir, self.dirs.ckpt_dir, self.dirs.tb_dir):
-            if directory == self.work_dir or directory.is_dir():
-                try:
-                    check_writable(directory)
-                except FileWriteError as exc:
-                    raise ConfigError(str(exc)) from exc
+        for directory in (self.work_dir, *(d for d in (self.dirs.ckpt_dir, self.dirs.tb_dir) if d.is_dir())):
+            try:
+                check_writable(directory)
+            except FileWriteError as exc:
+                raise ConfigError(str(exc)) from exc
 
     def _run(self) -> RunResult:
         from rlearn.hooks import CheckpointHook, LogShowHook
