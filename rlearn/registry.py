@@ -112,8 +112,7 @@ class Registry:
         else:
             raise RegistryError(f"{self.name} config 'type' must be a registered name, got {factory!r}. "
                                 f"{self._known()}")
-        kwargs = {key: value for key, value in cfg.items() if key != "type"}
-        kwargs.update(overrides)
+        kwargs = {**{key: value for key, value in cfg.items() if key != "type"}, **overrides}
         try:  # also a non-str argument name
             return factory(**kwargs)
         except TypeError as exc:

@@ -59,10 +59,20 @@ def find_checkpoint(target: Path) -> Tuple[Path, str]:
     raise EvalCommandError(f"{target}: no checkpoint in it (looked for ckpt/best.pt and ckpt/latest.pt)")
 
 
-def _load(path: Path, allow_imports: bool = False) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """The checkpoint and its resolved config; a config that imports code needs ``allow_imports``."""
+def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Optional[int] = None,
+                        video: Optional[Path] = None, device: str = "cpu",
+                        allow_imports: bool = False) -> Dict[str, Any]:
+    """Rebuild the env and policy of checkpoint ``path`` (code it imports only with ``allow_imports``) and play
+    ``episodes`` deterministic episodes: ``{"result", "episodes", "seed", "checkpoint", "config", "video"}``;
+    :class:`EvalCommandError` for every user-facing problem."""
+    import torch
+
     from rlearn.checkpoint import CheckpointError, read_checkpoint
+    from rlearn.checkpoint.fit import check_policy_state
+    from rlearn.collect import Evaluator
     from rlearn.config import ConfigError, imports_named, resolve_config
+    from rlearn.run import build
+    from rlearn.run.ranks import derived_seed
 
     try:
         # only what playing the policy needs: a damaged entry elsewhere (the replay buffer) cannot stop it
@@ -82,25 +92,6 @@ def _load(path: Path, allow_imports: bool = False) -> Tuple[Dict[str, Any], Dict
         cfg = resolve_config(copy.deepcopy(saved))
     except ConfigError as exc:
         raise EvalCommandError(f"checkpoint {path}: its config no longer resolves: {exc}") from exc
-    return checkpoint, cfg
-
-
-def evaluate_checkpoint(path: Path, episodes: Optional[int] = None, seed: Optional[int] = None,
-                        video: Optional[Path] = None, device: str = "cpu",
-                        allow_imports: bool = False) -> Dict[str, Any]:
-    """Rebuild the env and policy of checkpoint ``path`` (code it imports only with ``allow_imports``) and play
-    ``episodes`` deterministic episodes: ``{"result", "episodes", "seed", "checkpoint", "config", "video"}``;
-    :class:`EvalCommandError` for every user-facing problem."""
-    import torch
-
-    from rlearn.checkpoint import CheckpointError
-    from rlearn.checkpoint.fit import check_policy_state
-    from rlearn.collect import Evaluator
-    from rlearn.config import ConfigError
-    from rlearn.run import build
-    from rlearn.run.ranks import derived_seed
-
-    checkpoint, cfg = _load(path, allow_imports)
     if video is not None:
         from rlearn.video import VideoUnavailable, require_video_support
 

@@ -159,21 +159,12 @@ def prepare_curves(runs: Sequence[Run], key: str = DEFAULT_KEY, x: str = "envste
     curves: List[Curve] = []
     warnings: List[str] = []
     for label, members in group_runs(runs, ignored):
-        data = []
-        names = []
-        for run in members:
-            xs, ys = series(run.rows, key, x)
-            if not xs:
-                warnings.append(f"{run.path}: no value of {key!r} in metrics.jsonl; left out")
-                continue
-            data.append((xs, ys))
-            names.append(str(run.path))
-        if not data:
-            continue
-        grid, mean, low, high, count = aggregate(data, band)
-        if len(data) > 1:
-            label = f"{label} ({len(data)} runs)"
-        curves.append(Curve(label, grid, mean, low, high, count, names))
+        found = [(str(run.path), series(run.rows, key, x)) for run in members]
+        warnings += [f"{path}: no value of {key!r} in metrics.jsonl; left out" for path, (xs, _) in found if not xs]
+        data = [(path, xy) for path, xy in found if xy[0]]
+        if data:
+            label = f"{label} ({len(data)} runs)" if len(data) > 1 else label
+            curves.append(Curve(label, *aggregate([xy for _, xy in data], band), [path for path, _ in data]))
     if not curves:
         keys = sorted({k for run in runs for row in run.rows for k in row if k not in ("train_iter", "envstep", "time")})
         raise PlotError(f"no run has a value of {key!r}; keys in these metrics.jsonl: {', '.join(keys) or '(none)'}")

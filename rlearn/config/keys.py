@@ -110,10 +110,8 @@ def merge_section(base: Mapping[str, Any], user: Mapping[str, Any], prefix: str 
         raise ConfigError(f"config keys must be strings, got {bad[0]!r} in '{prefix[:-1] or 'the top level'}'")
     unknown = [f"{prefix}{key}" for key in user if key not in merged]
     if unknown:
-        error = unknown_key_error(unknown[0], known, owner)
-        if len(unknown) > 1:
-            error = ConfigError(f"{error}; also unknown: {', '.join(repr(p) for p in unknown[1:])}")
-        raise error
+        also = f"; also unknown: {', '.join(repr(p) for p in unknown[1:])}" if len(unknown) > 1 else ""
+        raise ConfigError(f"{unknown_key_error(unknown[0], known, owner)}{also}")
     for key, value in user.items():
         path = f"{prefix}{key}"
         if owner:

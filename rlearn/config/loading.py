@@ -89,26 +89,6 @@ def config_source(spec: str) -> Tuple[str, str]:
     return "bundled", spec
 
 
-def _raw_config(spec: Union[str, Path, Mapping[str, Any]]) -> Tuple[Dict[str, Any], Optional[str]]:
-    """The user's config dict (deep copy) and the default experiment name."""
-    if isinstance(spec, Mapping):
-        return copy.deepcopy(dict(spec)), None
-    kind, where = config_source(str(spec))
-    if kind == "bundled":
-        module = importlib.import_module(f"rlearn.configs.{where}")
-        origin = f"bundled config {where!r}"
-        default_name = where
-    else:
-        module = import_file(where, fresh=True)
-        origin = f"config file {where!r}"
-        default_name = Path(where).stem
-    raw = getattr(module, "config", None)
-    if not isinstance(raw, Mapping):
-        found = "nothing" if raw is None else type(raw).__name__
-        raise ConfigError(f"{origin} must define a dict named 'config' (config = dict(...)), found {found}")
-    return copy.deepcopy(dict(raw)), default_name
-
-
 def load_config(
     spec: Union[str, Path, Mapping[str, Any]],
     overrides: Iterable[Override] = (),
@@ -116,10 +96,19 @@ def load_config(
 ) -> Dict[str, Any]:
     """Load a config file, bundled config name or dict and resolve it (:func:`resolve_config`) with ``overrides``
     (``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs) and ``seed`` (if not None)."""
-    raw, default_name = _raw_config(spec)
-    overrides = list(overrides)
-    if seed is not None:
-        overrides.append(("seed", seed))
+    raw: Any = spec
+    default_name: Optional[str] = None
+    if not isinstance(spec, Mapping):
+        kind, where = config_source(str(spec))
+        bundled = kind == "bundled"
+        module = importlib.import_module(f"rlearn.configs.{where}") if bundled else import_file(where, fresh=True)
+        default_name = where if bundled else Path(where).stem
+        raw = getattr(module, "config", None)
+        if not isinstance(raw, Mapping):
+            origin = f"bundled config {where!r}" if bundled else f"config file {where!r}"
+            found = "nothing" if raw is None else type(raw).__name__
+            raise ConfigError(f"{origin} must define a dict named 'config' (config = dict(...)), found {found}")
+    overrides = [*overrides, *([("seed", seed)] if seed is not None else [])]
     return resolve_config(raw, overrides=overrides, default_exp_name=default_name)
 
 

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any, Dict, Mapping
 
 from rlearn.config.keys import validate_keys
-from rlearn.config.schema import _as_dict, _walk
+from rlearn.config.schema import _walk
 from rlearn.config.spec import Key
 
 __all__ = ["declaration_defaults", "policy_keys", "policy_keys_of", "validate_policy_section"]
@@ -15,7 +15,7 @@ __all__ = ["declaration_defaults", "policy_keys", "policy_keys_of", "validate_po
 
 def declaration_defaults(declaration: type) -> Dict[str, Any]:
     """The default values of the dataclass ``declaration`` as a fresh nested dict."""
-    return _as_dict(declaration())
+    return dataclasses.asdict(declaration())
 
 
 def policy_keys(policy_cls: Any) -> Dict[str, Key]:

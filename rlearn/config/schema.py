@@ -54,14 +54,9 @@ _walk(RunConfig, "", SCHEMA, SECTIONS)
 FREE_FORM: Tuple[str, ...] = tuple(path for path, key in SCHEMA.items() if key.kind is dict)
 
 
-def _as_dict(obj: Any) -> Dict[str, Any]:
-    return {f.name: (_as_dict(getattr(obj, f.name)) if "section" in f.metadata else getattr(obj, f.name))
-            for f in dataclasses.fields(obj)}
-
-
 def defaults(section_path: str = "") -> Dict[str, Any]:
     """The default values as a fresh nested dict: of the whole config, or of one section (``"learner"``)."""
-    return _as_dict(SECTIONS[section_path]())
+    return dataclasses.asdict(SECTIONS[section_path]())
 
 
 def section_title(section_path: str) -> Tuple[str, str]:

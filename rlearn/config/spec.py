@@ -119,15 +119,12 @@ def _checked(path: str, value: Any, kind: type, expected: str, ge: Optional[floa
     return value
 
 
-_TYPE_NAMES = {int: "int", float: "float", bool: "bool", str: "str", list: "list", dict: "dict"}
-
-
 def _interval(ge: Optional[float], gt: Optional[float], le: float) -> str:
     return f"[{ge}, {le}]" if gt is None else f"({gt}, {le}]"
 
 
 def _describe(kind: type, ge: Optional[float], gt: Optional[float], le: Optional[float] = None) -> str:
-    text = _TYPE_NAMES.get(kind, kind.__name__)
+    text = kind.__name__
     if le is not None and (ge is not None or gt is not None):
         return f"{text} in {_interval(ge, gt, le)}"
     if le is not None:

@@ -104,8 +104,8 @@ class Trainer:
                                  distributed=self.distributed)
         if self.rank == 0:
             self._check_files()
-        if self.resume_path is None:
-            self._write_config()  # resumed runs write it once the checkpoint was accepted (see _run)
+            if self.resume_path is None:  # a resumed run writes it once the checkpoint was accepted (_begin)
+                dump_config(self.cfg, self.dirs.config_file)
         self.tracer = build.enable_trace(self.work_dir, self.rank, cfg["profile"], self.distributed)
         seed_everything(seed)
         self.env, self.eval_env = build.make_envs(cfg, seed)
@@ -174,11 +174,6 @@ class Trainer:
         with contextlib.suppress(Exception):  # reporting must not replace the error being reported
             self.logger.error(failure_line(exc, train_iter, envstep, prefix=prefix))
 
-    def _write_config(self) -> None:
-        """Write ``config.py`` (rank 0)."""
-        if self.rank == 0:
-            dump_config(self.cfg, self.dirs.config_file)
-
     def _check_files(self) -> None:
         """Rank 0 at start-up: remove temp files of interrupted saves; the directories the run writes must be
         writable now, not 500 iterations in (one-line ConfigError)."""
@@ -245,7 +240,8 @@ class Trainer:
         learner = self.learner
         if self.resume_path is not None:
             self._resume()
-            self._write_config()  # only now: a refused resume leaves config.py as it was
+            if self.rank == 0:  # only now: a refused resume leaves config.py as it was
+                dump_config(self.cfg, self.dirs.config_file)
         learner.call_hook("before_run")  # hooks declare their monitor keys (TimerHook) and start their clocks
         learner.check_monitor_windows()  # strict: a misspelt monitor_windows key stops the run before any event
         learner.write_config()  # the resolved config: TensorBoard text, W&B config, MLflow parameters
