@@ -103,14 +103,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     current = args.path.read_text(encoding="utf-8")
     wanted = render_document(current)
-    if args.check:
-        if wanted != current:
-            print(f"{args.path} is out of date: run python -m rlearn.config.docs", file=sys.stderr)
-            return 1
+    if wanted == current:
         return 0
-    if wanted != current:
-        args.path.write_text(wanted, encoding="utf-8")
-        print(f"updated {args.path}")
+    if args.check:
+        print(f"{args.path} is out of date: run python -m rlearn.config.docs", file=sys.stderr)
+        return 1
+    args.path.write_text(wanted, encoding="utf-8")
+    print(f"updated {args.path}")
     return 0
 
 

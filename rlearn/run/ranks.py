@@ -12,6 +12,7 @@ import numpy as np
 
 from rlearn import distributed as dist
 from rlearn.config.errors import ConfigError
+from rlearn.values import is_int
 
 __all__ = [
     "RANK_SEED_STRIDE", "derived_seed", "seed_everything", "rederive_rank_streams", "check_ranks_agree", "check_seed",
@@ -108,14 +109,10 @@ def check_same_config(cfg: Mapping[str, Any]) -> None:
 def check_seed(seed: Any, world_size: int) -> None:
     """Refuse (a ConfigError naming ``seed``) a seed that ``seed + RANK_SEED_STRIDE * rank`` plus small offsets
     per environment would push past 64 bits."""
-    from rlearn.values import is_int
-
     limit = max_seed(world_size)
     if not is_int(seed) or not 0 <= seed <= limit:
-        raise ConfigError(
-            f"config key 'seed' (--seed) must be an int in 0..{limit} (seeds are 64-bit and rank r of "
-            f"{world_size} adds {RANK_SEED_STRIDE} r), got {seed!r}"
-        )
+        raise ConfigError(f"config key 'seed' (--seed) must be an int in 0..{limit} (seeds are 64-bit and rank r "
+                          f"of {world_size} adds {RANK_SEED_STRIDE} r), got {seed!r}")
 
 
 def max_seed(world_size: int) -> int:
