@@ -196,8 +196,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(
         "\niteration = update(info dict) + tick(); avg 12 keys = one avg() per key, as a log does; "
         "log interval = `window` iterations + one average of the 12 keys (log_freq = window, the learner's "
-        "default). rlearn's costs do not grow with the window (O(1) per update, amortised, and per average); "
-        "the reference's update is a bare deque append and its average scans the window."
+        "default). rlearn's update is O(1) amortised; its average, like the reference's, scans the window (exact "
+        "sums: math.fsum); the reference's update is a bare deque append."
     )
     return 0
 
