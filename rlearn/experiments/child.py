@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["ExperimentError", "check_numbers", "check_out", "JsonlTail", "TrainProcess", "available_cores", "thread_settings",
-           "wait_until_free", "start_run", "last_return", "slurm_task", "CONSOLE_LOG", "FINISHED", "INTERRUPTED_CODES"]
+__all__ = ["ExperimentError", "check_numbers", "check_out", "JsonlTail", "TrainProcess", "available_cores",
+           "thread_settings", "wait_until_free", "spawn", "start_run", "last_return", "slurm_task", "CONSOLE_LOG",
+           "FINISHED", "INTERRUPTED_CODES"]
 
 #: the run's console output (stdout and stderr) in its work dir
 CONSOLE_LOG = "console.log"

@@ -242,17 +242,19 @@ class SlurmSweep:
         """Each seed's state (done, queued, running, failed, stopped or not submitted) and job id, from the
         tasks' state files and ``squeue``."""
         jobs = {seed: self.runs[str(seed)].get("job_id") for seed in self.sweep.seeds}
-        status = {seed: read_status(status_file(self.exp_dir, seed)).get("status") for seed in jobs}
-        unfinished = [job for seed, job in jobs.items() if job and status[seed] != "finished"]
+        unfinished = [job for seed, job in jobs.items()
+                      if job and read_status(status_file(self.exp_dir, seed)).get("status") != "finished"]
         queue = squeue_states(unfinished) if unfinished else {}  # a finished sweep needs no Slurm to be read
         found = {}
         for seed, job in jobs.items():
-            if status[seed] == "finished":
+            # read again after squeue: a task that ended meanwhile has left the queue but says so here
+            status = read_status(status_file(self.exp_dir, seed)).get("status")
+            if status == "finished":
                 state = "done"
                 self.runs[str(seed)].update(status="finished", exit_code=0)
             elif queue.get(job) in QUEUED | RUNNING:
-                state = "running" if queue[job] in RUNNING or status[seed] == "running" else "queued"
-            elif status[seed] == "failed":
+                state = "running" if queue[job] in RUNNING or status == "running" else "queued"
+            elif status == "failed":
                 state = "failed"
             else:
                 state = "stopped" if job else "not submitted"

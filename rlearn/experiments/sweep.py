@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from rlearn.experiments.child import (
     CONSOLE_LOG, EXPERIMENT_CONFIG, FINISHED, INTERRUPTED_CODES, ExperimentError, StopSignals, TrainProcess,
-    check_numbers, check_out, last_return, load_experiment_config, open_experiment_dir, save_manifest, start_run, thread_settings,
+    check_numbers, check_out, last_return, load_experiment_config, open_experiment_dir, save_manifest, start_run,
+    thread_settings,
 )
 from rlearn.experiments.display import ExperimentDisplay, format_duration
 from rlearn.values import is_int, is_real
