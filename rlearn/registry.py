@@ -159,10 +159,8 @@ def get_policy_class(name: str) -> type:
     if name in POLICIES:
         return POLICIES.get(name)
     if ":" not in name:
-        raise KeyError(
-            f"unknown policy type {name!r}; registered: {', '.join(POLICIES.names())} "
-            "(or give an import path 'package.module:ClassName')"
-        )
+        raise RegistryError(f"unknown policy type {name!r}; registered: {', '.join(POLICIES.names())} "
+                            "(or give an import path 'package.module:ClassName')")
     module_name, _, attr = name.partition(":")
     if not module_name or not attr:
         raise ValueError(f"policy import path must look like 'package.module:ClassName', got {name!r}")

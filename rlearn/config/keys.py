@@ -142,10 +142,8 @@ def validate_config(cfg: Dict[str, Any]) -> None:
     validate_keys(cfg, SCHEMA)
     for path, value in flatten(cfg, stop=()).items():
         if not is_plain(value):
-            raise ConfigError(
-                f"config key '{path}' must hold plain Python values (dict, list, str, number, bool, None), "
-                f"got {type(value).__name__}"
-            )
+            raise ConfigError(f"config key '{path}' must hold plain Python values (dict, list, str, number, bool, "
+                              f"None), got {type(value).__name__}")
 
 
 def resolve_section(section_path: str, cfg: Optional[Mapping[str, Any]]) -> Dict[str, Any]:

@@ -57,7 +57,7 @@ def resolve_device(name: str) -> str:
         if device.index is not None and device.index >= count:
             raise ConfigError(f"config key 'device' is {name!r} but this machine has {count} CUDA device(s) "
                               f"(cuda:0..cuda:{count - 1})")
-    elif device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    elif device.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"config key 'device' is {name!r} but MPS is not available here; use device='cpu'")
     return name
 

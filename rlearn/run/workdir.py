@@ -118,10 +118,8 @@ def resume_checkpoint(work_dir: WorkDir, resume: ResumeArg) -> Optional[Path]:
     if resume is None or resume is False:
         existing = existing_run(work_dir.path)
         if existing:
-            raise ConfigError(
-                f"work dir {str(work_dir.path)!r} already holds a run ({existing}); continue it with "
-                f"--resume, or choose another --work-dir (or delete it)"
-            )
+            raise ConfigError(f"work dir {str(work_dir.path)!r} already holds a run ({existing}); continue it with "
+                              "--resume, or choose another --work-dir (or delete it)")
         return None
     if resume is not True:
         path = Path(resume)
