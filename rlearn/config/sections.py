@@ -39,15 +39,14 @@ def _list_of_dicts(what: str, typed: bool = False) -> Check:
 
 
 def _writer_list(v: list) -> Optional[str]:
+    names = [item.get("type") if isinstance(item, Mapping) else item for item in v]
+    twice = next((name for name in names if names.count(name) > 1), None)
     problem = check_writer_specs(v)
-    if problem is None:
-        names = [item.get("type") if isinstance(item, Mapping) else item for item in v]
-        twice = next((name for name in names if names.count(name) > 1), None)
-        if twice is not None:
-            where = [i for i, name in enumerate(names) if name == twice]
-            problem = (f"lists the {twice!r} writer {len(where)} times (items {', '.join(map(str, where))}): every "
-                       "point would be written that many times; list each writer once")
-    return problem
+    if problem is not None or twice is None:
+        return problem
+    where = [i for i, name in enumerate(names) if name == twice]
+    return (f"lists the {twice!r} writer {len(where)} times (items {', '.join(map(str, where))}): every point "
+            "would be written that many times; list each writer once")
 
 
 def _dist_backend(v: str) -> Optional[str]:

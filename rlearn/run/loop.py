@@ -49,11 +49,8 @@ class Loop:
         result = self.collector.collect(n_steps)
         learner.envstep = self.envstep  # also before learning starts (checkpoints, hooks)
         learner.call_hook("after_collect")
-        for episode in result.episodes:
-            learner.record({
-                "collector/episode_return": episode["episode_return"],
-                "collector/episode_length": episode["episode_length"],
-            })
+        for episode in result.episodes:  # EPISODE_KEYS are collector/<the episode's key>
+            learner.record({key: episode[key.partition("/")[2]] for key in EPISODE_KEYS})
         if result.metrics:  # the policy's collect-side keys (epsilon...) -> monitor as collector/<key>
             learner.record_collect(result.metrics)
         return result
