@@ -8,7 +8,7 @@ import copy
 import inspect
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, SUFFIXES, HistoryBuffer
+from rlearn.monitor.history_buffer import BUILTIN_STATISTICS, SUFFIXES, HistoryBuffer, dd_div
 from rlearn.monitor.scalars import check_key, to_float
 from rlearn.monitor.tick_monitor import TickMonitor
 from rlearn.monitor.window import WindowStat
@@ -201,7 +201,10 @@ class LogProcessor:
                 pending = None
             if (entry is None or "log_name" not in entry) and stat.nonfinite:
                 pending = (key, stat.nonfinite)
-            out[name] = stat.avg if entry is None else self._value(entry, stat)
+            if entry is None:  # the default mean (``stat.avg``, without the property's call)
+                out[name] = dd_div(stat.sum, stat.sum_lo, stat.count) if stat.count else None
+            else:
+                out[name] = self._value(entry, stat)
         if pending is not None:
             out[f"{pending[0]}_nonfinite"] = pending[1]
         return out

@@ -184,9 +184,13 @@ class TickMonitor:
         """The :class:`~rlearn.monitor.WindowStat` of ``key``'s own window ending at ``end``, or of what
         :meth:`keep` made it keep (``window=w`` ticks, its ``last_n`` values, ``since_start``); a window
         that was not kept raises ``ValueError`` naming the key."""
-        end, store = self._end(end), self._store(key, window, last_n, since_start)
+        if window is None and last_n is None and not since_start:  # the key's own window: what every log reads
+            store = self._windows.get(key)
+        else:
+            store = self._store(key, window, last_n, since_start)
         if store is None:
             return EMPTY
+        end = self._tick if end is None else self._end(end)
         with self._lock:
             return store.stat(end) if last_n is None else store.stat(end, last_n)
 

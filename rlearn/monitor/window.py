@@ -96,7 +96,11 @@ class WindowStat:
         """The aggregate of finite ``values`` (oldest first) and ``nonfinite`` NaN/inf."""
         if not values:
             return cls(0.0, 0, None, None, nonfinite)
-        hi, lo = dd_sum(values)
+        try:  # dd_sum, inlined: every log makes one of these per key
+            hi = math.fsum(values)
+            lo = math.fsum([*values, -hi])
+        except OverflowError:
+            hi, lo = dd_sum(values)
         if len(values) < 256:  # below a few hundred values numpy's call overhead outweighs its speed
             low, high, squares = min(values), max(values), sum(map(operator.mul, values, values))
         else:
@@ -179,6 +183,16 @@ class KeyWindow(_Scan):
         last = len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
         values = self.vals[bisect_left(ticks, first): last]
         return values, values if self.bad_tick < first else _finite(values)
+
+    def stat(self, end: int, n: Optional[int] = None) -> WindowStat:
+        """The aggregate of the window ending at ``end`` (``_span`` inlined: every log asks it of every key)."""
+        ticks, first = self.ticks, end - self.size + 1
+        last = len(ticks) if not ticks or ticks[-1] <= end else bisect_right(ticks, end)
+        values = self.vals[bisect_left(ticks, first): last]
+        if self.bad_tick < first:
+            return WindowStat.of(values)
+        finite = _finite(values)
+        return WindowStat.of(finite, len(values) - len(finite))
 
     def state(self, now: int) -> Dict[str, List[Any]]:
         """``{"values": [[tick, value], ...], "nonfinite": [tick of each NaN/inf, ...]}`` of the window at tick
