@@ -146,35 +146,29 @@ def check_trace(obj: Any) -> None:
         raise TraceValidationError(problems)
 
 
-def read_trace_file(path: PathLike) -> Tuple[Any, List[str]]:
-    """Load a ``.json`` or ``.json.gz`` trace; return ``(obj or None, problems with the file itself)``."""
+def check_trace_file(path: PathLike) -> Dict[str, Any]:
+    """Load a ``.json`` or ``.json.gz`` trace and validate it; return the trace, or raise
+    :class:`TraceValidationError` (a problem with the file itself, or :func:`validate_trace`'s)."""
     path = Path(path)
     raw = path.read_bytes()
     gzipped = raw[:2] == b"\x1f\x8b"
     if path.name.endswith(".gz"):
         if not gzipped:
-            return None, [f"{path}: name ends in .gz but the content is not gzip"]
+            raise TraceValidationError([f"{path}: name ends in .gz but the content is not gzip"])
         decompressor = zlib.decompressobj(wbits=31)
         try:
             raw = decompressor.decompress(raw)
         except zlib.error as exc:
-            return None, [f"{path}: corrupt gzip data ({exc})"]
+            raise TraceValidationError([f"{path}: corrupt gzip data ({exc})"]) from None
         if not decompressor.eof:
-            return None, [f"{path}: gzip stream is truncated"]
+            raise TraceValidationError([f"{path}: gzip stream is truncated"])
         if decompressor.unused_data:
-            return None, [f"{path}: more than one gzip stream (viewers read only the first)"]
+            raise TraceValidationError([f"{path}: more than one gzip stream (viewers read only the first)"])
     elif gzipped:
-        return None, [f"{path}: content is gzip but the name does not end in .gz"]
+        raise TraceValidationError([f"{path}: content is gzip but the name does not end in .gz"])
     try:
-        return json.loads(raw), []
+        obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        return None, [f"{path}: not valid JSON ({exc})"]
-
-
-def check_trace_file(path: PathLike) -> Dict[str, Any]:
-    """Load and validate a trace file; return the trace, or raise :class:`TraceValidationError`."""
-    obj, problems = read_trace_file(path)
-    if problems:
-        raise TraceValidationError(problems)
+        raise TraceValidationError([f"{path}: not valid JSON ({exc})"]) from None
     check_trace(obj)
     return obj
