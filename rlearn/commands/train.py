@@ -76,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
         code = _exit_code(exc)
         if code is None or args.debug or os.environ.get("RLEARN_DEBUG", "") not in ("", "0"):
             raise
-        if _said_by_rank_0(exc):
+        from rlearn.run.ranks import RanksDisagree
+
+        if isinstance(exc, RanksDisagree) and exc.rank != 0:  # every rank raises it alike: rank 0 says it
+            time.sleep(RANK_EXIT_GRACE_S)
             return code
         return fail("train", exc, code)
     except KeyboardInterrupt as exc:
@@ -91,17 +94,6 @@ def run(args: argparse.Namespace) -> int:
 #: seconds a rank > 0 waits before exiting on an error rank 0 reports, so that rank 0 says it before torchrun
 #: stops every rank because one exited
 RANK_EXIT_GRACE_S = 2.0
-
-
-def _said_by_rank_0(exc: Exception) -> bool:
-    """True on ranks > 0 for an error every rank raises alike (:class:`RanksDisagree`), after waiting
-    :data:`RANK_EXIT_GRACE_S` so that rank 0 says it first."""
-    from rlearn.run.ranks import RanksDisagree
-
-    if not isinstance(exc, RanksDisagree) or exc.rank == 0:
-        return False
-    time.sleep(RANK_EXIT_GRACE_S)
-    return True
 
 
 def _exit_code(exc: Exception) -> Optional[int]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import pprint
 import re
-import shutil
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Union
 
@@ -71,9 +70,9 @@ def dump_config(cfg: Mapping[str, Any], path: Union[str, Path]) -> Path:
     :func:`~rlearn.config.load_config` reads back to an equal dict, atomically; returns the path."""
     from rlearn import __version__
     from rlearn.executables import shell_command
+    from rlearn.fileio import atomic_write_bytes
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = _DUMP_HEADER.format(
         name=cfg.get("exp_name"),
         version=__version__,
@@ -81,12 +80,7 @@ def dump_config(cfg: Mapping[str, Any], path: Union[str, Path]) -> Path:
         again=shell_command("rlearn", "train", path),
         resume=shell_command("rlearn", "train", path, "--work-dir", path.parent, "--resume"),
     ) + format_config(cfg) + "\n"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if path.exists():
-        shutil.copymode(path, tmp)  # the permissions of the file it replaces
-    tmp.replace(path)
-    return path
+    return atomic_write_bytes(path, text.encode("utf-8"))  # keeps the permissions of the file it replaces
 
 
 def default_work_dir(cfg: Mapping[str, Any]) -> Path:

@@ -180,9 +180,11 @@ def resolve_config(
     policy_type = cfg["policy"]["type"]
     if policy_type is None:
         raise ConfigError("config key 'policy.type' is not set: name a policy (e.g. policy=dict(type='td3'))")
-    validate_keys(cfg, {"policy.type": SCHEMA["policy.type"]})
     policy_cls = _policy_class(policy_type)
-    cfg["policy"] = _merge_policy(policy_cls, policy_type, cfg["policy"])
+    policy_defaults = {"type": policy_type, **(getattr(policy_cls, "default_config", {}) or {})}
+    known = [f"policy.{path}" for path in known_paths(policy_defaults)]
+    owner = f" for policy {policy_type!r}"
+    cfg["policy"] = merge_section(policy_defaults, cfg["policy"], "policy.", known, owner=owner)
     source = _policy_source_file(policy_cls)
     if source is not None and source not in cfg["custom_imports"]:
         cfg["custom_imports"] = [*cfg["custom_imports"], source]
@@ -206,9 +208,3 @@ def _policy_class(policy_type: str) -> type:
         raise ConfigError(f"policy.type: {message}") from exc
     except (ImportError, AttributeError, ValueError, TypeError) as exc:
         raise ConfigError(f"policy.type {policy_type!r}: {type(exc).__name__}: {exc}") from exc
-
-
-def _merge_policy(cls: type, policy_type: str, section: Mapping[str, Any]) -> Dict[str, Any]:
-    defaults = {"type": policy_type, **(getattr(cls, "default_config", {}) or {})}
-    known = [f"policy.{path}" for path in known_paths(defaults)]
-    return merge_section(defaults, section, "policy.", known, owner=f" for policy {policy_type!r}")

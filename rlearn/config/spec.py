@@ -124,16 +124,10 @@ def _interval(ge: Optional[float], gt: Optional[float], le: float) -> str:
 
 
 def _describe(kind: type, ge: Optional[float], gt: Optional[float], le: Optional[float] = None) -> str:
-    text = kind.__name__
     if le is not None and (ge is not None or gt is not None):
-        return f"{text} in {_interval(ge, gt, le)}"
-    if le is not None:
-        text += f" <= {le}"
-    if ge is not None:
-        text += f" >= {ge}"
-    if gt is not None:
-        text += f" > {gt}"
-    return text
+        return f"{kind.__name__} in {_interval(ge, gt, le)}"
+    bounds = [f" {op} {bound}" for op, bound in (("<=", le), (">=", ge), (">", gt)) if bound is not None]
+    return kind.__name__ + "".join(bounds)
 
 
 def has_kind(value: Any, kind: type) -> bool:

@@ -9,7 +9,7 @@ from typing import Any, Dict, Mapping
 
 from rlearn.values import check_int, is_real
 from rlearn.run.loop import Loop
-from rlearn.trace import get_tracer, span
+from rlearn.trace import span
 
 __all__ = ["OffPolicyLoop", "UpdateSchedule"]
 
@@ -79,11 +79,8 @@ class OffPolicyLoop(Loop):
         envstep = self.envstep
         while schedule.pending > 0:
             schedule.pending -= 1  # before train(): a checkpoint in after_iter must not count it again
-            if get_tracer() is None:
+            with span("learner/data", lane="learner"):
                 batch = buffer.sample(self.batch_size)
-            else:
-                with span("learner/data", lane="learner"):
-                    batch = buffer.sample(self.batch_size)
             learner.train(batch, envstep=envstep)
             if guard.requested:
                 return True
