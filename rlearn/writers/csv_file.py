@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from rlearn.writers.base import list_of, optional, text
@@ -34,10 +33,7 @@ class CsvWriter(RowFileWriter):
     """A CSV table whose header (:attr:`columns`, None until read or written) grows with new names."""
 
     STATE_FIELDS = {**RowFileWriter.STATE_FIELDS, "columns": optional(list_of(text))}
-
-    def __init__(self, path: Union[str, os.PathLike], logger: Any = None, **kwargs: Any) -> None:
-        super().__init__(path, logger=logger, **kwargs)
-        self.columns: Optional[List[str]] = None
+    columns: Optional[List[str]] = None  # each writer sets its own list (never changed in place)
 
     def parse(self, text: str) -> Tuple[List[Entry], bool]:
         lines = text.split("\n")
