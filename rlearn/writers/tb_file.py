@@ -57,7 +57,7 @@ class TBWriter:
         """Path of the event file currently open, or None when closed."""
         return self._file.name if self._file is not None else None
 
-    def add_summary(self, summary: Summary, global_step: int, walltime: Optional[float] = None) -> None:
+    def add_summary(self, summary: Summary, global_step: int) -> None:
         """Write ``summary`` at ``global_step`` (not counted as a point)."""
         if self._file is None:
             self.logdir.mkdir(parents=True, exist_ok=True)
@@ -66,14 +66,14 @@ class TBWriter:
             self._file = open(self.logdir / name, "wb")
             header = event_pb2.Event(wall_time=now, file_version="brain.Event:2")
             self._file.write(encode_record(header.SerializeToString()))
-        event = event_pb2.Event(summary=summary, wall_time=time.time() if walltime is None else walltime)
+        event = event_pb2.Event(summary=summary, wall_time=time.time())
         event.step = int(global_step)
         self._file.write(encode_record(event.SerializeToString()))
         self._unsynced = True
 
-    def add_scalar(self, tag: str, scalar_value: Any, global_step: int, walltime: Optional[float] = None) -> None:
+    def add_scalar(self, tag: str, scalar_value: Any, global_step: int) -> None:
         """As ``SummaryWriter.add_scalar`` (the same summary); also counts the point for the rewind."""
-        self.add_summary(scalar(tag, scalar_value), global_step, walltime)
+        self.add_summary(scalar(tag, scalar_value), global_step)
         self.count_point(tag, int(global_step))
 
     def add_text(self, tag: str, text_string: str, global_step: int) -> None:
