@@ -89,11 +89,8 @@ def config_source(spec: str) -> Tuple[str, str]:
     return "bundled", spec
 
 
-def load_config(
-    spec: Union[str, Path, Mapping[str, Any]],
-    overrides: Iterable[Override] = (),
-    seed: Optional[int] = None,
-) -> Dict[str, Any]:
+def load_config(spec: Union[str, Path, Mapping[str, Any]], overrides: Iterable[Override] = (),
+                seed: Optional[int] = None) -> Dict[str, Any]:
     """Load a config file, bundled config name or dict and resolve it (:func:`resolve_config`) with ``overrides``
     (``"dotted.key=VALUE"`` strings or ``(key, value)`` pairs) and ``seed`` (if not None)."""
     raw: Any = spec
@@ -150,11 +147,8 @@ def _policy_source_file(cls: type) -> Optional[str]:
     return str(Path(file).resolve()) if file else None
 
 
-def resolve_config(
-    raw: Mapping[str, Any],
-    overrides: Iterable[Override] = (),
-    default_exp_name: Optional[str] = None,
-) -> Dict[str, Any]:
+def resolve_config(raw: Mapping[str, Any], overrides: Iterable[Override] = (),
+                   default_exp_name: Optional[str] = None) -> Dict[str, Any]:
     """Merge ``raw`` over the defaults, import ``custom_imports``, merge the policy section over the policy's
     ``default_config``, apply ``overrides``, check every value (idempotent). A policy defined in ``__main__`` or an
     executed config file gets that file in ``custom_imports``, so the dumped config loads on its own."""

@@ -122,8 +122,8 @@ class Trainer:
         train = cfg["train"]
         schedule = UpdateSchedule(train["updates_per_step"])
         if needs.on_policy:
-            self.loop: Any = OnPolicyLoop(self.learner, self.collector, self.world_size, rollout_steps=needs.rollout_steps,
-                                          max_env_steps=train["max_env_steps"], device=self.policy.device)
+            self.loop = OnPolicyLoop(self.learner, self.collector, self.world_size, rollout_steps=needs.rollout_steps,
+                                     max_env_steps=train["max_env_steps"], device=self.policy.device)
         else:
             self.loop = OffPolicyLoop(self.learner, self.collector, self.buffer, self.world_size,
                                       max_env_steps=train["max_env_steps"], collect_steps=train["collect_steps"],
@@ -342,12 +342,8 @@ def _detach_file_handler(logger: Any, path: Path) -> None:
             handler.close()
 
 
-def train(
-    cfg: Union[str, Path, Mapping[str, Any]],
-    work_dir: Union[str, Path, None] = None,
-    resume: ResumeArg = None,
-    progress: Optional[bool] = None,
-) -> RunResult:
+def train(cfg: Union[str, Path, Mapping[str, Any]], work_dir: Union[str, Path, None] = None, resume: ResumeArg = None,
+          progress: Optional[bool] = None) -> RunResult:
     """Train a policy from ``cfg`` (a dict, a config file or a bundled config name), in this process or as one rank
     of a ``torchrun`` launch (docs/distributed.md). ``work_dir``: default ``work_dirs/<exp_name>`` or the next free
     ``<exp_name>_2``...; ``resume``: True for ``<work_dir>/ckpt/latest.pt``, or a checkpoint path; ``progress``:
