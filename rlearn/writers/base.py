@@ -165,41 +165,41 @@ class WriterFanout:
 
     def write_scalars(self, scalars: Mapping[str, ScalarValue], step_iter: int, step_env: int) -> None:
         """:meth:`Writer.write_scalars` on every writer, then :meth:`flush` (as every ``write_*`` method)."""
-        self._each("write_scalars", scalars, step_iter, step_env)
+        self._each("write_scalars", lambda writer: writer.write_scalars(scalars, step_iter, step_env), flush=True)
 
     def write_text(self, tag: str, text: str, step_iter: int) -> None:
-        self._each("write_text", tag, text, step_iter)
+        self._each("write_text", lambda writer: writer.write_text(tag, text, step_iter), flush=True)
 
     def write_video(self, name: str, frames: Sequence[Any], fps: float, step_iter: int, step_env: int) -> None:
-        self._each("write_video", name, frames, fps, step_iter, step_env)
+        self._each("write_video", lambda writer: writer.write_video(name, frames, fps, step_iter, step_env), flush=True)
 
     def write_config(self, config: Mapping[str, Any], step_iter: int) -> None:
-        self._each("write_config", config, step_iter)
+        self._each("write_config", lambda writer: writer.write_config(config, step_iter), flush=True)
 
     def write_hparams(self, hparams: Mapping[str, Any], metrics: Mapping[str, float], step_iter: int) -> None:
-        self._each("write_hparams", hparams, metrics, step_iter)
+        self._each("write_hparams", lambda writer: writer.write_hparams(hparams, metrics, step_iter), flush=True)
 
     def flush(self) -> None:
-        self._each("flush")
+        self._each("flush", lambda writer: writer.flush())
 
     def close(self) -> None:
-        self._each("close")
+        self._each("close", lambda writer: writer.close())
 
     def rewind(self, step_iter: int, step_env: int) -> None:
-        self._each("rewind", step_iter, step_env)
+        self._each("rewind", lambda writer: writer.rewind(step_iter, step_env))
 
     def by_name(self) -> Dict[str, Writer]:
         """The writers by :attr:`Writer.name` (a repeated name gets ``.2``, ``.3``...), for checkpoints."""
         return unique_names(self.writers, lambda writer: writer.name)
 
-    def _each(self, what: str, *args: Any) -> None:
-        """Call method ``what`` of every writer with ``args``; after a ``write_*`` method, :meth:`flush`."""
+    def _each(self, what: str, call: Callable[[Writer], None], flush: bool = False) -> None:
+        """``call(writer)`` for every writer (``what`` names it in the error), then :meth:`flush` if asked."""
         for writer in list(self.writers):
             try:
-                getattr(writer, what)(*args)
+                call(writer)
             except Exception as exc:  # noqa: BLE001 - any writer error: disable that writer only
                 self._disable(writer, what, exc)
-        if what.startswith("write_"):
+        if flush:
             self.flush()
 
     def _disable(self, writer: Writer, what: str, exc: Exception) -> None:
