@@ -55,12 +55,9 @@ def check_numbers(**values: Any) -> None:
 
 def check_out(exp_dir: Path) -> None:
     """ExperimentError when ``exp_dir`` (``--out``) or a directory above it is a file."""
-    for candidate in (exp_dir, *exp_dir.parents):
-        if candidate.exists() or candidate.is_symlink():
-            if not candidate.is_dir():
-                where = "is a file" if candidate == exp_dir else f"cannot be created: {str(candidate)!r} is a file"
-                raise ExperimentError(f"--out {str(exp_dir)!r} {where}, not a directory; choose another --out")
-            return
+    from rlearn.run.workdir import check_directory
+
+    check_directory(exp_dir, "--out", "--out", ExperimentError)
 
 
 def available_cores() -> int:

@@ -32,7 +32,6 @@ class ExperimentDisplay:
 
         self.total = int(total)
         self._bar: Any = None
-        self._n = 0
         if progress_wanted(enabled):
             from tqdm import tqdm
 
@@ -54,9 +53,8 @@ class ExperimentDisplay:
         done = min(int(done), self.total)
         if status:
             self._bar.set_postfix_str(status, refresh=False)
-        if done > self._n:
-            self._bar.update(done - self._n)
-            self._n = done
+        if done > self._bar.n:
+            self._bar.update(done - self._bar.n)
         else:
             self._bar.refresh()
 

@@ -151,10 +151,8 @@ def build_report(exp_dirs: Sequence[Path], options: ReportOptions) -> Tuple[List
     if options.normalize and options.normalize[1] <= options.normalize[0]:
         raise ExperimentError(f"--normalize LOW:HIGH needs LOW < HIGH, got {options.normalize}")
     experiments = []
-    for path in exp_dirs:
-        path = Path(path)
-        taken = {e.label for e in experiments}
-        label = path.name if path.name not in taken else str(path)
+    for path in map(Path, exp_dirs):
+        label = str(path) if any(e.label == path.name for e in experiments) else path.name
         experiments.append(load_experiment(path, options.train_key, label))
     kinds = ("evaluation", "training") if options.train_key else ("evaluation",)
     sections = [s for s in (_section(k, experiments, options) for k in kinds) if s is not None]
@@ -289,8 +287,7 @@ def _markdown(experiments: Sequence[Experiment], sections: Sequence[ScoreSection
             for run in exp.runs:
                 score = run.eval_score if section.kind == "evaluation" else run.train_score
                 lines.append(f"| {exp.label} | {run.name} | {run.status or '-'} | {run.envstep} | {_fmt(score)} |")
-        for item in section.left_out:
-            lines.append(f"\nLeft out: {item}")
+        lines += [f"\nLeft out: {item}" for item in section.left_out]
         for caption, key in (("Aggregate metrics", "aggregates"), ("Performance profiles", "profiles"),
                              ("Sample efficiency: IQM against env steps", "envstep"),
                              ("Sample efficiency: IQM against training time", "time")):

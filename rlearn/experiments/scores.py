@@ -129,8 +129,7 @@ def training_clock(metrics: Sequence[Mapping[str, Any]]) -> Optional[Callable[[f
         cumulative[at] = total
     if len(cumulative) == 1:
         return None
-    xs = sorted(cumulative)
-    ys = [cumulative[x] for x in xs]
+    xs, ys = _curve(cumulative)
     return lambda it: interpolate(xs, ys, min(max(it, xs[0]), xs[-1])) or 0.0
 
 
@@ -252,10 +251,8 @@ def load_experiment(exp_dir: Path, train_key: Optional[str] = None, label: Optio
     if not exp_dir.is_dir():
         raise ExperimentError(f"{exp_dir}: no such directory")
     statuses = _statuses(exp_dir)
-    if _is_run(exp_dir):
-        dirs = [exp_dir]
-    else:
-        dirs = sorted((p for p in exp_dir.iterdir() if p.is_dir() and _is_run(p)), key=_natural_key)
+    dirs = [exp_dir] if _is_run(exp_dir) else sorted((p for p in exp_dir.iterdir() if p.is_dir() and _is_run(p)),
+                                                     key=_natural_key)
     if not dirs:
         raise ExperimentError(f"{exp_dir}: no runs (no sub-directory with a metrics.jsonl or evaluations.jsonl)")
     membership = check_membership(exp_dir, dirs)

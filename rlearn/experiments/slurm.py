@@ -82,9 +82,8 @@ def sbatch_parameters(options: Mapping[str, Any], name: str, tasks: int) -> Dict
                               "array_parallelism": int(options.get("array_parallelism", tasks)),
                               "signal_delay_s": int(options.get("signal_delay_s", 90)),
                               "additional_parameters": extra}
-    for key in ("partition", "mem", "gpus_per_task", "account", "qos", "constraint"):
-        if key in options:
-            params[key] = options[key]
+    params.update({k: options[k] for k in ("partition", "mem", "gpus_per_task", "account", "qos", "constraint")
+                   if k in options})
     if options.get("setup"):
         params["setup"] = [line.strip() for line in str(options["setup"]).split(";") if line.strip()]
     return params

@@ -40,15 +40,11 @@ WORKER_ATTR, HEARTBEAT_ATTR = "worker", "heartbeat"
 COUNTED_STATES = ("COMPLETE", "PRUNED", "RUNNING", "WAITING")
 
 
-def _is_url(spec: str) -> bool:
-    return "://" in spec
-
-
 def storage_label(spec: Optional[str], exp_dir: Path) -> str:
     """The storage as shown to the user: a journal file's path, or the URL with its password hidden."""
     if spec is None:
         return str(Path(exp_dir) / DEFAULT_JOURNAL)
-    if _is_url(spec):
+    if "://" in spec:
         from sqlalchemy.engine import make_url
 
         try:
@@ -62,7 +58,7 @@ def open_storage(spec: Optional[str], exp_dir: Path) -> Any:
     """The Optuna storage of ``spec`` (None: the journal file in ``exp_dir``; a URL: an RDB; else a journal
     file path, relative to the working directory); ExperimentError in one line when it cannot be opened."""
     label = storage_label(spec, exp_dir)
-    if spec is None or not _is_url(spec):
+    if spec is None or "://" not in spec:
         path = str(Path(exp_dir) / DEFAULT_JOURNAL) if spec is None else spec
         try:
             return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))

@@ -101,13 +101,15 @@ def check_not_in_use(path: Path) -> None:
         _lock(path).release()
 
 
-def check_directory(path: Path) -> Path:
-    """``path`` if it is a directory or can become one; a ConfigError names it when it (or a parent) is a file."""
+def check_directory(path: Path, option: str = "--work-dir", name: str = "work dir",
+                    error: Callable[[str], Exception] = ConfigError) -> Path:
+    """``path`` if it is a directory or can become one; ``error`` names it (``name``, chosen with ``option``) when
+    it or a parent is a file."""
     for candidate in (path, *path.parents):
         if candidate.exists() or candidate.is_symlink():
             if not candidate.is_dir():
                 what = "is" if candidate == path else f"cannot be created: {str(candidate)!r} is"
-                raise ConfigError(f"work dir {str(path)!r} {what} a file, not a directory; choose another --work-dir")
+                raise error(f"{name} {str(path)!r} {what} a file, not a directory; choose another {option}")
             break
     return path
 
