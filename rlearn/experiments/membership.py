@@ -115,8 +115,7 @@ def check_membership(exp_dir: Path, runs: Sequence[Path]) -> Membership:
             left_out.append(f"{run}: left out, it has no config.py that rlearn wrote, so it cannot be told to belong "
                             "to this experiment")
             continue
-        changes = config_differences(reference, cfg, keys)
-        if changes:
+        if changes := config_differences(reference, cfg, keys):
             shown = "; ".join(changes[:4]) + ("; ..." if len(changes) > 4 else "")
             left_out.append(f"{run}: left out, not a run of this experiment ({shown})")
             continue

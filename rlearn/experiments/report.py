@@ -274,8 +274,7 @@ def _markdown(experiments: Sequence[Experiment], sections: Sequence[ScoreSection
         if any(_collapsed(e) for est in section.aggregates.values() for e in est.values()):
             lines += ["", "An interval whose two ends are equal collapsed: every resample gave the same value. It "
                       "shows that these runs agree, not how far other runs could be."]
-        few = _few_runs(counts)
-        if few:
+        if few := _few_runs(counts):
             lines += ["", few]
         if section.improvement:
             lines += ["", "### Probability of improvement", "", "| X | Y | P(X > Y) | 95 % CI |", "|---|---|---|---|"]

@@ -187,8 +187,7 @@ def load_run(work_dir: Path, train_key: Optional[str] = None, status: Optional[s
     metrics = [row for _, row in metric_rows]
     evaluations = []
     for line, row in read_rows(work_dir / "evaluations.jsonl", problems):
-        problem = _evaluation_problem(row)
-        if problem:
+        if problem := _evaluation_problem(row):
             problems.append(f"{work_dir / 'evaluations.jsonl'}:{line}: {problem}; skipped")
         else:
             evaluations.append(row)

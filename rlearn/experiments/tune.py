@@ -258,6 +258,7 @@ class Tuner:
         """Say in the trial's own log and TensorBoard that it was pruned, and add its HParams row. The run's
         own "resume with: ... --resume" hint is taken out: a pruned trial is finished for its study."""
         import runpy
+        from contextlib import closing
 
         from rlearn.config import flatten
         from rlearn.writers.tensorboard import TensorBoardWriter
@@ -271,12 +272,9 @@ class Tuner:
             with open(log, "a", encoding="utf-8") as handle:
                 handle.write(f"{stamp} - {exp_name} - WARNING - {message}\n")
         cfg = runpy.run_path(str(work_dir / EXPERIMENT_CONFIG))["config"]
-        writer = TensorBoardWriter(work_dir / "tb")
-        try:
+        with closing(TensorBoardWriter(work_dir / "tb")) as writer:
             writer.write_text("tune/pruned", message, train_iter)
             writer.write_hparams(flatten(cfg), {"evaluator/episode_return_mean": value}, train_iter)
-        finally:
-            writer.close()
 
     # ----------------------------------------------------------------------------- the study
     def _worker(self, stop: StopSignals, display: ExperimentDisplay) -> None:
