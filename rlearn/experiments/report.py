@@ -131,8 +131,7 @@ def _section(kind: str, experiments: Sequence[Experiment], options: ReportOption
             if grid:
                 grids[name] = grid
                 arrays[name] = np.asarray(values, dtype=np.float64)[:, None, :]  # runs x 1 task x points
-                cut = sum(1 for xs, _ in usable if xs[-1] > grid[-1])
-                if cut:
+                if cut := sum(1 for xs, _ in usable if xs[-1] > grid[-1]):
                     section.curve_notes.append(f"{axis} curve of {name}: ends at {grid[-1]:g} env steps, where its "
                                                f"shortest run ends; the later evaluations of {cut} run(s) are not on it")
             else:
