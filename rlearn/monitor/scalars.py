@@ -87,10 +87,12 @@ def to_floats(items: Iterable[Tuple[str, Any]], known: Container[str] = ()) -> L
     for key, value in items:
         if key not in known:
             check_key(key)
-        if isinstance(value, torch.Tensor) and not (value.is_cpu and CPU_DIRECT):
+        if type(value) is float:  # the common case first: torch.Tensor's isinstance check is a Python call
+            pass
+        elif isinstance(value, torch.Tensor) and not (value.is_cpu and CPU_DIRECT):
             _check_tensor(key, value)
             pending.setdefault(value.device, []).append((len(out), value))
-        elif type(value) is not float:
+        else:
             value = to_float(value, key)
         out.append((key, value))
     for tensors in pending.values():
