@@ -58,6 +58,8 @@ def _iteration(algo: str) -> Any:
         return learner, lambda: next(counter)
     cfg = importlib.import_module(f"rlearn.configs.{CONFIGS[algo]}").config
     policy_cfg = {k: v for k, v in cfg["policy"].items() if k != "type"}
+    if "learn_threads" in policy_cfg:  # one thread, as everything else here: two are noise on a shared machine
+        policy_cfg["learn_threads"] = 1
     env = make_vector_env(cfg["env"]["id"], cfg["env"].get("num_envs", 1), seed=0)
     policy = get_policy_class(cfg["policy"]["type"])(policy_cfg, env.single_observation_space,
                                                      env.single_action_space, seed=0)
