@@ -127,6 +127,7 @@ class HistoryBuffer:
                           f"the first {drop} elements are dropped.", stacklevel=2)
         self._v = _checked(values[drop:], "log_history", check_value, drop)
         self._c = _checked(counts[drop:], "count_history", check_count, drop) if len(counts) else np.ones(len(self._v))
+        self._unit = bool((self._c == 1.0).all())  # every count ever held is 1: a mean divides by the number of values
         self._a, self._b = 0, len(self._v)  # the retained updates: the slice [_a, _b) of _v and _c
 
     def update(self, value: Any, count: Any = 1) -> None:
@@ -140,6 +141,8 @@ class HistoryBuffer:
             self._a = 0
         self._v[b] = v
         self._c[b] = c
+        if c != 1.0:
+            self._unit = False
         self._b = b + 1
         if self._b - self._a > self.max_length:
             self._a += 1
@@ -199,13 +202,18 @@ class HistoryBuffer:
     def mean(self, window_size: Optional[int] = None) -> float:
         """``sum(values) / sum(counts)`` over the finite values among the last ``window_size`` updates
         (``None``: the whole retained history); NaN if the window holds no finite value."""
-        values, counts = self._finite(window_size)
-        if not values.size:
+        window = self._slice(window_size, allow_empty=False)
+        values, counts = self._v[window].tolist(), None if self._unit else self._c[window].tolist()
+        if not math.isfinite(sum(values)):  # a NaN/inf among them (or a sum past the float range): the finite ones
+            finite = [v - v == 0.0 for v in values]
+            values = [v for v, keep in zip(values, finite) if keep]
+            counts = None if counts is None else [c for c, keep in zip(counts, finite) if keep]
+        if not values:
             return math.nan
-        hi, lo = dd_sum(values.tolist())
-        if counts.item(0) == 1.0 and counts.min() == 1.0 == counts.max():  # the usual counts: their sum is exact
-            return dd_div(hi, lo, float(counts.size))
-        c_hi, c_lo = dd_sum(counts.tolist())
+        hi, lo = dd_sum(values)
+        if counts is None:  # unit counts: their sum is the number of values, exactly
+            return dd_div(hi, lo, float(len(values)))
+        c_hi, c_lo = dd_sum(counts)
         return dd_div(hi, lo, c_hi) if c_lo == 0.0 else (hi + lo) / (c_hi + c_lo)
 
     def min(self, window_size: Optional[int] = None) -> float:
