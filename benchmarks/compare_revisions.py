@@ -15,18 +15,19 @@ with the load average.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_td3 import checkout_of  # noqa: E402 - a temporary git worktree of a revision
 ALGOS = ("td3", "sac", "dqn", "ppo", "ppg", "monitor")
 CONFIGS = {"td3": "td3_pendulum", "sac": "sac_pendulum", "dqn": "dqn_cartpole", "ppo": "ppo_pendulum",
            "ppg": "ppg_pendulum"}
@@ -104,19 +105,6 @@ def worker(algo: str, iters: int) -> Dict[str, Any]:
             learner.train(data())
         blocks.append((time.perf_counter() - start) / iters)
     return {"s_per_iter": statistics.median(blocks)}
-
-
-@contextlib.contextmanager
-def checkout_of(ref: str) -> Iterator[Path]:
-    """A temporary ``git worktree`` of revision ``ref`` of this repository (removed afterwards)."""
-    with tempfile.TemporaryDirectory(prefix="rlearn_rev_") as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), ref], cwd=HERE.parent, check=True,
-                       capture_output=True)
-        try:
-            yield tree
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=HERE.parent, capture_output=True)
 
 
 def run_side(tree: Path, algo: str, iters: int) -> float:
