@@ -109,7 +109,8 @@ class MessageHub:
                 raise ValueError(f"update_scalar({key!r}, count={item['count']!r}): in a run every recorded value "
                                  "counts once (windows average the values of their train iterations); record the "
                                  "per-sample value with count=1")
-            items.append((key, check_value(item["value"], key), count))
+            # in a run the monitor checks and converts the values (one host copy per device for tensors)
+            items.append((key, item["value"] if self._record is not None else check_value(item["value"], key), count))
         if self._record is not None:
             self._record({key: value for key, value, _ in items})  # one tick update: all-or-nothing
             return

@@ -237,3 +237,23 @@ def test_the_documented_p95_example(registered_statistics):
         monitor.tick()
     out = processor.values(processor.window_stats(monitor, ["critic_loss"], end=149))
     assert out == {"critic_loss_avg": 144.5, "critic_loss_p95": float(np.percentile(np.arange(50, 150), 95))}
+
+
+def test_tensors_given_to_the_hub_in_a_run_reach_the_host_in_one_copy(monkeypatch):
+    """In a run the hub hands its values to the monitor unconverted: accelerator tensors of one
+    ``update_scalars`` are copied to the host together (one copy per device), not one ``item()`` each."""
+    from rlearn.monitor import TickMonitor, scalars
+
+    monkeypatch.setattr(scalars, "CPU_DIRECT", False)  # CPU tensors take the accelerator path
+    copies = []
+    real = scalars.batched_to_floats
+    monkeypatch.setattr(scalars, "batched_to_floats", lambda tensors: copies.append(len(tensors)) or real(tensors))
+    monitor = TickMonitor()
+    hub = MessageHub("tensors_in_a_run")
+    hub.attach(monitor)
+    hub.update_scalars({"a": torch.tensor(1.5), "b": torch.tensor(2.5), "c": {"value": torch.tensor(3.5), "count": 1}})
+    assert copies == [3]
+    assert [monitor.last(key) for key in "abc"] == [1.5, 2.5, 3.5]
+    with pytest.raises(TypeError, match="'d'"):  # a bad value is still refused, naming its key, before recording
+        hub.update_scalars({"e": 1.0, "d": torch.ones(2)})
+    assert monitor.last("e") is None
